@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 import os
-import zlib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from e1 import __version__
@@ -196,11 +195,9 @@ def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[l
         groups.setdefault((mode, budget), []).append(problem)
     generated = []  # (mode, budget, problem, completion)
     for (mode, budget), problems in groups.items():
-        first = problems[0]
-        seed = zlib.crc32(f"{config.sampling.seed}|{first.dataset}|{first.id}|{mode}|{budget}".encode())
-        sampling = replace(config.sampling, seed=seed)
+        seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task) for p in problems]
-        completions = engine.generate(prompts, budget, mode, sampling, n=config.n)
+        completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
         generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
     scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
                           [str(p.answer) for _, _, p, _ in generated])
@@ -217,6 +214,14 @@ def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[l
             scored.tests_passed, scored.first_failure,
         ])
     return rows
+
+
+def problem_seed(seed: int, dataset: str, problem_id, mode: Mode, budget: Budget) -> int:
+    """A problem's seed in one cell of a run: its samples' randomness depends on nothing else
+    (not on the batch size, nor on which problems share its batch)."""
+    from e1.engine.sampling import derive_seed
+
+    return derive_seed(seed, dataset, problem_id, mode, f"{budget.think}+{budget.solve}")
 
 
 def _wanted_rows(samples, datasets: dict, config: EvalConfig):

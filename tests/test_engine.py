@@ -217,10 +217,14 @@ def test_elastic_text_splits_thinking_and_solution(tiny_engine):
 
 
 def test_inverse_cdf_sampling_matches_the_probabilities_and_skips_zero_ones():
-    from e1.engine.sampling import sample_from
+    import numpy as np
+
+    from e1.engine.sampling import row_uniforms, sample_from
 
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).expand(20_000, 6)  # [N, V]
-    picks = sample_from(probs, torch.Generator().manual_seed(0))  # [N]
+    # one row's successive counters, as a sample drawing 20,000 tokens would use them
+    uniforms = row_uniforms(np.full(20_000, 12345, dtype=np.uint64), np.arange(20_000, dtype=np.uint64))
+    picks = sample_from(probs, torch.from_numpy(uniforms))  # [N]
     counts = torch.bincount(picks, minlength=6) / len(picks)
     assert counts[[0, 2, 5]].sum() == 0  # probability 0: never drawn, not even at u = 0 or u ~ total
     # binomial standard error at 20,000 draws is at most sqrt(0.25 / 20000) = 0.0035; allow 4 of them

@@ -195,3 +195,17 @@ def test_processor_forces_the_marker_at_t_and_eos_at_s(engines):
     assert processor.apply(torch.zeros(2, 8))[1].isfinite().nonzero().flatten().tolist() == [eos]
     processor.update_state(BatchUpdate(1, [1], [], []))
     assert processor.apply(torch.zeros(1, 8)).isfinite().all()
+
+
+def test_vllm_samples_do_not_depend_on_the_batch(engines):
+    """Per-sample seeds on vLLM: a prompt's sampled completions are the same alone or among others."""
+    vllm_engine, _ = engines
+    hot = Sampling(temperature=1.0, top_p=1.0, seed=3, max_tokens=40)
+    prompts = prompts_for(vllm_engine.tokenizer, count=7)
+    seeds = list(range(100, 107))
+    together = vllm_engine.generate(prompts, Budget(10, 6), Mode("elastic"), hot, n=2, seeds=seeds)
+    alone = [vllm_engine.generate(prompts[p : p + 1], Budget(10, 6), Mode("elastic"), hot, n=2, seeds=seeds[p : p + 1])
+             for p in (0, 6)]
+    assert [c.token_ids for c in together[:2]] == [c.token_ids for c in alone[0]]
+    assert [c.token_ids for c in together[12:]] == [c.token_ids for c in alone[1]]
+    assert together[0].token_ids != together[1].token_ids or together[2].token_ids != together[3].token_ids

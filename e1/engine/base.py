@@ -1,6 +1,6 @@
 """The engine contract: one ``generate`` for every backend and every decoding mode.
 
-    engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling(seed=0), n=4)
+    engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling(seed=0), n=4, seeds=[7, 8])
     -> list[Completion], prompt-major: completions[i * n + j] is sample j of prompt i.
 
 Modes (see DESIGN.md):
@@ -17,9 +17,10 @@ Modes (see DESIGN.md):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from e1.budget import Budget
+from e1.engine.markers import Markers
 from e1.errors import ConfigError
 
 MODES = ("elastic", "truncate", "budget-forcing", "none")
@@ -117,7 +118,22 @@ class Completion:
 
 
 class Engine(Protocol):
-    """What every backend provides."""
+    """What every backend provides, and everything its callers (eval, sweep, the trainer) use.
+
+    ``seeds`` gives each prompt its own seed; sample ``j`` of prompt ``p`` draws its randomness
+    from (``seeds[p]``, ``j``) alone (:mod:`e1.engine.sampling`), so the same seeds give the same
+    samples whatever the batch size. Without ``seeds`` they derive from ``sampling.seed`` and
+    each prompt's position in the call.
+
+    Training hands new weights over with :meth:`sync_weights`; an engine that holds the
+    accelerator's memory (vLLM in sleep mode) frees it with :meth:`sleep` while the policy
+    trains and takes it back with :meth:`wake_up`. Where there is nothing to free
+    (``can_sleep`` False) both are no-ops.
+    """
+
+    tokenizer: Any  # encodes prompts; its chat template builds them (e1.prompts)
+    markers: Markers  # think markers, EOS and pad ids resolved from the tokenizer
+    max_context: int | None  # prompt + output tokens the model can hold (None: unknown)
 
     def generate(
         self,
@@ -127,4 +143,19 @@ class Engine(Protocol):
         sampling: Sampling = Sampling(),
         n: int = 1,
         progress=None,
+        seeds: Sequence[int] | None = None,
     ) -> list[Completion]: ...
+
+    def sync_weights(self, module) -> None:
+        """Decode with ``module``'s current weights from now on (a module holding all of them)."""
+
+    @property
+    def can_sleep(self) -> bool:
+        """Whether :meth:`sleep` frees accelerator memory (vLLM built with sleep mode on a GPU)."""
+
+    def sleep(self, level: int = 1) -> None:
+        """Free accelerator memory until :meth:`wake_up`: level 1 keeps the weights in CPU memory,
+        level 2 drops them (the next :meth:`sync_weights` brings new ones)."""
+
+    def wake_up(self, tags: Sequence[str] | None = None) -> None:
+        """Take the memory back: ``["weights"]``, ``["kv_cache"]``, or both (None)."""

@@ -4,7 +4,7 @@
     completions = engine.generate(["What is 2+2?"], Budget(1024, 1024), Mode.parse("elastic"))
 
 How it stays one pass: each step every active row consumes exactly one token — the one
-the model sampled or, when its :class:`~e1.engine.rows.RowState` says so, a forced one (the
+the model sampled or, when its :class:`~e1.engine.row_state.RowState` says so, a forced one (the
 end marker when thinking reaches ``t``). A forced token goes through the same forward as a
 sampled one, into the running cache; nothing is prefilled twice. Samples of one prompt
 share its prefill (the cache is expanded n-fold), and rows that finish are dropped from
@@ -21,15 +21,16 @@ from __future__ import annotations
 import inspect
 import os
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
+import numpy as np
 import torch
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.common import RowEngine
+from e1.engine.row_engine import RowEngine
 from e1.engine.markers import Markers, resolve_markers
-from e1.engine.sampling import sample_tokens
+from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
 from e1.errors import ConfigError, ModelError
 
 Progress = Callable[[int], None]  # called with the number of sequences just finished
@@ -118,18 +119,17 @@ class HFEngine(RowEngine):
 
     @torch.inference_mode()
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress: Progress | None = None) -> list[Completion]:
+                 progress: Progress | None = None, seeds: Sequence[int] | None = None) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
+        per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
+        row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
         out: list[Completion] = []
-        for chunk_index, start in enumerate(range(0, len(rows), self.batch_size)):
-            chunk = rows[start : start + self.batch_size]
-            generator = None
-            if not sampling.greedy:
-                generator = torch.Generator(device=self.device).manual_seed(sampling.seed * 1_000_003 + chunk_index)
-            out += self._decode_chunk(prompt_ids, chunk, budget, mode, sampling, generator, progress)
+        for start in range(0, len(rows), self.batch_size):
+            chunk = slice(start, start + self.batch_size)
+            out += self._decode_chunk(prompt_ids, rows[chunk], row_seeds[chunk], budget, mode, sampling, progress)
         return out
 
-    def _decode_chunk(self, prompt_ids, chunk, budget, mode, sampling, generator, progress) -> list[Completion]:
+    def _decode_chunk(self, prompt_ids, chunk, row_seeds, budget, mode, sampling, progress) -> list[Completion]:
         unique = sorted({p for p, _ in chunk})
         where = {p: i for i, p in enumerate(unique)}
         states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in chunk]
@@ -152,9 +152,14 @@ class HFEngine(RowEngine):
         next_pos = positions[expand, -1] + 1  # [B]
 
         active = list(range(len(chunk)))  # row index of each batch slot
+        seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
         while True:
-            tokens = sample_tokens(logits, sampling, generator).tolist()  # [B]
+            uniforms = None
+            if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
+                counters = np.fromiter((len(states[row].tokens) for row in active), np.uint64, len(active))
+                uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
+            tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
             fed = []
             for slot, row in enumerate(active):
                 state = states[row]

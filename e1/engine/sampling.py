@@ -1,21 +1,74 @@
-"""Token sampling on a batch of logits: greedy, temperature, top-k, top-p (nucleus).
+"""Token sampling on a batch of logits (greedy, temperature, top-k, top-p), and the seeds
+that make every sample's randomness its own.
 
 A sample is drawn by inverting the CDF: one uniform number per row, located in the row's
 cumulative probabilities by binary search. That is exact sampling from the same distribution
 as ``torch.multinomial``, which draws one exponential variate per vocabulary entry instead
-(on the CPU ~10x slower at a 512-token vocabulary, ~4x at 150k). Seeds therefore draw
-different tokens than e1 versions that used multinomial.
+(on the CPU ~10x slower at a 512-token vocabulary, ~4x at 150k).
+
+Where the uniform numbers come from is what makes results independent of batching: each
+sample (one prompt's sample ``j``) has a 64-bit seed, :func:`sample_seed` of its prompt's seed
+and ``j``, and the uniform for its ``i``-th token is a counter-based hash of (that seed, ``i``)
+(:func:`row_uniforms`, splitmix64). No generator state is shared between rows, so a sample
+draws the same tokens whatever batch it is decoded in, whatever rows finish beside it.
+
+    seeds = [derive_seed(0, "aime", "2024-I-1", "elastic", "1024+1024")]   # one per prompt
+    engine.generate(prompts, budget, mode, sampling, n=16, seeds=seeds)
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
 import torch
 
 from e1.engine.base import Sampling
 
+_MASK64 = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
 
-def sample_tokens(logits: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> torch.Tensor:
-    """Pick one token per row. logits: [B, V] -> [B]."""
+
+def derive_seed(*parts: object) -> int:
+    """A 64-bit seed from any values (their text), stable across runs, machines and Python versions.
+
+    >>> derive_seed(0, "aime", "7") == derive_seed(0, "aime", "7") != derive_seed(0, "aime", "8")
+    True
+    """
+    digest = hashlib.blake2b("|".join(map(str, parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little")
+
+
+def sample_seed(prompt_seed: int, sample_index: int) -> int:
+    """The seed of sample ``sample_index`` of a prompt whose seed is ``prompt_seed``."""
+    return derive_seed(prompt_seed & _MASK64, "sample", sample_index)
+
+
+def prompt_seeds(sampling: Sampling, count: int, seeds: Sequence[int] | None) -> list[int]:
+    """``seeds`` as given (one per prompt), or derived from ``sampling.seed`` and each prompt's position."""
+    if seeds is None:
+        return [derive_seed(sampling.seed, "prompt", p) for p in range(count)]
+    if len(seeds) != count:
+        from e1.errors import ConfigError
+
+        raise ConfigError(f"{len(seeds)} seeds for {count} prompts", hint="pass one seed per prompt")
+    return [int(s) & _MASK64 for s in seeds]
+
+
+def row_uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
+    """One uniform in [0, 1) per row, a pure function of (seed, counter): splitmix64 of
+    ``seed + (counter + 1) * golden``, top 53 bits. seeds, counters: [B] uint64 -> [B] float64."""
+    z = seeds + (counters + np.uint64(1)) * np.uint64(_GOLDEN)  # uint64 arithmetic wraps, as intended
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
+
+
+def sample_tokens(logits: torch.Tensor, sampling: Sampling, uniforms: torch.Tensor | None) -> torch.Tensor:
+    """Pick one token per row, row b by inverting its CDF at ``uniforms[b]`` (unused when greedy).
+    logits: [B, V], uniforms: [B] in [0, 1) -> [B]."""
     if sampling.greedy:
         return logits.argmax(dim=-1)
     logits = logits.float() / sampling.temperature  # [B, V]
@@ -24,7 +77,7 @@ def sample_tokens(logits: torch.Tensor, sampling: Sampling, generator: torch.Gen
         logits = logits.masked_fill(logits < kth, float("-inf"))
     if sampling.top_p < 1.0:
         logits = _top_p(logits, sampling.top_p)
-    return sample_from(logits.softmax(dim=-1), generator)
+    return sample_from(logits.softmax(dim=-1), uniforms)
 
 
 def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -36,8 +89,9 @@ def _top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits.masked_fill(drop.scatter(-1, order, drop), float("-inf"))  # drop, back in vocabulary order
 
 
-def sample_from(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
-    """One index per row, drawn with probability ``probs`` (each row sums to ~1). [B, V] -> [B].
+def sample_from(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One index per row, drawn with probability ``probs`` (each row sums to ~1) by inverting the
+    CDF at ``uniforms`` (uniform in [0, 1), one per row). [B, V], [B] -> [B].
 
     Token i is picked when u falls in [cdf[i-1], cdf[i]); a token of probability 0 has an empty
     interval, so it is never picked. u stays strictly below the row's total, even after rounding.
@@ -45,6 +99,6 @@ def sample_from(probs: torch.Tensor, generator: torch.Generator | None) -> torch
     probability of every rare token of a large vocabulary."""
     cdf = probs.cumsum(dim=-1, dtype=torch.float64)  # [B, V]
     total = cdf[:, -1:]  # [B, 1]
-    uniform = torch.rand(total.shape, generator=generator, device=probs.device, dtype=cdf.dtype)  # [B, 1]
+    uniform = uniforms.to(device=probs.device, dtype=cdf.dtype).reshape(total.shape)  # [B, 1]
     u = torch.minimum(uniform * total, total.nextafter(torch.zeros_like(total)))  # [B, 1], in [0, total)
     return torch.searchsorted(cdf, u, right=True).squeeze(-1)  # [B]

@@ -10,7 +10,7 @@ How each mode runs:
 
 - ``elastic`` and ``budget-forcing`` — one pass. Every request carries its settings in
   ``SamplingParams.extra_args``; :class:`~e1.engine.vllm_processor.BudgetProcessor` keeps a
-  :class:`~e1.engine.rows.RowState` per request and masks the logits to the forced token (the end
+  :class:`~e1.engine.row_state.RowState` per request and masks the logits to the forced token (the end
   marker at ``t``, s1's "Final Answer:", EOS once the solution reached ``s``).
 - ``budget-forcing:wait=k`` — a natural end must be *replaced* by "Wait" after it was sampled,
   which a logits processor cannot undo; such a request stops on the end marker, its state
@@ -25,15 +25,16 @@ counts, forced masks and text splits come from the same code as the transformers
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from e1.budget import Budget
 from e1.engine import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.common import RowEngine
+from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
-from e1.engine.rows import THINK, RowState
+from e1.engine.sampling import derive_seed, prompt_seeds, sample_seed
+from e1.engine.row_state import THINK, RowState
 from e1.errors import ConfigError, ModelError
 
 FORCING = ("elastic", "budget-forcing")
@@ -88,16 +89,18 @@ class VLLMEngine(RowEngine):
         return cls(llm, tokenizer, markers)
 
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress=None) -> list[Completion]:
+                 progress=None, seeds: Sequence[int] | None = None) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
+        per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
+        row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
         states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in rows]
         raw: list[list[int]] = [[] for _ in rows]  # ids as vLLM produced them (a replaced end included)
         for round_index in range(mode.wait + 2):
             todo = [i for i, state in enumerate(states) if not state.done]
             if not todo:
                 break
-            requests = [self._request(prompt_ids[rows[i][0]], states[i], raw[i], budget, mode, sampling, i, round_index)
-                        for i in todo]
+            requests = [self._request(prompt_ids[rows[i][0]], states[i], raw[i], budget, mode, sampling,
+                                      row_seeds[i], round_index) for i in todo]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
                 for token in output.outputs[0].token_ids:
@@ -111,7 +114,7 @@ class VLLMEngine(RowEngine):
         return [self.completion(states[i], p, j, len(prompt_ids[p])) for i, (p, j) in enumerate(rows)]
 
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
-                 sampling: Sampling, row: int, round_index: int):
+                 sampling: Sampling, row_seed: int, round_index: int):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -131,7 +134,8 @@ class VLLMEngine(RowEngine):
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
         params = SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
-            seed=None if sampling.greedy else (sampling.seed * 1_000_003 + row) * 64 + round_index,
+            # vLLM gives a seeded request its own generator: the sample's draws do not depend on its batch
+            seed=None if sampling.greedy else derive_seed(row_seed, round_index) >> 1,
             max_tokens=max(1, max_tokens), stop_token_ids=stop, ignore_eos=False, detokenize=False,
             skip_special_tokens=False, extra_args=extra,
         )

@@ -5,7 +5,7 @@ vLLM loads it by name (it must live in an importable module, not in a script):
     LLM(model=path, logits_processors=[BudgetProcessor])
     SamplingParams(max_tokens=..., extra_args={"e1": budget_args(budget, mode, markers, opens, room)})
 
-Each request that carries ``extra_args["e1"]`` gets its own :class:`~e1.engine.rows.RowState` —
+Each request that carries ``extra_args["e1"]`` gets its own :class:`~e1.engine.row_state.RowState` —
 the same phase machine the transformers backend runs. Before every forward pass vLLM hands
 this processor each request's running list of output ids; the new ones are fed to the row's
 state (``accept``), so the state always knows the next forced token. ``apply`` then leaves
@@ -26,7 +26,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDi
 from e1.budget import Budget
 from e1.engine.base import Mode
 from e1.engine.markers import Markers
-from e1.engine.rows import RowState
+from e1.engine.row_state import RowState
 
 KEY = "e1"
 

@@ -1,9 +1,9 @@
-"""What every backend shares around :class:`~e1.engine.rows.RowState`: prompts to token ids,
+"""What every backend shares around :class:`~e1.engine.row_state.RowState`: prompts to token ids,
 the context check, one row state per sample, and the :class:`Completion` records built from
 them — so the transformers and vLLM backends count, split and report identically.
 
     class MyEngine(RowEngine):
-        def generate(self, prompts, budget, mode, sampling, n=1, progress=None):
+        def generate(self, prompts, budget, mode, sampling, n=1, progress=None, seeds=None):
             mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
             ...  # decode, feeding every token to a row state from self.row_state(...)
             return [self.completion(state, p, j, len(prompt_ids[p])) for ...]
@@ -16,7 +16,7 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import Markers
-from e1.engine.rows import RowState
+from e1.engine.row_state import RowState
 from e1.errors import ConfigError
 
 

@@ -3,7 +3,7 @@
 from e1.budget import Budget
 from e1.engine.base import Mode
 from e1.engine.markers import Markers
-from e1.engine.rows import RowState
+from e1.engine.row_state import RowState
 
 # a marker of three tokens (7, 8, 9); EOS 2; "Wait" is (5,), "Final Answer:" is (6,)
 MARKERS = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(7, 8, 9), eos_ids=frozenset({2}),
