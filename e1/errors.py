@@ -50,3 +50,14 @@ class ResultsError(E1Error):
 
 class RewardError(E1Error):
     """A reward that cannot be computed (unknown task, bad tests)."""
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """A hint naming the closest candidates to ``name``, else all of them."""
+    import difflib
+
+    candidates = list(candidates)
+    close = difflib.get_close_matches(str(name), candidates, n=3, cutoff=0.5)
+    if close:
+        return f"did you mean {' or '.join(repr(c) for c in close)}?"
+    return f"choose one of {', '.join(candidates)}"

@@ -69,19 +69,24 @@ class Interrupting:
         return self.engine.generate(*args, **kw)
 
 
-def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int) -> None:
-    """The engine contract every backend must keep for one completion, whatever was sampled."""
+def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids=()) -> None:
+    """The engine contract every backend must keep for one completion, whatever was sampled.
+    ``exit_ids``: the mode's exit text, forced before the end marker."""
     from e1.engine.base import Mode
 
-    name = Mode.parse(mode).name
+    mode = Mode.parse(mode)
+    name = mode.name
     assert len(c.token_ids) == len(c.forced_mask)
     assert c.finish_reason in ("stop", "length")
     if name == "elastic":
-        assert c.think_tokens <= budget.think and c.solve_tokens <= budget.solve
+        assert c.think_tokens <= budget.think + mode.grace and c.solve_tokens <= budget.solve
         natural_end = not c.forced and c.closed
-        assert c.forced == (c.think_tokens == budget.think and not natural_end)
+        if mode.grace:  # inside the window a row may also end by EOS or run out of room, unforced
+            assert not c.forced or budget.think <= c.think_tokens <= budget.think + mode.grace
+        else:
+            assert c.forced == (c.think_tokens == budget.think and not natural_end)
         forced_ids = [t for t, f in zip(c.token_ids, c.forced_mask) if f]
-        assert forced_ids == (list(end_ids) if c.forced else [])
+        assert forced_ids == (list(exit_ids) + list(end_ids) if c.forced else [])
         assert len(c.token_ids) == c.think_tokens + c.solve_tokens + len(forced_ids)
     elif name == "truncate":
         assert c.think_tokens + c.solve_tokens <= budget.total and not c.forced

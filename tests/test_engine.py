@@ -160,14 +160,28 @@ def prompts_for(engine, count=4):
     return [build_prompt(engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(count)]
 
 
-@pytest.mark.parametrize("mode", ["elastic", "truncate", "budget-forcing", "none"])
+@pytest.mark.parametrize("mode", ["elastic", "truncate", "budget-forcing", "none", "elastic:exit=qwen",
+                                  "elastic:grace=4"])
 def test_invariants_hold_on_tiny_random_model(tiny_engine, mode):
-    budget = Budget(6, 5)
-    sampling = Sampling(temperature=1.0, top_p=0.9, top_k=50, seed=3, max_tokens=20)
-    completions = tiny_engine.generate(prompts_for(tiny_engine), budget, Mode(mode), sampling, n=3)
+    budget, exit_ids = Budget(6, 5), tiny_engine.exit_ids(Mode.parse(mode))
+    room = 20 + len(exit_ids)  # the context room must hold the forced exit text too
+    sampling = Sampling(temperature=1.0, top_p=0.9, top_k=50, seed=3, max_tokens=room)
+    completions = tiny_engine.generate(prompts_for(tiny_engine), budget, Mode.parse(mode), sampling, n=3)
     assert len(completions) == 12
     for c in completions:
-        assert_engine_invariants(c, budget, mode, tiny_engine.markers.end_ids, max_tokens=20)
+        assert_engine_invariants(c, budget, mode, tiny_engine.markers.end_ids, max_tokens=room, exit_ids=exit_ids)
+
+
+def test_qwen_exit_text_reaches_the_model(tiny_engine):
+    """The exit text is fed to the model (the solution follows it), not just appended to records."""
+    exit_ids = tiny_engine.exit_ids(Mode.parse("elastic:exit=qwen"))
+    assert len(exit_ids) > 10
+    greedy = Sampling(temperature=0.0, max_tokens=200)
+    for c in tiny_engine.generate(prompts_for(tiny_engine, 2), Budget(3, 4), Mode.parse("elastic:exit=qwen"), greedy):
+        assert c.forced and c.token_ids[3 : 3 + len(exit_ids)] == list(exit_ids)
+        assert c.forced_mask[3 : 3 + len(exit_ids)] == [True] * len(exit_ids)
+        assert "Considering the limited time" not in c.think_text + c.solution_text
+
 
 def test_think_zero_forces_the_marker_at_once(tiny_engine):
     for c in tiny_engine.generate(prompts_for(tiny_engine, 2), Budget(0, 4), Mode(), GREEDY, n=2):

@@ -55,3 +55,59 @@ def test_budget_forcing_wait_replaces_a_single_token_end():
 def test_context_room_caps_every_mode():
     state = drive(RowState(Budget(50, 50), Mode("none"), MARKERS, True, 3), [THINK] * 10)
     assert len(state.tokens) == 3 and state.finish_reason == "length"
+
+
+# -- exit text and grace window (issue [D]) --------------------------------------------------
+PERIOD = 13  # a token that ends a sentence
+EXIT = (20, 21)  # an exit text of two tokens
+
+
+def test_exit_text_is_forced_before_the_marker_and_counted_in_neither_budget():
+    state = drive(RowState(Budget(2, 3), Mode(exit="'x'"), MARKERS, True, 100, exit_ids=EXIT),
+                  [THINK, THINK, 99, 99, 99, 99, 99, 12, 12, 2])
+    # t = 2 thinking tokens, then exit text 20 21 and the marker 7 8 9 forced, then the solution
+    assert state.tokens == [THINK, THINK, 20, 21, 7, 8, 9, 12, 12, 2]
+    assert state.forced == [False, False, True, True, True, True, True, False, False, False]
+    assert (state.think_tokens, state.solve_tokens) == (2, 3)
+    think, solution = state.split()
+    assert think == [THINK, THINK] and solution == [12, 12]
+
+
+def test_exit_text_is_skipped_when_the_model_was_already_writing_the_marker():
+    state = drive(RowState(Budget(3, 2), Mode(exit="'x'"), MARKERS, True, 100, exit_ids=EXIT),
+                  [THINK, THINK, 7, 99, 99, 2])
+    assert state.tokens[:5] == [THINK, THINK, 7, 8, 9]  # completed, no exit text inside the marker
+
+
+def test_grace_window_lets_the_sentence_finish():
+    # t = 2, grace 3: at t the last token (THINK) ends no sentence; the model writes 2 more, the
+    # second a period: forced right after it, thinking counted 4
+    state = drive(RowState(Budget(2, 2), Mode(grace=3), MARKERS, True, 100, sentence_ends=frozenset({PERIOD})),
+                  [THINK, THINK, THINK, PERIOD, 99, 99, 99, 12, 2])
+    assert state.tokens[:7] == [THINK, THINK, THINK, PERIOD, 7, 8, 9]
+    assert state.think_tokens == 4 and state.was_forced
+
+
+def test_grace_window_runs_out():
+    # no sentence end within grace 2: forced after t + 2 = 4 thinking tokens
+    state = drive(RowState(Budget(2, 2), Mode(grace=2), MARKERS, True, 100, sentence_ends=frozenset({PERIOD})),
+                  [THINK] * 4 + [99, 99, 99, 12, 2])
+    assert state.tokens[:7] == [THINK] * 4 + [7, 8, 9] and state.think_tokens == 4
+
+
+def test_grace_window_forces_at_once_when_t_ends_a_sentence():
+    state = drive(RowState(Budget(2, 2), Mode(grace=5), MARKERS, True, 100, sentence_ends=frozenset({PERIOD})),
+                  [THINK, PERIOD, 99, 99, 99, 12, 2])
+    assert state.tokens[:5] == [THINK, PERIOD, 7, 8, 9] and state.think_tokens == 2
+
+
+def test_mode_options_parse_and_refuse():
+    import pytest
+
+    from e1.errors import ConfigError
+
+    assert Mode.parse("elastic:exit=qwen").exit_text.startswith("\n\nConsidering the limited time")
+    assert Mode.parse("elastic:exit=marker") == Mode("elastic")
+    for bad in ("truncate:grace=3", "none:exit=qwen", "elastic:exit=qwn", "elastic:grace=x", "elastic:foo=1"):
+        with pytest.raises(ConfigError):
+            Mode.parse(bad)

@@ -21,7 +21,7 @@ from e1.engine.base import Mode, Sampling  # noqa: E402
 from e1.engine.markers import resolve_markers  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
-MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none"]
+MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none", "elastic:exit=qwen", "elastic:grace=4"]
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 
 
@@ -108,13 +108,15 @@ def test_the_frequent_marker_exercises_natural_ends_and_waits(engines, frequent_
 @pytest.mark.parametrize("mode", MODES)
 def test_invariants_hold_when_sampling(engines, frequent_marker, mode):
     vllm_engine, _ = with_markers(engines, frequent_marker)
-    budget = Budget(6, 5)
-    sampling = Sampling(temperature=1.0, top_p=0.9, top_k=50, seed=3, max_tokens=20)
+    budget, exit_ids = Budget(6, 5), vllm_engine.exit_ids(Mode.parse(mode))
+    room = 20 + len(exit_ids)  # the context room must hold the forced exit text too
+    sampling = Sampling(temperature=1.0, top_p=0.9, top_k=50, seed=3, max_tokens=room)
     completions = vllm_engine.generate(prompts_for(vllm_engine.tokenizer, 4), budget, Mode.parse(mode), sampling, n=3)
     assert len(completions) == 12
     assert [(c.prompt_index, c.sample_index) for c in completions] == [(p, j) for p in range(4) for j in range(3)]
     for c in completions:
-        assert_engine_invariants(c, budget, mode, vllm_engine.markers.end_ids, max_tokens=20)
+        assert_engine_invariants(c, budget, mode, vllm_engine.markers.end_ids, max_tokens=room, exit_ids=exit_ids)
+
 
 def test_sampling_is_reproducible_for_a_seed(engines):
     vllm_engine, _ = engines

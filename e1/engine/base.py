@@ -16,6 +16,7 @@ Modes (see DESIGN.md):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
@@ -26,43 +27,96 @@ from e1.errors import ConfigError
 MODES = ("elastic", "truncate", "budget-forcing", "none")
 
 
+# What is forced at t before the end marker (``exit=NAME``); any other text is given quoted.
+EXIT_TEXTS = {
+    "marker": "",  # the paper: the bare end marker
+    # Qwen3's recipe for a thinking budget (its model card), then the end marker
+    "qwen": "\n\nConsidering the limited time by the user, I have to give the solution based on the thinking directly now.\n",
+}
+_OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
+_LIST_ITEM = re.compile(r"""(?:[^,'"]|'[^']*'|"[^"]*")+""")
+
+
 @dataclass(frozen=True)
 class Mode:
-    """A decoding mode; ``wait`` only applies to budget-forcing.
+    """A decoding mode and its options, written ``name[:key=value]...``.
+
+    - ``wait=k`` (budget-forcing, s1): the first k natural ends of thinking become "Wait".
+    - ``exit=qwen`` or ``exit='any text'`` (elastic, budget-forcing): forced at t before the end
+      marker, counted in neither budget like the marker itself (default: the bare marker).
+    - ``grace=g`` (elastic, budget-forcing): at t, let thinking finish its sentence for up to g
+      more tokens (counted as thinking), then force.
 
     >>> Mode.parse("budget-forcing:wait=2")
-    Mode(name='budget-forcing', wait=2)
-    >>> str(Mode.parse("elastic"))
-    'elastic'
+    Mode(name='budget-forcing', wait=2, exit='', grace=0)
+    >>> str(Mode.parse("elastic:grace=32:exit=qwen"))
+    'elastic:exit=qwen:grace=32'
+    >>> Mode.parse("elastic:exit='Time is up: answer now.'").exit_text
+    'Time is up: answer now.'
     """
 
     name: str = "elastic"
     wait: int = 0
+    exit: str = ""  # a name in EXIT_TEXTS, or the text itself ("" = the bare end marker)
+    grace: int = 0
 
     def __post_init__(self):
         if self.name not in MODES:
-            import difflib
+            from e1.errors import did_you_mean
 
-            close = difflib.get_close_matches(self.name, MODES, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"choose one of {', '.join(MODES)}"
-            raise ConfigError(f"unknown mode {self.name!r}", hint=hint)
+            raise ConfigError(f"unknown mode {self.name!r}", hint=did_you_mean(self.name, MODES))
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
+        budgeted = self.name in ("elastic", "budget-forcing")
+        if self.grace < 0 or (self.grace and not budgeted):
+            raise ConfigError(f"invalid grace={self.grace} for mode {self.name!r}",
+                              hint="grace=g (g >= 0) fits elastic and budget-forcing")
+        if self.exit and not budgeted:
+            raise ConfigError(f"exit= does not fit mode {self.name!r}", hint="nothing is forced in truncate or none")
+
+    @property
+    def exit_text(self) -> str:
+        """The text forced at t before the end marker ("" for the bare marker)."""
+        return EXIT_TEXTS.get(self.exit, self.exit)
 
     @classmethod
     def parse(cls, text: str | Mode) -> Mode:
         if isinstance(text, Mode):
             return text
-        name, _, option = str(text).strip().partition(":")
-        if not option:
-            return cls(name)
-        key, _, value = option.partition("=")
-        if key != "wait" or not value.isdigit():
-            raise ConfigError(f"invalid mode option {option!r} in {text!r}", hint="write budget-forcing:wait=2")
-        return cls(name, int(value))
+        name, _, rest = str(text).strip().partition(":")
+        options: dict[str, object] = {}
+        for option in _OPTION.findall(rest):
+            key, _, value = option.partition("=")
+            options[key] = _option_value(key, value, text)
+        return cls(name, **options)
+
+    @classmethod
+    def parse_list(cls, text: str) -> list[Mode]:
+        """Comma-separated modes (commas inside quoted exit texts stay): ``"elastic,truncate"``."""
+        return [cls.parse(item) for item in _LIST_ITEM.findall(text) if item.strip()]
 
     def __str__(self) -> str:
-        return f"{self.name}:wait={self.wait}" if self.wait else self.name
+        options = [f"wait={self.wait}"] if self.wait else []
+        if self.exit:
+            options.append(f"exit={self.exit}" if self.exit in EXIT_TEXTS else f"exit={self.exit!r}")
+        options += [f"grace={self.grace}"] if self.grace else []
+        return ":".join([self.name, *options])
+
+
+def _option_value(key: str, value: str, text) -> object:
+    """One mode option's value: ``wait`` and ``grace`` are counts; ``exit`` a preset name or quoted text."""
+    if key in ("wait", "grace"):
+        if not value.isdigit():
+            raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=2")
+        return int(value)
+    if key == "exit":
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            return value[1:-1]
+        if value not in EXIT_TEXTS:
+            raise ConfigError(f"unknown exit text {value!r} in {text!r}",
+                              hint=f"use {' or '.join(EXIT_TEXTS)}, or quote your own: exit='Time is up.'")
+        return "" if value == "marker" else value
+    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint="options are wait=k, exit=NAME|'text', grace=g")
 
 
 @dataclass(frozen=True)

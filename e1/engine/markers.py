@@ -79,3 +79,14 @@ def resolve_markers(tokenizer, think_start: str | None = None, think_end: str | 
         wait_ids=_encode(tokenizer, "Wait"),
         answer_ids=_encode(tokenizer, "Final Answer:"),
     )
+
+
+_SENTENCE_END = (".", "!", "?", "\n", "。", "！", "？")
+
+
+def sentence_end_ids(tokenizer) -> frozenset[int]:
+    """The ids whose text ends a sentence (``.``, ``!``, ``?``, a newline; trailing spaces
+    ignored), for a grace window that lets thinking finish its sentence. One pass over the
+    vocabulary (~1 s for 150k tokens); callers cache it."""
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    return frozenset(i for i, text in enumerate(texts) if text.rstrip(" ").endswith(_SENTENCE_END))

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import Markers
+from e1.engine.markers import Markers, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.errors import ConfigError
 
@@ -26,6 +26,7 @@ class RowEngine:
     tokenizer: object
     markers: Markers
     max_context: int | None
+    _sentence_ends: frozenset[int] | None = None
 
     def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
         return [list(p) if not isinstance(p, str) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
@@ -46,8 +47,8 @@ class RowEngine:
             return
         markers = self.markers
         worst = {"truncate": budget.total, "none": 1}.get(
-            mode.name, budget.total + len(markers.start_ids) + len(markers.end_ids)
-            + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0))
+            mode.name, budget.total + len(markers.start_ids) + len(markers.end_ids) + len(self.exit_ids(mode))
+            + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0))
         if longest_prompt + worst > self.max_context:
             raise ConfigError(
                 f"a prompt of {longest_prompt} tokens plus the {mode} budget t={budget.think} s={budget.solve} "
@@ -59,7 +60,19 @@ class RowEngine:
         room = sampling.max_tokens
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
-        return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room)
+        return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
+                        self.sentence_ends() if mode.grace else frozenset())
+
+    def exit_ids(self, mode: Mode) -> tuple[int, ...]:
+        """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
+        text = mode.exit_text
+        return tuple(self.tokenizer.encode(text, add_special_tokens=False)) if text else ()
+
+    def sentence_ends(self) -> frozenset[int]:
+        """Ids that end a sentence (the grace window), computed once per engine."""
+        if self._sentence_ends is None:
+            self._sentence_ends = sentence_end_ids(self.tokenizer)
+        return self._sentence_ends
 
     def completion(self, state: RowState, prompt_index: int, sample_index: int, prompt_tokens: int) -> Completion:
         think, solution = state.split()

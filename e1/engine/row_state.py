@@ -12,8 +12,9 @@ budgets, markers and modes lives here, once.
         state.accept(forced if forced is not None else sample())
 
 Counting: ``think_tokens`` are the tokens the model wrote while thinking (a natural end
-marker included, "Wait" insertions included); a *forced* end marker (and s1's
-"Final Answer:") is counted in neither ``think_tokens`` nor ``solve_tokens``; the solution's
+marker included, "Wait" insertions included, a grace window's tokens included); a *forced*
+end marker (with the mode's exit text, and s1's "Final Answer:") is counted in neither
+``think_tokens`` nor ``solve_tokens`` and is in neither text; the solution's
 EOS counts as a solution token, as ``max_tokens`` counts it in every serving engine.
 """
 
@@ -31,8 +32,13 @@ T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS = range(5)
 
 
 class RowState:
-    def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int):
+    """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
+    the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`)."""
+
+    def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
+                 exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset()):
         self.budget, self.mode, self.markers = budget, mode, markers
+        self.exit_ids, self.sentence_ends = tuple(exit_ids), sentence_ends
         self.opened = prompt_opens_thinking
         self.max_new_tokens = min(max_new_tokens, budget.total) if mode.name == "truncate" else max_new_tokens
         self.budgeted = mode.name in ("elastic", "budget-forcing")  # thinking has its own budget t
@@ -110,10 +116,15 @@ class RowState:
             self._relabel_tail(len(self.markers.start_ids), T_MARKER)
             self.opened = True
         if self.phase == THINK:
-            if self.budgeted and self.think_tokens >= self.budget.think:
+            if self.budgeted and self.think_tokens >= self.budget.think and self._sentence_done(token):
                 self._force_end()
             elif self.mode.name == "truncate" and self.think_tokens >= self.budget.total:
                 self._finish("length")
+
+    def _sentence_done(self, token: int) -> bool:
+        """At or past t: force now, unless the grace window lets the current sentence finish."""
+        grace = self.mode.grace
+        return not grace or token in self.sentence_ends or self.think_tokens >= self.budget.think + grace
 
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
@@ -129,12 +140,13 @@ class RowState:
         self._queue.clear()
 
     def _force_end(self) -> None:
-        """Queue the end marker (completing a partly written one) and, for s1, "Final Answer:"."""
+        """Queue the exit text and the end marker (or complete a partly written marker) and, for s1,
+        "Final Answer:"."""
         end = self.markers.end_ids
         partial = max((k for k in range(1, len(end)) if self._ends_with(end[:k])), default=0)
         if partial:
             self._relabel_tail(partial, T_MARKER)
-        queued = [(t, T_MARKER) for t in end[partial:]]
+        queued = [(t, T_MARKER) for t in (end[partial:] if partial else self.exit_ids + end)]
         if not self.opened:  # the template did not open thinking and the model has not either
             queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
         if self.mode.name == "budget-forcing":

@@ -32,22 +32,25 @@ KEY = "e1"
 
 
 def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bool, room: int,
-                history: list[int] = ()) -> dict:
-    """The per-request settings, as plain JSON-able values (they cross process boundaries)."""
+                history: list[int] = (), exit_ids: tuple[int, ...] = ()) -> dict:
+    """The per-request settings, as plain JSON-able values (they cross process boundaries).
+    A grace window's sentence ends are not sent: the processor reads them off the model's tokenizer."""
     return {
-        "think": budget.think, "solve": budget.solve, "mode": mode.name, "wait": mode.wait,
+        "think": budget.think, "solve": budget.solve, "mode": mode.name, "wait": mode.wait, "grace": mode.grace,
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
-        "opens": opens_thinking, "room": room, "history": list(history),
+        "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
     }
 
 
-def row_state(args: dict) -> RowState:
+def row_state(args: dict, sentence_ends: frozenset[int] = frozenset()) -> RowState:
     """A fresh RowState from ``budget_args`` output, with ``history`` already replayed."""
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]))
-    state = RowState(Budget(args["think"], args["solve"]), Mode(args["mode"], args["wait"]), markers,
-                     args["opens"], args["room"])
+    # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
+    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0))
+    state = RowState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
+                     tuple(args.get("exit", ())), sentence_ends)
     for token in args["history"]:
         state.accept(token)
     return state
@@ -79,6 +82,18 @@ class BudgetProcessor(LogitsProcessor):
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         self.device = device
         self.rows: dict[int, _Row] = {}  # batch index -> row
+        self.tokenizer_name = vllm_config.model_config.tokenizer if vllm_config is not None else None
+        self._sentence_ends: frozenset[int] | None = None
+
+    def sentence_ends(self) -> frozenset[int]:
+        """The served tokenizer's sentence-ending ids (for grace windows), read once."""
+        if self._sentence_ends is None:
+            from transformers import AutoTokenizer
+
+            from e1.engine.markers import sentence_end_ids
+
+            self._sentence_ends = sentence_end_ids(AutoTokenizer.from_pretrained(self.tokenizer_name))
+        return self._sentence_ends
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -98,7 +113,8 @@ class BudgetProcessor(LogitsProcessor):
                 if args is None:
                     self.rows.pop(index, None)
                 else:
-                    self.rows[index] = _Row(row_state(args), output, min(args["eos"]))
+                    ends = self.sentence_ends() if args.get("grace") else frozenset()
+                    self.rows[index] = _Row(row_state(args, ends), output, min(args["eos"]))
             for a, b, direction in batch_update.moved:
                 row_a, row_b = self.rows.pop(a, None), self.rows.pop(b, None)
                 if row_a is not None:
