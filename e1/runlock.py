@@ -1,0 +1,98 @@
+"""One process at a time per run directory: a lock that dies with its process.
+
+    with run_lock(out, "e1 eval"):
+        ...  # write into out/
+
+Two ``e1 eval`` (or ``sweep``/``train``) processes writing into one ``--out`` would lose samples
+or mix two models' results. The lock is a POSIX record lock (``fcntl.lockf``) on
+``out/.e1.lock``: the kernel releases it when its process exits, however it exits (``kill -9``
+included), so there is no stale lock to clean up. On NFS the lock is held by the server (NLM or
+NFSv4 locking), so it also keeps apart processes on two nodes of a cluster; a filesystem that
+has no locking at all is reported, never silently ignored. The file names the holder (host,
+pid, command, start time) for the error the second process prints.
+
+POSIX locks belong to a process, not to a file descriptor, so a second lock of the same
+directory from the same process is refused by a registry of the directories this process holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from e1.errors import ResultsError
+
+LOCK_NAME = ".e1.lock"
+_HELD: set[str] = set()  # directories this process holds (POSIX locks do not conflict within one process)
+
+
+@contextmanager
+def run_lock(out: Path, command: str):
+    """Hold ``out`` (created if missing) for the duration; ResultsError naming the holder if another
+    process (or this one) already holds it."""
+    out = Path(out)
+    key = str(out.resolve())
+    if key in _HELD:
+        raise ResultsError(f"{out} is already in use by this process", hint="use another --out")
+    fd = _open(out)
+    try:
+        _lock(fd, out)
+        _HELD.add(key)
+        try:
+            _write_holder(fd, command)
+            yield
+        finally:
+            _HELD.discard(key)
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def holder(out: Path) -> dict | None:
+    """Who holds (or last held) ``out``: host, pid, command, started; None if nobody ever did."""
+    try:
+        return json.loads((Path(out) / LOCK_NAME).read_text() or "null")
+    except (OSError, ValueError):
+        return None
+
+
+def _open(out: Path) -> int:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        return os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as err:
+        raise ResultsError(f"cannot write into {out}: {err.strerror}",
+                           hint="pass an --out you can write to") from err
+
+
+def _lock(fd: int, out: Path) -> None:
+    import fcntl
+
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as err:
+        if err.errno in (errno.EACCES, errno.EAGAIN):
+            raise ResultsError(f"{out} is in use by {_describe(holder(out))}",
+                               hint="wait for it to finish, or use another --out") from None
+        if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+            raise ResultsError(f"the filesystem of {out} does not support file locks, so two runs could mix",
+                               hint="use an --out on a filesystem with locking (on Lustre mount with -o flock)") from err
+        raise
+
+
+def _write_holder(fd: int, command: str) -> None:
+    info = {"host": socket.gethostname(), "pid": os.getpid(), "command": command,
+            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    data = (json.dumps(info) + "\n").encode()
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, data, 0)
+
+
+def _describe(info: dict | None) -> str:
+    if not info:
+        return "another e1 process"
+    return f"{info.get('command', 'e1')} (pid {info.get('pid')} on {info.get('host')}, since {info.get('started')})"
