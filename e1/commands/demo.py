@@ -42,8 +42,8 @@ def demo_command(
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 
-    from e1.plots import curves_table
     from e1.results import read_parquet
+    from e1.ui import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     console.print(curves_table(curves, names=model_names(result.base, result.e1)))
