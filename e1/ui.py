@@ -184,6 +184,32 @@ def elo_table(estimate, min_participants: int):
     return Group(table, line)
 
 
+def datasets_table(benchmarks, prepared: set[str], folder: Path, descriptions: bool = False):
+    """The benchmark registry as a table: task, source, split, rows, and whether it is prepared."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"datasets (data dir: {folder})", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("name", "task", "hub id", "split", "rows", "prepared"):
+        # only the hub id may fold, so a narrow terminal still shows every other cell whole
+        wraps = column == "hub id"
+        table.add_column(column, justify="right" if column == "rows" else "left", no_wrap=not wraps, overflow="fold")
+    if descriptions:
+        table.add_column("description")
+    for benchmark in benchmarks:
+        cells = [
+            benchmark.name,
+            benchmark.task,
+            benchmark.hub_id + (f"\n[dim]config {benchmark.config}[/dim]" if benchmark.config else "")
+            if benchmark.hub_id else f"[dim]{benchmark.source}[/dim]",
+            benchmark.split or "-",
+            f"{benchmark.expected_rows:,}" if benchmark.expected_rows else "?",
+            "[green]yes[/green]" if benchmark.name in prepared else "no",
+        ]
+        table.add_row(*cells, *([benchmark.description] if descriptions else []))
+    return table
+
+
 def quiet_libraries() -> None:
     """Silence the progress bars, retries and warnings that transformers, datasets and
     huggingface_hub print themselves; e1 shows its own progress and one-line errors."""
