@@ -55,6 +55,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """One evaluation: a model on datasets over budgets × modes, ``n`` samples per problem, into ``out``.
+    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed."""
+
     model: str
     datasets: tuple[str, ...]
     budgets: tuple[Budget, ...] = (Budget(1024, 1024),)
@@ -190,15 +193,20 @@ def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[d
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(dict(
-            dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
-            think_budget=budget.think, solve_budget=budget.solve, prompt_tokens=c.prompt_tokens,
-            think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced,
-            finish_reason=c.finish_reason, think_text=c.think_text, solution_text=c.solution_text,
-            extracted_answer=scored.extracted, gold=golds[key], reward=scored.reward, correct=scored.reward >= 1.0,
-            tests_passed=scored.tests_passed, first_failure=scored.first_failure,
-        ))
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
     return rows
+
+
+def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:
+    """One samples.parquet row, keyed by :data:`e1.results.SAMPLE_COLUMNS`."""
+    return dict(
+        dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
+        think_budget=budget.think, solve_budget=budget.solve, prompt_tokens=c.prompt_tokens,
+        think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
+        think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
+        reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
+        first_failure=scored.first_failure,
+    )
 
 
 def _wanted_rows(samples, datasets: dict, config: EvalConfig):
