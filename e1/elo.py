@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import os
 import re
 import time
 import urllib.error
@@ -397,12 +396,6 @@ class _Transient(Exception):
     """A failure worth retrying: a timeout, 429/5xx, or the API's call limit."""
 
 
-def _write_json_atomic(path: Path, value: object) -> None:
-    temporary = path.with_name(path.name + ".part")
-    temporary.write_text(json.dumps(value), encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def fetch_contests(
     contest_ids: Iterable[int],
     out_dir: Path,
@@ -413,6 +406,8 @@ def fetch_contests(
     log: Callable[[str], None] = lambda message: None,
 ) -> list[Path]:
     """Store each contest's standings (official rows) and rating changes; files already there are kept."""
+    from e1.results import write_text
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     client = _Client(config, opener, sleep)
@@ -426,7 +421,7 @@ def fetch_contests(
             if path.exists():
                 log(f"{path} (cached)")
                 continue
-            _write_json_atomic(path, client.call(method, **params))
+            write_text(json.dumps(client.call(method, **params)), path)
             written.append(path)
             log(f"{path}")
     if population:
@@ -436,7 +431,7 @@ def fetch_contests(
         else:
             users = client.call("user.ratedList", activeOnly="false", includeRetired="false")
             counts = Counter(int(user["rating"]) for user in users if "rating" in user)
-            _write_json_atomic(path, {str(rating): counts[rating] for rating in sorted(counts)})
+            write_text(json.dumps({str(rating): counts[rating] for rating in sorted(counts)}), path)
             written.append(path)
             log(f"{path}")
     return written

@@ -5,9 +5,14 @@ Library code raises an :class:`E1Error` subclass; the CLI turns it into one red 
 
     >>> str(BudgetError("bad think budget '1x'", hint="use 512, 1k, 1.5k"))
     "bad think budget '1x' (use 512, 1k, 1.5k)"
+    >>> str(ConfigError("unknown mode 'trunc'", hint=did_you_mean("trunc", ["elastic", "truncate"])))
+    "unknown mode 'trunc' (did you mean 'truncate'?)"
 """
 
 from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
 
 
 class E1Error(Exception):
@@ -52,12 +57,16 @@ class RewardError(E1Error):
     """A reward that cannot be computed (unknown task, bad tests)."""
 
 
-def did_you_mean(name: str, candidates) -> str:
-    """A hint naming the closest candidates to ``name``, else all of them."""
-    import difflib
+def did_you_mean(name: str, candidates: Iterable[str], listing: str = "choose one of") -> str:
+    """The hint for an unknown ``name``: the closest candidates, else every candidate after ``listing``.
 
-    candidates = list(candidates)
-    close = difflib.get_close_matches(str(name), candidates, n=3, cutoff=0.5)
+    >>> did_you_mean("token_mean", ["token-mean", "seq-mean"])
+    "did you mean 'token-mean'?"
+    >>> did_you_mean("xyz", ["train", "mask"], listing="known choices:")
+    'known choices: train, mask'
+    """
+    names = [str(candidate) for candidate in candidates]
+    close = difflib.get_close_matches(str(name), names, n=3, cutoff=0.6)
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}?"
-    return f"choose one of {', '.join(candidates)}"
+    return f"{listing} {', '.join(names)}"

@@ -5,7 +5,8 @@
 
 Resumable: rows already in ``out/samples.parquet`` are skipped; each finished batch is
 written atomically, so a kill loses at most the batch in flight. Metrics follow the paper
-(avg@n: mean correctness over all samples, in percent) plus the unbiased pass@k estimator.
+(accuracy = avg@n: mean correctness over all samples) plus the unbiased pass@k estimator;
+every rate is a fraction in [0, 1] (tables show percent).
 
 Code problems are scored a batch at a time in the sandbox, ``workers`` programs at once, each
 test limited to ``test_time_limit_s``; a sample's row records the fraction of tests passed
@@ -22,8 +23,8 @@ from pathlib import Path
 from e1 import __version__
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.errors import ConfigError, ResultsError
-from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS
+from e1.errors import ConfigError
+from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, check_run_dir
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress
 
@@ -53,6 +54,9 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 @dataclass(frozen=True)
 class EvalConfig:
+    """One evaluation: a model on datasets over budgets × modes, ``n`` samples per problem, into ``out``.
+    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed."""
+
     model: str
     datasets: tuple[str, ...]
     budgets: tuple[Budget, ...] = (Budget(1024, 1024),)
@@ -109,7 +113,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
 
     progress = progress or NullProgress()
     out = Path(config.out)
-    _check_run_dir(out, config)
+    check_run_dir(out, config.to_json(), RUN_IDENTITY)
     datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
     if config.limit:
         datasets = {spec: frame.head(config.limit) for spec, frame in datasets.items()}
@@ -146,27 +150,6 @@ def load_engine_for(config: EvalConfig):
                        max_model_len=config.max_model_len)
 
 
-def _check_run_dir(out: Path, config: EvalConfig) -> None:
-    import json
-
-    path = out / CONFIG
-    if not path.exists():
-        if out.exists() and not out.is_dir():
-            raise ResultsError(f"--out {out} is a file", hint="pass a directory")
-        return
-    try:
-        previous = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
-    current = config.to_json()
-    for key in RUN_IDENTITY:
-        if key in previous and previous[key] != current[key]:
-            raise ResultsError(
-                f"{out} holds a run with a different {key} ({previous[key]!r}, now {current[key]!r})",
-                hint="use another --out, or rerun with the same settings to resume",
-            )
-
-
 def _pending(datasets: dict, samples, config: EvalConfig) -> list[tuple]:
     """(dataset, mode, budget, problem row) for every problem whose n samples are not all written yet."""
     done = set()
@@ -184,7 +167,7 @@ def _pending(datasets: dict, samples, config: EvalConfig) -> list[tuple]:
     return todo
 
 
-def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[list]:
+def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[dict]:
     """Generate one batch (its problems may differ in mode/budget, so by group), then score it at once."""
     from e1.engine.markers import DEFAULT_END
     from e1.prompts import build_prompt
@@ -207,12 +190,7 @@ def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[l
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append([
-            problem.dataset, str(problem.id), c.sample_index, str(mode), budget.think, budget.solve,
-            c.prompt_tokens, c.think_tokens, c.solve_tokens, c.forced, c.finish_reason, c.think_text,
-            c.solution_text, scored.extracted, golds[key], scored.reward, scored.reward >= 1.0,
-            scored.tests_passed, scored.first_failure,
-        ])
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
     return rows
 
 
@@ -222,6 +200,18 @@ def problem_seed(seed: int, dataset: str, problem_id, mode: Mode, budget: Budget
     from e1.engine.sampling import derive_seed
 
     return derive_seed(seed, dataset, problem_id, mode, f"{budget.think}+{budget.solve}")
+
+
+def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:
+    """One samples.parquet row, keyed by :data:`e1.results.SAMPLE_COLUMNS`."""
+    return dict(
+        dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
+        think_budget=budget.think, solve_budget=budget.solve, prompt_tokens=c.prompt_tokens,
+        think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
+        think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
+        reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
+        first_failure=scored.first_failure,
+    )
 
 
 def _wanted_rows(samples, datasets: dict, config: EvalConfig):
@@ -240,8 +230,8 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
 
 
 def summarize(samples, by: list[str] = GROUP_KEY):
-    """Per group: problems, avg@n (percent), pass@1 and pass@k (k = samples per problem, as
-    fractions), mean think/solve/total tokens, forced rate."""
+    """Per group: problems, accuracy (avg@n), pass@1, pass@k (k = samples per problem) and
+    forced rate, all fractions in [0, 1]; mean think/solve/total tokens."""
     import pandas as pd
 
     records = []
@@ -251,7 +241,7 @@ def summarize(samples, by: list[str] = GROUP_KEY):
         records.append(dict(zip(by, key if isinstance(key, tuple) else (key,))) | {
             "problems": len(per_problem),
             "samples_per_problem": n,
-            "avg_at_n": 100.0 * float(group["correct"].mean()),
+            "accuracy": float(group["correct"].mean()),
             "pass_at_1": float(sum(pass_at_k(int(s), int(c), 1) for s, c in per_problem.itertuples(index=False)) / len(per_problem)),
             "pass_at_k": float(sum(pass_at_k(int(s), int(c), n) for s, c in per_problem.itertuples(index=False)) / len(per_problem)),
             "k": n,

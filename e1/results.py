@@ -1,9 +1,11 @@
-"""The results format: one schema, one atomic writer, tables rendered from DataFrames.
+"""The results format: one schema, one atomic writer, one run-directory identity check.
 
 A run directory holds ``config.json`` (resolved configuration, e1 version, seed),
 ``samples.parquet`` (one row per problem × sample × mode × budget) and ``summary.parquet``
 (per dataset × mode × budget). Every write goes to a temporary file that is renamed into
-place, so a kill at any moment leaves the previous complete file.
+place, so a kill at any moment leaves the previous complete file. Units: every rate in a
+file (accuracy, pass@k, forced_rate, tests_passed) is a fraction in [0, 1]; only rendered
+tables and plots show percent (:mod:`e1.ui`, :mod:`e1.plots`).
 
     write_parquet(frame, run_dir / SAMPLES)
 """
@@ -12,7 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e1.errors import ResultsError
@@ -40,30 +44,79 @@ SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None}
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
 SUMMARY_COLUMNS = GROUP_KEY + [
-    "problems", "samples_per_problem", "avg_at_n", "pass_at_1", "pass_at_k", "k", "mean_think_tokens",
+    "problems", "samples_per_problem", "accuracy", "pass_at_1", "pass_at_k", "k", "mean_think_tokens",
     "mean_solve_tokens", "mean_total_tokens", "forced_rate",
 ]
 
 
-def _atomic(path: Path, write) -> None:
+def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = False) -> Path:
+    """Call ``write(tmp)`` on a fresh sibling of ``path``, then rename it into place.
+
+    The sibling is created as any new file or folder is (the user's umask sets its mode,
+    unlike ``tempfile.mkstemp``'s 0600), so result files stay readable as the user expects.
+    ``directory=True`` hands ``write`` an empty folder instead (a checkpoint) and replaces a
+    folder already at ``path``. On any failure the sibling is removed and ``path`` is untouched.
+
+        atomic_write(run_dir / "curves.png", lambda tmp: fig.savefig(tmp, format="png"))
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    if directory:
+        tmp.mkdir()
+    else:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
         write(tmp)
+        if directory and path.is_dir():
+            shutil.rmtree(path)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if directory:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            tmp.unlink(missing_ok=True)
         raise
+    return path
 
 
-def write_parquet(frame, path: Path) -> None:
-    _atomic(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
+def write_parquet(frame, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
-def write_json(data: dict, path: Path) -> None:
-    text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
-    _atomic(Path(path), lambda tmp: Path(tmp).write_text(text))
+def write_text(text: str, path: Path) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def write_json(data: dict, path: Path) -> Path:
+    return write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", path)
+
+
+def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run") -> dict | None:
+    """Refuse a run directory whose ``config.json`` records another run; return that record (None if new).
+
+    A key counts when both the record and ``current`` hold it; the first one that differs is
+    named in a one-line :class:`ResultsError`.
+
+        check_run_dir(Path("runs/x"), config.to_json(), ("model", "n", "sampling"))
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ResultsError(f"--out {out} is a file", hint="pass a directory")
+    path = out / CONFIG
+    if not path.exists():
+        return None
+    try:
+        previous = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
+    for key in keys:
+        if key in previous and key in current and previous[key] != current[key]:
+            raise ResultsError(
+                f"{out} holds a {what} with a different {key} ({previous[key]!r}, now {current[key]!r})",
+                hint="use another --out, or rerun with the same settings to resume",
+            )
+    return previous
 
 
 def read_parquet(path: Path):
@@ -75,40 +128,15 @@ def read_parquet(path: Path):
         raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err
 
 
-def summary_table(summary, title: str = "Results"):
-    """A rich Table of a summary DataFrame: accuracies in percent, token counts as means.
-
-    pass@1 is not shown: with the same n for every problem it equals avg@n.
-    """
-    from rich import box
-    from rich.table import Table
-
-    from e1.budget import format_tokens
-
-    k = int(summary["k"].max()) if len(summary) else 1
-    table = Table(title=title, caption=f"accuracy in %; tokens are means per sample; k = {k}",
-                  header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
-    extra = [c for c in ("model",) if c in summary.columns]
-    for header in extra + ["dataset"]:
-        table.add_column(header, overflow="fold")
-    table.add_column("mode", no_wrap=True)
-    for header in ["t", "s", "problems", "avg@n", f"pass@{k}", "think", "solve", "forced"]:
-        table.add_column(header, justify="right", no_wrap=True)
-    for row in summary.itertuples(index=False):
-        table.add_row(
-            *[str(getattr(row, c)) for c in extra], row.dataset, row.mode, format_tokens(int(row.think_budget)),
-            format_tokens(int(row.solve_budget)), str(row.problems), f"{row.avg_at_n:.1f}",
-            f"{100 * row.pass_at_k:.1f}", f"{row.mean_think_tokens:.0f}", f"{row.mean_solve_tokens:.0f}",
-            f"{100 * row.forced_rate:.0f}%",
-        )
-    return table
-
-
 def samples_frame(rows=None, frame=None):
-    """Samples as a DataFrame with the schema's columns and dtypes (from row lists or a frame)."""
+    """Samples as a DataFrame with the schema's columns and dtypes, from rows (dicts keyed by
+    :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`)."""
     import pandas as pd
 
     if frame is None:
+        for row in rows or []:
+            if row.keys() != set(SAMPLE_COLUMNS):
+                raise ValueError(f"a sample row needs exactly the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
         frame = pd.DataFrame(rows or [], columns=SAMPLE_COLUMNS)
     missing = {column: value for column, value in SAMPLE_DEFAULTS.items() if column not in frame.columns}
     if missing:

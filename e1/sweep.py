@@ -1,8 +1,9 @@
 """Budget sweeps: models × datasets × modes × budgets, each model loaded once → accuracy curves.
 
+    grid = EvalConfig(model="", datasets=("aime",), budgets=budget_grid(think="0,512,1k,2k,3k", solve="1k"),
+                      modes=parse_modes("elastic,truncate"), n=4)
     config = SweepConfig(models=("Salesforce/E1-Math-1.5B", "agentica-org/DeepScaleR-1.5B-Preview"),
-                         datasets=("aime",), budgets=budget_grid(think="0,512,1k,2k,3k", solve="1k"),
-                         modes=parse_modes("elastic,truncate"), n=4, out=Path("runs/sweep"))
+                         settings=grid, out=Path("runs/sweep"))
     samples, summary, curves = sweep(config)
 
 Each model's whole grid is one :func:`e1.eval.evaluate` call into ``out/models/<slug>/`` (the
@@ -30,7 +31,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
 from e1.errors import ConfigError, ResultsError
 from e1.eval import RUN_IDENTITY, EvalConfig
-from e1.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY
+from e1.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
@@ -42,8 +43,8 @@ SWEEP_KEY = ["model", *GROUP_KEY]
 DEFAULT_THINK, DEFAULT_SOLVE = "0,512,1k,2k,3k", "1k"
 
 
-def _items(text: str, what: str) -> list[str]:
-    items = [item.strip() for item in str(text).split(",")]
+def _items(text: str, what: str, split=lambda text: [item.strip() for item in str(text).split(",")]) -> list[str]:
+    items = split(text)
     if not any(items):
         raise ConfigError(f"empty {what} list", hint=f"give at least one {what}, comma-separated")
     if not all(items):
@@ -82,7 +83,7 @@ def _pair(text: str) -> Budget:
 
 def parse_modes(text: str) -> tuple[Mode, ...]:
     """``"elastic,truncate,budget-forcing:wait=2"`` → modes (duplicates dropped, order kept)."""
-    return _unique(Mode.parse(item) for item in _items(text, "mode"))
+    return _unique(Mode.parse(item) for item in _items(text, "mode", Mode.split_list))
 
 
 def model_slug(model: str) -> str:
@@ -158,9 +159,9 @@ class SweepConfig:
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None):
     """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``.
 
-    ``load_engine(model)`` builds an engine (default: the transformers backend with the
-    config's dtype/device/markers); it is called at most once per model, and only for models
-    with samples still to generate.
+    ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
+    model's eval config: its backend, dtype, device, markers); it is called at most once per
+    model, and only for models with samples still to generate.
     """
     import pandas as pd
 
@@ -193,32 +194,15 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 
 
 def curves_frame(summary):
-    """One row per model × dataset × mode × budget: accuracy (avg@n, %) against tokens used."""
-    return summary.rename(columns={"avg_at_n": "accuracy"})[CURVE_COLUMNS].reset_index(drop=True)
+    """One row per model × dataset × mode × budget: accuracy (avg@n, a fraction) against tokens used."""
+    return summary[CURVE_COLUMNS].reset_index(drop=True)
 
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
     """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
-    import json
-
-    path = out / CONFIG
-    if out.exists() and not out.is_dir():
-        raise ResultsError(f"--out {out} is a file", hint="pass a directory")
-    if not path.exists():
-        return
-    try:
-        previous = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
-    if "models" not in previous:
+    previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, what="sweep")
+    if previous is not None and "models" not in previous:
         raise ResultsError(f"{out} holds a run that is not a sweep", hint="use another --out")
-    current = config.to_json()
-    for key in RUN_IDENTITY:
-        if key in previous and key in current and previous[key] != current[key]:
-            raise ResultsError(
-                f"{out} holds a sweep with a different {key} ({previous[key]!r}, now {current[key]!r})",
-                hint="use another --out, or rerun with the same settings to resume",
-            )
 
 
 def _in_config_order(frame, config: SweepConfig):

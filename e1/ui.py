@@ -1,9 +1,22 @@
-"""Progress reporting: library code calls a :class:`Progress`; the CLI passes a rich one."""
+"""Everything e1 shows on a terminal: progress bars, result tables, the closing "results in" line.
+
+Library code reports progress through the :class:`Progress` protocol (``NullProgress`` when
+nobody watches); the commands pass a :class:`RichProgress` and render what the library
+returns with the table builders here. Files hold fractions; these tables show percent.
+
+    progress = RichProgress()
+    _, summary = evaluate(config, progress=progress)
+    Console().print(summary_table(summary, title="aime"))
+    Console().print(results_line(config.out, "samples.parquet", "summary.parquet"))
+"""
 
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Iterator, Protocol
+
+BARS = " ▁▂▃▄▅▆▇█"
 
 
 class Progress(Protocol):
@@ -24,27 +37,177 @@ class NullProgress:
 
 
 class RichProgress:
-    """A rich progress bar per task, on stderr, with rate and time left."""
+    """A rich progress bar per task, on stderr, with rate, time left and a status (:meth:`status`)."""
 
     def __init__(self, console=None):
         from rich.console import Console
 
         self.console = console or Console(stderr=True)
+        self._bar = self._task = None
 
     @contextmanager
     def task(self, description: str, total: int):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn()]
+                   TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
         with Progress(*columns, console=self.console, transient=False) as bar:
-            task_id = bar.add_task(description, total=total)
+            self._bar, self._task = bar, bar.add_task(description, total=total, status="")
+            try:
+                yield self
+            finally:
+                self._bar = self._task = None
 
-            class _Task:
-                def advance(self, amount: int = 1) -> None:
-                    bar.advance(task_id, amount)
+    def advance(self, amount: int = 1) -> None:
+        self._bar.advance(self._task, amount)
 
-            yield _Task()
+    def status(self, text: str) -> None:
+        """Show ``text`` after the running task's bar (nothing happens between tasks)."""
+        if self._bar is not None:
+            self._bar.update(self._task, status=text)
+
+
+def step_status(row: dict) -> str:
+    """One training step's metrics row as the progress bar's status: GRPO or SFT figures."""
+    if "reward_mean" in row:
+        return (f"reward {row['reward_mean']:.3f}  acc {row['accuracy']:.2f}  kl {row['kl']:.4f}  "
+                f"think {row['mean_think_tokens']:.0f}  forced {row['forced_rate']:.0%}  {row['step_s']:.1f}s/step")
+    return f"loss {row['loss']:.3f}  lr {row['lr']:.2e}  {row['step_s']:.2f}s/step"
+
+
+def results_line(out: Path, *files: str) -> str:
+    """The closing line of a command: where its results are."""
+    return f"results in [bold]{out}[/bold] ({', '.join(files)})"
+
+
+def summary_table(summary, title: str = "Results"):
+    """A rich Table of a summary DataFrame: accuracies in percent, token counts as means.
+
+    pass@1 is not shown: with the same n for every problem it equals avg@n (``accuracy``).
+    """
+    from rich import box
+    from rich.table import Table
+
+    from e1.budget import format_tokens
+
+    k = int(summary["k"].max()) if len(summary) else 1
+    table = Table(title=title, caption=f"accuracy in %; tokens are means per sample; k = {k}",
+                  header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    extra = [c for c in ("model",) if c in summary.columns]
+    for header in extra + ["dataset"]:
+        table.add_column(header, overflow="fold")
+    table.add_column("mode", no_wrap=True)
+    for header in ["t", "s", "problems", "avg@n", f"pass@{k}", "think", "solve", "forced"]:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in summary.itertuples(index=False):
+        table.add_row(
+            *[str(getattr(row, c)) for c in extra], row.dataset, row.mode, format_tokens(int(row.think_budget)),
+            format_tokens(int(row.solve_budget)), str(row.problems), f"{100 * row.accuracy:.1f}",
+            f"{100 * row.pass_at_k:.1f}", f"{row.mean_think_tokens:.0f}", f"{row.mean_solve_tokens:.0f}",
+            f"{100 * row.forced_rate:.0f}%",
+        )
+    return table
+
+
+def _count(tokens: float) -> str:
+    """Mean token counts for the terminal: 87, 950, 1.2k, 12k."""
+    if tokens < 1000:
+        return f"{tokens:.0f}"
+    return f"{tokens / 1024:.1f}k" if tokens < 10 * 1024 else f"{tokens / 1024:.0f}k"
+
+
+def _bar(accuracy: float) -> str:
+    """A one-character bar for an accuracy fraction."""
+    return BARS[max(0, min(8, round(accuracy * 8)))]
+
+
+def curves_table(curves, names: dict[str, str] | None = None):
+    """A sweep's curves as rich tables (one per dataset): a row per model × mode, a column per
+    budget, each cell a bar and the accuracy (%) over the mean tokens used."""
+    from rich import box
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.table import Table
+    from rich.text import Text
+
+    from e1.budget import format_tokens
+    from e1.plots import curve_lines, in_budget_order
+
+    names = names or {}
+    ordered = in_budget_order(curves)
+    budgets = list(dict.fromkeys(zip(ordered["think_budget"], ordered["solve_budget"])))
+    one_solve = len({s for _, s in budgets}) == 1
+    headers = [format_tokens(t) if one_solve else f"{format_tokens(t)}+{format_tokens(s)}" for t, s in budgets]
+    axis = f"think budget t (s = {format_tokens(budgets[0][1])})" if one_solve and budgets else "budget t+s"
+    several = curves["model"].nunique() > 1
+    tables = []
+    for dataset in dict.fromkeys(curves["dataset"]):
+        table = Table(title=f"{dataset}: accuracy % by budget", box=box.SIMPLE_HEAD, pad_edge=False,
+                      header_style="bold", title_justify="left")
+        table.add_column("model · mode" if several else "mode", overflow="fold")
+        for header in headers:
+            table.add_column(header, justify="right", no_wrap=True)
+        shown = None
+        for _, model, mode, points in (line for line in curve_lines(curves) if line[0] == dataset):
+            if several and model != shown:  # the model on a row of its own, its modes indented below
+                table.add_row(f"[bold]{escape(names.get(model, model))}[/bold]", *[""] * len(budgets))
+                shown = model
+            cells = {(t, s): f"[cyan]{_bar(a)}[/cyan] {100 * a:.1f}\n[dim]{_count(x)}[/dim]"
+                     for t, s, a, x in zip(points["think_budget"], points["solve_budget"], points["accuracy"],
+                                           points["mean_total_tokens"])}
+            table.add_row(f"  {mode}" if several else mode, *[cells.get(b, "[dim]–[/dim]") for b in budgets])
+        tables.append(table)
+    key = Text(f"columns: {axis}; cells: accuracy (avg@n %) over mean tokens used", style="dim")
+    return Group(*tables, key)
+
+
+def elo_table(estimate, min_participants: int):
+    """An :class:`e1.elo.EloEstimate` as a table per contest and a closing line with the mean."""
+    from rich.console import Group
+    from rich.table import Table
+
+    table = Table(title="Codeforces contests")
+    for column in ("contest", "type", "participants", "solved", "points", "penalty", "rank", "rating"):
+        table.add_column(column, justify="left" if column in ("contest", "type") else "right")
+    for c in estimate.contests:
+        rating = str(c.rating) if c.rating is not None else "[dim]skipped[/dim]"
+        table.add_row(
+            str(c.contest_id), c.kind, str(c.participants), f"{c.solved}/{c.problems}",
+            f"{c.points:g}", str(c.penalty), str(c.rank), rating,
+        )  # fmt: skip
+    rated = sum(c.rating is not None for c in estimate.contests)
+    line = f"rating [bold]{estimate.rating:.1f}[/bold] (mean over {rated} contests)"
+    if estimate.percentile is not None:
+        line += f", percentile [bold]{estimate.percentile:.1f}[/bold]"
+    if rated < len(estimate.contests):
+        line += f"; skipped: contests with <= {min_participants} rated participants"
+    return Group(table, line)
+
+
+def datasets_table(benchmarks, prepared: set[str], folder: Path, descriptions: bool = False):
+    """The benchmark registry as a table: task, source, split, rows, and whether it is prepared."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"datasets (data dir: {folder})", title_justify="left", box=box.SIMPLE_HEAD)
+    for column in ("name", "task", "hub id", "split", "rows", "prepared"):
+        # only the hub id may fold, so a narrow terminal still shows every other cell whole
+        wraps = column == "hub id"
+        table.add_column(column, justify="right" if column == "rows" else "left", no_wrap=not wraps, overflow="fold")
+    if descriptions:
+        table.add_column("description")
+    for benchmark in benchmarks:
+        cells = [
+            benchmark.name,
+            benchmark.task,
+            benchmark.hub_id + (f"\n[dim]config {benchmark.config}[/dim]" if benchmark.config else "")
+            if benchmark.hub_id else f"[dim]{benchmark.source}[/dim]",
+            benchmark.split or "-",
+            f"{benchmark.expected_rows:,}" if benchmark.expected_rows else "?",
+            "[green]yes[/green]" if benchmark.name in prepared else "no",
+        ]
+        table.add_row(*cells, *([benchmark.description] if descriptions else []))
+    return table
 
 
 def quiet_libraries() -> None:

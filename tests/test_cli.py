@@ -102,3 +102,23 @@ def test_version():
     from e1 import __version__
 
     assert e1("--version").stdout.strip() == f"e1 {__version__}"
+
+
+def test_eval_and_sweep_share_one_declaration_of_their_common_options():
+    import typer
+    from dataclasses import fields
+
+    from e1.cli.options import RunOptions
+
+    commands = typer.main.get_command(app).commands
+    shared = {f.name for f in fields(RunOptions)}
+    eval_params = {p.name: p for p in commands["eval"].params}
+    sweep_params = {p.name: p for p in commands["sweep"].params}
+    assert set(eval_params) - shared == {"model", "think", "solve", "mode", "n", "out"}
+    assert set(sweep_params) - shared == {"models", "think", "solve", "budgets", "modes", "n", "out"}
+    for name in shared:
+        mine, theirs = eval_params[name], sweep_params[name]
+        assert (mine.opts, mine.help, mine.default, mine.required) == (theirs.opts, theirs.help, theirs.default,
+                                                                      theirs.required), name
+    assert eval_params["datasets"].required and eval_params["test_time_limit"].default == 6.0
+    assert "sweep-budgets" in runner.invoke(app, ["sweep", "--help"], prog_name="e1").output  # the alias is documented

@@ -7,8 +7,9 @@ import random
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from e1.demo.claims import BEGIN, END, claims_markdown, update_readme
+from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, update_readme
 from e1.demo.pipeline import TINY, DemoConfig, run_demo
 from e1.demo.task import LETTERS, RECHECK, DigitSumTask, make_rows
 from e1.rewards import get_reward
@@ -66,8 +67,40 @@ def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):
     assert (out / "e1" / "metrics.parquet").stat().st_mtime_ns == before
 
 
+def _curves_and_free_runs(out: Path) -> None:
+    """Hand-made results of a demo: base and E1 curves at t = 16 and 32 (m = 32), both unconstrained."""
+    rows = []
+    for model, acc in (("base", {16: 0.20, 32: 0.50}), ("e1", {16: 0.36, 32: 0.90})):
+        for think, value in acc.items():
+            rows.append(dict(model=model, mode="elastic", think_budget=think, solve_budget=2, accuracy=value))
+            rows.append(dict(model=model, mode="truncate", think_budget=think, solve_budget=2, accuracy=value - 0.1))
+    (out / "curves").mkdir(parents=True)
+    pd.DataFrame(rows).to_parquet(out / "curves" / "curves.parquet")
+    for name, think, correct in (("base", 40, [True, True, False, True]), ("e1", 20, [True, True, True, False])):
+        (out / "eval" / f"{name}-none").mkdir(parents=True)
+        pd.DataFrame({"think_tokens": [think] * 4, "correct": correct}).to_parquet(
+            out / "eval" / f"{name}-none" / "samples.parquet")
+
+
+def test_claims_are_fractions_in_the_file_and_points_in_the_table(tmp_path):
+    _curves_and_free_runs(tmp_path)
+    claims = check_claims(tmp_path, Path("base"), Path("e1"), median=32)
+    saved = json.loads((tmp_path / "claims.json").read_text())["claims"]
+    assert saved == claims
+    at_half, at_m, shorter, same, elastic_wins = claims
+    # t = 16: 0.36 - 0.20 = 0.16 >= 0.10; t = 32: 0.90 - 0.50 = 0.40 >= 0.25
+    assert (at_half["base"], at_half["e1"], at_half["passed"]) == (0.2, 0.36, True)
+    assert at_half["value"] == pytest.approx(0.16) and at_m["value"] == pytest.approx(0.4) and at_m["passed"]
+    # thinking 40 -> 20 tokens: a cut of 0.5; accuracy 3/4 both: a gap of 0
+    assert (shorter["unit"], shorter["base"], shorter["e1"], shorter["value"]) == ("tokens", 40.0, 20.0, 0.5)
+    assert (same["base"], same["e1"], same["value"], same["passed"]) == (0.75, 0.75, 0.0, True)
+    assert elastic_wins["value"] == pytest.approx(0.1) and elastic_wins["passed"]
+    table = claims_markdown(claims, median=32)
+    assert "| 20 | 36 | 16 | yes |" in table and "| 40 | 20 | 50 | yes |" in table and "| 75 | 75 | 0 | yes |" in table
+
+
 def test_readme_block_is_replaced_between_markers(tmp_path):
-    claims = [{"claim": "c", "base": 1.0, "e1": 2.0, "value": 1.0, "passed": True}]
+    claims = [{"claim": "c", "unit": "fraction", "base": 0.01, "e1": 0.02, "value": 0.01, "passed": True}]
     block = claims_markdown(claims, median=31.0, seconds=300)
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n{BEGIN}\nold table\n{END}\noutro\n")

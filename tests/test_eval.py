@@ -39,7 +39,7 @@ def test_summarize_by_hand():
     row = summary.iloc[0]
     assert list(summary.columns) == SUMMARY_COLUMNS
     assert row.problems == 2 and row.samples_per_problem == 4 and row.k == 4
-    assert row.avg_at_n == pytest.approx(25.0)  # 2 of 8 samples, in percent
+    assert row.accuracy == pytest.approx(0.25)  # 2 of 8 samples, a fraction like every rate in a file
     assert row.pass_at_1 == pytest.approx((0.5 + 0.0) / 2)
     assert row.pass_at_k == pytest.approx((1.0 + 0.0) / 2)
     assert (row.mean_think_tokens, row.mean_solve_tokens, row.mean_total_tokens) == (10, 5, 15)
@@ -82,7 +82,7 @@ def test_eval_writes_the_results_format_with_rewards(tmp_path, problems_file, bo
     assert written["forced"].all() and (written["think_tokens"] == 6).all()
     assert (written["finish_reason"] == "stop").all()
     summary = pd.read_parquet(out / "summary.parquet")
-    assert summary.iloc[0].avg_at_n == pytest.approx(40.0)
+    assert summary.iloc[0].accuracy == pytest.approx(0.4)  # 2 of 5 problems, both samples each
     saved = json.loads((out / "config.json").read_text())
     assert saved["n"] == 2 and saved["sampling"]["seed"] == 0 and "e1_version" in saved
 

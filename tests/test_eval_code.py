@@ -125,7 +125,7 @@ def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, human
     assert pd.isna(solved.first_failure) and solved.extracted_answer == STRLEN and solved.gold == "1 test"
     assert (other.reward, other.correct, other.tests_passed) == (0.0, False, 0.0)
     assert other.first_failure == "test 1: runtime error: NameError: name 'has_close_elements' is not defined"
-    assert summary.iloc[0].avg_at_n == pytest.approx(50.0)
+    assert summary.iloc[0].accuracy == pytest.approx(0.5)
     with pytest.raises(ResultsError, match="different max_tests"):
         evaluate(replace(config, max_tests=1), engine=strlen_engine)
 

@@ -127,8 +127,8 @@ def test_sweep_runs_the_grid_once_per_model_and_aggregates(tmp_path, problems_fi
 
     elastic = curves[curves["mode"] == "elastic"].set_index(["model", "think_budget"])
     # A boxes 2 (gold of q0, q2), B boxes 3 (gold of q1): 2/3 and 1/3 at every think budget
-    assert elastic.loc["m/A", "accuracy"].tolist() == pytest.approx([200 / 3] * 3)
-    assert elastic.loc["m/B", "accuracy"].tolist() == pytest.approx([100 / 3] * 3)
+    assert elastic.loc["m/A", "accuracy"].tolist() == pytest.approx([2 / 3] * 3)
+    assert elastic.loc["m/B", "accuracy"].tolist() == pytest.approx([1 / 3] * 3)
     assert elastic.loc["m/A", "mean_think_tokens"].tolist() == [0, 4, 8]  # thinking cut at t
     assert (elastic.loc["m/A", "forced_rate"] == 1.0).all()
     truncate = curves[curves["mode"] == "truncate"]
@@ -181,17 +181,39 @@ def test_sweep_config_validation():
         SweepConfig(models=("a",), settings=grid(n=0))
 
 
+RATES = ("accuracy", "pass_at_1", "pass_at_k", "forced_rate")
+
+
+def test_every_rate_in_every_file_is_a_fraction(tmp_path, problems_file, tiny_engine):
+    out = tmp_path / "sweep"
+    sweep(sweep_config(out, problems_file), load_engine=Loader(tiny_engine))
+    samples = pd.read_parquet(out / "samples.parquet")
+    # A is right on q0 and q2 in elastic mode: 2 of 3 problems, both samples each -> 2/3, not 66.7
+    elastic_a = samples[(samples["model"] == "m/A") & (samples["mode"] == "elastic")]
+    assert elastic_a["correct"].mean() == pytest.approx(2 / 3)
+    files = [out / "summary.parquet", out / "curves.parquet", *sorted((out / "models").glob("*/summary.parquet"))]
+    assert len(files) == 4
+    for path in files:
+        frame = pd.read_parquet(path)
+        assert "avg_at_n" not in frame.columns, path  # the old percent column is gone, not reinterpreted
+        for column in (c for c in RATES if c in frame.columns):
+            assert frame[column].between(0, 1).all(), (path, column)
+    curves = pd.read_parquet(out / "curves.parquet").set_index(["model", "mode", "think_budget"])
+    assert curves.loc[("m/A", "elastic", 4), "accuracy"] == pytest.approx(2 / 3)
+    assert curves.loc[("m/A", "elastic", 4), "forced_rate"] == 1.0
+
+
 def test_curves_table_fits_80_columns():
     from rich.console import Console
 
-    from e1.plots import curves_table
+    from e1.ui import curves_table
 
     rows = [dict(model=m, dataset="aime", mode=mode, think_budget=t, solve_budget=1024, accuracy=acc,
                  pass_at_k=0.5, mean_total_tokens=t + 700.0, mean_think_tokens=float(t), mean_solve_tokens=700.0,
                  forced_rate=0.5)
             for m in ("Salesforce/E1-Math-1.5B", "agentica-org/DeepScaleR-1.5B-Preview")
             for mode in ("elastic", "truncate", "budget-forcing")
-            for t, acc in zip((0, 512, 1024, 2048, 3072), (10.0, 20.0, 30.0, 40.0, 100.0))]
+            for t, acc in zip((0, 512, 1024, 2048, 3072), (0.1, 0.2, 0.3, 0.4, 1.0))]
     console = Console(width=80, record=True, color_system=None)
     console.print(curves_table(pd.DataFrame(rows), names=display_names(["Salesforce/E1-Math-1.5B", "x/y"])))
     text = console.export_text()

@@ -1,13 +1,25 @@
-"""Option aliases shared by the subcommands, so every command spells an option the same way.
+"""Options the subcommands share, each declared once.
 
-Values stay plain strings/ints here; the commands parse them into frozen configs, whose
-validation raises :class:`e1.errors.E1Error` (one red line, never a traceback).
+:class:`RunOptions` holds every option that `e1 eval` and `e1 sweep` both take: its fields
+carry the typer declarations (flag, help, default), and :func:`with_run_options` shows them to
+typer as parameters of a command that takes one ``options: RunOptions`` argument:
+
+    @with_run_options
+    def eval_command(model: ModelOpt, options: RunOptions, out: OutOpt = Path("runs/eval")) -> None:
+        config = options.eval_config(model=model, budgets=..., modes=..., n=1, out=out)
+
+Values stay plain strings/ints here; the library's frozen configs validate them and raise
+:class:`e1.errors.E1Error` (one red line, never a traceback).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import typer
 
@@ -19,62 +31,93 @@ ThinkOpt = Annotated[
 ]
 SolveOpt = Annotated[str, typer.Option("--solve", "-s", help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed; the same seed reproduces the same samples.")]
-TemperatureOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.")]
-TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold (1 = off).")]
-TopKOpt = Annotated[int, typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off).")]
-BatchSizeOpt = Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).")]
-ThinkStartOpt = Annotated[
-    Optional[str], typer.Option("--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")
-]
-ThinkEndOpt = Annotated[
-    Optional[str], typer.Option("--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")
-]
 DataDirOpt = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data)."),
 ]
-DatasetsOpt = Annotated[
-    list[str],
-    typer.Option("--datasets", "-d", show_default=False,
-                 help="Registry names (see `e1 data list`) or files (.parquet/.jsonl/.json/.csv); repeat or comma-separate."),
-]
-MaxTokensOpt = Annotated[int, typer.Option("--max-tokens", help="Output cap for mode none.")]
-LimitOpt = Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N.")]
-WorkersOpt = Annotated[
-    Optional[int],
-    typer.Option("--workers", help="Code tests run in parallel (default: min(8, CPUs)).", show_default=False),
-]
-MaxTestsOpt = Annotated[
-    Optional[int],
-    typer.Option("--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False),
-]
-TestTimeLimitOpt = Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")]
-BackendOpt = Annotated[str, typer.Option("--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm.")]
-TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
-GpuMemOpt = Annotated[float, typer.Option("--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]
-MaxModelLenOpt = Annotated[
-    Optional[int], typer.Option("--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)
-]
 
 
-def eval_settings(*, model: str, datasets: list[str], budgets, modes, n: int, temperature: float, top_p: float,
-                  top_k: int, seed: int, max_tokens: int, out: Path, batch_size: int, limit: Optional[int],
-                  think_start: Optional[str], think_end: Optional[str], dtype: str, device: str,
-                  data_dir: Optional[Path], workers: Optional[int], max_tests: Optional[int], test_time_limit: float,
-                  backend: str, tp: int, gpu_memory_utilization: float, max_model_len: Optional[int]):
-    """The :class:`e1.eval.EvalConfig` that `e1 eval` and `e1 sweep` build from their shared options."""
-    from e1.engine.base import Sampling
-    from e1.eval import EvalConfig, default_workers
+@dataclass(frozen=True)
+class RunOptions:
+    """The options of `e1 eval` and `e1 sweep` other than model, budgets, modes, n and --out."""
 
-    return EvalConfig(
-        model=model, datasets=tuple(d.strip() for spec in datasets for d in spec.split(",") if d.strip()),
-        budgets=tuple(budgets), modes=tuple(modes), n=n,
-        sampling=Sampling(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed, max_tokens=max_tokens),
-        out=out, batch_size=batch_size, limit=limit, think_start=think_start, think_end=think_end, dtype=dtype,
-        device=device, data_dir=data_dir, workers=default_workers() if workers is None else workers,
-        max_tests=max_tests, test_time_limit_s=test_time_limit, backend=backend, tp=tp,
-        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-    )
+    datasets: Annotated[list[str], typer.Option(
+        "--datasets", "-d", show_default=False,
+        help="Registry names (see `e1 data list`) or files (.parquet/.jsonl/.json/.csv); repeat or comma-separate.")]
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.")] = 0.6
+    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold (1 = off).")] = 0.95
+    top_k: Annotated[int, typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off).")] = 0
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed reproduces the same samples.")] = 0
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap for mode none.")] = 32768
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).")] = 64
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.")] = None
+    think_start: Annotated[Optional[str], typer.Option(
+        "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")] = None
+    think_end: Annotated[Optional[str], typer.Option(
+        "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")] = None
+    dtype: Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16.")] = "auto"
+    device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N.")] = "auto"
+    data_dir: DataDirOpt = None
+    workers: Annotated[Optional[int], typer.Option(
+        "--workers", help="Code tests run in parallel (default: min(8, CPUs)).", show_default=False)] = None
+    max_tests: Annotated[Optional[int], typer.Option(
+        "--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False)] = None
+    test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
+    backend: Annotated[str, typer.Option(
+        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm.")] = "auto"
+    tp: Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")] = 1
+    gpu_memory_utilization: Annotated[float, typer.Option(
+        "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")] = 0.9
+    max_model_len: Annotated[Optional[int], typer.Option(
+        "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)] = None
+
+    def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
+        """The :class:`e1.eval.EvalConfig` of these options with a command's model, grid, n and --out."""
+        from e1.engine.base import Sampling
+        from e1.eval import EvalConfig, default_workers
+
+        return EvalConfig(
+            model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),
+            budgets=tuple(budgets), modes=tuple(modes), n=n,
+            sampling=Sampling(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed,
+                              max_tokens=self.max_tokens),
+            out=out, batch_size=self.batch_size, limit=self.limit, think_start=self.think_start,
+            think_end=self.think_end, dtype=self.dtype, device=self.device, data_dir=self.data_dir,
+            workers=default_workers() if self.workers is None else self.workers, max_tests=self.max_tests,
+            test_time_limit_s=self.test_time_limit, backend=self.backend, tp=self.tp,
+            gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
+        )
+
+
+def _parameters(function: Callable) -> list[inspect.Parameter]:
+    """``function``'s parameters as keyword-only ones (so a required option may follow a defaulted
+    one), annotations resolved, with ``options: RunOptions`` replaced by RunOptions' fields."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    option_hints = typing.get_type_hints(RunOptions, include_extras=True)
+    parameters = []
+    for parameter in inspect.signature(function).parameters.values():
+        if hints.get(parameter.name) is RunOptions:
+            parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=option_hints[f.name],
+                                             default=inspect.Parameter.empty if f.default is MISSING else f.default)
+                           for f in fields(RunOptions)]
+        else:
+            parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
+    return parameters
+
+
+def with_run_options(command: Callable) -> Callable:
+    """Let typer see the fields of ``command``'s ``RunOptions`` parameter as options of its own.
+
+    Typer reads a command's ``inspect.signature``, which honours ``__signature__``: the wrapper
+    declares the expanded parameters and gathers the fields back into one RunOptions.
+    """
+    names = {f.name for f in fields(RunOptions)}
+    slot = next(name for name, hint in typing.get_type_hints(command).items() if hint is RunOptions)
+
+    @functools.wraps(command, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
+    def run(**values):
+        options = RunOptions(**{name: values.pop(name) for name in names})
+        return command(**values, **{slot: options})
+
+    run.__signature__ = inspect.Signature(_parameters(command))
+    return run

@@ -40,36 +40,20 @@ FromOpt = Annotated[
     Optional[Path],
     typer.Option("--from", help="A local .jsonl, .json, .parquet or .csv file to prepare.", show_default=False),
 ]
-NameOpt = Annotated[
-    Optional[str], typer.Option("--name", help="Dataset name for --from (default: the file stem).", show_default=False)
-]
-ProblemFieldOpt = Annotated[
-    Optional[str],
-    typer.Option("--problem-field", help="Field with the problem (default: problem).", show_default=False),
-]
-AnswerFieldOpt = Annotated[
-    Optional[str], typer.Option("--answer-field", help="Field with the answer (default: answer).", show_default=False)
-]
-IdFieldOpt = Annotated[
-    Optional[str],
-    typer.Option("--id-field", help="Field with a unique id (default: id if every row has one, else row numbers).",
-                 show_default=False),
-]
-ReleaseOpt = Annotated[
-    Optional[str],
-    typer.Option("--release", help="livecodebench: release, e.g. v5 (every problem up to v5; default v5).",
-                 show_default=False),
-]
-StartDateOpt = Annotated[
-    Optional[str],
-    typer.Option("--start-date", help="livecodebench: first contest day kept, YYYY-MM-DD (default 2024-08-01).",
-                 show_default=False),
-]
-EndDateOpt = Annotated[
-    Optional[str],
-    typer.Option("--end-date", help="livecodebench: last contest day kept, YYYY-MM-DD (default 2025-02-01).",
-                 show_default=False),
-]
+
+
+def _text_option(flag: str, help: str):
+    """An optional text option whose default is described in its help (no "[default: None]")."""
+    return Annotated[Optional[str], typer.Option(flag, help=help, show_default=False)]
+
+
+NameOpt = _text_option("--name", "Dataset name for --from (default: the file stem).")
+ProblemFieldOpt = _text_option("--problem-field", "Field with the problem (default: problem).")
+AnswerFieldOpt = _text_option("--answer-field", "Field with the answer (default: answer).")
+IdFieldOpt = _text_option("--id-field", "Field with a unique id (default: id if every row has one, else row numbers).")
+ReleaseOpt = _text_option("--release", "livecodebench: release, e.g. v5 (every problem up to v5; default v5).")
+StartDateOpt = _text_option("--start-date", "livecodebench: first contest day kept, YYYY-MM-DD (default 2024-08-01).")
+EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD (default 2025-02-01).")
 
 
 @app.command("list")
@@ -78,35 +62,16 @@ def list_command(data_dir: DataDirOpt = None) -> None:
 
     Example: [cyan]e1 data list[/cyan]
     """
-    from rich import box
     from rich.console import Console
-    from rich.table import Table
 
     from e1.data import benchmarks, default_data_dir, prepared_names
+    from e1.ui import datasets_table
 
     folder = data_dir or default_data_dir()
     prepared = set(prepared_names(folder))
     console = Console()
-    with_description = console.width >= 140  # the one-line descriptions only fit a wide terminal
-    table = Table(title=f"datasets (data dir: {folder})", title_justify="left", box=box.SIMPLE_HEAD)
-    for column in ("name", "task", "hub id", "split", "rows", "prepared"):
-        # only the hub id may fold, so a narrow terminal still shows every other cell whole
-        wraps = column == "hub id"
-        table.add_column(column, justify="right" if column == "rows" else "left", no_wrap=not wraps, overflow="fold")
-    if with_description:
-        table.add_column("description")
-    for benchmark in benchmarks():
-        cells = [
-            benchmark.name,
-            benchmark.task,
-            benchmark.hub_id + (f"\n[dim]config {benchmark.config}[/dim]" if benchmark.config else "")
-            if benchmark.hub_id else f"[dim]{benchmark.source}[/dim]",
-            benchmark.split or "-",
-            f"{benchmark.expected_rows:,}" if benchmark.expected_rows else "?",
-            "[green]yes[/green]" if benchmark.name in prepared else "no",
-        ]
-        table.add_row(*cells, *([benchmark.description] if with_description else []))
-    console.print(table)
+    # the one-line descriptions only fit a wide terminal
+    console.print(datasets_table(benchmarks(), prepared, folder, descriptions=console.width >= 140))
     local = sorted(prepared - {benchmark.name for benchmark in benchmarks()})
     if local:
         console.print(f"also prepared from local files: {', '.join(local)}")

@@ -10,7 +10,7 @@ import typer
 
 def demo_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where every stage writes its run directory.")] = Path("runs/demo"),
-    fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 3 minutes), weaker claims.")] = False,
+    fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 2 minutes), weaker claims.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of data, model and training.")] = 0,
     readme: Annotated[Optional[Path], typer.Option("--readme", help="Also write the results table into this README (between its demo markers).")] = None,
 ) -> None:
@@ -42,8 +42,8 @@ def demo_command(
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 
-    from e1.plots import curves_table
     from e1.results import read_parquet
+    from e1.ui import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     console.print(curves_table(curves, names=model_names(result.base, result.e1)))

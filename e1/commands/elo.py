@@ -67,7 +67,11 @@ def elo_command(
     if as_json:
         typer.echo(json.dumps(estimate.to_json()))
     else:
-        _render(estimate, min_participants)
+        from rich.console import Console
+
+        from e1.ui import elo_table
+
+        Console().print(elo_table(estimate, min_participants))
 
 
 @app.command("fetch", no_args_is_help=True)
@@ -96,27 +100,3 @@ def fetch_command(
         raise ConfigError("--contests is empty", hint="e.g. --contests 1971,1972")
     config = FetchConfig(retries=retries) if api_url is None else FetchConfig(base_url=api_url, retries=retries)
     fetch_contests(contest_ids, out, population=population, config=config, log=typer.echo)
-
-
-def _render(estimate, min_participants: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title="Codeforces contests")
-    for column in ("contest", "type", "participants", "solved", "points", "penalty", "rank", "rating"):
-        table.add_column(column, justify="left" if column in ("contest", "type") else "right")
-    for c in estimate.contests:
-        rating = str(c.rating) if c.rating is not None else "[dim]skipped[/dim]"
-        table.add_row(
-            str(c.contest_id), c.kind, str(c.participants), f"{c.solved}/{c.problems}",
-            f"{c.points:g}", str(c.penalty), str(c.rank), rating,
-        )  # fmt: skip
-    console = Console()
-    console.print(table)
-    rated = sum(c.rating is not None for c in estimate.contests)
-    line = f"rating [bold]{estimate.rating:.1f}[/bold] (mean over {rated} contests)"
-    if estimate.percentile is not None:
-        line += f", percentile [bold]{estimate.percentile:.1f}[/bold]"
-    if rated < len(estimate.contests):
-        line += f"; skipped: contests with <= {min_participants} rated participants"
-    console.print(line)

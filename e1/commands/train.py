@@ -7,7 +7,6 @@ recipe in :class:`e1.grpo.config.TrainConfig`. No torch at import time.
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Annotated, Optional
@@ -89,54 +88,16 @@ def train_command(
     """
     from rich.console import Console
 
+    from e1 import ui
     from e1.grpo.config import build_config
     from e1.grpo.trainer import train
-    from e1.ui import quiet_libraries
 
     options = {key: value for key, value in locals().items() if key in _DEFAULTS}
     train_config = build_config(config, **options)
-    quiet_libraries()
+    ui.quiet_libraries()
     if os.environ.get("RANK", "0") != "0":  # under torchrun/deepspeed only rank 0 reports
         train(train_config)
         return
-    console = Console()
-    display = TrainDisplay(Console(stderr=True))
-    out = train(train_config, progress=display, on_step=display.on_step)
-    console.print(f"run in [bold]{out}[/bold]: metrics.parquet, checkpoints/ (e1 eval --model {out}/checkpoints/step_N)")
-
-
-class TrainDisplay:
-    """A rich progress bar over steps whose last column shows the latest step's metrics."""
-
-    def __init__(self, console):
-        self.console = console
-        self._bar = self._task = None
-
-    @contextmanager
-    def task(self, description: str, total: int):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[stats]}")]
-        with Progress(*columns, console=self.console) as bar:
-            self._bar, self._task = bar, bar.add_task(description, total=total, stats="")
-            yield self
-
-    def advance(self, amount: int = 1) -> None:
-        self._bar.advance(self._task, amount)
-
-    def on_step(self, row: dict) -> None:
-        if "reward_mean" in row:  # GRPO
-            stats = (f"reward {row['reward_mean']:.3f}  acc {row['accuracy']:.2f}  kl {row['kl']:.4f}  "
-                     f"think {row['mean_think_tokens']:.0f}  forced {row['forced_rate']:.0%}  {row['step_s']:.1f}s/step")
-        else:  # SFT
-            stats = f"loss {row['loss']:.3f}  lr {row['lr']:.2e}  {row['step_s']:.2f}s/step"
-        if self._bar is not None:
-            self._bar.update(self._task, stats=stats)
+    progress = ui.RichProgress()
+    out = train(train_config, progress=progress, on_step=lambda row: progress.status(ui.step_status(row)))
+    Console().print(f"run in [bold]{out}[/bold]: metrics.parquet, checkpoints/ (e1 eval --model {out}/checkpoints/step_N)")

@@ -40,9 +40,8 @@ from e1.data.registry import (
     field_text,
     get_benchmark,
     is_registered,
-    unknown_name_hint,
 )
-from e1.errors import DataError
+from e1.errors import DataError, did_you_mean
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -141,7 +140,7 @@ def load_dataset(spec: str, data_dir: Path | None = None) -> pd.DataFrame:
     if file.suffix.lower() in _READERS or "/" in spec or os.sep in spec:
         raise DataError(f"{spec}: no such file", hint="check the path")
     candidates = sorted(set(benchmark_names()) | set(prepared_names(data_dir)))
-    raise DataError(f"unknown dataset '{spec}'", hint=unknown_name_hint(spec, candidates))
+    raise DataError(f"unknown dataset '{spec}'", hint=did_you_mean(spec, candidates, "known datasets:"))
 
 
 def _load_registered(benchmark: Benchmark, data_dir: Path) -> pd.DataFrame:
@@ -242,16 +241,13 @@ def _canonical_frame(
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write atomically: a temp file in the same folder, then ``os.replace``."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Write atomically (:func:`e1.results.write_parquet`); a failure is a one-line DataError."""
+    from e1.results import write_parquet
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        frame.to_parquet(temp, index=False)
-        os.replace(temp, path)
+        write_parquet(frame, path)
     except OSError as err:
         raise DataError(f"cannot write {path}: {err.strerror or err}", hint="check --out / $E1_DATA_DIR") from None
-    finally:
-        temp.unlink(missing_ok=True)
 
 
 def hub_records(benchmark: Benchmark, config: str | None = None, split: str | None = None) -> Records:

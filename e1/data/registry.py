@@ -23,13 +23,12 @@ takes (``e1 data prepare livecodebench --release v6``), each with a default.
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from e1.data import schema
-from e1.errors import DataError
+from e1.errors import DataError, did_you_mean
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -164,17 +163,9 @@ def is_registered(name: str) -> bool:
     return name in _REGISTRY
 
 
-def unknown_name_hint(name: str, candidates: list[str]) -> str:
-    """'did you mean ...?' with the closest candidates, else the full list."""
-    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.5)
-    if close:
-        return f"did you mean {' or '.join(repr(c) for c in close)}? `e1 data list` shows them all"
-    return f"known datasets: {', '.join(candidates)}"
-
-
 def get_benchmark(name: str) -> Benchmark:
     """The registered benchmark called ``name``; a typo gets a DataError naming the closest ones."""
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise DataError(f"unknown dataset '{name}'", hint=unknown_name_hint(name, benchmark_names())) from None
+        raise DataError(f"unknown dataset '{name}'", hint=did_you_mean(name, benchmark_names(), "known datasets:")) from None

@@ -1,5 +1,8 @@
 """What the demo must show, read off the results it wrote (never asserted in code).
 
+``claims.json`` holds fractions (accuracies, their gaps, the thinking cut) and mean thinking in
+tokens, each claim naming its ``unit``; the markdown table shows the fractions in percent.
+
 Let m be the base model's median unconstrained thinking length on the test split.
 
 1. At think budget ≈ m/2 (elastic), E1's accuracy is at least 10 points above the base's.
@@ -21,7 +24,7 @@ from e1.results import read_parquet
 
 
 def _accuracy(frame: pd.DataFrame) -> float:
-    return 100.0 * float(frame["correct"].mean()) if len(frame) else float("nan")
+    return float(frame["correct"].mean()) if len(frame) else float("nan")
 
 
 def check_claims(out: Path, base: Path, e1: Path, median: float) -> list[dict]:
@@ -32,51 +35,56 @@ def check_claims(out: Path, base: Path, e1: Path, median: float) -> list[dict]:
     # the curves' model column holds the model as given to the sweep
     at = {name: curves[curves["model"] == path] for name, path in models.items()}
     claims = []
-    for fraction, margin in ((0.5, 10.0), (1.0, 25.0)):
+    for fraction, margin in ((0.5, 0.10), (1.0, 0.25)):
         think = max(1, round(fraction * median))
         acc = {name: float(frame[(frame["mode"] == "elastic") & (frame["think_budget"] == think)]["accuracy"].mean())
                for name, frame in at.items()}
-        claims.append({
-            "claim": f"elastic t={think} (≈{fraction:g}·m): E1 − base ≥ {margin:g} points",
-            "base": round(acc["base"], 1), "e1": round(acc["e1"], 1), "value": round(acc["e1"] - acc["base"], 1),
-            "passed": acc["e1"] - acc["base"] >= margin,
-        })
+        claims.append(_claim(f"elastic t={think} (≈{fraction:g}·m): E1 − base ≥ {100 * margin:g} points",
+                             acc["base"], acc["e1"], acc["e1"] - acc["base"], acc["e1"] - acc["base"] >= margin))
     free = {name: read_parquet(out / "eval" / f"{name}-none" / "samples.parquet") for name in models}
     think = {name: float(frame["think_tokens"].mean()) for name, frame in free.items()}
     acc = {name: _accuracy(frame) for name, frame in free.items()}
-    cut = 100.0 * (1 - think["e1"] / think["base"]) if think["base"] else float("nan")
-    claims.append({
-        "claim": "unconstrained: E1 mean thinking ≥ 25% below base",
-        "base": round(think["base"], 1), "e1": round(think["e1"], 1), "value": round(cut, 1), "passed": cut >= 25.0,
-    })
-    claims.append({
-        "claim": "unconstrained: accuracy within 3 points",
-        "base": round(acc["base"], 1), "e1": round(acc["e1"], 1), "value": round(acc["e1"] - acc["base"], 1),
-        "passed": abs(acc["e1"] - acc["base"]) <= 3.0,
-    })
+    cut = 1 - think["e1"] / think["base"] if think["base"] else float("nan")
+    claims.append(_claim("unconstrained: E1 mean thinking ≥ 25% below base", think["base"], think["e1"], cut,
+                         cut >= 0.25, unit="tokens"))
+    claims.append(_claim("unconstrained: accuracy within 3 points", acc["base"], acc["e1"], acc["e1"] - acc["base"],
+                         abs(acc["e1"] - acc["base"]) <= 0.03))
     base_curves = at["base"].assign(total=at["base"]["think_budget"] + at["base"]["solve_budget"])
     elastic = base_curves[base_curves["mode"] == "elastic"].set_index("total")["accuracy"]
     truncate = base_curves[base_curves["mode"] == "truncate"].set_index("total")["accuracy"]
     common = sorted(set(elastic.index) & set(truncate.index))
     gaps = [float(elastic[t] - truncate[t]) for t in common]
-    claims.append({
-        "claim": f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
-        "base": round(min(gaps), 1) if gaps else None, "e1": None, "value": round(min(gaps), 1) if gaps else None,
-        "passed": bool(gaps) and min(gaps) > 0,
-    })
+    gap = min(gaps) if gaps else None
+    claims.append(_claim(f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
+                         gap, None, gap, bool(gaps) and gap > 0))
     write_json({"median_think": median, "claims": claims}, out / "claims.json")
     return claims
 
 
+def _claim(claim: str, base: float | None, e1: float | None, value: float | None, passed: bool,
+           unit: str = "fraction") -> dict:
+    """One row of claims.json. ``value`` (the measured gap or cut) is a fraction; ``base`` and
+    ``e1`` are in ``unit``: a fraction (accuracy) or tokens (mean thinking)."""
+    def rounded(number, digits):
+        return None if number is None else round(float(number), digits)
+
+    return {"claim": claim, "unit": unit, "base": rounded(base, 1 if unit == "tokens" else 4),
+            "e1": rounded(e1, 1 if unit == "tokens" else 4), "value": rounded(value, 4), "passed": bool(passed)}
+
+
 def claims_markdown(claims: list[dict], median: float, seconds: float | None = None) -> str:
-    def cell(value):
-        return "" if value is None else f"{value:g}"
+    """The claims as a markdown table; fractions are shown in percent (points)."""
+    def cell(value, unit="fraction"):
+        if value is None:
+            return ""
+        return f"{value:g}" if unit == "tokens" else f"{round(100 * value, 1):g}"
 
     lines = [f"Base model's median unconstrained thinking: m = {median:g} tokens."
              + (f" Whole demo: {seconds / 60:.1f} min." if seconds else ""), "",
              "| claim | base | E1 | measured | holds |", "|---|---|---|---|---|"]
     for claim in claims:
-        lines.append(f"| {claim['claim']} | {cell(claim['base'])} | {cell(claim['e1'])} | {cell(claim['value'])} | "
+        unit = claim["unit"]
+        lines.append(f"| {claim['claim']} | {cell(claim['base'], unit)} | {cell(claim['e1'], unit)} | {cell(claim['value'])} | "
                      f"{'yes' if claim['passed'] else 'no'} |")
     return "\n".join(lines) + "\n"
 

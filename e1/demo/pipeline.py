@@ -1,6 +1,6 @@
 """`e1 demo`: Elastic Reasoning end to end at tiny scale, with e1's own code paths.
 
-    run_demo(DemoConfig(out=Path("runs/demo")))      # about 10 minutes on 2 CPU cores
+    run_demo(DemoConfig(out=Path("runs/demo")))      # about 5 minutes on 2 CPU cores
     run_demo(DemoConfig(out=Path("runs/demo"), fast=True))
 
 1. data   — ``e1 data prepare digits digits-train`` (the synthetic task of :mod:`e1.demo.task`)
@@ -17,7 +17,6 @@ parquet, eval-format results); rerunning the same command resumes finished stage
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass, field, replace
@@ -161,9 +160,3 @@ def _unconstrained(model: Path, out: Path, data_dir: Path, sizes: Scale, samplin
                                      modes=(Mode("none"),), n=sizes.samples, sampling=sampling, out=out,
                                      batch_size=512, data_dir=data_dir), progress=progress)
     return samples
-
-
-def write_json(data, path: Path) -> None:
-    from e1.results import write_json as atomic
-
-    atomic(json.loads(json.dumps(data, default=str)), path)

@@ -34,7 +34,7 @@ EXIT_TEXTS = {
     "qwen": "\n\nConsidering the limited time by the user, I have to give the solution based on the thinking directly now.\n",
 }
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
-_LIST_ITEM = re.compile(r"""(?:[^,'"]|'[^']*'|"[^"]*")+""")
+_LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
 
 
 @dataclass(frozen=True)
@@ -90,10 +90,14 @@ class Mode:
             options[key] = _option_value(key, value, text)
         return cls(name, **options)
 
-    @classmethod
-    def parse_list(cls, text: str) -> list[Mode]:
-        """Comma-separated modes (commas inside quoted exit texts stay): ``"elastic,truncate"``."""
-        return [cls.parse(item) for item in _LIST_ITEM.findall(text) if item.strip()]
+    @staticmethod
+    def split_list(text: str) -> list[str]:
+        """Comma-separated modes as texts, commas inside a quoted exit text kept (empty items too).
+
+        >>> Mode.split_list("elastic,elastic:exit='a, b'")
+        ['elastic', "elastic:exit='a, b'"]
+        """
+        return [item.strip() for item in _LIST_COMMA.split(str(text))]
 
     def __str__(self) -> str:
         options = [f"wait={self.wait}"] if self.wait else []
