@@ -28,6 +28,7 @@ from e1.errors import ConfigError
 
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 FIELDS = (THINK_FIELD, SOLVE_FIELD, MODE_FIELD)
+ROOM_FIELD = "budget_room"  # set by the middleware: the tokens the budget may need after the prompt
 CONFIG_KEY = "e1"  # the server's defaults travel in vLLM's --additional-config under this key
 _PLAIN = Budget(0, 1)  # mode none never reads its budget; RowState only needs one to count phases
 
@@ -141,6 +142,18 @@ def check_fields(xargs: Mapping) -> None:
         raise ConfigError(f"{given[0]} needs {missing} too", hint="send both budgets (e1 serve's middleware fills the defaults)")
     if given:
         Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
+
+
+def check_room(xargs: Mapping, max_tokens: int | None) -> None:
+    """Refuse a budget that does not fit after the prompt: vLLM has already cut ``max_tokens``
+    to the context left after the prompt, so a smaller value than the budget's worst case
+    (which the middleware asked for) means the prompt leaves too little room."""
+    needed = xargs.get(ROOM_FIELD)
+    if needed is not None and max_tokens is not None and max_tokens < needed:
+        raise ConfigError(
+            f"{THINK_FIELD}={xargs.get(THINK_FIELD)} plus {SOLVE_FIELD}={xargs.get(SOLVE_FIELD)} need up to {needed} "
+            f"tokens, but the prompt leaves room for only {max_tokens} in the served context",
+            hint="send smaller budgets or a shorter prompt")
 
 
 def load_served(model_config, defaults: ServeDefaults):

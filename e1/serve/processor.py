@@ -19,7 +19,7 @@ import sys
 from e1.engine.rows import RowState
 from e1.engine.vllm_processor import BudgetProcessor
 from e1.errors import E1Error
-from e1.serve.budgets import ServeDefaults, check_fields, load_served, request_budget
+from e1.serve.budgets import ServeDefaults, check_fields, check_room, load_served, request_budget
 
 
 class ServedBudgetProcessor(BudgetProcessor):
@@ -35,6 +35,7 @@ class ServedBudgetProcessor(BudgetProcessor):
         """Runs in the API server before a request is admitted: a bad field becomes an HTTP 400."""
         try:
             check_fields(sampling_params.extra_args or {})
+            check_room(sampling_params.extra_args or {}, sampling_params.max_tokens)
         except E1Error as err:
             raise ValueError(str(err)) from err
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from e1.engine.markers import Markers
 from e1.engine.rows import RowState
 from e1.errors import ConfigError
-from e1.serve.budgets import (FIELDS, MODE_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, ServeDefaults,
-                              check_context, check_fields, feed, replay, report, request_budget, worst_case_tokens)
+from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, ServeDefaults,
+                              check_context, feed, replay, report, request_budget, worst_case_tokens)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class Plan:
 def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
     """Validate the request's budgets and hand vLLM complete settings: top-level budget fields
     move into ``vllm_xargs``, the server's defaults fill the rest, ``max_tokens`` defaults to the
-    budget's worst case (so vLLM refuses a prompt that leaves no room for it), and token ids are
+    budget's worst case (the processor then refuses a prompt that leaves too little room), and token ids are
     asked for (the counts are replayed from them; they are hidden again unless the client asked)."""
     xargs = request.get("vllm_xargs") or {}
     if not isinstance(xargs, dict):
@@ -78,7 +78,6 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
             if xargs.get(name, value) != value:
                 raise ConfigError(f"{name} is given twice with different values", hint="send it once")
             xargs[name] = value
-    check_fields({k: v for k, v in xargs.items() if k == MODE_FIELD})
     budget = request_budget(xargs, served.defaults)
     if budget is None:
         xargs[MODE_FIELD] = "none"  # the server's default budgets must not apply to it in vLLM either
@@ -86,7 +85,7 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         check_context(budget, served.markers, served.max_model_len)
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
-            request["max_tokens"] = worst_case_tokens(budget, served.markers)
+            request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers)
     plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")))
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
