@@ -43,11 +43,11 @@ def test_help_lists_working_commands_and_does_not_import_torch():
 def test_only_working_commands_are_registered():
     import typer
 
-    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets", "demo"}
+    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets", "demo", "serve"}
 
 
 @pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],
-                                     ["sweep"], ["sweep-budgets"]])
+                                     ["sweep"], ["sweep-budgets"], ["serve"]])
 def test_every_command_help_has_an_example(command):
     result = runner.invoke(app, [*command, "--help"], prog_name="e1")
     assert result.exit_code == 0, result.output

@@ -16,6 +16,7 @@ from e1.commands import data as data_cmd
 from e1.commands import demo as demo_cmd
 from e1.commands import elo as elo_cmd
 from e1.commands import eval as eval_cmd
+from e1.commands import serve as serve_cmd
 from e1.commands import sweep as sweep_cmd
 from e1.commands import train as train_cmd
 from e1.errors import E1Error
@@ -56,6 +57,7 @@ app.command(name="train", no_args_is_help=True)(train_cmd.train_command)
 app.add_typer(elo_cmd.app, name="elo")
 app.command(name="demo")(demo_cmd.demo_command)
 app.command(name="sweep", no_args_is_help=True)(sweep_cmd.sweep_command)
+app.command(name="serve", no_args_is_help=True)(serve_cmd.serve_command)
 app.command(name="sweep-budgets", no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 

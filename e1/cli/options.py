@@ -35,6 +35,16 @@ DataDirOpt = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data)."),
 ]
+ThinkStartOpt = Annotated[Optional[str], typer.Option(
+    "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")]
+ThinkEndOpt = Annotated[Optional[str], typer.Option(
+    "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16.")]
+TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
+GpuMemOpt = Annotated[float, typer.Option(
+    "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]
+MaxModelLenOpt = Annotated[Optional[int], typer.Option(
+    "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)]
 
 
 @dataclass(frozen=True)
@@ -51,11 +61,9 @@ class RunOptions:
     max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap for mode none.")] = 32768
     batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).")] = 64
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.")] = None
-    think_start: Annotated[Optional[str], typer.Option(
-        "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")] = None
-    think_end: Annotated[Optional[str], typer.Option(
-        "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")] = None
-    dtype: Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16.")] = "auto"
+    think_start: ThinkStartOpt = None
+    think_end: ThinkEndOpt = None
+    dtype: DtypeOpt = "auto"
     device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N.")] = "auto"
     data_dir: DataDirOpt = None
     workers: Annotated[Optional[int], typer.Option(
@@ -65,11 +73,9 @@ class RunOptions:
     test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
     backend: Annotated[str, typer.Option(
         "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm.")] = "auto"
-    tp: Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")] = 1
-    gpu_memory_utilization: Annotated[float, typer.Option(
-        "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")] = 0.9
-    max_model_len: Annotated[Optional[int], typer.Option(
-        "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)] = None
+    tp: TpOpt = 1
+    gpu_memory_utilization: GpuMemOpt = 0.9
+    max_model_len: MaxModelLenOpt = None
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.EvalConfig` of these options with a command's model, grid, n and --out."""

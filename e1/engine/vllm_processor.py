@@ -101,6 +101,14 @@ class BudgetProcessor(LogitsProcessor):
         if args is not None:
             row_state(args)  # raises on malformed settings, at submission time
 
+    def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
+        """The row state of a newly added request (None: leave it alone). A hook: the server's
+        processor (e1.serve.processor) builds it from the request's budget fields instead."""
+        args = (params.extra_args or {}).get(KEY)
+        if args is None:
+            return None
+        return row_state(args, self.sentence_ends() if args.get("grace") else frozenset())
+
     def is_argmax_invariant(self) -> bool:
         return False  # forcing changes the argmax
 
@@ -108,19 +116,19 @@ class BudgetProcessor(LogitsProcessor):
         if batch_update:
             for index in batch_update.removed:
                 self.rows.pop(index, None)
-            for index, params, _, output in batch_update.added:
-                args = (params.extra_args or {}).get(KEY)
-                if args is None:
+            for index, params, prompt, output in batch_update.added:
+                state = self.request_state(params, prompt)
+                if state is None:
                     self.rows.pop(index, None)
                 else:
-                    ends = self.sentence_ends() if args.get("grace") else frozenset()
-                    self.rows[index] = _Row(row_state(args, ends), output, min(args["eos"]))
+                    self.rows[index] = _Row(state, output, min(state.markers.eos_ids))
             for a, b, direction in batch_update.moved:
                 row_a, row_b = self.rows.pop(a, None), self.rows.pop(b, None)
                 if row_a is not None:
                     self.rows[b] = row_a
                 if direction == MoveDirectionality.SWAP and row_b is not None:
                     self.rows[a] = row_b
+
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         forced = []
         for index, row in self.rows.items():

@@ -1,0 +1,57 @@
+"""`e1 serve`: vLLM's OpenAI-compatible server with separate thinking and solution budgets."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from e1.cli.options import DtypeOpt, GpuMemOpt, MaxModelLenOpt, ModelOpt, ThinkEndOpt, ThinkStartOpt, TpOpt
+
+
+def serve_command(
+    model: ModelOpt,
+    think: Annotated[Optional[str], typer.Option("--think", "-t", show_default=False,
+                                                 help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
+    solve: Annotated[Optional[str], typer.Option("--solve", "-s", show_default=False,
+                                                 help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
+    mode: Annotated[str, typer.Option("--mode", help="Default mode: elastic | truncate | budget-forcing | none.")] = "elastic",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    tp: TpOpt = 1,
+    dtype: DtypeOpt = "auto",
+    max_model_len: MaxModelLenOpt = None,
+    gpu_memory_utilization: GpuMemOpt = 0.9,
+    think_start: ThinkStartOpt = None,
+    think_end: ThinkEndOpt = None,
+    reasoning_parser: Annotated[str, typer.Option("--reasoning-parser", help="vLLM reasoning parser for streamed reasoning ('' = none).")] = "deepseek_r1",
+    print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.")] = False,
+    vllm_args: Annotated[Optional[list[str]], typer.Argument(show_default=False, help="More vLLM server options, after --.")] = None,
+) -> None:
+    """Serve a model with vLLM's OpenAI-compatible server and e1's budgets.
+
+    Requests may set thinking_budget, solution_budget and budget_mode (top level or in
+    vllm_xargs); --think/--solve/--mode are the defaults. Responses add per-phase token counts.
+
+    Examples:
+
+    [cyan]e1 serve --model Salesforce/E1-Math-1.5B --think 1k --solve 1k[/cyan]
+
+    [cyan]e1 serve --model ./my-model --port 8001 -- --enable-prefix-caching --max-num-seqs 64[/cyan]
+    """
+    from e1.budget import parse_tokens
+    from e1.serve.budgets import ServeDefaults
+    from e1.serve.server import ServeConfig, command_line, serve
+
+    defaults = ServeDefaults(
+        think=None if think is None else parse_tokens(think, "think budget"),
+        solve=None if solve is None else parse_tokens(solve, "solve budget"),
+        mode=mode, think_start=think_start, think_end=think_end,
+    )
+    config = ServeConfig(model=model, defaults=defaults, host=host, port=port, tp=tp, dtype=dtype,
+                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
+                         reasoning_parser=reasoning_parser, vllm_args=tuple(vllm_args or ()))
+    if print_command:
+        typer.echo(command_line(config))
+        return
+    serve(config)

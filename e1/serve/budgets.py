@@ -1,0 +1,169 @@
+"""Per-request budgets for the OpenAI-compatible server: parse, validate, and account.
+
+A request names its budgets in vLLM's per-request extra args (``vllm_xargs``) or, as a
+shorthand, at the top level of its JSON body; the server's ``--think/--solve/--mode`` are
+the defaults. The same three fields reach e1's logits processor inside vLLM, which decodes
+them with :class:`~e1.engine.row_state.RowState`; the HTTP layer replays each choice's token ids
+through a fresh RowState to report per-phase counts — the same code that counts for ``e1 eval``.
+
+    >>> defaults = ServeDefaults(think=1024, solve=512)
+    >>> request_budget({"thinking_budget": "2k"}, defaults)
+    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0))
+    >>> request_budget({"budget_mode": "none"}, defaults) is None   # served as a plain request
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from typing import Mapping, Sequence
+
+from e1.budget import Budget, parse_tokens
+from e1.engine.base import Mode
+from e1.engine.markers import Markers
+from e1.engine.row_state import RowState
+from e1.errors import ConfigError
+
+THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
+FIELDS = (THINK_FIELD, SOLVE_FIELD, MODE_FIELD)
+ROOM_FIELD = "budget_room"  # set by the middleware: the tokens the budget may need after the prompt
+CONFIG_KEY = "e1"  # the server's defaults travel in vLLM's --additional-config under this key
+_PLAIN = Budget(0, 1)  # mode none never reads its budget; RowState only needs one to count phases
+
+
+@dataclass(frozen=True)
+class ServeDefaults:
+    """The server's settings: budgets for requests that name none (None: such requests are
+    served plainly), the default mode, and marker overrides (None: the tokenizer's)."""
+
+    think: int | None = None
+    solve: int | None = None
+    mode: str = "elastic"
+    think_start: str | None = None
+    think_end: str | None = None
+
+    def __post_init__(self):
+        if (self.think is None) != (self.solve is None):
+            raise ConfigError("a default budget needs both --think and --solve", hint="pass both or neither")
+        _servable(Mode.parse(self.mode))
+        if self.think is not None:
+            Budget(self.think, self.solve)
+
+    def additional_config(self) -> str:
+        """The JSON for vLLM's ``--additional-config`` (read back by :meth:`from_vllm_config`)."""
+        return json.dumps({CONFIG_KEY: asdict(self)})
+
+    @classmethod
+    def from_vllm_config(cls, vllm_config) -> ServeDefaults:
+        additional = getattr(vllm_config, "additional_config", None) or {}
+        return cls(**additional.get(CONFIG_KEY, {})) if isinstance(additional, dict) else cls()
+
+
+@dataclass(frozen=True)
+class RequestBudget:
+    budget: Budget
+    mode: Mode
+
+
+def _servable(mode: Mode) -> Mode:
+    if mode.wait:
+        raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
+                          hint="use budget-forcing (without wait) or elastic")
+    if mode.exit or mode.grace:
+        raise ConfigError(f"mode {mode} cannot be served yet: exit texts and grace windows are e1 eval/sweep options",
+                          hint="send elastic or budget-forcing without options")
+    return mode
+
+
+def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | None:
+    """The request's budget and mode, the server's defaults filling what it leaves out; None
+    when it is served plainly (mode ``none``, or no budget given and no server default)."""
+    mode = _servable(Mode.parse(xargs.get(MODE_FIELD, defaults.mode)))
+    think = xargs.get(THINK_FIELD, defaults.think)
+    solve = xargs.get(SOLVE_FIELD, defaults.solve)
+    if mode.name == "none" or (think is None and solve is None):
+        return None
+    if think is None or solve is None:
+        missing = THINK_FIELD if think is None else SOLVE_FIELD
+        raise ConfigError(f"{missing} is missing and the server has no default", hint="send both budgets")
+    return RequestBudget(Budget(parse_tokens(think, THINK_FIELD), parse_tokens(solve, SOLVE_FIELD)), mode)
+
+
+def worst_case_tokens(budget: RequestBudget, markers: Markers) -> int:
+    """The most tokens a budgeted request can write: t + s, the forced markers and the EOS
+    forced when the solution budget runs out."""
+    if budget.mode.name == "truncate":
+        return budget.budget.total
+    answer = len(markers.answer_ids) if budget.mode.name == "budget-forcing" else 0
+    return budget.budget.total + len(markers.start_ids) + len(markers.end_ids) + answer + 1
+
+
+def check_context(budget: RequestBudget, markers: Markers, max_model_len: int) -> None:
+    """Refuse a budget that cannot fit the served context even for an empty prompt."""
+    worst = worst_case_tokens(budget, markers)
+    if worst > max_model_len:
+        raise ConfigError(
+            f"{THINK_FIELD}={budget.budget.think} plus {SOLVE_FIELD}={budget.budget.solve} need up to {worst} "
+            f"tokens, more than the served context of {max_model_len}", hint="send smaller budgets")
+
+
+def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int]) -> RowState:
+    """A fresh RowState for one choice, fed its token ids as they arrive (``state.accept``)."""
+    budget = budget or RequestBudget(_PLAIN, Mode("none"))
+    return RowState(budget.budget, budget.mode, markers, markers.opens_thinking(list(prompt_ids)), sys.maxsize)
+
+
+def feed(state: RowState, token_ids: Sequence[int]) -> None:
+    """Accept vLLM's ``token_ids`` (a forced token comes back as sampled) until the state is done."""
+    for token in token_ids:
+        if state.done:
+            break
+        state.accept(token)
+
+
+def report(state: RowState, budget: RequestBudget | None) -> dict:
+    """What a response's choice says about its budgets (``budget`` in the JSON); a plain
+    request gets its phase counts too, with no budgets."""
+    return {"thinking_tokens": state.think_tokens, "solution_tokens": state.solve_tokens,
+            "forced_tokens": sum(state.forced), "thinking_forced": state.was_forced,
+            "thinking_budget": budget.budget.think if budget else None,
+            "solution_budget": budget.budget.solve if budget else None,
+            "budget_mode": str(budget.mode) if budget else "none"}
+
+
+def check_fields(xargs: Mapping) -> None:
+    """Validate the budget fields a request carries, without the server's defaults (vLLM checks
+    requests before they reach the engine, where the defaults live): each value must parse,
+    and budgets come both or neither."""
+    if MODE_FIELD in xargs:
+        _servable(Mode.parse(xargs[MODE_FIELD]))
+    given = [field for field in (THINK_FIELD, SOLVE_FIELD) if field in xargs]
+    if len(given) == 1:
+        missing = SOLVE_FIELD if given == [THINK_FIELD] else THINK_FIELD
+        raise ConfigError(f"{given[0]} needs {missing} too", hint="send both budgets (e1 serve's middleware fills the defaults)")
+    if given:
+        Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
+
+
+def check_room(xargs: Mapping, max_tokens: int | None) -> None:
+    """Refuse a budget that does not fit after the prompt: vLLM has already cut ``max_tokens``
+    to the context left after the prompt, so a smaller value than the budget's worst case
+    (which the middleware asked for) means the prompt leaves too little room."""
+    needed = xargs.get(ROOM_FIELD)
+    if needed is not None and max_tokens is not None and max_tokens < needed:
+        raise ConfigError(
+            f"{THINK_FIELD}={xargs.get(THINK_FIELD)} plus {SOLVE_FIELD}={xargs.get(SOLVE_FIELD)} need up to {needed} "
+            f"tokens, but the prompt leaves room for only {max_tokens} in the served context",
+            hint="send smaller budgets or a shorter prompt")
+
+
+def load_served(model_config, defaults: ServeDefaults):
+    """(tokenizer, markers) of the served model; the markers come from its own tokenizer, never hard-coded."""
+    from e1.engine.hf import _generation_eos, load_tokenizer
+    from e1.engine.markers import resolve_markers
+
+    tokenizer = load_tokenizer(model_config.tokenizer)
+    return tokenizer, resolve_markers(tokenizer, defaults.think_start, defaults.think_end,
+                                      _generation_eos(model_config.model))

@@ -1,0 +1,143 @@
+"""ASGI middleware that puts e1's budgets into vLLM's OpenAI-compatible server.
+
+Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMiddleware``
+(``e1 serve`` does). For ``/v1/chat/completions`` and ``/v1/completions`` it
+
+- validates the request's budget fields and answers HTTP 400 with one clear message (a bad
+  request never reaches the engine),
+- fills in the server's defaults and hands vLLM the complete settings in ``vllm_xargs``,
+- adds per-phase counts to every choice and to ``usage``, non-streamed or streamed (see
+  :mod:`e1.serve.responses`).
+
+Other routes pass through untouched.
+"""
+
+from __future__ import annotations
+
+import json
+
+from e1.errors import E1Error
+from e1.serve.responses import Plan, Served, prepare, rewrite_response
+
+PATHS = ("/v1/chat/completions", "/v1/completions")
+
+
+class BudgetMiddleware:
+    def __init__(self, app):
+        self.app = app
+        self.served: Served | None = None  # loaded at the first request: the app state exists only then
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in PATHS:
+            await self.app(scope, receive, send)
+            return
+        body = await _read_body(receive)
+        try:
+            request = json.loads(body)
+        except ValueError:
+            request = None
+        if not isinstance(request, dict):  # vLLM answers malformed JSON itself
+            await self.app(scope, _replay(body, receive), send)
+            return
+        try:
+            served = self.served or self._load(scope)
+            request, plan = prepare(request, served)
+        except E1Error as err:
+            await _send_json(send, 400, {"error": {"message": str(err), "type": "BadRequestError",
+                                                   "param": None, "code": 400}})
+            return
+        rewriter = _Rewriter(send, plan, served)
+        await self.app(scope, _replay(json.dumps(request).encode(), receive), rewriter.send)
+
+    def _load(self, scope) -> Served:
+        from e1.serve.budgets import ServeDefaults, load_served
+
+        vllm_config = scope["app"].state.vllm_config
+        defaults = ServeDefaults.from_vllm_config(vllm_config)
+        tokenizer, markers = load_served(vllm_config.model_config, defaults)
+        self.served = Served(defaults, tokenizer, markers, vllm_config.model_config.max_model_len)
+        return self.served
+
+
+class _Rewriter:
+    """Wraps ``send``: a JSON response is held until complete and rewritten whole; a stream is
+    rewritten event by event (events may straddle body messages)."""
+
+    def __init__(self, send, plan: Plan, served: Served):
+        self._send, self.plan, self.served = send, plan, served
+        self.start: dict | None = None
+        self.streaming = self.passthrough = False
+        self.buffer = b""
+
+    async def send(self, message: dict) -> None:
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers") or [])
+            self.passthrough = message["status"] != 200
+            self.streaming = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            self.start = message
+            if self.passthrough or self.streaming:
+                await self._send(_without_length(message) if self.streaming else message)
+            return
+        if message["type"] != "http.response.body" or self.passthrough:
+            await self._send(message)
+            return
+        self.buffer += message.get("body", b"")
+        more = message.get("more_body", False)
+        if self.streaming:
+            if more:
+                events, _, self.buffer = self.buffer.rpartition(b"\n\n")
+            else:
+                events, self.buffer = self.buffer.rstrip(b"\n"), b""
+            await self._send({"type": "http.response.body", "body": self._events(events), "more_body": more})
+        elif not more:
+            body = json.dumps(rewrite_response(json.loads(self.buffer), self.plan, self.served)).encode()
+            start = _without_length(self.start)
+            start["headers"].append((b"content-length", str(len(body)).encode()))
+            await self._send(start)
+            await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+    def _events(self, events: bytes) -> bytes:
+        out = []
+        for event in events.split(b"\n\n"):
+            if event.startswith(b"data: {"):
+                chunk = self.plan.rewrite_chunk(json.loads(event[len(b"data: "):]), self.served)
+                event = b"data: " + json.dumps(chunk).encode()
+            out.append(event)
+        return b"\n\n".join(out) + (b"\n\n" if events else b"")
+
+
+def _without_length(start: dict) -> dict:
+    headers = [(k, v) for k, v in start.get("headers") or [] if k.lower() != b"content-length"]
+    return {**start, "headers": headers}
+
+
+async def _read_body(receive) -> bytes:
+    body, more = b"", True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body += message.get("body", b"")
+        more = message.get("more_body", False)
+    return body
+
+
+def _replay(body: bytes, receive):
+    """A ``receive`` that yields ``body`` once, then waits on the real one (for disconnects)."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
+
+
+async def _send_json(send, status: int, payload: dict) -> None:
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body, "more_body": False})

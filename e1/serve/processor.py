@@ -1,0 +1,47 @@
+"""e1's logits processor for vLLM's OpenAI-compatible server.
+
+The budgets are per request, in vLLM's extra args; the server's defaults and marker overrides
+come from ``--additional-config`` (see :class:`~e1.serve.budgets.ServeDefaults`); the markers
+are resolved from the served model's tokenizer when the engine starts:
+
+    vllm serve MODEL --logits-processors e1.serve.processor:ServedBudgetProcessor \\
+        --additional-config '{"e1": {"think": 1024, "solve": 1024}}'
+    curl ... -d '{"messages": [...], "vllm_xargs": {"thinking_budget": 512, "solution_budget": 256}}'
+
+Decoding is :class:`~e1.engine.vllm_processor.BudgetProcessor`'s: one RowState per request,
+the forced token's logit the only finite one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from e1.engine.row_state import RowState
+from e1.engine.vllm_processor import BudgetProcessor
+from e1.errors import E1Error
+from e1.serve.budgets import ServeDefaults, check_fields, check_room, load_served, request_budget
+
+
+class ServedBudgetProcessor(BudgetProcessor):
+    """Budgets from each request's ``thinking_budget``/``solution_budget``/``budget_mode`` extra args."""
+
+    def __init__(self, vllm_config, device, is_pin_memory: bool):
+        super().__init__(vllm_config, device, is_pin_memory)
+        self.defaults = ServeDefaults.from_vllm_config(vllm_config)
+        _, self.markers = load_served(vllm_config.model_config, self.defaults)
+
+    @classmethod
+    def validate_params(cls, sampling_params) -> None:
+        """Runs in the API server before a request is admitted: a bad field becomes an HTTP 400."""
+        try:
+            check_fields(sampling_params.extra_args or {})
+            check_room(sampling_params.extra_args or {}, sampling_params.max_tokens)
+        except E1Error as err:
+            raise ValueError(str(err)) from err
+
+    def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
+        budget = request_budget(params.extra_args or {}, self.defaults)  # fields were checked at admission
+        if budget is None:
+            return None
+        room = params.max_tokens if params.max_tokens is not None else sys.maxsize
+        return RowState(budget.budget, budget.mode, self.markers, self.markers.opens_thinking(prompt_ids or []), room)

@@ -1,0 +1,136 @@
+"""The JSON side of serving with budgets: requests in, responses and stream chunks out.
+
+Pure functions on decoded JSON, used by :mod:`e1.serve.middleware`:
+
+    request, plan = prepare(body, served)          # budgets validated, defaults filled, ids asked for
+    response = rewrite_response(response, plan, served)
+    chunk = plan.rewrite_chunk(chunk, served)      # streaming: one RowState per choice, fed as ids arrive
+
+Every choice gains ``budget`` (thinking/solution/forced token counts, whether thinking was
+forced, the budgets it ran under); ``usage`` gains the totals and fills OpenAI's
+``completion_tokens_details.reasoning_tokens``; a chat message's ``reasoning`` and ``content``
+are split exactly where the RowState split the tokens (markers removed), as ``e1 eval`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from e1.engine.markers import Markers
+from e1.engine.row_state import RowState
+from e1.errors import ConfigError
+from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, ServeDefaults,
+                              check_context, feed, replay, report, request_budget, worst_case_tokens)
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the HTTP layer knows of the served model."""
+
+    defaults: ServeDefaults
+    tokenizer: object
+    markers: Markers
+    max_model_len: int
+
+
+@dataclass
+class Plan:
+    """One request's budget, whether its client asked for token ids, and its choices' states."""
+
+    budget: RequestBudget | None
+    wants_ids: bool
+    prompt_ids: list[int] = field(default_factory=list)
+    states: dict[int, RowState] = field(default_factory=dict)
+
+    def state(self, index: int, served: Served, prompt_ids=None) -> RowState:
+        if index not in self.states:
+            self.states[index] = replay(self.budget, served.markers, prompt_ids or self.prompt_ids)
+        return self.states[index]
+
+    def rewrite_chunk(self, chunk: dict, served: Served) -> dict:
+        """One streamed chunk: feed its ids; a choice's last chunk gets ``budget``, usage the totals."""
+        if chunk.get("prompt_token_ids"):
+            self.prompt_ids = list(chunk["prompt_token_ids"])
+        for choice in chunk.get("choices") or []:
+            state = self.state(choice.get("index", 0), served)
+            feed(state, choice.get("token_ids") or [])
+            if choice.get("finish_reason") is not None:
+                _finish(choice, state, self.budget)
+            _hide_ids(choice, self.wants_ids, "token_ids")
+        if chunk.get("usage"):
+            _add_usage(chunk["usage"], self.states.values())
+        _hide_ids(chunk, self.wants_ids, "prompt_token_ids")
+        return chunk
+
+
+def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
+    """Validate the request's budgets and hand vLLM complete settings: top-level budget fields
+    move into ``vllm_xargs``, the server's defaults fill the rest, ``max_tokens`` defaults to the
+    budget's worst case (the processor then refuses a prompt that leaves too little room), and token ids are
+    asked for (the counts are replayed from them; they are hidden again unless the client asked)."""
+    xargs = request.get("vllm_xargs") or {}
+    if not isinstance(xargs, dict):
+        raise ConfigError("vllm_xargs must be a JSON object", hint=f"e.g. {{\"{THINK_FIELD}\": 512}}")
+    xargs = dict(xargs)
+    for name in FIELDS:
+        if name in request:
+            value = request.pop(name)
+            if xargs.get(name, value) != value:
+                raise ConfigError(f"{name} is given twice with different values", hint="send it once")
+            xargs[name] = value
+    budget = request_budget(xargs, served.defaults)
+    if budget is None:
+        xargs[MODE_FIELD] = "none"  # the server's default budgets must not apply to it in vLLM either
+    else:
+        check_context(budget, served.markers, served.max_model_len)
+        xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
+        if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
+            request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers)
+    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")))
+    return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
+
+
+def rewrite_response(response: dict, plan: Plan, served: Served) -> dict:
+    """A whole (non-streamed) response: every choice replayed from its ids."""
+    plan.prompt_ids = list(response.get("prompt_token_ids") or [])
+    for choice in response.get("choices") or []:
+        state = plan.state(choice.get("index", 0), served, choice.get("prompt_token_ids"))
+        feed(state, choice.get("token_ids") or [])
+        _finish(choice, state, plan.budget)
+        message = choice.get("message")
+        if isinstance(message, dict) and not message.get("tool_calls"):
+            _split_message(message, state, served.tokenizer)
+        _hide_ids(choice, plan.wants_ids, "token_ids", "prompt_token_ids")
+    if response.get("usage"):
+        _add_usage(response["usage"], plan.states.values())
+    _hide_ids(response, plan.wants_ids, "prompt_token_ids")
+    return response
+
+
+def _finish(choice: dict, state: RowState, budget: RequestBudget | None) -> None:
+    choice["budget"] = report(state, budget)
+    if budget is not None and state.done and state.finish_reason == "length":
+        choice["finish_reason"] = "length"  # vLLM saw the EOS e1 forced when the solution budget ran out
+
+
+def _split_message(message: dict, state: RowState, tokenizer) -> None:
+    if not state.opened:
+        return  # the model did not think: vLLM's message stands
+    think, solution = state.split()
+    message["reasoning"] = tokenizer.decode(think, skip_special_tokens=True) or None
+    message["content"] = (tokenizer.decode(solution, skip_special_tokens=True) or None) if state.closed else None
+
+
+def _add_usage(usage: dict, states) -> None:
+    states = list(states)
+    thinking = sum(s.think_tokens for s in states)
+    usage.update(thinking_tokens=thinking, solution_tokens=sum(s.solve_tokens for s in states),
+                 forced_tokens=sum(sum(s.forced) for s in states))
+    usage["completion_tokens_details"] = {**(usage.get("completion_tokens_details") or {}), "reasoning_tokens": thinking}
+
+
+def _hide_ids(obj: dict, wanted: bool, *keys: str) -> None:
+    if not wanted:
+        for key in keys:
+            if key in obj:
+                obj[key] = None
