@@ -17,8 +17,8 @@ from e1.grpo.config import TrainConfig, build_config, load_config_file
 CHAR = "e"  # the trivially learnable reward: 1 when the solution contains this character
 
 
-def contains_char(text: str, answer: str) -> float:
-    return 1.0 if CHAR in text.split("</think>")[-1] else 0.0
+def contains_char(completions: list[str], answers: list[str], **columns) -> list[float]:
+    return [1.0 if CHAR in text.split("</think>")[-1] else 0.0 for text in completions]
 
 
 def write_problems(path: Path, count: int = 8, answers: bool = True) -> Path:
@@ -198,11 +198,10 @@ def test_ranks_of_one_vllm_engine_decode_together_and_keep_their_own(tiny_model_
     import dataclasses
 
     from e1.engine.base import Completion
-    from e1.grpo.trainer import Trainer
+    from e1.grpo.rollout import Rollout
 
-    class Recording:  # a vLLM-like engine: it takes weights by copy, and echoes its prompts
-        def load_weights(self, named_tensors):
-            pass
+    class Recording:  # a vLLM-like engine that echoes its prompts
+        can_sleep = False
 
         def generate(self, prompts, budget, mode, sampling, n=1):
             self.prompts = prompts
@@ -211,14 +210,13 @@ def test_ranks_of_one_vllm_engine_decode_together_and_keep_their_own(tiny_model_
 
     config = small(tiny_model_dir, tmp_path / "p.jsonl", tmp_path / "run", prompts_per_step=8, mini_batch_prompts=8,
                    samples_per_prompt=2, backend="vllm", tp=2)
-    trainer = Trainer(config, None, None, None, Recording(), None, None, [[i] for i in range(8)], None,
-                      ds=object(), rank=1, world=4)
+    rollouts = Rollout(Recording(), [[i] for i in range(8)], config, rank=1, world=4, tp=2)
     problems = [7, 6, 5, 4, 3, 2, 1, 0]
     mine = problems[1::4]  # [6, 2]
-    completions = trainer.rollout(mine, step=1, problems=problems)
-    assert trainer.engine.prompts == [[7], [3], [6], [2]]  # rank 0's shard, then rank 1's
+    completions = rollouts.generate(mine, step=1, problems=problems)
+    assert rollouts.engine.prompts == [[7], [3], [6], [2]]  # rank 0's shard, then rank 1's
     assert [(c.prompt_index, c.token_ids) for c in completions] == [(0, [6]), (0, [6]), (1, [2]), (1, [2])]
-    assert dataclasses.replace(trainer, rank=2).engine_ranks() == [2, 3]
+    assert dataclasses.replace(rollouts, rank=2).peers == [2, 3]
 
 
 def test_vllm_settings_are_validated(tmp_path):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ class TrainConfig:
     samples_per_prompt: int = 8  # completions per problem: the GRPO group size
     mini_batch_prompts: int = 64  # problems per optimizer step (prompts_per_step / this = updates per step)
     micro_batch: int = 8  # sequences per forward/backward (gradient accumulation; bounds memory)
-    lr: float = 1e-6  # AdamW learning rate (constant)
+    lr: float = 1e-6  # AdamW learning rate (peak: see lr_schedule and warmup_steps)
     weight_decay: float = 0.01  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm per optimizer step
     temperature: float = 0.6  # rollout sampling temperature
@@ -75,6 +76,9 @@ class TrainConfig:
     # the policy's weights and optimizer state stay resident, so it cannot take 0.9 as in `e1 eval`
     gpu_memory_utilization: float = 0.4
     max_model_len: int | None = None  # vLLM context (default: the model's); lower it to shrink the KV cache
+    workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
+    test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
+    max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
@@ -131,6 +135,10 @@ class TrainConfig:
                               hint="vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ConfigError(f"max_model_len must be >= 1 or unset, got {self.max_model_len}")
+        if self.workers < 1 or not self.test_time_limit_s > 0:
+            raise ConfigError(f"workers must be >= 1 and test_time_limit_s > 0, got {self.workers}, {self.test_time_limit_s}")
+        if self.max_tests is not None and self.max_tests < 1:
+            raise ConfigError(f"max_tests must be >= 1 or unset, got {self.max_tests}")
         if self.clip_low >= 1:
             raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
 
