@@ -219,6 +219,46 @@ def test_ranks_of_one_vllm_engine_decode_together_and_keep_their_own(tiny_model_
     assert dataclasses.replace(rollouts, rank=2).peers == [2, 3]
 
 
+@pytest.fixture(scope="module")
+def reason_model_dir(tmp_path_factory):
+    """A tiny model whose thinking markers are <reason> and </reason> (its tokenizer has no </think>)."""
+    from e1.models.tiny import DEFAULT_CORPUS, build_tiny_model, build_tokenizer
+
+    tokenizer = build_tokenizer(DEFAULT_CORPUS, opens_thinking=False,
+                                special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reason>", "</reason>"])
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "reason", tokenizer=tokenizer)
+
+
+def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_dir, tmp_path):
+    """Bug: the trainer joined completions with the model's own end marker, which no reward splits
+    on, so with --think-end "</reason>" every training reward was 0 while eval scored 1."""
+    import dataclasses
+
+    from e1.engine.base import Completion
+    from e1.eval import EvalConfig, evaluate
+    from e1.grpo.trainer import Trainer
+
+    # thinking closed by the model's </reason> (Completion keeps the texts apart), then the right answer
+    right = Completion(0, 0, "2 + 2 makes", r" so \boxed{4}", 3, 3, 4, False, "stop", [1, 2, 3], [False] * 3, closed=True)
+
+    class Answering:  # an engine whose every sample is `right`
+        def __init__(self, engine):
+            self.tokenizer, self.markers = engine.tokenizer, engine.markers
+
+        def generate(self, prompts, budget, mode, sampling, n=1, progress=None):
+            return [dataclasses.replace(right, prompt_index=p, sample_index=j) for p in range(len(prompts)) for j in range(n)]
+
+    data = tmp_path / "problems.jsonl"
+    data.write_text(json.dumps({"problem": "What is 2 + 2?", "answer": "4"}) + "\n")
+    markers = {"think_start": "<reason>", "think_end": "</reason>"}
+    trainer = Trainer.create(small(reason_model_dir, data, tmp_path / "run", kl_coef=0.0, **markers))
+    assert trainer.engine.markers.end_text == "</reason>"
+    assert trainer.score([0], [right]).tolist() == [1.0]
+    config = EvalConfig(model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval", **markers)
+    samples, _ = evaluate(config, engine=Answering(trainer.engine))
+    assert samples["reward"].tolist() == [1.0]
+
+
 def test_vllm_settings_are_validated(tmp_path):
     with pytest.raises(ConfigError, match="backend"):
         TrainConfig(model="m", data="d", backend="vlm")
