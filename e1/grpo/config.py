@@ -126,6 +126,12 @@ class TrainConfig:
                 and not str(self.deepspeed).endswith(".json"):
             raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
                               hint="use zero1, zero2, zero3 or a DeepSpeed .json file")
+        self._check_engines()
+        if self.clip_low >= 1:
+            raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
+
+    def _check_engines(self) -> None:
+        """The rollout engine's settings and the code sandbox's."""
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}", hint=_choice_hint(self.backend, BACKENDS))
         if self.tp < 1:
@@ -139,8 +145,6 @@ class TrainConfig:
             raise ConfigError(f"workers must be >= 1 and test_time_limit_s > 0, got {self.workers}, {self.test_time_limit_s}")
         if self.max_tests is not None and self.max_tests < 1:
             raise ConfigError(f"max_tests must be >= 1 or unset, got {self.max_tests}")
-        if self.clip_low >= 1:
-            raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
 
     @property
     def budget(self) -> Budget:
