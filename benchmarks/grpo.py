@@ -118,7 +118,7 @@ def e1_trainer(args, model: Path, problems: Path, out: Path):
         temperature=1.0, top_p=1.0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, save_every=never_reached,
         eval_every=never_reached, batch_size=args.prompts * args.group, dtype="float32", device="cpu", seed=0,
     )
-    return CountingTrainer.create(config, reward=lambda text, answer: contains_a(text))
+    return CountingTrainer.create(config, reward=lambda completions, answers, **columns: list(map(contains_a, completions)))
 
 
 def trl_trainer(args, model: Path, prompts: list[str], out: Path):

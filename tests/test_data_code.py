@@ -26,7 +26,7 @@ from e1.data.registry import RowError
 from e1.elo import split_problem_id
 from e1.errors import DataError
 from e1.prompts import build_prompt, prompt_content
-from e1.rewards.registry import get_reward
+from e1.rewards.scoring import score
 
 runner = CliRunner()
 CODE = ["codeforces", "deepcoder", "humaneval", "humanevalplus", "livecodebench", "taco"]
@@ -203,7 +203,9 @@ def test_livecodebench_default_window_and_tests(mirror):
 
 def test_livecodebench_rows_score_real_solutions(mirror):
     frame = _prepared("livecodebench")
-    reward = get_reward("code")
+    def reward(completion, tests):
+        return score("code", completion, tests).reward
+
     adder = "a, b = map(int, input().split())\nprint(a + b)\n"
     leetcode = "class Solution:\n    def addTwo(self, a, b):\n        return a + b\n"
     assert reward(_solution(adder), frame.set_index("id").loc["abc366_a", "answer"]) == 1.0
@@ -293,14 +295,12 @@ def test_humaneval_is_offline_and_its_rows_pass_with_the_canonical_solutions():
     assert not any(s.reward for s in failed)
     # the prompt's helpers run before the tests: an answer with only decode_cyclic passes
     only_decode = "def decode_cyclic(s: str):\n    return encode_cyclic(encode_cyclic(s))\n"
-    assert get_reward("code")(_solution(only_decode), frame.set_index("id").loc["HumanEval/38", "answer"]) == 1.0
+    assert score("code", _solution(only_decode), frame.set_index("id").loc["HumanEval/38", "answer"]).reward == 1.0
 
 
 def test_humanevalplus_tests_import_numpy(mirror):
     frame = _prepared("humanevalplus")
     assert frame["id"].tolist() == ["HumanEval/23"] and frame["entry_point"].tolist() == ["strlen"]
-    from e1.rewards.scoring import score
-
     good = score("code", _solution("def strlen(string):\n    return len(string)\n"), frame["answer"].iloc[0])
     bad = score("code", _solution("def strlen(string):\n    return 1\n"), frame["answer"].iloc[0])
     assert (good.reward, good.first_failure) == (1.0, None)
@@ -320,7 +320,7 @@ def test_taco_reads_the_parquet_file_and_converts_apps_tests(mirror):
     assert _tests(frame, "taco-2") == [{"kind": "call", "fn": "Solution.pair", "args": [1, 2], "expected": [1, 2]}]
     assert frame["fn_name"].tolist() == ["", "double", "pair"] and frame["source"].tolist()[0] == "atcoder"
     double = frame.set_index("id").loc["taco-1"]
-    assert get_reward("code")(_solution("def double(x):\n    return 2 * x\n"), double.answer) == 1.0
+    assert score("code", _solution("def double(x):\n    return 2 * x\n"), double.answer).reward == 1.0
 
 
 def test_deepcoder_joins_the_training_configs(mirror):

@@ -99,7 +99,7 @@ def test_two_processes_zero3_then_resume(tiny_model_dir, tmp_path):
 
 
 def test_world_size_must_divide_the_step(tiny_model_dir, tmp_path):
-    from e1.grpo.distributed import check_divisible
+    from e1.grpo.parallel import check_divisible
 
     config = TrainConfig(model="m", data="d", **TRAIN | {"prompts_per_step": 3, "mini_batch_prompts": 3})
     with pytest.raises(ConfigError, match="not divisible by the world size"):
@@ -107,7 +107,7 @@ def test_world_size_must_divide_the_step(tiny_model_dir, tmp_path):
 
 
 def test_presets_and_e1_keys_win(tmp_path):
-    from e1.grpo.distributed import deepspeed_config
+    from e1.grpo.parallel import deepspeed_config
 
     config = TrainConfig(model="m", data="d", **TRAIN | {"deepspeed": "zero3", "grad_clip": 0.5})
     ds = deepspeed_config("zero3", config, world_size=2, micro_batches=3)

@@ -12,7 +12,7 @@ import pytest
 from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, update_readme
 from e1.demo.pipeline import TINY, DemoConfig, run_demo
 from e1.demo.task import LETTERS, RECHECK, DigitSumTask, make_rows
-from e1.rewards import get_reward
+from e1.rewards.scoring import score
 
 
 def test_traces_compute_the_running_sum_and_rechecks_only_repeat_it():
@@ -40,7 +40,7 @@ def test_rows_are_deterministic_and_train_excludes_test():
     row = train[0]
     digits = [int(c) for c in row["problem"][1::2] if c.isdigit()]
     assert row["answer"] == str(sum(digits) % 10) and row["completion"].endswith("</think>" + row["answer"])
-    assert get_reward("exact")(row["completion"], row["answer"]) == 1.0
+    assert score("exact", row["completion"], row["answer"]).reward == 1.0
 
 
 def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):

@@ -20,7 +20,6 @@ from e1.errors import ConfigError, ResultsError
 from e1.eval import RUN_IDENTITY, EvalConfig, evaluate
 from e1.results import SAMPLE_COLUMNS
 from e1.rewards import scoring
-from e1.rewards.registry import get_reward
 from e1.rewards.scoring import Scorer
 from tests.fakes import ScriptedModel
 
@@ -56,8 +55,8 @@ def test_scorer_scores_mixed_batches_in_order_with_code_details():
     assert (scored[3].tests_passed, scored[3].first_failure) == (0.0, "no complete python code block")
     assert scored[4].first_failure == "no end of thinking"
     assert scored[5].first_failure == "test 1: timeout after 1s"
-    # the training reward (reward(completion, answer) -> float) agrees with the scorer
-    assert [get_reward(task)(completion, gold) for task, completion, gold in items[:5]] == [s.reward for s in scored[:5]]
+    # one at a time (as a single call scores) agrees with the batch
+    assert [scoring.score(task, completion, gold).reward for task, completion, gold in items[:5]] == [s.reward for s in scored[:5]]
     # max_tests keeps the largest input ("2 3\n" and "2 2\n" tie: the first), so only test 1 runs
     with Scorer(max_tests=1) as scorer:
         [kept] = scorer.score(["code"], [answer(only_first)], [tests])

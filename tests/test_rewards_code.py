@@ -11,17 +11,26 @@ from e1.errors import RewardError
 from e1.rewards.code import (
     CodeResult,
     code_reward,
-    code_rewards,
     compare_output,
     extract_code,
     parse_tests,
     run_code_tests,
     same_value,
 )
+from e1.rewards.registry import ScoringContext
 from e1.sandbox import Limits, Sandbox
 
 ADD_STDIO = [{"kind": "stdio", "input": "2 3\n", "output": "5\n"}]
 ADD_PROGRAM = "a, b = map(int, input().split())\nprint(a + b)\n"
+
+
+def reward(completion: str, tests) -> float:
+    """The batched code reward on one completion."""
+    return code_reward([completion], [tests])[0].reward
+
+
+def rewards(completions: list[str], tests: list, context: ScoringContext | None = None) -> list[float]:
+    return [scored.reward for scored in code_reward(completions, tests, context=context)]
 
 
 def answer(code: str, thinking: str = "let me think") -> str:
@@ -45,7 +54,7 @@ def test_no_marker_no_block_or_unclosed_block_means_no_code():
     assert extract_code("```python\nprint(1)\n```") is None  # thinking never ended
     assert extract_code("<think>x</think> the answer is 5") is None
     assert extract_code("<think>x</think>```python\nprint(1)\n") is None  # cut off by the budget
-    assert code_reward("<think>x</think> the answer is 5", ADD_STDIO) == 0.0
+    assert reward("<think>x</think> the answer is 5", ADD_STDIO) == 0.0
 
 
 # --- comparison ------------------------------------------------------------------------------
@@ -111,11 +120,11 @@ def test_stdio_tests_pass_and_stop_at_the_first_failure():
         {"kind": "stdio", "input": "2 2\n", "output": "5\n"},  # wrong expectation: the program says 4
         {"kind": "stdio", "input": "1 1\n", "output": "2\n"},  # not run
     ]
-    assert code_reward(answer(ADD_PROGRAM), ADD_STDIO) == 1.0
+    assert reward(answer(ADD_PROGRAM), ADD_STDIO) == 1.0
     result = run_code_tests(ADD_PROGRAM, tests)
     assert result == CodeResult(passed=1, total=3, first_failure="test 2: wrong answer: expected '5', got '4'")
     assert result.fraction == pytest.approx(1 / 3)
-    assert code_reward(answer(ADD_PROGRAM), tests) == 0.0
+    assert reward(answer(ADD_PROGRAM), tests) == 0.0
 
 
 def test_call_tests_leetcode_style_and_plain_functions():
@@ -194,17 +203,17 @@ def test_hostile_code_scores_zero_quickly():
     limits = Limits(wall_s=1, memory_bytes=256 << 20, processes=16, output_bytes=1 << 16)
     start = time.monotonic()
     with Sandbox(workers=2, limits=limits) as box:
-        rewards = code_rewards([answer(b) for b in bombs], [ADD_STDIO] * len(bombs), time_limit_s=1, sandbox=box)
-    assert rewards == [0.0] * 4
+        scores = rewards([answer(b) for b in bombs], [ADD_STDIO] * len(bombs), ScoringContext(box, time_limit_s=1))
+    assert scores == [0.0] * 4
     assert time.monotonic() - start < 6
 
 
 def test_code_rewards_in_parallel_match_one_by_one():
     completions = [answer(ADD_PROGRAM), answer("print(4)"), "no code"]
     with Sandbox(workers=2) as box:
-        assert code_rewards(completions, [ADD_STDIO] * 3, sandbox=box) == [1.0, 0.0, 0.0]
+        assert rewards(completions, [ADD_STDIO] * 3, ScoringContext(box, time_limit_s=6)) == [1.0, 0.0, 0.0]
     with pytest.raises(RewardError, match="one test list per completion"):
-        code_rewards(completions, [ADD_STDIO])
+        rewards(completions, [ADD_STDIO])
 
 
 # --- HumanEval: all 164 canonical solutions pass, wrong ones fail ------------------------------
@@ -228,4 +237,4 @@ def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail():
     assert not any(r.all_passed for r in wrong)
     completion = answer(problems[0]["prompt"] + problems[0]["canonical_solution"])
     tests = json.dumps([{"kind": "code", "code": problems[0]["test"], "entry_point": problems[0]["entry_point"]}])
-    assert code_reward(completion, tests) == 1.0
+    assert reward(completion, tests) == 1.0

@@ -1,4 +1,5 @@
-"""Math reward: boxed extraction, the end-of-thinking rule, math-verify equivalence, timeouts."""
+"""Math reward: boxed extraction, the end-of-thinking rule, math-verify equivalence, timeouts;
+the reward registry and its batched contract."""
 
 from __future__ import annotations
 
@@ -12,8 +13,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from e1.errors import RewardError
-from e1.rewards import get_reward, math_reward, registry
-from e1.rewards.math import _Worker, extract_boxed, is_equivalent
+from e1.rewards import registry, reward_for
+from e1.rewards.math import _Worker, extract_boxed, is_equivalent, math_reward
+from e1.rewards.registry import Scored
+from e1.rewards.scoring import Scorer
+
+
+def reward(completion: str, answer: str, **options) -> float:
+    """The batched math reward on one completion."""
+    return math_reward([completion], [answer], **options)[0].reward
 
 
 @pytest.mark.parametrize(
@@ -38,25 +46,30 @@ def test_extract_boxed(text, expected):
 
 
 def test_reward_needs_the_end_marker():
-    assert math_reward(r"<think>it is \boxed{7}", "7") == 0.0
+    assert reward(r"<think>it is \boxed{7}", "7") == 0.0
 
 
 def test_reward_ignores_answers_before_the_last_marker():
-    assert math_reward(r"<think>\boxed{7}</think> no answer", "7") == 0.0
-    assert math_reward(r"<think>\boxed{7}</think> \boxed{8}", "7") == 0.0
+    assert reward(r"<think>\boxed{7}</think> no answer", "7") == 0.0
+    assert reward(r"<think>\boxed{7}</think> \boxed{8}", "7") == 0.0
     # a second marker (the model re-closed thinking): only the text after the last one counts
-    assert math_reward(r"<think>a</think> \boxed{7} more</think> \boxed{8}", "8") == 1.0
+    assert reward(r"<think>a</think> \boxed{7} more</think> \boxed{8}", "8") == 1.0
 
 
 def test_reward_scores_the_solution():
     completion = r"<think>1/2 maybe \boxed{3}</think> So the answer is $\boxed{\dfrac{1}{2}}$."
-    assert math_reward(completion, "0.5") == 1.0
-    assert math_reward(completion, "0.25") == 0.0
+    assert reward(completion, "0.5") == 1.0
+    assert reward(completion, "0.25") == 0.0
 
 
 def test_reward_with_another_marker():
-    assert math_reward(r"thinking... ◁/think▷ \boxed{42}", "42", end_marker="◁/think▷") == 1.0
-    assert math_reward(r"thinking... ◁/think▷ \boxed{42}", "42") == 0.0
+    from e1.engine.base import Completion
+    from e1.engine.markers import DEFAULT_END
+
+    # a model that closes thinking with ◁/think▷: its completion is joined with the canonical marker
+    completion = Completion(0, 0, "thinking... ", r" \boxed{42}", 3, 2, 4, False, "stop", [], [], closed=True)
+    assert reward(completion.text(DEFAULT_END), "42") == 1.0
+    assert reward(completion.text("◁/think▷"), "42") == 0.0  # the model's own marker is not what rewards read
 
 
 # What math-verify 0.9 actually accepts (checked by hand), prediction first, gold second.
@@ -127,7 +140,7 @@ def test_pathological_input_times_out_and_the_checker_recovers():
     assert time.monotonic() - start < 30
     # the hung worker was replaced: the next comparison still works
     assert is_equivalent(r"\frac{2}{8}", "0.25")
-    assert math_reward(r"</think> \boxed{9^{9^{9^{9}}}}", "5", timeout_s=1.0) == 0.0
+    assert reward(r"</think> \boxed{9^{9^{9^{9}}}}", "5", timeout_s=1.0) == 0.0
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs RLIMIT_CPU")
@@ -152,13 +165,13 @@ def test_import_stays_light():
 
 
 def test_registry_finds_math():
-    assert get_reward("math") is math_reward
+    assert reward_for("math") is math_reward
     assert "math" in registry.reward_tasks()
 
 
 def test_registry_suggests_the_closest_task():
     with pytest.raises(RewardError) as err:
-        get_reward("mat")
+        reward_for("mat")
     assert "math" in str(err.value)
 
 
@@ -166,9 +179,30 @@ def test_registry_registers_a_new_task(monkeypatch):
     monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
 
     @registry.register_reward("always")
-    def always(completion: str, answer: str) -> float:
-        return 1.0
+    def always(completions: list[str], answers: list[str], **columns) -> list[float]:
+        return [1.0] * len(completions)
 
-    assert get_reward("always")("anything", "x") == 1.0
+    assert reward_for("always")(["anything"], ["x"]) == [1.0]
     with pytest.raises(RewardError, match="already registered"):
-        registry.register_reward("always")(lambda completion, answer: 0.0)
+        registry.register_reward("always")(lambda completions, answers, **columns: [0.0])
+
+
+def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
+    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+
+    @registry.register_reward("length")
+    def by_length(completions, answers, *, weight, **columns):  # plain floats, None = not applicable
+        return [None if c == "" else w * len(c) for c, w in zip(completions, weight)]
+
+    with Scorer() as scorer:
+        scored = scorer.score(["length", "math", "length"], ["abc", r"</think> \boxed{2}", ""], ["", "2", ""],
+                              columns={"weight": [0.5, 9.0, 2.0]})
+    # "abc": 0.5 * 3 = 1.5; the math item went to the math reward with its details; "" -> None -> 0.0
+    assert scored == [Scored(1.5, None), Scored(1.0, "2"), Scored(0.0, None)]
+
+
+def test_a_reward_must_return_one_value_per_completion(monkeypatch):
+    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    registry.register_reward("short")(lambda completions, answers, **columns: [1.0])
+    with Scorer() as scorer, pytest.raises(RewardError, match="returned 1 values for 2"):
+        scorer.score(["short", "short"], ["a", "b"], ["", ""])

@@ -17,8 +17,8 @@ from e1.grpo.config import TrainConfig, build_config, load_config_file
 CHAR = "e"  # the trivially learnable reward: 1 when the solution contains this character
 
 
-def contains_char(text: str, answer: str) -> float:
-    return 1.0 if CHAR in text.split("</think>")[-1] else 0.0
+def contains_char(completions: list[str], answers: list[str], **columns) -> list[float]:
+    return [1.0 if CHAR in text.split("</think>")[-1] else 0.0 for text in completions]
 
 
 def write_problems(path: Path, count: int = 8, answers: bool = True) -> Path:
@@ -198,27 +198,69 @@ def test_ranks_of_one_vllm_engine_decode_together_and_keep_their_own(tiny_model_
     import dataclasses
 
     from e1.engine.base import Completion
-    from e1.grpo.trainer import Trainer
+    from e1.grpo.rollout import Rollout
 
-    class Recording:  # a vLLM-like engine: it takes weights by copy, and echoes its prompts
-        def load_weights(self, named_tensors):
-            pass
+    class Recording:  # a vLLM-like engine that echoes its prompts
+        can_sleep = False
 
-        def generate(self, prompts, budget, mode, sampling, n=1):
-            self.prompts = prompts
+        def generate(self, prompts, budget, mode, sampling, n=1, seeds=None):
+            self.prompts, self.seeds = prompts, seeds
             return [Completion(p, j, "", "", 1, 0, 1, False, "stop", list(prompts[p]), [False])
                     for p in range(len(prompts)) for j in range(n)]
 
     config = small(tiny_model_dir, tmp_path / "p.jsonl", tmp_path / "run", prompts_per_step=8, mini_batch_prompts=8,
                    samples_per_prompt=2, backend="vllm", tp=2)
-    trainer = Trainer(config, None, None, None, Recording(), None, None, [[i] for i in range(8)], None,
-                      ds=object(), rank=1, world=4)
+    rollouts = Rollout(Recording(), [[i] for i in range(8)], config, rank=1, world=4, tp=2)
     problems = [7, 6, 5, 4, 3, 2, 1, 0]
     mine = problems[1::4]  # [6, 2]
-    completions = trainer.rollout(mine, step=1, problems=problems)
-    assert trainer.engine.prompts == [[7], [3], [6], [2]]  # rank 0's shard, then rank 1's
+    completions = rollouts.generate(mine, step=1, problems=problems)
+    assert rollouts.engine.prompts == [[7], [3], [6], [2]]  # rank 0's shard, then rank 1's
+    # each problem's seed is its own: the same as a one-rank run would give problem 3 at step 1
+    alone = Rollout(Recording(), [[i] for i in range(8)], config, rank=0, world=1, tp=1)
+    alone.generate([3], step=1, problems=[3])
+    assert rollouts.engine.seeds[1] == alone.engine.seeds[0] and len(set(rollouts.engine.seeds)) == 4
     assert [(c.prompt_index, c.token_ids) for c in completions] == [(0, [6]), (0, [6]), (1, [2]), (1, [2])]
-    assert dataclasses.replace(trainer, rank=2).engine_ranks() == [2, 3]
+    assert dataclasses.replace(rollouts, rank=2).peers == [2, 3]
+
+
+@pytest.fixture(scope="module")
+def reason_model_dir(tmp_path_factory):
+    """A tiny model whose thinking markers are <reason> and </reason> (its tokenizer has no </think>)."""
+    from e1.models.tiny import DEFAULT_CORPUS, build_tiny_model, build_tokenizer
+
+    tokenizer = build_tokenizer(DEFAULT_CORPUS, opens_thinking=False,
+                                special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reason>", "</reason>"])
+    return build_tiny_model(tmp_path_factory.mktemp("models") / "reason", tokenizer=tokenizer)
+
+
+def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_dir, tmp_path):
+    """Bug: the trainer joined completions with the model's own end marker, which no reward splits
+    on, so with --think-end "</reason>" every training reward was 0 while eval scored 1."""
+    import dataclasses
+
+    from e1.engine.base import Completion
+    from e1.eval import EvalConfig, evaluate
+    from e1.grpo.trainer import Trainer
+
+    # thinking closed by the model's </reason> (Completion keeps the texts apart), then the right answer
+    right = Completion(0, 0, "2 + 2 makes", r" so \boxed{4}", 3, 3, 4, False, "stop", [1, 2, 3], [False] * 3, closed=True)
+
+    class Answering:  # an engine whose every sample is `right`
+        def __init__(self, engine):
+            self.tokenizer, self.markers = engine.tokenizer, engine.markers
+
+        def generate(self, prompts, budget, mode, sampling, n=1, progress=None, seeds=None):
+            return [dataclasses.replace(right, prompt_index=p, sample_index=j) for p in range(len(prompts)) for j in range(n)]
+
+    data = tmp_path / "problems.jsonl"
+    data.write_text(json.dumps({"problem": "What is 2 + 2?", "answer": "4"}) + "\n")
+    markers = {"think_start": "<reason>", "think_end": "</reason>"}
+    trainer = Trainer.create(small(reason_model_dir, data, tmp_path / "run", kl_coef=0.0, **markers))
+    assert trainer.engine.markers.end_text == "</reason>"
+    assert trainer.score([0], [right]).tolist() == [1.0]
+    config = EvalConfig(model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval", **markers)
+    samples, _ = evaluate(config, engine=Answering(trainer.engine))
+    assert samples["reward"].tolist() == [1.0]
 
 
 def test_vllm_settings_are_validated(tmp_path):

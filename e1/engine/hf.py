@@ -198,6 +198,28 @@ class HFEngine(RowEngine):
             return mask[:, None, None, :]  # [B, 1, 1, L]
         return mask.long()  # [B, L]
 
+    # ---- training: the rollout engine of e1.grpo.rollout ------------------------------------
+
+    @property
+    def can_sleep(self) -> bool:
+        """False: transformers decodes with a module the trainer holds; there is no memory to give back."""
+        return False
+
+    def sync_weights(self, module: torch.nn.Module) -> None:
+        """Decode with ``module``'s weights from now on: nothing to do when it is the module this
+        engine decodes with (the policy itself), else its tensors are copied in (a ZeRO-3 copy)."""
+        if module is self.model:
+            return
+        with torch.no_grad():
+            for target, source in zip(self.model.parameters(), module.parameters()):
+                target.copy_(source.data)
+
+    def sleep(self, level: int = 2) -> None:
+        """Nothing to free (see :attr:`can_sleep`)."""
+
+    def wake_up(self, tags: list[str] | None = None) -> None:
+        """Nothing to take back (see :attr:`can_sleep`)."""
+
 
 def _with_room(mask: torch.Tensor, length: int) -> torch.Tensor:
     """``mask`` ([B, C] bool) with at least ``length`` columns, doubling C when it is short.

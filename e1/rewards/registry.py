@@ -1,26 +1,62 @@
-"""Reward functions by task name: ``reward(completion, answer) -> float`` in [0, 1].
+"""Rewards by task name: one batched contract for evaluation and training alike.
 
-A reward module registers its function with a decorator; callers look it up by the task
-name stored with each benchmark, never through an if/elif chain on dataset names.
+A reward is a plain callable, as in TRL: ``reward(completions, answers, **columns)`` returns
+one ``float``, :class:`Scored` or ``None`` (not applicable: 0.0) per completion. Completions are
+full texts joined with the canonical ``</think>`` (thinking, ``</think>``, solution; see
+:meth:`e1.engine.base.Completion.text`), so a reward never needs a model's own markers. The
+built-in rewards (math, exact, code) return :class:`Scored` with what they looked at; the
+keyword ``context`` (a :class:`ScoringContext`) carries the code sandbox and its limits, and a
+reward that needs none of it takes ``**columns`` and ignores it.
 
-    >>> reward = get_reward("math")
-    >>> reward("<think>...</think> so \\\\boxed{4}", "4")
-    1.0
-    >>> get_reward("mathh")
+    >>> @register_reward("shout")
+    ... def shout_reward(completions, answers, **columns):
+    ...     return [1.0 if solution_of(c) == solution_of(c).upper() else 0.0 for c in completions]
+    >>> reward_for("shout")(["<think>hm</think>YES", "<think>hm</think>no"], ["", ""])
+    [1.0, 0.0]
+    >>> as_scored([0.5, None])
+    [Scored(reward=0.5, extracted=None, tests_passed=nan, first_failure=None), Scored(reward=0.0, extracted=None, tests_passed=nan, first_failure=None)]
+    >>> reward_for("mathh")
     Traceback (most recent call last):
     ...
-    e1.errors.RewardError: unknown reward task 'mathh' (did you mean: math?)
+    e1.errors.RewardError: unknown reward task 'mathh' (did you mean 'math'?)
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from e1.errors import RewardError
+from e1.engine.markers import DEFAULT_END
+from e1.errors import RewardError, did_you_mean
 
-Reward = Callable[[str, str], float]
+if TYPE_CHECKING:
+    from e1.sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One completion's score. ``tests_passed`` and ``first_failure`` are for code only."""
+
+    reward: float
+    extracted: str | None  # what the reward looked at: the boxed answer, the code
+    tests_passed: float = math.nan  # fraction of the tests passed (they stop at the first failure); NaN: not code
+    first_failure: str | None = None  # e.g. "test 3: wrong answer: expected '5', got '4'"; None: all passed / math
+
+
+@dataclass(frozen=True)
+class ScoringContext:
+    """What a reward may need beyond the texts: the sandbox that runs code (``workers``
+    programs at a time), each test's wall-clock limit, and how many of a problem's tests to run."""
+
+    sandbox: Sandbox
+    time_limit_s: float
+    max_tests: int | None = None  # keep each problem's largest N tests; None: all
+
+
+Reward = Callable[..., Sequence["float | Scored | None"]]
 
 # Modules whose import registers the built-in rewards; imported on first lookup so that
 # listing commands stay fast and a heavy reward (code) costs nothing until it is used.
@@ -44,13 +80,12 @@ def register_reward(task: str) -> Callable[[Reward], Reward]:
     return register
 
 
-def get_reward(task: str) -> Reward:
-    """The reward function registered for ``task``; RewardError naming the closest tasks if none."""
+def reward_for(task: str) -> Reward:
+    """The reward registered for ``task``; RewardError naming the closest tasks if none."""
     _load_builtins()
     if task in _REWARDS:
         return _REWARDS[task]
-    close = difflib.get_close_matches(task, _REWARDS, n=3, cutoff=0.5)
-    hint = f"did you mean: {', '.join(close)}?" if close else f"known tasks: {', '.join(reward_tasks())}"
+    hint = did_you_mean(task, reward_tasks(), listing="known tasks:")
     raise RewardError(f"unknown reward task {task!r}", hint=hint)
 
 
@@ -58,6 +93,18 @@ def reward_tasks() -> list[str]:
     """Names of all registered reward tasks, sorted."""
     _load_builtins()
     return sorted(_REWARDS)
+
+
+def as_scored(values: Sequence[float | Scored | None]) -> list[Scored]:
+    """A reward's return values as :class:`Scored` (a plain number keeps no details; None is 0.0)."""
+    return [value if isinstance(value, Scored) else Scored(0.0 if value is None else float(value), None)
+            for value in values]
+
+
+def solution_of(completion: str) -> str | None:
+    """The text after the last ``</think>``; None when thinking never ended."""
+    end = completion.rfind(DEFAULT_END)
+    return None if end < 0 else completion[end + len(DEFAULT_END) :]
 
 
 def _load_builtins() -> None:

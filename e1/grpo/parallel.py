@@ -1,0 +1,244 @@
+"""How the trainer's update runs: on one device (torch AdamW), or data-parallel with DeepSpeed ZeRO.
+
+    strategy = parallel_strategy(config, model, rank, world)   # SingleDevice or ZeRO
+    strategy.zero_grad()
+    for mb in mini_batch:
+        strategy.backward(objective(mb, strategy.normalizer(local_count))[0])
+    grad_norm = strategy.step()
+    with strategy.full_weights() as module: ...   # every weight, gathered under ZeRO-3
+
+Both give the trainer the same small interface, so its step never asks which one runs.
+ZeRO (stage 1, 2 or 3) is launched by ``torchrun`` or ``deepspeed``::
+
+    torchrun --nproc_per_node 2 -m e1 train --config train.toml --deepspeed zero2
+    deepspeed --num_gpus 8 $(which e1) train --config train.toml --deepspeed ds.json
+
+How one step is split over W ranks:
+
+- **Rollouts.** Every rank draws the same step's problems (same seed) and keeps every W-th one
+  from its rank; its shard is cut into mini-batches of ``mini_batch_prompts / W`` problems, so
+  every optimizer step sees ``mini_batch_prompts`` problems in all. A prompt's whole group lives
+  on one rank: rewards and advantages stay per group and local. With W = 1 the metrics equal the
+  single-device loop's (tested); with W > 1 the rollouts differ (decoding batches differ).
+- **Loss normalisation.** ZeRO averages gradients over ranks, so each rank passes the mini-batch's
+  *global* token count / W as the normaliser (see :mod:`e1.grpo.core`): the averaged gradient is
+  that of the single-device loss. ``engine.backward(loss, scale_wrt_gas=False)`` stops DeepSpeed
+  dividing again by its accumulation steps; ``gradient_accumulation_steps`` is the micro-batches
+  per rank per mini-batch, so ``engine.step()`` steps the optimizer exactly at mini-batch ends.
+- **ZeRO-3 rollouts.** A partitioned module cannot decode alone (each layer's forward is a
+  collective, and ranks stop decoding at different times), so under stage 3 (``resident`` is
+  False) transformers rollouts use a plain copy of the policy on every rank, refreshed in the
+  ``sync`` phase from :meth:`ZeRO.full_weights`. Under stages 1–2 every rank holds the full
+  weights and decodes with the policy module itself.
+- **Checkpoints.** ``checkpoints/step_N`` is the Hugging Face folder (``e1 eval`` loads it) plus
+  ``deepspeed/``, DeepSpeed's own sharded optimizer state, which resume loads. Ranks need a
+  shared filesystem for ``--out``.
+
+Precision: bf16 when ``dtype = "bfloat16"`` (use it on GPUs), else fp32. Optimizer: torch's AdamW
+(``"torch_adam": true``), which needs no compiled op. Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+
+from e1.errors import ConfigError
+
+PRESETS = {"zero1": 1, "zero2": 2, "zero3": 3}
+
+
+class SingleDevice:
+    """Plain torch on one device: AdamW, global-norm clipping, nothing to reduce."""
+
+    rank, world, resident = 0, 1, True
+
+    def __init__(self, model, config):
+        import torch
+
+        self.model = self.policy = model  # forwards and weights: the same module
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.grad_clip = config.grad_clip
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        """Clip and step at the end of a mini-batch; the gradient norm before clipping."""
+        import torch
+
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
+        self.optimizer.step()
+        return float(norm)
+
+    def normalizer(self, local: float) -> float:
+        return local
+
+    def sum(self, values: list[float]) -> list[float]:
+        return values
+
+    def gather(self, items: list) -> list:
+        return items
+
+    def full_weights(self):
+        return nullcontext(self.policy)
+
+    def save_optimizer(self, directory: Path) -> dict:
+        """The optimizer state, to store in the checkpoint's state file."""
+        return self.optimizer.state_dict()
+
+    def load_optimizer(self, directory: Path, saved: dict) -> None:
+        self.optimizer.load_state_dict(saved)
+
+    def barrier(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class ZeRO:
+    """DeepSpeed ZeRO over the ranks of a process group; see the module docstring."""
+
+    def __init__(self, model, config, rank: int, world: int):
+        import deepspeed
+
+        rows = config.mini_batch_prompts // world * config.samples_per_prompt  # per rank per optimizer step
+        ds_config = deepspeed_config(config.deepspeed, config, world, micro_batches=-(-rows // config.micro_batch))
+        self.engine, *_ = deepspeed.initialize(model=model, config=ds_config,
+                                               model_parameters=[p for p in model.parameters() if p.requires_grad])
+        self.model, self.policy, self.optimizer = self.engine, self.engine.module, self.engine.optimizer
+        self.rank, self.world = rank, world
+        self.resident = self.engine.zero_optimization_stage() < 3  # every rank holds every weight
+
+    def zero_grad(self) -> None:
+        pass  # DeepSpeed clears gradients itself when it steps
+
+    def backward(self, loss) -> None:
+        self.engine.backward(loss, scale_wrt_gas=False)  # e1's normaliser already averages
+        self.engine.step()  # steps the optimizer only at the mini-batch's last micro-batch
+
+    def step(self) -> float:
+        return float(self.engine.get_global_grad_norm())  # before clipping, like clip_grad_norm_
+
+    def normalizer(self, local: float) -> float:
+        return self.sum([float(local)])[0] / self.world  # ranks' gradients are averaged: global count / W
+
+    def sum(self, values: list[float]) -> list[float]:
+        """Element-wise sum over ranks (gloo and nccl both accept a float64 tensor on the right device)."""
+        import torch
+        import torch.distributed as dist
+
+        device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+        tensor = torch.tensor(values, dtype=torch.float64, device=device)
+        dist.all_reduce(tensor)
+        return tensor.tolist()
+
+    def gather(self, items: list) -> list:
+        """Every rank's list, concatenated in rank order."""
+        import torch.distributed as dist
+
+        parts = [None] * self.world
+        dist.all_gather_object(parts, items)
+        return [x for part in parts for x in part]
+
+    @contextmanager
+    def full_weights(self):
+        """The policy with all its weights; under ZeRO-3 gathered on every rank (all ranks enter)."""
+        if self.resident:
+            yield self.policy
+            return
+        import deepspeed
+        import torch
+
+        with deepspeed.zero.GatheredParameters(list(self.policy.parameters()), modifier_rank=None), torch.no_grad():
+            yield self.policy
+
+    def save_optimizer(self, directory: Path) -> None:
+        """Every rank writes its shard of the optimizer state under ``directory/deepspeed``."""
+        self.engine.save_checkpoint(str(directory / "deepspeed"), tag="state", save_latest=False)
+
+    def load_optimizer(self, directory: Path, saved: None) -> None:
+        self.engine.load_checkpoint(str(directory / "deepspeed"), tag="state")
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def finish(self) -> None:
+        """Leave the process group together: a rank exiting while another still talks aborts (SIGABRT)."""
+        import torch.distributed as dist
+
+        dist.barrier()
+        dist.destroy_process_group()
+
+
+Parallel = SingleDevice | ZeRO
+
+
+def launch(config) -> tuple[int, int, str]:
+    """(rank, world size, device) of this process; under DeepSpeed, starts the process group."""
+    if config.deepspeed is None:
+        return 0, 1, config.device
+    check_divisible(config, world_size())
+    import deepspeed
+    import torch
+
+    cuda = torch.cuda.is_available() and config.device != "cpu"
+    deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    if cuda:
+        torch.cuda.set_device(local)
+    return torch.distributed.get_rank(), torch.distributed.get_world_size(), f"cuda:{local}" if cuda else "cpu"
+
+
+def parallel_strategy(config, model, rank: int, world: int) -> Parallel:
+    """ZeRO over ``model`` when ``config.deepspeed`` is set (after :func:`launch`), else one device."""
+    return SingleDevice(model, config) if config.deepspeed is None else ZeRO(model, config, rank, world)
+
+
+def deepspeed_config(spec: str, config, world_size: int, micro_batches: int) -> dict:
+    """The DeepSpeed config of ``--deepspeed zero1|zero2|zero3|FILE.json``; e1's own keys win.
+
+    ``micro_batches`` is the number of micro-batches per rank in one mini-batch (one optimizer step).
+    """
+    if spec in PRESETS:
+        base = {"zero_optimization": {"stage": PRESETS[spec]}}
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise ConfigError(f"--deepspeed {spec}: no such preset or file", hint="use zero1, zero2, zero3 or a DeepSpeed JSON file")
+        try:
+            base = json.loads(path.read_text())
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: cannot parse: {err}", hint="fix the JSON") from None
+    return base | {
+        "train_micro_batch_size_per_gpu": config.micro_batch,
+        "gradient_accumulation_steps": micro_batches,
+        "train_batch_size": config.micro_batch * micro_batches * world_size,
+        "gradient_clipping": config.grad_clip,
+        "optimizer": {"type": "AdamW", "params": {"lr": config.lr, "weight_decay": config.weight_decay, "torch_adam": True}},
+        "bf16": {"enabled": config.dtype == "bfloat16"},
+        "fp16": {"enabled": False},
+        "steps_per_print": 10**9,
+    }
+
+
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_divisible(config, world: int) -> None:
+    """Each rank must get whole groups and the same number of them in every mini-batch."""
+    if config.prompts_per_step % world:
+        raise ConfigError(f"prompts_per_step ({config.prompts_per_step}) is not divisible by the world size ({world})",
+                          hint="each rank rolls out whole groups: pick a multiple of the number of processes")
+    if config.mini_batch_prompts % world:
+        raise ConfigError(f"mini_batch_prompts ({config.mini_batch_prompts}) is not divisible by the world size ({world})",
+                          hint="every rank takes the same number of problems from each mini-batch")

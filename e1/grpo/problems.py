@@ -1,0 +1,79 @@
+"""A training run's problems, checked before any weights load: the data, the tokenizer and markers,
+each prompt tokenized once, SFT targets, and that the longest sequence fits the model's context.
+
+    problems = load_problems("problems.jsonl", data_dir=None)
+    inputs = prepare_inputs(config)           # Inputs(problems, tokenizer, markers, prompt_ids, targets)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from e1.errors import ConfigError, DataError
+from e1.grpo.config import TrainConfig
+
+
+@dataclass(frozen=True)
+class Inputs:
+    problems: object  # canonical DataFrame
+    tokenizer: object
+    markers: object  # e1.engine.markers.Markers
+    prompt_ids: list[list[int]]  # per problem, tokenized once
+    targets: list[list[int]]  # SFT: each problem's completion ids + EOS; empty for GRPO
+
+
+def prepare_inputs(config: TrainConfig) -> Inputs:
+    """Everything cheap about the run's input, validated; raises an E1Error on the first problem."""
+    from e1.engine.hf import _generation_eos, load_tokenizer
+    from e1.engine.markers import resolve_markers
+    from e1.grpo.sft import sft_targets
+    from e1.prompts import build_prompt
+
+    problems = load_problems(config.data, config.data_dir)
+    if config.eval_data:
+        load_problems(config.eval_data, config.data_dir)
+    tokenizer = load_tokenizer(config.model)
+    markers = resolve_markers(tokenizer, config.think_start, config.think_end, _generation_eos(config.model))
+    prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t), add_special_tokens=False)
+                  for p, t in zip(problems["problem"], problems["task"])]
+    targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []
+    check_context(config, max(map(len, prompt_ids)), len(markers.end_ids), max(map(len, targets), default=0))
+    return Inputs(problems, tokenizer, markers, prompt_ids, targets)
+
+
+def load_problems(spec: str, data_dir: Path | None):
+    """The canonical problems of ``spec``; every one needs a reference answer."""
+    from e1.data import load_dataset
+
+    frame = load_dataset(spec, data_dir)
+    if not len(frame):
+        raise DataError(f"{spec}: no problems", hint="is it the right dataset?")
+    answers = frame["answer"].fillna("").astype(str).str.strip()
+    if (answers == "").any():
+        raise DataError(f"{spec}: {int((answers == '').sum())} problems have no answer",
+                        hint="training needs a reference answer for every problem")
+    return frame.reset_index(drop=True)
+
+
+def check_context(config: TrainConfig, max_prompt_tokens: int, marker_tokens: int, max_target_tokens: int = 0) -> None:
+    """Longest prompt + t + forced marker + s (or, for SFT, the longest target) must fit the
+    model's context (read from its config)."""
+    from types import SimpleNamespace
+
+    from transformers import AutoConfig
+
+    from e1.engine.hf import context_length
+
+    try:
+        model_config = AutoConfig.from_pretrained(config.model)
+    except (OSError, ValueError):
+        return  # load_model reports an unloadable model with its own error
+    context = context_length(SimpleNamespace(config=model_config))
+    needed = max_prompt_tokens + (max_target_tokens if config.algo == "sft" else config.budget.total + marker_tokens)
+    if context is not None and needed > context:
+        raise ConfigError(
+            f"the longest prompt ({max_prompt_tokens} tokens) + think {config.budget.think} + end marker "
+            f"{marker_tokens} + solve {config.budget.solve} = {needed} tokens exceeds the model's context of {context}",
+            hint="lower --think/--solve or drop the longest problems",
+        )

