@@ -187,7 +187,7 @@ def start_program(request, fds, made):
         os.setresuid(uid, uid, uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         seccomp_no_userns()
-        os.execve(request["argv"][0], request["argv"], request["env"])
+        os.execvpe(request["argv"][0], request["argv"], request["env"])
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
         os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
     os._exit(127)
