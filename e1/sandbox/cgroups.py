@@ -10,6 +10,7 @@ a fresh child, else the cgroup v1 memory and pids hierarchies, else nowhere.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 V2_FILES = {"memory_bytes": "memory.max", "zero": "memory.swap.max", "processes": "pids.max"}
@@ -37,7 +38,7 @@ def make_parents(name: str) -> tuple[str | None, list[tuple[str, dict[str, str]]
 
 def remove_parents(parents: list[tuple[str, dict[str, str]]]) -> None:
     for path, _ in parents:
-        for child in Path(path).glob("run-*"):
+        for child in Path(path).glob("slot-*"):
             _rmdir(str(child))
         _rmdir(path)
 
@@ -64,10 +65,14 @@ def _mkdir(mount: tuple[str, str], own: str, name: str) -> str | None:
 
 
 def _rmdir(path: str) -> None:
-    try:
-        os.rmdir(path)
-    except OSError:
-        pass
+    for _ in range(200):  # the last run's processes may take a moment to be released
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.005)
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
