@@ -146,7 +146,8 @@ def oom_kills(cgroup_fds):
 
 
 def seccomp_no_userns():
-    """Refuse unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: libc falls back)."""
+    """A filter refusing unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: libc
+    falls back to clone), built once: (the buffer to keep alive, the sock_fprog)."""
     arch, nr_unshare, nr_clone, nr_clone3 = ARCHES[os.uname().machine]
     ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_RET|K
     allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
@@ -156,10 +157,11 @@ def seccomp_no_userns():
         (ret, 0, 0, allow), (ret, 0, 0, enosys),
         (ld, 0, 0, 16), (jset, 0, 1, CLONE_NEWUSER), (ret, 0, 0, eperm), (ret, 0, 0, allow),
     ]
-    filters = b"".join(struct.pack("HBBI", *instruction) for instruction in program)
-    buffer = ctypes.create_string_buffer(filters)
-    fprog = struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer))
-    check(LIBC.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), ctypes.c_char_p(fprog), 0, 0), "seccomp")
+    buffer = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *line) for line in program))
+    return buffer, ctypes.c_char_p(struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer)))
+
+
+SECCOMP = seccomp_no_userns()
 
 
 def start_program(request, fds):
@@ -188,7 +190,7 @@ def start_program(request, fds):
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
-        seccomp_no_userns()
+        check(LIBC.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), SECCOMP[1], 0, 0), "seccomp")
         os.execvpe(request["argv"][0], request["argv"], request["env"])
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
         os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
