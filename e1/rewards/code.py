@@ -47,7 +47,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from e1.errors import RewardError
-from e1.rewards.code_tests import (  # noqa: F401 - the code reward's public names live here too
+from e1.rewards.code_tests import (
     DEFAULT_SANDBOX,
     DEFAULT_TIME_LIMIT_S,
     CodeResult,
@@ -63,6 +63,10 @@ from e1.rewards.code_tests import (  # noqa: F401 - the code reward's public nam
 from e1.rewards.registry import register_reward
 from e1.sandbox import Sandbox
 
+__all__ = [  # the code reward's names, the test-running core's included (from e1.rewards.code_tests)
+    "DEFAULT_TIME_LIMIT_S", "CallTest", "CodeResult", "CodeTest", "StdioTest", "code_reward", "code_rewards",
+    "compare_output", "extract_code", "parse_tests", "run_code_tests", "same_value",
+]
 
 @register_reward("code")
 def code_reward(

@@ -13,7 +13,7 @@ cwd and ``HOME``, and run with this interpreter as ``python -S -B main.py``;
 
 Backends (``backend=`` or the ``E1_SANDBOX`` environment variable; default ``auto``):
 
-- ``unshare`` (root; what ``auto`` picks): every run is PID 1 of fresh mount, PID, IPC and
+- ``unshare`` (root; what ``auto`` picks for root): every run is PID 1 of fresh mount, PID, IPC and
   UTS namespaces inside one empty network namespace, under a throwaway uid with
   ``no_new_privs`` and a seccomp filter refusing new user namespaces. Its root is a tmpfs
   with read-only binds of /usr, /bin, /lib*, /etc and this interpreter only: no /home,
@@ -21,10 +21,13 @@ Backends (``backend=`` or the ``E1_SANDBOX`` environment variable; default ``aut
   tmpfs of ``Limits.scratch_bytes`` and ``scratch_inodes``. Memory and processes are
   bounded per run by a cgroup (v2, else v1) where the machine has one, and per process by
   rlimits always. See :mod:`e1.sandbox.server`.
+- ``bwrap`` (bubblewrap, for users without root where user namespaces are allowed; what
+  ``auto`` picks for them): the same namespaces, minimal root and private scratch, but the
+  caller's uid and no cgroup tree limits. See :mod:`e1.sandbox.local`.
 - ``none``: the explicit opt-out. A private temporary directory, rlimits, a wall-clock limit
   and a process group killed afterwards; nothing else. It logs a warning saying so.
 
-Where ``unshare`` cannot run (not root, no namespaces) ``auto`` raises :class:`SandboxError`
+Where neither can run (no namespaces, bubblewrap missing) ``auto`` raises :class:`SandboxError`
 naming what is missing: model code never runs unconfined by accident. Per-run failures are
 results (a non-zero ``returncode``), never exceptions out of :meth:`Sandbox.map`.
 """

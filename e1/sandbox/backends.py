@@ -1,14 +1,14 @@
 """Sandbox backends: how runs are confined. One instance per backend per process.
 
 ``unshare`` (root): a fork server in its own namespaces starts every run (see
-:mod:`e1.sandbox.server`). ``none``: an explicit opt-out, rlimits and a process group only.
-``auto`` is ``unshare`` where it works, else an error naming what is missing: model code is
-never run unconfined by accident.
+:mod:`e1.sandbox.server`). ``bwrap`` (anyone, where user namespaces are allowed) and ``none``
+(the explicit opt-out) are in :mod:`e1.sandbox.local`. ``auto`` is ``unshare`` for root and
+``bwrap`` otherwise; each raises :class:`SandboxError` naming what is missing rather than
+running model code unconfined.
 """
 
 from __future__ import annotations
 
-import array
 import atexit
 import itertools
 import json
@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -37,7 +36,7 @@ UID_SPAN = 1_000_000
 PYTHON_FLAGS = ("-S", "-B")  # no site-packages (fast start, stdlib only), no .pyc files
 SITE_FLAGS = ("-s", "-B")  # site-packages on, still no user site
 SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
-BACKEND_NAMES = ("auto", "unshare", "none")
+BACKEND_NAMES = ("auto", "unshare", "bwrap", "none")
 OPT_IN = "E1_SANDBOX=none (or --sandbox none) runs model code unconfined"
 Program = str | Sequence[str]
 
@@ -184,70 +183,7 @@ def _wait_readable(sock: socket.socket, deadline: float) -> str | None:
     return None if ready else "timeout"
 
 
-class NoneBackend:
-    """The explicit opt-out: rlimits, a fresh private directory and a killed process group only."""
-
-    name = "none"
-    isolation = Isolation("none", network=False, processes=False, user=False, filesystem=False)
-
-    def __init__(self):
-        self._prlimit = find_tool("prlimit")
-        if self._prlimit is None:
-            raise SandboxError("E1_SANDBOX=none needs prlimit to limit runs", hint="apt-get install util-linux")
-        log.warning(
-            "e1 sandbox: E1_SANDBOX=none: model code runs UNCONFINED as %s: it can read and write your files, "
-            "reach the network and leave processes behind; only rlimits and a wall-clock limit apply",
-            "root" if os.geteuid() == 0 else "you",
-        )
-
-    def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
-        home = tempfile.mkdtemp(prefix="e1-run-")  # unpredictable name, mode 0700
-        try:
-            if isinstance(program, str):
-                Path(home, "main.py").write_text(program, encoding="utf-8", errors="surrogateescape")
-                program = python_argv(site_packages)
-            rlimits = [f"--{name[7:].lower()}={value}" for name, value in limits.rlimits().items()]
-            env = environment(home, 0)
-            if fds:
-                env["E1_FDS"] = " ".join(map(str, fds))
-            return self._execute([self._prlimit, *rlimits, "--", *program], stdin, limits, home, env, fds)
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
-
-    def _execute(self, argv, stdin, limits, home, env, fds) -> RunResult:
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    cwd=home, env=env, start_new_session=True, pass_fds=list(fds))
-        finally:
-            for fd in fds:
-                os.close(fd)
-        try:
-            streams = [os.dup(stream.fileno()) for stream in (proc.stdin, proc.stdout, proc.stderr)]
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
-                stream.close()
-            stdout, stderr, reason = pump(*streams, stdin, start + limits.wall_s, limits.output_bytes,
-                                          lambda: proc.poll() is not None)
-            if reason is None:
-                try:
-                    proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0))
-                except subprocess.TimeoutExpired:
-                    reason = "timeout"
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-        return RunResult(proc.returncode, stdout, stderr, timed_out=reason == "timeout", killed_reason=reason,
-                         wall_s=time.monotonic() - start, isolation=self.isolation)
-
-    def close(self) -> None:
-        pass
-
-
-_CLASSES = {"unshare": UnshareBackend, "none": NoneBackend}
-_INSTANCES: dict[str, UnshareBackend | NoneBackend] = {}
+_INSTANCES: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
@@ -257,13 +193,19 @@ def get_backend(name: str | None = None):
     if name not in BACKEND_NAMES:
         raise SandboxError(f"unknown sandbox backend {name!r}", hint=f"one of {', '.join(BACKEND_NAMES)}")
     if name == "auto":
-        name = "unshare"  # the only confining backend; its error names what is missing
+        name = "unshare" if os.geteuid() == 0 else "bwrap"
     with _LOCK:
         if name not in _INSTANCES:
-            backend = _CLASSES[name]()
+            backend = _classes()[name]()
             atexit.register(backend.close)
             _INSTANCES[name] = backend
         return _INSTANCES[name]
+
+
+def _classes() -> dict[str, type]:
+    from e1.sandbox.local import BwrapBackend, NoneBackend
+
+    return {"unshare": UnshareBackend, "bwrap": BwrapBackend, "none": NoneBackend}
 
 
 def _after_fork_in_child() -> None:
