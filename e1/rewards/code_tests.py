@@ -261,14 +261,22 @@ def _with_solution(box: Sandbox, code: str, limits: Limits, client: Callable[[in
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
     server = _HARNESS + f"\nserve({code!r}, {CALL_PRELUDE!r})\n"
-    served: list[RunResult] = []
-    thread = threading.Thread(target=lambda: served.append(
-        _run(box, server, b"", limits, (requests_read, replies_write))))
+    served: list[RunResult | BaseException] = []
+
+    def serve() -> None:
+        try:
+            served.append(_run(box, server, b"", limits, (requests_read, replies_write)))
+        except BaseException as err:  # noqa: BLE001 - re-raised in the caller's thread
+            served.append(err)
+
+    thread = threading.Thread(target=serve)
     thread.start()
     try:
         outcome = client(requests_write, replies_read)
     finally:
         thread.join()
+    if isinstance(served[0], BaseException):
+        raise served[0]
     return served[0], outcome
 
 

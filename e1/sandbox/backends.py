@@ -76,6 +76,9 @@ def check_program(program: Program) -> None:
         raise SandboxError(f"cannot run {program!r:.80}", hint="give Python source or an argv list of strings")
 
 
+_PROBE = "import os\nprint(os.getpid(), os.getuid())"  # PID 1 of its namespace, a throwaway uid
+
+
 class UnshareBackend:
     """Root only: every run in fresh namespaces under a throwaway uid, started by a fork server."""
 
@@ -107,6 +110,12 @@ class UnshareBackend:
             self.close()
             raise SandboxError(f"the unshare sandbox cannot start: {answer.decode(errors='replace')[:300]}",
                                hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN)
+        probe = self.run(_PROBE, b"", Limits(wall_s=20), False, ())
+        pid, _, uid = probe.stdout.decode(errors="replace").strip().partition(" ")
+        if not (probe.ok and pid == "1" and uid.isdigit() and int(uid) >= UID_BASE):
+            self.close()
+            raise SandboxError(f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
+                               hint="E1_DEBUG=1 for details; or " + OPT_IN)
 
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
         if self._server.poll() is not None:
