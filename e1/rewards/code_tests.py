@@ -16,6 +16,7 @@ How a verdict is reached, so that only a passing program can pass (see e1/reward
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -224,7 +225,8 @@ def _judge_stdio(box: Sandbox, code: str, test: StdioTest, limits: Limits) -> st
 def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str | None:
     deadline = time.monotonic() + limits.wall_s
     request = json.dumps([test.fn, harness.encode(list(test.args))]) + "\n"
-    served, reply = _with_solution(box, code, limits, lambda out, into: _ask(out, into, request, deadline))
+    served, reply = _with_solution(box, code, CALL_PRELUDE, limits,
+                                   lambda out, into: _ask(out, into, request, deadline))
     if reply is None:
         return _run_failure(served, limits) or "exited before the tests finished"
     if "error" in reply:
@@ -240,7 +242,8 @@ def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str 
 
 def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str | None:
     checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r})\n"
-    served, checked = _with_solution(box, code, limits, lambda out, into: _run(box, checker, b"", limits, (into, out)))
+    served, checked = _with_solution(box, code, _helpers(test.code), limits,
+                                     lambda out, into: _run(box, checker, b"", limits, (into, out)))
     if checked.ok:
         return None
     for run in (checked, served):
@@ -256,11 +259,25 @@ _JUDGES: dict[type, Callable[[Sandbox, str, Any, Limits], str | None]] = {
 }
 
 
-def _with_solution(box: Sandbox, code: str, limits: Limits, client: Callable[[int, int], Any]) -> tuple[RunResult, Any]:
-    """Run the solution server while ``client(requests_fd, replies_fd)`` talks to it."""
+def _helpers(test_code: str) -> str:
+    """The imports and definitions of a code test except ``check`` (HumanEval puts the prompt's
+    helpers such as ``encode_cyclic`` there): the solution may use them; the asserts stay out."""
+    try:
+        module = ast.parse(test_code)
+    except SyntaxError:
+        return ""
+    kept = [node for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom)) or (
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != "check")]
+    return "\n\n".join(ast.get_source_segment(test_code, node) or "" for node in kept)
+
+
+def _with_solution(box: Sandbox, code: str, prelude: str, limits: Limits,
+                   client: Callable[[int, int], Any]) -> tuple[RunResult, Any]:
+    """Run the solution server (``prelude``, then ``code``) while ``client(requests_fd,
+    replies_fd)`` talks to it."""
     requests_read, requests_write = os.pipe()
     replies_read, replies_write = os.pipe()
-    server = _HARNESS + f"\nserve({code!r}, {CALL_PRELUDE!r})\n"
+    server = _HARNESS + f"\nserve({code!r}, {prelude!r})\n"
     served: list[RunResult | BaseException] = []
 
     def serve() -> None:
