@@ -23,7 +23,8 @@ def make_parents(name: str) -> tuple[str | None, list[tuple[str, dict[str, str]]
     if "cgroup2" in mounts and "" in own:
         path = _mkdir(mounts["cgroup2"], own[""], name)
         if path and _delegate_v2(path):
-            return "cgroup v2", [(path, V2_FILES)]
+            files = {key: file for key, file in V2_FILES.items() if Path(path, file).exists() or key != "zero"}
+            return "cgroup v2", [(path, files)]  # memory.swap.max exists only with swap accounting
         if path:
             os.rmdir(path)
     made = []

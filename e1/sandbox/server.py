@@ -8,16 +8,18 @@ Started once per process by :mod:`e1.sandbox.backends` as ``python -S -B server.
                                     the host (no /run, /home, /root, /var: no host sockets)
     chroot                       -> the server and every run see only that root
 
-Per run (a request on the control socket: a JSON header plus the run's pipes):
+Per run, prepared before its request arrives (a "zygote", so the run starts at once):
 
-    fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace:
-        join the run's cgroup, mount a private tmpfs on /tmp and /dev/shm (size and inode
-        capped) and a fresh /proc, write main.py, set rlimits, drop to the throwaway uid,
-        no_new_privs, a seccomp filter refusing new user namespaces, exec the program.
+    fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace, which
+        joins a cgroup slot and waits. On the request (a JSON header plus the run's pipes,
+        passed on by the middle process after it set the slot's limits): mount a private
+        tmpfs on /tmp and /dev/shm (size and inode capped) and a fresh /proc, write main.py,
+        set rlimits, drop to the throwaway uid, no_new_privs, a seccomp filter refusing new
+        user namespaces, exec the program.
 
 The middle process sends a pidfd of the run (so the parent can SIGKILL it without pid
-races), waits, and sends the exit status; the run's cgroup is a slot reused by later runs. Everything dies with its
-parent (PR_SET_PDEATHSIG), and the server exits when the control socket closes.
+races), waits, and sends the exit status. Cgroup slots are reused by later runs. Everything
+dies with its parent (PR_SET_PDEATHSIG), and the server exits when the control socket closes.
 """
 
 import array
