@@ -75,6 +75,7 @@ class EvalConfig:
     max_tests: int | None = None  # code: keep each problem's largest N tests (None: all)
     test_time_limit_s: float = DEFAULT_TEST_TIME_LIMIT_S  # code: per test
     backend: str = "auto"  # hf | vllm | auto (vLLM when installed and a GPU is present)
+    sandbox: str | None = None  # code sandbox backend: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
     tp: int = 1  # vLLM tensor-parallel GPUs
     gpu_memory_utilization: float = 0.9  # vLLM's share of GPU memory
     max_model_len: int | None = None  # vLLM context length (None: the model's)
@@ -120,11 +121,12 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
     samples = samples_frame(frame=read_parquet(out / SAMPLES)) if (out / SAMPLES).exists() else samples_frame()
     todo = _pending(datasets, samples, config)
     if todo:
+        _check_sandbox(todo, config)  # seconds, not after the model has loaded
         engine = engine or load_engine_for(config)
         write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
         problems_per_call = max(1, config.batch_size // config.n)
         total = len(todo) * config.n
-        with Scorer(config.workers, config.test_time_limit_s, config.max_tests) as scorer, \
+        with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
                 progress.task(f"generating {total} samples", total=total) as bar:
             for start in range(0, len(todo), problems_per_call):
                 batch = todo[start : start + problems_per_call]
@@ -138,6 +140,15 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
     summary = summarize(wanted)
     write_parquet(summary, out / SUMMARY)
     return wanted, summary
+
+
+def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
+    """Code problems need the sandbox: start it now, so a machine that cannot confine model code
+    refuses before any model loads (the sandbox's one-line error says what is missing)."""
+    if any(problem.task == "code" for _, _, problem in todo):
+        from e1.sandbox import isolation
+
+        isolation(config.sandbox)
 
 
 def load_engine_for(config: EvalConfig):

@@ -43,6 +43,9 @@ DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat1
 TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
 GpuMemOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]
+SandboxOpt = Annotated[Optional[str], typer.Option(
+    "--sandbox", envvar="E1_SANDBOX", show_default="auto",
+    help="How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code unconfined), unshare, bwrap, or none (NO isolation: only time, output and rlimits; prints a warning). unshare: own PID/mount/IPC/UTS namespaces, no network, a throwaway uid, a minimal read-only root, private /tmp and /dev/shm; memory (1 GiB) and processes (64) capped per run's whole process tree where cgroups allow (v2 with memory+pids, else v1), else per process and per user. bwrap (no root): the same namespaces and root, the caller's uid, per-process limits only.")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option(
     "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)]
 
@@ -76,6 +79,7 @@ class RunOptions:
     tp: TpOpt = 1
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
+    sandbox: SandboxOpt = None
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.EvalConfig` of these options with a command's model, grid, n and --out."""
@@ -92,6 +96,7 @@ class RunOptions:
             workers=default_workers() if self.workers is None else self.workers, max_tests=self.max_tests,
             test_time_limit_s=self.test_time_limit, backend=self.backend, tp=self.tp,
             gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
+            sandbox=self.sandbox,
         )
 
 

@@ -70,6 +70,7 @@ def train_command(
     workers: Annotated[Optional[int], _opt("--workers", "Code rewards: programs run in parallel in the sandbox.")] = None,
     test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None,
     max_tests: Annotated[Optional[int], _opt("--max-tests", "Code rewards: run only each problem's N largest tests (default: all).")] = None,
+    sandbox: Annotated[Optional[str], typer.Option("--sandbox", envvar="E1_SANDBOX", show_default=False, help="Code rewards' sandbox: auto | unshare | bwrap | none (see e1 eval --help). [default: auto]")] = None,
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).")] = None,
 ) -> None:
     """Train a reasoning model with GRPO under a think/solve budget (Elastic Reasoning), or fine-tune it (--algo sft).

@@ -78,6 +78,7 @@ class TrainConfig:
     workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
     test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
     max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
+    sandbox: str | None = None  # code rewards' sandbox: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))

@@ -123,7 +123,7 @@ class Trainer:
             write_json({**config.to_json(), "e1_version": __version__, "resumed_from": latest and str(latest),
                         "world_size": world}, config.out / "config.json")
         batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device)
-        scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward)
+        scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward, sandbox=config.sandbox)
         trainer = cls(config, strategy, rollouts, batcher, scorer, ref_model, inputs.tokenizer, inputs.problems,
                       inputs.targets)
         if latest is not None:

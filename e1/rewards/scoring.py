@@ -32,14 +32,16 @@ class Scorer:
     ``max_tests`` keeps only the largest tests of each problem (None: all); each test may run
     ``time_limit_s`` seconds. Programs see the installed packages (HumanEval+ tests import numpy).
     ``reward``, if given, scores every task instead of the registered rewards (custom objectives).
+    ``sandbox`` is the code sandbox's backend (:mod:`e1.sandbox`: auto, unshare, bwrap, none).
     """
 
     def __init__(self, workers: int = 1, time_limit_s: float = DEFAULT_TIME_LIMIT_S, max_tests: int | None = None,
-                 reward: Reward | None = None):
+                 reward: Reward | None = None, sandbox: str | None = None):
         from e1.sandbox import Limits, Sandbox
 
         self.reward = reward
-        sandbox = Sandbox(workers, Limits(wall_s=time_limit_s), site_packages=True)  # starts nothing until used
+        # starts nothing until used; `sandbox` names the backend (None: $E1_SANDBOX, else auto)
+        sandbox = Sandbox(workers, Limits(wall_s=time_limit_s), site_packages=True, backend=sandbox)
         self.context = ScoringContext(sandbox, time_limit_s, max_tests)
 
     def score(self, tasks: Sequence[str], completions: Sequence[str], answers: Sequence[str],
