@@ -137,9 +137,6 @@ def _group_metrics(group) -> dict:
     per_problem = group.groupby("problem_id", sort=True)["correct"].agg(["size", "sum"])  # [P, 2]
     n = int(per_problem["size"].min())
     answered = group["extracted_answer"].notna()
-    code = group["tests_passed"].notna()
-    keys = [vote_key(a if ok else None, c) for a, ok, c in zip(group["extracted_answer"], answered, code)]
-    votes = group.assign(_key=keys).groupby("problem_id", sort=True)
     forced = group["forced"].astype(bool)
     low, high = bootstrap_interval(per_problem["sum"], per_problem["size"])
     return {
@@ -150,7 +147,7 @@ def _group_metrics(group) -> dict:
         "accuracy_ci_high": high,
         "pass_at_1": _mean_pass_at(per_problem, 1),
         "pass_at_k": _mean_pass_at(per_problem, n),
-        "maj_at_k": float(sum(majority_correct(list(g["_key"]), list(g["correct"])) for _, g in votes) / len(per_problem)),
+        "maj_at_k": _maj_at_k(group, answered),
         "k": n,
         "mean_think_tokens": float(group["think_tokens"].mean()),
         "mean_solve_tokens": float(group["solve_tokens"].mean()),
@@ -162,6 +159,18 @@ def _group_metrics(group) -> dict:
         "forced_accuracy": _mean_or_nan(group.loc[forced, "correct"]),
         "unanswered_rate": float(1.0 - answered.mean()),
     }
+
+
+def _maj_at_k(group, answered) -> float:
+    """The share of problems whose majority answer is correct; ``group`` in ``sample_index`` order.
+    Code rows are those with a ``tests_passed`` fraction (NaN for every other task)."""
+    votes: dict[str, tuple[list, list]] = {}  # problem -> (vote keys, correct), in sample order
+    for problem, answer, has_answer, code, correct in zip(group["problem_id"], group["extracted_answer"], answered,
+                                                           group["tests_passed"].notna(), group["correct"]):
+        keys, oks = votes.setdefault(problem, ([], []))
+        keys.append(vote_key(answer if has_answer else None, code))
+        oks.append(bool(correct))
+    return float(sum(majority_correct(keys, oks) for keys, oks in votes.values()) / len(votes))
 
 
 def _mean_pass_at(per_problem, k: int) -> float:
