@@ -187,3 +187,29 @@ def test_sweep_writes_intervals_and_paired_differences(tmp_path, problems_file, 
     for column in ("accuracy_ci_low", "accuracy_ci_high", "maj_at_k", "natural_accuracy", "forced_accuracy",
                    "unanswered_rate"):
         assert summary[column].dropna().between(0, 1).all(), column  # fractions, not percent
+
+
+def test_summary_table_shows_the_new_metrics_in_percent():
+    from rich.console import Console
+
+    from e1.ui import summary_table
+
+    rows = [sample("p1", i, ok, answer="7" if ok else "5", forced=i >= 2) for i, ok in enumerate([1, 1, 0, 0])]
+    rows += [sample("p2", i, 0, answer=None if i == 0 else "5", forced=i >= 2) for i in range(4)]
+    rows += [sample("p1", i, 1, answer="7", mode="truncate") for i in range(4)]
+    rows += [sample("p2", i, 0, answer="5", mode="truncate") for i in range(4)]
+    console = Console(width=160, record=True, color_system=None)
+    console.print(summary_table(summarize(pd.DataFrame(rows)), title="m"))
+    text = console.export_text()
+    elastic, elastic_below = next((line, below) for line, below in zip(text.splitlines(), text.splitlines()[1:])
+                                  if "elastic" in line)  # a row and the line below it
+    # avg@n 2/8, its interval (0, 50 %) below; pass@4 1/2; maj@4: p1 tie 7/5, 7 first -> 1/2
+    # forced: samples 2, 3 of each problem, all wrong; natural: p1 s0, s1 right of 4; 1 of 8
+    # unanswered (12.5 % rounds half to even)
+    assert elastic.split() == ["d", "elastic", "8+4", "2", "25.0", "50.0", "50.0", "10", "5", "50%", "50%", "12%"]
+    assert elastic_below.split() == ["0.0–50.0", "✓", "0.0", "✓", "50.0"]
+    lines = text.splitlines()
+    truncate_below = lines[next(i for i, line in enumerate(lines) if "truncate" in line) + 1]
+    # p1 4 of 4, p2 0 of 4: {p1, p1} gives 100 %; nothing forced: no accuracy to show there
+    assert truncate_below.split() == ["0.0–100.0", "✓", "–", "✓", "50.0"]
+    assert "maj@4" in text and "no ans." in text
