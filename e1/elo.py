@@ -3,9 +3,10 @@
 A model "takes part" in each past contest: its score comes from the first passing attempt
 among its first ``pass_n`` samples per problem, its rank from the contest's official
 standings, and its rating is the one whose expected seed among the rated participants
-matches that rank. The final rating is the mean over contests. Ranks and the seed search
-follow QwenLM/CodeElo's ``calc_rating.py`` step by step (including its 0-based rank), so
-numbers stay comparable with published CodeElo/DeepCoder/E1 ratings.
+matches that rank. The final rating is the mean over contests, with a 95% bootstrap interval
+over them. Ranks and the seed search follow QwenLM/CodeElo's ``calc_rating.py`` step by step
+(including its 0-based rank), so numbers stay comparable with published CodeElo/DeepCoder/E1
+ratings.
 
     >>> expected_seed(1500, [1500, 1500])
     2.0
@@ -260,13 +261,20 @@ class ContestRating:
 
 @dataclass(frozen=True)
 class EloEstimate:
+    """The mean rating over the rated contests, its 95% bootstrap interval over those contests
+    (:func:`e1.metrics.bootstrap_interval`: which contests a model met moves its mean most),
+    and the percentile of the mean."""
+
     rating: float
+    rating_ci: tuple[float, float]
     percentile: float | None
     contests: tuple[ContestRating, ...]
 
     def to_json(self) -> dict:
         rated = {str(c.contest_id): c.rating for c in self.contests if c.rating is not None}
-        return {"rating": self.rating, "percentile": self.percentile, "contests": rated}
+        low, high = self.rating_ci
+        return {"rating": self.rating, "rating_ci_low": low, "rating_ci_high": high, "percentile": self.percentile,
+                "contests": rated}
 
 
 def split_problem_id(problem_id: str) -> tuple[int, str]:
@@ -280,7 +288,7 @@ def split_problem_id(problem_id: str) -> tuple[int, str]:
 def estimate_rating(
     results: Mapping[str, Sequence[bool]], contests_dir: Path, pass_n: int = 8, min_participants: int = 200
 ) -> EloEstimate:
-    """Rate ``results`` on every contest they touch; mean rating and percentile over the rated ones."""
+    """Rate ``results`` on every contest they touch; mean rating, its interval and percentile over the rated ones."""
     if pass_n < 1:
         raise ConfigError(f"--pass-n must be >= 1, got {pass_n}")
     contests_dir = Path(contests_dir)
@@ -297,9 +305,11 @@ def estimate_rating(
     rated = [c.rating for c in ratings if c.rating is not None]
     if not rated:
         raise DataError(f"every contest has <= {min_participants} rated participants", hint="lower --min-participants")
+    from e1.metrics import bootstrap_interval
+
     mean = sum(rated) / len(rated)
     population = load_population(contests_dir)
-    return EloEstimate(mean, percentile(mean, population) if population else None, ratings)
+    return EloEstimate(mean, bootstrap_interval(rated), percentile(mean, population) if population else None, ratings)
 
 
 def _rate_contest(

@@ -15,7 +15,6 @@ and the first failure.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -37,19 +36,7 @@ def default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k (Chen et al. 2021): 1 − C(n−c, k) / C(n, k).
-
-    >>> pass_at_k(4, 1, 1)
-    0.25
-    >>> pass_at_k(4, 1, 4)
-    1.0
-    """
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+from e1.metrics import pass_at_k, summarize  # noqa: E402 - re-exported: evaluate() summarizes with it
 
 
 @dataclass(frozen=True)
@@ -238,31 +225,6 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
                                               samples["think_budget"], samples["solve_budget"], samples["sample_index"])
     ]
     return samples[keep].sort_values(SAMPLE_KEY).reset_index(drop=True)
-
-
-def summarize(samples, by: list[str] = GROUP_KEY):
-    """Per group: problems, accuracy (avg@n), pass@1, pass@k (k = samples per problem) and
-    forced rate, all fractions in [0, 1]; mean think/solve/total tokens."""
-    import pandas as pd
-
-    records = []
-    for key, group in samples.groupby(by, sort=True):
-        per_problem = group.groupby("problem_id")["correct"].agg(["size", "sum"])
-        n = int(per_problem["size"].min())
-        records.append(dict(zip(by, key if isinstance(key, tuple) else (key,))) | {
-            "problems": len(per_problem),
-            "samples_per_problem": n,
-            "accuracy": float(group["correct"].mean()),
-            "pass_at_1": float(sum(pass_at_k(int(s), int(c), 1) for s, c in per_problem.itertuples(index=False)) / len(per_problem)),
-            "pass_at_k": float(sum(pass_at_k(int(s), int(c), n) for s, c in per_problem.itertuples(index=False)) / len(per_problem)),
-            "k": n,
-            "mean_think_tokens": float(group["think_tokens"].mean()),
-            "mean_solve_tokens": float(group["solve_tokens"].mean()),
-            "mean_total_tokens": float((group["think_tokens"] + group["solve_tokens"]).mean()),
-            "forced_rate": float(group["forced"].astype(float).mean()),
-        })
-    columns = by + [c for c in SUMMARY_COLUMNS if c not in GROUP_KEY]
-    return pd.DataFrame(records, columns=columns)
 
 
 def _marker_info(engine) -> dict:

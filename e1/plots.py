@@ -3,8 +3,10 @@
     plot_curves(curves, Path("runs/sweep/curves.png"))      # one panel per dataset, log x axis
 
 The same curves as a terminal table: :func:`e1.ui.curves_table`. ``accuracy`` is a fraction
-in the frame and is drawn in percent. matplotlib is imported inside :func:`plot_curves` (Agg
-backend, no display needed), so importing this module stays light.
+in the frame and is drawn in percent; where the frame has ``accuracy_ci_low``/``_high`` (the 95%
+bootstrap interval, :mod:`e1.metrics`) each line gets a shaded band between them (curves
+written before intervals existed are drawn without). matplotlib is imported inside
+:func:`draw_curves` (Agg backend, no display needed), so importing this module stays light.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from e1.budget import format_tokens
 from e1.results import atomic_write
 
 # one line style per decoding mode, one colour per model
+BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
 MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D")}
 
 
@@ -35,8 +38,20 @@ def curve_lines(curves):
 
 
 def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path:
-    """Accuracy (avg@n, drawn in %) against mean tokens used, one panel per dataset and one line per
-    model × mode; written atomically to ``path`` as a PNG."""
+    """:func:`draw_curves`, written atomically to ``path`` as a PNG."""
+    import matplotlib.pyplot as plt
+
+    fig, extra = draw_curves(curves, names)
+    try:
+        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
+                                                          bbox_extra_artists=extra))
+    finally:
+        plt.close(fig)
+
+
+def draw_curves(curves, names: dict[str, str] | None = None):
+    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against mean tokens used,
+    one panel per dataset and one line per model × mode, with its 95% band where known."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -50,14 +65,20 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path
     rows = -(-len(datasets) // columns) or 1
     fig, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.0 * rows), squeeze=False, sharey=True)
     colours = plt.get_cmap("tab10")
-    top = 100 * float(curves["accuracy"].max()) if len(curves) else 100.0
-    upper = min(100.0, max(10.0, 10 * (top // 10 + 1)))  # the next multiple of 10 above the best accuracy
+    banded = BAND_COLUMNS <= set(curves.columns)  # curves written before intervals existed have none
+    highest = curves["accuracy_ci_high" if banded else "accuracy"]
+    top = 100 * float(highest.max()) if len(curves) else 100.0
+    upper = min(100.0, max(10.0, 10 * (top // 10 + 1)))  # the next multiple of 10 above the best accuracy (or band)
     for dataset, model, mode, points in curve_lines(curves):
         ax = axes.flat[datasets.index(dataset)]
         linestyle, marker = MODE_STYLES.get(mode.split(":")[0], ("-", "o"))
         label = f"{names.get(model, model)} · {mode}" if len(models) > 1 else mode
-        ax.plot(points["mean_total_tokens"].clip(lower=1), 100 * points["accuracy"], linestyle=linestyle, marker=marker,
-                color=colours(models.index(model) % 10), label=label, linewidth=1.6, markersize=5)
+        x, colour = points["mean_total_tokens"].clip(lower=1), colours(models.index(model) % 10)
+        ax.plot(x, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
+                linewidth=1.6, markersize=5)
+        if banded:
+            ax.fill_between(x, 100 * points["accuracy_ci_low"], 100 * points["accuracy_ci_high"], color=colour,
+                            alpha=0.15, linewidth=0)
     for index, ax in enumerate(axes.flat):
         if index >= len(datasets):
             ax.set_visible(False)
@@ -71,15 +92,11 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path
         ax.set_ylim(-0.03 * upper, 1.03 * upper)  # the margins keep markers at 0 % and at the top whole
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:
-        ax.set_ylabel("accuracy, avg@n (%)")
+        ax.set_ylabel("accuracy, avg@n (%)" + (", band: 95% CI" if banded else ""))
     title = "Accuracy vs tokens used" + (f" — {names.get(models[0], models[0])}" if len(models) == 1 else "")
     extra = [fig.suptitle(title), _legend(fig, axes.flat[0], len(models))]
     fig.tight_layout()
-    try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
-                                                          bbox_extra_artists=[a for a in extra if a]))
-    finally:
-        plt.close(fig)
+    return fig, [a for a in extra if a]
 
 
 def _legend(fig, ax, models: int):

@@ -43,9 +43,11 @@ SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
+# each metric is defined in e1.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
-    "problems", "samples_per_problem", "accuracy", "pass_at_1", "pass_at_k", "k", "mean_think_tokens",
-    "mean_solve_tokens", "mean_total_tokens", "forced_rate",
+    "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
+    "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "forced_rate", "natural_samples",
+    "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate",
 ]
 
 

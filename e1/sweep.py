@@ -10,7 +10,8 @@ Each model's whole grid is one :func:`e1.eval.evaluate` call into ``out/models/<
 eval format, resumable), on an engine loaded at most once — and not at all when that model's
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
 ``summary.parquet`` with a leading ``model`` column, ``curves.parquet`` (one row per model ×
-dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png`` and ``config.json``.
+dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differences.parquet``
+(modes paired over problems at each budget: :func:`e1.metrics.mode_differences`) and ``config.json``.
 
 Every mode at a grid point gets the same total: ``truncate`` treats ``Budget(t, s)`` as one
 budget ``t + s``, and rows record ``think_budget``/``solve_budget`` as given.
@@ -37,7 +38,7 @@ from e1.ui import NullProgress
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
-    "mean_think_tokens", "mean_solve_tokens", "forced_rate",
+    "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high",
 ]
 SWEEP_KEY = ["model", *GROUP_KEY]
 DEFAULT_THINK, DEFAULT_SOLVE = "0,512,1k,2k,3k", "1k"
@@ -166,6 +167,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     import pandas as pd
 
     from e1.eval import evaluate, summarize
+    from e1.metrics import DIFFERENCES, mode_differences
     from e1.plots import plot_curves
     from e1.results import write_json, write_parquet
 
@@ -189,6 +191,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     write_parquet(samples, out / SAMPLES)
     write_parquet(summary, out / SUMMARY)
     write_parquet(curves, out / CURVES)
+    write_parquet(mode_differences(samples, by=SWEEP_KEY), out / DIFFERENCES)
     plot_curves(curves, out / PLOT, names=names)
     return samples, summary, curves
 

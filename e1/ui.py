@@ -81,9 +81,12 @@ def results_line(out: Path, *files: str) -> str:
 
 
 def summary_table(summary, title: str = "Results"):
-    """A rich Table of a summary DataFrame: accuracies in percent, token counts as means.
+    """A rich Table of a summary DataFrame: rates in percent, token counts as means.
 
-    pass@1 is not shown: with the same n for every problem it equals avg@n (``accuracy``).
+    Under avg@n, its 95% interval (bootstrap over problems); "forced" and "natural" are the shares
+    of samples whose thinking was forced at t or ended by itself, each with its accuracy (✓)
+    below; "no ans." is the share with no extracted answer. pass@1 is not shown: with the same n
+    for every problem it equals avg@n.
     """
     from rich import box
     from rich.table import Table
@@ -91,22 +94,36 @@ def summary_table(summary, title: str = "Results"):
     from e1.budget import format_tokens
 
     k = int(summary["k"].max()) if len(summary) else 1
-    table = Table(title=title, caption=f"accuracy in %; tokens are means per sample; k = {k}",
-                  header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
+    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                  collapse_padding=True)
     extra = [c for c in ("model",) if c in summary.columns]
     for header in extra + ["dataset"]:
         table.add_column(header, overflow="fold")
     table.add_column("mode", no_wrap=True)
-    for header in ["t", "s", "problems", "avg@n", f"pass@{k}", "think", "solve", "forced"]:
+    for header in ["t+s", "problems", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]:
         table.add_column(header, justify="right", no_wrap=True)
     for row in summary.itertuples(index=False):
         table.add_row(
-            *[str(getattr(row, c)) for c in extra], row.dataset, row.mode, format_tokens(int(row.think_budget)),
-            format_tokens(int(row.solve_budget)), str(row.problems), f"{100 * row.accuracy:.1f}",
-            f"{100 * row.pass_at_k:.1f}", f"{row.mean_think_tokens:.0f}", f"{row.mean_solve_tokens:.0f}",
-            f"{100 * row.forced_rate:.0f}%",
+            *[str(getattr(row, c)) for c in extra], row.dataset, row.mode,
+            f"{format_tokens(int(row.think_budget))}+{format_tokens(int(row.solve_budget))}", str(row.problems),
+            _under(_percent(row.accuracy), f"{_percent(row.accuracy_ci_low)}–{_percent(row.accuracy_ci_high)}"),
+            _percent(row.pass_at_k), _percent(row.maj_at_k), f"{row.mean_think_tokens:.0f}", f"{row.mean_solve_tokens:.0f}",
+            _under(f"{_percent(row.forced_rate, 0)}%", f"✓ {_percent(row.forced_accuracy)}"),
+            _under(f"{_percent(1 - row.forced_rate, 0)}%", f"✓ {_percent(row.natural_accuracy)}"),
+            f"{_percent(row.unanswered_rate, 0)}%",
         )
     return table
+
+
+def _under(value: str, detail: str) -> str:
+    """A two-line cell: the value, and a dim detail below it."""
+    return f"{value}\n[dim]{detail}[/dim]"
+
+
+def _percent(fraction: float, decimals: int = 1) -> str:
+    """A fraction as percent for a table cell; "–" where there is nothing to measure (NaN)."""
+    return "–" if fraction != fraction else f"{100 * fraction:.{decimals}f}"
 
 
 def _count(tokens: float) -> str:
@@ -162,7 +179,7 @@ def curves_table(curves, names: dict[str, str] | None = None):
 
 
 def elo_table(estimate, min_participants: int):
-    """An :class:`e1.elo.EloEstimate` as a table per contest and a closing line with the mean."""
+    """An :class:`e1.elo.EloEstimate` as a table per contest and a closing line with the mean and its interval."""
     from rich.console import Group
     from rich.table import Table
 
@@ -176,7 +193,8 @@ def elo_table(estimate, min_participants: int):
             f"{c.points:g}", str(c.penalty), str(c.rank), rating,
         )  # fmt: skip
     rated = sum(c.rating is not None for c in estimate.contests)
-    line = f"rating [bold]{estimate.rating:.1f}[/bold] (mean over {rated} contests)"
+    low, high = estimate.rating_ci
+    line = f"rating [bold]{estimate.rating:.1f}[/bold] (mean over {rated} contests; 95% CI {low:.1f}–{high:.1f})"
     if estimate.percentile is not None:
         line += f", percentile [bold]{estimate.percentile:.1f}[/bold]"
     if rated < len(estimate.contests):

@@ -173,6 +173,23 @@ def test_threshold_and_pass_n(contests):
     assert by_id[1971].rank == 57 + 3 + sum(1400 - 3 * k >= 1000 for k in range(240))
 
 
+def test_rating_interval_resamples_contests(contests):
+    # two rated contests r1, r2: resampled means are r1, (r1 + r2) / 2, r2 with chances 1/4, 1/2,
+    # 1/4; each end holds more than 2.5 %, so the 95% interval runs from the lower to the higher
+    estimate = estimate_rating(RESULTS, contests)
+    ratings = sorted(c.rating for c in estimate.contests if c.rating is not None)
+    assert len(ratings) == 2 and ratings[0] < ratings[1]
+    assert estimate.rating_ci == (ratings[0], ratings[1])
+    assert estimate.to_json()["rating_ci_low"] == ratings[0] and estimate.to_json()["rating_ci_high"] == ratings[1]
+    # three: all-the-same resamples each have chance 1/27 (3.7 % > 2.5 %): again the extremes
+    three = estimate_rating(RESULTS, contests, min_participants=199)
+    rated = [c.rating for c in three.contests]
+    assert three.rating_ci == (min(rated), max(rated)) and three.rating_ci[0] < three.rating < three.rating_ci[1]
+    # one contest: nothing to resample
+    only = estimate_rating({k: v for k, v in RESULTS.items() if k.startswith("1971")}, contests)
+    assert only.rating_ci == (only.rating, only.rating)
+
+
 def test_percentile_counts_the_population_strictly_below(contests):
     estimate = estimate_rating(RESULTS, contests)
     mean = estimate.rating
@@ -267,6 +284,7 @@ def test_cli_json_and_table(tmp_path, contests):
     assert result.exit_code == 0, result.output
     assert "1971" in result.output and "skipped" in result.output
     assert f"{expected['rating']:.1f}" in result.output
+    assert f"95% CI {expected['rating_ci_low']:.1f}–{expected['rating_ci_high']:.1f}" in result.output
 
 
 def test_cli_help_and_missing_options():

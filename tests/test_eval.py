@@ -13,37 +13,9 @@ from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.errors import ResultsError
-from e1.eval import EvalConfig, evaluate, pass_at_k, summarize
-from e1.results import SAMPLE_COLUMNS, SUMMARY_COLUMNS
+from e1.eval import EvalConfig, evaluate
+from e1.results import SAMPLE_COLUMNS
 from tests.fakes import Interrupting, ScriptedModel
-
-
-def test_pass_at_k_unbiased_estimator_by_hand():
-    # n=5, c=2, k=2: 1 - C(3,2)/C(5,2) = 1 - 3/10
-    assert pass_at_k(5, 2, 2) == pytest.approx(0.7)
-    assert pass_at_k(5, 0, 3) == 0.0
-    assert pass_at_k(5, 3, 3) == 1.0  # n - c = 2 < k: every 3-subset holds a correct one
-    assert pass_at_k(16, 4, 1) == pytest.approx(0.25)
-    with pytest.raises(ValueError):
-        pass_at_k(3, 4, 1)
-
-
-def test_summarize_by_hand():
-    rows = []
-    # problem p1: 2 of 4 correct; p2: 0 of 4; think tokens 10, solve 5, half forced
-    for pid, correct in (("p1", [1, 1, 0, 0]), ("p2", [0, 0, 0, 0])):
-        for i, c in enumerate(correct):
-            rows.append(dict(dataset="d", problem_id=pid, sample_index=i, mode="elastic", think_budget=8,
-                             solve_budget=4, think_tokens=10, solve_tokens=5, forced=i % 2 == 0, correct=bool(c)))
-    summary = summarize(pd.DataFrame(rows))
-    row = summary.iloc[0]
-    assert list(summary.columns) == SUMMARY_COLUMNS
-    assert row.problems == 2 and row.samples_per_problem == 4 and row.k == 4
-    assert row.accuracy == pytest.approx(0.25)  # 2 of 8 samples, a fraction like every rate in a file
-    assert row.pass_at_1 == pytest.approx((0.5 + 0.0) / 2)
-    assert row.pass_at_k == pytest.approx((1.0 + 0.0) / 2)
-    assert (row.mean_think_tokens, row.mean_solve_tokens, row.mean_total_tokens) == (10, 5, 15)
-    assert row.forced_rate == pytest.approx(0.5)
 
 
 @pytest.fixture

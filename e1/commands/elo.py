@@ -46,9 +46,12 @@ def elo_command(
     mode: Annotated[str | None, typer.Option("--mode", help="Use only samples of this decoding mode.")] = None,
     think: Annotated[str | None, typer.Option("--think", "-t", help="Use only samples at this think budget.")] = None,
     solve: Annotated[str | None, typer.Option("--solve", "-s", help="Use only samples at this solve budget.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object: rating, rating_ci_low/high (95% bootstrap over contests), percentile, "
+                       "contests.")] = False,
 ) -> None:
-    """Rate per-problem results on past Codeforces contests; print a table per contest and the mean."""
+    """Rate per-problem results on past Codeforces contests; print a table per contest and the mean
+    with its 95% bootstrap interval over contests."""
     if ctx.invoked_subcommand is not None:
         return
     if results is None or contests is None:

@@ -116,6 +116,16 @@ def is_equivalent(prediction: str, gold: str, timeout_s: float = DEFAULT_TIMEOUT
     return _pool().check(prediction, gold, timeout_s)
 
 
+def answer_key(text: str) -> str:
+    """An answer as majority voting compares it: outer dollars, spacing and ``\\left``/``\\right``
+    dropped, ``\\dfrac`` read as ``\\frac``, a trailing period dropped.
+
+    >>> print(answer_key(r" $\\dfrac{1}{2}$ "), answer_key(r"\\left( 1, 2 \\right)."))
+    \\frac{1}{2} (1,2)
+    """
+    return _normalise(_strip_dollars(str(text)))
+
+
 def _strip_dollars(text: str) -> str:
     text = text.strip()
     if len(text) >= 2 and text.startswith("$") and text.endswith("$"):
