@@ -10,7 +10,13 @@ Each model's whole grid is one :func:`e1.eval.evaluate` call into ``out/models/<
 eval format, resumable), on an engine loaded at most once — and not at all when that model's
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
 ``summary.parquet`` with a leading ``model`` column, ``curves.parquet`` (one row per model ×
-dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png`` and ``config.json``.
+dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``paired.parquet`` (each budgeted mode
+minus ``truncate`` at the same budget, a paired difference with its standard error; see
+:mod:`e1.paired`), ``curves.png`` and ``config.json``.
+
+By default one unconstrained trajectory per sample serves every mode and budget
+(:mod:`e1.shared_sweep`): each cell's samples are still exact draws from that cell, and the
+cells are paired. ``independent=True`` draws every cell on its own.
 
 Every mode at a grid point gets the same total: ``truncate`` treats ``Budget(t, s)`` as one
 budget ``t + s``, and rows record ``think_budget``/``solve_budget`` as given.
@@ -34,7 +40,7 @@ from e1.eval import RUN_IDENTITY, EvalConfig
 from e1.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.ui import NullProgress
 
-CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
+CURVES, PAIRED, PLOT, MODELS_DIR = "curves.parquet", "paired.parquet", "curves.png", "models"
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
     "mean_think_tokens", "mean_solve_tokens", "forced_rate",
@@ -119,11 +125,13 @@ def display_names(models) -> dict[str, str]:
 class SweepConfig:
     """``models`` × the grid of ``settings``: an :class:`EvalConfig` whose budgets and modes span
     the grid and whose other settings (datasets, n, sampling, markers, code tests...) apply to
-    every model; its ``model`` and ``out`` are replaced by each model and its run directory."""
+    every model; its ``model`` and ``out`` are replaced by each model and its run directory.
+    ``independent``: draw every cell on its own instead of sharing prefixes (:mod:`e1.shared_sweep`)."""
 
     models: tuple[str, ...]
     settings: EvalConfig
     out: Path = Path("runs/sweep")
+    independent: bool = False
 
     def __post_init__(self):
         if not self.models:
@@ -147,17 +155,19 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model))
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=not self.independent)
 
     def to_json(self) -> dict:
-        data = {key: value for key, value in self.settings.to_json().items() if key not in ("model", "out")}
+        settings = replace(self.settings, share_prefixes=not self.independent).to_json()
+        data = {key: value for key, value in settings.items() if key not in ("model", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}
         return data
 
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None):
-    """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``.
+    """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
+    (with ``paired.parquet``, :func:`e1.paired.paired_differences` of the samples).
 
     ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
     model's eval config: its backend, dtype, device, markers); it is called at most once per
@@ -166,6 +176,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     import pandas as pd
 
     from e1.eval import evaluate, summarize
+    from e1.paired import paired_differences
     from e1.plots import plot_curves
     from e1.results import write_json, write_parquet
 
@@ -189,6 +200,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     write_parquet(samples, out / SAMPLES)
     write_parquet(summary, out / SUMMARY)
     write_parquet(curves, out / CURVES)
+    write_parquet(paired_differences(samples), out / PAIRED)
     plot_curves(curves, out / PLOT, names=names)
     return samples, summary, curves
 
