@@ -12,6 +12,7 @@ returns with the table builders here. Files hold fractions; these tables show pe
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Protocol
@@ -159,6 +160,30 @@ def curves_table(curves, names: dict[str, str] | None = None):
         tables.append(table)
     key = Text(f"columns: {axis}; cells: accuracy (avg@n %) over mean tokens used", style="dim")
     return Group(*tables, key)
+
+
+def paired_table(paired, names: dict[str, str] | None = None):
+    """A sweep's paired comparisons (:mod:`e1.paired`): each budgeted mode minus ``truncate`` at the
+    same budget, in points, ± its standard error."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from e1.budget import format_tokens
+
+    names = names or {}
+    several = paired["model"].nunique() > 1
+    table = Table(title="paired: mode − truncate at the same budget", box=box.SIMPLE_HEAD, pad_edge=False,
+                  header_style="bold", title_justify="left",
+                  caption="accuracy points, paired by (problem, sample); ± a standard error clustered by problem")
+    for column in (["model"] if several else []) + ["dataset", "mode", "budget", "mode %", "truncate %", "difference"]:
+        table.add_column(column, justify="left" if column in ("model", "dataset", "mode") else "right")
+    for row in paired.itertuples(index=False):
+        se = "" if math.isnan(row.difference_se) else f" ± {100 * row.difference_se:.1f}"
+        cells = [escape(row.dataset), escape(row.mode), f"{format_tokens(row.think_budget)}+{format_tokens(row.solve_budget)}",
+                 f"{100 * row.accuracy:.1f}", f"{100 * row.baseline_accuracy:.1f}", f"{100 * row.difference:+.1f}{se}"]
+        table.add_row(*([escape(names.get(row.model, row.model))] if several else []), *cells)
+    return table
 
 
 def elo_table(estimate, min_participants: int):
