@@ -165,7 +165,7 @@ class Completion:
     token_ids: list[int] = field(repr=False)
     forced_mask: list[bool] = field(repr=False)
     closed: bool = False  # thinking ended (naturally or forced): the solution follows a marker
-    prefix_tokens: int = 0  # how many of token_ids were taken from a given prefix, not decoded
+    prefix_tokens: int = 0  # ids taken from a given prefix, not decoded (s1 may have replaced the last)
 
     @property
     def total_tokens(self) -> int:
