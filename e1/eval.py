@@ -28,7 +28,7 @@ from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
-RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s")
+RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes")
 
 
 def default_workers() -> int:
@@ -66,6 +66,7 @@ class EvalConfig:
     tp: int = 1  # vLLM tensor-parallel GPUs
     gpu_memory_utilization: float = 0.9  # vLLM's share of GPU memory
     max_model_len: int | None = None  # vLLM context length (None: the model's)
+    share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.shared_sweep)
 
     def __post_init__(self):
         if not self.datasets:
@@ -111,12 +112,10 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
         _check_sandbox(todo, config)  # seconds, not after the model has loaded
         engine = engine or load_engine_for(config)
         write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
-        problems_per_call = max(1, config.batch_size // config.n)
         total = len(todo) * config.n
         with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
                 progress.task(f"generating {total} samples", total=total) as bar:
-            for start in range(0, len(todo), problems_per_call):
-                batch = todo[start : start + problems_per_call]
+            for batch in _batches(todo, config):
                 rows = _run_batch(engine, batch, config, scorer)
                 samples = pd.concat([samples, samples_frame(rows)], ignore_index=True)
                 write_parquet(samples, out / SAMPLES)
@@ -165,21 +164,44 @@ def _pending(datasets: dict, samples, config: EvalConfig) -> list[tuple]:
     return todo
 
 
-def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[dict]:
-    """Generate one batch (its problems may differ in mode/budget, so by group), then score it at once."""
-    from e1.engine.markers import DEFAULT_END
-    from e1.prompts import build_prompt
-    from e1.rewards.scoring import gold_text
+def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
+    """The work in generate calls of ``batch_size // n`` problems; shared prefixes keep all the
+    cells of a problem in one batch."""
+    problems_per_call = max(1, config.batch_size // config.n)
+    if config.share_prefixes:
+        from e1.shared_sweep import problem_batches
 
+        return problem_batches(todo, problems_per_call)
+    return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
+
+
+def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
+    """Generate one batch (its problems may differ in mode/budget, so by group):
+    (mode, budget, problem, completion) for every sample."""
+    from e1.prompts import build_prompt
+
+    if config.share_prefixes:
+        from e1.shared_sweep import generate_shared
+
+        return generate_shared(engine, batch, config)
     groups: dict[tuple, list] = {}
     for mode, budget, problem in batch:
         groups.setdefault((mode, budget), []).append(problem)
-    generated = []  # (mode, budget, problem, completion)
+    generated = []
     for (mode, budget), problems in groups.items():
         seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task) for p in problems]
         completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
         generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
+    return generated
+
+
+def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[dict]:
+    """Generate one batch, then score it at once."""
+    from e1.engine.markers import DEFAULT_END
+    from e1.rewards.scoring import gold_text
+
+    generated = _generate_batch(engine, batch, config)
     scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
                           [str(p.answer) for _, _, p, _ in generated])
     golds = {}  # one summary per problem (code tests can be large)

@@ -13,6 +13,10 @@ grid is already finished. The sweep then aggregates into ``out/``: ``samples.par
 dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differences.parquet``
 (modes paired over problems at each budget: :func:`e1.metrics.mode_differences`) and ``config.json``.
 
+By default one unconstrained trajectory per sample serves every mode and budget
+(:mod:`e1.shared_sweep`): each cell's samples are still exact draws from that cell, and the
+cells are paired. ``independent=True`` draws every cell on its own.
+
 Every mode at a grid point gets the same total: ``truncate`` treats ``Budget(t, s)`` as one
 budget ``t + s``, and rows record ``think_budget``/``solve_budget`` as given.
 """
@@ -120,11 +124,13 @@ def display_names(models) -> dict[str, str]:
 class SweepConfig:
     """``models`` × the grid of ``settings``: an :class:`EvalConfig` whose budgets and modes span
     the grid and whose other settings (datasets, n, sampling, markers, code tests...) apply to
-    every model; its ``model`` and ``out`` are replaced by each model and its run directory."""
+    every model; its ``model`` and ``out`` are replaced by each model and its run directory.
+    ``independent``: draw every cell on its own instead of sharing prefixes (:mod:`e1.shared_sweep`)."""
 
     models: tuple[str, ...]
     settings: EvalConfig
     out: Path = Path("runs/sweep")
+    independent: bool = False
 
     def __post_init__(self):
         if not self.models:
@@ -148,17 +154,19 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model))
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=not self.independent)
 
     def to_json(self) -> dict:
-        data = {key: value for key, value in self.settings.to_json().items() if key not in ("model", "out")}
+        settings = replace(self.settings, share_prefixes=not self.independent).to_json()
+        data = {key: value for key, value in settings.items() if key not in ("model", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}
         return data
 
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None):
-    """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``.
+    """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
+    (with ``differences.parquet``, :func:`e1.metrics.mode_differences` of the samples).
 
     ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
     model's eval config: its backend, dtype, device, markers); it is called at most once per

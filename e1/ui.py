@@ -12,6 +12,7 @@ returns with the table builders here. Files hold fractions; these tables show pe
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Protocol
@@ -176,6 +177,32 @@ def curves_table(curves, names: dict[str, str] | None = None):
         tables.append(table)
     key = Text(f"columns: {axis}; cells: accuracy (avg@n %) over mean tokens used", style="dim")
     return Group(*tables, key)
+
+
+def differences_table(differences, names: dict[str, str] | None = None):
+    """A sweep's paired comparisons (:func:`e1.metrics.mode_differences`): at each budget, mode minus
+    other mode over the problems both have, in points, with the paired bootstrap 95% interval."""
+    from rich import box
+    from rich.markup import escape
+    from rich.table import Table
+
+    from e1.budget import format_tokens
+
+    names = names or {}
+    several = "model" in differences.columns and differences["model"].nunique() > 1
+    table = Table(title="paired: mode − other mode at the same budget", box=box.SIMPLE_HEAD, pad_edge=False,
+                  header_style="bold", title_justify="left",
+                  caption="accuracy points, paired over problems; [95% bootstrap interval over problems]")
+    for column in (["model"] if several else []) + ["dataset", "budget", "mode", "other", "mode %", "other %",
+                                                    "difference"]:
+        table.add_column(column, justify="left" if column in ("model", "dataset", "mode", "other") else "right")
+    for row in differences.itertuples(index=False):
+        interval = f" [{100 * row.difference_ci_low:+.1f}, {100 * row.difference_ci_high:+.1f}]"
+        cells = [escape(row.dataset), f"{format_tokens(row.think_budget)}+{format_tokens(row.solve_budget)}",
+                 escape(row.mode), escape(row.other_mode), f"{100 * row.accuracy:.1f}", f"{100 * row.other_accuracy:.1f}",
+                 f"{100 * row.accuracy_difference:+.1f}{interval}"]
+        table.add_row(*([escape(names.get(row.model, row.model))] if several else []), *cells)
+    return table
 
 
 def elo_table(estimate, min_participants: int):

@@ -146,7 +146,7 @@ def test_interrupted_sweep_resumes_without_redoing_finished_points(tmp_path, pro
     full, _, full_curves = sweep(sweep_config(tmp_path / "full", problems_file), load_engine=Loader(tiny_engine))
     out = tmp_path / "cut"
     with pytest.raises(KeyboardInterrupt):
-        sweep(sweep_config(out, problems_file), load_engine=Loader(tiny_engine, interrupt={"m/B": 3}))
+        sweep(sweep_config(out, problems_file), load_engine=Loader(tiny_engine, interrupt={"m/B": 9}))  # B: a root + 6 cells per batch of 2 problems
     assert len(pd.read_parquet(out / "models" / "m--A" / "samples.parquet")) == 36  # A finished
     partial = len(pd.read_parquet(out / "models" / "m--B" / "samples.parquet"))
     assert 0 < partial < 36 and not (out / "curves.parquet").exists()

@@ -19,6 +19,9 @@ def sweep_command(
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
     n: Annotated[int, typer.Option("--n", help="Samples per problem at every grid point.")] = 4,
+    independent: Annotated[bool, typer.Option(
+        "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
+        "serves them all: fewer tokens, exact per cell, paired across cells).")] = False,
     options: RunOptions,
     out: OutOpt = Path("runs/sweep"),
 ) -> None:
@@ -26,7 +29,8 @@ def sweep_command(
 
     Each model is loaded once for its whole grid (an eval run in --out/models/).
     truncate gets one budget t + s: the same total as the other modes.
-    Writes samples, summary and curves parquet (with a model column), curves.png.
+    One unconstrained trajectory per sample serves every mode and budget (--independent: not).
+    Writes samples, summary, curves and differences parquet (with a model column), curves.png.
     Rerunning into the same --out resumes where it stopped.
 
     Examples:
@@ -38,16 +42,22 @@ def sweep_command(
     from rich.console import Console
 
     from e1 import ui
+    from e1.metrics import DIFFERENCES
+    from e1.results import read_parquet
     from e1.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)
-    config = SweepConfig(models=tuple(models), settings=grid, out=out)
+    config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
     ui.quiet_libraries()
-    _, summary, curves = sweep(config, progress=ui.RichProgress())
+    samples, summary, curves = sweep(config, progress=ui.RichProgress())
     console = Console()
     names = display_names(config.models)
     for model, rows in summary.groupby("model", sort=False):  # one table per model keeps 80 columns readable
         console.print(ui.summary_table(rows.drop(columns="model"), title=names[model]))
     console.print(ui.curves_table(curves, names=names))
-    console.print(ui.results_line(out, "curves.png", "curves.parquet", "summary.parquet", "samples.parquet"))
+    differences = read_parquet(out / DIFFERENCES)
+    if len(differences):
+        console.print(ui.differences_table(differences, names=names))
+    console.print(ui.results_line(out, "curves.png", "curves.parquet", DIFFERENCES, "summary.parquet",
+                                  "samples.parquet"))

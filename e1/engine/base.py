@@ -165,6 +165,7 @@ class Completion:
     token_ids: list[int] = field(repr=False)
     forced_mask: list[bool] = field(repr=False)
     closed: bool = False  # thinking ended (naturally or forced): the solution follows a marker
+    prefix_tokens: int = 0  # ids taken from a given prefix, not decoded (s1 may have replaced the last)
 
     @property
     def total_tokens(self) -> int:
@@ -182,6 +183,13 @@ class Engine(Protocol):
     from (``seeds[p]``, ``j``) alone (:mod:`e1.engine.sampling`), so the same seeds give the same
     samples whatever the batch size. Without ``seeds`` they derive from ``sampling.seed`` and
     each prompt's position in the call.
+
+    ``prefixes`` (one per row, prompt-major: ``prefixes[i * n + j]`` for sample j of prompt i)
+    gives each row another row's output for the same prompt, model and sampling settings: the
+    row takes those ids as its own samples for as long as its mode would append them unchanged
+    (:meth:`~e1.engine.row_state.RowState.follow`), then decodes on from there with its own seed
+    (``Completion.prefix_tokens`` says how many it took). One unconstrained trajectory thus
+    serves every budget of a sweep, each row still an exact sample of its own mode and budget.
 
     Training hands new weights over with :meth:`sync_weights`; an engine that holds the
     accelerator's memory (vLLM in sleep mode) frees it with :meth:`sleep` while the policy
@@ -202,6 +210,7 @@ class Engine(Protocol):
         n: int = 1,
         progress=None,
         seeds: Sequence[int] | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
     ) -> list[Completion]: ...
 
     def sync_weights(self, module) -> None:

@@ -119,39 +119,48 @@ class HFEngine(RowEngine):
 
     @torch.inference_mode()
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress: Progress | None = None, seeds: Sequence[int] | None = None) -> list[Completion]:
+                 progress: Progress | None = None, seeds: Sequence[int] | None = None,
+                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
         per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
         row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
-        out: list[Completion] = []
-        for start in range(0, len(rows), self.batch_size):
-            chunk = slice(start, start + self.batch_size)
-            out += self._decode_chunk(prompt_ids, rows[chunk], row_seeds[chunk], budget, mode, sampling, progress)
-        return out
+        states, taken = self.start_states(prompt_ids, rows, budget, mode, sampling, prefixes)
+        todo = [i for i, state in enumerate(states) if not state.done]  # rows a prefix finished need no decoding
+        if progress and len(todo) < len(rows):
+            progress(len(rows) - len(todo))
+        for start in range(0, len(todo), self.batch_size):
+            chunk = todo[start : start + self.batch_size]
+            self._decode_chunk([prompt_ids[rows[i][0]] for i in chunk], [states[i] for i in chunk],
+                               [row_seeds[i] for i in chunk], sampling, progress)
+        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
 
-    def _decode_chunk(self, prompt_ids, chunk, row_seeds, budget, mode, sampling, progress) -> list[Completion]:
-        unique = sorted({p for p, _ in chunk})
-        where = {p: i for i, p in enumerate(unique)}
-        states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in chunk]
+    def _decode_chunk(self, prompts: list[list[int]], states: list, row_seeds: list[int], sampling: Sampling,
+                      progress) -> None:
+        """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
+        state already holds (a followed prefix); rows with the same context (a prompt's samples) share
+        one prefill."""
+        contexts = [tuple(prompt) + tuple(state.tokens) for prompt, state in zip(prompts, states)]
+        where = {context: i for i, context in enumerate(dict.fromkeys(contexts))}
+        unique = list(where)
 
-        # Prefill each distinct prompt once, left-padded; then expand to one row per sample.
-        width = max(len(prompt_ids[p]) for p in unique)
+        # Prefill each distinct context once, left-padded; then expand to one row per sample.
+        width = max(map(len, unique))
         ids = torch.full((len(unique), width), self.markers.pad_id, dtype=torch.long)
         mask = torch.zeros((len(unique), width), dtype=torch.long)
-        for i, p in enumerate(unique):
-            ids[i, width - len(prompt_ids[p]) :] = torch.tensor(prompt_ids[p])
-            mask[i, width - len(prompt_ids[p]) :] = 1
+        for i, context in enumerate(unique):
+            ids[i, width - len(context) :] = torch.tensor(context)
+            mask[i, width - len(context) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
-        cache = growing_cache(max_length=width + max(s.max_new_tokens for s in states))
+        cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
                             use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
-        expand = torch.tensor([where[p] for p, _ in chunk], device=self.device)  # [B]
+        expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
         cache.batch_select_indices(expand)
         logits, mask = logits[expand], mask[expand].bool()  # [B, V], [B, W]
         next_pos = positions[expand, -1] + 1  # [B]
 
-        active = list(range(len(chunk)))  # row index of each batch slot
+        active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
         while True:
@@ -188,7 +197,6 @@ class HFEngine(RowEngine):
                                 position_ids=next_pos.unsqueeze(-1), past_key_values=cache,
                                 use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
-        return [self.completion(states[i], p, j, len(prompt_ids[p])) for i, (p, j) in enumerate(chunk)]
 
     def _step_mask(self, mask: torch.Tensor) -> torch.Tensor:
         """The attention mask of one decode step. mask: [B, L] bool.

@@ -3,10 +3,11 @@ the context check, one row state per sample, and the :class:`Completion` records
 them — so the transformers and vLLM backends count, split and report identically.
 
     class MyEngine(RowEngine):
-        def generate(self, prompts, budget, mode, sampling, n=1, progress=None, seeds=None):
+        def generate(self, prompts, budget, mode, sampling, n=1, progress=None, seeds=None, prefixes=None):
             mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
-            ...  # decode, feeding every token to a row state from self.row_state(...)
-            return [self.completion(state, p, j, len(prompt_ids[p])) for ...]
+            states, taken = self.start_states(prompt_ids, rows, budget, mode, sampling, prefixes)
+            ...  # decode the rows not done, feeding every token to its state
+            return [self.completion(state, p, j, len(prompt_ids[p]), k) for ...]
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ class RowEngine:
                 hint="lower --think/--solve or use a model with a longer context",
             )
 
+    def start_states(self, prompt_ids: list[list[int]], rows: list[tuple[int, int]], budget: Budget, mode: Mode,
+                     sampling: Sampling, prefixes: Sequence[Sequence[int]] | None) -> tuple[list[RowState], list[int]]:
+        """One row state per (prompt, sample) row, each having followed its prefix (if any):
+        (states, how many prefix ids each took)."""
+        states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in rows]
+        if prefixes is None:
+            return states, [0] * len(rows)
+        if len(prefixes) != len(rows):
+            raise ConfigError(f"{len(prefixes)} prefixes for {len(rows)} rows", hint="pass one prefix per (prompt, sample) row")
+        return states, [state.follow(prefix) for state, prefix in zip(states, prefixes)]
+
     def row_state(self, prompt: list[int], budget: Budget, mode: Mode, sampling: Sampling) -> RowState:
         room = sampling.max_tokens
         if self.max_context is not None:
@@ -74,7 +86,8 @@ class RowEngine:
             self._sentence_ends = sentence_end_ids(self.tokenizer)
         return self._sentence_ends
 
-    def completion(self, state: RowState, prompt_index: int, sample_index: int, prompt_tokens: int) -> Completion:
+    def completion(self, state: RowState, prompt_index: int, sample_index: int, prompt_tokens: int,
+                   prefix_tokens: int = 0) -> Completion:
         think, solution = state.split()
         decode = self.tokenizer.decode
         return Completion(
@@ -90,4 +103,5 @@ class RowEngine:
             token_ids=list(state.tokens),
             forced_mask=list(state.forced),
             closed=state.closed,
+            prefix_tokens=prefix_tokens,
         )

@@ -76,6 +76,25 @@ class RowState:
         left = self.budget.solve - self.solve_tokens if self.budgeted else room
         return max(1, min(left, room))
 
+    def follow(self, ids) -> int:
+        """Take ``ids`` (another row's output for the same prompt, model and sampling) as this row's
+        own samples for as long as this row would append them unchanged: stop before a forced token
+        is due, once the row is done, and just after an id the row replaced (s1's "Wait"). Returns
+        how many ids were taken. Every id taken was drawn from the very distribution this row would
+        have drawn it from (the histories are equal up to it), so the row stays an exact sample;
+        this is what lets one trajectory serve every budget of a sweep (:mod:`e1.shared_sweep`).
+
+            state.follow(unconstrained.token_ids)   # elastic t: the first t ids, then the marker is due
+        """
+        taken = 0
+        for token in ids:
+            if self.done or self._queue:
+                break
+            taken += 1
+            if self.accept(token) != token:
+                break
+        return taken
+
     def accept(self, sampled: int) -> int:
         """Append the next token (the queued forced one if any, else ``sampled``); return it."""
         if self.waits_left and not self._queue:

@@ -89,12 +89,15 @@ class VLLMEngine(RowEngine):
         return cls(llm, tokenizer, markers)
 
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress=None, seeds: Sequence[int] | None = None) -> list[Completion]:
+                 progress=None, seeds: Sequence[int] | None = None,
+                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
         per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
         row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
-        states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in rows]
-        raw: list[list[int]] = [[] for _ in rows]  # ids as vLLM produced them (a replaced end included)
+        states, taken = self.start_states(prompt_ids, rows, budget, mode, sampling, prefixes)
+        # ids as vLLM produced them (a replaced end included): a followed prefix continues in a new
+        # request from prompt + the row's ids, which prefix caching turns into a cache hit
+        raw: list[list[int]] = [list(prefixes[i][:k]) if prefixes else [] for i, k in enumerate(taken)]
         for round_index in range(mode.wait + 2):
             todo = [i for i, state in enumerate(states) if not state.done]
             if not todo:
@@ -111,7 +114,7 @@ class VLLMEngine(RowEngine):
         if progress:
             progress(len(rows))
         assert all(state.done for state in states), "each call ends a row or replaces one of its k natural ends"
-        return [self.completion(states[i], p, j, len(prompt_ids[p])) for i, (p, j) in enumerate(rows)]
+        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
 
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
                  sampling: Sampling, row_seed: int, round_index: int):
