@@ -22,6 +22,7 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
+from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, check_run_dir
@@ -94,6 +95,8 @@ class EvalConfig:
             raise ConfigError(f"--max-tests must be >= 1, got {self.max_tests}", hint="leave it out to run every test")
         if not self.test_time_limit_s > 0:
             raise ConfigError(f"--test-time-limit must be > 0 seconds, got {self.test_time_limit_s}")
+        check_engine_options(self.backend, self.device, self.tp, self.gpu_memory_utilization, self.max_model_len)
+        check_markers(self.think_start, self.think_end)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -113,6 +116,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
 
     progress = progress or NullProgress()
     out = Path(config.out)
+    preflight(config, model=engine is None)
     check_run_dir(out, config.to_json(), RUN_IDENTITY)
     datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
     if config.limit:
@@ -138,6 +142,17 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
     summary = summarize(wanted)
     write_parquet(summary, out / SUMMARY)
     return wanted, summary
+
+
+def preflight(config: EvalConfig, model: bool = True) -> None:
+    """What can be checked before the model loads: --out, and (``model``: it is to be loaded) the
+    model path and the budgets against its context."""
+    from e1.preflight import check_context, check_model_path, check_writable
+
+    check_writable(config.out)
+    if model:
+        check_model_path(config.model)
+        check_context(config.model, config.budgets, config.modes, config.max_model_len)
 
 
 def load_engine_for(config: EvalConfig):
