@@ -27,7 +27,7 @@ from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, check_run_dir
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
-from e1.ui import NullProgress
+from e1.ui import NullProgress, stage
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s")
@@ -124,7 +124,9 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
     samples = samples_frame(frame=read_parquet(out / SAMPLES)) if (out / SAMPLES).exists() else samples_frame()
     todo = _pending(datasets, samples, config)
     if todo:
-        engine = engine or load_engine_for(config)
+        if engine is None:
+            with stage(progress, f"loading {config.model}"):
+                engine = load_engine_for(config)
         write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
         problems_per_call = max(1, config.batch_size // config.n)
         total = len(todo) * config.n
