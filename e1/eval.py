@@ -95,7 +95,8 @@ class EvalConfig:
             raise ConfigError(f"--max-tests must be >= 1, got {self.max_tests}", hint="leave it out to run every test")
         if not self.test_time_limit_s > 0:
             raise ConfigError(f"--test-time-limit must be > 0 seconds, got {self.test_time_limit_s}")
-        check_engine_options(self.backend, self.device, self.tp, self.gpu_memory_utilization, self.max_model_len)
+        check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
+                             self.max_model_len)
         check_markers(self.think_start, self.think_end)
 
     def to_json(self) -> dict:

@@ -14,6 +14,7 @@ BACKENDS = ("auto", "hf", "vllm")
 
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.pick_dtype reads them
 
 
 def check_device(device: str) -> str:
@@ -52,12 +53,14 @@ def check_markers(think_start: str | None, think_end: str | None) -> None:
                           hint="pass two different markers, e.g. <think> and </think>")
 
 
-def check_engine_options(backend: str, device: str, tp: int, gpu_memory_utilization: float,
+def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_memory_utilization: float,
                          max_model_len: int | None) -> None:
     """The engine settings `e1 eval` and `e1 sweep` take, refused before anything loads."""
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}", hint=did_you_mean(backend, BACKENDS))
     check_device(device)
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
     if tp < 1:
         raise ConfigError(f"--tp must be >= 1, got {tp}", hint="the number of GPUs one vLLM engine spans")
     if not 0 < gpu_memory_utilization <= 1:
