@@ -352,6 +352,8 @@ class FetchConfig:
     def __post_init__(self):
         if self.retries < 0 or self.backoff_s < 0 or self.timeout_s <= 0 or self.min_interval_s < 0:
             raise ConfigError(f"invalid fetch settings {self}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"--api-url {self.base_url!r} is not an http(s) URL", hint=f"e.g. {API_URL}")
 
 
 class _Client:

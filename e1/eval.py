@@ -21,11 +21,12 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
+from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, check_run_dir
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
-from e1.ui import NullProgress
+from e1.ui import NullProgress, stage
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes")
@@ -83,6 +84,9 @@ class EvalConfig:
             raise ConfigError(f"--max-tests must be >= 1, got {self.max_tests}", hint="leave it out to run every test")
         if not self.test_time_limit_s > 0:
             raise ConfigError(f"--test-time-limit must be > 0 seconds, got {self.test_time_limit_s}")
+        check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
+                             self.max_model_len)
+        check_markers(self.think_start, self.think_end)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -102,6 +106,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
 
     progress = progress or NullProgress()
     out = Path(config.out)
+    preflight(config, model=engine is None)
     check_run_dir(out, config.to_json(), RUN_IDENTITY)
     datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
     if config.limit:
@@ -110,7 +115,9 @@ def evaluate(config: EvalConfig, engine=None, progress=None):
     todo = _pending(datasets, samples, config)
     if todo:
         _check_sandbox(todo, config)  # seconds, not after the model has loaded
-        engine = engine or load_engine_for(config)
+        if engine is None:
+            with stage(progress, f"loading {config.model}"):
+                engine = load_engine_for(config)
         write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
         total = len(todo) * config.n
         with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
@@ -135,6 +142,17 @@ def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
         from e1.sandbox import isolation
 
         isolation(config.sandbox)
+
+
+def preflight(config: EvalConfig, model: bool = True) -> None:
+    """What can be checked before the model loads: --out, and (``model``: it is to be loaded) the
+    model path and the budgets against its context."""
+    from e1.preflight import check_context, check_model_path, check_writable
+
+    check_writable(config.out)
+    if model:
+        check_model_path(config.model)
+        check_context(config.model, config.budgets, config.modes, config.max_model_len)
 
 
 def load_engine_for(config: EvalConfig):

@@ -141,6 +141,10 @@ def samples_frame(rows=None, frame=None):
                 raise ValueError(f"a sample row needs exactly the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
         frame = pd.DataFrame(rows or [], columns=SAMPLE_COLUMNS)
     missing = {column: value for column, value in SAMPLE_DEFAULTS.items() if column not in frame.columns}
+    foreign = [column for column in SAMPLE_COLUMNS if column not in frame.columns and column not in missing]
+    if foreign:
+        raise ResultsError(f"a samples file without e1's columns ({', '.join(foreign[:3])}, ...)",
+                           hint="it is not an e1 run's samples.parquet: move it away or use another --out")
     if missing:
         frame = frame.assign(**missing)
     return frame[SAMPLE_COLUMNS].astype(SAMPLE_DTYPES)

@@ -52,6 +52,11 @@ def run_lock(out: Path, command: str):
         os.close(fd)  # releases the lock
 
 
+def held() -> list[Path]:
+    """The run directories this process holds now (the Ctrl-C line names them)."""
+    return [Path(key) for key in sorted(_HELD)]
+
+
 def holder(out: Path) -> dict | None:
     """Who holds (or last held) ``out``: host, pid, command, started; None if nobody ever did."""
     try:

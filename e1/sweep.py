@@ -164,6 +164,17 @@ class SweepConfig:
         return data
 
 
+def _preflight(config: SweepConfig, models: bool) -> None:
+    """Before the first model loads: --out is writable, and (``models``: they are loaded here) every
+    --model exists and fits the grid's budgets, so a typo in the last model fails in seconds."""
+    from e1.preflight import check_context, check_model_path, check_writable
+
+    check_writable(config.out)
+    for model in config.models if models else ():
+        check_model_path(model)
+        check_context(model, config.settings.budgets, config.modes, config.settings.max_model_len)
+
+
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None):
     """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
     (with ``differences.parquet``, :func:`e1.metrics.mode_differences` of the samples).
@@ -181,6 +192,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 
     progress = progress or NullProgress()
     out = Path(config.out)
+    _preflight(config, models=load_engine is None)
     _check_sweep_dir(out, config)
     write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
     load_engine = load_engine or (lambda model: _load_engine(model, config))

@@ -13,7 +13,8 @@ returns with the table builders here. Files hold fractions; these tables show pe
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
+import time
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator, Protocol
 
@@ -37,17 +38,39 @@ class NullProgress:
         pass
 
 
-class RichProgress:
-    """A rich progress bar per task, on stderr, with rate, time left and a status (:meth:`status`)."""
+def stage(progress, description: str):
+    """A stage without a count (loading a model), shown by reporters that show stages:
 
-    def __init__(self, console=None):
+        with stage(progress, f"loading {model}"):
+            engine = load_engine(model)
+    """
+    show = getattr(progress, "stage", None)
+    return show(description) if show is not None else nullcontext()
+
+
+class RichProgress:
+    """A rich progress bar per task, on stderr, with rate, time left and a status (:meth:`status`).
+
+    When stderr is not a terminal (a SLURM log, nohup, CI) it prints plain lines instead: the
+    task's start, then ``done/total``, rate and time left every ``interval_s`` seconds, and its end.
+    """
+
+    def __init__(self, console=None, interval_s: float = 30.0):
         from rich.console import Console
 
         self.console = console or Console(stderr=True)
-        self._bar = self._task = None
+        self.interval_s = interval_s
+        self._bar = self._task = self._plain = None
 
     @contextmanager
     def task(self, description: str, total: int):
+        if not self.console.is_terminal:
+            self._plain = PlainTask(self.console, description, total, self.interval_s)
+            try:
+                yield self
+            finally:
+                self._plain = self._plain.close()
+            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -59,13 +82,67 @@ class RichProgress:
             finally:
                 self._bar = self._task = None
 
+    @contextmanager
+    def stage(self, description: str):
+        """A spinner on a terminal; elsewhere a line when it starts and one with its duration."""
+        if self.console.is_terminal:
+            with self.console.status(description):
+                yield
+            return
+        started = time.monotonic()
+        self.console.print(f"{description} ...", markup=False, highlight=False)
+        yield
+        self.console.print(f"{description}: done in {time.monotonic() - started:.1f}s", markup=False, highlight=False)
+
     def advance(self, amount: int = 1) -> None:
-        self._bar.advance(self._task, amount)
+        if self._plain is not None:
+            self._plain.advance(amount)
+        else:
+            self._bar.advance(self._task, amount)
 
     def status(self, text: str) -> None:
         """Show ``text`` after the running task's bar (nothing happens between tasks)."""
-        if self._bar is not None:
+        if self._plain is not None:
+            self._plain.status = text
+        elif self._bar is not None:
             self._bar.update(self._task, status=text)
+
+
+class PlainTask:
+    """One task's progress as plain lines: ``stage: done/total (pct), rate/s, eta H:MM:SS  status``."""
+
+    def __init__(self, console, description: str, total: int, interval_s: float):
+        self.console, self.description, self.total, self.interval_s = console, description, total, interval_s
+        self.done, self.status, self.started = 0, "", time.monotonic()
+        self.shown_at = self.started
+        self._print(f"{description}: 0/{total}")
+
+    def advance(self, amount: int) -> None:
+        self.done += amount
+        if time.monotonic() - self.shown_at >= self.interval_s:
+            self._print(self.line())
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.done / elapsed
+        eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
+        percent = 100 * self.done / self.total if self.total else 100.0
+        text = f"{self.description}: {self.done}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
+        return f"{text}  {self.status}" if self.status else text
+
+    def close(self) -> None:
+        """The closing line (always printed, so a log shows how each task ended)."""
+        self._print(self.line() + f", took {_clock(time.monotonic() - self.started)}")
+
+    def _print(self, text: str) -> None:
+        self.shown_at = time.monotonic()
+        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _clock(seconds: float) -> str:
+    """Seconds as H:MM:SS."""
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def step_status(row: dict) -> str:

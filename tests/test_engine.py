@@ -268,3 +268,17 @@ def test_growing_cache_doubles_and_compacts_like_a_dynamic_cache():
     index = torch.tensor([3, 1])
     grown.batch_select_indices(index), reference.batch_select_indices(index)
     assert torch.equal(grown.layers[0].keys, reference.layers[0].keys)
+
+
+@pytest.mark.parametrize("mode", ["elastic", "truncate", "budget-forcing"])
+def test_max_tokens_caps_mode_none_only(tiny_engine, mode):
+    # --max-tokens 3 is documented as the cap of mode none; t=8, s=4 must still be used in full:
+    # (None, 2) thinks until forced (8 tokens), then writes 2 solution tokens (the last is EOS)
+    engine, prompts = make_fake(tiny_engine.tokenizer, [(None, 2)])
+    capped = Sampling(temperature=0.0, max_tokens=3)
+    c = engine.generate(prompts, Budget(8, 4), Mode.parse(mode), capped)[0]
+    # budget-forcing's forced "Final Answer:" counts as the fake's solution, so it writes one token less
+    expected = {"elastic": (8, 2), "truncate": (12, 0), "budget-forcing": (8, 1)}[mode]
+    assert (c.think_tokens, c.solve_tokens) == expected
+    none = engine.generate(prompts, Budget(8, 4), Mode("none"), capped)[0]
+    assert len(none.token_ids) == 3  # the cap it is documented for

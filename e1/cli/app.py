@@ -7,7 +7,9 @@ modules at import time) imports torch, so ``e1 --help`` and tab completion stay 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 import typer
 
@@ -62,25 +64,52 @@ app.command(name="sweep-budgets", no_args_is_help=True, hidden=True)(sweep_cmd.s
 
 
 def _fail(message: str, code: int) -> None:
+    """One red line on stderr. The message is text, not markup: paths like ``runs/[v2]`` print as typed."""
     from rich.console import Console
+    from rich.markup import escape
 
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {message}")
+    line = " ".join(message.split())
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
     sys.exit(code)
+
+
+def interrupted_message() -> str:
+    """What Ctrl-C kept and how to continue: the run directories this process holds, if any."""
+    from e1.runlock import held
+
+    kept = ", ".join(str(path) for path in held())
+    where = f"finished results are kept in {kept}" if kept else "finished results are kept"
+    return f"interrupted: {where}; rerun the same command to resume (e1 train: add --resume)"
+
+
+class Interrupted(BaseException):
+    """Ctrl-C as e1 raises it: not a KeyboardInterrupt, which click turns into a bare "Aborted!",
+    and not an Exception, which a library's ``except Exception`` could swallow."""
+
+
+def _on_sigint(signum, frame) -> None:
+    raise Interrupted(interrupted_message())  # now, while the run directories are still held
 
 
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         app(prog_name="e1")
     except E1Error as err:
         if debug:
             raise
         _fail(str(err), err.exit_code)
+    except Interrupted as err:
+        if debug:
+            raise
+        _fail(str(err), 130)
     except KeyboardInterrupt:
         if debug:
             raise
-        _fail("interrupted (finished results are saved; rerun the same command to resume)", 130)
+        _fail(interrupted_message(), 130)
     except Exception as err:  # an unexpected failure still gets one line, not a traceback
         if debug:
             raise

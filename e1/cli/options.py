@@ -23,6 +23,16 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+def nonempty_path(flag: str) -> Callable[[object], Path]:
+    """Typer's parser for a path option: ``--out ''`` would otherwise be ``Path('.')``, the current directory.
+
+        OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
+    """
+    from e1.preflight import check_out
+
+    return lambda value: check_out(value, flag)
+
+
 ModelOpt = Annotated[
     str, typer.Option("--model", "-m", help="Model folder or Hugging Face hub id.", show_default=False)
 ]
@@ -30,10 +40,12 @@ ThinkOpt = Annotated[
     str, typer.Option("--think", "-t", help="Thinking budget t in tokens: 512, 1k (=1024), 1.5k, 2K; 0 = no thinking.")
 ]
 SolveOpt = Annotated[str, typer.Option("--solve", "-s", help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.")]
+OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.",
+                                      parser=nonempty_path("--out"))]
 DataDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data)."),
+    typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data).",
+                 parser=nonempty_path("--data-dir")),
 ]
 ThinkStartOpt = Annotated[Optional[str], typer.Option(
     "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")]

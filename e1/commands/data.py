@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from e1.cli.options import DataDirOpt
+from e1.cli.options import DataDirOpt, nonempty_path
 from e1.errors import DataError
 
 app = typer.Typer(
@@ -34,11 +34,13 @@ NamesArg = Annotated[
 ]
 OutDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--out", "-o", help="Folder for the parquet files (default: $E1_DATA_DIR or ~/.cache/e1/data)."),
+    typer.Option("--out", "-o", help="Folder for the parquet files (default: $E1_DATA_DIR or ~/.cache/e1/data).",
+                 parser=nonempty_path("--out")),
 ]
 FromOpt = Annotated[
     Optional[Path],
-    typer.Option("--from", help="A local .jsonl, .json, .parquet or .csv file to prepare.", show_default=False),
+    typer.Option("--from", help="A local .jsonl, .json, .parquet or .csv file to prepare.", show_default=False,
+                 parser=nonempty_path("--from")),
 ]
 
 
@@ -68,6 +70,8 @@ def list_command(data_dir: DataDirOpt = None) -> None:
     from e1.ui import datasets_table
 
     folder = data_dir or default_data_dir()
+    if folder.exists() and not folder.is_dir():
+        raise DataError(f"--data-dir {folder} is a file", hint="pass the folder that holds the prepared .parquet files")
     prepared = set(prepared_names(folder))
     console = Console()
     # the one-line descriptions only fit a wide terminal

@@ -14,6 +14,8 @@ from typing import Annotated
 
 import typer
 
+from e1.cli.options import nonempty_path
+
 from e1.errors import ConfigError
 
 app = typer.Typer(
@@ -80,7 +82,7 @@ def elo_command(
 @app.command("fetch", no_args_is_help=True)
 def fetch_command(
     contests: Annotated[str, typer.Option("--contests", "-c", help="Contest ids, comma-separated: 1971,1972.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the contest files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the contest files.", parser=nonempty_path("--out"))],
     population: Annotated[
         bool, typer.Option("--population", help="Also store the rating histogram of all rated users.")
     ] = False,

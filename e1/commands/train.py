@@ -13,16 +13,17 @@ from typing import Annotated, Optional
 
 import typer
 
+from e1.cli.options import nonempty_path
 from e1.grpo.config import TrainConfig
 
 _DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
 
 
-def _opt(flag: str, help: str, key: str | None = None):
+def _opt(flag: str, help: str, key: str | None = None, **extra):
     key = key or flag.lstrip("-").replace("-", "_")
     default = _DEFAULTS.get(key)
     shown = "" if default is None or key in ("model", "data") else f" [default: {default}]"
-    return typer.Option(flag, help=help + shown, show_default=False)
+    return typer.Option(flag, help=help + shown, show_default=False, **extra)
 
 
 def train_command(
@@ -31,7 +32,7 @@ def train_command(
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="Training problems: registry name or file with problem and answer fields.", show_default=False)] = None,
     think: Annotated[Optional[str], _opt("--think", "Rollout thinking budget t: 512, 1k, 1.5k.")] = None,
     solve: Annotated[Optional[str], _opt("--solve", "Rollout solution budget s.")] = None,
-    out: Annotated[Optional[Path], _opt("--out", "Run directory (config.json, metrics.parquet, checkpoints/, eval/).")] = None,
+    out: Annotated[Optional[Path], _opt("--out", "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", parser=nonempty_path("--out"))] = None,
     steps: Annotated[Optional[int], _opt("--steps", "GRPO steps.")] = None,
     prompts_per_step: Annotated[Optional[int], _opt("--prompts-per-step", "Problems per step.")] = None,
     samples_per_prompt: Annotated[Optional[int], _opt("--samples-per-prompt", "Completions per problem (group size).")] = None,
@@ -59,7 +60,7 @@ def train_command(
     device: Annotated[Optional[str], _opt("--device", "auto | cpu | cuda | cuda:N.")] = None,
     think_start: Annotated[Optional[str], _opt("--think-start", "Start-of-thinking marker (default: <think>).")] = None,
     think_end: Annotated[Optional[str], _opt("--think-end", "End-of-thinking marker (default: </think>).")] = None,
-    data_dir: Annotated[Optional[Path], _opt("--data-dir", "Prepared datasets (default: $E1_DATA_DIR).")] = None,
+    data_dir: Annotated[Optional[Path], _opt("--data-dir", "Prepared datasets (default: $E1_DATA_DIR).", parser=nonempty_path("--data-dir"))] = None,
     algo: Annotated[Optional[str], _opt("--algo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).")] = None,
     lr_schedule: Annotated[Optional[str], _opt("--lr-schedule", "constant | cosine.")] = None,
     warmup_steps: Annotated[Optional[int], _opt("--warmup-steps", "Linear learning-rate warm-up steps.")] = None,

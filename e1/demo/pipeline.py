@@ -72,6 +72,17 @@ class DemoResult:
 
 
 def run_demo(config: DemoConfig, progress=None) -> DemoResult:
+    """Every stage, resuming finished ones; ``config.out`` is held by this process throughout
+    (a second `e1 demo` into it is refused, naming this one)."""
+    from e1.preflight import check_writable
+    from e1.runlock import run_lock
+
+    check_writable(config.out)
+    with run_lock(Path(config.out), "e1 demo"):
+        return _stages(config, progress)
+
+
+def _stages(config: DemoConfig, progress=None) -> DemoResult:
     from e1.data import prepare_benchmark
     from e1.grpo.config import TrainConfig
     from e1.grpo.trainer import checkpoints, train

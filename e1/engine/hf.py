@@ -37,6 +37,9 @@ Progress = Callable[[int], None]  # called with the number of sequences just fin
 
 
 def pick_device(device: str = "auto") -> torch.device:
+    from e1.engine import check_device
+
+    check_device(device)
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
@@ -52,10 +55,17 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return table[dtype]
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
 def load_tokenizer(model: str):
     """The tokenizer of a model folder or hub id, with a one-line error when it is missing."""
     from transformers import AutoTokenizer
 
+    folder = Path(model)
+    if folder.is_dir() and not any((folder / name).exists() for name in TOKENIZER_FILES):
+        raise ModelError(f"{model} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...)",
+                         hint="copy the tokenizer files of the model it was trained from into the folder")
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
     except (OSError, ValueError, TypeError) as err:
@@ -76,9 +86,14 @@ def _load_hint(model: str) -> str:
 def load_model(model: str, dtype: str = "auto", device: str = "auto"):
     from transformers import AutoModelForCausalLM
 
+    from safetensors import SafetensorError
+
     torch_device = pick_device(device)
     try:
         loaded = AutoModelForCausalLM.from_pretrained(model, dtype=pick_dtype(dtype, torch_device))
+    except SafetensorError as err:
+        raise ModelError(f"a weights file of {model!r} is damaged or incomplete: {str(err).splitlines()[0]}",
+                         hint="copy or download the model again (an interrupted copy leaves a truncated file)") from err
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load model {model!r}: {str(err).splitlines()[0]}", hint=_load_hint(model)) from err
     return loaded.to(torch_device).eval()

@@ -46,10 +46,7 @@ class RowEngine:
         Mode ``none`` is only capped: running to the end of the context is what it asks for."""
         if self.max_context is None:
             return
-        markers = self.markers
-        worst = {"truncate": budget.total, "none": 1}.get(
-            mode.name, budget.total + len(markers.start_ids) + len(markers.end_ids) + len(self.exit_ids(mode))
-            + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0))
+        worst = 1 if mode.name == "none" else self.worst_case(budget, mode)
         if longest_prompt + worst > self.max_context:
             raise ConfigError(
                 f"a prompt of {longest_prompt} tokens plus the {mode} budget t={budget.think} s={budget.solve} "
@@ -68,8 +65,18 @@ class RowEngine:
             raise ConfigError(f"{len(prefixes)} prefixes for {len(rows)} rows", hint="pass one prefix per (prompt, sample) row")
         return states, [state.follow(prefix) for state, prefix in zip(states, prefixes)]
 
+    def worst_case(self, budget: Budget, mode: Mode) -> int:
+        """The most tokens a budgeted row can write: its budget plus every forced token."""
+        if mode.name == "truncate":
+            return budget.total
+        markers = self.markers
+        return (budget.total + len(markers.start_ids) + len(markers.end_ids) + len(self.exit_ids(mode)) + mode.grace
+                + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0))
+
     def row_state(self, prompt: list[int], budget: Budget, mode: Mode, sampling: Sampling) -> RowState:
-        room = sampling.max_tokens
+        """A row's state machine. ``--max-tokens`` caps mode ``none`` only: a budgeted mode's cap is its
+        budget (plus the forced tokens and the EOS a budget forces), never the unrelated ``max_tokens``."""
+        room = sampling.max_tokens if mode.name == "none" else self.worst_case(budget, mode) + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
         return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),

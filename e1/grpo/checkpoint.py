@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from e1.errors import ConfigError
+from e1.errors import ConfigError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
 
@@ -75,13 +75,21 @@ def _prune(config: TrainConfig) -> None:
 
 def load_checkpoint(checkpoint: Path, strategy: Parallel) -> TrainerState:
     """Restore the optimizer and the RNG states of ``checkpoint``; returns its trainer state."""
-    saved = torch.load(checkpoint / STATE, weights_only=False)
+    try:
+        saved = torch.load(checkpoint / STATE, weights_only=False)
+        missing = {"state", "optimizer", "python_rng", "torch_rng", "cuda_rng"} - set(saved)
+        if missing:
+            raise KeyError(f"no {', '.join(sorted(missing))}")
+        state = TrainerState(**saved["state"])
+    except Exception as err:  # a damaged or foreign file: torch and pickle raise many types
+        raise ResultsError(f"cannot read {checkpoint / STATE}: {' '.join(str(err).split())[:120] or type(err).__name__}",
+                           hint=f"move {checkpoint} away to resume from the checkpoint before it") from err
     strategy.load_optimizer(checkpoint, saved["optimizer"])
     random.setstate(saved["python_rng"])
     torch.set_rng_state(saved["torch_rng"])
     if saved["cuda_rng"] and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(saved["cuda_rng"])
-    return TrainerState(**saved["state"])
+    return state
 
 
 def load_metrics(out: Path, step: int) -> list[dict]:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget
-from e1.engine import BACKENDS
+from e1.engine import BACKENDS, check_device, check_markers
 from e1.errors import ConfigError, did_you_mean
 
 ALGOS = ("grpo", "sft")
@@ -134,6 +134,8 @@ class TrainConfig:
         """The rollout engine's settings and the code sandbox's."""
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown backend {self.backend!r}", hint=did_you_mean(self.backend, BACKENDS))
+        check_device(self.device)
+        check_markers(self.think_start, self.think_end)
         if self.tp < 1:
             raise ConfigError(f"tp must be >= 1, got {self.tp}")
         if not 0 < self.gpu_memory_utilization <= 1:
@@ -185,6 +187,44 @@ def check_keys(values: dict[str, Any], source: str = "config") -> None:
             raise ConfigError(f"{source}: unknown key {key!r}", hint=did_you_mean(key, FIELDS))
 
 
+# a config file's value for a field must be one of these (bool is refused where a number belongs:
+# TOML/YAML ``true`` is not 1); "Path" fields take strings
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "Path": (str, Path)}
+_TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
+               "Path": "a path (a string)"}
+
+
+def check_types(values: dict[str, Any], source: str = "config") -> None:
+    """ConfigError naming the first value whose type does not fit its field, as the CLI refuses
+    ``--steps 2.5``: ``steps = 2.5``, ``prompts_per_step = true`` and ``lr = "fast"`` are all refused.
+
+    >>> check_types({"steps": 2.5}, "train.toml")
+    Traceback (most recent call last):
+    e1.errors.ConfigError: train.toml: steps must be a whole number, got 2.5
+    """
+    annotations = {f.name: str(f.type) for f in fields(TrainConfig)}
+    for key, value in values.items():
+        kinds = [kind.strip() for kind in annotations[key].split("|")]
+        if value is None and "None" in kinds:
+            continue
+        fits = any(isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, bool))
+                   for kind in kinds if kind in _TYPES)
+        if not fits:
+            expected = " or ".join(_TYPE_NAMES[kind] for kind in kinds if kind in _TYPE_NAMES)
+            raise ConfigError(f"{source}: {key} must be {expected}, got {value!r}",
+                              hint=f"write e.g. {key} = {_example(key)}")
+
+
+def _example(key: str) -> str:
+    """The field's default as a TOML value (``"..."`` when it has none)."""
+    default = next(f.default for f in fields(TrainConfig) if f.name == key)
+    if default is None or default is MISSING:
+        return '"..."'
+    if isinstance(default, bool):
+        return str(default).lower()
+    return f'"{default}"' if isinstance(default, (str, Path)) else str(default)
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     """The keys of a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file, checked against :class:`TrainConfig`."""
     path = Path(path)
@@ -206,6 +246,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     if not isinstance(values, dict):
         raise ConfigError(f"{path}: expected key = value pairs at the top level", hint="see `e1 train --help`")
     check_keys(values, str(path))
+    check_types(values, str(path))
     return values
 
 

@@ -29,10 +29,11 @@ is :mod:`e1.grpo.core`; this module only moves tensors between phases. ``--algo 
 from __future__ import annotations
 
 import math
+import os
 import random
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,7 +60,7 @@ from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
 from e1.rewards.registry import Reward, reward_for
 from e1.rewards.scoring import Scorer
-from e1.ui import NullProgress
+from e1.ui import NullProgress, stage
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
 Objective = Callable[[MicroBatch, float], "tuple[torch.Tensor, dict]"]  # (micro-batch, normaliser) -> (loss, metrics)
@@ -69,17 +70,31 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
           reward: Reward | None = None) -> Path:
     """Train (or resume) as configured; returns the run directory. ``on_step`` gets each metrics row;
     ``reward`` (``reward(completions, answers, **columns)``) replaces the registered rewards."""
-    trainer = Trainer.create(config, reward)
+    check_run_dir(config)  # a refused run creates nothing; checked again under the lock
     progress = progress or NullProgress()
-    with trainer.scorer, progress.task(f"training {config.steps} steps", total=config.steps) as bar:
-        bar.advance(trainer.state.step)
-        while trainer.state.step < config.steps:
-            row = trainer.step()
-            bar.advance(1)
-            if on_step:
-                on_step(row)
-    trainer.strategy.finish()
+    with owned(config):
+        with stage(progress, f"loading {config.model}" + (" (resuming)" if config.resume else "")):
+            trainer = Trainer.create(config, reward)
+        with trainer.scorer, progress.task(f"training {config.steps} steps", total=config.steps) as bar:
+            bar.advance(trainer.state.step)
+            while trainer.state.step < config.steps:
+                row = trainer.step()
+                bar.advance(1)
+                if on_step:
+                    on_step(row)
+        trainer.strategy.finish()
     return config.out
+
+
+def owned(config: TrainConfig):
+    """The run directory's lock (:mod:`e1.runlock`), taken by the process that writes it: rank 0
+    (``RANK`` as torchrun and deepspeed set it). A second launch's rank 0 is refused at once, and
+    its launcher stops the other ranks; ranks of one run never contend for the lock."""
+    from e1.runlock import run_lock
+
+    if config.deepspeed is not None and os.environ.get("RANK", "0") != "0":
+        return nullcontext()
+    return run_lock(config.out, "e1 train")
 
 
 @dataclass
@@ -194,15 +209,22 @@ class Trainer:
         with self.phase("eval"):
             validating = self.due(config.eval_every) and config.eval_data and self.strategy.rank == 0
             row["eval_accuracy"] = self.validate(step) if validating else math.nan
-        with self.phase("save"):
-            if self.due(config.save_every) or step == config.steps:
-                save_checkpoint(config, self.state, self.strategy, self.tokenizer)
-        row |= {f"{name}_s": self.timings.get(name, 0.0) for name in PHASES}
-        row["step_s"] = time.perf_counter() - started
         self.metrics.append(row)
-        if self.strategy.rank == 0:
-            write_metrics(config.out, self.metrics)
+        if self.due(config.save_every) or step == config.steps:
+            # the step's metrics row lands before its checkpoint: a kill between the two resumes from
+            # the checkpoint before and redoes the step, a kill after finds both (save_s NaN until known)
+            self.record(row, started, save_s=math.nan)
+            with self.phase("save"):
+                save_checkpoint(config, self.state, self.strategy, self.tokenizer)
+        self.record(row, started)
         return row
+
+    def record(self, row: dict, started: float, **known: float) -> None:
+        """Complete ``row`` (the last of ``self.metrics``) with the phase timings; rank 0 writes the file."""
+        row |= {f"{name}_s": self.timings.get(name, 0.0) for name in PHASES} | known
+        row["step_s"] = time.perf_counter() - started
+        if self.strategy.rank == 0:
+            write_metrics(self.config.out, self.metrics)
 
     @contextmanager
     def phase(self, name: str):
