@@ -116,9 +116,11 @@ def prompt_content(problem: str | Mapping[str, Any] | Any, task: str | None = No
     return style(row) if style else str(row["problem"])
 
 
-def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | None = None) -> str:
-    """The text the model continues from; a tokenizer without a chat template gets the bare message."""
-    content = prompt_content(problem, task)
+def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | None = None,
+                 instruction: str | None = None) -> str:
+    """The text the model continues from; a tokenizer without a chat template gets the bare message.
+    ``instruction`` ends the user message (e.g. L1's "Think for 512 tokens.")."""
+    content = prompt_content(problem, task) + (f" {instruction}" if instruction else "")
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                              add_generation_prompt=True)

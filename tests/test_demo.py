@@ -58,7 +58,10 @@ def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):
     assert sft["algo"] == "sft" and grpo["algo"] == "grpo" and grpo["model"] == str(result.base)
     assert grpo["think"] >= result.median_think and grpo["solve"] == 2  # trained at t = ceil(m)
     curves = pd.read_parquet(out / "curves" / "curves.parquet")
-    assert set(curves["mode"]) == {"elastic", "truncate"} and curves["model"].nunique() == 2
+    assert set(curves["mode"]) == {"elastic", "truncate"} and curves["model"].nunique() == 3
+    cosine = json.loads((out / "cosine" / "config.json").read_text())  # the length-penalty baseline
+    assert cosine["length_reward"] == "cosine" and cosine["think"] == 2 * grpo["think"]
+    assert str(result.baseline) in set(curves["model"])
     claims = json.loads((out / "claims.json").read_text())["claims"]
     assert len(claims) == 5 and all({"claim", "passed"} <= set(c) for c in claims)
     # a rerun resumes: nothing is trained again

@@ -19,8 +19,9 @@ def demo_command(
     """Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 training, budget curves.
 
     Builds a synthetic reasoning task and a tiny model, fine-tunes it on verbose reasoning
-    traces (the base model), trains it with budget-constrained GRPO (the E1 model), and
-    compares both across thinking budgets; prints where everything is and which of the
+    traces (the base model), trains it with budget-constrained GRPO (the E1 model) and, as a
+    baseline, with a cosine length reward (Yeo et al., 2025), and compares them across
+    thinking budgets; prints where everything is and which of the
     paper's effects the results show. Rerunning resumes finished stages.
 
     Examples:
@@ -48,11 +49,12 @@ def demo_command(
     from e1.ui import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")
-    console.print(curves_table(curves, names=model_names(result.base, result.e1)))
+    console.print(curves_table(curves, names=model_names(result.base, result.e1, result.baseline)))
     block = claims_markdown(result.claims, result.median_think, seconds)
     console.print(Markdown(block))
     (out / "report.md").write_text(block)
     console.print(f"base model: [bold]{result.base}[/bold]\nE1 model:   [bold]{result.e1}[/bold]\n"
+                  f"baseline:   [bold]{result.baseline}[/bold] (GRPO with the cosine length reward)\n"
                   f"curves:     [bold]{out / 'curves' / 'curves.png'}[/bold] (and curves.parquet)\n"
                   f"claims:     [bold]{out / 'claims.json'}[/bold], {out / 'report.md'}")
     if readme is not None and not update_readme(readme, block):

@@ -30,7 +30,7 @@ def train_command(
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="TOML or YAML file with the same keys as the options (flags override it).", show_default=False)] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Initial policy: model folder or hub id.", show_default=False)] = None,
     data: Annotated[Optional[str], typer.Option("--data", "-d", help="Training problems: registry name or file with problem and answer fields.", show_default=False)] = None,
-    think: Annotated[Optional[str], _opt("--think", "Rollout thinking budget t: 512, 1k, 1.5k.")] = None,
+    think: Annotated[Optional[str], _opt("--think", "Rollout thinking budget t: 512, 1k, 1.5k; a set 512,1k,2k or a range 512..2k draws one per prompt and step (budget curriculum).")] = None,
     solve: Annotated[Optional[str], _opt("--solve", "Rollout solution budget s.")] = None,
     out: Annotated[Optional[Path], _opt("--out", "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", parser=nonempty_path("--out"))] = None,
     steps: Annotated[Optional[int], _opt("--steps", "GRPO steps.")] = None,
@@ -72,6 +72,9 @@ def train_command(
     test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None,
     max_tests: Annotated[Optional[int], _opt("--max-tests", "Code rewards: run only each problem's N largest tests (default: all).")] = None,
     sandbox: Annotated[Optional[str], typer.Option("--sandbox", envvar="E1_SANDBOX", show_default=False, help="Code rewards' sandbox: auto | unshare | bwrap | none (see e1 eval --help). [default: auto]")] = None,
+    think_schedule: Annotated[Optional[str], _opt("--think-schedule", "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the steps) or a linear 4k..1k; caps --think (default: none).")] = None,
+    length_reward: Annotated[Optional[str], _opt("--length-reward", "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., 2025); options as cosine:exceed=-5 (default: none).")] = None,
+    report_to: Annotated[Optional[str], _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).")] = None,
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).")] = None,
 ) -> None:
     """Train a reasoning model with GRPO under a think/solve budget (Elastic Reasoning), or fine-tune it (--algo sft).
@@ -84,6 +87,10 @@ def train_command(
       e1 train --model agentica-org/DeepScaleR-1.5B-Preview --data deepscaler --think 1k --solve 1k --out runs/e1-math
 
       e1 train --config train.toml --steps 50 --resume
+
+      e1 train --model ./sft --data deepscaler --think 512..4k --think-schedule 4k:3k:2k --report-to tensorboard
+
+      e1 train --model ./sft --data deepscaler --think 1k --length-reward cosine --out runs/cosine-1k
 
       e1 train --algo sft --model ./init --data digits-train --lr 3e-3 --lr-schedule cosine --out runs/sft
 

@@ -8,8 +8,10 @@
 3. sft    — ``e1 train --algo sft`` on verbose/concise traces: the *base* reasoning model
 4. probe  — the base model unconstrained on the test split: its median thinking length m
 5. e1     — ``e1 train`` (GRPO, budget-constrained rollout at t ≈ m, s = 2) from the base model
-6. curves — ``e1 sweep`` of base and E1 over think budgets in elastic and truncate mode, plus
-            both unconstrained; the claims are then read off these results (``claims.json``)
+6. cosine — a length-penalty baseline: ``e1 train --length-reward cosine`` (Yeo et al., 2025) from
+            the base model, same steps, rollouts at t ≈ 2m: its length is shaped by the reward, not a budget
+7. curves — ``e1 sweep`` of the three models over think budgets in elastic and truncate mode, plus
+            base and E1 unconstrained; the claims are then read off these results (``claims.json``)
 
 Every stage writes an ordinary run directory (checkpoints that ``e1 eval`` loads, metrics
 parquet, eval-format results); rerunning the same command resumes finished stages.
@@ -68,6 +70,7 @@ class DemoResult:
     base: Path
     e1: Path
     median_think: float
+    baseline: Path | None = None  # the cosine length-reward GRPO model
     claims: list[dict] = field(default_factory=list)
 
 
@@ -117,6 +120,8 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
         batch_size=sizes.grpo_prompts * config.group_size,
     )
     e1_model = _train_once(grpo, train, checkpoints, progress)
+    cosine = replace(grpo, out=out / "cosine", think=2 * think, length_reward="cosine")
+    baseline = _train_once(cosine, train, checkpoints, progress)
     _unconstrained(e1_model, out / "eval" / "e1-none", data_dir, sizes, sampling, progress)
 
     from e1.sweep import SweepConfig, sweep
@@ -126,22 +131,24 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
 
     grid = EvalConfig(model=str(base), datasets=("digits",), budgets=budgets, modes=(Mode("elastic"), Mode("truncate")),
                       n=sizes.samples, sampling=sampling, batch_size=512, data_dir=data_dir)
-    sweep(SweepConfig(models=(str(base), str(e1_model)), settings=grid, out=out / "curves"), progress=progress)
+    sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
+          progress=progress)
     from e1.plots import plot_curves
     from e1.results import read_parquet
 
     plot_curves(read_parquet(out / "curves" / "curves.parquet"), out / "curves" / "curves.png",
-                names=model_names(base, e1_model))
-    result = DemoResult(out=out, base=base, e1=e1_model, median_think=median)
+                names=model_names(base, e1_model, baseline))
+    result = DemoResult(out=out, base=base, e1=e1_model, median_think=median, baseline=baseline)
     from e1.demo.claims import check_claims
 
     result.claims = check_claims(out, base, e1_model, median)
     return result
 
 
-def model_names(base: Path, e1: Path) -> dict[str, str]:
-    """Display names of the demo's two models in tables and plots."""
-    return {str(base): "base (SFT)", str(e1): "E1"}
+def model_names(base: Path, e1: Path, baseline: Path | None = None) -> dict[str, str]:
+    """Display names of the demo's models in tables and plots."""
+    names = {str(base): "base (SFT)", str(e1): "E1"}
+    return names | ({str(baseline): "cosine-length GRPO"} if baseline else {})
 
 
 def _initial_model(path: Path, config: DemoConfig) -> Path:

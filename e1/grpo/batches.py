@@ -23,6 +23,7 @@ from e1.engine.base import Completion
 from e1.engine.sampling import derive_seed
 from e1.grpo.config import TrainConfig
 from e1.grpo.core import loss_mask
+from e1.grpo.problems import Instructed, prompt_of
 
 
 @dataclass
@@ -52,6 +53,7 @@ class Batcher:
     config: TrainConfig
     world: int
     device: torch.device
+    instruct: Instructed | None = None  # a length reward's prompts (L1), else the prompt_ids
 
     def plan(self, indices: list[int], completions: list[Completion], advantages: torch.Tensor,
              step: int) -> list[list[MicroBatch]]:
@@ -63,19 +65,20 @@ class Batcher:
         batches = []
         for start in range(0, len(order), prompts):
             rows = [p * k + j for p in order[start : start + prompts] for j in range(k)]
-            batches.append([self.micro_batch(rows[m : m + config.micro_batch], indices, completions, advantages)
+            batches.append([self.micro_batch(rows[m : m + config.micro_batch], indices, completions, advantages, step)
                             for m in range(0, len(rows), config.micro_batch)])
         return batches
 
     def micro_batch(self, rows: list[int], indices: list[int], completions: list[Completion],
-                    advantages: torch.Tensor) -> MicroBatch:
+                    advantages: torch.Tensor, step: int) -> MicroBatch:
         """Left-padded prompts (one per whole group) and right-padded completions of ``rows``, with the loss mask."""
         from torch.nn.utils.rnn import pad_sequence
 
         pad, k = self.pad_id, self.config.samples_per_prompt
         whole_groups = len(rows) % k == 0 and all(r % k == 0 for r in rows[::k])  # plan() keeps groups contiguous
         group_size = k if whole_groups else 1
-        prompts = [torch.tensor(self.prompt_ids[indices[completions[r].prompt_index]]) for r in rows[::group_size]]
+        prompts = [torch.tensor(prompt_of(self.prompt_ids, self.instruct, self.config, step,
+                                          indices[completions[r].prompt_index])) for r in rows[::group_size]]
         outputs = [torch.tensor(completions[r].token_ids, dtype=torch.long) for r in rows]
         forced = [torch.tensor(completions[r].forced_mask, dtype=torch.bool) for r in rows]
         prompt_ids = pad_sequence(prompts, batch_first=True, padding_value=pad, padding_side="left")  # [G, P]

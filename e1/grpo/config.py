@@ -18,23 +18,26 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import MISSING, asdict, dataclass, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from e1.budget import Budget
+from e1.budget import Budget, parse_tokens
 from e1.engine import BACKENDS, check_device, check_markers
 from e1.errors import ConfigError, did_you_mean
+from e1.grpo.curriculum import ThinkBudgets
 
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
 FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
+REPORT_TO = ("tensorboard", "wandb")  # mirrors e1.grpo.reporting.REPORTERS (that module imports this one)
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     model: str  # initial policy (and frozen reference): a model folder or hub id
     data: str  # training problems: a registry name or a file with problem and answer fields
-    think: str | int = "1k"  # thinking budget t of the rollouts (512, 1k, 1.5k, ...)
+    think: str | int = "1k"  # thinking budget t of the rollouts: 1k | a set 512,1k,2k | a range 512..2k (per prompt)
     solve: str | int = "1k"  # solution budget s of the rollouts
     out: Path = Path("runs/train")  # run directory: config.json, metrics.parquet, checkpoints/, eval/
     steps: int = 200  # GRPO steps (one rollout batch each)
@@ -79,12 +82,17 @@ class TrainConfig:
     test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
     max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
     sandbox: str | None = None  # code rewards' sandbox: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
+    think_schedule: str | None = None  # cap on t over the steps (ThinkPrune): stages 4k:2k:1k | linear 4k..1k
+    length_reward: str | None = None  # shaping after the task reward: l1-exact | l1-max | dapo | cosine [:key=value]
+    report_to: str = "none"  # metrics also to: tensorboard | wandb | tensorboard,wandb | none
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", Path(self.data_dir))
-        self.budget  # noqa: B018  parses think/solve, raising BudgetError
+        self.budget  # noqa: B018  parses think/solve and the schedule, raising BudgetError/ConfigError
+        self.length_shaping  # noqa: B018  parses length_reward
+        self.reporters  # noqa: B018
         for name in ("steps", "prompts_per_step", "mini_batch_prompts", "micro_batch", "save_every", "eval_every",
                      "batch_size"):
             if getattr(self, name) < 1:
@@ -148,9 +156,35 @@ class TrainConfig:
         if self.max_tests is not None and self.max_tests < 1:
             raise ConfigError(f"max_tests must be >= 1 or unset, got {self.max_tests}")
 
+    @cached_property
+    def think_budgets(self) -> ThinkBudgets:
+        """Each prompt's thinking budget at each step (:mod:`e1.grpo.curriculum`)."""
+        return ThinkBudgets.parse(self.think, self.think_schedule, self.steps)
+
     @property
     def budget(self) -> Budget:
-        return Budget.parse(self.think, self.solve)
+        """The largest budget a rollout may get (one budget: the paper's t and s)."""
+        return Budget(self.think_budgets.largest, parse_tokens(self.solve, "solve budget"))
+
+    def budget_for(self, step: int, problem: int) -> Budget:
+        """The budget of ``problem``'s rollouts at ``step``."""
+        return Budget(self.think_budgets.think(self.seed, step, problem), self.budget.solve)
+
+    @cached_property
+    def length_shaping(self):
+        """The parsed ``length_reward`` (:class:`e1.rewards.length.LengthShaping`), or None."""
+        from e1.rewards.length import LengthShaping
+
+        return LengthShaping.parse(self.length_reward) if self.length_reward else None
+
+    @property
+    def reporters(self) -> tuple[str, ...]:
+        """The names in ``report_to`` (empty for "none")."""
+        names = tuple(name.strip() for name in str(self.report_to).split(",") if name.strip() not in ("", "none"))
+        for name in names:
+            if name not in REPORT_TO:
+                raise ConfigError(f"unknown report_to {name!r}", hint=did_you_mean(name, (*REPORT_TO, "none")))
+        return names
 
     def lr_at(self, step: int) -> float:
         """The learning rate of training step ``step`` (1-based): warm-up, then constant or cosine."""
@@ -173,7 +207,7 @@ class TrainConfig:
     def to_json(self) -> dict:
         data = asdict(self)
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
-        data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}
+        data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         return data
 
 

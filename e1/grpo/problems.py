@@ -2,12 +2,13 @@
 each prompt tokenized once, SFT targets, and that the longest sequence fits the model's context.
 
     problems = load_problems("problems.jsonl", data_dir=None)
-    inputs = prepare_inputs(config)           # Inputs(problems, tokenizer, markers, prompt_ids, targets)
+    inputs = prepare_inputs(config)           # Inputs(problems, tokenizer, markers, prompt_ids, targets, instruct)
+    inputs.instruct(3, 2048)                  # L1: problem 3's prompt ids asking for 2048 tokens (else None)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from e1.errors import ConfigError, DataError
@@ -21,6 +22,36 @@ class Inputs:
     markers: object  # e1.engine.markers.Markers
     prompt_ids: list[list[int]]  # per problem, tokenized once
     targets: list[list[int]]  # SFT: each problem's completion ids + EOS; empty for GRPO
+    instruct: Instructed | None = None  # a length reward's prompts (L1's target length), else None
+
+
+@dataclass
+class Instructed:
+    """Prompts ending with a length reward's instruction ("Think for N tokens."): each problem's ids
+    for each target N, tokenized once."""
+
+    tokenizer: object
+    problems: object  # canonical DataFrame
+    shaping: object  # e1.rewards.length.LengthShaping with an instruction
+    cache: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+    def __call__(self, problem: int, target_tokens: int) -> list[int]:
+        from e1.prompts import build_prompt
+
+        key = (problem, target_tokens)
+        if key not in self.cache:
+            text, task = self.problems["problem"].iloc[problem], self.problems["task"].iloc[problem]
+            prompt = build_prompt(self.tokenizer, text, task, instruction=self.shaping.instruction(target_tokens))
+            self.cache[key] = self.tokenizer.encode(prompt, add_special_tokens=False)
+        return self.cache[key]
+
+
+def prompt_of(prompt_ids: list[list[int]], instruct: Instructed | None, config: TrainConfig, step: int,
+              problem: int) -> list[int]:
+    """``problem``'s prompt ids at ``step``: tokenized once, or with its length instruction (L1)."""
+    if instruct is None:
+        return prompt_ids[problem]
+    return instruct(problem, config.budget_for(step, problem).total)
 
 
 def prepare_inputs(config: TrainConfig) -> Inputs:
@@ -38,8 +69,11 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
     prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t), add_special_tokens=False)
                   for p, t in zip(problems["problem"], problems["task"])]
     targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []
-    check_context(config, max(map(len, prompt_ids)), len(markers.end_ids), max(map(len, targets), default=0))
-    return Inputs(problems, tokenizer, markers, prompt_ids, targets)
+    shaping = config.length_shaping
+    instruct = Instructed(tokenizer, problems, shaping) if shaping and shaping.instruction(1) else None
+    longest = max(len(instruct(i, config.budget.total)) if instruct else len(ids) for i, ids in enumerate(prompt_ids))
+    check_context(config, longest, len(markers.end_ids), max(map(len, targets), default=0))
+    return Inputs(problems, tokenizer, markers, prompt_ids, targets, instruct)
 
 
 def load_problems(spec: str, data_dir: Path | None):

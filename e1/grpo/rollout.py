@@ -1,6 +1,6 @@
 """The rollout engine of a training run: who decodes, with which weights, and when it holds the GPU.
 
-    rollouts = Rollout.create(config, strategy, tokenizer, markers, prompt_ids, model_path, device)
+    rollouts = Rollout.create(config, strategy, inputs, model_path, device)
     completions = rollouts.generate(indices, step, problems)   # samples_per_prompt per problem
     rollouts.sync(strategy)                                     # decode with the updated policy next
 
@@ -8,7 +8,8 @@ The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``bac
 ZeRO-3 on a plain copy, see :mod:`e1.grpo.parallel`) or a colocated
 :class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``), which gets a copy of
 every tensor after each update (:meth:`sync_weights`). Rollouts are elastic at the training
-budget, ``samples_per_prompt`` per problem, seeded by (seed, step, problem).
+budget (one, or each problem's from the curriculum: :mod:`e1.grpo.curriculum`),
+``samples_per_prompt`` per problem, seeded by (seed, step, problem).
 
 vLLM on a GPU shares it with training through sleep mode: it holds weights and KV cache only
 while it decodes (``gpu_memory_utilization`` of the GPU), and frees both before the update
@@ -24,10 +25,12 @@ import dataclasses
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.errors import ConfigError
 from e1.engine.sampling import derive_seed
+from e1.errors import ConfigError
 from e1.grpo.config import TrainConfig
+from e1.grpo.problems import Inputs, Instructed, prompt_of
 
 
 @dataclass
@@ -39,20 +42,21 @@ class Rollout:
     world: int = 1
     tp: int = 1  # consecutive ranks sharing one engine: a vLLM tensor-parallel group under DeepSpeed
     awake: set[str] = field(default_factory=lambda: {"weights", "kv_cache"})  # the engine's GPU memory in use
+    instruct: Instructed | None = None  # a length reward's prompts (L1), else the prompt_ids
 
     @classmethod
-    def create(cls, config: TrainConfig, strategy, tokenizer, markers, prompt_ids: list[list[int]], model: str,
-               device: str) -> Rollout:
+    def create(cls, config: TrainConfig, strategy, inputs: Inputs, model: str, device: str) -> Rollout:
         """The configured engine over ``model`` (a folder: the start or the resumed checkpoint)."""
         from e1.engine.hf import HFEngine, load_model
 
+        ours = {"rank": strategy.rank, "world": strategy.world, "instruct": inputs.instruct}
         if uses_vllm(config, strategy.world):
             tp = config.tp if config.deepspeed else 1
-            return cls(load_vllm(config, model, strategy.rank), prompt_ids, config, strategy.rank, strategy.world, tp)
+            return cls(load_vllm(config, model, strategy.rank), inputs.prompt_ids, config, tp=tp, **ours)
         # a ZeRO-3 policy cannot decode alone: transformers rollouts then need a plain copy
         module = strategy.policy if strategy.resident else load_model(model, config.dtype, device).requires_grad_(False)
-        engine = HFEngine(module, tokenizer, markers, config.batch_size)
-        return cls(engine, prompt_ids, config, strategy.rank, strategy.world)
+        engine = HFEngine(module, inputs.tokenizer, inputs.markers, config.batch_size)
+        return cls(engine, inputs.prompt_ids, config, **ours)
 
     @property
     def peers(self) -> list[int]:
@@ -73,15 +77,25 @@ class Rollout:
         return [dataclasses.replace(c, prompt_index=c.prompt_index - first) for c in ours] if first else ours
 
     def sample(self, problems: list[int], step: int) -> list[Completion]:
-        """The one call that draws a step's rollouts: elastic, at the training budget. Each
-        problem's samples are seeded by (seed, step, problem) alone, so they are the same whatever
-        rank or batch decodes them."""
-        config = self.config
+        """The step's rollouts: elastic, each problem at its training budget (one ``generate`` per
+        budget of the curriculum), prompt-major in the order of ``problems``. Each problem's samples
+        are seeded by (seed, step, problem) alone, so they are the same whatever rank or batch
+        decodes them."""
+        config, k = self.config, self.config.samples_per_prompt
         sampling = Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed)
-        seeds = [derive_seed(config.seed, "rollout", step, problem) for problem in problems]
-        prompts = [self.prompt_ids[problem] for problem in problems]
-        return self.engine.generate(prompts, config.budget, Mode("elastic"), sampling, n=config.samples_per_prompt,
-                                    seeds=seeds)
+        by_budget: dict[Budget, list[int]] = {}
+        for position, problem in enumerate(problems):
+            by_budget.setdefault(config.budget_for(step, problem), []).append(position)
+        completions: list[Completion] = [None] * (len(problems) * k)  # type: ignore[list-item]
+        for budget, positions in by_budget.items():
+            group = [problems[position] for position in positions]
+            seeds = [derive_seed(config.seed, "rollout", step, problem) for problem in group]
+            prompts = [prompt_of(self.prompt_ids, self.instruct, config, step, problem) for problem in group]
+            drawn = self.engine.generate(prompts, budget, Mode("elastic"), sampling, n=k, seeds=seeds)
+            for index, completion in enumerate(drawn):
+                position = positions[index // k]
+                completions[position * k + index % k] = dataclasses.replace(completion, prompt_index=position)
+        return completions
 
     @contextmanager
     def decoding(self, sleep_level: int):

@@ -5,9 +5,11 @@
     run_dir = train(TrainConfig(model="./tiny", data="problems.jsonl", think="1k", solve="1k"))
 
 1. ``rollout`` — ``prompts_per_step`` problems (deterministic shuffled epochs), each sampled
-   ``samples_per_prompt`` times in elastic mode at the training budget (:mod:`e1.grpo.rollout`).
+   ``samples_per_prompt`` times in elastic mode at its training budget: one, or drawn per
+   problem and capped by a schedule (:mod:`e1.grpo.curriculum`; :mod:`e1.grpo.rollout`).
 2. ``reward`` — every completion joined with the canonical ``</think>`` and scored by the same
-   :class:`~e1.rewards.scoring.Scorer` as ``e1 eval`` (or by an injected reward callable).
+   :class:`~e1.rewards.scoring.Scorer` as ``e1 eval`` (or by an injected reward callable), then
+   shaped by the length reward if one is configured (:mod:`e1.rewards.length`).
 3. ``advantage`` — :func:`~e1.grpo.core.group_advantages` over each prompt's group, and the
    step cut into mini-batches of micro-batches (:mod:`e1.grpo.batches`).
 4. ``old_logprob`` / ``ref_logprob`` — log-probs of exactly the rollout token ids under the policy
@@ -20,6 +22,9 @@
    parallelism strategy's business (:mod:`e1.grpo.parallel`: one device or DeepSpeed ZeRO).
 6. ``sync`` — the rollout engine decodes with the new weights (a no-op when it decodes with the
    policy module itself; vLLM gets a copy of every tensor).
+
+Each step's metrics row goes to ``metrics.parquet`` and to the configured reporters
+(TensorBoard, W&B: :mod:`e1.grpo.reporting`).
 
 Simplifications: one PPO epoch per batch, dropout off (the model stays in eval mode). The loss
 is :mod:`e1.grpo.core`; this module only moves tensors between phases. ``--algo sft`` runs
@@ -40,6 +45,7 @@ from pathlib import Path
 import torch
 
 from e1 import __version__
+from e1.budget import Budget
 from e1.engine.base import Completion, Sampling
 from e1.engine.markers import DEFAULT_END
 from e1.grpo.batches import Batcher, MicroBatch, completion_logits, epoch_order
@@ -56,6 +62,7 @@ from e1.grpo.config import TrainConfig
 from e1.grpo.core import group_advantages, log_probs_and_entropy, loss_normalizer, policy_loss, token_log_probs
 from e1.grpo.parallel import Parallel, launch, parallel_strategy
 from e1.grpo.problems import prepare_inputs
+from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
 from e1.rewards.registry import Reward, reward_for
@@ -76,12 +83,15 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
         with stage(progress, f"loading {config.model}" + (" (resuming)" if config.resume else "")):
             trainer = Trainer.create(config, reward)
         with trainer.scorer, progress.task(f"training {config.steps} steps", total=config.steps) as bar:
-            bar.advance(trainer.state.step)
-            while trainer.state.step < config.steps:
-                row = trainer.step()
-                bar.advance(1)
-                if on_step:
-                    on_step(row)
+            try:
+                bar.advance(trainer.state.step)
+                while trainer.state.step < config.steps:
+                    row = trainer.step()
+                    bar.advance(1)
+                    if on_step:
+                        on_step(row)
+            finally:
+                trainer.reporters.close()
         trainer.strategy.finish()
     return config.out
 
@@ -109,6 +119,7 @@ class Trainer:
     problems: object  # canonical DataFrame
     targets: list[list[int]] = field(default_factory=list)  # SFT: each problem's completion ids + EOS
     state: TrainerState = field(default_factory=TrainerState)
+    reporters: Reporters = field(default_factory=Reporters)  # TensorBoard / W&B (rank 0), if configured
     metrics: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -133,11 +144,12 @@ class Trainer:
         model = load_model(start, config.dtype, device)
         ref_model = load_model(config.model, config.dtype, device).requires_grad_(False) if config.kl_coef > 0 else None
         strategy = parallel_strategy(config, model, rank, world)
-        rollouts = Rollout.create(config, strategy, inputs.tokenizer, inputs.markers, inputs.prompt_ids, start, device)
+        rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
             write_json({**config.to_json(), "e1_version": __version__, "resumed_from": latest and str(latest),
                         "world_size": world}, config.out / "config.json")
-        batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device)
+        batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
+                          inputs.instruct)
         scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward, sandbox=config.sandbox)
         trainer = cls(config, strategy, rollouts, batcher, scorer, ref_model, inputs.tokenizer, inputs.problems,
                       inputs.targets)
@@ -145,6 +157,7 @@ class Trainer:
             trainer.state = load_checkpoint(latest, strategy)
             trainer.metrics = load_metrics(config.out, trainer.state.step)
         rollouts.sync(strategy)  # the policy's exact tensors, before the first rollout
+        trainer.reporters = open_reporters(config, rank)
         return trainer
 
     @property
@@ -186,7 +199,8 @@ class Trainer:
         with self.phase("rollout"):
             completions = self.rollout(indices, step, problems)
         with self.phase("reward"):
-            rewards = self.score(indices, completions)  # [N]
+            scores = self.score(indices, completions)  # [N]  the task's reward
+            rewards = self.shape(scores, indices, completions, step)  # [N]  what GRPO trains on
         with self.phase("advantage"):
             advantages = group_advantages(rewards, config.samples_per_prompt)  # [N]
             batches = self.plan(indices, completions, advantages, step)
@@ -199,8 +213,10 @@ class Trainer:
             update = self.update(batches)
         with self.phase("sync"):
             self.rollouts.sync(self.strategy)
-        rewards, completions = torch.tensor(self.strategy.gather(rewards.tolist())), self.strategy.gather(completions)
-        return {**rollout_metrics(rewards, completions), **update}  # over all ranks: [N x W]
+        scores, rewards = (torch.tensor(self.strategy.gather(values.tolist())) for values in (scores, rewards))
+        budgets = [config.budget_for(step, problem).think for problem in problems]  # every rank's problems
+        return {**rollout_metrics(scores, rewards, self.strategy.gather(completions)), **budget_metrics(budgets),
+                **update}  # over all ranks: [N x W]
 
     def finish_step(self, row: dict, started: float) -> dict:
         """Validation, checkpoint and the metrics row, the same for every algorithm."""
@@ -217,6 +233,8 @@ class Trainer:
             with self.phase("save"):
                 save_checkpoint(config, self.state, self.strategy, self.tokenizer)
         self.record(row, started)
+        if self.strategy.rank == 0:
+            self.reporters.log(row, step)
         return row
 
     def record(self, row: dict, started: float, **known: float) -> None:
@@ -261,6 +279,16 @@ class Trainer:
         answers = [str(answer) for answer in self.problems["answer"].take(rows)]
         scored = self.scorer.score(tasks, [c.text(DEFAULT_END) for c in completions], answers)
         return torch.tensor([s.reward for s in scored])  # [N]
+
+    def shape(self, scores: torch.Tensor, indices: list[int], completions: list[Completion], step: int) -> torch.Tensor:
+        """The task's rewards with the configured length reward (:mod:`e1.rewards.length`); as
+        they are without one. Each completion's budget is its prompt's ``t + s`` at ``step``."""
+        shaping = self.config.length_shaping
+        if shaping is None:
+            return scores
+        budgets = [self.config.budget_for(step, indices[c.prompt_index]).total for c in completions]
+        return torch.tensor(shaping.shape(scores.tolist(), [c.total_tokens for c in completions], budgets,
+                                          [c.finish_reason == "stop" for c in completions]))  # [N]
 
     def plan(self, indices: list[int], completions: list[Completion], advantages: torch.Tensor,
              step: int) -> list[list[MicroBatch]]:
@@ -311,7 +339,8 @@ class Trainer:
 
         config = self.config
         eval_config = EvalConfig(
-            model=f"{config.model}@step_{step}", datasets=(config.eval_data,), budgets=(config.budget,), n=1,
+            model=f"{config.model}@step_{step}", datasets=(config.eval_data,), n=1,
+            budgets=(Budget(config.think_budgets.cap(step), config.budget.solve),),  # the step's largest
             sampling=Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed),
             out=config.out / "eval" / f"step_{step}", batch_size=config.batch_size, limit=config.eval_limit,
             think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir,
@@ -324,15 +353,23 @@ class Trainer:
 ALGORITHMS: dict[str, Callable[[Trainer], dict]] = {"grpo": Trainer.grpo_step, "sft": sft_step}
 
 
-def rollout_metrics(rewards: torch.Tensor, completions: list[Completion]) -> dict:
+def rollout_metrics(scores: torch.Tensor, rewards: torch.Tensor, completions: list[Completion]) -> dict:
+    """The rollouts' task reward (``scores``), trained-on reward (with a length reward), accuracy and lengths."""
     count = max(len(completions), 1)
     return {
         "reward_mean": float(rewards.mean()),
-        "accuracy": float((rewards >= 1.0).float().mean()),
+        "task_reward_mean": float(scores.mean()),
+        "accuracy": float((scores >= 1.0).float().mean()),
         "mean_think_tokens": sum(c.think_tokens for c in completions) / count,
         "mean_solve_tokens": sum(c.solve_tokens for c in completions) / count,
         "forced_rate": sum(c.forced for c in completions) / count,
     }
+
+
+def budget_metrics(think_budgets: list[int]) -> dict:
+    """The thinking budgets the step's problems were rolled out at (they vary under a curriculum)."""
+    return {"think_budget_mean": sum(think_budgets) / max(len(think_budgets), 1),
+            "think_budget_min": min(think_budgets, default=0), "think_budget_max": max(think_budgets, default=0)}
 
 
 __all__ = ["PHASES", "Trainer", "TrainerState", "checkpoints", "train"]
