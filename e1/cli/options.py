@@ -1,10 +1,10 @@
 """Options the subcommands share, each declared once.
 
 :class:`RunOptions` holds every option that `e1 eval` and `e1 sweep` both take: its fields
-carry the typer declarations (flag, help, default), and :func:`with_run_options` shows them to
+carry the typer declarations (flag, help, default), and :func:`with_options` shows them to
 typer as parameters of a command that takes one ``options: RunOptions`` argument:
 
-    @with_run_options
+    @with_options
     def eval_command(model: ModelOpt, options: RunOptions, out: OutOpt = Path("runs/eval")) -> None:
         config = options.eval_config(model=model, budgets=..., modes=..., n=1, out=out)
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 import typing
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
@@ -112,35 +112,37 @@ class RunOptions:
         )
 
 
-def _parameters(function: Callable) -> list[inspect.Parameter]:
+def _parameters(function: Callable, groups: dict[str, type]) -> list[inspect.Parameter]:
     """``function``'s parameters as keyword-only ones (so a required option may follow a defaulted
-    one), annotations resolved, with ``options: RunOptions`` replaced by RunOptions' fields."""
+    one), annotations resolved, each options-dataclass parameter (``groups``) replaced by its fields."""
     hints = typing.get_type_hints(function, include_extras=True)
-    option_hints = typing.get_type_hints(RunOptions, include_extras=True)
     parameters = []
     for parameter in inspect.signature(function).parameters.values():
-        if hints.get(parameter.name) is RunOptions:
-            parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=option_hints[f.name],
-                                             default=inspect.Parameter.empty if f.default is MISSING else f.default)
-                           for f in fields(RunOptions)]
-        else:
+        group = groups.get(parameter.name)
+        if group is None:
             parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
+            continue
+        option_hints = typing.get_type_hints(group, include_extras=True)
+        parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=option_hints[f.name],
+                                         default=inspect.Parameter.empty if f.default is MISSING else f.default)
+                       for f in fields(group)]
     return parameters
 
 
-def with_run_options(command: Callable) -> Callable:
-    """Let typer see the fields of ``command``'s ``RunOptions`` parameter as options of its own.
+def with_options(command: Callable) -> Callable:
+    """Let typer see the fields of ``command``'s options-dataclass parameters (such as ``options:
+    RunOptions``) as options of its own, so a set of options is declared once, on a dataclass.
 
     Typer reads a command's ``inspect.signature``, which honours ``__signature__``: the wrapper
-    declares the expanded parameters and gathers the fields back into one RunOptions.
+    declares the expanded parameters and gathers each dataclass's fields back into one instance.
     """
-    names = {f.name for f in fields(RunOptions)}
-    slot = next(name for name, hint in typing.get_type_hints(command).items() if hint is RunOptions)
+    groups = {name: hint for name, hint in typing.get_type_hints(command).items() if is_dataclass(hint)}
 
     @functools.wraps(command, assigned=("__module__", "__name__", "__qualname__", "__doc__"), updated=())
     def run(**values):
-        options = RunOptions(**{name: values.pop(name) for name in names})
-        return command(**values, **{slot: options})
+        for slot, group in groups.items():
+            values[slot] = group(**{f.name: values.pop(f.name) for f in fields(group)})
+        return command(**values)
 
-    run.__signature__ = inspect.Signature(_parameters(command))
+    run.__signature__ = inspect.Signature(_parameters(command, groups))
     return run

@@ -7,10 +7,10 @@ from typing import Annotated
 
 import typer
 
-from e1.cli.options import ModelOpt, OutOpt, RunOptions, SolveOpt, ThinkOpt, with_run_options
+from e1.cli.options import ModelOpt, OutOpt, RunOptions, SolveOpt, ThinkOpt, with_options
 
 
-@with_run_options
+@with_options
 def eval_command(
     *,
     model: ModelOpt,

@@ -7,10 +7,10 @@ from typing import Annotated, Optional
 
 import typer
 
-from e1.cli.options import OutOpt, RunOptions, with_run_options
+from e1.cli.options import OutOpt, RunOptions, with_options
 
 
-@with_run_options
+@with_options
 def sweep_command(
     *,
     models: Annotated[list[str], typer.Option("--model", "-m", help="Model folder or Hugging Face hub id; repeat for several models.", show_default=False)],
