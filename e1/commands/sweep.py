@@ -38,13 +38,16 @@ def sweep_command(
     from rich.console import Console
 
     from e1 import ui
+    from e1.distributed_eval import is_main_process
     from e1.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)
     config = SweepConfig(models=tuple(models), settings=grid, out=out)
     ui.quiet_libraries()
-    _, summary, curves = sweep(config, progress=ui.RichProgress())
+    _, summary, curves = sweep(config, progress=ui.RichProgress() if is_main_process() else None)
+    if summary is None:  # torchrun: rank 0 prints
+        return
     console = Console()
     names = display_names(config.models)
     for model, rows in summary.groupby("model", sort=False):  # one table per model keeps 80 columns readable
