@@ -58,8 +58,9 @@ class SampleStore:
         return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
     def compact(self):
-        """Fold the parts into ``samples.parquet`` and remove them; returns every sample."""
-        samples = self.read()
+        """Fold the parts into ``samples.parquet`` (rows sorted by :data:`SAMPLE_KEY`, so the file
+        is the same however many batches or ranks wrote it) and remove them; returns every sample."""
+        samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         if self.parts_dir.exists():
             atomic_write(self.out / SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False))
             shutil.rmtree(self.parts_dir)  # a kill before this line leaves duplicates the next read drops

@@ -17,7 +17,7 @@ def eval_command(
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
     mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | none; elastic and budget-forcing take :exit=qwen|'text' and :grace=G (README: Decoding modes).")] = "elastic",
-    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 16,
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
     out: OutOpt = Path("runs/eval"),
 ) -> None:

@@ -18,7 +18,7 @@ def sweep_command(
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
-    n: Annotated[int, typer.Option("--n", help="Samples per problem at every grid point.")] = 4,
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
     options: RunOptions,
     out: OutOpt = Path("runs/sweep"),
 ) -> None:
