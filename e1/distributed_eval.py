@@ -20,12 +20,15 @@ every rank instead of hanging at a barrier.
 from __future__ import annotations
 
 import atexit
+import datetime
 import os
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from e1.errors import ConfigError, ResultsError
+
+BARRIER_TIMEOUT_H = 24  # a rank that died is noticed by torchrun, which stops the others
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,8 @@ def current_group(tp: int = 1, device: str = "auto") -> Group:
         cuda = torch.cuda.is_available() and device != "cpu"
         if cuda:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group("nccl" if cuda else "gloo")
+        # ranks wait at barriers for the slowest share of a run of hours: the 30-minute default is too short
+        dist.init_process_group("nccl" if cuda else "gloo", timeout=datetime.timedelta(hours=BARRIER_TIMEOUT_H))
         atexit.register(_leave)
     return TorchGroup(Ranks(dist.get_rank(), dist.get_world_size(), tp))
 

@@ -159,19 +159,22 @@ def _load_datasets(config: EvalConfig) -> dict:
 
 def _generate_and_score(engine, todo: list[tuple], config: EvalConfig, store, progress) -> None:
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
-    ``store`` (None: a rank that does not write) once scored, in order."""
+    ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
     from e1.overlap import overlapped
     from e1.rewards.scoring import Scorer
 
     problems_per_call = max(1, config.batch_size // config.n)
     batches = [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
+    if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
+        for batch in batches:
+            _generate_batch(engine, batch, config)
+        return
     total = len(todo) * config.n
     with Scorer(config.workers, config.test_time_limit_s, config.max_tests) as scorer, \
             progress.task(f"generating {total} samples", total=total) as bar:
 
         def write(rows: list[dict]) -> None:
-            if store is not None:
-                store.append(rows)
+            store.append(rows)
             bar.advance(len(rows))
 
         overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config),

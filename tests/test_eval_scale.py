@@ -175,3 +175,11 @@ def test_one_process_per_run_directory(tmp_path, problems_file, engine):
     with pytest.raises(ResultsError, match="is in use by e1 eval"):
         evaluate(config(out, problems_file), engine=engine, group=Refused(Ranks(rank=1, world=2)))
     assert not SampleStore(out).parts()
+
+
+def test_a_tensor_parallel_follower_decodes_its_shard_and_writes_nothing(tmp_path, problems_file, engine):
+    out = tmp_path / "tp"
+    counter = Interrupting(engine, fail_on=-1)  # rank 1 of a 2-rank tensor-parallel group: the only shard
+    assert evaluate(config(out, problems_file), engine=counter, group=Group(Ranks(rank=1, world=2, tp=2))) == (None, None)
+    assert counter.calls == 3  # all 5 problems, 2 per call: it must join every decode of rank 0
+    assert SampleStore(out).parts() == [] and not (out / SAMPLES).exists()
