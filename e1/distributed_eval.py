@@ -3,8 +3,9 @@
     torchrun --nnodes 2 --nproc_per_node 8 -m e1 eval --model M --datasets aime --n 16 --out runs/x
 
 Every rank reads the run directory, lists the same pending work — (mode, budget, problem)
-items whose ``n`` samples are not all written — and takes every ``shards``-th item from its
-shard: the shares are disjoint and cover the work. A shard is one rank, or with ``--tp T`` on
+items whose ``n`` samples are not all written, cut into generate calls of ``batch_size // n``
+problems — and takes every ``shards``-th call from its shard's index: the shares are disjoint
+and cover the work. A shard is one rank, or with ``--tp T`` on
 vLLM a group of T consecutive ranks driving one tensor-parallel engine
 (``external_launcher``): they decode the same prompts and only the group's first rank writes.
 Each writing rank appends its own parts (:mod:`e1.samples_store`); after a barrier rank 0

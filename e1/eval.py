@@ -135,7 +135,8 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         engine = engine or load_engine_for(config, ranks)
         if ranks.main:
             write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
-        _generate_and_score(engine, ranks.share(todo), config, store if ranks.writer else None, progress)
+        batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
+        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
     elif ranks.main and not (out / CONFIG).exists():
         write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
     group.barrier()  # every part is written
@@ -157,19 +158,23 @@ def _load_datasets(config: EvalConfig) -> dict:
     return datasets
 
 
-def _generate_and_score(engine, todo: list[tuple], config: EvalConfig, store, progress) -> None:
+def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
+    """The work in generate calls of ``batch_size // n`` problems."""
+    problems_per_call = max(1, config.batch_size // config.n)
+    return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
+
+
+def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress) -> None:
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
     ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
     from e1.overlap import overlapped
     from e1.rewards.scoring import Scorer
 
-    problems_per_call = max(1, config.batch_size // config.n)
-    batches = [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
     if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
         for batch in batches:
             _generate_batch(engine, batch, config)
         return
-    total = len(todo) * config.n
+    total = sum(len(batch) for batch in batches) * config.n
     with Scorer(config.workers, config.test_time_limit_s, config.max_tests) as scorer, \
             progress.task(f"generating {total} samples", total=total) as bar:
 

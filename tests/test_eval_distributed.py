@@ -55,7 +55,7 @@ def test_two_ranks_equal_one_process_row_for_row(tmp_path, tiny_model_dir, probl
     run = torchrun(*args)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert run.stdout.count("avg@n") == 1  # rank 0 prints the table, rank 1 nothing
-    assert "generating 6 samples" in run.stdout  # rank 0's share: q0, q2, q4 (rank 1 took q1, q3)
+    assert "generating 6 samples" in run.stderr  # rank 0's share (progress on stderr): q0, q2, q4; rank 1 took q1, q3
     single(*args[:-1], str(tmp_path / "one"))
     for name in ("samples.parquet", "summary.parquet"):
         pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name))
