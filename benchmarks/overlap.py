@@ -1,6 +1,6 @@
 """Scoring overlapped with generation: a code eval whose scoring takes about as long as its generation.
 
-    python benchmarks/overlap.py [--problems 32 --n 4 --batch 8 --tokens 256 --workers 8]
+    python benchmarks/overlap.py [--problems 32 --n 4 --batch 8 --tokens 1024 --workers 8]
 
 Generation is the tiny model's real decoding (transformers backend, one thread); each sample's
 text is then replaced by a correct program whose test sleeps, so scoring runs real sandboxed
@@ -75,7 +75,7 @@ def stages_alone(engine, config: EvalConfig) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in (("problems", 32), ("n", 4), ("batch", 8), ("tokens", 256), ("workers", 8)):
+    for name, default in (("problems", 32), ("n", 4), ("batch", 8), ("tokens", 1024), ("workers", 8)):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args()
     torch.set_num_threads(1)
