@@ -3,8 +3,12 @@
     config = EvalConfig(model="./my-model", datasets=("aime",), budgets=(Budget(1024, 1024),))
     samples, summary = evaluate(config)
 
-Resumable: rows already in ``out/samples.parquet`` are skipped; each finished batch is
-written atomically, so a kill loses at most the batch in flight. Metrics follow the paper
+Resumable: samples already stored in ``out`` are skipped. Each finished batch is appended
+once, as its own part (:mod:`e1.samples_store`; the cost of a write does not grow with the
+run), and the parts are compacted into ``samples.parquet`` at the end, so a kill at any moment
+loses at most the batches in flight and a rerun neither redoes nor duplicates a sample. A
+batch is scored in a background thread while the next one generates (:mod:`e1.overlap`).
+Under torchrun the ranks share the work (:mod:`e1.distributed_eval`). Metrics follow the paper
 (accuracy = avg@n: mean correctness over all samples) plus the unbiased pass@k estimator;
 every rate is a fraction in [0, 1] (tables show percent).
 
@@ -24,7 +28,7 @@ from e1.budget import Budget
 from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
-from e1.results import CONFIG, GROUP_KEY, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, check_run_dir
+from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress, stage
 
@@ -96,43 +100,92 @@ class EvalConfig:
         return data
 
 
-def evaluate(config: EvalConfig, engine=None, progress=None):
-    """Run (or resume) an evaluation; returns (samples, summary) DataFrames, also written to ``config.out``."""
-    import pandas as pd
+def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
+    """Run (or resume) an evaluation; returns (samples, summary) DataFrames, also written to ``config.out``.
 
-    from e1.data import load_dataset
-    from e1.results import read_parquet, samples_frame, write_json, write_parquet
-    from e1.rewards.scoring import Scorer
+    Holds the run directory (:func:`e1.runlock.run_lock`) for the duration. Under torchrun every
+    rank calls this; ranks share the work (:mod:`e1.distributed_eval`) and only rank 0 gets the
+    frames (the others get ``(None, None)``).
+    """
+    from e1.distributed_eval import current_group, group_lock
 
-    progress = progress or NullProgress()
-    out = Path(config.out)
+    group = group or current_group(eval_tp(config), config.device)
     preflight(config, model=engine is None)
-    check_run_dir(out, config.to_json(), RUN_IDENTITY)
-    datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
-    if config.limit:
-        datasets = {spec: frame.head(config.limit) for spec, frame in datasets.items()}
-    samples = samples_frame(frame=read_parquet(out / SAMPLES)) if (out / SAMPLES).exists() else samples_frame()
-    todo = _pending(datasets, samples, config)
+    check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY)
+    with group_lock(Path(config.out), "e1 eval", group):
+        return _evaluate(config, engine, progress or NullProgress(), group)
+
+
+def _evaluate(config: EvalConfig, engine, progress, group):
+    from e1.results import write_json, write_parquet
+    from e1.samples_store import SampleStore
+
+    out, ranks = Path(config.out), group.ranks
+    datasets = _load_datasets(config)
+    store = SampleStore(out, writer=ranks.rank)
+    todo = _pending(datasets, store.keys(), config)
+    group.barrier()  # every rank listed the same work before any rank writes
     if todo:
         _check_sandbox(todo, config)  # seconds, not after the model has loaded
         if engine is None:
             with stage(progress, f"loading {config.model}"):
-                engine = load_engine_for(config)
-        write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
-        total = len(todo) * config.n
-        with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
-                progress.task(f"generating {total} samples", total=total) as bar:
-            for batch in _batches(todo, config):
-                rows = _run_batch(engine, batch, config, scorer)
-                samples = pd.concat([samples, samples_frame(rows)], ignore_index=True)
-                write_parquet(samples, out / SAMPLES)
-                bar.advance(len(rows))
-    elif not (out / CONFIG).exists():
+                engine = load_engine_for(config, ranks)
+        if ranks.main:
+            write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
+        batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
+        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
+    elif ranks.main and not (out / CONFIG).exists():
         write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
-    wanted = _wanted_rows(samples, datasets, config)
-    summary = summarize(wanted)
-    write_parquet(summary, out / SUMMARY)
-    return wanted, summary
+    group.barrier()  # every part is written
+    samples = summary = None
+    if ranks.main:
+        samples = _wanted_rows(store.compact(), datasets, config)
+        summary = summarize(samples)
+        write_parquet(summary, out / SUMMARY)
+    group.barrier()  # nobody leaves (and starts another run) before the results are complete
+    return samples, summary
+
+
+def _load_datasets(config: EvalConfig) -> dict:
+    from e1.data import load_dataset
+
+    datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
+    if config.limit:
+        datasets = {spec: frame.head(config.limit) for spec, frame in datasets.items()}
+    return datasets
+
+
+def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
+    """The work in generate calls of ``batch_size // n`` problems; shared prefixes keep all the
+    cells of a problem in one batch."""
+    problems_per_call = max(1, config.batch_size // config.n)
+    if config.share_prefixes:
+        from e1.shared_sweep import problem_batches
+
+        return problem_batches(todo, problems_per_call)
+    return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
+
+
+def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress) -> None:
+    """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
+    ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
+    from e1.overlap import overlapped
+    from e1.rewards.scoring import Scorer
+
+    if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
+        for batch in batches:
+            _generate_batch(engine, batch, config)
+        return
+    total = sum(len(batch) for batch in batches) * config.n
+    with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
+            progress.task(f"generating {total} samples", total=total) as bar:
+
+        def write(rows: list[dict]) -> None:
+            store.append(rows)
+            bar.advance(len(rows))
+
+        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config),
+                   finish=lambda generated: _score_batch(generated, scorer), emit=write)
 
 
 def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
@@ -155,21 +208,32 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
         check_context(config.model, config.budgets, config.modes, config.max_model_len)
 
 
-def load_engine_for(config: EvalConfig):
-    """The engine ``config`` asks for (backend, dtype, device, markers, vLLM settings)."""
-    from e1.engine import load_engine
+def eval_tp(config: EvalConfig) -> int:
+    """Ranks per engine under torchrun: ``--tp`` for vLLM; transformers engines are one per rank."""
+    from e1.engine import resolve_backend
 
+    return config.tp if config.tp > 1 and resolve_backend(config.backend) == "vllm" else 1
+
+
+def load_engine_for(config: EvalConfig, ranks=None):
+    """The engine ``config`` asks for (backend, dtype, device, markers, vLLM settings); under
+    torchrun a vLLM engine joins the ranks of its shard (``external_launcher``)."""
+    from e1.engine import load_engine, resolve_backend
+
+    launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"
+    options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched else {}
     return load_engine(config.model, config.backend, dtype=config.dtype, device=config.device,
                        batch_size=config.batch_size, think_start=config.think_start, think_end=config.think_end,
                        tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                       max_model_len=config.max_model_len)
+                       max_model_len=config.max_model_len, **options)
 
 
-def _pending(datasets: dict, samples, config: EvalConfig) -> list[tuple]:
-    """(dataset, mode, budget, problem row) for every problem whose n samples are not all written yet."""
+def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
+    """(mode, budget, problem row) for every problem whose n samples are not all written yet
+    (``keys``: the :data:`SAMPLE_KEY` columns of the stored samples)."""
     done = set()
-    if len(samples):
-        counts = samples.groupby(["dataset", "problem_id", "mode", "think_budget", "solve_budget"]).size()
+    if len(keys):
+        counts = keys.groupby(["dataset", "problem_id", "mode", "think_budget", "solve_budget"]).size()
         done = {key for key, count in counts.items() if count >= config.n}
     todo = []
     for frame in datasets.values():
@@ -180,17 +244,6 @@ def _pending(datasets: dict, samples, config: EvalConfig) -> list[tuple]:
                     if key not in done:
                         todo.append((mode, budget, problem))
     return todo
-
-
-def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
-    """The work in generate calls of ``batch_size // n`` problems; shared prefixes keep all the
-    cells of a problem in one batch."""
-    problems_per_call = max(1, config.batch_size // config.n)
-    if config.share_prefixes:
-        from e1.shared_sweep import problem_batches
-
-        return problem_batches(todo, problems_per_call)
-    return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
 
 
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
@@ -214,12 +267,11 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     return generated
 
 
-def _run_batch(engine, batch: list[tuple], config: EvalConfig, scorer) -> list[dict]:
-    """Generate one batch, then score it at once."""
+def _score_batch(generated: list[tuple], scorer) -> list[dict]:
+    """Score a generated batch at once (code: all its programs through the sandbox); its sample rows."""
     from e1.engine.markers import DEFAULT_END
     from e1.rewards.scoring import gold_text
 
-    generated = _generate_batch(engine, batch, config)
     scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
                           [str(p.answer) for _, _, p, _ in generated])
     golds = {}  # one summary per problem (code tests can be large)

@@ -6,7 +6,8 @@
 Two ``e1 eval`` (or ``sweep``/``train``) processes writing into one ``--out`` would lose samples
 or mix two models' results. The lock is a POSIX record lock (``fcntl.lockf``) on
 ``out/.e1.lock``: the kernel releases it when its process exits, however it exits (``kill -9``
-included), so there is no stale lock to clean up. On NFS the lock is held by the server (NLM or
+included), so there is no stale lock to clean up (the file itself is removed on a normal exit;
+after a kill it stays, unlocked, and is reused). On NFS the lock is held by the server (NLM or
 NFSv4 locking), so it also keeps apart processes on two nodes of a cluster; a filesystem that
 has no locking at all is reported, never silently ignored. The file names the holder (host,
 pid, command, start time) for the error the second process prints.
@@ -39,17 +40,18 @@ def run_lock(out: Path, command: str):
     key = str(out.resolve())
     if key in _HELD:
         raise ResultsError(f"{out} is already in use by this process", hint="use another --out")
-    fd = _open(out)
+    created = not out.exists()
+    fd = _locked(out)
+    _HELD.add(key)
     try:
-        _lock(fd, out)
-        _HELD.add(key)
-        try:
-            _write_holder(fd, command)
-            yield
-        finally:
-            _HELD.discard(key)
+        _write_holder(fd, command)
+        yield
     finally:
+        _HELD.discard(key)
+        (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
         os.close(fd)  # releases the lock
+        if created:
+            _remove_if_empty(out)  # a run refused before writing anything leaves nothing behind
 
 
 def held() -> list[Path]:
@@ -58,11 +60,35 @@ def held() -> list[Path]:
 
 
 def holder(out: Path) -> dict | None:
-    """Who holds (or last held) ``out``: host, pid, command, started; None if nobody ever did."""
+    """Who holds ``out`` (or last held it, if killed): host, pid, command, started; None if nobody does."""
     try:
         return json.loads((Path(out) / LOCK_NAME).read_text() or "null")
     except (OSError, ValueError):
         return None
+
+
+def _locked(out: Path) -> int:
+    """An fd of ``out/.e1.lock``, locked. The file is removed on release, so a process that opened
+    it just before then locks a file no longer at that path: it checks, and opens again."""
+    while True:
+        fd = _open(out)
+        try:
+            _lock(fd, out)
+            if os.fstat(fd).st_ino == os.stat(out / LOCK_NAME).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass  # removed between our open and our check: open again
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _remove_if_empty(out: Path) -> None:
+    try:
+        out.rmdir()  # only succeeds when nothing was written
+    except OSError:
+        pass
 
 
 def _open(out: Path) -> int:

@@ -175,14 +175,28 @@ def _preflight(config: SweepConfig, models: bool) -> None:
         check_context(model, config.settings.budgets, config.modes, config.settings.max_model_len)
 
 
-def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None):
+def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None, group=None):
     """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
     (with ``differences.parquet``, :func:`e1.metrics.mode_differences` of the samples).
 
     ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
     model's eval config: its backend, dtype, device, markers); it is called at most once per
-    model, and only for models with samples still to generate.
+    model, and only for models with samples still to generate. Holds ``out`` for the duration;
+    under torchrun every rank calls this, and only rank 0 writes and gets the frames (the
+    others get ``(None, None, None)``).
     """
+    from e1.distributed_eval import current_group, group_lock
+    from e1.eval import eval_tp
+
+    group = group or current_group(eval_tp(config.settings), config.settings.device)
+    out = Path(config.out)
+    _preflight(config, models=load_engine is None)
+    _check_sweep_dir(out, config)
+    with group_lock(out, "e1 sweep", group):
+        return _sweep(config, progress or NullProgress(), load_engine, group)
+
+
+def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
     from e1.eval import evaluate, summarize
@@ -190,21 +204,23 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     from e1.plots import plot_curves
     from e1.results import write_json, write_parquet
 
-    progress = progress or NullProgress()
-    out = Path(config.out)
-    _preflight(config, models=load_engine is None)
-    _check_sweep_dir(out, config)
-    write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
-    load_engine = load_engine or (lambda model: _load_engine(model, config))
+    out, main = Path(config.out), group.ranks.main
+    if main:
+        write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
+    load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)
     frames = []
     for model in config.models:
         engine = _LazyEngine(lambda model=model: load_engine(model))
         try:
-            samples, _ = evaluate(config.eval_config(model), engine=engine, progress=_Labelled(progress, names[model]))
+            samples, _ = evaluate(config.eval_config(model), engine=engine, progress=_Labelled(progress, names[model]),
+                                  group=group)
         finally:
             engine.release()
-        frames.append(samples.assign(model=model)[["model", *samples.columns]])
+        if main:
+            frames.append(samples.assign(model=model)[["model", *samples.columns]])
+    if not main:
+        return None, None, None
     samples = _in_config_order(pd.concat(frames, ignore_index=True), config)
     summary = _in_config_order(summarize(samples, by=SWEEP_KEY), config)
     curves = curves_frame(summary)
@@ -240,10 +256,10 @@ def _in_config_order(frame, config: SweepConfig):
     return ranks.sort_values(keys, kind="stable").drop(columns=["_model", "_dataset", "_mode", "_total"]).reset_index(drop=True)
 
 
-def _load_engine(model: str, config: SweepConfig):
+def _load_engine(model: str, config: SweepConfig, ranks):
     from e1.eval import load_engine_for
 
-    return load_engine_for(config.eval_config(model))
+    return load_engine_for(config.eval_config(model), ranks)
 
 
 class _LazyEngine:

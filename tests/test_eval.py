@@ -15,6 +15,7 @@ from e1.engine.hf import HFEngine
 from e1.errors import ResultsError
 from e1.eval import EvalConfig, evaluate
 from e1.results import SAMPLE_COLUMNS
+from e1.samples_store import SampleStore
 from tests.fakes import Interrupting, ScriptedModel
 
 
@@ -67,7 +68,7 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tmp_path, problems_file
     with pytest.raises(KeyboardInterrupt):
         evaluate(config(cut_dir, problems_file, sampling=sampling, budgets=(Budget(5, 5),)),
                  engine=Interrupting(engine, fail_on=2))
-    partial = pd.read_parquet(cut_dir / "samples.parquet")
+    partial = SampleStore(cut_dir).read()  # the parts written before the kill
     assert len(partial) == 4  # the first batch (2 problems × 2 samples) survived, nothing half-written
     counter = Interrupting(engine, fail_on=-1)
     resumed, _ = evaluate(config(cut_dir, problems_file, sampling=sampling, budgets=(Budget(5, 5),)), engine=counter)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -79,8 +80,12 @@ def test_a_second_train_into_one_out_is_refused_and_the_first_loses_nothing(tiny
         while not (out / "config.json").exists():  # written under the lock, once the weights are loaded
             assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
             time.sleep(0.2)
-        second = subprocess.run([*args, "--steps", "3", "--resume"], env=env(), capture_output=True, text=True,
-                                timeout=300)
+        first.send_signal(signal.SIGSTOP)  # frozen while it holds the lock: the second tries now, whatever the speeds
+        try:
+            second = subprocess.run([*args, "--steps", "3", "--resume"], env=env(), capture_output=True, text=True,
+                                    timeout=300)
+        finally:
+            first.send_signal(signal.SIGCONT)
     finally:
         _, errors = first.communicate(timeout=600)
     assert second.returncode == 1
@@ -107,3 +112,34 @@ def test_a_damaged_trainer_state_is_named_with_a_way_out(tmp_path, stage):
     with pytest.raises(ResultsError, match=f"cannot read .*step_3.*{STATE}") as err:
         load_checkpoint(checkpoint, strategy=None)
     assert "move" in err.value.hint and "step_3" in err.value.hint
+
+
+def test_a_second_eval_into_one_out_is_refused_and_no_sample_is_lost(tiny_model_dir, tmp_path):
+    """Two `e1 eval` with different budgets into one --out (the case that once lost 800 samples)."""
+    import pandas as pd
+
+    data, out = write_problems(tmp_path / "p.jsonl", count=12), tmp_path / "run"
+    args = [sys.executable, "-m", "e1", "eval", "--model", str(tiny_model_dir), "--datasets", str(data),
+            "--out", str(out), "--n", "2", "--batch-size", "2", "--temperature", "1"]
+    first = subprocess.Popen([*args, "--think", "8", "--solve", "4"], env=env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "config.json").exists():  # written under the lock, once the model is loaded
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
+            time.sleep(0.1)
+        first.send_signal(signal.SIGSTOP)  # frozen while it holds the lock
+        try:
+            second = subprocess.run([*args, "--think", "4", "--solve", "4"], env=env(), capture_output=True,
+                                    text=True, timeout=300)
+        finally:
+            first.send_signal(signal.SIGCONT)
+    finally:
+        _, errors = first.communicate(timeout=600)
+    assert second.returncode == 1
+    lines = second.stderr.strip().splitlines()
+    assert f"in use by e1 eval (pid {first.pid}" in lines[-1], second.stderr
+    assert first.returncode == 0, errors
+    samples = pd.read_parquet(out / "samples.parquet")
+    assert len(samples) == 12 * 2 and set(samples["think_budget"]) == {8}  # every sample of the first, none of the second
+    assert not (out / ".e1.lock").exists()

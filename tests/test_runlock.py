@@ -66,3 +66,15 @@ def test_an_unwritable_out_is_one_clear_error(tmp_path):
     with pytest.raises(ResultsError, match="cannot write into"):
         with run_lock(blocker / "run", "e1 eval"):
             pass
+
+
+def test_a_run_refused_before_writing_leaves_no_directory(tmp_path):
+    with pytest.raises(ValueError):
+        with run_lock(tmp_path / "new", "e1 eval"):
+            raise ValueError("the model did not load")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "old").mkdir()
+    with pytest.raises(ValueError):
+        with run_lock(tmp_path / "old", "e1 eval"):
+            raise ValueError("refused")
+    assert (tmp_path / "old").is_dir()  # a directory the user had stays

@@ -20,6 +20,7 @@ from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError
 from e1.eval import EvalConfig
+from e1.samples_store import SampleStore
 from e1.shared_sweep import followable_tokens, problem_batches
 from e1.sweep import SweepConfig, sweep
 from tests.fakes import Interrupting
@@ -248,7 +249,7 @@ def test_shared_sweep_resumes_to_the_same_rows(tmp_path, coin_loader):
                          out=config.out)  # 2 problems per batch: a root call and 9 cells each
     with pytest.raises(KeyboardInterrupt):
         sweep(config, load_engine=lambda m: Interrupting(coin_loader(m), 12))  # in the 2nd batch
-    partial = pd.read_parquet(tmp_path / "cut" / "models" / "coin" / "samples.parquet")
+    partial = SampleStore(tmp_path / "cut" / "models" / "coin").read()  # the parts written so far
     assert len(partial) == 2 * 9 * 5  # the first batch (2 problems × 9 cells × 5 samples) was written
     resumed, _, _ = sweep(config, load_engine=coin_loader)
     pd.testing.assert_frame_equal(resumed, full)  # roots regrow the same: a resumed sweep is the uncut one

@@ -17,14 +17,15 @@ def eval_command(
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
     mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | none; elastic and budget-forcing take :exit=qwen|'text' and :grace=G (README: Decoding modes).")] = "elastic",
-    n: Annotated[int, typer.Option("--n", help="Samples per problem.")] = 16,
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
     out: OutOpt = Path("runs/eval"),
 ) -> None:
     """Evaluate a model under a thinking budget t and a solution budget s.
 
     Writes config.json, samples.parquet and summary.parquet into --out and prints the summary.
-    Rerunning into the same --out resumes where it stopped.
+    Rerunning into the same --out resumes where it stopped. Under torchrun the ranks share
+    the work (README: Many GPUs and nodes).
 
     Examples:
 
@@ -38,13 +39,16 @@ def eval_command(
 
     from e1 import ui
     from e1.budget import Budget
+    from e1.distributed_eval import is_main_process
     from e1.engine.base import Mode
     from e1.eval import evaluate
 
     config = options.eval_config(model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n,
                                  out=out)
     ui.quiet_libraries()
-    _, summary = evaluate(config, progress=ui.RichProgress())
+    _, summary = evaluate(config, progress=ui.RichProgress() if is_main_process() else None)
+    if summary is None:  # torchrun: rank 0 prints
+        return
     console = Console()
     console.print(ui.summary_table(summary, title=f"{model} — {config.modes[0]} t={think} s={solve}"))
     console.print(ui.results_line(out, "samples.parquet", "summary.parquet", "config.json"))

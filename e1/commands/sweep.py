@@ -18,7 +18,7 @@ def sweep_command(
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
     modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
-    n: Annotated[int, typer.Option("--n", help="Samples per problem at every grid point.")] = 4,
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
     independent: Annotated[bool, typer.Option(
         "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
         "serves them all: fewer tokens, exact per cell, paired across cells).")] = False,
@@ -44,13 +44,16 @@ def sweep_command(
     from e1 import ui
     from e1.metrics import DIFFERENCES
     from e1.results import read_parquet
+    from e1.distributed_eval import is_main_process
     from e1.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)
     config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
     ui.quiet_libraries()
-    samples, summary, curves = sweep(config, progress=ui.RichProgress())
+    samples, summary, curves = sweep(config, progress=ui.RichProgress() if is_main_process() else None)
+    if summary is None:  # torchrun: rank 0 prints
+        return
     console = Console()
     names = display_names(config.models)
     for model, rows in summary.groupby("model", sort=False):  # one table per model keeps 80 columns readable

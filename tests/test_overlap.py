@@ -1,0 +1,61 @@
+"""overlapped(): the second stage of batch k runs while the first stage of batch k + 1 runs."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from e1.errors import RewardError
+from e1.overlap import overlapped
+
+
+def test_results_come_in_order_on_the_callers_thread():
+    seen, threads = [], set()
+    overlapped(range(5), produce=lambda x: x * 10, finish=lambda y: y + 1,
+               emit=lambda v: (seen.append(v), threads.add(threading.current_thread())))
+    assert seen == [1, 11, 21, 31, 41] and threads == {threading.current_thread()}
+
+
+def test_finish_of_one_batch_runs_while_the_next_is_produced():
+    # produce(k+1) waits until finish(k) has started: run one after the other, this would never end
+    started = [threading.Event() for _ in range(3)]
+
+    def produce(k):
+        if k > 0:
+            assert started[k - 1].wait(timeout=10), f"batch {k - 1} was not being finished while batch {k} was produced"
+        return k
+
+    def finish(k):
+        started[k].set()
+        return k
+
+    seen = []
+    overlapped(range(3), produce, finish, seen.append)
+    assert seen == [0, 1, 2]
+
+
+def test_an_error_in_finish_surfaces_with_its_type_and_stops_the_run():
+    produced, seen = [], []
+
+    def finish(k):
+        if k == 1:
+            raise RewardError("bad tests for problem 1", hint="fix the dataset")
+        return k
+
+    with pytest.raises(RewardError, match="bad tests for problem 1"):
+        overlapped(range(5), lambda k: produced.append(k) or k, finish, seen.append)
+    assert seen == [0] and produced == [0, 1, 2]  # batch 2 was produced while 1 failed; 3, 4 never
+
+
+def test_an_error_in_produce_first_emits_the_batch_being_finished():
+    seen = []
+
+    def produce(k):
+        if k == 2:
+            raise KeyboardInterrupt
+        return k
+
+    with pytest.raises(KeyboardInterrupt):
+        overlapped(range(5), produce, lambda k: k, seen.append)
+    assert seen == [0, 1]  # batch 1 was being scored when batch 2's generation died: kept
