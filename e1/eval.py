@@ -28,6 +28,7 @@ from e1.budget import Budget
 from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
+from e1.metrics import summarize
 from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress, stage
@@ -39,9 +40,6 @@ RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests
 def default_workers() -> int:
     """Code tests run in parallel: min(8, CPU count)."""
     return min(8, os.cpu_count() or 1)
-
-
-from e1.metrics import pass_at_k, summarize  # noqa: E402 - re-exported: evaluate() summarizes with it
 
 
 @dataclass(frozen=True)

@@ -199,7 +199,8 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
-    from e1.eval import evaluate, summarize
+    from e1.eval import evaluate
+    from e1.metrics import summarize
     from e1.metrics import DIFFERENCES, mode_differences
     from e1.plots import plot_curves
     from e1.results import write_json, write_parquet

@@ -12,7 +12,6 @@ returns with the table builders here. Files hold fractions; these tables show pe
 
 from __future__ import annotations
 
-import math
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -30,3 +32,12 @@ def tiny_engine(tiny_model_dir):
     from e1.engine.hf import HFEngine
 
     return HFEngine.load(str(tiny_model_dir), batch_size=64)
+
+
+@pytest.fixture
+def problems_file(tmp_path):
+    """Five toy problems in a .jsonl (ids q0..q4; answers alternate 3 and 2)."""
+    path = tmp_path / "toy.jsonl"
+    rows = [{"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path

@@ -94,3 +94,19 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
         assert not c.forced and len(c.token_ids) <= max_tokens
     else:
         assert c.think_tokens <= budget.think and c.solve_tokens <= budget.solve
+
+
+def build_chatty_model(path):
+    """The tiny model with its </think> and EOS embeddings scaled up, so rows sometimes end by themselves."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from e1.models.tiny import build_tiny_model
+
+    path = build_tiny_model(path)
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+    with torch.no_grad():
+        for token in ("</think>", "<|im_end|>"):
+            model.get_input_embeddings().weight[tokenizer.convert_tokens_to_ids(token)] *= 16
+    model.save_pretrained(path)
+    return path

@@ -20,14 +20,6 @@ from tests.fakes import Interrupting, ScriptedModel
 
 
 @pytest.fixture
-def problems_file(tmp_path):
-    path = tmp_path / "toy.jsonl"
-    rows = [{"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-@pytest.fixture
 def boxed_engine(tiny_engine):
     """A scripted model that thinks until forced, then answers \\boxed{2}."""
     tok = tiny_engine.tokenizer

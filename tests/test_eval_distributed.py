@@ -3,7 +3,6 @@ the finished run equals a single-process run row for row; a second job into a he
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -18,14 +17,6 @@ from e1.runlock import run_lock
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def problems_file(tmp_path):
-    path = tmp_path / "toy.jsonl"
-    rows = [{"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 def run_env() -> dict:
@@ -54,7 +45,7 @@ def test_two_ranks_equal_one_process_row_for_row(tmp_path, tiny_model_dir, probl
     args = ["eval", "--think", "6", "--solve", "6", *options(tiny_model_dir, problems_file, tmp_path / "ranks")]
     run = torchrun(*args)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert run.stdout.count("avg@n") == 1  # rank 0 prints the table, rank 1 nothing
+    assert run.stdout.count("elastic t=6 s=6") == 1  # rank 0 prints the table (titled so), rank 1 nothing
     assert "generating 6 samples" in run.stderr  # rank 0's share (progress on stderr): q0, q2, q4; rank 1 took q1, q3
     single(*args[:-1], str(tmp_path / "one"))
     for name in ("samples.parquet", "summary.parquet"):

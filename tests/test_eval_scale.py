@@ -3,7 +3,6 @@ single-file format and after one rank dies), scorer errors from the background t
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -28,14 +27,6 @@ from tests.fakes import Interrupting
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, seed=5)
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def problems_file(tmp_path):
-    path = tmp_path / "toy.jsonl"
-    rows = [{"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)]
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
 
 
 @pytest.fixture

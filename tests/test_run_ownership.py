@@ -45,6 +45,26 @@ def env():
     return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
 
 
+def contend(first_args: list[str], second_args: list[str], out):
+    """Start ``first_args``; once it holds ``out`` (its config.json, written under the lock, exists)
+    freeze it, run ``second_args`` to the end, then let the first finish: (first, second, first's stderr).
+    Freezing makes the second try while the first holds the lock, however fast either runs."""
+    first = subprocess.Popen(first_args, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "config.json").exists():
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
+            time.sleep(0.1)
+        first.send_signal(signal.SIGSTOP)
+        try:
+            second = subprocess.run(second_args, env=env(), capture_output=True, text=True, timeout=300)
+        finally:
+            first.send_signal(signal.SIGCONT)
+    finally:
+        _, errors = first.communicate(timeout=600)
+    return first, second, errors
+
+
 def test_kill_9_right_after_a_checkpoint_leaves_no_hole_in_metrics(tiny_model_dir, tmp_path):
     import pandas as pd
 
@@ -73,21 +93,7 @@ def test_a_second_train_into_one_out_is_refused_and_the_first_loses_nothing(tiny
     args = [sys.executable, "-m", "e1", "train", "--model", str(tiny_model_dir), "--data", str(data), "--out", str(out),
             "--think", "4", "--solve", "4", "--prompts-per-step", "2", "--samples-per-prompt", "2",
             "--mini-batch-prompts", "2", "--micro-batch", "4", "--save-every", "5", "--temperature", "1"]
-    first = subprocess.Popen([*args, "--steps", "12"], env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (out / "config.json").exists():  # written under the lock, once the weights are loaded
-            assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
-            time.sleep(0.2)
-        first.send_signal(signal.SIGSTOP)  # frozen while it holds the lock: the second tries now, whatever the speeds
-        try:
-            second = subprocess.run([*args, "--steps", "3", "--resume"], env=env(), capture_output=True, text=True,
-                                    timeout=300)
-        finally:
-            first.send_signal(signal.SIGCONT)
-    finally:
-        _, errors = first.communicate(timeout=600)
+    first, second, errors = contend([*args, "--steps", "12"], [*args, "--steps", "3", "--resume"], out)
     assert second.returncode == 1
     lines = second.stderr.strip().splitlines()
     assert len(lines) == 1 and f"in use by e1 train (pid {first.pid}" in lines[0], second.stderr
@@ -121,21 +127,7 @@ def test_a_second_eval_into_one_out_is_refused_and_no_sample_is_lost(tiny_model_
     data, out = write_problems(tmp_path / "p.jsonl", count=12), tmp_path / "run"
     args = [sys.executable, "-m", "e1", "eval", "--model", str(tiny_model_dir), "--datasets", str(data),
             "--out", str(out), "--n", "2", "--batch-size", "2", "--temperature", "1"]
-    first = subprocess.Popen([*args, "--think", "8", "--solve", "4"], env=env(), stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not (out / "config.json").exists():  # written under the lock, once the model is loaded
-            assert first.poll() is None and time.monotonic() < deadline, first.stderr and first.stderr.read()
-            time.sleep(0.1)
-        first.send_signal(signal.SIGSTOP)  # frozen while it holds the lock
-        try:
-            second = subprocess.run([*args, "--think", "4", "--solve", "4"], env=env(), capture_output=True,
-                                    text=True, timeout=300)
-        finally:
-            first.send_signal(signal.SIGCONT)
-    finally:
-        _, errors = first.communicate(timeout=600)
+    first, second, errors = contend([*args, "--think", "8", "--solve", "4"], [*args, "--think", "4", "--solve", "4"], out)
     assert second.returncode == 1
     lines = second.stderr.strip().splitlines()
     assert f"in use by e1 eval (pid {first.pid}" in lines[-1], second.stderr

@@ -166,17 +166,9 @@ def model_dir(tmp_path_factory):
     """The tiny model with </think> and EOS embeddings scaled up, so rows sometimes end by themselves."""
     pytest.importorskip("vllm")
     pytest.importorskip("openai")
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from tests.fakes import build_chatty_model
 
-    from e1.models.tiny import build_tiny_model
-
-    path = build_tiny_model(tmp_path_factory.mktemp("models") / "chatty")
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    with torch.no_grad():
-        for token in ("</think>", "<|im_end|>"):
-            model.get_input_embeddings().weight[tokenizer.convert_tokens_to_ids(token)] *= 16
-    model.save_pretrained(path)
+    path = build_chatty_model(tmp_path_factory.mktemp("models") / "chatty")
     return path
 
 

@@ -26,19 +26,11 @@ CELLS = [("elastic", Budget(6, 8)), ("truncate", Budget(6, 8)), ("elastic:exit=q
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
     """(vLLM, transformers) on a tiny model whose </think> and EOS are made likely, so rows end by themselves."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from e1.engine.hf import HFEngine
     from e1.engine.vllm import VLLMEngine
-    from e1.models.tiny import build_tiny_model
+    from tests.fakes import build_chatty_model
 
-    path = build_tiny_model(tmp_path_factory.mktemp("models") / "chatty")
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
-    with torch.no_grad():
-        for token in ("</think>", "<|im_end|>"):
-            model.get_input_embeddings().weight[tokenizer.convert_tokens_to_ids(token)] *= 16
-    model.save_pretrained(path)
+    path = build_chatty_model(tmp_path_factory.mktemp("models") / "chatty")
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     vllm_engine = VLLMEngine.load(str(path), dtype="float32", colocate=True, max_model_len=512)
     hf_engine = HFEngine.load(str(path), dtype="float32", device="cpu")
