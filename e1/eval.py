@@ -29,7 +29,7 @@ from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.metrics import summarize
-from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir
+from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress, stage
 
@@ -95,6 +95,7 @@ class EvalConfig:
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
+        data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
         return data
 
 

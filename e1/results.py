@@ -12,6 +12,8 @@ tables and plots show percent (:mod:`e1.ui`, :mod:`e1.plots`).
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import os
 import secrets
@@ -113,12 +115,54 @@ def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "ru
     except (OSError, ValueError) as err:
         raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
     for key in keys:
-        if key in previous and key in current and previous[key] != current[key]:
+        if key in previous and key in current and not _same(key, previous, current):
             raise ResultsError(
                 f"{out} holds a {what} with a different {key} ({previous[key]!r}, now {current[key]!r})",
                 hint="use another --out, or rerun with the same settings to resume",
             )
     return previous
+
+
+def _same(key: str, previous: dict, current: dict) -> bool:
+    """A model is the same when it is the same model, however its path was typed (or if it moved)."""
+    if key == "model":
+        return (previous.get("model_identity") or model_identity(previous["model"])) == (
+            current.get("model_identity") or model_identity(current["model"]))
+    return previous[key] == current[key]
+
+
+_WEIGHTS = (".safetensors", ".bin", ".pt", ".gguf")
+_SAMPLES_PER_FILE, _SAMPLE_BYTES = 64, 1 << 16
+
+
+def model_identity(model: str) -> str:
+    """What a model is, to tell runs apart: for a local folder a fingerprint of its config,
+    tokenizer and weight files (names, sizes, every small file whole and 64 evenly spaced 64 KiB
+    slices of each weight file), so the same folder typed another way, or moved, is the same
+    model and another checkpoint is not; a hub id as typed. A few MB are read per weight file.
+    """
+    path = Path(model).expanduser()
+    if not path.is_dir():
+        return str(model)
+    files = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(path.iterdir()) if f.is_file())
+    return _fingerprint(str(path.resolve()), files)
+
+
+@functools.lru_cache(maxsize=32)
+def _fingerprint(folder: str, files: tuple) -> str:
+    digest = hashlib.sha256()
+    for name, size, _ in files:
+        if not (name.endswith(_WEIGHTS) or name.endswith((".json", ".model", ".txt"))) or name.startswith("."):
+            continue
+        digest.update(f"{name}\0{size}\0".encode())
+        with open(Path(folder) / name, "rb") as handle:
+            if size <= _SAMPLES_PER_FILE * _SAMPLE_BYTES:
+                digest.update(handle.read())
+                continue
+            for index in range(_SAMPLES_PER_FILE):
+                handle.seek(index * (size - _SAMPLE_BYTES) // (_SAMPLES_PER_FILE - 1))
+                digest.update(handle.read(_SAMPLE_BYTES))
+    return "sha256:" + digest.hexdigest()[:24]
 
 
 def read_parquet(path: Path):

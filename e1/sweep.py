@@ -158,7 +158,7 @@ class SweepConfig:
 
     def to_json(self) -> dict:
         settings = replace(self.settings, share_prefixes=not self.independent).to_json()
-        data = {key: value for key, value in settings.items() if key not in ("model", "out")}
+        data = {key: value for key, value in settings.items() if key not in ("model", "model_identity", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}
         return data

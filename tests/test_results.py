@@ -87,3 +87,29 @@ def test_did_you_mean_offers_the_closest_names_else_all():
     assert did_you_mean("aime2", ["aime", "aime25", "amc"]) == "did you mean 'aime25' or 'aime'?"  # closest first
     assert did_you_mean("zzz", ["train", "mask"]) == "choose one of train, mask"
     assert did_you_mean("zzz", ["a"], listing="known datasets:") == "known datasets: a"
+
+
+def test_a_run_is_its_model_however_the_path_is_typed_or_moved(tmp_path, tiny_model_dir, monkeypatch):
+    """Identity by what the model is: the same folder typed relative or absolute, or moved, resumes;
+    another checkpoint (other weights, same shapes) is refused."""
+    import shutil
+
+    import pytest
+
+    from e1.errors import ResultsError
+    from e1.results import check_run_dir, model_identity, write_json
+
+    out = tmp_path / "run"
+    write_json({"model": str(tiny_model_dir), "model_identity": model_identity(str(tiny_model_dir))}, out / "config.json")
+    monkeypatch.chdir(tiny_model_dir.parent)
+    typed = {"model": f"./{tiny_model_dir.name}", "model_identity": model_identity(f"./{tiny_model_dir.name}")}
+    assert check_run_dir(out, typed, ("model",)) is not None  # relative spelling: the same run
+    moved = shutil.copytree(tiny_model_dir, tmp_path / "elsewhere" / "tiny")
+    assert check_run_dir(out, {"model": str(moved), "model_identity": model_identity(str(moved))}, ("model",))
+    weights = next(moved.glob("*.safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-100:] = bytes(100)  # same file, same size, other weights: another checkpoint
+    weights.write_bytes(bytes(data))
+    with pytest.raises(ResultsError, match="different model"):
+        check_run_dir(out, {"model": str(moved), "model_identity": model_identity(str(moved))}, ("model",))
+    assert model_identity("Salesforce/E1-Math-1.5B") == "Salesforce/E1-Math-1.5B"  # hub ids as typed

@@ -26,6 +26,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine import BACKENDS, check_device, check_markers
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
+from e1.results import model_identity
 
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
@@ -208,6 +209,7 @@ class TrainConfig:
         data = asdict(self)
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
+        data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
         return data
 
 
