@@ -110,3 +110,17 @@ def build_chatty_model(path):
             model.get_input_embeddings().weight[tokenizer.convert_tokens_to_ids(token)] *= 16
     model.save_pretrained(path)
     return path
+
+
+def engine_pair(path):
+    """(vLLM, transformers) engines on one model folder, float32 on the CPU, with one context length."""
+    import os
+
+    from e1.engine.hf import HFEngine
+    from e1.engine.vllm import VLLMEngine
+
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    vllm_engine = VLLMEngine.load(str(path), dtype="float32", colocate=True, max_model_len=512)
+    hf_engine = HFEngine.load(str(path), dtype="float32", device="cpu")
+    hf_engine.max_context = vllm_engine.max_context
+    return vllm_engine, hf_engine

@@ -5,7 +5,6 @@ shared sweep keeps every engine invariant. Skipped without vLLM."""
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
@@ -26,16 +25,9 @@ CELLS = [("elastic", Budget(6, 8)), ("truncate", Budget(6, 8)), ("elastic:exit=q
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
     """(vLLM, transformers) on a tiny model whose </think> and EOS are made likely, so rows end by themselves."""
-    from e1.engine.hf import HFEngine
-    from e1.engine.vllm import VLLMEngine
-    from tests.fakes import build_chatty_model
+    from tests.fakes import build_chatty_model, engine_pair
 
-    path = build_chatty_model(tmp_path_factory.mktemp("models") / "chatty")
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    vllm_engine = VLLMEngine.load(str(path), dtype="float32", colocate=True, max_model_len=512)
-    hf_engine = HFEngine.load(str(path), dtype="float32", device="cpu")
-    hf_engine.max_context = vllm_engine.max_context
-    return vllm_engine, hf_engine
+    return engine_pair(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
 
 
 def prompts_for(tokenizer, count=4):

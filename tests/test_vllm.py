@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import os
 from collections import Counter
 
 import pytest
@@ -37,14 +36,9 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engines(model_dir):
     """(vLLM engine, transformers engine) on the same folder."""
-    from e1.engine.hf import HFEngine
-    from e1.engine.vllm import VLLMEngine
+    from tests.fakes import engine_pair
 
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    vllm_engine = VLLMEngine.load(str(model_dir), dtype="float32", colocate=True, max_model_len=512)
-    hf_engine = HFEngine.load(str(model_dir), dtype="float32", device="cpu")
-    hf_engine.max_context = vllm_engine.max_context
-    return vllm_engine, hf_engine
+    return engine_pair(model_dir)
 
 
 def prompts_for(tokenizer, count=6):
