@@ -65,7 +65,8 @@ class Sandbox:
     """Runs programs with shared limits, ``workers`` at a time (threads over subprocesses).
 
     ``run`` blocks in the calling thread; ``map`` and ``run_many`` spread work over the
-    workers, e.g. ``box.map(lambda c: code_reward(c, tests, sandbox=box), completions)``.
+    workers, e.g. ``box.map(lambda code: run_code_tests(code, tests, sandbox=box), programs)``
+    (the code reward runs a batch this way, through :class:`e1.rewards.registry.ScoringContext`).
     """
 
     def __init__(self, workers: int = 1, limits: Limits = Limits(), *, site_packages: bool = False,
