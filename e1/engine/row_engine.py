@@ -17,7 +17,7 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import Markers, sentence_end_ids
-from e1.engine.row_state import RowState
+from e1.engine.row_state import RowState, worst_case_tokens
 from e1.errors import ConfigError
 
 
@@ -67,11 +67,7 @@ class RowEngine:
 
     def worst_case(self, budget: Budget, mode: Mode) -> int:
         """The most tokens a budgeted row can write: its budget plus every forced token."""
-        if mode.name == "truncate":
-            return budget.total
-        markers = self.markers
-        return (budget.total + len(markers.start_ids) + len(markers.end_ids) + len(self.exit_ids(mode)) + mode.grace
-                + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0))
+        return worst_case_tokens(budget, mode, self.markers, self.exit_ids(mode))
 
     def row_state(self, prompt: list[int], budget: Budget, mode: Mode, sampling: Sampling) -> RowState:
         """A row's state machine. ``--max-tokens`` caps mode ``none`` only: a budgeted mode's cap is its

@@ -31,6 +31,16 @@ THINK, SOLVE, DONE = "think", "solve", "done"
 T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS = range(5)
 
 
+def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
+    """The most tokens a row can write in ``mode`` (not counting the EOS a budget forces at the
+    end): ``t + s`` in truncate; else ``t + s`` plus every forced token (markers, the exit text,
+    s1's answer prompt) and the grace window. Mode ``none`` has no budget of its own."""
+    if mode.name == "truncate":
+        return budget.total
+    forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
+    return budget.total + forced + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0)
+
+
 class RowState:
     """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
     the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`)."""

@@ -125,13 +125,9 @@ class VLLMEngine(RowEngine):
 
         markers = self.markers
         written = len(state.tokens)
-        max_tokens = state.max_new_tokens - written
+        max_tokens = state.max_new_tokens - written  # the row's worst case + the EOS a budget forces (row_state)
         extra, stop = None, sorted(markers.eos_ids)
         if mode.name in FORCING:
-            # the worst case plus one slot for the EOS forced when a budget (not the context) ends the row
-            worst = (budget.total + len(markers.start_ids) + len(markers.end_ids) + len(markers.answer_ids)
-                     + len(state.exit_ids) + mode.grace + 1)
-            max_tokens = min(max_tokens, worst - written)
             opens = markers.opens_thinking(prompt)
             extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids)}
             if state.waits_left and state.phase == THINK:

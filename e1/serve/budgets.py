@@ -24,6 +24,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
+from e1.engine.row_state import worst_case_tokens as row_worst_case
 from e1.errors import ConfigError
 
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
@@ -94,10 +95,8 @@ def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | N
 def worst_case_tokens(budget: RequestBudget, markers: Markers) -> int:
     """The most tokens a budgeted request can write: t + s, the forced markers and the EOS
     forced when the solution budget runs out."""
-    if budget.mode.name == "truncate":
-        return budget.budget.total
-    answer = len(markers.answer_ids) if budget.mode.name == "budget-forcing" else 0
-    return budget.budget.total + len(markers.start_ids) + len(markers.end_ids) + answer + 1
+    worst = row_worst_case(budget.budget, budget.mode, markers)  # served modes have no exit text or grace
+    return worst if budget.mode.name == "truncate" else worst + 1
 
 
 def check_context(budget: RequestBudget, markers: Markers, max_model_len: int) -> None:
