@@ -31,7 +31,7 @@ from e1.errors import ConfigError
 from e1.metrics import summarize
 from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
-from e1.ui import NullProgress, stage
+from e1.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes")
@@ -127,7 +127,7 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     if todo:
         _check_sandbox(todo, config)  # seconds, not after the model has loaded
         if engine is None:
-            with stage(progress, f"loading {config.model}"):
+            with progress.stage(f"loading {config.model}"):
                 engine = load_engine_for(config, ranks)
         if ranks.main:
             write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)

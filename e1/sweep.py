@@ -298,3 +298,6 @@ class _Labelled:
     def task(self, description: str, total: int):
         return self.progress.task(f"{self.label}: {description}", total)
 
+    def stage(self, description: str):
+        return self.progress.stage(f"{self.label}: {description}")
+

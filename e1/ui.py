@@ -23,6 +23,9 @@ BARS = " ▁▂▃▄▅▆▇█"
 class Progress(Protocol):
     def task(self, description: str, total: int) -> "ProgressTask": ...
 
+    def stage(self, description: str):
+        """A context manager around a step without a count (loading a model)."""
+
 
 class ProgressTask(Protocol):
     def advance(self, amount: int = 1) -> None: ...
@@ -33,18 +36,11 @@ class NullProgress:
     def task(self, description: str, total: int) -> Iterator["NullProgress"]:
         yield self
 
+    def stage(self, description: str):
+        return nullcontext()
+
     def advance(self, amount: int = 1) -> None:
         pass
-
-
-def stage(progress, description: str):
-    """A stage without a count (loading a model), shown by reporters that show stages:
-
-        with stage(progress, f"loading {model}"):
-            engine = load_engine(model)
-    """
-    show = getattr(progress, "stage", None)
-    return show(description) if show is not None else nullcontext()
 
 
 class RichProgress:

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from e1.ui import RichProgress, stage
+from e1.ui import RichProgress
 
 
 def plain_progress(interval_s: float) -> tuple[RichProgress, io.StringIO]:
@@ -16,7 +16,7 @@ def plain_progress(interval_s: float) -> tuple[RichProgress, io.StringIO]:
 
 def test_redirected_progress_prints_stage_count_rate_and_eta_lines():
     progress, sink = plain_progress(interval_s=0.0)  # a line on every advance
-    with stage(progress, "loading ./m[v2]"):
+    with progress.stage("loading ./m[v2]"):
         pass
     with progress.task("generating 4 samples", total=4) as bar:
         bar.advance(1)

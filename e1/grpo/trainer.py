@@ -67,7 +67,7 @@ from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
 from e1.rewards.registry import Reward, reward_for
 from e1.rewards.scoring import Scorer
-from e1.ui import NullProgress, stage
+from e1.ui import NullProgress
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
 Objective = Callable[[MicroBatch, float], "tuple[torch.Tensor, dict]"]  # (micro-batch, normaliser) -> (loss, metrics)
@@ -80,7 +80,7 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
     check_run_dir(config)  # a refused run creates nothing; checked again under the lock
     progress = progress or NullProgress()
     with owned(config):
-        with stage(progress, f"loading {config.model}" + (" (resuming)" if config.resume else "")):
+        with progress.stage(f"loading {config.model}" + (" (resuming)" if config.resume else "")):
             trainer = Trainer.create(config, reward)
         with trainer.scorer, progress.task(f"training {config.steps} steps", total=config.steps) as bar:
             try:
