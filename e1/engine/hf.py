@@ -28,10 +28,11 @@ import torch
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.row_engine import RowEngine
 from e1.engine.markers import Markers, resolve_markers
+from e1.engine.row_engine import RowEngine
 from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
 from e1.errors import ConfigError, ModelError
+from e1.preflight import CONTEXT_FIELDS
 
 Progress = Callable[[int], None]  # called with the number of sequences just finished
 
@@ -101,7 +102,7 @@ def load_model(model: str, dtype: str = "auto", device: str = "auto"):
 
 def context_length(model) -> int | None:
     config = model.config
-    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+    for name in CONTEXT_FIELDS:
         value = getattr(config, name, None)
         if isinstance(value, int) and value > 0:
             return value
