@@ -165,10 +165,17 @@ def _fingerprint(folder: str, files: tuple) -> str:
     return "sha256:" + digest.hexdigest()[:24]
 
 
-def read_parquet(path: Path):
+def read_parquet(path: Path, columns: Sequence[str] | None = None):
+    """A parquet file as a DataFrame; with ``columns``, only those are read when the file has them
+    all (else the whole file, so the caller's schema check names what is missing)."""
     import pandas as pd
 
     try:
+        if columns is not None:
+            import pyarrow.parquet as pq
+
+            if set(columns) <= set(pq.read_schema(path).names):
+                return pd.read_parquet(path, columns=list(columns))
         return pd.read_parquet(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err

@@ -71,7 +71,7 @@ class SampleStore:
 
         frames = []
         if (self.out / SAMPLES).exists():
-            frames.append(_whole(read_parquet(self.out / SAMPLES), columns))
+            frames.append(_whole(read_parquet(self.out / SAMPLES, columns), columns))  # keys: no texts read
         parts = self.parts()
         if parts:
             frames.append(_read_parts(parts, columns))
