@@ -273,6 +273,15 @@ def test_printing_gigabytes_is_cut_off():
     assert result.wall_s < SMALL.wall_s
 
 
+def test_a_program_that_exits_right_after_passing_the_output_limit_is_reported_not_raised():
+    # Races the kill sent on the output limit against the program's own exit: before the fix
+    # about one run in five raised ProcessLookupError from the kill of an exited process.
+    program = "import os, sys\nsys.stdout.write('x' * 70000)\nsys.stdout.flush()\nos._exit(0)"
+    for _ in range(60):
+        result = run_sandboxed(program, b"", SMALL)
+        assert result.killed_reason == "output limit" and len(result.stdout) <= SMALL.output_bytes
+
+
 @pytest.mark.skipif(not (ISOLATION.processes or ISOLATION.user), reason="could kill the test process itself")
 def test_killing_the_parent_or_everything_leaves_us_alive():
     program = f"""

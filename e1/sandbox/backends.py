@@ -161,7 +161,10 @@ class UnshareBackend:
                 if reason is None:
                     reason = _wait_readable(ours, start + limits.wall_s)
                 if reason is not None:
-                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    try:
+                        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass  # it exited (e.g. on the closed pipe) before the kill: nothing left to stop
             finally:
                 os.close(pidfd)
             ours.settimeout(20)

@@ -235,7 +235,10 @@ def zygote(link, cgroups, slot):
         status["oom"] = oom_kills(cgroup_fds) > ooms
     except BaseException as err:  # noqa: BLE001
         status["error"] = repr(err)
-    channel.send(json.dumps(status).encode())
+    try:
+        channel.send(json.dumps(status).encode())
+    except OSError:
+        pass  # the client stopped waiting (it gave up on the run): nobody to tell
     os._exit(0)
 
 
