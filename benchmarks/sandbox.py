@@ -7,6 +7,9 @@
     on the same file, alternating one of each, ``--n`` of each; prints medians and the ratio
     (goal <= 1.15x). The flags are the sandbox's: ``python -S -B main.py`` (no site-packages,
     no .pyc), or ``-s -B`` with ``--site`` (site-packages on, as ``Sandbox(site_packages=True)``).
+    The root (unshare) backend runs Python source in a fork of an interpreter started once;
+    its row with ``E1_SANDBOX_FRESH=1`` (exec a new interpreter per run) is measured in the
+    same alternation, so the cost of the isolation alone is visible too.
 (b) Throughput: ``--n`` runs through ``Sandbox(workers=1)`` and ``Sandbox(workers=W)``, and
     the same for bare subprocesses from W threads, best of ``--repeats``; prints runs per
     second and speed-ups. Both are bounded by free CPU cores: every run is a Python start-up.
@@ -15,6 +18,8 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
 import statistics
 import subprocess
 import sys
@@ -35,20 +40,35 @@ def bare_runner(directory: str, site: bool):
     return lambda _=None: subprocess.run(argv, cwd=directory, capture_output=True, stdin=subprocess.DEVNULL, check=True)
 
 
-def overhead(n: int, site: bool) -> tuple[float, float]:
-    """Median seconds per run: (bare subprocess, sandboxed)."""
-    bare, boxed = [], []
+def overhead(n: int, site: bool) -> dict[str, float]:
+    """Median seconds per run of each way of running the program, alternated run by run."""
+    runners = {"bare subprocess": None, "sandboxed": lambda: run_sandboxed(PROGRAM, b"", LIMITS, site_packages=site)}
+    if isolation().mode == "unshare":
+        fresh = fresh_backend()
+        runners["sandboxed, fresh"] = lambda: fresh.run(PROGRAM, b"", LIMITS, site, ())
+    times: dict[str, list[float]] = {name: [] for name in runners}
     with tempfile.TemporaryDirectory() as directory:
-        run_bare = bare_runner(directory, site)
+        runners["bare subprocess"] = bare_runner(directory, site)
         for _ in range(n):
-            start = time.perf_counter()
-            run_bare()
-            bare.append(time.perf_counter() - start)
-            start = time.perf_counter()
-            result = run_sandboxed(PROGRAM, b"", LIMITS, site_packages=site)
-            boxed.append(time.perf_counter() - start)
-            assert result.ok, result
-    return statistics.median(bare), statistics.median(boxed)
+            for name, run in runners.items():
+                start = time.perf_counter()
+                result = run()
+                times[name].append(time.perf_counter() - start)
+                assert getattr(result, "ok", True), result
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def fresh_backend():
+    """An unshare backend that execs a new interpreter for every run (``E1_SANDBOX_FRESH=1``)."""
+    from e1.sandbox.backends import UnshareBackend
+
+    os.environ["E1_SANDBOX_FRESH"] = "1"
+    try:
+        backend = UnshareBackend()
+    finally:
+        del os.environ["E1_SANDBOX_FRESH"]
+    atexit.register(backend.close)
+    return backend
 
 
 def best_rate(n: int, repeats: int, run_all) -> float:
@@ -84,10 +104,12 @@ def main() -> None:
     print(f"isolation: mode={mode.mode} missing={mode.missing() or 'nothing'}")
     run_sandboxed(PROGRAM, site_packages=args.site)  # warm caches
     flags = " ".join(("-s", "-B") if args.site else PYTHON_FLAGS)
-    bare, boxed = overhead(args.n, args.site)
-    print(f"(a) per run, median of {args.n}, both `python {flags} main.py`:")
-    print(f"    bare subprocess {bare * 1e3:7.2f} ms")
-    print(f"    sandboxed       {boxed * 1e3:7.2f} ms   ratio {boxed / bare:.2f}x (goal <= 1.15x)")
+    medians = overhead(args.n, args.site)
+    bare = medians["bare subprocess"]
+    print(f"(a) per run, median of {args.n}, each `python {flags} main.py`:")
+    for name, seconds in medians.items():
+        ratio = "" if name == "bare subprocess" else f"   ratio {seconds / bare:.2f}x"
+        print(f"    {name:<18} {seconds * 1e3:7.2f} ms{ratio}" + ("  (goal <= 1.15x)" if name == "sandboxed" else ""))
     w = args.workers
     box_one, box_many = (sandbox_rate(args.n, k, args.repeats, args.site) for k in (1, w))
     bare_one, bare_many = (bare_rate(args.n, k, args.repeats, args.site) for k in (1, w))

@@ -91,13 +91,15 @@ class UnshareBackend:
         self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
                                    tree_limits=tree)
         self._uids = itertools.count(random.randrange(UID_SPAN))
+        self.fresh = os.environ.get("E1_SANDBOX_FRESH", "") not in ("", "0")
         self._lock = threading.Lock()
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {"control_fd": theirs.fileno(), "interpreter_paths": interpreter_paths(),
                   "cgroups": [[path, files] for path, files in self._cgroups]}
         self._server = subprocess.Popen(
-            [sys.executable, "-I", "-S", "-B", str(Path(__file__).with_name("server.py")), json.dumps(config)],
+            [sys.executable, *PYTHON_FLAGS, str(Path(__file__).with_name("server.py")), json.dumps(config)],
             pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+            env=environment("/tmp", 0),  # its flags and environment are a run's: runs start as forks of it
         )
         theirs.close()
         self._control.settimeout(20)
@@ -131,6 +133,7 @@ class UnshareBackend:
             "argv": python_argv(site_packages) if isinstance(program, str) else list(program),
             "env": environment("/tmp", len(fds)),
             "source": isinstance(program, str),
+            "fresh": self.fresh,
             "rlimits": limits.rlimits(),
             "limits": {"memory_bytes": limits.memory_bytes, "processes": limits.processes, "zero": 0,
                        "scratch_bytes": limits.scratch_bytes, "scratch_inodes": limits.scratch_inodes},

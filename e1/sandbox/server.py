@@ -8,14 +8,19 @@ Started once per process by :mod:`e1.sandbox.backends` as ``python -S -B server.
                                     the host (no /run, /home, /root, /var: no host sockets)
     chroot                       -> the server and every run see only that root
 
-Per run, prepared before its request arrives (a "zygote", so the run starts at once):
+Per run, prepared before its request arrives (a few "zygotes" wait, so a run starts at once):
 
     fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace, which
         joins a cgroup slot and waits. On the request (a JSON header plus the run's pipes,
         passed on by the middle process after it set the slot's limits): mount a private
         tmpfs on /tmp and /dev/shm (size and inode capped) and a fresh /proc, write main.py,
         set rlimits, drop to the throwaway uid, no_new_privs, a seccomp filter refusing new
-        user namespaces, exec the program.
+        user namespaces. Then an argv is exec'd; Python source runs in this very interpreter
+        (started with a run's flags and environment, so only __main__, argv, the environment
+        and the standard streams need making): no interpreter start-up per run. It ends as
+        Python's shutdown would, as far as a program can see (threads, atexit, flushes,
+        finalisers), without tearing the interpreter down. ``fresh`` in the request (the
+        client's E1_SANDBOX_FRESH=1) execs a new interpreter for source too.
 
 The middle process sends a pidfd of the run (so the parent can SIGKILL it without pid
 races), waits, and sends the exit status. Cgroup slots are reused by later runs. Everything
@@ -23,14 +28,20 @@ dies with its parent (PR_SET_PDEATHSIG), and the server exits when the control s
 """
 
 import array
+import atexit
+import builtins
 import ctypes
+import gc
+import io
 import json
 import os
 import resource
 import signal
+import site
 import socket
 import struct
 import sys
+from importlib.machinery import SourceFileLoader
 
 LIBC = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x04000000, 0x08000000
@@ -40,6 +51,10 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
+MAIN = "/tmp/main.py"
+READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
+STREAMS = ("stdin", "stdout", "stderr")
+STDIO = (("<stdin>", "r", "strict"), ("<stdout>", "w", "strict"), ("<stderr>", "w", "backslashreplace"))
 # seccomp: (audit arch, unshare, clone, clone3) syscall numbers
 ARCHES = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
 
@@ -166,8 +181,10 @@ def seccomp_no_userns():
 SECCOMP = seccomp_no_userns()
 
 
-def start_program(request, fds):
-    """PID 1 of the run, in its cgroup already: confine, then exec. Never returns."""
+def confine(request, fds):
+    """PID 1 of the run, in its cgroup already: private /tmp, /dev/shm and /proc, main.py,
+    rlimits, the run's fds on 0, 1, 2 (3, ... extra), the throwaway uid, no_new_privs, seccomp.
+    On any failure the run ends here (exit 127, the reason on its stderr)."""
     uid, limits = request["uid"], request["limits"]
     try:
         scratch = f"size={limits['scratch_bytes']},nr_inodes={limits['scratch_inodes']},mode=0700,uid={uid},gid={uid}"
@@ -176,9 +193,9 @@ def start_program(request, fds):
         mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
         stdin, stdout, stderr, source, *extra = fds
         if request["source"]:
-            with os.fdopen(source, "rb") as file, open("/tmp/main.py", "wb") as out:
+            with os.fdopen(source, "rb") as file, open(MAIN, "wb") as out:
                 out.write(file.read())
-            os.chown("/tmp/main.py", uid, uid)
+            os.chown(MAIN, uid, uid)
         for name, value in request["rlimits"].items():
             resource.setrlimit(getattr(resource, name), (value, value))
         for target, fd in enumerate([stdin, stdout, stderr, *extra]):
@@ -193,10 +210,127 @@ def start_program(request, fds):
         os.setresuid(uid, uid, uid)
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         check(LIBC.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), SECCOMP[1], 0, 0), "seccomp")
-        os.execvpe(request["argv"][0], request["argv"], request["env"])
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
         os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
+        os._exit(127)
+
+
+def start_program(request):
+    """Confined PID 1: become the program. Python source runs in this interpreter, already
+    started (:class:`Become` unwinds to the bottom of this file); an argv, or any program with
+    ``fresh`` set, is exec'd. Never returns."""
+    if request["source"] and not request["fresh"]:
+        raise Become(request)
+    try:
+        os.execvpe(request["argv"][0], request["argv"], request["env"])
+    except BaseException as err:  # noqa: BLE001
+        os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
     os._exit(127)
+
+
+class Become(BaseException):
+    """Raised in a confined PID 1 to leave the server's frames for the program's (see bottom)."""
+
+    def __init__(self, request):
+        super().__init__()
+        self.request = request
+
+
+def become_main(request):
+    """This interpreter as a fresh ``python -S -B main.py`` (``-s -B`` with site-packages) run in
+    /tmp with the run's environment: ``__main__``, argv, environment and standard streams as the
+    interpreter's start-up makes them. The server was started with the same flags and
+    environment, so ``sys.flags``, ``sys.path``, the hash seed and the locale already agree;
+    with site-packages, ``sys.flags.no_site`` stays 1."""
+    site_packages = "-s" in request["argv"]
+    env = request["env"]
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    sys.argv, sys.orig_argv = ["main.py"], list(request["argv"])
+    for fd, (name, mode, errors) in enumerate(STDIO):
+        buffer = io.open(fd, mode + "b", -1, closefd=False)
+        buffer.raw.name = name
+        stream = io.TextIOWrapper(buffer, "utf-8", errors, "\n", fd == 2, False)
+        stream.mode = mode
+        setattr(sys, STREAMS[fd], stream)
+        setattr(sys, f"__{STREAMS[fd]}__", stream)
+    if site_packages:
+        site.ENABLE_USER_SITE = False
+        site.main()
+    module = type(sys)("__main__")
+    module.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=MAIN, __cached__=None,
+                           __loader__=SourceFileLoader("__main__", MAIN))
+    sys.modules["__main__"] = module
+    return module.__dict__
+
+
+def run_main(request):
+    """Run main.py as ``__main__`` and end the process as the interpreter would; never returns.
+
+    An uncaught exception is printed without this file's frames and exits 1 (130 for
+    KeyboardInterrupt, as a PID 1 does); SystemExit exits with its code as Python does."""
+    namespace = become_main(request)
+    try:
+        with open(MAIN, "rb") as file:
+            code = compile(file.read(), MAIN, "exec", dont_inherit=True)
+        exec(code, namespace)
+        status = 0
+    except SystemExit as exit:
+        status = exit_status(exit.code)
+    except BaseException as err:  # noqa: BLE001 - the program's own error, reported as Python does
+        trace = err.__traceback__
+        while trace is not None and trace.tb_frame.f_globals is globals():
+            trace = trace.tb_next
+        sys.excepthook(type(err), err.with_traceback(trace), trace)
+        status = 130 if isinstance(err, KeyboardInterrupt) else 1
+        del err, trace
+    shut_down(namespace, status)
+
+
+def exit_status(code):
+    """The exit status of ``SystemExit(code)``: None 0, an int itself, anything else printed, 1."""
+    if code is None or isinstance(code, int):
+        return code or 0
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def shut_down(namespace, status):
+    """What Python's shutdown does that a program can see: non-daemon threads joined, atexit
+    handlers, standard streams flushed (120 if that fails), the program's objects finalised
+    (unclosed files flush). The interpreter's own modules are not torn down: that costs a
+    forked interpreter more than the whole run, and nothing of the program's depends on it."""
+    if (threading := sys.modules.get("threading")) is not None:
+        threading._shutdown()
+    atexit._run_exitfuncs()
+    flushed = flush_std()
+    namespace.clear()
+    gc.collect()
+    flushed = flushed and flush_std()
+    os._exit(120 if status == 0 and not flushed else status)
+
+
+def flush_std():
+    """Flush sys.stdout and sys.stderr as Python's shutdown does: a failure is reported as
+    "Exception ignored in: ..." on stderr; False if one failed."""
+    ok = True
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except Exception as err:  # noqa: BLE001
+            ok = False
+            import traceback
+
+            try:
+                sys.stderr.write(f"Exception ignored in: {stream!r}\n" + "".join(traceback.format_exception_only(err)))
+                sys.stderr.flush()
+            except Exception:  # noqa: BLE001 - nowhere left to say it
+                pass
+    return ok
 
 
 def zygote(link, cgroups, slot):
@@ -243,7 +377,7 @@ def zygote(link, cgroups, slot):
 
 
 def waiting_program(link, cgroup_fds):
-    """PID 1 of a zygote: join the cgroup, wait for the request, then :func:`start_program`."""
+    """PID 1 of a zygote: join the cgroup, wait for the request, confine, start the program."""
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for fd in cgroup_fds:
@@ -252,26 +386,28 @@ def waiting_program(link, cgroup_fds):
         header, fds, _, _ = socket.recv_fds(link, 1 << 20, 64)
     except BaseException:  # noqa: BLE001 - the middle reports the missing program
         os._exit(127)
+    link.close()
     if not header:
         os._exit(0)
-    start_program(json.loads(header), fds)
+    request = json.loads(header)
+    confine(request, fds)
+    start_program(request)
 
 
 def serve(control, cgroups):
-    free, busy, ready = [], {}, []  # cgroup slots: unused names; middle pid -> slot; zygotes
+    free, busy, ready = [], {}, []  # cgroup slots: unused names; middle pid -> slot; zygotes, oldest first
     while True:
-        if not ready:
+        while len(ready) < READY:  # made while runs run: a burst of requests finds them waiting
             ready.append(spawn_zygote(control, cgroups, free, busy))
         header, fds, _, _ = socket.recv_fds(control, 1 << 20, 64)
         if not header:
             return  # our parent closed the control socket (or exited)
-        pid, link = ready.pop()
+        pid, link = ready.pop(0)  # the oldest has most likely joined its cgroup
         socket.send_fds(link, [header], fds)
         link.close()
         for fd in fds:
             os.close(fd)
         reap(busy, free, ready)
-        ready.append(spawn_zygote(control, cgroups, free, busy))  # made while this run runs
 
 
 def spawn_zygote(control, cgroups, free, busy):
@@ -310,8 +446,16 @@ def main():
         control.send(f"error {err!r}".encode())
         return
     control.send(b"ready")
+    compile("pass", "<warm>", "exec")  # the parser's first use costs ~1 ms: paid once here, not per run
+    gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
     serve(control, cgroups)
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+        PROGRAM = None
+    except Become as become:  # only in a confined PID 1
+        PROGRAM = become.request
+    if PROGRAM is not None:  # outside the handler: the server's frames are gone, no exception is current
+        run_main(PROGRAM)
