@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import os
 import statistics
 import subprocess
 import sys
@@ -62,11 +61,7 @@ def fresh_backend():
     """An unshare backend that execs a new interpreter for every run (``E1_SANDBOX_FRESH=1``)."""
     from e1.sandbox.backends import UnshareBackend
 
-    os.environ["E1_SANDBOX_FRESH"] = "1"
-    try:
-        backend = UnshareBackend()
-    finally:
-        del os.environ["E1_SANDBOX_FRESH"]
+    backend = UnshareBackend(fresh=True)
     atexit.register(backend.close)
     return backend
 

@@ -8,7 +8,6 @@ same program in a new interpreter (``E1_SANDBOX_FRESH=1``) in the same sandbox.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -66,11 +65,7 @@ def fresh():
     """An unshare backend that execs a new interpreter for every run."""
     from e1.sandbox.backends import UnshareBackend
 
-    os.environ["E1_SANDBOX_FRESH"] = "1"
-    try:
-        backend = UnshareBackend()
-    finally:
-        del os.environ["E1_SANDBOX_FRESH"]
+    backend = UnshareBackend(fresh=True)
     yield backend
     backend.close()
 

@@ -84,14 +84,15 @@ class UnshareBackend:
 
     name = "unshare"
 
-    def __init__(self):
+    def __init__(self, fresh: bool | None = None):
+        """``fresh``: exec a new interpreter for Python source too (None: ``$E1_SANDBOX_FRESH``)."""
         if os.geteuid() != 0:
             raise SandboxError("the unshare sandbox needs root", hint="run as root, or " + OPT_IN)
         tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
         self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
                                    tree_limits=tree)
         self._uids = itertools.count(random.randrange(UID_SPAN))
-        self.fresh = os.environ.get("E1_SANDBOX_FRESH", "") not in ("", "0")
+        self.fresh = os.environ.get("E1_SANDBOX_FRESH", "") not in ("", "0") if fresh is None else fresh
         self._lock = threading.Lock()
         self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {"control_fd": theirs.fileno(), "interpreter_paths": interpreter_paths(),
