@@ -196,3 +196,19 @@ def test_reward_timings_say_what_the_overlap_hid(tiny_model_dir, tmp_path):
     assert rows[1]["reward_busy_s"] - rows[1]["reward_s"] < 0.05  # nothing hidden
     assert rows[3]["reward_busy_s"] - rows[3]["reward_s"] > 0.4  # ideally 0.8: chunks 1 and 2 scored behind 2 and 3
     assert rows[3]["reward_s"] < 0.8
+
+
+@pytest.mark.slow
+def test_two_ranks_train_alike_in_chunks(tiny_model_dir, tmp_path):
+    """torchrun, 2 ranks under ZeRO-2: each rank's share cut in 2 chunks trains as one call does."""
+    import pandas as pd
+
+    pytest.importorskip("deepspeed", reason="pip install -e .[deepspeed]")
+    from tests.test_deepspeed import torchrun
+
+    for chunks in (1, 2):
+        torchrun(2, tmp_path, tiny_model_dir, f"chunks{chunks}", "--deepspeed", "zero2", f"--rollout-chunks={chunks}")
+    one, two = (pd.read_parquet(tmp_path / f"chunks{chunks}" / "metrics.parquet") for chunks in (1, 2))
+    assert list(two["step"]) == [1, 2] and (two["reward_busy_s"] >= two["reward_s"]).all()
+    for column in (c for c in one.columns if not c.endswith("_s")):
+        assert one[column].tolist() == pytest.approx(two[column].tolist(), abs=1e-6, nan_ok=True), column
