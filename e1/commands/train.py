@@ -58,6 +58,7 @@ class TrainOptions:
     seed: Annotated[Optional[int], _opt("--seed", "Seed of data order, rollouts and mini-batches.")] = None
     resume: Annotated[Optional[bool], typer.Option("--resume/--no-resume", help="Continue from the newest checkpoint in --out.", show_default=False)] = None
     batch_size: Annotated[Optional[int], _opt("--batch-size", "Sequences decoded together.")] = None
+    rollout_chunks: Annotated[Optional[int], _opt("--rollout-chunks", "Generate each step's rollouts in N chunks of whole prompts and score chunk k while chunk k+1 generates. Pays when scoring takes time (code tasks whose sandboxed tests run for seconds), at the cost of smaller generate batches; 1 = one generate call, then scoring.")] = None
     dtype: Annotated[Optional[str], _opt("--dtype", "float32 | bfloat16 | float16.")] = None
     device: Annotated[Optional[str], _opt("--device", "auto | cpu | cuda | cuda:N.")] = None
     think_start: Annotated[Optional[str], _opt("--think-start", "Start-of-thinking marker (default: <think>).")] = None

@@ -64,6 +64,7 @@ class TrainConfig:
     seed: int = 0  # data order, rollout sampling and mini-batch order all derive from it
     resume: bool = False  # continue from the newest checkpoint in `out`
     batch_size: int = 64  # sequences decoded together in rollouts and validation
+    rollout_chunks: int = 1  # rollout in N chunks of whole prompts, chunk k scored while chunk k + 1 generates
     dtype: str = "float32"  # weights and optimizer dtype: float32 | bfloat16 | float16
     device: str = "auto"  # auto | cpu | cuda | cuda:N
     think_start: str | None = None  # start-of-thinking marker (default: <think> from the tokenizer)
@@ -95,7 +96,7 @@ class TrainConfig:
         self.length_shaping  # noqa: B018  parses length_reward
         self.reporters  # noqa: B018
         for name in ("steps", "prompts_per_step", "mini_batch_prompts", "micro_batch", "save_every", "eval_every",
-                     "batch_size"):
+                     "batch_size", "rollout_chunks"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.algo not in ALGOS:

@@ -2,6 +2,7 @@
 
     rollouts = Rollout.create(config, strategy, inputs, model_path, device)
     completions = rollouts.generate(indices, step, problems)   # samples_per_prompt per problem
+    scored = rollouts.generate_scored(indices, step, problems, score)  # chunk k scored while k + 1 generates
     rollouts.sync(strategy)                                     # decode with the updated policy next
 
 The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``backend="hf"``; under
@@ -17,11 +18,19 @@ while it decodes (``gpu_memory_utilization`` of the GPU), and frees both before 
 sleep mode (``can_sleep`` is False); there vLLM stays resident. Under DeepSpeed each rank runs
 its own vLLM (``distributed_executor_backend="external_launcher"``); with ``tp > 1`` the ``tp``
 consecutive ranks of one engine decode their problems together and each keeps its own.
+
+With ``rollout_chunks`` > 1, :meth:`Rollout.generate_scored` cuts the step into chunks of whole
+prompts (:func:`rollout_chunks`: the same boundaries on every rank) and scores chunk k in a
+background thread while chunk k + 1 generates (:func:`e1.overlap.overlapped`). Each problem's
+samples are seeded by (seed, step, problem), so the chunks' completions, concatenated, are the
+ones a single call draws, in the same order.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -31,6 +40,42 @@ from e1.engine.sampling import derive_seed
 from e1.errors import ConfigError
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
+from e1.overlap import overlapped
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Part of a step's rollout: whole prompts, every rank's at the same positions of its shard."""
+
+    first: int  # where the chunk starts in this rank's problems (its shard of the step's)
+    indices: list[int]  # this rank's problems in the chunk
+    problems: list[int]  # every rank's problems in the chunk (what the ranks of one engine submit)
+
+
+def rollout_chunks(problems: Sequence[int], rank: int, world: int, count: int) -> list[Chunk]:
+    """The step's ``problems`` in ``count`` chunks (fewer when a rank has fewer problems than
+    ``count``). Rank r's problems are ``problems[r::world]``; a chunk is a run of consecutive
+    positions of every rank's shard, i.e. a block of ``problems`` that starts and ends at a
+    multiple of ``world``, so every rank cuts at the same places.
+
+    >>> [(c.first, c.indices, c.problems) for c in rollout_chunks([9, 8, 7, 6, 5, 4], rank=1, world=2, count=2)]
+    [(0, [8], [9, 8]), (1, [6, 4], [7, 6, 5, 4])]
+    """
+    rounds = -(-len(problems) // world)  # positions of the longest shard
+    bounds = [part * rounds // count for part in range(count + 1)]
+    blocks = [(start, problems[start * world : end * world]) for start, end in zip(bounds, bounds[1:]) if end > start]
+    return [Chunk(start, list(block[rank::world]), list(block)) for start, block in blocks]
+
+
+@dataclass(frozen=True)
+class ScoredRollouts:
+    """A step's completions and each chunk's scores, with how long scoring took in all and how
+    much of that the caller waited for (the rest ran while later chunks generated)."""
+
+    completions: list[Completion]
+    scores: list  # one ``score(completions)`` result per chunk, in order
+    score_s: float  # total scoring time, hidden behind generation or not
+    waited_s: float  # scoring time not hidden behind generation
 
 
 @dataclass
@@ -65,14 +110,45 @@ class Rollout:
         return list(range(first, first + self.tp))
 
     def generate(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
-        """``samples_per_prompt`` completions of each of ``indices``. The ranks of one engine must
+        """``samples_per_prompt`` completions of each of ``indices`` (``problems``: the step's, for tp groups)."""
+        with self.decoding(sleep_level=2):  # the weights are replaced after the update anyway
+            return self.draw(indices, step, problems)
+
+    def generate_scored(self, indices: list[int], step: int, problems: list[int],
+                        score: Callable[[list[Completion]], object]) -> ScoredRollouts:
+        """:meth:`generate`, in ``rollout_chunks`` chunks, and ``score`` of each chunk's completions
+        (prompt indices into ``indices``), run in the background while the next chunk generates.
+        ``problems`` are the step's (every rank's), which every rank cuts at the same places."""
+        generate_s, score_s, done = [], [], []
+
+        def produce(chunk: Chunk) -> list[Completion]:
+            began = time.perf_counter()
+            drawn = self.draw(chunk.indices, step, chunk.problems)
+            generate_s.append(time.perf_counter() - began)
+            return [dataclasses.replace(c, prompt_index=c.prompt_index + chunk.first) for c in drawn]
+
+        def finish(drawn: list[Completion]) -> tuple[list[Completion], object]:
+            began = time.perf_counter()
+            scores = score(drawn)
+            score_s.append(time.perf_counter() - began)
+            return drawn, scores
+
+        chunks = rollout_chunks(problems, self.rank, self.world, self.config.rollout_chunks)
+        with self.decoding(sleep_level=2):
+            began = time.perf_counter()
+            overlapped(chunks, produce=produce, finish=finish, emit=done.append)
+            waited_s = time.perf_counter() - began - sum(generate_s)  # here, not generating: waiting for scores
+        return ScoredRollouts([c for drawn, _ in done for c in drawn], [scores for _, scores in done],
+                              sum(score_s), min(waited_s, sum(score_s)))  # a thread hand-off is not scoring
+
+    def draw(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
+        """:meth:`generate` on an engine already awake. The ranks of one engine must
         submit the same requests: each decodes the shards of all of them (cut from ``problems``,
         the step's) and keeps its own."""
         k, peers = self.config.samples_per_prompt, self.peers
         shards = [problems[q :: self.world] for q in peers] if len(peers) > 1 else [indices]
         first = sum(map(len, shards[: peers.index(self.rank)]))  # our first prompt
-        with self.decoding(sleep_level=2):  # the weights are replaced after the update anyway
-            completions = self.sample([i for shard in shards for i in shard], step)
+        completions = self.sample([i for shard in shards for i in shard], step)
         ours = completions[first * k : (first + len(indices)) * k]
         return [dataclasses.replace(c, prompt_index=c.prompt_index - first) for c in ours] if first else ours
 

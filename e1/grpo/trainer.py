@@ -9,7 +9,10 @@
    problem and capped by a schedule (:mod:`e1.grpo.curriculum`; :mod:`e1.grpo.rollout`).
 2. ``reward`` — every completion joined with the canonical ``</think>`` and scored by the same
    :class:`~e1.rewards.scoring.Scorer` as ``e1 eval`` (or by an injected reward callable), then
-   shaped by the length reward if one is configured (:mod:`e1.rewards.length`).
+   shaped by the length reward if one is configured (:mod:`e1.rewards.length`). With
+   ``rollout_chunks`` > 1 the rollout comes in chunks of whole prompts and chunk k is scored
+   while chunk k + 1 generates: ``reward_s`` is then the scoring the step waited for, and
+   ``reward_busy_s`` all of it (the difference is what the overlap saved).
 3. ``advantage`` — :func:`~e1.grpo.core.group_advantages` over each prompt's group, and the
    step cut into mini-batches of micro-batches (:mod:`e1.grpo.batches`).
 4. ``old_logprob`` / ``ref_logprob`` — log-probs of exactly the rollout token ids under the policy
@@ -70,6 +73,7 @@ from e1.rewards.scoring import Scorer
 from e1.ui import NullProgress
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
+HIDDEN = ("reward_busy",)  # work timed in full though part of it overlaps a phase (scoring behind generation)
 Objective = Callable[[MicroBatch, float], "tuple[torch.Tensor, dict]"]  # (micro-batch, normaliser) -> (loss, metrics)
 
 
@@ -196,10 +200,8 @@ class Trainer:
         config, step = self.config, self.state.step + 1
         problems = self.next_problems(config.prompts_per_step)  # problem rows of this step
         indices = problems[self.strategy.rank :: self.strategy.world]  # this rank's whole groups
-        with self.phase("rollout"):
-            completions = self.rollout(indices, step, problems)
-        with self.phase("reward"):
-            scores = self.score(indices, completions)  # [N]  the task's reward
+        completions, scores = self.rollout_and_score(indices, step, problems)  # scores: [N]  the task's reward
+        with self.phase("reward_busy"), self.phase("reward"):
             rewards = self.shape(scores, indices, completions, step)  # [N]  what GRPO trains on
         with self.phase("advantage"):
             advantages = group_advantages(rewards, config.samples_per_prompt)  # [N]
@@ -239,7 +241,7 @@ class Trainer:
 
     def record(self, row: dict, started: float, **known: float) -> None:
         """Complete ``row`` (the last of ``self.metrics``) with the phase timings; rank 0 writes the file."""
-        row |= {f"{name}_s": self.timings.get(name, 0.0) for name in PHASES} | known
+        row |= {f"{name}_s": self.timings.get(name, 0.0) for name in (*PHASES, *HIDDEN)} | known
         row["step_s"] = time.perf_counter() - started
         if self.strategy.rank == 0:
             write_metrics(self.config.out, self.metrics)
@@ -270,6 +272,16 @@ class Trainer:
     def rollout(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
         """``samples_per_prompt`` completions of each of ``indices`` (``problems``: the step's, for tp groups)."""
         return self.rollouts.generate(indices, step, problems)
+
+    def rollout_and_score(self, indices: list[int], step: int, problems: list[int]) -> tuple[list[Completion], torch.Tensor]:
+        """:meth:`rollout` and :meth:`score`, in ``rollout_chunks`` chunks: chunk k is scored while
+        chunk k + 1 generates. The ``rollout`` phase is the section's wall time less the scoring
+        it waited for (the ``reward`` phase's share); ``reward_busy`` counts all scoring."""
+        began = time.perf_counter()
+        scored = self.rollouts.generate_scored(indices, step, problems, lambda drawn: self.score(indices, drawn))
+        self.timings |= {"rollout": time.perf_counter() - began - scored.waited_s, "reward": scored.waited_s,
+                         "reward_busy": scored.score_s}
+        return scored.completions, torch.cat(scored.scores)  # [N]
 
     def score(self, indices: list[int], completions: list[Completion]) -> torch.Tensor:
         """Each completion's reward, scored exactly as ``e1 eval`` scores it: joined with the
