@@ -36,6 +36,16 @@ def _encode(tokenizer, text: str) -> tuple[int, ...]:
     return tuple(tokenizer.encode(text, add_special_tokens=False))
 
 
+def exit_ids(tokenizer, exit_text: str) -> tuple[int, ...]:
+    """A mode's exit text (``Mode.exit_text``) as ``tokenizer``'s ids, forced at t before the end
+    marker; ``()`` for the bare marker. Every caller (``e1 eval``/``sweep``, ``e1 serve``) tokenises
+    it here, so all of them force, count and budget the same ids.
+
+        exit_ids(tokenizer, Mode.parse("elastic:exit=qwen").exit_text)   # ~20 ids
+    """
+    return _encode(tokenizer, exit_text) if exit_text else ()
+
+
 def _single_token(tokenizer, text: str) -> tuple[int, ...] | None:
     """The id of ``text`` if the vocabulary has it as one token (e.g. an added special token)."""
     token_id = tokenizer.convert_tokens_to_ids(text)

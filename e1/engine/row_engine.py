@@ -16,7 +16,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import Markers, sentence_end_ids
+from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState, worst_case_tokens
 from e1.errors import ConfigError
 
@@ -80,8 +80,7 @@ class RowEngine:
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
-        text = mode.exit_text
-        return tuple(self.tokenizer.encode(text, add_special_tokens=False)) if text else ()
+        return exit_ids(self.tokenizer, mode.exit_text)
 
     def sentence_ends(self) -> frozenset[int]:
         """Ids that end a sentence (the grace window), computed once per engine."""

@@ -5,6 +5,8 @@ shorthand, at the top level of its JSON body; the server's ``--think/--solve/--m
 the defaults. The same three fields reach e1's logits processor inside vLLM, which decodes
 them with :class:`~e1.engine.row_state.RowState`; the HTTP layer replays each choice's token ids
 through a fresh RowState to report per-phase counts — the same code that counts for ``e1 eval``.
+Both build that RowState with :meth:`Served.state`: the mode's exit text as the served tokenizer's
+ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes them.
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
@@ -18,11 +20,12 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
-from e1.engine.markers import Markers
+from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.engine.row_state import worst_case_tokens as row_worst_case
 from e1.errors import ConfigError
@@ -72,9 +75,6 @@ def _servable(mode: Mode) -> Mode:
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")
-    if mode.exit or mode.grace:
-        raise ConfigError(f"mode {mode} cannot be served yet: exit texts and grace windows are e1 eval/sweep options",
-                          hint="send elastic or budget-forcing without options")
     return mode
 
 
@@ -92,26 +92,29 @@ def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | N
     return RequestBudget(Budget(parse_tokens(think, THINK_FIELD), parse_tokens(solve, SOLVE_FIELD)), mode)
 
 
-def worst_case_tokens(budget: RequestBudget, markers: Markers) -> int:
-    """The most tokens a budgeted request can write: t + s, the forced markers and the EOS
-    forced when the solution budget runs out."""
-    worst = row_worst_case(budget.budget, budget.mode, markers)  # served modes have no exit text or grace
+def worst_case_tokens(budget: RequestBudget, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
+    """The most tokens a budgeted request can write: t + s, the forced markers, the mode's exit
+    text (``exit_ids``) and grace window, and the EOS forced when the solution budget runs out."""
+    worst = row_worst_case(budget.budget, budget.mode, markers, exit_ids)
     return worst if budget.mode.name == "truncate" else worst + 1
 
 
-def check_context(budget: RequestBudget, markers: Markers, max_model_len: int) -> None:
+def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, exit_ids: tuple[int, ...] = ()) -> None:
     """Refuse a budget that cannot fit the served context even for an empty prompt."""
-    worst = worst_case_tokens(budget, markers)
+    worst = worst_case_tokens(budget, markers, exit_ids)
     if worst > max_model_len:
         raise ConfigError(
             f"{THINK_FIELD}={budget.budget.think} plus {SOLVE_FIELD}={budget.budget.solve} need up to {worst} "
             f"tokens, more than the served context of {max_model_len}", hint="send smaller budgets")
 
 
-def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int]) -> RowState:
-    """A fresh RowState for one choice, fed its token ids as they arrive (``state.accept``)."""
+def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int], exit_ids: tuple[int, ...] = (),
+           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize) -> RowState:
+    """A fresh RowState for one choice, fed its token ids as they arrive (``state.accept``); the
+    logits processor decodes with the same state (``room``: the request's ``max_tokens``)."""
     budget = budget or RequestBudget(_PLAIN, Mode("none"))
-    return RowState(budget.budget, budget.mode, markers, markers.opens_thinking(list(prompt_ids)), sys.maxsize)
+    return RowState(budget.budget, budget.mode, markers, markers.opens_thinking(list(prompt_ids)), room,
+                    exit_ids, sentence_ends)
 
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
@@ -158,11 +161,41 @@ def check_room(xargs: Mapping, max_tokens: int | None) -> None:
             hint="send smaller budgets or a shorter prompt")
 
 
-def load_served(model_config, defaults: ServeDefaults):
-    """(tokenizer, markers) of the served model; the markers come from its own tokenizer, never hard-coded."""
+@dataclass(frozen=True)
+class Served:
+    """What the server knows of the served model: the HTTP layer (middleware) and the engine
+    (logits processor) each load one the same way (:func:`load_served`), so both decode and count
+    a request alike.
+
+        served.state(budget, prompt_ids)       # the RowState that decodes, or replays, one choice
+    """
+
+    defaults: ServeDefaults
+    tokenizer: object
+    markers: Markers
+    max_model_len: int
+
+    def exit_ids(self, budget: RequestBudget | None) -> tuple[int, ...]:
+        """The request mode's exit text as the served tokenizer's ids (as ``e1 eval`` forces it)."""
+        return exit_ids(self.tokenizer, budget.mode.exit_text) if budget else ()
+
+    @cached_property
+    def sentence_end_ids(self) -> frozenset[int]:
+        """The served tokenizer's sentence-ending ids, read at the first request with a grace window."""
+        return sentence_end_ids(self.tokenizer)
+
+    def state(self, budget: RequestBudget | None, prompt_ids: Sequence[int], room: int = sys.maxsize) -> RowState:
+        sentence_ends = self.sentence_end_ids if budget and budget.mode.grace else frozenset()
+        return replay(budget, self.markers, prompt_ids, self.exit_ids(budget), sentence_ends, room)
+
+
+def load_served(vllm_config) -> Served:
+    """The served model's tokenizer and markers (from its own tokenizer, never hard-coded), and
+    the server's defaults, from vLLM's config."""
     from e1.engine.hf import _generation_eos, load_tokenizer
     from e1.engine.markers import resolve_markers
 
+    model_config, defaults = vllm_config.model_config, ServeDefaults.from_vllm_config(vllm_config)
     tokenizer = load_tokenizer(model_config.tokenizer)
-    return tokenizer, resolve_markers(tokenizer, defaults.think_start, defaults.think_end,
-                                      _generation_eos(model_config.model))
+    markers = resolve_markers(tokenizer, defaults.think_start, defaults.think_end, _generation_eos(model_config.model))
+    return Served(defaults, tokenizer, markers, model_config.max_model_len)

@@ -50,12 +50,9 @@ class BudgetMiddleware:
         await self.app(scope, _replay(json.dumps(request).encode(), receive), rewriter.send)
 
     def _load(self, scope) -> Served:
-        from e1.serve.budgets import ServeDefaults, load_served
+        from e1.serve.budgets import load_served
 
-        vllm_config = scope["app"].state.vllm_config
-        defaults = ServeDefaults.from_vllm_config(vllm_config)
-        tokenizer, markers = load_served(vllm_config.model_config, defaults)
-        self.served = Served(defaults, tokenizer, markers, vllm_config.model_config.max_model_len)
+        self.served = load_served(scope["app"].state.vllm_config)
         return self.served
 
 

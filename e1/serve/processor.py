@@ -8,8 +8,9 @@ are resolved from the served model's tokenizer when the engine starts:
         --additional-config '{"e1": {"think": 1024, "solve": 1024}}'
     curl ... -d '{"messages": [...], "vllm_xargs": {"thinking_budget": 512, "solution_budget": 256}}'
 
-Decoding is :class:`~e1.engine.vllm_processor.BudgetProcessor`'s: one RowState per request,
-the forced token's logit the only finite one.
+Decoding is :class:`~e1.engine.vllm_processor.BudgetProcessor`'s: one RowState per request
+(with the mode's exit text and grace window, as ``e1 eval`` decodes them), the forced token's
+logit the only finite one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 from e1.engine.row_state import RowState
 from e1.engine.vllm_processor import BudgetProcessor
 from e1.errors import E1Error
-from e1.serve.budgets import ServeDefaults, check_fields, check_room, load_served, request_budget
+from e1.serve.budgets import check_fields, check_room, load_served, request_budget
 
 
 class ServedBudgetProcessor(BudgetProcessor):
@@ -27,8 +28,7 @@ class ServedBudgetProcessor(BudgetProcessor):
 
     def __init__(self, vllm_config, device, is_pin_memory: bool):
         super().__init__(vllm_config, device, is_pin_memory)
-        self.defaults = ServeDefaults.from_vllm_config(vllm_config)
-        _, self.markers = load_served(vllm_config.model_config, self.defaults)
+        self.served = load_served(vllm_config)
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
@@ -40,8 +40,8 @@ class ServedBudgetProcessor(BudgetProcessor):
             raise ValueError(str(err)) from err
 
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
-        budget = request_budget(params.extra_args or {}, self.defaults)  # fields were checked at admission
+        budget = request_budget(params.extra_args or {}, self.served.defaults)  # fields were checked at admission
         if budget is None:
             return None
         room = params.max_tokens if params.max_tokens is not None else sys.maxsize
-        return RowState(budget.budget, budget.mode, self.markers, self.markers.opens_thinking(prompt_ids or []), room)
+        return self.served.state(budget, prompt_ids or [], room)

@@ -16,21 +16,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 from e1.errors import ConfigError
-from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, ServeDefaults,
-                              check_context, feed, replay, report, request_budget, worst_case_tokens)
-
-
-@dataclass(frozen=True)
-class Served:
-    """What the HTTP layer knows of the served model."""
-
-    defaults: ServeDefaults
-    tokenizer: object
-    markers: Markers
-    max_model_len: int
+from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
+                              check_context, feed, report, request_budget, worst_case_tokens)
 
 
 @dataclass
@@ -44,7 +33,7 @@ class Plan:
 
     def state(self, index: int, served: Served, prompt_ids=None) -> RowState:
         if index not in self.states:
-            self.states[index] = replay(self.budget, served.markers, prompt_ids or self.prompt_ids)
+            self.states[index] = served.state(self.budget, prompt_ids or self.prompt_ids)
         return self.states[index]
 
     def rewrite_chunk(self, chunk: dict, served: Served) -> dict:
@@ -82,10 +71,11 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
     if budget is None:
         xargs[MODE_FIELD] = "none"  # the server's default budgets must not apply to it in vLLM either
     else:
-        check_context(budget, served.markers, served.max_model_len)
+        exit_ids = served.exit_ids(budget)
+        check_context(budget, served.markers, served.max_model_len, exit_ids)
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
-            request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers)
+            request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
     plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")))
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
