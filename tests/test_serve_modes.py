@@ -183,7 +183,7 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
     reference = HFEngine.load(server[1], dtype="float32", device="cpu")
     jobs = [("What is 1 + 3? x", {}, 3, 4), ("What is 2 + 6? x x", {"thinking_budget": 1, "solution_budget": 6}, 1, 6),
             ("What is 4 + 4?", {"thinking_budget": 5, "solution_budget": 3, "budget_mode": SERVED_MODE}, 5, 3)]
-    forced_exits = 0
+    forced_exits = graced = 0
     for problem, extra, t, s in jobs:
         response = client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": problem}],
                                                   temperature=0, extra_body={**extra, "return_token_ids": True})
@@ -197,7 +197,8 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
                                     "thinking_budget": t, "solution_budget": s, "budget_mode": SERVED_MODE}
         assert choice["message"]["reasoning"] == (ours.think_text or None)
         forced_exits += ours.forced
-    assert forced_exits  # the exit text was forced, and vLLM forced it alike
+        graced += ours.think_tokens > t
+    assert forced_exits and graced  # the exit text was forced after a grace window, and vLLM did both alike
     with pytest.raises(openai.BadRequestError, match=re.escape(WAIT_REFUSED)):
         client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": "hi"}],
                                        extra_body={"budget_mode": "budget-forcing:wait=2"})
