@@ -10,7 +10,9 @@ ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes the
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
-    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0))
+    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0, exit='', grace=0))
+    >>> str(request_budget({"budget_mode": "elastic:exit=qwen:grace=32"}, defaults).mode)
+    'elastic:exit=qwen:grace=32'
     >>> request_budget({"budget_mode": "none"}, defaults) is None   # served as a plain request
     True
 """
