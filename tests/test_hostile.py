@@ -200,11 +200,17 @@ def test_bombs_are_contained_and_leave_nothing():
 
 
 def test_predictable_names_cannot_crash_a_batch():
-    for n in range(50):  # what used to be the next run directories
-        Path(f"/tmp/e1-run-{2_000_000_000 + n}").mkdir(exist_ok=True)
-    good = completion("def square(x):\n    return x * x")
-    with Scorer(workers=2, time_limit_s=HONEST_TIME_LIMIT_S) as scorer:
-        scored = scorer.score(["code"] * 4, [good] * 4, [json.dumps(SQUARE)] * 4)
+    squatted = [Path(f"/tmp/e1-run-{2_000_000_000 + n}") for n in range(50)]  # what used to be the next run directories
+    made = [path for path in squatted if not path.exists()]
+    try:
+        for path in made:
+            path.mkdir(exist_ok=True)
+        good = completion("def square(x):\n    return x * x")
+        with Scorer(workers=2, time_limit_s=HONEST_TIME_LIMIT_S) as scorer:
+            scored = scorer.score(["code"] * 4, [good] * 4, [json.dumps(SQUARE)] * 4)
+    finally:
+        for path in made:  # leave the host's /tmp as it was
+            path.rmdir()
     assert [s.reward for s in scored] == [1.0] * 4
 
 
