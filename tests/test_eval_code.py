@@ -45,7 +45,7 @@ def test_scorer_scores_mixed_batches_in_order_with_code_details():
         ("code", "```python\nprint(5)\n```", tests),  # thinking never ended
         ("code", answer("while True:\n    pass\n"), tests),
     ]
-    with Scorer(workers=2, time_limit_s=1) as scorer:
+    with Scorer(workers=2, time_limit_s=3) as scorer:  # correct code passes in time on a loaded machine too
         scored = scorer.score(*map(list, zip(*items)))
     assert [s.reward for s in scored] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]
     assert scored[0].tests_passed == 1.0 and scored[0].first_failure is None
@@ -54,7 +54,7 @@ def test_scorer_scores_mixed_batches_in_order_with_code_details():
     assert scored[2].tests_passed == 0.5 and scored[2].first_failure == "test 2: wrong answer: expected '4', got '5'"
     assert (scored[3].tests_passed, scored[3].first_failure) == (0.0, "no complete python code block")
     assert scored[4].first_failure == "no end of thinking"
-    assert scored[5].first_failure == "test 1: timeout after 1s"
+    assert scored[5].first_failure == "test 1: timeout after 3s"
     # one at a time (as a single call scores) agrees with the batch
     assert [scoring.score(task, completion, gold).reward for task, completion, gold in items[:5]] == [s.reward for s in scored[:5]]
     # max_tests keeps the largest input ("2 3\n" and "2 2\n" tie: the first), so only test 1 runs

@@ -77,11 +77,14 @@ KILLED_RUN = """
     from e1.eval import evaluate
     from tests.test_eval_scale import SAMPLING, config
 
-    class Slow:  # leaves time to be killed between batches, and during them
+    class Slow:  # leaves time to be killed between batches, and during them; from the 4th
+        # batch on it never returns, so however late the kill comes the run cannot finish first
         def __init__(self, engine):
             self.engine, self.tokenizer, self.markers = engine, engine.tokenizer, engine.markers
+            self.calls = 0
         def generate(self, *args, **kw):
-            time.sleep(0.3)
+            self.calls += 1
+            time.sleep(0.3 if self.calls < 4 else 3600)
             return self.engine.generate(*args, **kw)
 
     engine = HFEngine.load(sys.argv[1], batch_size=4)

@@ -28,6 +28,9 @@ TAG = uuid.uuid4().hex[:12]
 SQUARE = [{"kind": "code", "code": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(4) == 16\n",
            "entry_point": "square"}]
 SQUARE_CALL = [{"kind": "call", "fn": "square", "args": [3], "expected": 9}]
+# where an honest solution must pass: room for a slow, loaded machine to start the interpreter
+# (a forgery gets no more out of it: none of them waits)
+HONEST_TIME_LIMIT_S = 10
 
 
 def completion(code: str) -> str:
@@ -69,7 +72,7 @@ FORGERIES = {
 
 def test_forged_passes_score_zero():
     completions = [completion(code) for code in FORGERIES.values()]
-    with Scorer(workers=2, time_limit_s=2) as scorer:
+    with Scorer(workers=2, time_limit_s=HONEST_TIME_LIMIT_S) as scorer:
         code = scorer.score(["code"] * len(completions), completions, [json.dumps(SQUARE)] * len(completions))
         call = scorer.score(["code"] * len(completions), completions, [json.dumps(SQUARE_CALL)] * len(completions))
         honest = scorer.score(["code"], [completion("def square(x):\n    return x * x")], [json.dumps(SQUARE)])
@@ -197,11 +200,17 @@ def test_bombs_are_contained_and_leave_nothing():
 
 
 def test_predictable_names_cannot_crash_a_batch():
-    for n in range(50):  # what used to be the next run directories
-        Path(f"/tmp/e1-run-{2_000_000_000 + n}").mkdir(exist_ok=True)
-    good = completion("def square(x):\n    return x * x")
-    with Scorer(workers=2, time_limit_s=2) as scorer:
-        scored = scorer.score(["code"] * 4, [good] * 4, [json.dumps(SQUARE)] * 4)
+    squatted = [Path(f"/tmp/e1-run-{2_000_000_000 + n}") for n in range(50)]  # what used to be the next run directories
+    made = [path for path in squatted if not path.exists()]
+    try:
+        for path in made:
+            path.mkdir(exist_ok=True)
+        good = completion("def square(x):\n    return x * x")
+        with Scorer(workers=2, time_limit_s=HONEST_TIME_LIMIT_S) as scorer:
+            scored = scorer.score(["code"] * 4, [good] * 4, [json.dumps(SQUARE)] * 4)
+    finally:
+        for path in made:  # leave the host's /tmp as it was
+            path.rmdir()
     assert [s.reward for s in scored] == [1.0] * 4
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_hostile import BOMBS, FORGERIES, PRIVILEGE, SECRET, SQUARE, completion, host_services, leak, stdio  # noqa: F401
+from test_hostile import (  # noqa: F401
+    BOMBS, FORGERIES, HONEST_TIME_LIMIT_S, PRIVILEGE, SECRET, SQUARE, completion, host_services, leak, stdio,
+)
 
 from e1.rewards.scoring import Scorer
 from e1.sandbox import SandboxError, backends, isolation
@@ -34,8 +36,8 @@ def score(programs: list[str], gold: list[dict], time_limit_s: float = 2) -> lis
 
 
 def test_forgeries_fail_and_honest_code_passes_under_bwrap():
-    assert score([completion(code) for code in FORGERIES.values()], SQUARE) == [0.0] * len(FORGERIES)
-    assert score([completion("def square(x):\n    return x * x")], SQUARE) == [1.0]
+    assert score([completion(code) for code in FORGERIES.values()], SQUARE, HONEST_TIME_LIMIT_S) == [0.0] * len(FORGERIES)
+    assert score([completion("def square(x):\n    return x * x")], SQUARE, HONEST_TIME_LIMIT_S) == [1.0]
 
 
 def test_secrets_and_ipc_are_out_of_reach_under_bwrap(host_services):
