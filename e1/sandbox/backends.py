@@ -94,31 +94,30 @@ class UnshareBackend:
         self._uids = itertools.count(random.randrange(UID_SPAN))
         self.fresh = os.environ.get("E1_SANDBOX_FRESH", "") not in ("", "0") if fresh is None else fresh
         self._lock = threading.Lock()
-        self._control, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        config = {"control_fd": theirs.fileno(), "interpreter_paths": interpreter_paths(),
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
+        self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
+        config = {"control_fds": [theirs.fileno() for _, theirs in pairs], "interpreter_paths": interpreter_paths(),
                   "cgroups": [[path, files] for path, files in self._cgroups]}
         self._server = subprocess.Popen(
             [sys.executable, *PYTHON_FLAGS, str(Path(__file__).with_name("server.py")), json.dumps(config)],
-            pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True,
+            pass_fds=[theirs.fileno() for _, theirs in pairs], stdin=subprocess.DEVNULL, start_new_session=True,
             env=environment("/tmp", 0),  # its flags and environment are a run's: runs start as forks of it
         )
-        theirs.close()
-        self._control.settimeout(20)
-        try:
-            answer = self._control.recv(4096)
-        except OSError as err:
-            answer = repr(err).encode()
-        self._control.settimeout(None)
-        if answer != b"ready":
+        for _, theirs in pairs:
+            theirs.close()
+        answers = [_answer(control) for control in self._controls]
+        if answers != [b"ready", b"ready"]:
             self.close()
-            raise SandboxError(f"the unshare sandbox cannot start: {answer.decode(errors='replace')[:300]}",
+            failure = next(answer for answer in answers if answer != b"ready")
+            raise SandboxError(f"the unshare sandbox cannot start: {failure.decode(errors='replace')[:300]}",
                                hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN)
-        probe = self.run(_PROBE, b"", Limits(wall_s=20), False, ())
-        pid, _, uid = probe.stdout.decode(errors="replace").strip().partition(" ")
-        if not (probe.ok and pid == "1" and uid.isdigit() and int(uid) >= UID_BASE):
-            self.close()
-            raise SandboxError(f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
-                               hint="E1_DEBUG=1 for details; or " + OPT_IN)
+        for site_packages in (False, True):
+            probe = self.run(_PROBE, b"", Limits(wall_s=20), site_packages, ())
+            pid, _, uid = probe.stdout.decode(errors="replace").strip().partition(" ")
+            if not (probe.ok and pid == "1" and uid.isdigit() and int(uid) >= UID_BASE):
+                self.close()
+                raise SandboxError(f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
+                                   hint="E1_DEBUG=1 for details; or " + OPT_IN)
 
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
         if self._server.poll() is not None:
@@ -142,8 +141,9 @@ class UnshareBackend:
         theirs_fds = [theirs.fileno(), pipes[0][0], pipes[1][1], pipes[2][1], source if source >= 0 else pipes[0][0], *fds]
         start = time.monotonic()
         try:
-            with self._lock:
-                socket.send_fds(self._control, [json.dumps(request).encode()], theirs_fds)
+            with self._lock:  # Python source with site-packages goes to the flavour that loaded them
+                control = self._controls[isinstance(program, str) and site_packages]
+                socket.send_fds(control, [json.dumps(request).encode()], theirs_fds)
         finally:
             theirs.close()
             for fd in {pipes[0][0], pipes[1][1], pipes[2][1], source, *fds} - {-1}:
@@ -182,13 +182,25 @@ class UnshareBackend:
                          wall_s=time.monotonic() - start, isolation=self.isolation)
 
     def close(self) -> None:
-        self._control.close()  # the server sees EOF and exits; its runs die with it
+        for control in self._controls:
+            control.close()  # the server sees EOF and exits; its runs die with it
         try:
             self._server.wait(timeout=5)
         except subprocess.TimeoutExpired:
             self._server.kill()
             self._server.wait()
         cgroups.remove_parents(self._cgroups)
+
+
+def _answer(control: socket.socket) -> bytes:
+    """The fork server's first word on ``control``: b"ready", or why it could not start."""
+    control.settimeout(20)
+    try:
+        return control.recv(4096)
+    except OSError as err:
+        return repr(err).encode()
+    finally:
+        control.settimeout(None)
 
 
 def _wait_readable(sock: socket.socket, deadline: float) -> str | None:

@@ -39,7 +39,7 @@ def make_parents(name: str) -> tuple[str | None, list[tuple[str, dict[str, str]]
 
 def remove_parents(parents: list[tuple[str, dict[str, str]]]) -> None:
     for path, _ in parents:
-        for child in Path(path).glob("slot-*"):
+        for child in Path(path).glob("*slot-*"):
             _rmdir(str(child))
         _rmdir(path)
 

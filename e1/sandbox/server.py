@@ -8,6 +8,10 @@ Started once per process by :mod:`e1.sandbox.backends` as ``python -S -B server.
                                     the host (no /run, /home, /root, /var: no host sockets)
     chroot                       -> the server and every run see only that root
 
+Two flavours serve runs: this process forks the plain ones (``python -S``), and a child of it
+that ran ``site.main()`` once (the host's own site-packages and .pth files, as root, before any
+model code exists) forks those with site-packages (``python -s``): neither pays start-up per run.
+
 Per run, prepared before its request arrives (a few "zygotes" wait, so a run starts at once):
 
     fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace, which
@@ -52,6 +56,7 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MAIN = "/tmp/main.py"
+SITE_LOADED = False  # whether site.main() ran in this interpreter (the site-packages flavour)
 READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
 STREAMS = ("stdin", "stdout", "stderr")
 STDIO = (("<stdin>", "r", "strict"), ("<stdout>", "w", "strict"), ("<stderr>", "w", "backslashreplace"))
@@ -257,9 +262,8 @@ def become_main(request):
         stream.mode = mode
         setattr(sys, STREAMS[fd], stream)
         setattr(sys, f"__{STREAMS[fd]}__", stream)
-    if site_packages:
-        site.ENABLE_USER_SITE = False
-        site.main()
+    if site_packages and not SITE_LOADED:
+        load_site()
     module = type(sys)("__main__")
     module.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=MAIN, __cached__=None,
                            __loader__=SourceFileLoader("__main__", MAIN))
@@ -394,11 +398,11 @@ def waiting_program(link, cgroup_fds):
     start_program(request)
 
 
-def serve(control, cgroups):
+def serve(control, cgroups, prefix):
     free, busy, ready = [], {}, []  # cgroup slots: unused names; middle pid -> slot; zygotes, oldest first
     while True:
         while len(ready) < READY:  # made while runs run: a burst of requests finds them waiting
-            ready.append(spawn_zygote(control, cgroups, free, busy))
+            ready.append(spawn_zygote(control, cgroups, free, busy, prefix))
         header, fds, _, _ = socket.recv_fds(control, 1 << 20, 64)
         if not header:
             return  # our parent closed the control socket (or exited)
@@ -410,9 +414,9 @@ def serve(control, cgroups):
         reap(busy, free, ready)
 
 
-def spawn_zygote(control, cgroups, free, busy):
+def spawn_zygote(control, cgroups, free, busy, prefix):
     if not free:
-        free.append(f"slot-{len(busy)}")
+        free.append(f"{prefix}slot-{len(busy)}")
         make_slot(cgroups, free[-1])
     slot = free.pop()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -437,18 +441,36 @@ def reap(busy, free, ready):
 
 
 def main():
+    """Set up, then serve two flavours of runs: this process forks plain ones (``python -S``);
+    a child that ran ``site.main()`` once forks those with site-packages (``python -s``)."""
     config = json.loads(sys.argv[1])
-    control = socket.socket(fileno=config["control_fd"])
+    control, site_control = (socket.socket(fileno=fd) for fd in config["control_fds"])
     try:
         cgroups = open_cgroups(config["cgroups"])
         build_root(config["interpreter_paths"])
     except BaseException as err:  # noqa: BLE001
         control.send(f"error {err!r}".encode())
         return
-    control.send(b"ready")
     compile("pass", "<warm>", "exec")  # the parser's first use costs ~1 ms: paid once here, not per run
+    if os.fork() == 0:
+        control.close()
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        load_site()  # the host's own site-packages and .pth files, before any model code exists
+        control, prefix = site_control, "site-"
+    else:
+        site_control.close()
+        prefix = ""
+    control.send(b"ready")
     gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
-    serve(control, cgroups)
+    serve(control, cgroups, prefix)
+
+
+def load_site():
+    """What ``python -s`` does at start-up (site-packages on sys.path, .pth files, no user site)."""
+    global SITE_LOADED
+    site.ENABLE_USER_SITE = False
+    site.main()
+    SITE_LOADED = True
 
 
 if __name__ == "__main__":
