@@ -167,3 +167,70 @@ def test_vllms_own_parser_deltas_are_replaced(tokenizer):
         deltas.append({"reasoning": message.reasoning, "content": message.content} if message else {})
         previous = previous + group
     assert streamed(served, groups, deltas)[:2] == ("\n" * 4, " 5") == whole(served, groups)
+
+
+# -- the server, sending several tokens per delta ---------------------------------------------
+
+INTERVAL = 3  # vLLM's --stream-interval: a delta every 3 tokens
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`e1 serve --stream-interval 3` on the chatty tiny model (it often ends thinking itself)."""
+    pytest.importorskip("vllm")
+    pytest.importorskip("openai")
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from tests.fakes import build_chatty_model
+    from tests.test_serve import _free_port
+
+    path, port = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty")), _free_port()
+    log = tmp_path_factory.mktemp("serve") / "server.log"
+    command = [sys.executable, "-m", "e1", "serve", "--model", path, "--think", "8", "--solve", "6", "--port",
+               str(port), "--dtype", "float32", "--max-model-len", "256", "--", "--stream-interval", str(INTERVAL)]
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    while True:
+        assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
+        try:
+            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                break
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
+        time.sleep(1)
+    yield url, path
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+
+
+def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):
+    import openai
+
+    from transformers import AutoTokenizer
+
+    end = AutoTokenizer.from_pretrained(server[1]).convert_tokens_to_ids("</think>")
+    client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
+    end_shared = 0  # deltas where </think> came with other tokens: the case vLLM's parser loses text in
+    for i in range(6):
+        request = dict(model=server[1], messages=[{"role": "user", "content": f"What is {i} + {i * 3}?" + " x" * i}],
+                       temperature=0, extra_body={"thinking_budget": 4 + i, "solution_budget": 6, "return_token_ids": True})
+        message = client.chat.completions.create(**request).model_dump()["choices"][0]["message"]
+        reasoning, content, sizes = "", "", []
+        for chunk in client.chat.completions.create(**request, stream=True):
+            for choice in chunk.model_dump()["choices"]:
+                reasoning += choice["delta"].get("reasoning") or ""
+                content += choice["delta"].get("content") or ""
+                token_ids = choice.get("token_ids") or []
+                sizes.append(len(token_ids))
+                end_shared += len(token_ids) > 1 and end in token_ids
+        assert (reasoning or None, content or None) == (message["reasoning"], message["content"])
+        assert max(sizes) == INTERVAL  # vLLM did merge tokens into deltas
+    assert end_shared
