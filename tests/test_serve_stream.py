@@ -117,6 +117,15 @@ def test_a_character_cut_by_the_forced_end_is_sent_as_the_whole_reply_has_it(tok
     assert streamed(served, groups, budget=(1, 4))[:2] == ("\ufffd", " 5") == whole(served, groups, budget=(1, 4))
 
 
+def test_bytes_that_are_no_character_are_held_at_most_eight_ids(tokenizer):
+    served = served_by(tokenizer)
+    # twelve lone continuation bytes of 'é': the whole reply decodes each as '\ufffd'
+    groups = [[E_ACUTE[1]] for _ in range(12)] + [[END, EOS]]
+    reasoning, _, each = streamed(served, groups)
+    assert reasoning == "\ufffd" * 12 == whole(served, groups)[0]
+    assert [r for r, _ in each[:9]] == [None] * 8 + ["\ufffd" * 9]  # held while it could still become a character
+
+
 def test_a_marker_of_several_tokens_split_over_deltas_is_held_then_dropped(tokenizer):
     served = served_by(tokenizer, think_end=" ##END##")
     marker = list(served.markers.end_ids)

@@ -21,13 +21,15 @@ from __future__ import annotations
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState
 
 _PHASE = {T_THINK: 0, T_ANSWER: 1, T_SOLVE: 1}  # which text a token's kind belongs to; markers and EOS: none
+_MAX_HELD_IDS = 8  # a character is at most 4 bytes: a trailing "\ufffd" held past 8 ids is the text's own
 
 
 class PhaseText:
     """One phase's text, decoded incrementally as its ids arrive (vLLM's own approach: decode
     the ids since the last emitted text and emit the new suffix once it does not end in a
-    partial character). Per call the work is proportional to the ids not yet emitted, never to
-    the whole phase; only :meth:`rest` decodes the whole phase, once, when it ends.
+    partial character). Per call the work is proportional to the ids not yet emitted (a held
+    partial character is capped at ``_MAX_HELD_IDS``), never to the whole phase; only
+    :meth:`rest` decodes the whole phase, once, when it ends (as the whole reply does).
 
         text.ids += [132]; text.new_text()   # '' (the first byte of 'é' alone)
         text.ids += [107]; text.new_text()   # 'é'
@@ -45,7 +47,8 @@ class PhaseText:
     def new_text(self) -> str:
         """The text of the ids added since the last emission ('' while it ends mid-character)."""
         before, after = self.decode(self.ids[self.start:self.read]), self.decode(self.ids[self.start:])
-        if len(after) <= len(before) or after.endswith("\ufffd"):
+        held = after.endswith("\ufffd") and len(self.ids) - self.read <= _MAX_HELD_IDS
+        if len(after) <= len(before) or held:
             return ""
         self.start, self.read = self.read, len(self.ids)
         return self._sent(after[len(before):])
@@ -93,10 +96,9 @@ class ChoiceText:
         reasoning = think.rest() if catch_up or think_ends else think.new_text()
         content = solution.rest() if catch_up or final else solution.new_text()
         self.rewriting, self.think_ended = True, self.think_ended or think_ends
-        for key in ("reasoning", "reasoning_content"):
-            if key == "reasoning" or key in delta:
-                delta[key] = reasoning or None
-        delta["content"] = content or None
+        delta["reasoning"], delta["content"] = reasoning or None, content or None
+        if "reasoning_content" in delta:  # the name older vLLMs use
+            delta["reasoning_content"] = delta["reasoning"]
 
     def _take(self, state: RowState, final: bool) -> None:
         end = len(state.tokens) if final or state.done else len(state.tokens) - _unsettled(state)
@@ -113,5 +115,4 @@ def _unsettled(state: RowState) -> int:
     if not state.opened:
         markers.append(state.markers.start_ids)
     tokens = state.tokens
-    return max((k for ids in markers for k in range(1, len(ids))
-                if k <= len(tokens) and tuple(tokens[-k:]) == tuple(ids[:k])), default=0)
+    return max((k for ids in markers for k in range(1, len(ids)) if tuple(tokens[-k:]) == tuple(ids[:k])), default=0)
