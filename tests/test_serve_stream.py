@@ -229,8 +229,9 @@ def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
     end_shared = 0  # deltas where </think> came with other tokens: the case vLLM's parser loses text in
     for i in range(6):
-        request = dict(model=server[1], messages=[{"role": "user", "content": f"What is {i} + {i * 3}?" + " x" * i}],
-                       temperature=0, extra_body={"thinking_budget": 4 + i, "solution_budget": 6, "return_token_ids": True})
+        problem = f"What is {i} + {i * 3}?" + " x" * i
+        request = dict(model=server[1], messages=[{"role": "user", "content": problem}], temperature=0,
+                       extra_body={"thinking_budget": 4 + i, "solution_budget": 6, "return_token_ids": True})
         message = client.chat.completions.create(**request).model_dump()["choices"][0]["message"]
         reasoning, content, sizes = "", "", []
         for chunk in client.chat.completions.create(**request, stream=True):

@@ -50,8 +50,9 @@ class Plan:
             feed(state, choice.get("token_ids") or [])
             delta = choice.get("delta")
             if isinstance(delta, dict) and choice.get("token_ids") is not None and not delta.get("tool_calls"):
-                text = self.texts.setdefault(index, ChoiceText(served.tokenizer))
-                text.rewrite(delta, state, final=choice.get("finish_reason") is not None)
+                if index not in self.texts:
+                    self.texts[index] = ChoiceText(served.tokenizer)
+                self.texts[index].rewrite(delta, state, final=choice.get("finish_reason") is not None)
             if choice.get("finish_reason") is not None:
                 _finish(choice, state, self.budget)
             _hide_ids(choice, self.wants_ids, "token_ids")
