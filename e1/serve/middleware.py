@@ -7,7 +7,8 @@ Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMi
   request never reaches the engine),
 - fills in the server's defaults and hands vLLM the complete settings in ``vllm_xargs``,
 - adds per-phase counts to every choice and to ``usage``, non-streamed or streamed (see
-  :mod:`e1.serve.responses`).
+  :mod:`e1.serve.responses`), and splits the chat text where e1 split the tokens: a whole
+  message's, and each streamed delta's (:mod:`e1.serve.stream`).
 
 Other routes pass through untouched.
 """

@@ -9,7 +9,8 @@ Pure functions on decoded JSON, used by :mod:`e1.serve.middleware`:
 Every choice gains ``budget`` (thinking/solution/forced token counts, whether thinking was
 forced, the budgets it ran under); ``usage`` gains the totals and fills OpenAI's
 ``completion_tokens_details.reasoning_tokens``; a chat message's ``reasoning`` and ``content``
-are split exactly where the RowState split the tokens (markers removed), as ``e1 eval`` does.
+are split exactly where the RowState split the tokens (markers removed), as ``e1 eval`` does,
+whole or streamed (a streamed delta's text is decoded from the same split, :mod:`e1.serve.stream`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from e1.engine.row_state import RowState
 from e1.errors import ConfigError
 from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
                               check_context, feed, report, request_budget, worst_case_tokens)
+from e1.serve.stream import ChoiceText
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Plan:
     wants_ids: bool
     prompt_ids: list[int] = field(default_factory=list)
     states: dict[int, RowState] = field(default_factory=dict)
+    texts: dict[int, ChoiceText] = field(default_factory=dict)  # streaming: each choice's text so far
 
     def state(self, index: int, served: Served, prompt_ids=None) -> RowState:
         if index not in self.states:
@@ -37,12 +40,19 @@ class Plan:
         return self.states[index]
 
     def rewrite_chunk(self, chunk: dict, served: Served) -> dict:
-        """One streamed chunk: feed its ids; a choice's last chunk gets ``budget``, usage the totals."""
+        """One streamed chunk: feed its ids and rebuild its chat text from them; a choice's last
+        chunk gets ``budget``, usage the totals."""
         if chunk.get("prompt_token_ids"):
             self.prompt_ids = list(chunk["prompt_token_ids"])
         for choice in chunk.get("choices") or []:
-            state = self.state(choice.get("index", 0), served)
+            index = choice.get("index", 0)
+            state = self.state(index, served)
             feed(state, choice.get("token_ids") or [])
+            delta = choice.get("delta")
+            if isinstance(delta, dict) and choice.get("token_ids") is not None and not delta.get("tool_calls"):
+                if index not in self.texts:
+                    self.texts[index] = ChoiceText(served.tokenizer)
+                self.texts[index].rewrite(delta, state, final=choice.get("finish_reason") is not None)
             if choice.get("finish_reason") is not None:
                 _finish(choice, state, self.budget)
             _hide_ids(choice, self.wants_ids, "token_ids")
