@@ -161,7 +161,7 @@ class UnshareBackend:
             pidfd = pidfds[0]
             try:
                 stdout, stderr, reason = pump(pipes[0][1], pipes[1][0], pipes[2][0], stdin,
-                                              start + limits.wall_s, limits.output_bytes, lambda: False)
+                                              start + limits.wall_s, limits.output_bytes, None)
                 if reason is None:
                     reason = _wait_readable(ours, start + limits.wall_s)
                 if reason is not None:

@@ -10,13 +10,15 @@ from collections.abc import Callable
 
 def pump(
     stdin_fd: int, stdout_fd: int, stderr_fd: int, stdin: bytes, deadline: float, cap: int,
-    exited: Callable[[], bool],
+    exited: Callable[[], bool] | None,
 ) -> tuple[bytes, bytes, str | None]:
     """Write ``stdin``, read both outputs until they close, the deadline, or a cap is passed.
 
     Returns (stdout, stderr, reason) with reason None, "timeout" or "output limit". Closes
     the three fds. If the program exits while something holds its pipes open (possible only
-    without a PID namespace), collection stops 0.2 s later.
+    without a PID namespace), collection stops 0.2 s later: ``exited`` is polled every 0.1 s for
+    that. ``exited`` None (a PID namespace: its pipes close when it dies) waits without waking,
+    which keeps idle runs from taking the GIL from the caller's other threads (decoding).
     """
     chunks: dict[int, list[bytes]] = {stdout_fd: [], stderr_fd: []}
     sizes = {stdout_fd: 0, stderr_fd: 0}
@@ -35,11 +37,11 @@ def pump(
             if now >= deadline:
                 reason = "timeout"
                 break
-            if exited_at is None and exited():
+            if exited is not None and exited_at is None and exited():
                 exited_at = now
             elif exited_at is not None and now - exited_at > 0.2:
                 break
-            for key, _ in selector.select(min(deadline - now, 0.1)):
+            for key, _ in selector.select(deadline - now if exited is None else min(deadline - now, 0.1)):
                 if key.fd == stdin_fd:
                     offset = _feed(stdin_fd, view, offset)
                     if offset >= len(view):
