@@ -9,12 +9,7 @@ e1's engine on the same prompt ids and budget. Server tests are skipped without 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -155,12 +150,6 @@ def test_a_half_default_budget_is_refused(tiny_model_dir):
 # -- the server -----------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     """The tiny model with </think> and EOS embeddings scaled up, so rows sometimes end by themselves."""
@@ -175,29 +164,12 @@ def model_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(model_dir, tmp_path_factory):
     """`e1 serve` on a free loopback port; stopped with SIGTERM at the end, which must end it cleanly."""
-    import urllib.request
+    from tests.serving import free_port, running_server
 
-    port = _free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "e1", "serve", "--model", str(model_dir), "--think", str(THINK),
-               "--solve", str(SOLVE), "--port", str(port), "--dtype", "float32", "--max-model-len", "256"]
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while True:
-        assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
-        try:
-            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
-        time.sleep(1)
-    yield url, str(model_dir)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+    port = free_port()
+    with running_server(str(model_dir), tmp_path_factory.mktemp("serve") / "server.log", "--think", str(THINK),
+                        "--solve", str(SOLVE), port=port) as url:
+        yield url, str(model_dir)
     with socket.socket() as sock:  # nothing listens on the port any more (closed connections may linger)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))

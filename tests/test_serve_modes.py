@@ -10,13 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -143,35 +137,9 @@ SERVED_MODE = "elastic:exit=qwen:grace=4"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`e1 serve --mode elastic:exit=qwen:grace=4` on a free loopback port, the chatty tiny model."""
-    pytest.importorskip("vllm")
-    pytest.importorskip("openai")
-    import urllib.request
+    from tests.serving import chatty_server
 
-    from tests.fakes import build_chatty_model
-
-    model_dir = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "e1", "serve", "--model", model_dir, "--think", "3", "--solve", "4",
-               "--mode", SERVED_MODE, "--port", str(port), "--dtype", "float32", "--max-model-len", "256"]
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
-    while True:
-        assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
-        try:
-            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
-        time.sleep(1)
-    yield url, model_dir
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+    yield from chatty_server(tmp_path_factory, "--think", "3", "--solve", "4", "--mode", SERVED_MODE)
 
 
 def ask(client, model: str, prompt: str, extra: dict) -> tuple[dict, list[int]]:

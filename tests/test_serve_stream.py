@@ -186,38 +186,9 @@ INTERVAL = 3  # vLLM's --stream-interval: a delta every 3 tokens
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`e1 serve --stream-interval 3` on the chatty tiny model (it often ends thinking itself)."""
-    pytest.importorskip("vllm")
-    pytest.importorskip("openai")
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
+    from tests.serving import chatty_server
 
-    from tests.fakes import build_chatty_model
-    from tests.test_serve import _free_port
-
-    path, port = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty")), _free_port()
-    log = tmp_path_factory.mktemp("serve") / "server.log"
-    command = [sys.executable, "-m", "e1", "serve", "--model", path, "--think", "8", "--solve", "6", "--port",
-               str(port), "--dtype", "float32", "--max-model-len", "256", "--", "--stream-interval", str(INTERVAL)]
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
-                                   env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"})
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
-    while True:
-        assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
-        try:
-            if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                break
-        except OSError:
-            pass
-        assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
-        time.sleep(1)
-    yield url, path
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+    yield from chatty_server(tmp_path_factory, "--think", "8", "--solve", "6", "--", "--stream-interval", str(INTERVAL))
 
 
 def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):

@@ -1,0 +1,63 @@
+"""`e1 serve` started for a test module: one helper, so every server test starts it the same way."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextmanager
+def running_server(model_dir: str, log: Path, *args: str, port: int | None = None) -> Iterator[str]:
+    """``e1 serve --model MODEL_DIR ... ARGS`` (float32, a 256-token context, 1 GiB of KV cache) on a
+    loopback port until the block ends; yields its URL once ``/health`` answers (within 300 s).
+    It is stopped with SIGTERM, which must end it cleanly (exit 0); its output goes to ``log``."""
+    port = port or free_port()
+    command = [sys.executable, "-m", "e1", "serve", "--model", str(model_dir), "--port", str(port),
+               "--dtype", "float32", "--max-model-len", "256", *args]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    try:
+        while True:
+            assert process.poll() is None, f"the server died:\n{log.read_text()[-3000:]}"
+            try:
+                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, f"the server did not start:\n{log.read_text()[-3000:]}"
+            time.sleep(1)
+        yield url
+    finally:
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    assert code == 0, log.read_text()[-3000:]
+
+
+def chatty_server(tmp_path_factory, *args: str) -> Iterator[tuple[str, str]]:
+    """For a module-scoped fixture (``yield from``): ``e1 serve ARGS`` on the chatty tiny model
+    (tests/fakes.py), skipped without vLLM or openai; yields (url, model dir)."""
+    import pytest
+
+    pytest.importorskip("vllm")
+    pytest.importorskip("openai")
+    from tests.fakes import build_chatty_model
+
+    path = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
+    with running_server(path, tmp_path_factory.mktemp("serve") / "server.log", *args) as url:
+        yield url, path
