@@ -127,7 +127,7 @@ def popen_run(argv: list[str], stdin: bytes, limits: Limits, cwd: str, env: dict
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             stream.close()
         stdout, stderr, reason = pump(*streams, stdin, start + limits.wall_s, limits.output_bytes,
-                                      lambda: proc.poll() is not None)
+                                      None if isolation.processes else lambda: proc.poll() is not None)
         if reason is None:
             try:
                 proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0))
