@@ -56,10 +56,8 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MAIN = "/tmp/main.py"
-SITE_LOADED = False  # whether site.main() ran in this interpreter (the site-packages flavour)
 READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
-STREAMS = ("stdin", "stdout", "stderr")
-STDIO = (("<stdin>", "r", "strict"), ("<stdout>", "w", "strict"), ("<stderr>", "w", "backslashreplace"))
+STDIO = (("stdin", "r", "strict"), ("stdout", "w", "strict"), ("stderr", "w", "backslashreplace"))  # fds 0, 1, 2
 # seccomp: (audit arch, unshare, clone, clone3) syscall numbers
 ARCHES = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
 
@@ -245,9 +243,8 @@ def become_main(request):
     """This interpreter as a fresh ``python -S -B main.py`` (``-s -B`` with site-packages) run in
     /tmp with the run's environment: ``__main__``, argv, environment and standard streams as the
     interpreter's start-up makes them. The server was started with the same flags and
-    environment, so ``sys.flags``, ``sys.path``, the hash seed and the locale already agree;
-    with site-packages, ``sys.flags.no_site`` stays 1."""
-    site_packages = "-s" in request["argv"]
+    environment, so ``sys.flags``, ``sys.path``, the hash seed and the locale already agree
+    (site-packages were loaded by the flavour's start-up; ``sys.flags.no_site`` stays 1)."""
     env = request["env"]
     for name in [name for name in os.environ if name not in env]:
         del os.environ[name]
@@ -257,13 +254,11 @@ def become_main(request):
     sys.argv, sys.orig_argv = ["main.py"], list(request["argv"])
     for fd, (name, mode, errors) in enumerate(STDIO):
         buffer = io.open(fd, mode + "b", -1, closefd=False)
-        buffer.raw.name = name
+        buffer.raw.name = f"<{name}>"
         stream = io.TextIOWrapper(buffer, "utf-8", errors, "\n", fd == 2, False)
         stream.mode = mode
-        setattr(sys, STREAMS[fd], stream)
-        setattr(sys, f"__{STREAMS[fd]}__", stream)
-    if site_packages and not SITE_LOADED:
-        load_site()
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
     module = type(sys)("__main__")
     module.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=MAIN, __cached__=None,
                            __loader__=SourceFileLoader("__main__", MAIN))
@@ -455,7 +450,8 @@ def main():
     if os.fork() == 0:
         control.close()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        load_site()  # the host's own site-packages and .pth files, before any model code exists
+        site.ENABLE_USER_SITE = False  # what `python -s` does at start-up: site-packages, .pth files, no user site
+        site.main()  # the host's own packages, as root, before any model code exists
         control, prefix = site_control, "site-"
     else:
         site_control.close()
@@ -463,14 +459,6 @@ def main():
     control.send(b"ready")
     gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
     serve(control, cgroups, prefix)
-
-
-def load_site():
-    """What ``python -s`` does at start-up (site-packages on sys.path, .pth files, no user site)."""
-    global SITE_LOADED
-    site.ENABLE_USER_SITE = False
-    site.main()
-    SITE_LOADED = True
 
 
 if __name__ == "__main__":
