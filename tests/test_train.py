@@ -119,7 +119,7 @@ def test_forced_tokens_mask_removes_forced_positions_from_the_loss(tiny_model_di
         config = small(tiny_model_dir, data, tmp_path / option, forced_tokens=option, kl_coef=0.0)
         trainer = Trainer.create(config)
         indices = trainer.next_problems(config.prompts_per_step)
-        completions = trainer.rollout(indices, step=1)
+        completions = trainer.rollouts.generate(indices, step=1)
         advantages = group_advantages(trainer.score(indices, completions), config.samples_per_prompt)
         batches = trainer.plan(indices, completions, advantages, step=1)
         masks[option] = sum(int(mb.mask.sum()) for batch in batches for mb in batch)
@@ -135,7 +135,7 @@ def planned_step(trainer):
     from e1.grpo.core import group_advantages
 
     indices = trainer.next_problems(trainer.config.prompts_per_step)
-    completions = trainer.rollout(indices, step=1)
+    completions = trainer.rollouts.generate(indices, step=1)
     advantages = group_advantages(trainer.score(indices, completions), trainer.config.samples_per_prompt)
     return indices, completions, trainer.plan(indices, completions, advantages, step=1)
 

@@ -117,7 +117,7 @@ def test_training_with_a_curriculum_records_the_budgets_and_respects_them(tiny_m
     indices = [0, 1, 2, 3, 4, 5]
     budgets = [trainer.config.budget_for(1, problem).think for problem in indices]
     assert set(budgets) == {1, 5}
-    completions = trainer.rollout(indices, step=1)
+    completions = trainer.rollouts.generate(indices, step=1)
     for c in completions:  # every sample thought within its own problem's budget; a cut one used all of it
         assert c.think_tokens <= budgets[c.prompt_index]
         assert not c.forced or c.think_tokens == budgets[c.prompt_index]
@@ -179,7 +179,7 @@ def test_the_trainer_trains_on_the_shaped_reward(tiny_model_dir, tmp_path):
     trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="dapo:cache_share=0.5"),
                              reward=contains_char)
     indices = [0, 1, 2, 3]
-    completions = trainer.rollout(indices, step=1)
+    completions = trainer.rollouts.generate(indices, step=1)
     scores = trainer.score(indices, completions)
     shaped = trainer.shape(scores, indices, completions, step=1)
     for c, score, value in zip(completions, scores.tolist(), shaped.tolist()):
@@ -196,7 +196,7 @@ def test_l1_puts_the_target_length_in_rollout_and_training_prompts(tiny_model_di
     trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="l1-exact"),
                              reward=contains_char)
     indices = [0, 1, 2, 3]
-    completions = trainer.rollout(indices, step=1)
+    completions = trainer.rollouts.generate(indices, step=1)
     text = trainer.tokenizer.decode(trainer.batcher.prompt_ids[0])
     assert "Think for" not in text  # the plain prompt
     batches = trainer.plan(indices, completions, __import__("torch").zeros(len(completions)), step=1)

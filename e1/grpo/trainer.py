@@ -269,13 +269,10 @@ class Trainer:
 
     # ---- the phases -----------------------------------------------------------------------
 
-    def rollout(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
-        """``samples_per_prompt`` completions of each of ``indices`` (``problems``: the step's, for tp groups)."""
-        return self.rollouts.generate(indices, step, problems)
-
     def rollout_and_score(self, indices: list[int], step: int, problems: list[int]) -> tuple[list[Completion], torch.Tensor]:
-        """:meth:`rollout` and :meth:`score`, in ``rollout_chunks`` chunks: chunk k is scored while
-        chunk k + 1 generates. The ``rollout`` phase is the section's wall time less the scoring
+        """``samples_per_prompt`` completions of each of ``indices`` (``problems``: the step's, which
+        every rank cuts alike) and their :meth:`score`, in ``rollout_chunks`` chunks: chunk k is
+        scored while chunk k + 1 generates. The ``rollout`` phase is the section's wall time less the scoring
         it waited for (the ``reward`` phase's share); ``reward_busy`` counts all scoring."""
         began = time.perf_counter()
         scored = self.rollouts.generate_scored(indices, step, problems, lambda drawn: self.score(indices, drawn))
