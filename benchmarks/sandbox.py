@@ -59,7 +59,7 @@ def overhead(n: int, site: bool) -> dict[str, float]:
 
 def fresh_backend():
     """An unshare backend that execs a new interpreter for every run (``E1_SANDBOX_FRESH=1``)."""
-    from e1.sandbox.backends import UnshareBackend
+    from e1.sandbox.unshare import UnshareBackend
 
     backend = UnshareBackend(fresh=True)
     atexit.register(backend.close)

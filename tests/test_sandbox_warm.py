@@ -63,7 +63,7 @@ print(json.dumps({
 @pytest.fixture(scope="module")
 def fresh():
     """An unshare backend that execs a new interpreter for every run."""
-    from e1.sandbox.backends import UnshareBackend
+    from e1.sandbox.unshare import UnshareBackend
 
     backend = UnshareBackend(fresh=True)
     yield backend

@@ -40,7 +40,8 @@ import os
 import threading
 from typing import TypeVar
 
-from e1.sandbox.backends import BACKEND_NAMES, PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program, get_backend
+from e1.sandbox.backends import BACKEND_NAMES, get_backend
+from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program
 from e1.sandbox.types import GiB, Isolation, Limits, MiB, RunResult, SandboxError
 
 __all__ = ["BACKEND_NAMES", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from e1.sandbox.backends import OPT_IN, Program, environment, find_tool, interpreter_paths, python_argv
+from e1.sandbox.program import OPT_IN, Program, environment, find_tool, interpreter_paths, python_argv
 from e1.sandbox.pump import pump
 from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
 

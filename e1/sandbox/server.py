@@ -36,6 +36,7 @@ import atexit
 import builtins
 import ctypes
 import gc
+import importlib.util
 import io
 import json
 import os
@@ -48,6 +49,9 @@ import sys
 from importlib.machinery import SourceFileLoader
 
 LIBC = ctypes.CDLL(None, use_errno=True)
+_SPEC = importlib.util.spec_from_file_location("e1_sandbox_slots", os.path.join(os.path.dirname(__file__), "slots.py"))
+slots = importlib.util.module_from_spec(_SPEC)  # loaded by path: no e1 on sys.path here
+_SPEC.loader.exec_module(slots)
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
@@ -56,10 +60,9 @@ PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 MAIN = "/tmp/main.py"
+SECCOMP = None  # (buffer, sock_fprog) of the filter e1.sandbox.seccomp built: set by main() from the config
 READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
 STDIO = (("stdin", "r", "strict"), ("stdout", "w", "strict"), ("stderr", "w", "backslashreplace"))  # fds 0, 1, 2
-# seccomp: (audit arch, unshare, clone, clone3) syscall numbers
-ARCHES = {"x86_64": (0xC000003E, 272, 56, 435), "aarch64": (0xC00000B7, 97, 220, 435)}
 
 
 def check(result, what):
@@ -118,70 +121,14 @@ def bind(source, target):
     mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-# --- cgroups: slots made by the server, limits set by the middle process, joined by the run ------
-
-
-def open_cgroups(parents):
-    """Directory fds of the parent cgroups (opened before the chroot hides /sys)."""
-    return [(os.open(path, os.O_RDONLY | os.O_DIRECTORY), files) for path, files in parents]
-
-
-def make_slot(cgroups, name):
-    """A cgroup reused run after run: joining a fresh cgroup costs ~20 ms, a used one ~0.3 ms."""
-    for parent_fd, _ in cgroups:
-        os.mkdir(name, 0o700, dir_fd=parent_fd)
-
-
-def set_limits(cgroups, cgroup_fds, limits):
-    for (_, files), fd in zip(cgroups, cgroup_fds):
-        for key, file in files.items():
-            write_at(fd, file, str(limits[key]))
-
-
-def write_at(dir_fd, name, text):
-    fd = os.open(name, os.O_WRONLY, dir_fd=dir_fd)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def oom_kills(cgroup_fds):
-    """How often the cgroup hit its memory limit so far (v2 memory.events oom_kill, v1 failcnt)."""
-    total = 0
-    for cgroup_fd in cgroup_fds:
-        for name in ("memory.events", "memory.failcnt"):
-            try:
-                fd = os.open(name, os.O_RDONLY, dir_fd=cgroup_fd)
-            except OSError:
-                continue
-            with os.fdopen(fd) as file:
-                words = file.read().split()
-            counts = dict(zip(words[::2], words[1::2])) if name == "memory.events" else {"oom_kill": words[0]}
-            total += int(counts.get("oom_kill", 0))
-    return total
-
-
 # --- per run ---------------------------------------------------------------------------------
 
 
-def seccomp_no_userns():
-    """A filter refusing unshare/clone with CLONE_NEWUSER (EPERM) and clone3 (ENOSYS: libc
-    falls back to clone), built once: (the buffer to keep alive, the sock_fprog)."""
-    arch, nr_unshare, nr_clone, nr_clone3 = ARCHES[os.uname().machine]
-    ld, jeq, jset, ret = 0x20, 0x15, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JSET|K, BPF_RET|K
-    allow, eperm, enosys = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38
-    program = [
-        (ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, allow),  # another ABI: not ours to judge
-        (ld, 0, 0, 0), (jeq, 4, 0, nr_unshare), (jeq, 3, 0, nr_clone), (jeq, 1, 0, nr_clone3),
-        (ret, 0, 0, allow), (ret, 0, 0, enosys),
-        (ld, 0, 0, 16), (jset, 0, 1, CLONE_NEWUSER), (ret, 0, 0, eperm), (ret, 0, 0, allow),
-    ]
-    buffer = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *line) for line in program))
-    return buffer, ctypes.c_char_p(struct.pack("HxxxxxxQ", len(program), ctypes.addressof(buffer)))
-
-
-SECCOMP = seccomp_no_userns()
+def seccomp_filter(program):
+    """The sock_fprog for ``program`` (packed sock_filter lines, built by :mod:`e1.sandbox.seccomp`):
+    (the buffer to keep alive, the pointer to pass to prctl)."""
+    buffer = ctypes.create_string_buffer(program)
+    return buffer, ctypes.c_char_p(struct.pack("HxxxxxxQ", len(program) // 8, ctypes.addressof(buffer)))
 
 
 def confine(request, fds):
@@ -358,14 +305,14 @@ def zygote(link, cgroups, slot):
     channel, fds = socket.socket(fileno=fds[0]), fds[1:]
     status = {"returncode": 127}
     try:
-        set_limits(cgroups, cgroup_fds, request["limits"])
-        ooms = oom_kills(cgroup_fds)
+        slots.set_limits(cgroups, cgroup_fds, request["limits"])
+        ooms = slots.oom_kills(cgroup_fds)
         socket.send_fds(to_program, [header], fds)
         channel.sendmsg([b"started"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [pidfd]))])
         for fd in fds:
             os.close(fd)
         status["returncode"] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-        status["oom"] = oom_kills(cgroup_fds) > ooms
+        status["oom"] = slots.oom_kills(cgroup_fds) > ooms
     except BaseException as err:  # noqa: BLE001
         status["error"] = repr(err)
     try:
@@ -380,7 +327,7 @@ def waiting_program(link, cgroup_fds):
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for fd in cgroup_fds:
-            write_at(fd, "cgroup.procs", "0")
+            slots.write_at(fd, "cgroup.procs", "0")
             os.close(fd)
         header, fds, _, _ = socket.recv_fds(link, 1 << 20, 64)
     except BaseException:  # noqa: BLE001 - the middle reports the missing program
@@ -412,7 +359,7 @@ def serve(control, cgroups, prefix):
 def spawn_zygote(control, cgroups, free, busy, prefix):
     if not free:
         free.append(f"{prefix}slot-{len(busy)}")
-        make_slot(cgroups, free[-1])
+        slots.make_slot(cgroups, free[-1])
     slot = free.pop()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
@@ -438,10 +385,12 @@ def reap(busy, free, ready):
 def main():
     """Set up, then serve two flavours of runs: this process forks plain ones (``python -S``);
     a child that ran ``site.main()`` once forks those with site-packages (``python -s``)."""
+    global SECCOMP
     config = json.loads(sys.argv[1])
+    SECCOMP = seccomp_filter(bytes.fromhex(config["seccomp"]))
     control, site_control = (socket.socket(fileno=fd) for fd in config["control_fds"])
     try:
-        cgroups = open_cgroups(config["cgroups"])
+        cgroups = slots.open_cgroups(config["cgroups"])
         build_root(config["interpreter_paths"])
     except BaseException as err:  # noqa: BLE001
         control.send(f"error {err!r}".encode())
