@@ -38,7 +38,7 @@ Progress = Callable[[int], None]  # called with the number of sequences just fin
 
 
 def pick_device(device: str = "auto") -> torch.device:
-    from e1.engine import check_device
+    from e1.engine.options import check_device
 
     check_device(device)
     if device == "auto":

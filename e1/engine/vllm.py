@@ -28,7 +28,7 @@ import os
 from typing import Iterable, Sequence
 
 from e1.budget import Budget
-from e1.engine import vllm_available
+from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer

@@ -1,0 +1,88 @@
+"""Engine options, checked before anything loads, and the backend ``auto`` resolves to.
+
+    >>> check_markers("<think>", "</think>")
+    >>> resolve_backend("hf")
+    'hf'
+"""
+
+from __future__ import annotations
+
+from e1.errors import ConfigError, did_you_mean
+
+BACKENDS = ("auto", "hf", "vllm")
+
+
+DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.pick_dtype reads them
+
+
+def check_device(device: str) -> str:
+    """Refuse a device name torch does not know, before anything loads; ``cuda`` and ``cuda:N``
+    are also checked against the GPUs present (that imports torch).
+
+    >>> check_device("cuda:x")
+    Traceback (most recent call last):
+    e1.errors.ConfigError: unknown device 'cuda:x' (use auto, cpu, cuda or cuda:N)
+    """
+    kind, _, index = device.partition(":")
+    if kind not in DEVICE_KINDS or (index and not index.isdigit()) or (index and kind == "auto"):
+        raise ConfigError(f"unknown device {device!r}", hint="use auto, cpu, cuda or cuda:N")
+    if kind == "cuda":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index or 0) >= count:
+            found = "this torch is a CPU build" if torch.version.cuda is None else f"{count} CUDA GPU(s) visible"
+            raise ConfigError(f"--device {device}: no such GPU ({found})", hint="use --device cpu or auto")
+    if kind == "mps":
+        import torch
+
+        if not torch.backends.mps.is_available():
+            raise ConfigError("--device mps: no Apple GPU here", hint="use --device cpu or auto")
+    return device
+
+
+def check_markers(think_start: str | None, think_end: str | None) -> None:
+    """The two think markers must differ (an end marker equal to the start would end thinking at once)."""
+    for name, marker in (("--think-start", think_start), ("--think-end", think_end)):
+        if marker is not None and not marker.strip():
+            raise ConfigError(f"{name} is empty", hint="leave it out to use the tokenizer's marker")
+    if think_start is not None and think_start == think_end:
+        raise ConfigError(f"--think-start and --think-end are both {think_start!r}",
+                          hint="pass two different markers, e.g. <think> and </think>")
+
+
+def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_memory_utilization: float,
+                         max_model_len: int | None) -> None:
+    """The engine settings `e1 eval` and `e1 sweep` take, refused before anything loads."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", hint=did_you_mean(backend, BACKENDS))
+    check_device(device)
+    if dtype not in DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
+    if tp < 1:
+        raise ConfigError(f"--tp must be >= 1, got {tp}", hint="the number of GPUs one vLLM engine spans")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}",
+                          hint="a fraction of GPU memory, e.g. 0.9")
+    if max_model_len is not None and max_model_len < 1:
+        raise ConfigError(f"--max-model-len must be >= 1, got {max_model_len}", hint="leave it out to use the model's")
+
+
+def vllm_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_backend(backend: str = "auto") -> str:
+    """``auto`` picks vLLM when it is installed and a CUDA GPU is visible, else transformers."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", hint=f"choose one of {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    if not vllm_available():
+        return "hf"
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "hf"
