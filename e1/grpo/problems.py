@@ -58,7 +58,6 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
     """Everything cheap about the run's input, validated; raises an E1Error on the first problem."""
     from e1.engine.hf import _generation_eos, load_tokenizer
     from e1.engine.markers import resolve_markers
-    from e1.grpo.sft import sft_targets
     from e1.prompts import build_prompt
 
     problems = load_problems(config.data, config.data_dir)
@@ -111,3 +110,17 @@ def check_context(config: TrainConfig, max_prompt_tokens: int, marker_tokens: in
             f"{marker_tokens} + solve {config.budget.solve} = {needed} tokens exceeds the model's context of {context}",
             hint="lower --think/--solve or drop the longest problems",
         )
+
+
+def sft_targets(problems, tokenizer, config: TrainConfig) -> list[list[int]]:
+    """The token ids SFT learns for each problem: its ``completion`` text, then EOS."""
+    if "completion" not in problems.columns:
+        raise DataError(f"{config.data} has no 'completion' column, which --algo sft learns from",
+                        hint="give each row the target output (thinking, </think>, solution) in a completion field")
+    eos = tokenizer.eos_token_id
+    targets = []
+    for row, text in enumerate(problems["completion"], start=1):
+        if not isinstance(text, str) or not text:
+            raise DataError(f"{config.data}: row {row} has an empty completion", hint="fill or drop that row")
+        targets.append(tokenizer.encode(text, add_special_tokens=False) + [eos])
+    return targets

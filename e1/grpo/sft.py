@@ -2,7 +2,7 @@
 cross-entropy of the completion (thinking, ``</think>``, solution, EOS) given the prompt, one
 optimizer step per training step. It shares the trainer's data order, update and checkpoints.
 
-    targets = sft_targets(problems, tokenizer, config)   # per problem: completion ids + EOS
+    targets = sft_targets(problems, tokenizer, config)   # e1.grpo.problems: per problem, completion ids + EOS
     row = sft_step(trainer)                               # the update's metrics
 """
 
@@ -12,9 +12,7 @@ import math
 
 import torch
 
-from e1.errors import DataError
 from e1.grpo.batches import Batcher, MicroBatch
-from e1.grpo.config import TrainConfig
 from e1.grpo.core import log_probs_and_entropy
 
 
@@ -58,17 +56,3 @@ def sft_micro_batch(batcher: Batcher, targets: list[list[int]], indices: list[in
         pad_sequence(outputs, batch_first=True, padding_value=pad).to(device),  # [B, C]
         completion_mask.to(device), completion_mask.bool().to(device), torch.zeros(len(indices), device=device),
     )
-
-
-def sft_targets(problems, tokenizer, config: TrainConfig) -> list[list[int]]:
-    """The token ids SFT learns for each problem: its ``completion`` text, then EOS."""
-    if "completion" not in problems.columns:
-        raise DataError(f"{config.data} has no 'completion' column, which --algo sft learns from",
-                        hint="give each row the target output (thinking, </think>, solution) in a completion field")
-    eos = tokenizer.eos_token_id
-    targets = []
-    for row, text in enumerate(problems["completion"], start=1):
-        if not isinstance(text, str) or not text:
-            raise DataError(f"{config.data}: row {row} has an empty completion", hint="fill or drop that row")
-        targets.append(tokenizer.encode(text, add_special_tokens=False) + [eos])
-    return targets
