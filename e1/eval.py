@@ -248,6 +248,7 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion) for every sample."""
+    from e1.engine.sampling import problem_seed
     from e1.prompts import build_prompt
 
     if config.share_prefixes:
@@ -281,14 +282,6 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
             golds[key] = gold_text(problem.task, str(problem.answer))
         rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
     return rows
-
-
-def problem_seed(seed: int, dataset: str, problem_id, mode: Mode, budget: Budget) -> int:
-    """A problem's seed in one cell of a run: its samples' randomness depends on nothing else
-    (not on the batch size, nor on which problems share its batch)."""
-    from e1.engine.sampling import derive_seed
-
-    return derive_seed(seed, dataset, problem_id, mode, f"{budget.think}+{budget.solve}")
 
 
 def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:

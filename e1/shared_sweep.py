@@ -75,7 +75,7 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion)``
     for every sample, like the independent path (``config``: an :class:`e1.eval.EvalConfig`)."""
-    from e1.eval import problem_seed
+    from e1.engine.sampling import problem_seed
     from e1.prompts import build_prompt
 
     problems, cells = {}, {}

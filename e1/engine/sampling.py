@@ -40,6 +40,12 @@ def derive_seed(*parts: object) -> int:
     return int.from_bytes(digest, "little")
 
 
+def problem_seed(seed: int, dataset: str, problem_id, mode, budget) -> int:
+    """A problem's seed in one cell (``mode``, ``budget``) of a run: its samples' randomness depends
+    on nothing else (not on the batch size, nor on which problems share its batch)."""
+    return derive_seed(seed, dataset, problem_id, mode, f"{budget.think}+{budget.solve}")
+
+
 def sample_seed(prompt_seed: int, sample_index: int) -> int:
     """The seed of sample ``sample_index`` of a prompt whose seed is ``prompt_seed``."""
     return derive_seed(prompt_seed & _MASK64, "sample", sample_index)
