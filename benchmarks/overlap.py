@@ -34,7 +34,7 @@ from e1.engine.hf import HFEngine
 from e1.eval import EvalConfig, _generate_batch, _pending, _score_batch, evaluate
 from e1.models.tiny import build_tiny_model
 from e1.rewards.scoring import Scorer
-from e1.samples_store import SampleStore
+from e1.store.samples import SampleStore
 
 
 class WritesSleepyCode:

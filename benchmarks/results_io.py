@@ -4,7 +4,7 @@
 
 (a) Time to write one batch of ``--batch`` samples (think text of ``--text-chars`` characters)
     when the run directory already holds ``--small`` vs ``--large`` rows, side by side:
-    e1's append-only store (:class:`e1.samples_store.SampleStore`: one new part per batch)
+    e1's append-only store (:class:`e1.store.samples.SampleStore`: one new part per batch)
     vs the previous format (the whole ``samples.parquet`` rewritten after every batch, measured
     up to ``--old-max`` rows: beyond that it takes minutes). Goal: large / small ≤ 1.2 for the store.
     The rows already held are written once as the store holds them after a resume (one compacted
@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from e1.results import SAMPLES, samples_frame, write_parquet
-from e1.samples_store import SampleStore
+from e1.store.results import SAMPLES, samples_frame, write_parquet
+from e1.store.samples import SampleStore
 
 
 def texts(count: int, chars: int, seed: int) -> list[str]:

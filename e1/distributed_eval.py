@@ -8,12 +8,12 @@ problems — and takes every ``shards``-th call from its shard's index: the shar
 and cover the work. A shard is one rank, or with ``--tp T`` on
 vLLM a group of T consecutive ranks driving one tensor-parallel engine
 (``external_launcher``): they decode the same prompts and only the group's first rank writes.
-Each writing rank appends its own parts (:mod:`e1.samples_store`); after a barrier rank 0
+Each writing rank appends its own parts (:mod:`e1.store.samples`); after a barrier rank 0
 compacts them and writes ``config.json`` and ``summary.parquet``. Every sample is drawn from
 its own seed, so the finished run equals a single-process run row for row; a rank that dies
 loses only its batch in flight, and a rerun (any number of ranks) generates what is missing.
 
-Only rank 0 takes the run-directory lock (:func:`e1.runlock.run_lock`) and tells the others
+Only rank 0 takes the run-directory lock (:func:`e1.store.lock.run_lock`) and tells the others
 whether it got it, so a second job into the same ``--out`` — torchrun or not — is refused on
 every rank instead of hanging at a barrier.
 """
@@ -127,8 +127,8 @@ def is_main_process() -> bool:
 
 @contextmanager
 def group_lock(out: Path, command: str, group: Group):
-    """:func:`e1.runlock.run_lock` held by rank 0 for the duration; every rank raises its refusal."""
-    from e1.runlock import run_lock
+    """:func:`e1.store.lock.run_lock` held by rank 0 for the duration; every rank raises its refusal."""
+    from e1.store.lock import run_lock
 
     with ExitStack() as stack:
         refusal = None

@@ -194,7 +194,7 @@ def load_results(
     """
     path = Path(path)
     if path.is_dir():
-        from e1.results import SAMPLES
+        from e1.store.results import SAMPLES
 
         path = path / SAMPLES
     if not path.is_file():
@@ -216,7 +216,7 @@ def _results_from_json(path: Path) -> dict[str, list[bool]]:
 def _results_from_parquet(path: Path, wanted: dict[str, object]) -> dict[str, list[bool]]:
     import pandas as pd
 
-    from e1.results import GROUP_KEY
+    from e1.store.results import GROUP_KEY
 
     try:
         samples = pd.read_parquet(path)
@@ -418,7 +418,7 @@ def fetch_contests(
     log: Callable[[str], None] = lambda message: None,
 ) -> list[Path]:
     """Store each contest's standings (official rows) and rating changes; files already there are kept."""
-    from e1.results import write_text
+    from e1.store.results import write_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

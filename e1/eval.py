@@ -4,7 +4,7 @@
     samples, summary = evaluate(config)
 
 Resumable: samples already stored in ``out`` are skipped. Each finished batch is appended
-once, as its own part (:mod:`e1.samples_store`; the cost of a write does not grow with the
+once, as its own part (:mod:`e1.store.samples`; the cost of a write does not grow with the
 run), and the parts are compacted into ``samples.parquet`` at the end, so a kill at any moment
 loses at most the batches in flight and a rerun neither redoes nor duplicates a sample. A
 batch is scored in a background thread while the next one generates (:mod:`e1.overlap`).
@@ -29,7 +29,7 @@ from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.metrics import summarize
-from e1.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
+from e1.store.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.ui import NullProgress
 
@@ -102,7 +102,7 @@ class EvalConfig:
 def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     """Run (or resume) an evaluation; returns (samples, summary) DataFrames, also written to ``config.out``.
 
-    Holds the run directory (:func:`e1.runlock.run_lock`) for the duration. Under torchrun every
+    Holds the run directory (:func:`e1.store.lock.run_lock`) for the duration. Under torchrun every
     rank calls this; ranks share the work (:mod:`e1.distributed_eval`) and only rank 0 gets the
     frames (the others get ``(None, None)``).
     """
@@ -116,8 +116,8 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
 
 
 def _evaluate(config: EvalConfig, engine, progress, group):
-    from e1.results import write_json, write_parquet
-    from e1.samples_store import SampleStore
+    from e1.store.results import write_json, write_parquet
+    from e1.store.samples import SampleStore
 
     out, ranks = Path(config.out), group.ranks
     datasets = _load_datasets(config)
@@ -199,7 +199,7 @@ def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
 def preflight(config: EvalConfig, model: bool = True) -> None:
     """What can be checked before the model loads: --out, and (``model``: it is to be loaded) the
     model path and the budgets against its context."""
-    from e1.preflight import check_context, check_model_path, check_writable
+    from e1.store.preflight import check_context, check_model_path, check_writable
 
     check_writable(config.out)
     if model:
@@ -285,7 +285,7 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
 
 
 def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:
-    """One samples.parquet row, keyed by :data:`e1.results.SAMPLE_COLUMNS`."""
+    """One samples.parquet row, keyed by :data:`e1.store.results.SAMPLE_COLUMNS`."""
     return dict(
         dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
         think_budget=budget.think, solve_budget=budget.solve, prompt_tokens=c.prompt_tokens,

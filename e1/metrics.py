@@ -27,7 +27,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from e1.results import GROUP_KEY, SUMMARY_COLUMNS
+from e1.store.results import GROUP_KEY, SUMMARY_COLUMNS
 
 RESAMPLES = 1000  # bootstrap resamples per interval
 SEED = 0  # the bootstrap's seed: intervals are reproducible
@@ -121,7 +121,7 @@ def bootstrap_interval(values: Sequence[float], weights: Sequence[float] | None 
 
 
 def summarize(samples, by: list[str] = GROUP_KEY):
-    """One row per group of ``by`` with the columns of :data:`e1.results.SUMMARY_COLUMNS` (see the
+    """One row per group of ``by`` with the columns of :data:`e1.store.results.SUMMARY_COLUMNS` (see the
     module docstring for each metric); mean think/solve/total tokens per sample."""
     import pandas as pd
 

@@ -36,7 +36,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
 from e1.errors import ConfigError, ResultsError
 from e1.eval import RUN_IDENTITY, EvalConfig
-from e1.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
+from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
@@ -167,7 +167,7 @@ class SweepConfig:
 def _preflight(config: SweepConfig, models: bool) -> None:
     """Before the first model loads: --out is writable, and (``models``: they are loaded here) every
     --model exists and fits the grid's budgets, so a typo in the last model fails in seconds."""
-    from e1.preflight import check_context, check_model_path, check_writable
+    from e1.store.preflight import check_context, check_model_path, check_writable
 
     check_writable(config.out)
     for model in config.models if models else ():
@@ -203,7 +203,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     from e1.metrics import summarize
     from e1.metrics import DIFFERENCES, mode_differences
     from e1.plots import plot_curves
-    from e1.results import write_json, write_parquet
+    from e1.store.results import write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main
     if main:

@@ -218,7 +218,7 @@ def test_device_cuda_on_a_machine_without_one_is_named(workspace, tmp_path, caps
 
 def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, capsys, monkeypatch):
     import e1.cli.app as cli
-    from e1.runlock import run_lock
+    from e1.store.lock import run_lock
 
     with run_lock(tmp_path / "run", "e1 eval"), pytest.raises(cli.Interrupted) as caught:
         cli._on_sigint(signal.SIGINT, None)  # what e1's SIGINT handler raises mid-run

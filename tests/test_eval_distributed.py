@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from e1.cli.app import app
-from e1.runlock import run_lock
+from e1.store.lock import run_lock
 
 REPO = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow

@@ -20,9 +20,9 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.errors import ResultsError, RewardError
 from e1.eval import EvalConfig, evaluate
-from e1.results import SAMPLES, SUMMARY
-from e1.runlock import run_lock
-from e1.samples_store import SampleStore
+from e1.store.results import SAMPLES, SUMMARY
+from e1.store.lock import run_lock
+from e1.store.samples import SampleStore
 from tests.fakes import Interrupting
 
 SAMPLING = Sampling(temperature=1.0, top_p=0.9, seed=5)

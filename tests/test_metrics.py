@@ -10,7 +10,7 @@ import pytest
 from e1 import metrics
 from e1.metrics import (DIFFERENCE_COLUMNS, bootstrap_interval, majority_correct, mode_differences, pass_at_k,
                         summarize, vote_key)
-from e1.results import SUMMARY_COLUMNS
+from e1.store.results import SUMMARY_COLUMNS
 from tests.test_sweep import Loader, problems_file, sweep_config  # noqa: F401 - problems_file is a fixture
 
 NAN = float("nan")

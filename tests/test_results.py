@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from e1.errors import ResultsError, did_you_mean
-from e1.results import CONFIG, SAMPLE_COLUMNS, atomic_write, check_run_dir, samples_frame, write_json, write_parquet
+from e1.store.results import CONFIG, SAMPLE_COLUMNS, atomic_write, check_run_dir, samples_frame, write_json, write_parquet
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_a_run_is_its_model_however_the_path_is_typed_or_moved(tmp_path, tiny_mo
     import pytest
 
     from e1.errors import ResultsError
-    from e1.results import check_run_dir, model_identity, write_json
+    from e1.store.results import check_run_dir, model_identity, write_json
 
     out = tmp_path / "run"
     write_json({"model": str(tiny_model_dir), "model_identity": model_identity(str(tiny_model_dir))}, out / "config.json")

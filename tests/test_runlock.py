@@ -11,11 +11,11 @@ import textwrap
 import pytest
 
 from e1.errors import ResultsError
-from e1.runlock import holder, run_lock
+from e1.store.lock import holder, run_lock
 
 HOLD = textwrap.dedent("""
     import sys, time
-    from e1.runlock import run_lock
+    from e1.store.lock import run_lock
     with run_lock(sys.argv[1], "e1 eval"):
         print("held", flush=True)
         time.sleep(60)

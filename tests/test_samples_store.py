@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from e1.errors import ResultsError
-from e1.results import SAMPLE_COLUMNS, SAMPLE_KEY, SAMPLES
-from e1.samples_store import PARTS_DIR, SampleStore
+from e1.store.results import SAMPLE_COLUMNS, SAMPLE_KEY, SAMPLES
+from e1.store.samples import PARTS_DIR, SampleStore
 
 
 def row(pid: str, index: int, text: str = "t") -> dict:
@@ -50,7 +50,7 @@ def test_a_kill_between_compaction_and_cleanup_duplicates_nothing(tmp_path, monk
     store = SampleStore(tmp_path / "run")
     store.append([row("p1", 0), row("p1", 1)])
     store.append([row("p2", 0)])
-    monkeypatch.setattr("e1.samples_store.shutil.rmtree", lambda path: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr("e1.store.samples.shutil.rmtree", lambda path: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         store.compact()
     monkeypatch.undo()

@@ -20,7 +20,7 @@ from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError
 from e1.eval import EvalConfig
-from e1.samples_store import SampleStore
+from e1.store.samples import SampleStore
 from e1.shared_sweep import followable_tokens, problem_batches
 from e1.sweep import SweepConfig, sweep
 from tests.fakes import Interrupting

@@ -75,7 +75,7 @@ def _fail(message: str, code: int) -> None:
 
 def interrupted_message() -> str:
     """What Ctrl-C kept and how to continue: the run directories this process holds, if any."""
-    from e1.runlock import held
+    from e1.store.lock import held
 
     kept = ", ".join(str(path) for path in held())
     where = f"finished results are kept in {kept}" if kept else "finished results are kept"

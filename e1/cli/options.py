@@ -28,7 +28,7 @@ def nonempty_path(flag: str) -> Callable[[object], Path]:
 
         OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
     """
-    from e1.preflight import check_out
+    from e1.store.preflight import check_out
 
     return lambda value: check_out(value, flag)
 

@@ -45,7 +45,7 @@ def demo_command(
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 
-    from e1.results import read_parquet
+    from e1.store.results import read_parquet
     from e1.ui import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")

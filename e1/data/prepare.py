@@ -241,8 +241,8 @@ def _canonical_frame(
 
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write atomically (:func:`e1.results.write_parquet`); a failure is a one-line DataError."""
-    from e1.results import write_parquet
+    """Write atomically (:func:`e1.store.results.write_parquet`); a failure is a one-line DataError."""
+    from e1.store.results import write_parquet
 
     try:
         write_parquet(frame, path)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from e1.results import read_parquet
+from e1.store.results import read_parquet
 
 
 def _accuracy(frame: pd.DataFrame) -> float:
@@ -28,7 +28,7 @@ def _accuracy(frame: pd.DataFrame) -> float:
 
 
 def check_claims(out: Path, base: Path, e1: Path, median: float) -> list[dict]:
-    from e1.results import write_json
+    from e1.store.results import write_json
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     models = {"base": str(base), "e1": str(e1)}

@@ -77,8 +77,8 @@ class DemoResult:
 def run_demo(config: DemoConfig, progress=None) -> DemoResult:
     """Every stage, resuming finished ones; ``config.out`` is held by this process throughout
     (a second `e1 demo` into it is refused, naming this one)."""
-    from e1.preflight import check_writable
-    from e1.runlock import run_lock
+    from e1.store.preflight import check_writable
+    from e1.store.lock import run_lock
 
     check_writable(config.out)
     with run_lock(Path(config.out), "e1 demo"):
@@ -134,7 +134,7 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
           progress=progress)
     from e1.plots import plot_curves
-    from e1.results import read_parquet
+    from e1.store.results import read_parquet
 
     plot_curves(read_parquet(out / "curves" / "curves.parquet"), out / "curves" / "curves.png",
                 names=model_names(base, e1_model, baseline))

@@ -32,7 +32,7 @@ from e1.engine.markers import Markers, resolve_markers
 from e1.engine.row_engine import RowEngine
 from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
 from e1.errors import ConfigError, ModelError
-from e1.preflight import CONTEXT_FIELDS
+from e1.store.preflight import CONTEXT_FIELDS
 
 Progress = Callable[[int], None]  # called with the number of sequences just finished
 

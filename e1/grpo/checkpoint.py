@@ -97,7 +97,7 @@ def load_metrics(out: Path, step: int) -> list[dict]:
     path = out / METRICS
     if not path.exists():
         return []
-    from e1.results import read_parquet
+    from e1.store.results import read_parquet
 
     frame = read_parquet(path)
     return frame[frame["step"] <= step].to_dict("records")
@@ -106,7 +106,7 @@ def load_metrics(out: Path, step: int) -> list[dict]:
 def write_metrics(out: Path, rows: list[dict]) -> None:
     import pandas as pd
 
-    from e1.results import write_parquet
+    from e1.store.results import write_parquet
 
     write_parquet(pd.DataFrame(rows), out / METRICS)
 
@@ -125,7 +125,7 @@ RUN_IDENTITY = ("model", "data", "algo", "seed", "prompts_per_step", "samples_pe
 def check_run_dir(config: TrainConfig) -> Path | None:
     """The checkpoint to resume from (None = start fresh); refuses to mix two runs in one directory,
     and ``--resume`` of a directory that holds no run (a typo would silently start afresh)."""
-    from e1.results import check_run_dir as check_identity
+    from e1.store.results import check_run_dir as check_identity
 
     out = config.out
     previous = check_identity(out, config.to_json(), RUN_IDENTITY, what="training run")

@@ -26,7 +26,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine import BACKENDS, check_device, check_markers
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
-from e1.results import model_identity
+from e1.store.results import model_identity
 
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")

@@ -101,10 +101,10 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
 
 
 def owned(config: TrainConfig):
-    """The run directory's lock (:mod:`e1.runlock`), taken by the process that writes it: rank 0
+    """The run directory's lock (:mod:`e1.store.lock`), taken by the process that writes it: rank 0
     (``RANK`` as torchrun and deepspeed set it). A second launch's rank 0 is refused at once, and
     its launcher stops the other ranks; ranks of one run never contend for the lock."""
-    from e1.runlock import run_lock
+    from e1.store.lock import run_lock
 
     if config.deepspeed is not None and os.environ.get("RANK", "0") != "0":
         return nullcontext()
@@ -133,7 +133,7 @@ class Trainer:
     def create(cls, config: TrainConfig, reward: Reward | None = None) -> Trainer:
         """Validate everything cheap first (run dir, data, rewards, tokenizer, context), then load weights."""
         from e1.engine.hf import load_model
-        from e1.results import write_json
+        from e1.store.results import write_json
 
         latest = check_run_dir(config)
         inputs = prepare_inputs(config)

@@ -9,7 +9,7 @@ Writing a batch costs the same whether the run holds ten thousand rows or a mill
 way rewrote the whole file after every batch: I/O grew with the square of the run). A run
 directory holds ``samples.parquet`` (compacted rows; also today's single-file format) and
 ``samples/part-*.parquet`` (batches written since). Readers take both and drop rows whose
-:data:`~e1.results.SAMPLE_KEY` was already seen, so a kill at any moment leaves a readable
+:data:`~e1.store.results.SAMPLE_KEY` was already seen, so a kill at any moment leaves a readable
 state: a part is renamed into place only when complete (leftover ``.*.tmp`` files are
 ignored), and a kill between writing the compacted file and removing the parts only leaves
 duplicates that the next read drops. Every sample is drawn from its own seed, so two copies
@@ -25,7 +25,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from e1.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, atomic_write, read_parquet, samples_frame
+from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, atomic_write, read_parquet, samples_frame
 
 PARTS_DIR = "samples"
 
@@ -46,7 +46,7 @@ class SampleStore:
         return self._read(SAMPLE_KEY)
 
     def read(self):
-        """Every stored sample (schema of :func:`e1.results.samples_frame`), duplicates dropped."""
+        """Every stored sample (schema of :func:`e1.store.results.samples_frame`), duplicates dropped."""
         return self._read(None)
 
     def append(self, rows: list[dict]) -> Path | None:
@@ -83,7 +83,7 @@ class SampleStore:
 
 def _whole(frame, columns: list[str] | None):
     """A frame read back in the schema's dtypes (older files gain their missing columns; a file
-    without e1's columns is refused by :func:`e1.results.samples_frame`)."""
+    without e1's columns is refused by :func:`e1.store.results.samples_frame`)."""
     if columns is None or not set(columns) <= set(frame.columns):
         frame = samples_frame(frame=frame)
         return frame if columns is None else frame[columns]
