@@ -55,7 +55,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from e1.ui import quiet_libraries
+    from e1.report.ui import quiet_libraries
 
     quiet_libraries()
     with tempfile.TemporaryDirectory() as tmp:

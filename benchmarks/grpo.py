@@ -266,7 +266,7 @@ def main() -> None:
 
     from e1.models.tiny import build_tiny_model
     from e1.prompts import build_prompt
-    from e1.ui import quiet_libraries
+    from e1.report.ui import quiet_libraries
 
     quiet_libraries()
     warnings.filterwarnings("ignore", category=FutureWarning)  # transformers' gradient_checkpointing renames

@@ -97,7 +97,7 @@ def main() -> None:
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
     from e1.models.tiny import build_tiny_model
-    from e1.ui import quiet_libraries
+    from e1.report.ui import quiet_libraries
 
     quiet_libraries()
     with tempfile.TemporaryDirectory() as tmp:

@@ -28,10 +28,10 @@ from e1.budget import Budget
 from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
-from e1.metrics import summarize
+from e1.report.metrics import summarize
 from e1.store.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
-from e1.ui import NullProgress
+from e1.report.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes")

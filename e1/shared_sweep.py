@@ -22,7 +22,7 @@ fresh randomness (its cell's seed, as an independent run would use):
 
 Every cell's samples are therefore exact draws from that cell's distribution; across cells
 they are paired (the same root), which makes "elastic vs truncate at equal budget" a paired
-comparison (:func:`e1.metrics.mode_differences`). Roots are deterministic given the seed (they derive from the
+comparison (:func:`e1.report.metrics.mode_differences`). Roots are deterministic given the seed (they derive from the
 seed, dataset and problem id only), so a resumed sweep regrows the same roots for the cells
 still to do. Under greedy decoding a shared sweep equals an independent one row for row.
 """

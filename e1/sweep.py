@@ -11,7 +11,7 @@ eval format, resumable), on an engine loaded at most once — and not at all whe
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
 ``summary.parquet`` with a leading ``model`` column, ``curves.parquet`` (one row per model ×
 dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differences.parquet``
-(modes paired over problems at each budget: :func:`e1.metrics.mode_differences`) and ``config.json``.
+(modes paired over problems at each budget: :func:`e1.report.metrics.mode_differences`) and ``config.json``.
 
 By default one unconstrained trajectory per sample serves every mode and budget
 (:mod:`e1.shared_sweep`): each cell's samples are still exact draws from that cell, and the
@@ -37,7 +37,7 @@ from e1.engine.base import Mode
 from e1.errors import ConfigError, ResultsError
 from e1.eval import RUN_IDENTITY, EvalConfig
 from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
-from e1.ui import NullProgress
+from e1.report.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 CURVE_COLUMNS = [
@@ -177,7 +177,7 @@ def _preflight(config: SweepConfig, models: bool) -> None:
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None, group=None):
     """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
-    (with ``differences.parquet``, :func:`e1.metrics.mode_differences` of the samples).
+    (with ``differences.parquet``, :func:`e1.report.metrics.mode_differences` of the samples).
 
     ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
     model's eval config: its backend, dtype, device, markers); it is called at most once per
@@ -200,9 +200,9 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
     from e1.eval import evaluate
-    from e1.metrics import summarize
-    from e1.metrics import DIFFERENCES, mode_differences
-    from e1.plots import plot_curves
+    from e1.report.metrics import summarize
+    from e1.report.metrics import DIFFERENCES, mode_differences
+    from e1.report.plots import plot_curves
     from e1.store.results import write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main

@@ -16,9 +16,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import e1.elo
+import e1.report.elo
 from e1.commands import elo as elo_cmd
-from e1.elo import FetchConfig, estimate_rating, fetch_contests, load_results
+from e1.report.elo import FetchConfig, estimate_rating, fetch_contests, load_results
 from e1.errors import ConfigError, DataError
 
 # --- synthetic contests in the API's format ---------------------------------------------------
@@ -395,7 +395,7 @@ def test_fetch_reports_api_failures(tmp_path, api):
 
 
 def test_cli_fetch(tmp_path, api, monkeypatch):
-    monkeypatch.setattr(e1.elo, "FetchConfig", functools.partial(FetchConfig, backoff_s=0.01, min_interval_s=0))
+    monkeypatch.setattr(e1.report.elo, "FetchConfig", functools.partial(FetchConfig, backoff_s=0.01, min_interval_s=0))
     monkeypatch.setenv("no_proxy", "*")  # the command uses urllib's default opener
     monkeypatch.setenv("NO_PROXY", "*")
     args = ["elo", "fetch", "--contests", "1971,1972", "--out", str(tmp_path / "cf"), "--api-url", api]

@@ -1,4 +1,4 @@
-"""e1.metrics: pass@k, maj@k, forced vs natural, unanswered, bootstrap intervals, paired differences."""
+"""e1.report.metrics: pass@k, maj@k, forced vs natural, unanswered, bootstrap intervals, paired differences."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import math
 import pandas as pd
 import pytest
 
-from e1 import metrics
-from e1.metrics import (DIFFERENCE_COLUMNS, bootstrap_interval, majority_correct, mode_differences, pass_at_k,
+from e1.report import metrics
+from e1.report.metrics import (DIFFERENCE_COLUMNS, bootstrap_interval, majority_correct, mode_differences, pass_at_k,
                         summarize, vote_key)
 from e1.store.results import SUMMARY_COLUMNS
 from tests.test_sweep import Loader, problems_file, sweep_config  # noqa: F401 - problems_file is a fixture
@@ -192,7 +192,7 @@ def test_sweep_writes_intervals_and_paired_differences(tmp_path, problems_file, 
 def test_summary_table_shows_the_new_metrics_in_percent():
     from rich.console import Console
 
-    from e1.ui import summary_table
+    from e1.report.ui import summary_table
 
     rows = [sample("p1", i, ok, answer="7" if ok else "5", forced=i >= 2) for i, ok in enumerate([1, 1, 0, 0])]
     rows += [sample("p2", i, 0, answer=None if i == 0 else "5", forced=i >= 2) for i in range(4)]

@@ -1,4 +1,4 @@
-"""e1.plots: curves.png panels, lines and the 95% bands."""
+"""e1.report.plots: curves.png panels, lines and the 95% bands."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from e1.plots import draw_curves, plot_curves  # noqa: E402
+from e1.report.plots import draw_curves, plot_curves  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

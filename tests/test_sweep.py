@@ -207,7 +207,7 @@ def test_every_rate_in_every_file_is_a_fraction(tmp_path, problems_file, tiny_en
 def test_curves_table_fits_80_columns():
     from rich.console import Console
 
-    from e1.ui import curves_table
+    from e1.report.ui import curves_table
 
     rows = [dict(model=m, dataset="aime", mode=mode, think_budget=t, solve_budget=1024, accuracy=acc,
                  pass_at_k=0.5, mean_total_tokens=t + 700.0, mean_think_tokens=float(t), mean_solve_tokens=700.0,

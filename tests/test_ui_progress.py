@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from e1.ui import RichProgress
+from e1.report.ui import RichProgress
 
 
 def plain_progress(interval_s: float) -> tuple[RichProgress, io.StringIO]:

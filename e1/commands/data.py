@@ -67,7 +67,7 @@ def list_command(data_dir: DataDirOpt = None) -> None:
     from rich.console import Console
 
     from e1.data import benchmarks, default_data_dir, prepared_names
-    from e1.ui import datasets_table
+    from e1.report.ui import datasets_table
 
     folder = data_dir or default_data_dir()
     if folder.exists() and not folder.is_dir():
@@ -111,7 +111,7 @@ def prepare_command(
     from rich.console import Console
 
     from e1.data import get_benchmark, prepare_benchmark, prepare_file
-    from e1.ui import quiet_libraries
+    from e1.report.ui import quiet_libraries
 
     quiet_libraries()
 

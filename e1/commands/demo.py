@@ -36,7 +36,7 @@ def demo_command(
 
     from e1.demo.claims import claims_markdown, update_readme
     from e1.demo.pipeline import DemoConfig, model_names, run_demo
-    from e1.ui import RichProgress, quiet_libraries
+    from e1.report.ui import RichProgress, quiet_libraries
 
     quiet_libraries()
     console = Console()
@@ -46,7 +46,7 @@ def demo_command(
     from rich.markdown import Markdown
 
     from e1.store.results import read_parquet
-    from e1.ui import curves_table
+    from e1.report.ui import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     console.print(curves_table(curves, names=model_names(result.base, result.e1, result.baseline)))

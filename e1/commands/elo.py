@@ -3,7 +3,7 @@
     e1 elo fetch --contests 1971,1972 --out cf-contests --population
     e1 elo --results runs/code-1k --contests cf-contests --pass-n 8
 
-The algorithm lives in :mod:`e1.elo`; this module parses options and renders the result.
+The algorithm lives in :mod:`e1.report.elo`; this module parses options and renders the result.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def elo_command(
     if results is None or contests is None:
         raise ConfigError("e1 elo needs --results and --contests", hint="see `e1 elo --help`")
     from e1.budget import parse_tokens
-    from e1.elo import estimate_rating, load_results
+    from e1.report.elo import estimate_rating, load_results
 
     attempts = load_results(
         results,
@@ -74,7 +74,7 @@ def elo_command(
     else:
         from rich.console import Console
 
-        from e1.ui import elo_table
+        from e1.report.ui import elo_table
 
         Console().print(elo_table(estimate, min_participants))
 
@@ -95,7 +95,7 @@ def fetch_command(
 
     Example: [cyan]e1 elo fetch --contests 1971,1972 --out cf --population[/cyan]
     """
-    from e1.elo import FetchConfig, fetch_contests
+    from e1.report.elo import FetchConfig, fetch_contests
 
     try:
         contest_ids = [int(part) for part in contests.split(",") if part.strip()]

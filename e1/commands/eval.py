@@ -37,7 +37,7 @@ def eval_command(
     """
     from rich.console import Console
 
-    from e1 import ui
+    from e1.report import ui
     from e1.budget import Budget
     from e1.distributed_eval import is_main_process
     from e1.engine.base import Mode

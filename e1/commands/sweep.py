@@ -41,8 +41,8 @@ def sweep_command(
     """
     from rich.console import Console
 
-    from e1 import ui
-    from e1.metrics import DIFFERENCES
+    from e1.report import ui
+    from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
     from e1.distributed_eval import is_main_process
     from e1.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep

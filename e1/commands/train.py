@@ -110,7 +110,7 @@ def train_command(
     """
     from rich.console import Console
 
-    from e1 import ui
+    from e1.report import ui
     from e1.grpo.config import build_config
     from e1.grpo.trainer import train
 

@@ -133,7 +133,7 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
                       n=sizes.samples, sampling=sampling, batch_size=512, data_dir=data_dir)
     sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
           progress=progress)
-    from e1.plots import plot_curves
+    from e1.report.plots import plot_curves
     from e1.store.results import read_parquet
 
     plot_curves(read_parquet(out / "curves" / "curves.parquet"), out / "curves" / "curves.png",

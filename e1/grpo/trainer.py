@@ -70,7 +70,7 @@ from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
 from e1.rewards.registry import Reward, reward_for
 from e1.rewards.scoring import Scorer
-from e1.ui import NullProgress
+from e1.report.ui import NullProgress
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
 HIDDEN = ("reward_busy",)  # work timed in full though part of it overlaps a phase (scoring behind generation)

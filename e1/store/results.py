@@ -5,7 +5,7 @@ A run directory holds ``config.json`` (resolved configuration, e1 version, seed)
 (per dataset × mode × budget). Every write goes to a temporary file that is renamed into
 place, so a kill at any moment leaves the previous complete file. Units: every rate in a
 file (accuracy, pass@k, forced_rate, tests_passed) is a fraction in [0, 1]; only rendered
-tables and plots show percent (:mod:`e1.ui`, :mod:`e1.plots`).
+tables and plots show percent (:mod:`e1.report.ui`, :mod:`e1.report.plots`).
 
     write_parquet(frame, run_dir / SAMPLES)
 """
@@ -45,7 +45,7 @@ SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
-# each metric is defined in e1.metrics; rates and accuracies are fractions, *_samples are counts
+# each metric is defined in e1.report.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
     "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
     "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "forced_rate", "natural_samples",

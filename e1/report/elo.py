@@ -262,7 +262,7 @@ class ContestRating:
 @dataclass(frozen=True)
 class EloEstimate:
     """The mean rating over the rated contests, its 95% bootstrap interval over those contests
-    (:func:`e1.metrics.bootstrap_interval`: which contests a model met moves its mean most),
+    (:func:`e1.report.metrics.bootstrap_interval`: which contests a model met moves its mean most),
     and the percentile of the mean."""
 
     rating: float
@@ -305,7 +305,7 @@ def estimate_rating(
     rated = [c.rating for c in ratings if c.rating is not None]
     if not rated:
         raise DataError(f"every contest has <= {min_participants} rated participants", hint="lower --min-participants")
-    from e1.metrics import bootstrap_interval
+    from e1.report.metrics import bootstrap_interval
 
     mean = sum(rated) / len(rated)
     population = load_population(contests_dir)

@@ -221,7 +221,7 @@ def curves_table(curves, names: dict[str, str] | None = None):
     from rich.text import Text
 
     from e1.budget import format_tokens
-    from e1.plots import curve_lines, in_budget_order
+    from e1.report.plots import curve_lines, in_budget_order
 
     names = names or {}
     ordered = in_budget_order(curves)
@@ -252,7 +252,7 @@ def curves_table(curves, names: dict[str, str] | None = None):
 
 
 def differences_table(differences, names: dict[str, str] | None = None):
-    """A sweep's paired comparisons (:func:`e1.metrics.mode_differences`): at each budget, mode minus
+    """A sweep's paired comparisons (:func:`e1.report.metrics.mode_differences`): at each budget, mode minus
     other mode over the problems both have, in points, with the paired bootstrap 95% interval."""
     from rich import box
     from rich.markup import escape
@@ -278,7 +278,7 @@ def differences_table(differences, names: dict[str, str] | None = None):
 
 
 def elo_table(estimate, min_participants: int):
-    """An :class:`e1.elo.EloEstimate` as a table per contest and a closing line with the mean and its interval."""
+    """An :class:`e1.report.elo.EloEstimate` as a table per contest and a closing line with the mean and its interval."""
     from rich.console import Group
     from rich.table import Table
 

@@ -2,9 +2,9 @@
 
     plot_curves(curves, Path("runs/sweep/curves.png"))      # one panel per dataset, log x axis
 
-The same curves as a terminal table: :func:`e1.ui.curves_table`. ``accuracy`` is a fraction
+The same curves as a terminal table: :func:`e1.report.ui.curves_table`. ``accuracy`` is a fraction
 in the frame and is drawn in percent; where the frame has ``accuracy_ci_low``/``_high`` (the 95%
-bootstrap interval, :mod:`e1.metrics`) each line gets a shaded band between them (curves
+bootstrap interval, :mod:`e1.report.metrics`) each line gets a shaded band between them (curves
 written before intervals existed are drawn without). matplotlib is imported inside
 :func:`draw_curves` (Agg backend, no display needed), so importing this module stays light.
 """
