@@ -26,7 +26,7 @@ from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.models.tiny import build_tiny_model
-from e1.prompts import build_prompt
+from e1.data.prompts import build_prompt
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -265,7 +265,7 @@ def main() -> None:
     import torch
 
     from e1.models.tiny import build_tiny_model
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()

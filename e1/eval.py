@@ -249,7 +249,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion) for every sample."""
     from e1.engine.sampling import problem_seed
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     if config.share_prefixes:
         from e1.shared_sweep import generate_shared

@@ -76,7 +76,7 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion)``
     for every sample, like the independent path (``config``: an :class:`e1.eval.EvalConfig`)."""
     from e1.engine.sampling import problem_seed
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     problems, cells = {}, {}
     for mode, budget, problem in batch:

@@ -25,7 +25,7 @@ from e1.data.code import decode_lcb_tests, pickled_string
 from e1.data.registry import RowError
 from e1.report.elo import split_problem_id
 from e1.errors import DataError
-from e1.prompts import build_prompt, prompt_content
+from e1.data.prompts import build_prompt, prompt_content
 from e1.rewards.scoring import score
 
 runner = CliRunner()

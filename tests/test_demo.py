@@ -11,7 +11,7 @@ import pytest
 
 from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, update_readme
 from e1.demo.pipeline import TINY, DemoConfig, run_demo
-from e1.demo.task import LETTERS, RECHECK, DigitSumTask, make_rows
+from e1.data.digits_task import LETTERS, RECHECK, DigitSumTask, make_rows
 from e1.rewards.scoring import score
 
 

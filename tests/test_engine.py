@@ -155,7 +155,7 @@ def test_missing_markers_give_a_clear_error():
 
 
 def prompts_for(engine, count=4):
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     return [build_prompt(engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(count)]
 

@@ -65,7 +65,7 @@ def test_samples_do_not_depend_on_the_batch_size(tiny_engine, problems_file, tmp
 
 
 def test_a_samples_draws_do_not_depend_on_its_batch_neighbours(tiny_engine):
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     prompts = [build_prompt(tiny_engine.tokenizer, f"Add {i} and {i}.") for i in range(4)]
     budget, seeds = Budget(10, 5), [11, 22, 33, 44]

@@ -42,7 +42,7 @@ def engines(model_dir):
 
 
 def prompts_for(tokenizer, count=6):
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     return [build_prompt(tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(count)]
 

@@ -97,7 +97,7 @@ class Benchmark:
     to_row: RowMapper = math_row
     load: Loader | None = None  # reads the source records; None: datasets.load_dataset(hub_id, config, split)
     options: tuple[Option, ...] = ()  # settings ``load`` takes, with defaults
-    prompt: str | None = None  # prompt style in e1/prompts.py; None: the task's own
+    prompt: str | None = None  # prompt style in e1/data/prompts.py; None: the task's own
     origin: str | None = None  # where the data comes from when it is not the hub (shown instead of hub_id)
 
     def __post_init__(self) -> None:

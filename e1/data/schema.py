@@ -23,6 +23,12 @@ TASK_VERSION = "task_version"  # int, bumped when a benchmark's row mapping chan
 
 COLUMNS = (ID, DATASET, PROBLEM, ANSWER, TASK, TASK_VERSION)
 
+# The reasoning format: a completion is thinking, THINK_END, then the solution. A model's own
+# markers come from its tokenizer at decode time (e1.engine.markers); rewards read completions
+# that e1 has already rewritten with these defaults.
+THINK_START = "<think>"
+THINK_END = "</think>"
+
 
 def missing_columns(columns: Any) -> list[str]:
     """The canonical columns absent from ``columns`` (empty when a table is canonical)."""

@@ -1,1 +1,1 @@
-"""`e1 demo`: the paper in miniature, offline on a laptop CPU (see :mod:`e1.demo.task`)."""
+"""`e1 demo`: the paper in miniature, offline on a laptop CPU (see :mod:`e1.data.digits_task`)."""

@@ -3,7 +3,7 @@
     run_demo(DemoConfig(out=Path("runs/demo")))      # about 6 minutes on 2 CPU cores
     run_demo(DemoConfig(out=Path("runs/demo"), fast=True))
 
-1. data   — ``e1 data prepare digits digits-train`` (the synthetic task of :mod:`e1.demo.task`)
+1. data   — ``e1 data prepare digits digits-train`` (the synthetic task of :mod:`e1.data.digits_task`)
 2. model  — a character tokenizer and a ~0.8M-parameter Qwen2, built from a config
 3. sft    — ``e1 train --algo sft`` on verbose/concise traces: the *base* reasoning model
 4. probe  — the base model unconstrained on the test split: its median thinking length m
@@ -154,7 +154,7 @@ def model_names(base: Path, e1: Path, baseline: Path | None = None) -> dict[str,
 def _initial_model(path: Path, config: DemoConfig) -> Path:
     if (path / "config.json").exists():
         return path
-    from e1.demo.task import ALPHABET
+    from e1.data.digits_task import ALPHABET
     from e1.models.tiny import build_char_tokenizer, build_tiny_model
 
     return build_tiny_model(path, tokenizer=build_char_tokenizer(ALPHABET), seed=config.seed,

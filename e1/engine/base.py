@@ -197,7 +197,7 @@ class Engine(Protocol):
     (``can_sleep`` False) both are no-ops.
     """
 
-    tokenizer: Any  # encodes prompts; its chat template builds them (e1.prompts)
+    tokenizer: Any  # encodes prompts; its chat template builds them (e1.data.prompts)
     markers: Markers  # think markers, EOS and pad ids resolved from the tokenizer
     max_context: int | None  # prompt + output tokens the model can hold (None: unknown)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from e1.data.schema import THINK_END, THINK_START
 from e1.errors import MarkerError
 
-DEFAULT_START = "<think>"
-DEFAULT_END = "</think>"
+DEFAULT_START, DEFAULT_END = THINK_START, THINK_END  # the defaults, overridable per model
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ class Instructed:
     cache: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     def __call__(self, problem: int, target_tokens: int) -> list[int]:
-        from e1.prompts import build_prompt
+        from e1.data.prompts import build_prompt
 
         key = (problem, target_tokens)
         if key not in self.cache:
@@ -58,7 +58,7 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
     """Everything cheap about the run's input, validated; raises an E1Error on the first problem."""
     from e1.engine.hf import _generation_eos, load_tokenizer
     from e1.engine.markers import resolve_markers
-    from e1.prompts import build_prompt
+    from e1.data.prompts import build_prompt
 
     problems = load_problems(config.data, config.data_dir)
     if config.eval_data:

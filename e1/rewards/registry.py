@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from e1.engine.markers import DEFAULT_END
+from e1.data.schema import THINK_END as DEFAULT_END
 from e1.errors import RewardError, did_you_mean
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@
 Each task's items go to its registered reward (:mod:`e1.rewards.registry`) in one batched call,
 with a :class:`~e1.rewards.registry.ScoringContext` holding the Scorer's one sandbox, so code
 runs ``workers`` programs at a time. Completions must be joined with the canonical ``</think>``
-(:meth:`e1.engine.base.Completion.text` with :data:`~e1.engine.markers.DEFAULT_END`), whatever
+(:meth:`e1.engine.base.Completion.text` with :data:`~e1.data.schema.THINK_END`), whatever
 markers the model used.
 """
 
