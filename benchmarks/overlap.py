@@ -11,7 +11,7 @@ costs about one batch's stage: with b batches the ideal is W ≈ (1 + 1/b) × ma
 
 Measured one after the other: G, generating every batch alone (the same batches ``e1 eval``
 makes); S, scoring them alone (one :class:`~e1.rewards.scoring.Scorer`, ``--workers`` programs at
-once); W, the wall time of :func:`e1.eval.evaluate` on the same work, which scores batch k while
+once); W, the wall time of :func:`e1.eval.run.evaluate` on the same work, which scores batch k while
 batch k + 1 generates. Goal: W ≤ 1.15 × max(G, S) (run one after the other it would be G + S).
 """
 
@@ -31,7 +31,7 @@ import torch
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
-from e1.eval import EvalConfig, _generate_batch, _pending, _score_batch, evaluate
+from e1.eval.run import EvalConfig, _generate_batch, _pending, _score_batch, evaluate
 from e1.models.tiny import build_tiny_model
 from e1.rewards.scoring import Scorer
 from e1.store.samples import SampleStore

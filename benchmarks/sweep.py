@@ -4,7 +4,7 @@
 
 The paper's grid shape on one batch: elastic at 4 think budgets t (solve s), truncate at the
 same totals t + s, and none (capped at the largest total, so it is a cell of the same scale).
-Both paths are e1's own generation step of a sweep (``e1.eval._generate_batch`` with
+Both paths are e1's own generation step of a sweep (``e1.eval.run._generate_batch`` with
 ``share_prefixes`` on or off), on the same engine, problems, seed and sampling (temperature 1);
 runs take turns and the best of ``--repeats`` is kept. A random tiny model practically never
 ends thinking by itself, so every elastic row is forced at t: the least a shared sweep can save
@@ -56,7 +56,7 @@ def measure(engine, args, label: str) -> None:
     from dataclasses import replace
 
     from e1.engine.base import Sampling
-    from e1.eval import EvalConfig, _generate_batch
+    from e1.eval.run import EvalConfig, _generate_batch
 
     batch, thinks = grid_batch(args)
     sampling = Sampling(temperature=1.0, top_p=1.0, seed=0, max_tokens=thinks[-1] + args.solve)

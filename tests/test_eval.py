@@ -13,7 +13,7 @@ from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.errors import ResultsError
-from e1.eval import EvalConfig, evaluate
+from e1.eval.run import EvalConfig, evaluate
 from e1.store.results import SAMPLE_COLUMNS
 from e1.store.samples import SampleStore
 from tests.fakes import Interrupting, ScriptedModel

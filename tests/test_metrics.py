@@ -161,7 +161,7 @@ def test_mode_differences_are_paired_over_problems():
 
 
 def test_sweep_writes_intervals_and_paired_differences(tmp_path, problems_file, tiny_engine):  # noqa: F811
-    from e1.sweep import sweep
+    from e1.eval.sweep import sweep
 
     out = tmp_path / "sweep"
     sweep(sweep_config(out, problems_file), load_engine=Loader(tiny_engine))

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from e1.errors import RewardError
-from e1.overlap import overlapped
+from e1.eval.overlap import overlapped
 
 
 def test_results_come_in_order_on_the_callers_thread():

@@ -13,8 +13,8 @@ pytest.importorskip("vllm")
 
 from e1.budget import Budget  # noqa: E402
 from e1.engine.base import Mode, Sampling  # noqa: E402
-from e1.eval import EvalConfig  # noqa: E402
-from e1.sweep import SweepConfig, sweep  # noqa: E402
+from e1.eval.run import EvalConfig  # noqa: E402
+from e1.eval.sweep import SweepConfig, sweep  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)

@@ -84,7 +84,7 @@ def test_checkpoints_are_model_folders_that_eval_loads(resumed_runs, tmp_path):
     from e1.budget import Budget
     from e1.engine.base import Sampling
     from e1.engine.hf import HFEngine
-    from e1.eval import EvalConfig, evaluate
+    from e1.eval.run import EvalConfig, evaluate
     from e1.grpo.trainer import checkpoints
 
     run_a, run_b = resumed_runs
@@ -239,7 +239,7 @@ def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_di
     import dataclasses
 
     from e1.engine.base import Completion
-    from e1.eval import EvalConfig, evaluate
+    from e1.eval.run import EvalConfig, evaluate
     from e1.grpo.trainer import Trainer
 
     # thinking closed by the model's </reason> (Completion keeps the texts apart), then the right answer

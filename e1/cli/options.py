@@ -94,9 +94,9 @@ class RunOptions:
     sandbox: SandboxOpt = None
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
-        """The :class:`e1.eval.EvalConfig` of these options with a command's model, grid, n and --out."""
+        """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
         from e1.engine.base import Sampling
-        from e1.eval import EvalConfig, default_workers
+        from e1.eval.run import EvalConfig, default_workers
 
         return EvalConfig(
             model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),

@@ -39,9 +39,9 @@ def eval_command(
 
     from e1.report import ui
     from e1.budget import Budget
-    from e1.distributed_eval import is_main_process
+    from e1.eval.distributed import is_main_process
     from e1.engine.base import Mode
-    from e1.eval import evaluate
+    from e1.eval.run import evaluate
 
     config = options.eval_config(model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n,
                                  out=out)

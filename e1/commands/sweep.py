@@ -44,8 +44,8 @@ def sweep_command(
     from e1.report import ui
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
-    from e1.distributed_eval import is_main_process
-    from e1.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
+    from e1.eval.distributed import is_main_process
+    from e1.eval.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)

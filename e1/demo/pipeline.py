@@ -124,10 +124,10 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     baseline = _train_once(cosine, train, checkpoints, progress)
     _unconstrained(e1_model, out / "eval" / "e1-none", data_dir, sizes, sampling, progress)
 
-    from e1.sweep import SweepConfig, sweep
+    from e1.eval.sweep import SweepConfig, sweep
 
     budgets = tuple(sorted({Budget(max(1, round(f * median)), SOLVE) for f in THINK_FRACTIONS}, key=lambda b: b.think))
-    from e1.eval import EvalConfig
+    from e1.eval.run import EvalConfig
 
     grid = EvalConfig(model=str(base), datasets=("digits",), budgets=budgets, modes=(Mode("elastic"), Mode("truncate")),
                       n=sizes.samples, sampling=sampling, batch_size=512, data_dir=data_dir)
@@ -172,7 +172,7 @@ def _train_once(config, train, checkpoints, progress) -> Path:
 
 
 def _unconstrained(model: Path, out: Path, data_dir: Path, sizes: Scale, sampling: Sampling, progress):
-    from e1.eval import EvalConfig, evaluate
+    from e1.eval.run import EvalConfig, evaluate
 
     samples, _ = evaluate(EvalConfig(model=str(model), datasets=("digits",), budgets=(Budget(0, 1),),
                                      modes=(Mode("none"),), n=sizes.samples, sampling=sampling, out=out,

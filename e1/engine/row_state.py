@@ -92,7 +92,7 @@ class RowState:
         is due, once the row is done, and just after an id the row replaced (s1's "Wait"). Returns
         how many ids were taken. Every id taken was drawn from the very distribution this row would
         have drawn it from (the histories are equal up to it), so the row stays an exact sample;
-        this is what lets one trajectory serve every budget of a sweep (:mod:`e1.shared_sweep`).
+        this is what lets one trajectory serve every budget of a sweep (:mod:`e1.eval.shared`).
 
             state.follow(unconstrained.token_ids)   # elastic t: the first t ids, then the marker is due
         """

@@ -21,7 +21,7 @@ consecutive ranks of one engine decode their problems together and each keeps it
 
 With ``rollout_chunks`` > 1, :meth:`Rollout.generate_scored` cuts the step into chunks of whole
 prompts (:func:`rollout_chunks`: the same boundaries on every rank) and scores chunk k in a
-background thread while chunk k + 1 generates (:func:`e1.overlap.overlapped`). Each problem's
+background thread while chunk k + 1 generates (:func:`e1.eval.overlap.overlapped`). Each problem's
 samples are seeded by (seed, step, problem), so the chunks' completions, concatenated, are the
 ones a single call draws, in the same order.
 """
@@ -40,7 +40,7 @@ from e1.engine.sampling import derive_seed
 from e1.errors import ConfigError
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
-from e1.overlap import overlapped
+from e1.eval.overlap import overlapped
 
 
 @dataclass(frozen=True)

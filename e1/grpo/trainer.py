@@ -344,7 +344,7 @@ class Trainer:
 
     def validate(self, step: int) -> float:
         """Evaluate the current policy on ``eval_data`` at the training budget; returns accuracy."""
-        from e1.eval import EvalConfig, evaluate
+        from e1.eval.run import EvalConfig, evaluate
 
         config = self.config
         eval_config = EvalConfig(

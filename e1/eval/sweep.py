@@ -6,7 +6,7 @@
                          settings=grid, out=Path("runs/sweep"))
     samples, summary, curves = sweep(config)
 
-Each model's whole grid is one :func:`e1.eval.evaluate` call into ``out/models/<slug>/`` (the
+Each model's whole grid is one :func:`e1.eval.run.evaluate` call into ``out/models/<slug>/`` (the
 eval format, resumable), on an engine loaded at most once — and not at all when that model's
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
 ``summary.parquet`` with a leading ``model`` column, ``curves.parquet`` (one row per model ×
@@ -14,7 +14,7 @@ dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differe
 (modes paired over problems at each budget: :func:`e1.report.metrics.mode_differences`) and ``config.json``.
 
 By default one unconstrained trajectory per sample serves every mode and budget
-(:mod:`e1.shared_sweep`): each cell's samples are still exact draws from that cell, and the
+(:mod:`e1.eval.shared`): each cell's samples are still exact draws from that cell, and the
 cells are paired. ``independent=True`` draws every cell on its own.
 
 Every mode at a grid point gets the same total: ``truncate`` treats ``Budget(t, s)`` as one
@@ -35,7 +35,7 @@ from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
 from e1.errors import ConfigError, ResultsError
-from e1.eval import RUN_IDENTITY, EvalConfig
+from e1.eval.run import RUN_IDENTITY, EvalConfig
 from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.report.ui import NullProgress
 
@@ -125,7 +125,7 @@ class SweepConfig:
     """``models`` × the grid of ``settings``: an :class:`EvalConfig` whose budgets and modes span
     the grid and whose other settings (datasets, n, sampling, markers, code tests...) apply to
     every model; its ``model`` and ``out`` are replaced by each model and its run directory.
-    ``independent``: draw every cell on its own instead of sharing prefixes (:mod:`e1.shared_sweep`)."""
+    ``independent``: draw every cell on its own instead of sharing prefixes (:mod:`e1.eval.shared`)."""
 
     models: tuple[str, ...]
     settings: EvalConfig
@@ -179,14 +179,14 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     """Run (or resume) a sweep; returns (samples, summary, curves) DataFrames, also written to ``config.out``
     (with ``differences.parquet``, :func:`e1.report.metrics.mode_differences` of the samples).
 
-    ``load_engine(model)`` builds an engine (default: :func:`e1.eval.load_engine_for` on that
+    ``load_engine(model)`` builds an engine (default: :func:`e1.eval.run.load_engine_for` on that
     model's eval config: its backend, dtype, device, markers); it is called at most once per
     model, and only for models with samples still to generate. Holds ``out`` for the duration;
     under torchrun every rank calls this, and only rank 0 writes and gets the frames (the
     others get ``(None, None, None)``).
     """
-    from e1.distributed_eval import current_group, group_lock
-    from e1.eval import eval_tp
+    from e1.eval.distributed import current_group, group_lock
+    from e1.eval.run import eval_tp
 
     group = group or current_group(eval_tp(config.settings), config.settings.device)
     out = Path(config.out)
@@ -199,7 +199,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
-    from e1.eval import evaluate
+    from e1.eval.run import evaluate
     from e1.report.metrics import summarize
     from e1.report.metrics import DIFFERENCES, mode_differences
     from e1.report.plots import plot_curves
@@ -258,7 +258,7 @@ def _in_config_order(frame, config: SweepConfig):
 
 
 def _load_engine(model: str, config: SweepConfig, ranks):
-    from e1.eval import load_engine_for
+    from e1.eval.run import load_engine_for
 
     return load_engine_for(config.eval_config(model), ranks)
 

@@ -7,8 +7,8 @@ Resumable: samples already stored in ``out`` are skipped. Each finished batch is
 once, as its own part (:mod:`e1.store.samples`; the cost of a write does not grow with the
 run), and the parts are compacted into ``samples.parquet`` at the end, so a kill at any moment
 loses at most the batches in flight and a rerun neither redoes nor duplicates a sample. A
-batch is scored in a background thread while the next one generates (:mod:`e1.overlap`).
-Under torchrun the ranks share the work (:mod:`e1.distributed_eval`). Metrics follow the paper
+batch is scored in a background thread while the next one generates (:mod:`e1.eval.overlap`).
+Under torchrun the ranks share the work (:mod:`e1.eval.distributed`). Metrics follow the paper
 (accuracy = avg@n: mean correctness over all samples) plus the unbiased pass@k estimator;
 every rate is a fraction in [0, 1] (tables show percent).
 
@@ -69,7 +69,7 @@ class EvalConfig:
     tp: int = 1  # vLLM tensor-parallel GPUs
     gpu_memory_utilization: float = 0.9  # vLLM's share of GPU memory
     max_model_len: int | None = None  # vLLM context length (None: the model's)
-    share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.shared_sweep)
+    share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
 
     def __post_init__(self):
         if not self.datasets:
@@ -103,10 +103,10 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     """Run (or resume) an evaluation; returns (samples, summary) DataFrames, also written to ``config.out``.
 
     Holds the run directory (:func:`e1.store.lock.run_lock`) for the duration. Under torchrun every
-    rank calls this; ranks share the work (:mod:`e1.distributed_eval`) and only rank 0 gets the
+    rank calls this; ranks share the work (:mod:`e1.eval.distributed`) and only rank 0 gets the
     frames (the others get ``(None, None)``).
     """
-    from e1.distributed_eval import current_group, group_lock
+    from e1.eval.distributed import current_group, group_lock
 
     group = group or current_group(eval_tp(config), config.device)
     preflight(config, model=engine is None)
@@ -159,7 +159,7 @@ def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
     cells of a problem in one batch."""
     problems_per_call = max(1, config.batch_size // config.n)
     if config.share_prefixes:
-        from e1.shared_sweep import problem_batches
+        from e1.eval.shared import problem_batches
 
         return problem_batches(todo, problems_per_call)
     return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
@@ -168,7 +168,7 @@ def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
 def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress) -> None:
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
     ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
-    from e1.overlap import overlapped
+    from e1.eval.overlap import overlapped
     from e1.rewards.scoring import Scorer
 
     if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
@@ -252,7 +252,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     from e1.data.prompts import build_prompt
 
     if config.share_prefixes:
-        from e1.shared_sweep import generate_shared
+        from e1.eval.shared import generate_shared
 
         return generate_shared(engine, batch, config)
     groups: dict[tuple, list] = {}

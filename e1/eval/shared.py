@@ -74,7 +74,7 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
 def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion)``
-    for every sample, like the independent path (``config``: an :class:`e1.eval.EvalConfig`)."""
+    for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`)."""
     from e1.engine.sampling import problem_seed
     from e1.data.prompts import build_prompt
 

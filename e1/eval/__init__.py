@@ -1,0 +1,15 @@
+"""Evaluation runs: one model under budgets, budget sweeps, and how both scale.
+
+- :mod:`e1.eval.run`: ``evaluate(EvalConfig)`` -> samples + summary (datasets -> prompts ->
+  engine -> rewards -> the run directory);
+- :mod:`e1.eval.sweep`: models x datasets x modes x budgets, each model loaded once -> curves;
+- :mod:`e1.eval.shared`: one unconstrained trajectory per sample serves every cell of a grid;
+- :mod:`e1.eval.distributed`: torchrun ranks share the work of one run;
+- :mod:`e1.eval.overlap`: scoring batch k while batch k + 1 generates (training uses it too).
+
+    >>> from e1.eval import EvalConfig, evaluate
+"""
+
+from e1.eval.run import EvalConfig, evaluate
+
+__all__ = ["EvalConfig", "evaluate"]
