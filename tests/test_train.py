@@ -390,7 +390,7 @@ def test_command_trains_and_writes_the_run(tiny_model_dir, tmp_path):
 
 
 def test_command_module_does_not_import_torch():
-    code = "import sys, e1.commands.train; assert 'torch' not in sys.modules"
+    code = "import sys, e1.cli.train; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

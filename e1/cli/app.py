@@ -1,6 +1,6 @@
 """The ``e1`` root: registers the subcommands and turns errors into one line.
 
-Commands live in :mod:`e1.commands`, one thin module each. Nothing here (or in those
+Commands live beside this module (e1/cli/eval.py, ...), one thin module each. Nothing here (or in those
 modules at import time) imports torch, so ``e1 --help`` and tab completion stay instant.
 """
 
@@ -14,13 +14,13 @@ import threading
 import typer
 
 from e1 import __version__
-from e1.commands import data as data_cmd
-from e1.commands import demo as demo_cmd
-from e1.commands import elo as elo_cmd
-from e1.commands import eval as eval_cmd
-from e1.commands import serve as serve_cmd
-from e1.commands import sweep as sweep_cmd
-from e1.commands import train as train_cmd
+from e1.cli import data as data_cmd
+from e1.cli import demo as demo_cmd
+from e1.cli import elo as elo_cmd
+from e1.cli import eval as eval_cmd
+from e1.cli import serve as serve_cmd
+from e1.cli import sweep as sweep_cmd
+from e1.cli import train as train_cmd
 from e1.errors import E1Error
 
 app = typer.Typer(
