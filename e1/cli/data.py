@@ -110,7 +110,7 @@ def prepare_command(
     """
     from rich.console import Console
 
-    from e1.data import get_benchmark, prepare_benchmark, prepare_file
+    from e1.data import prepare_file
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()
@@ -132,6 +132,13 @@ def prepare_command(
         raise DataError("--name and the --*-field options only apply with --from FILE")
     if not names:
         raise DataError("nothing to prepare", hint="name datasets (e1 data list shows them) or give --from FILE")
+    _prepare_registered(console, names, out, options)
+
+
+def _prepare_registered(console, names: list[str], out, options: dict[str, str]) -> None:
+    """Prepare registered datasets; every name and option is checked before any download."""
+    from e1.data import get_benchmark, prepare_benchmark
+
     benchmarks = [get_benchmark(each) for each in names]  # typos fail before any download
     for benchmark in benchmarks:
         benchmark.resolve_options(options)  # an option a dataset does not take fails before any download

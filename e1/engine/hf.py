@@ -155,27 +155,7 @@ class HFEngine(RowEngine):
         """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
         state already holds (a followed prefix); rows with the same context (a prompt's samples) share
         one prefill."""
-        contexts = [tuple(prompt) + tuple(state.tokens) for prompt, state in zip(prompts, states)]
-        where = {context: i for i, context in enumerate(dict.fromkeys(contexts))}
-        unique = list(where)
-
-        # Prefill each distinct context once, left-padded; then expand to one row per sample.
-        width = max(map(len, unique))
-        ids = torch.full((len(unique), width), self.markers.pad_id, dtype=torch.long)
-        mask = torch.zeros((len(unique), width), dtype=torch.long)
-        for i, context in enumerate(unique):
-            ids[i, width - len(context) :] = torch.tensor(context)
-            mask[i, width - len(context) :] = 1
-        ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
-        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
-        cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                            use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
-        expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
-        cache.batch_select_indices(expand)
-        logits, mask = logits[expand], mask[expand].bool()  # [B, V], [B, W]
-        next_pos = positions[expand, -1] + 1  # [B]
-
+        cache, logits, mask, next_pos = self._prefill(prompts, states)
         active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
@@ -213,6 +193,30 @@ class HFEngine(RowEngine):
                                 position_ids=next_pos.unsqueeze(-1), past_key_values=cache,
                                 use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
+
+    def _prefill(self, prompts: list[list[int]], states: list):
+        """Prefill each distinct context once, left-padded, then expand to one row per sample:
+        (cache, the next logits [B, V], the attention mask [B, W], the next positions [B])."""
+        contexts = [tuple(prompt) + tuple(state.tokens) for prompt, state in zip(prompts, states)]
+        where = {context: i for i, context in enumerate(dict.fromkeys(contexts))}
+        unique = list(where)
+
+        width = max(map(len, unique))
+        ids = torch.full((len(unique), width), self.markers.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(unique), width), dtype=torch.long)
+        for i, context in enumerate(unique):
+            ids[i, width - len(context) :] = torch.tensor(context)
+            mask[i, width - len(context) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
+        cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+                            use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
+        expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
+        cache.batch_select_indices(expand)
+        logits, mask = logits[expand], mask[expand].bool()  # [B, V], [B, W]
+        next_pos = positions[expand, -1] + 1  # [B]
+        return cache, logits, mask, next_pos
 
     def _step_mask(self, mask: torch.Tensor) -> torch.Tensor:
         """The attention mask of one decode step. mask: [B, L] bool.
