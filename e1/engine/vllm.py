@@ -73,8 +73,10 @@ class VLLMEngine(RowEngine):
         import torch
         from vllm import LLM
 
+        from e1.engine.vllm_compat import use_v1_runner
         from e1.engine.vllm_processor import BudgetProcessor
 
+        use_v1_runner()  # before the engine is built: vLLM reads it then
         on_cpu = not torch.cuda.is_available()
         dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
         options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,

