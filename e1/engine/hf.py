@@ -148,7 +148,7 @@ class HFEngine(RowEngine):
             chunk = todo[start : start + self.batch_size]
             self._decode_chunk([prompt_ids[rows[i][0]] for i in chunk], [states[i] for i in chunk],
                                [row_seeds[i] for i in chunk], sampling, progress)
-        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
+        return self.completions(states, rows, prompt_ids, taken)
 
     def _decode_chunk(self, prompts: list[list[int]], states: list, row_seeds: list[int], sampling: Sampling,
                       progress) -> None:

@@ -108,15 +108,12 @@ class VLLMEngine(RowEngine):
                                       row_seeds[i], round_index) for i in todo]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
-                for token in output.outputs[0].token_ids:
-                    if states[i].done:
-                        break
-                    states[i].accept(token)
-                    raw[i].append(token)
+                ids = list(output.outputs[0].token_ids)
+                raw[i] += ids[: states[i].extend(ids)]  # the ids up to the one that ended the row
         if progress:
             progress(len(rows))
         assert all(state.done for state in states), "each call ends a row or replaces one of its k natural ends"
-        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
+        return self.completions(states, rows, prompt_ids, taken)
 
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
                  sampling: Sampling, row_seed: int, round_index: int):

@@ -51,8 +51,7 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset()) -> RowSta
     mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0))
     state = RowState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
                      tuple(args.get("exit", ())), sentence_ends)
-    for token in args["history"]:
-        state.accept(token)
+    state.extend(args["history"])
     return state
 
 

@@ -121,10 +121,7 @@ def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
     """Accept vLLM's ``token_ids`` (a forced token comes back as sampled) until the state is done."""
-    for token in token_ids:
-        if state.done:
-            break
-        state.accept(token)
+    state.extend(token_ids)
 
 
 def report(state: RowState, budget: RequestBudget | None) -> dict:
