@@ -21,6 +21,7 @@ EOS counts as a solution token, as ``max_tokens`` counts it in every serving eng
 from __future__ import annotations
 
 from collections import deque
+from itertools import compress
 from typing import Sequence
 
 from e1.budget import Budget
@@ -30,6 +31,7 @@ from e1.engine.markers import Markers
 THINK, SOLVE, DONE = "think", "solve", "done"
 # what each appended token is, for splitting the text: thinking, a marker, s1's forced answer prompt, solution
 T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS = range(5)
+_SOLUTION_KINDS = frozenset({T_ANSWER, T_SOLVE})
 
 
 def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
@@ -270,6 +272,6 @@ class RowState:
 
     def split(self) -> tuple[list[int], list[int]]:
         """(thinking ids without markers, solution ids with s1's answer prompt, without EOS)."""
-        think = [t for t, k in zip(self.tokens, self.kinds) if k == T_THINK]
-        solution = [t for t, k in zip(self.tokens, self.kinds) if k in (T_ANSWER, T_SOLVE)]
+        think = list(compress(self.tokens, map(T_THINK.__eq__, self.kinds)))  # compress, map: C loops
+        solution = list(compress(self.tokens, map(_SOLUTION_KINDS.__contains__, self.kinds)))
         return think, solution
