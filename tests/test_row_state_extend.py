@@ -71,3 +71,21 @@ def test_extend_counts_a_whole_budget_arithmetically():
     assert state.extend([PLAIN] * 4 + [7] + [12] * 3 + [EOS, PLAIN]) == 8
     assert (state.think_tokens, state.solve_tokens, state.was_forced, state.finish_reason) == (4, 3, True, "length")
     assert state.forced == [False] * 4 + [True] + [False] * 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(sequences=st.lists(st.lists(st.integers(0, 379), max_size=40), max_size=6), clean_up=st.booleans())
+def test_decode_all_gives_the_texts_decode_gives(sequences, clean_up):
+    from e1.engine.row_engine import decode_all
+
+    tokenizer = TOKENIZER()
+    tokenizer.clean_up_tokenization_spaces = clean_up  # True: the wrapper's own path, clean-up included
+    assert decode_all(tokenizer, sequences) == [tokenizer.decode(ids, skip_special_tokens=True) for ids in sequences]
+
+
+def TOKENIZER(cache={}):
+    if "tokenizer" not in cache:
+        from e1.models.tiny import build_tokenizer
+
+        cache["tokenizer"] = build_tokenizer()  # 380 ids, the think markers and EOS among them
+    return cache["tokenizer"]

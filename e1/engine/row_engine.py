@@ -118,6 +118,8 @@ def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:
     fast tokenizer's Rust ``decode_batch`` when the wrapper would return its text as it is (no
     clean-up of spaces), which skips transformers' per-id Python checks (they cost more than decoding)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not sequences:
+        return []  # (transformers' batch_decode answers [""])
     if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
         return tokenizer.batch_decode(sequences, skip_special_tokens=True)
     return backend.decode_batch(sequences, skip_special_tokens=True)
