@@ -82,14 +82,13 @@ def test_e1_picks_the_v1_runner_and_says_so(monkeypatch, caplog):
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
     with caplog.at_level(logging.WARNING, logger="e1.engine"):
         use_v1_runner(with_v2)
-    assert [r.message for r in caplog.records] == [
-        "e1: vLLM's model runner V2 does not run custom logits processors; using the V1 runner "
-        "(VLLM_USE_V2_MODEL_RUNNER=0)"]
+    assert [r.message for r in caplog.records] == [vllm_compat.V2_MESSAGE]
+    assert "does not run e1's logits processor" in vllm_compat.V2_MESSAGE
     import os
 
     assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
-    with pytest.raises(ModelError, match="does not run custom logits processors"):
+    with pytest.raises(ModelError, match="does not run e1's logits processor"):
         use_v1_runner(with_v2)
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
     use_v1_runner(tree({}))  # a vLLM without V2: nothing to say, nothing set

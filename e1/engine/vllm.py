@@ -19,7 +19,8 @@ How each mode runs:
 - ``truncate`` and ``none`` — plain vLLM requests with ``max_tokens``; nothing is forced.
 
 Completions are rebuilt by replaying each request's output ids through a fresh ``RowState``, so
-counts, forced masks and text splits come from the same code as the transformers backend.
+counts, forced masks and text splits come from the same code as the transformers backend; the
+replay is ``RowState.extend`` (plain stretches as slices) and one batch decode per call.
 """
 
 from __future__ import annotations

@@ -29,6 +29,8 @@ SERVER_ENTRIES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoin
 SERVER_FLAG_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
                      "vllm/entrypoints/openai/cli_args.py")
 V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"  # model runner V2 (the default for dense models from 0.26)
+V2_MESSAGE = ("e1: vLLM's model runner V2 does not run e1's logits processor (vLLM's V1 interface); "
+              "using the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)")
 
 # (what e1 uses, the file that defines it, the texts that file must contain)
 NEEDS = (
@@ -42,6 +44,8 @@ NEEDS = (
     ("the worker's reload_weights (training's weight sync)", "vllm/v1/worker/gpu_worker.py", ("def reload_weights",)),
     ("SamplingParams.extra_args", "vllm/sampling_params.py", ("extra_args",)),
     ("TokensPrompt", "vllm/inputs/__init__.py", ("TokensPrompt",)),
+    ("the model runner V1 that runs e1's processor, and its switch", "vllm/envs.py", ("VLLM_USE_V2_MODEL_RUNNER",)),
+    ("the V1 GPU model runner", "vllm/v1/worker/gpu_model_runner.py", ("class GPUModelRunner",)),
 )
 
 log = logging.getLogger("e1.engine")
@@ -100,14 +104,14 @@ def has_thinking_token_budget(source: Source | None = None) -> bool:
 
 
 def use_v1_runner(source: Source | None = None) -> None:
-    """Model runner V2 refuses custom logits processors, and e1's budgets are one: pick V1 (vLLM
-    would fall back to it by itself, quietly) and say so once. An explicit V2 cannot work: refuse."""
+    """Pick model runner V1 and say so, once: V2 (the default for dense models) runs no V1-interface
+    logits processor — 0.26 falls back to V1 by itself, 0.32+ load only V2-interface processors and
+    would refuse e1's. An explicit V2 cannot work: refuse it."""
     if (source or installed_source())(V2_RUNNER) is None:
         return  # a vLLM without model runner V2
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
-        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but vLLM's model runner V2 does not run custom logits processors "
-                         "(e1's budgets are one)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
+        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but vLLM's model runner V2 does not run e1's logits processor "
+                         "(vLLM's V1 interface)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER") is None:
-        log.warning("e1: vLLM's model runner V2 does not run custom logits processors; "
-                    "using the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)")
+        log.warning(V2_MESSAGE)
     os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
