@@ -1,6 +1,6 @@
 """What the vLLM backend spends after ``llm.generate`` returns, old path vs new, side by side in one run.
 
-    python benchmarks/replay.py [--rows 512 --think 512 --solve 512 --vocab 8192 --repeats 3]
+    python benchmarks/replay.py [--rows 512 --think 512 --solve 512 --repeats 3]
 
 Every output id is replayed through the row's RowState (its counts, forced mask and text split),
 then the thinking and the solution are decoded. Old: ``accept`` id by id and two ``decode`` calls
@@ -28,15 +28,13 @@ from timing import interleaved_best  # noqa: E402
 
 def rows_of_ids(engine, scenario: str, args, rng: random.Random) -> list[list[int]]:
     """Each row's output ids as vLLM gives them back (the forced ids included, the final EOS too)."""
-    from e1.engine.row_state import RowState
-
     markers, plain = engine.markers, [i for i in range(args.vocab) if i not in engine.sentence_ends()]
     specials = set(markers.eos_ids) | set(markers.end_ids) | set(markers.start_ids)
     plain = [i for i in plain if i not in specials]
     ends, eos, period = markers.end_ids, min(markers.eos_ids), min(engine.sentence_ends())
     rows = []
     for _ in range(args.rows):
-        state: RowState = engine.row_state([], BUDGET(args), MODE(scenario), SAMPLING)
+        state = fresh_state(engine, scenario, args)
         stop_think = rng.randrange(1, args.think) if scenario == "natural" else None
         stop_solve = rng.randrange(1, args.solve) if scenario == "natural" else None
         ids = []
@@ -53,19 +51,13 @@ def rows_of_ids(engine, scenario: str, args, rng: random.Random) -> list[list[in
     return rows
 
 
-def BUDGET(args):
+def fresh_state(engine, scenario: str, args):
+    """A row's state as the vLLM backend starts it (an empty prompt: thinking not opened)."""
     from e1.budget import Budget
+    from e1.engine.base import Mode, Sampling
 
-    return Budget(args.think, args.solve)
-
-
-def MODE(scenario: str):
-    from e1.engine.base import Mode
-
-    return Mode.parse("elastic:grace=64" if scenario == "grace" else "elastic")
-
-
-SAMPLING = None
+    mode = Mode.parse("elastic:grace=64" if scenario == "grace" else "elastic")
+    return engine.row_state([], Budget(args.think, args.solve), mode, Sampling(temperature=0.0))
 
 
 def old_path(engine, rows, scenario, args):
@@ -74,7 +66,7 @@ def old_path(engine, rows, scenario, args):
 
     out = []
     for ids in rows:
-        state = engine.row_state([], BUDGET(args), MODE(scenario), SAMPLING)
+        state = fresh_state(engine, scenario, args)
         for token in ids:
             if state.done:
                 break
@@ -89,7 +81,7 @@ def old_path(engine, rows, scenario, args):
 
 def new_path(engine, rows, scenario, args):
     """The replay now: ``RowState.extend`` per row, one batch decode (``RowEngine.completions``)."""
-    states = [engine.row_state([], BUDGET(args), MODE(scenario), SAMPLING) for _ in rows]
+    states = [fresh_state(engine, scenario, args) for _ in rows]
     for state, ids in zip(states, rows):
         state.extend(ids)
     records = engine.completions(states, [(i, 0) for i in range(len(rows))], [[]] * len(rows), [0] * len(rows))
@@ -98,23 +90,19 @@ def new_path(engine, rows, scenario, args):
 
 
 def main() -> None:
-    global SAMPLING
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=512)
     parser.add_argument("--think", type=int, default=512)
     parser.add_argument("--solve", type=int, default=512)
-    parser.add_argument("--vocab", type=int, default=8192, help="the BPE tokenizer's vocabulary")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from e1.engine.base import Sampling
     from e1.engine.markers import resolve_markers
     from e1.engine.row_engine import RowEngine
     from e1.models.tiny import build_tokenizer
 
-    SAMPLING = Sampling(temperature=0.0)
     engine = RowEngine()
-    engine.tokenizer = build_tokenizer(vocab_size=args.vocab)
+    engine.tokenizer = build_tokenizer()  # e1's tiny BPE (380 ids): a real vocabulary's longer tokens decode slower
     engine.markers, engine.max_context = resolve_markers(engine.tokenizer), None
     args.vocab = len(engine.tokenizer)
     rng = random.Random(0)
