@@ -65,6 +65,15 @@ def math_prompt(row: Mapping[str, Any]) -> str:
     return str(row["problem"]) + MATH_INSTRUCTION
 
 
+CHOICE_INSTRUCTION = "\n\nThink step by step, then output the letter of the correct option within \\boxed{}."
+
+
+@register_prompt("choice")
+def choice_prompt(row: Mapping[str, Any]) -> str:
+    """The question with its lettered options (as prepared), asking for the letter in a box."""
+    return str(row["problem"]) + CHOICE_INSTRUCTION
+
+
 @register_prompt("code")
 def code_prompt(row: Mapping[str, Any]) -> str:
     """LiveCodeBench's format: complete the starter code if there is one, else a stdin/stdout program."""
