@@ -13,28 +13,38 @@ How a verdict is reached, so that only a passing program can pass (see e1/reward
   is the verdict. Return values cross as plain data only, so an object whose ``__eq__`` is
   always true fails, and no secret (token, expected value) is ever inside the model's run.
 
-Threat model. The judged program is adversarial (a policy under RL finds every hole). It may
-run any code inside its sandboxed run (:mod:`e1.sandbox`: no network, no host files, bounded
-CPU, memory, processes and time), print any bytes, write any bytes to its reply pipe (or
-never end a line), return any plain data, raise any exception, or exit at any moment. It may
-not see the tests' expected values or reach the process that decides. The judge guarantees:
+Threat model. Tests (inputs, expected answers, HumanEval check code) are trusted; the judged
+program is not: a policy under RL finds every hole, so the judge assumes the worst.
 
-1. Verdicts by fixed rules (:mod:`e1.rewards.verdicts`): integers compare exactly (digit by
-   digit for output, Python's exact ``==`` for values), a tolerance of 1e-6 applies only where
-   the expected answer is a decimal/float, a non-finite number never equals a finite one and
-   NaN equals nothing. HumanEval+ checks keep EvalPlus's evaluator's type-and-length rule.
-2. Nothing the solution does changes a ``code`` test's control flow: an exception it raises
-   (``StopIteration``, ``SystemExit``, ...), an unreadable reply or a stopped server ends
-   the check as a failure before the test code sees anything (``harness.proxy``).
-3. Every byte a run produces is read with a budget: output up to ``Limits.output_bytes``
-   (past it the run is killed); a reply line up to the same size, read before the test's
-   deadline, nested at most ``harness.MAX_DEPTH`` deep, integers of at most
-   ``harness.MAX_INT_DIGITS`` digits, decoded without hashing anything the solution chose
-   (:func:`harness.read_reply`); output compared in time linear in its size.
-4. A sample never crashes or stalls the batch, nor changes another's verdict: whatever goes
-   wrong while judging it is its own failure, a score of 0 with a reason in
+*A judged program may* run any Python inside its sandboxed run (:mod:`e1.sandbox`: no network,
+no host files, bounded CPU, memory, processes, output and wall time), print any bytes, write
+any bytes to its reply pipe (or a line that never ends), return any plain data (an integer
+too large for a float, NaN, a set whose items all hash alike, nesting a hundred deep), raise
+any exception (``StopIteration``, ``SystemExit``, ...) or exit at any moment.
+*It cannot* see the expected answers or the check code, nor run code in the process that
+decides: the parent for ``stdio`` and ``call``, the checker run for ``code``.
+
+*The judge guarantees*:
+
+1. Verdicts follow fixed rules (:mod:`e1.rewards.verdicts`). Integers compare exactly: digit
+   by digit in output (``3.0`` does not match ``3``), by Python's exact ``==`` for returned
+   values (``1e18`` is not ``10**18 + 7``). A tolerance of 1e-6 applies only where the
+   expected answer is a decimal or a float. A non-finite number never equals a finite one;
+   NaN equals nothing. HumanEval+ checks keep EvalPlus's type-and-length rule.
+2. Nothing the solution does changes a ``code`` test's control flow: an exception it raises,
+   an unreadable or oversized reply, or a server that stopped answering ends the checker on
+   the spot as a failure, before the test code sees anything (``harness.proxy``).
+3. Every byte a run produces is read with a budget. Output: up to ``Limits.output_bytes``
+   (the run is killed past it), compared in time linear in its size, with no int <-> str
+   conversion. A reply: one line of at most ``harness.MAX_REPLY_BYTES`` (4 MiB; the output
+   limit if larger), read before the test's deadline, nested at most ``harness.MAX_DEPTH``
+   deep, integers of at most ``harness.MAX_INT_DIGITS`` digits, decoded without hashing
+   anything the solution chose (:func:`harness.read_reply`, the one reader of every reply,
+   in the parent and in the checker).
+4. One sample never crashes or stalls the batch, nor changes another sample's verdict:
+   whatever goes wrong while judging it is its own failure, a score of 0 with a reason in
    ``first_failure`` (valid UTF-8, at most 300 characters). Only a sandbox that cannot run
-   at all (:class:`~e1.sandbox.SandboxError`) or malformed tests (:class:`RewardError`) raise.
+   at all (:class:`~e1.sandbox.SandboxError`) and malformed tests (:class:`RewardError`) raise.
 """
 
 from __future__ import annotations
@@ -272,11 +282,11 @@ def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str 
     deadline = time.monotonic() + limits.wall_s
     request = json.dumps([test.fn, harness.encode(list(test.args))]) + "\n"
     served, line = _with_solution(box, code, CALL_PRELUDE, limits,
-                                  lambda out, into: _ask(out, into, request, deadline, limits.output_bytes))
+                                  lambda out, into: _ask(out, into, request, deadline, _reply_bytes(limits)))
     if line is None:
         return _run_failure(served, limits) or "exited before the tests finished"
     try:
-        returned, value = harness.read_reply(line, limits.output_bytes, as_json=True)
+        returned, value = harness.read_reply(line, _reply_bytes(limits), as_json=True)
     except harness.BadReply as err:
         return str(err)
     if not returned:
@@ -287,7 +297,7 @@ def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str 
 
 
 def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str | None:
-    checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r}, {limits.output_bytes})\n"
+    checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r}, {_reply_bytes(limits)})\n"
     served, checked = _with_solution(box, code, _helpers(test.code), limits,
                                      lambda out, into: _run(box, checker, b"", limits, (into, out)))
     if checked.ok:
@@ -298,8 +308,12 @@ def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str 
     if checked.returncode == harness.EXIT_SOLUTION_GONE:
         return _run_failure(served, limits) or "exited before the tests finished"
     if checked.returncode == harness.EXIT_SOLUTION_FAILED:
-        return _error_line(checked)  # the proxy's reason: "runtime error: ...", "output limit exceeded ..."
+        return _error_line(checked)  # the proxy's reason: "runtime error: ...", "reply longer than ..."
     return f"runtime error: {_error_line(checked)}"
+
+
+def _reply_bytes(limits: Limits) -> int:
+    return max(harness.MAX_REPLY_BYTES, limits.output_bytes)
 
 
 _JUDGES: dict[type, Callable[[Sandbox, str, Any, Limits], str | None]] = {
