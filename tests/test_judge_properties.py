@@ -156,12 +156,12 @@ LONG_LINES = ["1" * 30_000 + "x", "1" * 15_000 + "." + "1" * 15_000 + "x", "1e" 
               "-" * 30_000, "." * 30_000, "1" * 30_000 + "." + "e" * 30_000, "0" * 30_000 + "x"]
 
 
-@pytest.mark.parametrize("line", LONG_LINES, ids=lambda line: f"{line[:3]}...{line[-2:]}")
-def test_a_long_output_line_is_compared_in_linear_time(line):
-    start = time.monotonic()
-    for expected in ("5", "0.5", line[:-1]):
-        assert compare_output(expected, line) is not None
-    assert time.monotonic() - start < 0.5
+def test_a_long_output_line_is_compared_in_linear_time():
+    for line in LONG_LINES:  # a 30,000-digit line once took 79 s and starved a neighbour of its time
+        start = time.monotonic()
+        for expected in ("5", "0.5", line[:-1]):
+            assert compare_output(expected, line) is not None
+        assert time.monotonic() - start < 0.5, line[:10]
 
 
 def test_deep_values_compare_without_recursion():
