@@ -35,6 +35,7 @@ SQUARE_CODE = [{"kind": "code", "code": "def check(candidate):\n    assert candi
 ADD_STDIO = [{"kind": "stdio", "input": "2 3\n", "output": "5\n"}]
 SQUARE = "def square(x):\n    return x * x\n"
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
+HONEST_S = 10  # each test's limit: room for a loaded machine to start an honest program (no hostile one waits)
 REPLY_FD = "import os\nfd = int(os.environ['E1_FDS'].split()[1])\n"  # the solution server's reply pipe
 
 any_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)  # surrogates included
@@ -51,6 +52,10 @@ def completion(code: str) -> str:
     return f"<think>x</think>\n```python\n{code}\n```\n"
 
 
+def judge(code: str, tests: list[dict], box: Sandbox):
+    return run_code_tests(code, tests, time_limit_s=HONEST_S, sandbox=box)
+
+
 def valid_reason(reason: str | None) -> bool:
     """A first_failure a results table can store: a short, valid UTF-8 string."""
     return reason is None or (isinstance(reason, str) and len(reason) <= 300 and bool(reason.encode("utf-8")))
@@ -58,7 +63,7 @@ def valid_reason(reason: str | None) -> bool:
 
 @pytest.fixture(scope="module")
 def box():
-    with Sandbox(workers=2, limits=Limits(wall_s=6), site_packages=True) as sandbox:
+    with Sandbox(workers=2, limits=Limits(wall_s=HONEST_S), site_packages=True) as sandbox:
         yield sandbox
 
 
@@ -277,15 +282,13 @@ def test_a_set_of_colliding_integers_is_read_in_linear_time():
 
 def test_call_tests_compare_integers_exactly(box):
     ten_to_18 = [{"kind": "call", "fn": "f", "args": [], "expected": 10**18 + 7}]
-    assert not run_code_tests("def f():\n    return 1e18\n", ten_to_18, sandbox=box).all_passed
+    assert not judge("def f():\n    return 1e18\n", ten_to_18, box).all_passed
     huge = [{"kind": "call", "fn": "f", "args": [], "expected": 10**338}]
-    assert run_code_tests("def f():\n    return 1e999\n", huge, sandbox=box).first_failure.startswith(
-        "test 1: wrong answer")
+    assert judge("def f():\n    return 1e999\n", huge, box).first_failure.startswith("test 1: wrong answer")
     half = [{"kind": "call", "fn": "f", "args": [], "expected": 1.5}]
-    assert run_code_tests("def f():\n    return 10**400\n", half, sandbox=box).first_failure.startswith(
-        "test 1: wrong answer")
+    assert judge("def f():\n    return 10**400\n", half, box).first_failure.startswith("test 1: wrong answer")
     stdio = [{"kind": "stdio", "input": "", "output": "999999937\n"}]
-    assert run_code_tests("print(999999000)", stdio, sandbox=box).first_failure == (
+    assert judge("print(999999000)", stdio, box).first_failure == (
         "test 1: wrong answer: expected '999999937', got '999999000'")
 
 
@@ -326,7 +329,7 @@ def test_humanevalplus_checks_keep_evalplus_type_rule(box):
         "return [sum(xs) / len(xs)]": False,
         "return (sum(xs) / len(xs),)": False,
     }
-    verdicts = {body: run_code_tests(f"def mean(xs):\n    {body}\n", tests, sandbox=box).all_passed for body in bodies}
+    verdicts = {body: judge(f"def mean(xs):\n    {body}\n", tests, box).all_passed for body in bodies}
     assert verdicts == bodies
 
 
@@ -341,15 +344,15 @@ CATCHING_CHECK = ("def check(candidate):\n    try:\n        assert candidate(4) 
 def test_an_exception_raised_by_the_solution_always_fails_a_code_test(box, error):
     raising = f"def square(x):\n    raise {error}\n"
     for check in (MAP_CHECK, CATCHING_CHECK):
-        result = run_code_tests(raising, [{"kind": "code", "code": check, "entry_point": "square"}], sandbox=box)
+        result = judge(raising, [{"kind": "code", "code": check, "entry_point": "square"}], box)
         assert not result.all_passed, (error, check)
-    honest = run_code_tests(SQUARE, [{"kind": "code", "code": MAP_CHECK, "entry_point": "square"}], sandbox=box)
+    honest = judge(SQUARE, [{"kind": "code", "code": MAP_CHECK, "entry_point": "square"}], box)
     assert honest.all_passed
 
 
 def test_unreadable_replies_fail_a_code_test_even_inside_an_except(box):
     garbage = REPLY_FD + "def square(x):\n    os.write(fd, b'not json\\n')\n    return 0\n"
-    result = run_code_tests(garbage, [{"kind": "code", "code": CATCHING_CHECK, "entry_point": "square"}], sandbox=box)
+    result = judge(garbage, [{"kind": "code", "code": CATCHING_CHECK, "entry_point": "square"}], box)
     assert result.first_failure.startswith("test 1: unreadable reply")
 
 
@@ -371,7 +374,7 @@ def test_hostile_replies_score_zero_with_a_reason_beside_honest_samples():
     programs = [(SQUARE, SQUARE_CALL), *((code, SQUARE_CALL) for code in HOSTILE_CALLS.values()),
                 ("print(5)  # \ud800", ADD_STDIO), ("def square(x):\n    return 9  # \ud800", SQUARE_CODE),
                 (ADD, ADD_STDIO)]
-    with Scorer(workers=2, time_limit_s=6) as scorer:
+    with Scorer(workers=2, time_limit_s=HONEST_S) as scorer:
         scored = scorer.score(["code"] * len(programs), [completion(code) for code, _ in programs],
                               [json.dumps(tests) for _, tests in programs])
     assert [s.reward for s in scored] == [1.0] + [0.0] * (len(programs) - 2) + [1.0]
@@ -386,12 +389,12 @@ def test_a_reply_line_that_never_ends_is_cut_at_the_reply_limit(box):
     tracemalloc.start()
     start = time.monotonic()
     try:
-        result = run_code_tests(endless, SQUARE_CALL, time_limit_s=4, sandbox=box)
+        result = judge(endless, SQUARE_CALL, box)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     assert result.first_failure == "test 1: reply longer than 4194304 bytes"
-    assert peak < 16 << 20 and time.monotonic() - start < 3
+    assert peak < 16 << 20 and time.monotonic() - start < HONEST_S / 2  # not the deadline
 
 
 COLLIDING_SET = (REPLY_FD + "import json, sys\nencode = sys._getframe(1).f_globals['encode']  # the harness's\n"
@@ -404,11 +407,11 @@ def test_hostile_samples_do_not_stall_an_honest_neighbour():
     programs = [(ADD, ADD_STDIO), ("print('1' * 30000 + 'x')", ADD_STDIO), (ADD, ADD_STDIO),
                 (COLLIDING_SET, SQUARE_CALL), (SQUARE, SQUARE_CALL)]
     start = time.monotonic()
-    with Scorer(workers=2, time_limit_s=6) as scorer:
+    with Scorer(workers=2, time_limit_s=HONEST_S) as scorer:
         scored = scorer.score(["code"] * len(programs), [completion(code) for code, _ in programs],
                               [json.dumps(tests) for _, tests in programs])
     assert [s.reward for s in scored] == [1.0, 0.0, 1.0, 0.0, 1.0]
-    assert time.monotonic() - start < 6  # each hostile one costs the judge milliseconds
+    assert time.monotonic() - start < HONEST_S * 0.8  # each hostile one costs the judge milliseconds
 
 
 # --- fuzzing: random programs and random bytes next to honest programs ---------------------------
@@ -436,7 +439,7 @@ TESTS = {"call": SQUARE_CALL, "code": SQUARE_CODE, "stdio": ADD_STDIO}
 
 @pytest.fixture(scope="module")
 def scorer():
-    with Scorer(workers=2, time_limit_s=6) as shared:
+    with Scorer(workers=2, time_limit_s=HONEST_S) as shared:
         yield shared
 
 
