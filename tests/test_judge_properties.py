@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from e1.rewards.code import compare_output, run_code_tests, same_value
+from e1.rewards.harness import BadReply, encode, read_reply
 from e1.rewards.scoring import Scorer
 from e1.sandbox import Limits, Sandbox
 
@@ -87,12 +88,11 @@ def test_integers_in_values_compare_exactly():
     assert same_value(3.0, 3) and same_value(3, 3.0) and same_value(math.inf, math.inf)
 
 
-def digits(min_size: int = 1, max_size: int = 6000):
-    return st.text("0123456789", min_size=min_size, max_size=max_size)  # past int()'s 4300-digit limit
+digits = st.text("0123456789", min_size=1, max_size=6000)  # past int()'s 4300-digit limit
 
 
 @PURE
-@given(st.sampled_from(["", "+", "-"]), digits(), st.sampled_from(["", "+", "-"]), digits())
+@given(st.sampled_from(["", "+", "-"]), digits, st.sampled_from(["", "+", "-"]), digits)
 def test_integer_tokens_match_exactly_when_their_values_are_equal(sign_a, a, sign_b, b):
     equal = Decimal(sign_a + a) == Decimal(sign_b + b)  # exact at any size, no digit limit
     assert (compare_output(sign_a + a, sign_b + b) is None) == equal
@@ -106,8 +106,7 @@ def test_decimals_match_within_the_tolerance_integers_only_exactly(x, noise):
     off = x + max(abs(x), 1.0) * 1e-5
     assert compare_output(repr(x), repr(off)) is not None
     assert compare_output(repr(x), "1e999") is not None and compare_output(repr(x), "nan") is not None
-    integer = str(int(x))
-    assert compare_output(integer, repr(int(x) * (1 + noise))) is not None  # a decimal for an integer
+    assert compare_output(str(int(x)), repr(int(x) * (1 + noise))) is not None  # a decimal for an integer
 
 
 @PURE
@@ -180,16 +179,12 @@ def test_deep_values_compare_without_recursion():
 
 
 def read(line: bytes | str, as_json: bool = True):
-    from e1.rewards.harness import read_reply
-
     return read_reply(line, 1 << 20, as_json=as_json)
 
 
 @PURE
 @given(st.binary(max_size=2000) | json_like.map(lambda v: json.dumps({"ok": v}).encode()))
 def test_any_reply_is_a_value_or_bad_reply(line):
-    from e1.rewards.harness import BadReply
-
     for as_json in (True, False):
         try:
             returned, value = read(line, as_json)
@@ -210,8 +205,6 @@ raw_json = st.recursive(
 @PURE
 @given(raw_json)
 def test_hostile_reply_structures_are_a_value_or_bad_reply(body):
-    from e1.rewards.harness import BadReply
-
     for reply in ({"ok": body}, {"error": body}, body):
         for as_json in (True, False):
             try:
@@ -232,8 +225,6 @@ plain = st.recursive(
 @PURE
 @given(plain)
 def test_plain_data_crosses_unchanged(value):
-    from e1.rewards.harness import encode
-
     assert read(json.dumps({"ok": encode(value)}), as_json=False) == (True, value)
 
 
@@ -250,15 +241,11 @@ def test_plain_data_crosses_unchanged(value):
 ], ids=["deep json", "deep value", "not an object", "error not a list", "error of numbers", "long integer",
         "unknown tag", "not utf-8", "endless line"])
 def test_malformed_replies_are_bad_replies_with_a_reason(line, reason):
-    from e1.rewards.harness import BadReply
-
     with pytest.raises(BadReply, match=reason):
         read(line)
 
 
 def test_integers_are_read_with_a_bound_whatever_the_interpreter_allows():
-    from e1.rewards.harness import BadReply
-
     limit = sys.get_int_max_str_digits()
     sys.set_int_max_str_digits(0)  # no limit: int() of a long numeral would take quadratic time
     try:
