@@ -182,8 +182,12 @@ def read(line: bytes | str, as_json: bool = True):
     return read_reply(line, 1 << 20, as_json=as_json)
 
 
+long_replies = st.integers(0, 2 << 20).map(lambda n: b'{"ok": "' + b"a" * n + b'"}')  # around the cap
+deep_replies = st.integers(0, 5000).map(lambda depth: b'{"ok": ' + b"[" * depth + b"]" * depth + b"}")
+
+
 @PURE
-@given(st.binary(max_size=2000) | json_like.map(lambda v: json.dumps({"ok": v}).encode()))
+@given(st.binary(max_size=2000) | json_like.map(lambda v: json.dumps({"ok": v}).encode()) | long_replies | deep_replies)
 def test_any_reply_is_a_value_or_bad_reply(line):
     for as_json in (True, False):
         try:
