@@ -15,8 +15,10 @@ Importing this module does not import torch.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from pathlib import Path
@@ -148,6 +150,9 @@ class TrainConfig:
                 and not str(self.deepspeed).endswith(".json"):
             raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
                               hint="use zero1, zero2, zero3 or a DeepSpeed .json file")
+        if self.deepspeed is not None and importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(f"--deepspeed {self.deepspeed} needs DeepSpeed, which is not installed",
+                              hint="pip install 'e1[deepspeed]', or leave out --deepspeed to train on one device")
         self._check_engines()
 
     def _check_engines(self) -> None:
@@ -248,8 +253,9 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
                    for kind in kinds if kind in _TYPES)
         if not fits:
             expected = " or ".join(_TYPE_NAMES[kind] for kind in kinds if kind in _TYPE_NAMES)
+            sep = ": " if str(source).lower().endswith((".yaml", ".yml")) else " = "
             raise ConfigError(f"{source}: {key} must be {expected}, got {value!r}",
-                              hint=f"write e.g. {key} = {_example(key)}")
+                              hint=f"write e.g. {key}{sep}{_example(key)}")
 
 
 def _example(key: str) -> str:
@@ -259,7 +265,21 @@ def _example(key: str) -> str:
         return '"..."'
     if isinstance(default, bool):
         return str(default).lower()
+    if isinstance(default, float):  # 1.0e-06, not 1e-06: YAML 1.1 reads a mantissa without a dot as a string
+        mantissa, e, exponent = repr(default).partition("e")
+        return f"{mantissa if '.' in mantissa else mantissa + '.0'}{e}{exponent}"
     return f'"{default}"' if isinstance(default, (str, Path)) else str(default)
+
+
+# what YAML 1.1 (PyYAML) reads as a string though it is a float: an exponent without a dot (1e-6, 3E-3)
+_YAML_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_floats(values: dict[str, Any]) -> dict[str, Any]:
+    """``lr: 1e-6`` as the float it means (YAML 1.1 reads it as the string "1e-6"), in float fields only."""
+    floats = {f.name for f in fields(TrainConfig) if "float" in str(f.type)}
+    return {key: float(value) if key in floats and isinstance(value, str) and _YAML_FLOAT.fullmatch(value.strip())
+            else value for key, value in values.items()}
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -278,6 +298,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         except ImportError:
             raise ConfigError(f"{path}: reading YAML needs PyYAML", hint="pip install pyyaml, or use a .toml file") from None
         values = _parse(path, yaml.safe_load, yaml.YAMLError) or {}
+        values = _yaml_floats(values) if isinstance(values, dict) else values
     else:
         raise ConfigError(f"{path}: unknown config format {suffix!r}", hint="use a .toml or .yaml file")
     if not isinstance(values, dict):
