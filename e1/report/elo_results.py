@@ -22,7 +22,7 @@ def read_json(path: Path, results: bool = False):
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         what = "--results file" if results else "contest file"
-        raise DataError(f"{what} {path} is malformed JSON ({err})",
+        raise DataError(f"{what} {path}: malformed JSON ({err})",
                         hint=_RESULTS_HINT if results else "delete it and run `e1 elo fetch` again") from None
 
 
