@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -50,12 +51,13 @@ class Number:
             raise TypeError(f"Number kind must be int or float, not {self.kind!r}")
 
     @property
-    def low(self) -> float | None:
-        return -INT64_MAX - 1 if self.min is None and self.kind is int else self.min
+    def low(self):
+        """``min``, else the least int64 or float."""
+        return self.min if self.min is not None else -INT64_MAX - 1 if self.kind is int else -sys.float_info.max
 
     @property
-    def high(self) -> float | None:
-        return INT64_MAX if self.max is None and self.kind is int else self.max
+    def high(self):
+        return self.max if self.max is not None else INT64_MAX if self.kind is int else sys.float_info.max
 
     def describe(self) -> str:
         """The range in words: ``>= 1``, ``> 0``, ``in (0, 1]``, ``in 1..65535``."""
@@ -86,14 +88,14 @@ class Number:
             expected = "a whole number" if whole else "a number"
             raise ConfigError(f"{name} must be {expected}{_space(self.describe())}, got {_show(value)}",
                               hint=self.hint or _unset(self))
-        if not whole and not math.isfinite(value):
+        if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # ints are finite (10**400 too)
             raise ConfigError(f"{name} must be a finite number{_space(self.describe())}, got {_show(value)}",
                               hint=self.hint)
-        low, high = self.low, self.high
+        low, high = self.low, self.high  # exact comparisons: 10**400 > 1.0 is True, no float conversion
         whole_range = not whole and self.min is not None and self.max is not None  # an interval reads best whole
-        if low is not None and (value <= low if self.above else value < low):
+        if (value <= low if self.above else value < low):
             words = self.describe() if whole_range else f"{'>' if self.above else '>='} {_show(low)}"
-        elif high is not None and (value >= high if self.below else value > high):
+        elif (value >= high if self.below else value > high):
             words = self.describe() if whole_range else f"{'<' if self.below else '<='} {_show(high)}"
         else:
             return value
