@@ -105,19 +105,27 @@ def test_every_numeric_option_refuses_what_is_not_a_number_in_range(command, fla
 # -- the config dataclasses: every numeric field has a spec, and a generated value is checked ------
 
 
-def configs():
-    from e1.demo.pipeline import DEMO_NUMBERS, DemoConfig
-    from e1.engine.base import SAMPLING_NUMBERS, Sampling
-    from e1.engine.options import ENGINE_NUMBERS
-    from e1.eval.run import EVAL_NUMBERS, EvalConfig
-    from e1.grpo.config import TRAIN_NUMBERS, TrainConfig
-    from e1.report.elo import FETCH_NUMBERS, FetchConfig
-    from e1.serve.server import SERVE_NUMBERS, ServeConfig
+# (module, config class, its spec tables, the other arguments it needs); resolved in the tests
+CONFIGS = [
+    ("e1.grpo.config", "TrainConfig", ("e1.grpo.config:TRAIN_NUMBERS",), {"model": "m", "data": "d"}),
+    ("e1.eval.run", "EvalConfig", ("e1.eval.run:EVAL_NUMBERS", "e1.engine.options:ENGINE_NUMBERS"),
+     {"model": "m", "datasets": ("d",)}),
+    ("e1.engine.base", "Sampling", ("e1.engine.base:SAMPLING_NUMBERS",), {}),
+    ("e1.serve.server", "ServeConfig", ("e1.serve.server:SERVE_NUMBERS",), {"model": "m"}),
+    ("e1.demo.pipeline", "DemoConfig", ("e1.demo.pipeline:DEMO_NUMBERS",), {}),
+    ("e1.report.elo", "FetchConfig", ("e1.report.elo:FETCH_NUMBERS",), {}),
+]
 
-    return [(TrainConfig, TRAIN_NUMBERS, {"model": "m", "data": "d"}),
-            (EvalConfig, {**EVAL_NUMBERS, **ENGINE_NUMBERS}, {"model": "m", "datasets": ("d",)}),
-            (Sampling, SAMPLING_NUMBERS, {}), (ServeConfig, SERVE_NUMBERS, {"model": "m"}),
-            (DemoConfig, DEMO_NUMBERS, {}), (FetchConfig, FETCH_NUMBERS, {})]
+
+def resolve(entry) -> tuple[type, dict, dict]:
+    import importlib
+
+    module, name, tables, required = entry
+    specs = {}
+    for table in tables:
+        where, _, attribute = table.partition(":")
+        specs |= getattr(importlib.import_module(where), attribute)
+    return getattr(importlib.import_module(module), name), specs, required
 
 
 def numeric_fields(cls) -> list[str]:
@@ -131,8 +139,9 @@ def numeric_fields(cls) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("cls, specs, required", configs(), ids=lambda x: getattr(x, "__name__", ""))
-def test_every_numeric_config_field_has_a_spec(cls, specs, required):
+@pytest.mark.parametrize("entry", CONFIGS, ids=[entry[1] for entry in CONFIGS])
+def test_every_numeric_config_field_has_a_spec(entry):
+    cls, specs, _ = resolve(entry)
     assert set(numeric_fields(cls)) <= set(specs), f"{cls.__name__}: declare a Number for each numeric field"
 
 
@@ -141,11 +150,11 @@ NUMBERS = st.one_of(
         [0, -1, 1, 0.0, 1.0, INT64_MAX, INT64_MAX + 1, 10**400, float("nan"), float("inf"), True, "1", None]))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=st.sampled_from([(cls, specs, required, name) for cls, specs, required in configs() for name in specs
-                             if name in {f.name for f in fields(cls)}]), value=NUMBERS)
-def test_a_config_takes_a_number_only_if_its_spec_does(case, value):
-    cls, specs, required, name = case
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(entry=st.sampled_from(CONFIGS), data=st.data(), value=NUMBERS)
+def test_a_config_takes_a_number_only_if_its_spec_does(entry, data, value):
+    cls, specs, required = resolve(entry)
+    name = data.draw(st.sampled_from(sorted(set(specs) & {f.name for f in fields(cls)})))
     spec = specs[name]  # an e1.numeric.Number
     try:
         config = cls(**required, **{name: value})
