@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-
 from fractions import Fraction
 
 from e1.errors import BudgetError, ConfigError

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 
 from e1.cli.app import app
 from e1.errors import ConfigError, E1Error
-
 from tests.test_bad_inputs import run_main
 
 INT64_MAX = 2**63 - 1

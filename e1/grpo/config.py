@@ -28,9 +28,9 @@ from e1.budget import Budget, parse_tokens
 from e1.engine import BACKENDS, check_device, check_markers
 from e1.engine.options import ENGINE_NUMBERS
 from e1.errors import ConfigError, did_you_mean
+from e1.grpo.curriculum import ThinkBudgets
 from e1.numeric import Number, check_numbers
 from e1.sandbox import backend_name
-from e1.grpo.curriculum import ThinkBudgets
 from e1.store.results import model_identity
 
 ALGOS = ("grpo", "sft")

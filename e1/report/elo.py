@@ -36,7 +36,8 @@ from pathlib import Path
 
 from e1.errors import ConfigError, DataError
 from e1.numeric import Number, check_numbers
-from e1.report.elo_results import load_results, read_json as _read_json
+from e1.report.elo_results import load_results
+from e1.report.elo_results import read_json as _read_json
 
 __all__ = ["load_results"]  # the results loader lives in e1.report.elo_results; this module rates
 
