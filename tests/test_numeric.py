@@ -8,6 +8,7 @@ added, and fails here until its command has a base command line below and its fi
 from __future__ import annotations
 
 import math
+import re
 import time
 import typing
 from dataclasses import fields
@@ -70,8 +71,11 @@ def test_every_command_with_numeric_options_has_a_base_command_line():
 
 
 def names_option(text: str, flag: str) -> bool:
-    """The message names ``flag`` as typed (--top-p) or as its config key (top_p, test_time_limit_s)."""
-    return flag in text or flag.lstrip("-").replace("-", "_") in text
+    """The message names ``flag`` as typed (--top-p), or its config key says what it must be
+    (``top_p must be``, ``test_time_limit_s must be``); "--n" does not match "--no" nor "n"."""
+    key = flag.lstrip("-").replace("-", "_")
+    return bool(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
+                or re.search(rf"(?<![\w-]){re.escape(key)}\w* must be", text))
 
 
 @pytest.fixture
