@@ -132,7 +132,7 @@ def _data_dir() -> Path:
 
 
 def test_registry_holds_the_math_benchmarks():
-    names = ["aime", "aime25", "amc", "deepscaler", "math500", "minerva", "olympiad_bench"]
+    names = ["aime", "aime25", "amc", "deepscaler", "gsm8k", "math500", "minerva", "olympiad_bench"]
     assert [b.name for b in e1.data.benchmarks() if b.task == "math"] == names  # code ones: test_data_code.py
     for benchmark in e1.data.benchmarks():
         assert benchmark.task_version >= 1 and benchmark.description

@@ -38,6 +38,7 @@ from e1.data.registry import (
 # Benchmark families: importing a module registers its benchmarks.
 from e1.data import aime, amc, deepscaler, math500, minerva, olympiad_bench  # noqa: E402,F401  isort: skip
 from e1.data import codeforces, deepcoder, humaneval, humanevalplus, livecodebench, taco  # noqa: E402,F401  isort: skip
+from e1.data import gpqa, gsm8k, mmlu_pro  # noqa: E402,F401  isort: skip
 from e1.data import digits  # noqa: E402,F401  isort: skip
 
 __all__ = [

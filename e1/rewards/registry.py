@@ -60,7 +60,7 @@ Reward = Callable[..., Sequence["float | Scored | None"]]
 
 # Modules whose import registers the built-in rewards; imported on first lookup so that
 # listing commands stay fast and a heavy reward (code) costs nothing until it is used.
-_BUILTIN_MODULES = ("e1.rewards.math", "e1.rewards.code", "e1.rewards.exact")
+_BUILTIN_MODULES = ("e1.rewards.math", "e1.rewards.code", "e1.rewards.exact", "e1.rewards.choice")
 _REWARDS: dict[str, Reward] = {}
 
 
