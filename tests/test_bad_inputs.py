@@ -145,6 +145,9 @@ CASES = [
      "--pass-n must be <= 1000000"),
     ("serve-gpu-memory-nan", ["serve", "--model", "{tiny}", "--gpu-memory-utilization", "nan", "--print-command"], 1,
      "--gpu-memory-utilization must be a finite number"),
+    ("mode-wait-23-digits", [*EVAL, "--mode", "budget-forcing:wait=" + "9" * 23], 1, "wait must be <= 1000"),
+    ("train-length-reward-nan", [*TRAIN, "--length-reward", "cosine:exceed=nan"], 1,
+     "cosine exceed must be a finite number"),
     ("serve-port-23-digits", ["serve", "--model", "{tiny}", "--port", "9" * 23, "--print-command"], 1,
      "--port must be <= 65535"),
     # errors that name the right cause

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from e1.budget import Budget
+from e1.budget import MAX_TOKENS, Budget
 from e1.engine.markers import Markers
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
@@ -36,6 +36,11 @@ EXIT_TEXTS = {
 }
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
 _LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
+
+
+# a mode's counts (e1.numeric): wait=K natural ends replaced, grace=G tokens to end a sentence
+MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2 replaces two natural ends"),
+                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end")}
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class Mode:
             from e1.errors import did_you_mean
 
             raise ConfigError(f"unknown mode {self.name!r}", hint=did_you_mean(self.name, MODES))
+        check_numbers(self, MODE_NUMBERS)  # wait=K and grace=G: whole, >= 0, not 23 digits
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
         budgeted = self.name in ("elastic", "budget-forcing")
