@@ -281,6 +281,11 @@ def test_completions_endpoint_is_budgeted_too(server):
     ({"thinking_budget": 100, "solution_budget": 100, "_long_prompt": True}, "the prompt leaves room for only"),
     # past the middleware (mode none), so vLLM's admission check by the processor answers, as in plain `vllm serve`
     ({"budget_mode": "none", "vllm_xargs": {"thinking_budget": 4}}, "thinking_budget needs solution_budget"),
+    # numbers checked for what they are: a 400-digit budget (was an OverflowError: a 500 naming no field) and
+    # a budget_room of the wrong type (was a TypeError: HTTP 500), at the middleware and at vLLM's admission
+    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
+    ({"vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
+    ({"budget_mode": "none", "vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
 ])
 def test_bad_requests_get_http_400_and_the_server_lives_on(server, client, extra, message):
     import openai

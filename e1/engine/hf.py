@@ -63,6 +63,9 @@ def load_tokenizer(model: str):
     """The tokenizer of a model folder or hub id, with a one-line error when it is missing."""
     from transformers import AutoTokenizer
 
+    from e1.store.preflight import check_model_path
+
+    check_model_path(model)  # an empty folder, or one holding a GGUF, says so (not "no tokenizer files")
     folder = Path(model)
     if folder.is_dir() and not any((folder / name).exists() for name in TOKENIZER_FILES):
         raise ModelError(f"{model} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...)",

@@ -40,11 +40,11 @@ import os
 import threading
 from typing import TypeVar
 
-from e1.sandbox.backends import BACKEND_NAMES, get_backend
+from e1.sandbox.backends import BACKEND_NAMES, backend_name, get_backend
 from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program
 from e1.sandbox.types import GiB, Isolation, Limits, MiB, RunResult, SandboxError
 
-__all__ = ["BACKEND_NAMES", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
+__all__ = ["BACKEND_NAMES", "backend_name", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
            "SandboxError", "UID_BASE", "UID_SPAN", "isolation", "run_sandboxed"]
 
 T = TypeVar("T")

@@ -13,6 +13,7 @@ import atexit
 import os
 import threading
 
+from e1.errors import did_you_mean
 from e1.sandbox.local import BwrapBackend, NoneBackend
 from e1.sandbox.types import SandboxError
 from e1.sandbox.unshare import UnshareBackend
@@ -23,11 +24,22 @@ _INSTANCES: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 
+def backend_name(name: str | None = None) -> str:
+    """The backend ``name`` names (None: ``$E1_SANDBOX``, default "auto"), checked: configs call
+    this when they are built, so a typo is refused whatever the data, before anything loads."""
+    given = name or os.environ.get("E1_SANDBOX") or "auto"
+    if given not in BACKEND_NAMES:
+        # the CLI reads $E1_SANDBOX into --sandbox: name both when they agree
+        source = "E1_SANDBOX" if not name else "--sandbox (E1_SANDBOX)" if name == os.environ.get("E1_SANDBOX") \
+            else "--sandbox"
+        raise SandboxError(f"{source} {given!r}: unknown sandbox backend",
+                           hint=did_you_mean(given, BACKEND_NAMES, listing="use one of"))
+    return given
+
+
 def get_backend(name: str | None = None):
     """The running backend called ``name`` (None: ``$E1_SANDBOX``, default "auto"), started once."""
-    name = name or os.environ.get("E1_SANDBOX") or "auto"
-    if name not in BACKEND_NAMES:
-        raise SandboxError(f"unknown sandbox backend {name!r}", hint=f"one of {', '.join(BACKEND_NAMES)}")
+    name = backend_name(name)
     if name == "auto":
         name = "unshare" if os.geteuid() == 0 else "bwrap"
     with _LOCK:

@@ -15,11 +15,17 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
-from e1.errors import ConfigError, ModelError
+from e1.engine.options import ENGINE_NUMBERS
+from e1.errors import ModelError
+from e1.numeric import Number, check_numbers
 from e1.serve.budgets import ServeDefaults
 
 PROCESSOR = "e1.serve.processor:ServedBudgetProcessor"
 MIDDLEWARE = "e1.serve.middleware.BudgetMiddleware"
+
+
+# what each numeric setting may hold (e1.numeric); errors name the CLI's flags
+SERVE_NUMBERS = {"port": Number(int, min=1, max=65535, hint="e.g. 8000"), **ENGINE_NUMBERS}
 
 
 @dataclass(frozen=True)
@@ -39,12 +45,7 @@ class ServeConfig:
     vllm_args: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"--port must be in 1..65535, got {self.port}")
-        if self.tp < 1:
-            raise ConfigError(f"--tp must be >= 1, got {self.tp}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        check_numbers(self, SERVE_NUMBERS, {name: "--" + name.replace("_", "-") for name in SERVE_NUMBERS})
 
 
 def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = None) -> list[str]:
@@ -69,7 +70,24 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
 
 
 def command_line(config: ServeConfig, on_cpu: bool = False) -> str:
+    """The command :func:`serve` would run, after the checks that need no vLLM: a model path that
+    exists and default budgets that fit its context."""
+    check_launchable(config)
     return shlex.join(vllm_argv(config, on_cpu))
+
+
+def check_launchable(config: ServeConfig) -> None:
+    """The model path exists and the default budgets fit the context (--max-model-len, else the
+    model's config.json), so neither ``--print-command`` nor a launch starts what cannot serve."""
+    from e1.budget import Budget
+    from e1.engine.base import Mode
+    from e1.store.preflight import check_context, check_model_path
+
+    check_model_path(config.model)
+    defaults = config.defaults
+    if defaults.think is not None:
+        check_context(config.model, [Budget(defaults.think, defaults.solve)], [Mode.parse(defaults.mode)],
+                      config.max_model_len)
 
 
 def check_servable(config: ServeConfig) -> None:
@@ -90,6 +108,7 @@ def serve(config: ServeConfig) -> None:
     """Replace this process with vLLM's server (signals then reach vLLM directly)."""
     import os
 
+    check_launchable(config)
     check_servable(config)
     import torch
 
