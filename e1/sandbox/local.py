@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from e1.sandbox import seccomp
 from e1.sandbox.program import OPT_IN, Program, environment, find_tool, interpreter_paths, python_argv
 from e1.sandbox.pump import pump
 from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
@@ -67,6 +68,7 @@ class BwrapBackend:
         self._bwrap = _find_bwrap()
         self._prlimit = _need_prlimit("the bwrap sandbox")
         self._fixed = self._fixed_arguments()
+        self._filter = seccomp.filter_program()
         probe = self.run("print('ok')", b"", Limits(wall_s=20), False, ())
         if probe.stdout != b"ok\n":
             raise SandboxError(
@@ -97,15 +99,18 @@ class BwrapBackend:
             os.lseek(source, 0, os.SEEK_SET)
             program = python_argv(site_packages)
         env = {**environment("/tmp", 0), **({"E1_FDS": " ".join(map(str, fds))} if fds else {})}
+        policy = os.memfd_create("e1-seccomp")  # one per run: bwrap reads it to the end
+        os.write(policy, self._filter)
+        os.lseek(policy, 0, os.SEEK_SET)
         argv = [
-            self._prlimit, *_rlimit_flags(limits), "--", *self._fixed,
+            self._prlimit, *_rlimit_flags(limits), "--", *self._fixed, "--seccomp", str(policy),
             "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
             "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm",
             *(["--file", str(source), "/tmp/main.py"] if source >= 0 else []),
             *[arg for key, value in env.items() for arg in ("--setenv", key, value)],
             "--chdir", "/tmp", "--", *program,
         ]
-        pass_fds = [*fds, *([source] if source >= 0 else [])]
+        pass_fds = [*fds, policy, *([source] if source >= 0 else [])]
         return popen_run(argv, stdin, limits, "/", {}, pass_fds, self.isolation)
 
     def close(self) -> None:
