@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,3 +71,105 @@ def test_no_run_and_no_cgroup_outlives_e1(how):
         time.sleep(0.05)
     assert processes_of(name) == {}
     assert [path for path in parents if os.path.exists(path)] == []
+
+
+@unshare_only
+def test_a_run_sees_its_own_cgroup_as_the_root():
+    result = run_sandboxed("print(open('/proc/self/cgroup').read())", b"", Limits(wall_s=20))
+    assert result.ok and {line.rsplit(":", 1)[1] for line in result.stdout.decode().split()} == {"/"}
+
+
+def memory_slots() -> list[Path]:
+    backend = get_backend("unshare")
+    return sorted(slot for path, files in backend._cgroups if "memory_bytes" in files
+                  for slot in Path(path).glob("slot-*"))
+
+
+@unshare_only
+@pytest.mark.skipif(isolation().tree_limits is None, reason="no cgroup slots here")
+def test_a_run_never_starts_in_a_slot_holding_memory_of_another(tmp_path):
+    # what a dying run can leave: pages charged to its slot that no reclaim frees (tmpfs, no swap)
+    run_sandboxed("pass", b"", Limits(wall_s=20))
+    left = []
+    for slot in memory_slots():
+        left.append(Path("/dev/shm", f"e1-test-{slot.name}-{os.getpid()}"))
+        charge = "import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n" \
+                 "open(sys.argv[2], 'wb').write(b'x' * (96 << 20))"
+        subprocess.run([sys.executable, "-S", "-c", charge, str(slot), str(left[-1])], check=True)
+    try:
+        results = [run_sandboxed("print(sum(range(10)))", b"", Limits(wall_s=20, memory_bytes=64 * MiB)) for _ in range(12)]
+    finally:
+        for file in left:
+            file.unlink()
+    assert [(r.returncode, r.stdout, r.stderr) for r in results] == [(0, b"45\n", b"")] * 12
+
+
+@unshare_only
+def test_a_failure_of_the_machinery_is_a_failed_run_and_later_runs_work():
+    backend = get_backend("unshare")
+    server = backend._server.pid
+    zygotes = [int(pid) for pid in Path(f"/proc/{server}/task/{server}/children").read_text().split()]
+    for pid in zygotes:  # every waiting run's middle process: their runs cannot start now
+        os.kill(pid, signal.SIGKILL)
+    with Sandbox(workers=2, limits=Limits(wall_s=20)) as box:
+        first = box.run_many([("print(1)", b"")] * 6)
+        os.kill(backend._server.pid, signal.SIGKILL)  # the fork server itself
+        time.sleep(0.2)
+        later = box.run_many([("print(2)", b"")] * 4)
+    assert all(r.returncode in (0, 127) for r in first) and first[-1].stdout == b"1\n"
+    assert [(r.returncode, r.stdout) for r in later] == [(0, b"2\n")] * 4
+
+
+VENV_E1 = """
+import sys
+from e1.sandbox import Limits, Sandbox
+box = Sandbox(limits=Limits(wall_s=20), backend=sys.argv[1])
+for program, site in [("import os, sys; print(os.path.isfile(sys.executable))", False),
+                      ("import numpy, sys; print(sys.prefix)", True), ([sys.executable, "-c", "import sys; print(sys.prefix)"], False)]:
+    box.site_packages = site
+    result = box.run(program)
+    print(result.stdout.decode().strip() or result.stderr.decode()[-300:])
+"""
+
+
+@pytest.mark.parametrize("backend", ["unshare", "bwrap"])
+def test_an_interpreter_in_a_venv_under_tmp_works(tmp_path, backend):
+    venv = tmp_path / "venv"  # tmp_path is under /tmp, which every run has its own of
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    ran = subprocess.run([str(venv / "bin" / "python"), "-c", VENV_E1, backend], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    if backend == "bwrap" and not shutil.which("bwrap"):
+        pytest.skip("no bubblewrap here")
+    assert ran.stdout.split("\n")[:3] == ["True", str(venv), str(venv)], ran.stderr[-2000:]
+
+
+CLOSED_STDIO_E1 = """
+import json, os, sys
+os.close(0)
+os.close(1)  # as some service managers and close_fds parents start e1
+from e1.sandbox import Limits, Sandbox
+box = Sandbox(limits=Limits(wall_s=20), backend=sys.argv[1])
+if sys.argv[2] == "after":
+    box.run("pass")  # the backend starts with 0 and 1 closed
+into, ask = os.pipe()  # 0 and 1 if the backend did not start yet
+answer, out = os.pipe()
+os.write(ask, b"ping")
+os.close(ask)
+program = "import os\\nr, w = map(int, os.environ['E1_FDS'].split())\\nos.write(w, os.read(r, 4)[::-1])"
+result = box.run(program, b"stdin", fds=[into, out])
+os.write(2, result.stderr + json.dumps([into, result.returncode, os.read(answer, 10).decode()]).encode())
+"""
+
+
+@pytest.mark.parametrize("backend", ["unshare", "bwrap", "none"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_runs_get_their_fds_when_e1_started_with_stdin_and_stdout_closed(backend, when):
+    """``before``: the fds handed to the run are 0 and 1; ``after``: the backend started (its
+    own sockets and memfds made) while 0 and 1 were closed."""
+    ran = subprocess.run([sys.executable, "-c", CLOSED_STDIO_E1, backend, when], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
+    if backend == "bwrap" and not shutil.which("bwrap"):
+        pytest.skip("no bubblewrap here")
+    into, returncode, answer = json.loads(ran.stderr[ran.stderr.rindex("["):])
+    assert (returncode, answer) == (0, "gnip"), ran.stderr[-2000:]
+    assert into < 3 or when == "after"

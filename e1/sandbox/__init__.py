@@ -41,7 +41,7 @@ import threading
 from typing import TypeVar
 
 from e1.sandbox.backends import BACKEND_NAMES, get_backend
-from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program
+from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program, off_stdio
 from e1.sandbox.types import GiB, Isolation, Limits, MiB, RunResult, SandboxError
 
 __all__ = ["BACKEND_NAMES", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
@@ -84,10 +84,12 @@ class Sandbox:
 
     def run(self, program: Program, stdin: bytes = b"", limits: Limits | None = None,
             fds: Sequence[int] = ()) -> RunResult:
-        """Run one program. ``fds`` (taken over and closed here) become its fds 3, 4, ... (``$E1_FDS``)."""
+        """Run one program. ``fds`` (taken over and closed here) are handed to it, their numbers
+        there in ``$E1_FDS`` (3, 4, ... on the unshare backend; never 0, 1 or 2)."""
         try:
             check_program(program)
             backend = get_backend(self.backend)
+            fds = off_stdio(fds)
         except BaseException:
             for fd in fds:
                 os.close(fd)

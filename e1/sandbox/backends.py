@@ -14,6 +14,7 @@ import os
 import threading
 
 from e1.sandbox.local import BwrapBackend, NoneBackend
+from e1.sandbox.program import fill_stdio
 from e1.sandbox.types import SandboxError
 from e1.sandbox.unshare import UnshareBackend
 
@@ -32,6 +33,7 @@ def get_backend(name: str | None = None):
         name = "unshare" if os.geteuid() == 0 else "bwrap"
     with _LOCK:
         if name not in _INSTANCES:
+            fill_stdio()
             backend = _classes()[name]()
             atexit.register(backend.close)
             _INSTANCES[name] = backend

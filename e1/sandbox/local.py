@@ -26,6 +26,7 @@ from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
 
 log = logging.getLogger("e1.sandbox")
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+SCRATCH = ("/tmp", "/dev/shm")  # every run gets its own of these
 
 
 class NoneBackend:
@@ -67,7 +68,7 @@ class BwrapBackend:
     def __init__(self):
         self._bwrap = _find_bwrap()
         self._prlimit = _need_prlimit("the bwrap sandbox")
-        self._fixed = self._fixed_arguments()
+        self._fixed, self._after_scratch = self._fixed_arguments()
         self._filter = seccomp.filter_program()
         probe = self.run("print('ok')", b"", Limits(wall_s=20), False, ())
         if probe.stdout != b"ok\n":
@@ -77,9 +78,11 @@ class BwrapBackend:
                 "or " + OPT_IN,
             )
 
-    def _fixed_arguments(self) -> list[str]:
-        args = [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-                "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    def _fixed_arguments(self) -> tuple[list[str], list[str]]:
+        """bwrap's arguments before the run's scratch, and after it (interpreter directories
+        under /tmp or /dev/shm, e.g. a venv: bound over the run's own /tmp, read-only)."""
+        after, args = [], [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                           "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for name in TOP_DIRS:
             source = "/" + name
             if os.path.islink(source):
@@ -87,9 +90,11 @@ class BwrapBackend:
             elif os.path.isdir(source):
                 args += ["--ro-bind", source, source]
         for path in interpreter_paths():
-            if not any(path == f"/{d}" or path.startswith(f"/{d}/") for d in TOP_DIRS):
+            if any(path == top or path.startswith(top + "/") for top in SCRATCH):
+                after += ["--ro-bind", path, path]
+            elif not any(path == f"/{d}" or path.startswith(f"/{d}/") for d in TOP_DIRS):
                 args += ["--ro-bind", path, path]
-        return args + ["--dev", "/dev", "--proc", "/proc"]
+        return args + ["--dev", "/dev", "--proc", "/proc"], after
 
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
         source = -1
@@ -105,7 +110,7 @@ class BwrapBackend:
         argv = [
             self._prlimit, *_rlimit_flags(limits), "--", *self._fixed, "--seccomp", str(policy),
             "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
-            "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm",
+            "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm", *self._after_scratch,
             *(["--file", str(source), "/tmp/main.py"] if source >= 0 else []),
             *[arg for key, value in env.items() for arg in ("--setenv", key, value)],
             "--chdir", "/tmp", "--", *program,

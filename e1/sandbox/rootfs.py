@@ -64,7 +64,7 @@ def build_root(interpreter_paths):
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
         os.symlink(target, f"{root}/dev/{name}")
     for name in ("proc", "tmp"):
-        os.mkdir(f"{root}/{name}", 0o755)
+        os.makedirs(f"{root}/{name}", 0o755, exist_ok=True)  # /tmp exists if the interpreter lives there
     os.chroot(root)
     os.chdir("/")
 

@@ -312,18 +312,28 @@ def serve(control, pool):
         header, fds, _, _ = socket.recv_fds(control, 1 << 20, 64)
         if not header:
             return
-        while True:
-            pid, link = ready.pop(0) if ready else spawn_zygote(control, pool)  # the oldest has most likely joined
-            if pool.clean(pid):
-                break
-            slots.kill(pid)  # its PID 1 dies with it (the parent-death signal)
-            link.close()
-            pool.retire(pid)
-        socket.send_fds(link, [header], fds)
-        link.close()
+        dispatch(header, fds, ready, control, pool)
         for fd in fds:
             os.close(fd)
         reap(pool, ready)
+
+
+def dispatch(header, fds, ready, control, pool):
+    """Hand the request to the oldest waiting zygote (it has most likely joined its slot) whose
+    slot is clean and whose middle is alive; a dirty slot is retired, its zygote killed. If
+    none takes it, the request is dropped: the client sees its run socket close (a failed run)."""
+    for _ in range(READY + 2):
+        pid, link = ready.pop(0) if ready else spawn_zygote(control, pool)
+        try:
+            if pool.clean(pid):
+                socket.send_fds(link, [header], fds)
+                return
+            slots.kill(pid)  # its PID 1 dies with it (the parent-death signal)
+            pool.retire(pid)
+        except OSError:
+            slots.kill(pid)  # e.g. a middle that died: its slot is checked again when next used
+        finally:
+            link.close()
 
 
 def spawn_zygote(control, pool):
