@@ -89,7 +89,8 @@ def memory_slots() -> list[Path]:
 @pytest.mark.skipif(isolation().tree_limits is None, reason="no cgroup slots here")
 def test_a_run_never_starts_in_a_slot_holding_memory_of_another(tmp_path):
     # what a dying run can leave: pages charged to its slot that no reclaim frees (tmpfs, no swap)
-    run_sandboxed("pass", b"", Limits(wall_s=20))
+    with Sandbox(workers=4, limits=Limits(wall_s=20)) as box:  # more slots than zygotes wait in
+        box.run_many([("import time\ntime.sleep(0.5)", b"")] * 8)
     left = []
     for slot in memory_slots():
         left.append(Path("/dev/shm", f"e1-test-{slot.name}-{os.getpid()}"))

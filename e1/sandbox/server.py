@@ -322,7 +322,7 @@ def dispatch(header, fds, ready, control, pool):
     """Hand the request to the oldest waiting zygote (it has most likely joined its slot) whose
     slot is clean and whose middle is alive; a dirty slot is retired, its zygote killed. If
     none takes it, the request is dropped: the client sees its run socket close (a failed run)."""
-    for _ in range(READY + 2):
+    for _ in range(len(ready) + len(pool.free) + 2):  # each turn takes a zygote or retires a slot
         pid, link = ready.pop(0) if ready else spawn_zygote(control, pool)
         try:
             if pool.clean(pid):
