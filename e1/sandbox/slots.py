@@ -37,6 +37,7 @@ class Pool:
     def __init__(self, cgroups, prefix, grandparents):
         self.cgroups, self.prefix, self.grandparents = cgroups, prefix, grandparents
         self.free, self.busy, self.retired, self.made = [], {}, [], 0
+        self.usage_files = [next((name for name in USAGE if exists_at(fd, name)), None) for fd, _ in cgroups]
 
     def take(self):
         if not self.free:
@@ -61,18 +62,22 @@ class Pool:
         try:
             if any(len(read_at(fd, "cgroup.procs").split()) > 1 for fd in fds):
                 return False
-            if usage(fds) <= LEFTOVER:
+            if self.usage(fds) <= LEFTOVER:
                 return True
             for fd in fds:
                 for name, text in RECLAIM:
                     try:
-                        write_at(fd, name, text.format(usage=usage([fd])))
+                        write_at(fd, name, text.format(usage=self.usage(fds)))
                     except OSError:
                         pass  # not this cgroup version's file, or nothing more to reclaim
-            return usage(fds) <= LEFTOVER
+            return self.usage(fds) <= LEFTOVER
         finally:
             for fd in fds:
                 os.close(fd)
+
+    def usage(self, fds):
+        """Bytes charged to the slot open as ``fds`` (one per hierarchy)."""
+        return sum(int(read_at(fd, name)) for fd, name in zip(fds, self.usage_files) if name)
 
     def retire(self, pid):
         """Stop using the slot of middle ``pid`` (killed by the caller): removed once empty."""
@@ -132,11 +137,12 @@ def reap_all():
             return
 
 
-def usage(cgroup_fds):
-    total = 0
-    for fd in cgroup_fds:
-        total += sum(int(read_at(fd, name, "0")) for name in USAGE)
-    return total
+def exists_at(dir_fd, name):
+    try:
+        os.stat(name, dir_fd=dir_fd)
+    except OSError:
+        return False
+    return True
 
 
 def set_limits(cgroups, cgroup_fds, limits):
