@@ -105,20 +105,28 @@ def test_a_run_never_starts_in_a_slot_holding_memory_of_another(tmp_path):
     assert [(r.returncode, r.stdout, r.stderr) for r in results] == [(0, b"45\n", b"")] * 12
 
 
+def children(pid: int) -> list[int]:
+    return [int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
 @unshare_only
 def test_a_failure_of_the_machinery_is_a_failed_run_and_later_runs_work():
     backend = get_backend("unshare")
-    server = backend._server.pid
-    zygotes = [int(pid) for pid in Path(f"/proc/{server}/task/{server}/children").read_text().split()]
-    for pid in zygotes:  # every waiting run's middle process: their runs cannot start now
+    middles = [pid for pid in children(backend._server.pid) if len(children(pid)) == 1]
+    for pid in middles:  # every waiting run's middle process (its one child is the run): they cannot start now
         os.kill(pid, signal.SIGKILL)
     with Sandbox(workers=2, limits=Limits(wall_s=20)) as box:
         first = box.run_many([("print(1)", b"")] * 6)
         os.kill(backend._server.pid, signal.SIGKILL)  # the fork server itself
         time.sleep(0.2)
         later = box.run_many([("print(2)", b"")] * 4)
+    site = max(children(backend._server.pid), key=lambda pid: len(children(pid)))  # the flavour with site-packages
+    os.kill(site, signal.SIGKILL)
+    with Sandbox(workers=2, limits=Limits(wall_s=20), site_packages=True) as box:
+        box.run_many([("print(3)", b"")] * 4)
+        last = box.run_many([("print(3)", b"")] * 4)
     assert all(r.returncode in (0, 127) for r in first) and first[-1].stdout == b"1\n"
-    assert [(r.returncode, r.stdout) for r in later] == [(0, b"2\n")] * 4
+    assert [(r.returncode, r.stdout) for r in later + last] == [(0, b"2\n")] * 4 + [(0, b"3\n")] * 4
 
 
 VENV_E1 = """

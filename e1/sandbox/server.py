@@ -302,9 +302,10 @@ def waiting_program(link, cgroup_fds):
     start_program(request)
 
 
-def serve(control, pool):
+def serve(control, pool, other):
     """Hand each request to a waiting zygote whose slot is clean, until the control socket
-    closes (our parent closed it, or died: the kernel closes a dead process's sockets)."""
+    closes (our parent closed it, or died: the kernel closes a dead process's sockets) or the
+    child flavour ``other`` died."""
     ready = []  # (middle pid, link), oldest first
     while True:
         while len(ready) < READY:  # made while runs run: a burst of requests finds them waiting
@@ -315,7 +316,8 @@ def serve(control, pool):
         dispatch(header, fds, ready, control, pool)
         for fd in fds:
             os.close(fd)
-        reap(pool, ready)
+        if other in reap(pool, ready):
+            return
 
 
 def dispatch(header, fds, ready, control, pool):
@@ -350,14 +352,17 @@ def spawn_zygote(control, pool):
 
 
 def reap(pool, ready):
-    """Collect finished middle processes (and orphans: this is a subreaper); free their slots."""
+    """Collect finished middle processes (and orphans: this is a subreaper); free their slots.
+    Returns the pids reaped."""
+    reaped = []
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            return reaped
         if pid == 0:
-            return
+            return reaped
+        reaped.append(pid)
         pool.ended(pid)
         ready[:] = [(zygote_pid, link) for zygote_pid, link in ready if zygote_pid != pid]
 
@@ -378,7 +383,8 @@ def main():
         return
     compile("pass", "<warm>", "exec")  # the parser's first use costs ~1 ms: paid once here, not per run
     prctl(PR_SET_CHILD_SUBREAPER, 1)  # a run whose middle died is reaped here, not by the host's init
-    if os.fork() == 0:
+    other = os.fork()  # the other flavour: if it dies, this one stops too (and e1 starts both again)
+    if other == 0:
         control.close()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -388,11 +394,11 @@ def main():
     else:
         site_control.close()
         prefix = ""
-    control.send(b"ready")
-    gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
     pool = slots.Pool(cgroups, prefix, [] if prefix else grandparents)  # the main flavour removes the parents
     try:
-        serve(control, pool)
+        control.send(b"ready")
+        gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
+        serve(control, pool, other)
     except BaseException as err:
         if not isinstance(err, Become):  # (a confined PID 1 leaving for its program is not the server)
             pool.close()

@@ -5,10 +5,11 @@ path (it runs with ``-S`` and without e1 on ``sys.path``) before it chroots.
 A slot is a cgroup reused run after run (joining a fresh cgroup costs ~20 ms on cgroup v1, a
 used one ~0.3 ms). Invariant: a run starts in a slot that holds no process but its own and no
 memory but its own (at most ``LEFTOVER`` bytes): :meth:`Pool.clean` checks it for every run just
-before the run is handed its request, reclaims what it can, and a slot still holding something
-(a process, or unreclaimable memory such as tmpfs pages pinned past the run) is retired and
-removed instead of reused. When its fork server stops, every process in its slots is killed and
-the slots (and, by the main flavour, the parents) are removed.
+before the run is handed its request, and a slot holding more (a process, or memory charged by
+an earlier run and not yet freed: tmpfs pages, kernel objects, page cache) is retired instead of
+reused: removed once empty (the kernel moves what it still holds to the parent) and replaced by
+a fresh one. When its fork server stops, every process in its slots is killed and the slots
+(and, by the main flavour, the parents) are removed.
 """
 
 import os
@@ -17,7 +18,6 @@ import time
 
 LEFTOVER = 2 << 20  # bytes a waiting run may hold in its slot (its own pages: ~0.1-0.4 MiB)
 USAGE = ("memory.current", "memory.usage_in_bytes")  # cgroup v2, v1
-RECLAIM = (("memory.reclaim", "{usage}"), ("memory.force_empty", "0"))
 
 
 def open_cgroups(parents):
@@ -62,14 +62,6 @@ class Pool:
         try:
             if any(len(read_at(fd, "cgroup.procs").split()) > 1 for fd in fds):
                 return False
-            if self.usage(fds) <= LEFTOVER:
-                return True
-            for fd in fds:
-                for name, text in RECLAIM:
-                    try:
-                        write_at(fd, name, text.format(usage=self.usage(fds)))
-                    except OSError:
-                        pass  # not this cgroup version's file, or nothing more to reclaim
             return self.usage(fds) <= LEFTOVER
         finally:
             for fd in fds:
@@ -89,6 +81,8 @@ class Pool:
         for pid in self.busy:
             kill(pid)
         slots = [*self.free, *self.busy.values(), *self.retired]
+        if self.grandparents and self.cgroups:  # the main flavour: what the other left too (if it died)
+            slots += [name for name in os.listdir(self.cgroups[0][0]) if "slot-" in name and name not in slots]
         deadline = time.monotonic() + timeout_s
         while slots and time.monotonic() < deadline:
             for slot in slots:

@@ -54,6 +54,7 @@ class UnshareBackend:
         tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
         self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
                                    tree_limits=tree)
+        self._broken = False
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
         self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
         theirs = off_stdio([theirs.detach() for _, theirs in pairs])
@@ -81,8 +82,8 @@ class UnshareBackend:
         start = time.monotonic()
         try:
             with self._lock:
-                if self._server.poll() is not None:  # killed: later runs get a new one
-                    log.warning("e1 sandbox: the fork server exited (%s); starting a new one", self._server.returncode)
+                if self._broken or self._server.poll() is not None:  # killed: later runs get a new one
+                    log.warning("e1 sandbox: the fork server died (%s); starting a new one", self._server.returncode)
                     self.close()
                     self._start()
             return self._run(program, stdin, limits, site_packages, fds, start)
@@ -112,7 +113,11 @@ class UnshareBackend:
         try:
             with self._lock:  # Python source with site-packages goes to the flavour that loaded them
                 control = self._controls[isinstance(program, str) and site_packages]
-                socket.send_fds(control, [json.dumps(request).encode()], theirs_fds)
+                try:
+                    socket.send_fds(control, [json.dumps(request).encode()], theirs_fds)
+                except OSError:
+                    self._broken = True  # a flavour of it died: the next run starts a whole new one
+                    raise
         finally:
             theirs.close()
             for fd in {pipes[0][0], pipes[1][1], pipes[2][1], source, *fds} - {-1}:
