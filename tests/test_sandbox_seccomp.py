@@ -52,7 +52,8 @@ def expected(machine: str, arch: int, nr: int, args: list[int]) -> int:
     if arch != seccomp.AUDIT_ARCH[machine] or nr & 0x40000000 or nr >= 0x40000000:
         return ENOSYS
     name, first = names.get(nr), args[0] & 0xFFFFFFFF
-    if name in ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr"):
+    if name in ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+                "shmget", "msgget"):
         return EPERM
     if name in ("unshare", "clone"):
         return EPERM if first & 0x10000000 else ALLOW
@@ -133,13 +134,16 @@ attempt("keyctl", lambda: syscall("keyctl", ctypes.c_long(0), ctypes.c_long(-4),
 attempt("pdeathsig", lambda: syscall("prctl", ctypes.c_long(1), ctypes.c_long(0)))
 attempt("memfd", lambda: os.memfd_create("x"))
 attempt("xattr", lambda: os.setxattr("/tmp", "user.e1", b"x" * 100))
+attempt("shmget", lambda: syscall("shmget", ctypes.c_long(0), ctypes.c_size_t(1 << 20), ctypes.c_long(0o1600)))
+attempt("msgget", lambda: syscall("msgget", ctypes.c_long(0), ctypes.c_long(0o1600)))
 if platform.machine() == "x86_64":  # getpid through the i386 ABI: mov eax, 20; int 0x80; ret
     page = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
     page.write(bytes.fromhex("b814000000cd80c3"))
     print("i386 getpid", ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())
 """
 REFUSED = {"vsock": "EAFNOSUPPORT", "uevent": "EAFNOSUPPORT", "vsock pair": "EAFNOSUPPORT", "add_key": "EPERM",
-           "keyctl": "EPERM", "pdeathsig": "EPERM", "memfd": "EPERM", "xattr": "EPERM"}
+           "keyctl": "EPERM", "pdeathsig": "EPERM", "memfd": "EPERM", "xattr": "EPERM", "shmget": "EPERM",
+           "msgget": "EPERM"}
 
 
 @pytest.mark.parametrize("backend", ["unshare", "bwrap"])

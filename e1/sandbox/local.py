@@ -6,7 +6,7 @@ user without root what the root backend gives (namespaces, the seccomp filter of
 keeps the caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so
 memory holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel
 does not apply to root: run as root, use ``unshare``). Memory outside address spaces: tmpfs
-pages are capped by ``--size``, memfds and xattrs refused by the filter; tmpfs inodes (bwrap
+pages are capped by ``--size``, memfds, xattrs and SysV shm refused by the filter; tmpfs inodes (bwrap
 cannot cap them), pipe and socket buffers are bounded only by open files and the wall limit.
 """
 

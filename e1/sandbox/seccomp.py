@@ -15,8 +15,9 @@ What it refuses, for this machine's own syscall ABI (``x86_64`` or ``aarch64``):
 - the kernel keyring (``add_key``, ``request_key``, ``keyctl``): EPERM. Keys outlive the run
   (and its memory limit) and are found by the next run with the same uid.
 - ``prctl(PR_SET_PDEATHSIG)``: EPERM. A run's PID 1 dies with the fork server through it.
-- ``memfd_create`` and the ``*setxattr`` calls: EPERM. Their memory is outside RLIMIT_AS and
-  the tmpfs size caps, which is all that bounds it on the bwrap backend (no cgroup).
+- ``memfd_create``, the ``*setxattr*`` calls, and new System V shared memory segments and message
+  queues (``shmget``, ``msgget``): EPERM. What they hold is outside RLIMIT_AS and the tmpfs size
+  caps, which is all that bounds memory on the bwrap backend (no cgroup).
 
     >>> len(filter_program("x86_64")) % 8     # struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
     0
@@ -36,10 +37,10 @@ AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS = {
     "x86_64": {"unshare": 272, "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "add_key": 248,
                "request_key": 249, "keyctl": 250, "prctl": 157, "memfd_create": 319, "setxattr": 188,
-               "lsetxattr": 189, "fsetxattr": 190},
+               "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463, "shmget": 29, "msgget": 68},
     "aarch64": {"unshare": 97, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "add_key": 217,
                 "request_key": 218, "keyctl": 219, "prctl": 167, "memfd_create": 279, "setxattr": 5,
-                "lsetxattr": 6, "fsetxattr": 7},
+                "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463, "shmget": 194, "msgget": 186},
 }
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6] (native byte order,
 # both machines little-endian: an argument's low 32 bits are at 16 + 8 * i)
@@ -47,7 +48,8 @@ NR, ARCH, ARG0 = 0, 4, 16
 LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
 ALLOW, ERRNO = 0x7FFF0000, 0x00050000
 EPERM, ENOSYS, EAFNOSUPPORT = ERRNO | 1, ERRNO | 38, ERRNO | 97
-REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr")
+REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
+           "shmget", "msgget")
 
 
 def filter_program(machine: str | None = None) -> bytes:
