@@ -7,6 +7,7 @@ Started once per process by :mod:`e1.sandbox.backends` as ``python -S -B server.
     tmpfs root + read-only binds -> /usr /bin /lib* /etc, this interpreter; nothing else of
                                     the host (no /run, /home, /root, /var: no host sockets)
     chroot                       -> the server and every run see only that root
+                                    (:mod:`e1.sandbox.rootfs`)
 
 Two flavours serve runs: this process forks the plain ones (``python -S``), and a child of it
 that ran ``site.main()`` once (the host's own site-packages and .pth files, as root, before any
@@ -52,7 +53,6 @@ import socket
 import struct
 import sys
 from importlib.machinery import SourceFileLoader
-
 
 
 def load(name):
