@@ -182,3 +182,27 @@ def test_runs_get_their_fds_when_e1_started_with_stdin_and_stdout_closed(backend
     into, returncode, answer = json.loads(ran.stderr[ran.stderr.rindex("["):])
     assert (returncode, answer) == (0, "gnip"), ran.stderr[-2000:]
     assert into < 3 or when == "after"
+
+
+STARVED_E1 = """
+import resource, sys
+from e1.sandbox import Limits, Sandbox
+box = Sandbox(limits=Limits(wall_s=20), backend=sys.argv[1])
+box.run("pass")
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))  # no new fd: no pipes for a run
+starved = box.run("print(1)")
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+later = box.run("print(2)")
+print(starved.returncode, later.returncode, later.stdout.decode().strip(), starved.stderr.decode().strip())
+"""
+
+
+@pytest.mark.parametrize("backend", ["unshare", "bwrap", "none"])
+def test_a_run_the_machinery_cannot_start_is_a_failed_result_on_every_backend(backend):
+    if backend == "bwrap" and not shutil.which("bwrap"):
+        pytest.skip("no bubblewrap here")
+    ran = subprocess.run([sys.executable, "-c", STARVED_E1, backend], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert ran.stdout.split(" ", 3)[:3] == ["127", "0", "2"], ran.stderr[-2000:]
+    assert "Too many open files" in ran.stdout

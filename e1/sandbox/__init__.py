@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 import os
 import threading
+import time
 from typing import TypeVar
 
 from e1.sandbox.backends import BACKEND_NAMES, get_backend
@@ -94,7 +95,12 @@ class Sandbox:
             for fd in fds:
                 os.close(fd)
             raise
-        return backend.run(program, stdin, limits or self.limits, self.site_packages, fds)
+        start = time.monotonic()
+        try:
+            return backend.run(program, stdin, limits or self.limits, self.site_packages, fds)
+        except OSError as err:  # the machinery failed for this run (no fds or processes left): its result
+            return RunResult(127, b"", f"e1 sandbox: the run could not be started: {err}\n".encode(), timed_out=False,
+                             killed_reason=None, wall_s=time.monotonic() - start, isolation=backend.isolation)
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``[fn(item) for item in items]``, ``workers`` at a time, in order."""
