@@ -206,3 +206,11 @@ def test_a_run_the_machinery_cannot_start_is_a_failed_result_on_every_backend(ba
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ran.stdout.split(" ", 3)[:3] == ["127", "0", "2"], ran.stderr[-2000:]
     assert "Too many open files" in ran.stdout
+
+
+def test_extra_fds_reach_a_run_whose_open_files_limit_is_small():
+    read_fd, write_fd = os.pipe()
+    result = Sandbox(limits=Limits(wall_s=20, open_files=6)).run(
+        "import os\nos.write(int(os.environ['E1_FDS']), b'over')", fds=[write_fd])
+    assert (result.returncode, result.stderr, os.read(read_fd, 10)) == (0, b"", b"over")
+    os.close(read_fd)

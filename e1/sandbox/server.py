@@ -89,10 +89,10 @@ def seccomp_filter(program):
 
 
 def confine(request, fds, middle):
-    """PID 1 of the run, in its cgroup already: private /tmp, /dev/shm and /proc, main.py,
-    rlimits, the throwaway uid, the parent-death signal again (the uid change cleared it; the
-    seccomp filter keeps the program from clearing it), the run's fds on 0, 1, 2 (3, ...
-    extra), no_new_privs, seccomp. ``middle``: a socket whose peer is the middle process, to
+    """PID 1 of the run, in its cgroup already: private /tmp, /dev/shm and /proc, main.py, the
+    throwaway uid, the parent-death signal again (the uid change cleared it; the seccomp
+    filter keeps the program from clearing it), the run's fds on 0, 1, 2 (3, ... extra),
+    rlimits, no_new_privs, seccomp. ``middle``: a socket whose peer is the middle process, to
     see it did not die before the signal was armed again. On any failure the run ends here
     (exit 127, the reason on its stderr)."""
     uid = request["uid"]
@@ -103,8 +103,6 @@ def confine(request, fds, middle):
             with os.fdopen(source, "rb") as file, open(MAIN, "wb") as out:
                 out.write(file.read())
             os.chown(MAIN, uid, uid)
-        for name, value in request["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), (value, value))
         os.setsid()
         os.chdir("/tmp")
         os.setgroups([])
@@ -114,6 +112,8 @@ def confine(request, fds, middle):
         if select.select([middle], [], [], 0)[0]:  # EOF: the middle died before the line above
             os._exit(127)
         place_fds([stdin, stdout, stderr, *extra])
+        for name, value in request["rlimits"].items():  # after the fds are placed: open_files may be small
+            resource.setrlimit(getattr(resource, name), (value, value))
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         check(LIBC.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), SECCOMP[1], 0, 0), "seccomp")
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
