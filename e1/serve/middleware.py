@@ -72,7 +72,7 @@ class BudgetMiddleware:
         """The bearer key is one of the server's (any request, if it has none), compared as vLLM's
         AuthenticationMiddleware compares: sha256 digests, in constant time, against all keys."""
         if self.keys is None:
-            args = getattr(scope["app"].state, "args", None)
+            args = getattr(getattr(scope.get("app"), "state", None), "args", None)
             keys = getattr(args, "api_key", None) or [os.environ.get("VLLM_API_KEY")]
             self.keys = [hashlib.sha256(key.encode()).digest() for key in keys if key]
         if not self.keys:
