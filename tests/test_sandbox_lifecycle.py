@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from e1.sandbox import UID_BASE, Limits, MiB, Sandbox, SandboxError, isolation, run_sandboxed
+from e1.sandbox import UID_BASE, Limits, MiB, Sandbox, isolation, run_sandboxed
 from e1.sandbox.backends import get_backend
 
 ROOT = Path(__file__).resolve().parents[1]
