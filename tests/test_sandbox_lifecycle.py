@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 unshare_only = pytest.mark.skipif(isolation().mode != "unshare", reason="the root (unshare) backend's machinery")
 
 E1 = """
-import json, sys, threading, time
+import json, os, sys, threading, time
 from e1.sandbox import Limits, Sandbox
 from e1.sandbox.backends import get_backend
 print(json.dumps([path for path, _ in get_backend("unshare")._cgroups]), flush=True)
@@ -32,6 +32,11 @@ for box, program in [(plain, [sys.executable, "-S", "-c", "import time; time.sle
                      (plain, "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\ntime.sleep(120)"),
                      (site, "import time\\ntime.sleep(120)")]:
     threading.Thread(target=box.run, args=(program,), daemon=True).start()
+child = os.fork()
+if child == 0:  # a forked child (a data loader, ...) that outlives e1 by a while
+    time.sleep(60)
+    os._exit(0)
+print(child, flush=True)
 time.sleep(120)
 """
 
@@ -57,7 +62,7 @@ def processes_of(name: str) -> dict[int, int]:
 def test_no_run_and_no_cgroup_outlives_e1(how):
     e1 = subprocess.Popen([sys.executable, "-c", E1], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        parents = json.loads(e1.stdout.readline())
+        parents, child = json.loads(e1.stdout.readline()), int(e1.stdout.readline())
         name = os.path.basename(parents[0])
         deadline = time.monotonic() + 30
         while sum(uid >= UID_BASE for uid in processes_of(name).values()) < 4 and time.monotonic() < deadline:
@@ -69,6 +74,7 @@ def test_no_run_and_no_cgroup_outlives_e1(how):
     deadline = time.monotonic() + 5
     while (processes_of(name) or any(map(os.path.exists, parents))) and time.monotonic() < deadline:
         time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)  # (it held copies of e1's fds all along)
     assert processes_of(name) == {}
     assert [path for path in parents if os.path.exists(path)] == []
 

@@ -45,8 +45,13 @@ def _classes() -> dict[str, type]:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child (multiprocessing, data loaders) starts its own backends when it needs them."""
+    """A forked child (multiprocessing, data loaders) starts its own backends when it needs them,
+    and lets go of its copies of ours: a fork server stops (and cleans up) when the control
+    sockets' last holder is gone, which must be this process, not a child outliving it."""
     global _LOCK
+    for backend in _INSTANCES.values():
+        for control in getattr(backend, "_controls", ()):
+            control.close()
     _INSTANCES.clear()
     _LOCK = threading.Lock()
 
