@@ -15,6 +15,7 @@ import threading
 
 from e1.errors import did_you_mean
 from e1.sandbox.local import BwrapBackend, NoneBackend
+from e1.sandbox.program import fill_stdio
 from e1.sandbox.types import SandboxError
 from e1.sandbox.unshare import UnshareBackend
 
@@ -44,6 +45,7 @@ def get_backend(name: str | None = None):
         name = "unshare" if os.geteuid() == 0 else "bwrap"
     with _LOCK:
         if name not in _INSTANCES:
+            fill_stdio()
             backend = _classes()[name]()
             atexit.register(backend.close)
             _INSTANCES[name] = backend
@@ -55,8 +57,13 @@ def _classes() -> dict[str, type]:
 
 
 def _after_fork_in_child() -> None:
-    """A forked child (multiprocessing, data loaders) starts its own backends when it needs them."""
+    """A forked child (multiprocessing, data loaders) starts its own backends when it needs them,
+    and lets go of its copies of ours: a fork server stops (and cleans up) when the control
+    sockets' last holder is gone, which must be this process, not a child outliving it."""
     global _LOCK
+    for backend in _INSTANCES.values():
+        for control in getattr(backend, "_controls", ()):
+            control.close()
     _INSTANCES.clear()
     _LOCK = threading.Lock()
 
