@@ -385,7 +385,7 @@ def test_without_root_the_unshare_backend_refuses(monkeypatch):
     with pytest.raises(SandboxError, match="needs root") as error:
         Sandbox(backend="unshare").run("print(1)")
     assert "E1_SANDBOX=none" in error.value.hint
-    with pytest.raises(SandboxError, match="unknown sandbox backend 'docker'"):
+    with pytest.raises(SandboxError, match="'docker': unknown sandbox backend"):
         Sandbox(backend="docker").run("print(1)")
 
 
