@@ -154,10 +154,16 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=not self.independent)
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares_prefixes)
+
+    @property
+    def shares_prefixes(self) -> bool:
+        """Whether one trajectory serves every cell: not with ``--independent``, nor behind an API
+        (a server cannot continue another request's tokens), where every cell is drawn on its own."""
+        return not self.independent and self.settings.api is None
 
     def to_json(self) -> dict:
-        settings = replace(self.settings, share_prefixes=not self.independent).to_json()
+        settings = replace(self.settings, share_prefixes=self.shares_prefixes).to_json()
         data = {key: value for key, value in settings.items() if key not in ("model", "model_identity", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}
@@ -170,7 +176,7 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     from e1.store.preflight import check_context, check_model_path, check_writable
 
     check_writable(config.out)
-    for model in config.models if models else ():
+    for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
         check_context(model, config.settings.budgets, config.modes, config.settings.max_model_len)
 
