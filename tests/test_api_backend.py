@@ -35,6 +35,7 @@ class StandIn:
         self.port = port or free_port()
         self.requests: list[tuple[str, dict]] = []
         self.answered: Counter = Counter()  # (prompt, call) answered with a reply
+        self.keys: set = set()  # authorization headers seen
         self.fault = lambda path, body: None
         self._server = None
 
@@ -55,6 +56,7 @@ class StandIn:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 stand_in.requests.append((self.path, body))
+                stand_in.keys.add(self.headers.get("authorization"))
                 fault = stand_in.fault(self.path, body)
                 if fault == "drop":
                     self.close_connection = True
@@ -200,9 +202,10 @@ def test_429_is_retried_and_500s_fail_clearly(stand_in, tokenizer_dir):
     row = engine.generate(["short one"], Budget(5, 4), Mode(), Sampling())[0]
     assert seen["short one"] == 2 and row.think_tokens == 3  # retried once, then answered
     stand_in.fault = lambda path, body: (500, {"retry-after-ms": "1"}, b'{"error": {"message": "boom"}}')
+    before = len(stand_in.requests)
     with pytest.raises(E1Error, match="prompt 0, sample [01] failed: HTTP 500 from the server: boom"):
         engine.generate(["q"], Budget(5, 4), Mode(), Sampling(), n=2)
-    assert len(stand_in.requests) - sum(seen.values()) == 2 * 3  # each sample: 1 try + 2 retries, then given up
+    assert len(stand_in.requests) - before == 2 * 3  # each sample: 1 try + 2 retries, then given up
 
 
 # ---- through e1 eval: errors name the problem, finished samples are kept, a rerun resumes ----------
@@ -252,7 +255,9 @@ def test_a_failed_request_names_its_problem_and_keeps_finished_samples(stand_in,
     assert max(stand_in.answered.values()) == 1  # no answered request was sent again
 
 
-def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand_in, tokenizer_dir, tmp_path):
+def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand_in, tokenizer_dir, tmp_path,
+                                                                           monkeypatch):
+    monkeypatch.setenv("E1_TEST_API_KEY", "sk-test-secret")
     def dies(path, body):
         if "question 3" in body.get("prompt", ""):  # the last batch's second problem: the server goes away
             for _ in range(200):  # once the batch's other problem, p2, is answered (its journal has it)
@@ -265,11 +270,11 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
 
     stand_in.fault = dies
     with pytest.raises(E1Error, match="problem p3"):
-        _eval(stand_in.url, tokenizer_dir, tmp_path, batch_size=2)
+        _eval(stand_in.url, tokenizer_dir, tmp_path, batch_size=2, api_key_env="E1_TEST_API_KEY")
     assert _stored(tmp_path) == ["p0", "p1"]  # p2 was answered, but its batch (with p3) was not written
     back = StandIn(stand_in.port).start()  # the server comes back on the same address
     try:
-        samples, _ = _eval(stand_in.url, tokenizer_dir, tmp_path, batch_size=2)
+        samples, _ = _eval(stand_in.url, tokenizer_dir, tmp_path, batch_size=2, api_key_env="E1_TEST_API_KEY")
     finally:
         back.stop()
     assert list(samples["problem_id"]) == ["p0", "p1", "p2", "p3"]
@@ -279,6 +284,8 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
     assert not any("question 2" in key[0] for key in back.answered)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["api_method"]["methods"] == {"elastic": TWO_CALLS} and config["api_method"]["server"] == PLAIN_SERVER
-    assert "api_key" not in json.dumps(config) and not (tmp_path / "run" / "api-replies.jsonl").exists()
+    assert stand_in.keys == back.keys == {"Bearer sk-test-secret"}  # the key is sent, and only its variable is stored
+    assert "sk-test-secret" not in json.dumps(config) and config["api"]["api_key_env"] == "E1_TEST_API_KEY"
+    assert not (tmp_path / "run" / "api-replies.jsonl").exists()
     with pytest.raises(ResultsError, match="model_identity|model"):  # another server is another model
-        _eval("http://127.0.0.1:9/v1", tokenizer_dir, tmp_path)
+        _eval("http://127.0.0.1:9/v1", tokenizer_dir, tmp_path, api_key_env="E1_TEST_API_KEY")
