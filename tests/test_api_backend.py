@@ -289,3 +289,17 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
     assert not (tmp_path / "run" / "api-replies.jsonl").exists()
     with pytest.raises(ResultsError, match="model_identity|model"):  # another server is another model
         _eval("http://127.0.0.1:9/v1", tokenizer_dir, tmp_path, api_key_env="E1_TEST_API_KEY")
+
+
+def test_a_sweep_draws_every_cell_on_its_own_behind_an_api(stand_in, tokenizer_dir, tmp_path):
+    from e1.eval.run import EvalConfig
+    from e1.eval.sweep import SweepConfig, sweep
+
+    grid = EvalConfig(model="", datasets=(str(_dataset(tmp_path, count=2)),), budgets=(Budget(5, 4),),
+                      modes=(Mode(), Mode("truncate")), n=1, sampling=Sampling(temperature=0), backend="openai",
+                      api=ApiSettings(stand_in.url, tokenizer=tokenizer_dir), workers=1)
+    samples, _, curves = sweep(SweepConfig(models=(MODEL,), settings=grid, out=tmp_path / "sweep"))
+    assert sorted(zip(samples["mode"], samples["problem_id"], samples["think_tokens"])) == [
+        ("elastic", "p0", 5), ("elastic", "p1", 3), ("truncate", "p0", 3), ("truncate", "p1", 3)]
+    assert json.loads((tmp_path / "sweep" / "config.json").read_text())["share_prefixes"] is False
+    assert not any(body.get("max_tokens") == 32768 for _, body in stand_in.requests)  # no unconstrained roots grown

@@ -51,7 +51,8 @@ _HINT = "finished samples are kept; rerun the same command to resume"
 
 
 class ReplyJournal:
-    """Replies by request, appended to a JSON-lines file as they arrive (None: keep nothing)."""
+    """Replies by request, appended to a JSON-lines file as they arrive (None: keep nothing). Only
+    the replies of an earlier, interrupted run are held in memory: a run sends each request once."""
 
     def __init__(self, path: Path | None):
         self.path = None if path is None else Path(path)
@@ -73,10 +74,9 @@ class ReplyJournal:
         return self._replies.get(key)
 
     def put(self, key: str, reply: dict) -> None:
+        if self.path is None:
+            return
         with self._lock:
-            self._replies[key] = reply
-            if self.path is None:
-                return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as handle:
                 handle.write(json.dumps({"key": key, "reply": reply}) + "\n")
