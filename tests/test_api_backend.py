@@ -303,3 +303,23 @@ def test_a_sweep_draws_every_cell_on_its_own_behind_an_api(stand_in, tokenizer_d
         ("elastic", "p0", 5), ("elastic", "p1", 3), ("truncate", "p0", 3), ("truncate", "p1", 3)]
     assert json.loads((tmp_path / "sweep" / "config.json").read_text())["share_prefixes"] is False
     assert not any(body.get("max_tokens") == 32768 for _, body in stand_in.requests)  # no unconstrained roots grown
+
+
+def test_the_api_options_are_checked_before_anything_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+
+    def run(*args):
+        result = CliRunner().invoke(app, ["eval", "--model", MODEL, "--datasets", "x.jsonl", "--out", str(tmp_path / "r"),
+                                          *args])
+        assert isinstance(result.exception, E1Error), result.output  # e1's one-line error, not a traceback
+        return str(result.exception)
+
+    assert "--backend openai needs --api-url" in run("--backend", "openai")
+    assert "is for --backend openai" in run("--backend", "hf", "--api-url", "http://127.0.0.1:9/v1")
+    assert "not an http(s) URL" in run("--backend", "openai", "--api-url", "127.0.0.1:9")
+    assert "not an environment variable name" in run("--backend", "openai", "--api-url", "http://x/v1",
+                                                     "--api-key-env", "sk-123")
+    assert "--concurrency must be >= 1" in run("--backend", "openai", "--api-url", "http://x/v1", "--concurrency", "0")
+    assert "are for --backend openai" in run("--tokenizer", "./tok")

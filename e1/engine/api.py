@@ -10,7 +10,7 @@ e1's budget fields; a reply with a per-choice ``budget`` means the server decode
 
 | server | prompts | mode | method | exact? |
 |---|---|---|---|---|
-| takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
+| takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request (the prompt as token ids) with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
 | takes budgets | chat messages | the same | the same request on ``/v1/chat/completions``; counts from the reply's ``budget`` | counts and texts as the server decoded them |
 | plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | in distribution (the thinking text is re-tokenised by the server at the seam) |
 | plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | counts: the reply's ``usage``, thinking tokenised with the tokenizer |
@@ -229,7 +229,8 @@ class OpenAIEngine(RowEngine):
             choice, usage = self._call("chat/completions", self._body(
                 row_seed, 0, sampling, messages=[{"role": "user", "content": text}], **fields))
             return _reported_completion(choice, usage, row)
-        choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, return_token_ids=True,
+        # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
+        choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True,
                                                           **fields))
         if not isinstance(choice.get("token_ids"), list):
             raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
