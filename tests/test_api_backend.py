@@ -36,6 +36,8 @@ class StandIn:
         self.requests: list[tuple[str, dict]] = []
         self.answered: Counter = Counter()  # (prompt, call) answered with a reply
         self.keys: set = set()  # authorization headers seen
+        self.token_ids = None  # (choice, body) -> the reply's token ids, as vLLM returns them when asked
+        self.decode = None  # token ids -> text, for prompts given as ids
         self.fault = lambda path, body: None
         self._server = None
 
@@ -70,7 +72,11 @@ class StandIn:
                     self.end_headers()
                     self.wfile.write(raw)
                     return
+                if isinstance(body.get("prompt"), list):  # token ids (vLLM takes them)
+                    body = {**body, "prompt": stand_in.decode(body["prompt"])}
                 reply = stand_in.reply(self.path, body)
+                if stand_in.token_ids is not None and body.get("return_token_ids"):
+                    reply["choices"][0]["token_ids"] = stand_in.token_ids(reply["choices"][0], body)
                 if "thinking_budget" not in body:  # not e1's probe
                     stand_in.answered[_call_key(body)] += 1
                 self._send(200, reply)
@@ -323,3 +329,28 @@ def test_the_api_options_are_checked_before_anything_starts(tmp_path):
                                                      "--api-key-env", "sk-123")
     assert "--concurrency must be >= 1" in run("--backend", "openai", "--api-url", "http://x/v1", "--concurrency", "0")
     assert "are for --backend openai" in run("--tokenizer", "./tok")
+
+
+def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokenizer_dir):
+    """vLLM returns the ids when asked: the solution call continues from prompt + the row's own ids
+    (the forced marker included), so the record is the local engines' (ids, forced mask, counts)."""
+    engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
+    encode = lambda text: engine.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    end, eos = list(engine.markers.end_ids), min(engine.markers.eos_ids)
+
+    def token_ids(choice, body):
+        ids = encode(choice["text"])
+        return ids + (end if choice.get("stop_reason") == END else [eos] if choice["finish_reason"] == "stop" else [])
+
+    stand_in.token_ids = token_ids
+    stand_in.decode = lambda ids: engine.tokenizer.decode(ids, skip_special_tokens=False)
+    prompt = build_prompt(engine.tokenizer, "long question")
+    row = engine.generate([prompt], Budget(3, 20), "budget-forcing", Sampling(temperature=0))[0]
+    forced = end + list(engine.markers.answer_ids)  # s1 forces the marker and "Final Answer:"
+    thinking, solution = encode(" a a a"), encode(" \\boxed{5}")
+    assert stand_in.requests[-1][1]["prompt"] == engine.encode([prompt])[0] + thinking + forced  # ids, not text
+    assert row.token_ids == thinking + forced + solution + [eos]
+    assert row.forced_mask == [False] * 3 + [True] * len(forced) + [False] * (len(solution) + 1)
+    # counted from the ids, as the local engines count (the solution's EOS included)
+    assert (row.think_tokens, row.solve_tokens, row.forced, row.finish_reason) == (3, len(solution) + 1, True, "stop")
+    assert row.solution_text == "Final Answer: \\boxed{5}" and row.think_text == " a a a"

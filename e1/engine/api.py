@@ -12,7 +12,7 @@ e1's budget fields; a reply with a per-choice ``budget`` means the server decode
 |---|---|---|---|---|
 | takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request (the prompt as token ids) with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
 | takes budgets | chat messages | the same | the same request on ``/v1/chat/completions``; counts from the reply's ``budget`` | counts and texts as the server decoded them |
-| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | in distribution (the thinking text is re-tokenised by the server at the seam) |
+| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | a server that returns token ids (vLLM): continued from the ids, token for token as the local engines; else from the text (exact in distribution up to the server re-tokenising the thinking at the seam), counts from ``usage`` |
 | plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | counts: the reply's ``usage``, thinking tokenised with the tokenizer |
 | plain | chat messages | ``truncate``, ``none`` | one call; thinking tokens from ``usage.completion_tokens_details.reasoning_tokens`` | refused per reply if the server does not report it |
 | plain | chat messages | ``elastic``, ``budget-forcing`` | refused: a forced end marker needs a continuation of the prompt text | |
@@ -250,12 +250,15 @@ class OpenAIEngine(RowEngine):
     def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
         """Thinking with ``max_tokens=t`` that stops at the end marker, then the solution from
-        prompt + thinking + (exit text) + marker with ``max_tokens=s``."""
+        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that returns the
+        ids (vLLM) is continued from them, token for token (:meth:`_replay_two_calls`)."""
         markers, think, think_tokens, natural = self.markers, "", 0, False
         if budget.think > 0:
             choice, usage = self._call("completions", self._body(
                 row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False))
+                skip_special_tokens=False, return_token_ids=True))
+            if isinstance(choice.get("token_ids"), list):
+                return self._replay_two_calls(choice["token_ids"], ids, row, budget, mode, sampling, row_seed)
             think, think_tokens = str(choice.get("text") or ""), _completion_tokens(usage)
             if choice.get("finish_reason") == "stop":
                 natural = _stopped_at(choice, markers.end_text)
@@ -271,6 +274,29 @@ class OpenAIEngine(RowEngine):
         return self._text_completion(row, ids, think, answer + str(choice.get("text") or ""), think_tokens,
                                      _completion_tokens(usage), forced, True, finish, seam if forced else "")
 
+    def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
+                          sampling: Sampling, row_seed: int) -> Completion:
+        """The two calls on token ids: the thinking ids fed to the row's state (a natural end, an
+        end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
+        the solution continued from prompt + the row's ids and fed too: the local engines' records."""
+        state = self.row_state(ids, budget, mode, sampling)
+        for token in thinking:
+            if state.done:
+                break
+            state.accept(int(token))
+        while not state.done and state.forced_token() is not None:
+            state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
+        if not state.done:
+            choice, _ = self._call("completions", self._body(
+                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
+            for token in choice.get("token_ids") or []:
+                if state.done:
+                    break
+                state.accept(int(token))
+        completion = self.completion(state, row[0], row[1], len(ids))
+        completion.finish_reason = completion.finish_reason or "length"
+        return completion
+
     def _one_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
         """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
@@ -284,7 +310,8 @@ class OpenAIEngine(RowEngine):
                                                               skip_special_tokens=False))
         output, total = str(choice.get("text") or ""), _completion_tokens(usage)
         think, marker, solution = output.partition(self.markers.end_text)
-        think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False)))
+        # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
+        think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
         finish = "stop" if choice.get("finish_reason") == "stop" else "length"
         return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
                                      finish)
