@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from e1.budget import Budget
-from e1.data.prompts import build_prompt
+from e1.data.prompts import PromptOptions, build_prompt
 from e1.engine.api import ONE_CALL, PLAIN_SERVER, TWO_CALLS, ApiSettings, OpenAIEngine
 from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError, E1Error, ResultsError
@@ -186,8 +186,13 @@ def test_what_a_plain_server_cannot_do_is_refused(stand_in, tokenizer_dir):
     with pytest.raises(ConfigError, match="grace"):
         _engine(stand_in, tokenizer_dir, modes=("elastic:grace=4",))
     chat = OpenAIEngine.load(MODEL, ApiSettings(stand_in.url), [Mode("none")])  # counts from reasoning_tokens
-    row = chat.generate(["q"], Budget(1, 1), "none", Sampling(max_tokens=50))[0]
+    options = PromptOptions(system="Be brief.", template_kwargs='{"enable_thinking": true}')
+    row = chat.generate([build_prompt(chat.tokenizer, "q", options=options)], Budget(1, 1), "none",
+                        Sampling(max_tokens=50))[0]
     assert (row.think_tokens, row.solve_tokens, row.think_text, row.solution_text) == (3, 3, "a a a", "\\boxed{5}")
+    sent = stand_in.requests[-1][1]  # the system prompt and template arguments reach the server's template
+    assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert sent["chat_template_kwargs"] == {"enable_thinking": True}
     with pytest.raises(E1Error, match="does not serve 'other'"):
         OpenAIEngine.load("other", ApiSettings(stand_in.url), [Mode("none")])
     with pytest.raises(ConfigError, match="not set"):

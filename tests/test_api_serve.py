@@ -51,7 +51,8 @@ def test_every_mode_is_exact_against_e1_serve(engines, mode):
         expected = local.generate([build_prompt(local.tokenizer, p) for p in PROBLEMS], budget, mode, sampling,
                                   seeds=[1, 2, 3, 4])
         exact = api.generate([build_prompt(api.tokenizer, p) for p in PROBLEMS], budget, mode, sampling, seeds=[1, 2, 3, 4])
-        served = chat.generate([build_prompt(None, p) for p in PROBLEMS], budget, mode, sampling, seeds=[1, 2, 3, 4])
+        served = chat.generate([build_prompt(chat.tokenizer, p) for p in PROBLEMS], budget, mode, sampling,
+                               seeds=[1, 2, 3, 4])  # chat messages: the server applies the template
         assert [_record(c) for c in exact] == [_record(c) for c in expected]  # token for token
         assert [_record(c, ids=False) for c in served] == [_record(c, ids=False) for c in expected]
     assert any(c.forced for c in expected) or Mode.parse(mode).name in ("truncate", "none")

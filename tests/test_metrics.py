@@ -19,7 +19,8 @@ NAN = float("nan")
 def sample(pid, index, correct, answer=None, forced=False, mode="elastic", tests_passed=NAN, **kw):
     """One samples row with only the columns the metrics read."""
     return dict(dataset="d", problem_id=pid, sample_index=index, mode=mode, think_budget=8, solve_budget=4,
-                think_tokens=10, solve_tokens=5, forced=forced, correct=bool(correct), extracted_answer=answer,
+                think_tokens=10, solve_tokens=5, forced=forced, finish_reason="stop", correct=bool(correct),
+                extracted_answer=answer,
                 tests_passed=tests_passed) | kw
 
 

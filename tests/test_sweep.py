@@ -132,6 +132,11 @@ def test_sweep_runs_the_grid_once_per_model_and_aggregates(tmp_path, problems_fi
     assert elastic.loc["m/B", "accuracy"].tolist() == pytest.approx([1 / 3] * 3)
     assert elastic.loc["m/A", "mean_think_tokens"].tolist() == [0, 4, 8]  # thinking cut at t
     assert (elastic.loc["m/A", "forced_rate"] == 1.0).all()
+    areas = pd.read_parquet(out / "areas.parquet").set_index(["model", "mode"])
+    assert len(areas) == 2 * 2 and (areas["points"] == 3).all()  # a curve per model × mode
+    assert areas.loc[("m/A", "elastic"), "auc"] == pytest.approx(2 / 3)  # flat at 2/3: its mean is 2/3
+    solved = pd.read_parquet(out / "problems.parquet").set_index(["model", "mode", "problem_id"])
+    assert len(solved) == 2 * 2 * 3 and solved["b_star"].notna().sum() > 0
     truncate = curves[curves["mode"] == "truncate"]
     # truncate gets one budget t + s: the model thinks through all of it and never answers
     assert truncate["mean_total_tokens"].tolist() == [t + SOLVE for t in (0, 4, 8)] * 2

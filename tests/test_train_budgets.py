@@ -157,6 +157,52 @@ def test_cosine_length_reward_by_hand():
     assert partial.shape([0.5, 0.0], [0, 10], [10, 10], [True, False]) == pytest.approx([-1.0, -2.0])  # 0.5 < 1: wrong
 
 
+def test_kimi_length_reward_by_hand_is_relative_to_each_group():
+    kimi = LengthShaping.parse("kimi")
+    # group 0: lengths 10, 20, 30 -> lambda 0.5, 0, -0.5; group 1: lengths 100, 300 -> 0.5, -0.5
+    # correct: r + lambda; wrong: r + min(0, lambda)
+    shaped = kimi.shape([1.0, 1.0, 0.0, 0.0, 1.0], [10, 20, 30, 100, 300], [999] * 5, [True] * 5, groups=[0, 0, 0, 1, 1])
+    assert shaped == pytest.approx([1.5, 1.0, -0.5, 0.0, 0.5])
+    assert kimi.shape([1.0, 0.0], [7, 7], [9, 9], [True, True], groups=[3, 3]) == [1.0, 0.0]  # equal lengths: lambda 0
+    assert LengthShaping.parse("kimi:weight=0.2").shape([1.0, 1.0], [1, 3], [9, 9], [True, True], groups=[0, 0]) == \
+        pytest.approx([1.1, 0.9])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_kimi_never_moves_a_reward_by_more_than_half_and_favours_the_shortest(seed):
+    import random
+
+    rng = random.Random(seed)
+    size = rng.randint(1, 12)
+    rewards = [float(rng.random() < 0.5) for _ in range(size)]
+    tokens = [rng.randint(1, 500) for _ in range(size)]
+    groups = [rng.randint(0, 2) for _ in range(size)]
+    shaped = LengthShaping.parse("kimi").shape(rewards, tokens, [600] * size, [True] * size, groups=groups)
+    for r, n, g, value in zip(rewards, tokens, groups, shaped):
+        assert -0.5 <= value - r <= 0.5 and (r >= 1.0 or value <= r)  # a wrong answer never gains
+        shortest = min(m for m, h in zip(tokens, groups) if h == g)
+        if n == shortest and r >= 1.0 and len({m for m, h in zip(tokens, groups) if h == g}) > 1:
+            assert value == pytest.approx(1.5)
+
+
+def test_rollout_cut_zero_truncates_rollouts_and_rewards_a_cut_one_nothing(tiny_model_dir, tmp_path):
+    from e1.grpo.trainer import Trainer
+
+    data = write_problems(tmp_path / "problems.jsonl")
+    trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4", rollout_cut="zero"),
+                             reward=lambda completions, answers, **_: [1.0] * len(completions))
+    indices = [0, 1, 2, 3]
+    completions = trainer.rollouts.generate(indices, step=1)
+    assert not any(c.forced for c in completions)  # nothing forced: cut at t + s
+    assert all(c.total_tokens <= trainer.config.budget_for(1, 0).total for c in completions)
+    scores = trainer.score(indices, completions)
+    shaped = trainer.shape(scores, indices, completions, step=1)
+    assert shaped.tolist() == [0.0 if c.finish_reason == "length" else 1.0 for c in completions]
+    assert any(c.finish_reason == "length" for c in completions)  # a random tiny model runs long
+    with pytest.raises(ConfigError, match="unknown rollout_cut"):
+        TrainConfig(model="m", data="d", rollout_cut="drop")
+
+
 @pytest.mark.parametrize(("text", "match", "hint"), [
     ("cosin", "unknown length reward 'cosin'", "cosine"),
     ("cosine:exceeds=-1", "unknown option 'exceeds'", "exceed"),
@@ -297,5 +343,5 @@ def test_command_takes_the_new_options(tiny_model_dir, tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["think"], config["think_schedule"], config["length_reward"]) == ("2..6", "6:3", "cosine")
     help_text = CliRunner().invoke(app, ["train", "--help"], prog_name="e1", env={"COLUMNS": "200"}).output
-    for source in ("ThinkPrune", "Aggarwal & Welleck", "DAPO", "Yeo et al."):
+    for source in ("ThinkPrune", "Aggarwal & Welleck", "DAPO", "Yeo et al.", "Kimi k1.5", "--rollout-cut"):
         assert source in help_text

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Sequence
 
 from e1.budget import Budget
-from e1.engine.api_client import Caller, ReplyJournal, RequestError, run_rows
+from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
+                                  completion_tokens, reported_completion, run_rows, stopped_at)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
 from e1.engine.row_engine import RowEngine
@@ -101,13 +102,14 @@ def api_identity(model: str, api: ApiSettings) -> str:
 
 
 class OpenAIEngine(RowEngine):
-    """``tokenizer`` None: prompts are chat messages (``e1.data.prompts.build_prompt`` then returns
-    the bare user message) and counts come from the replies."""
+    """Without ``--tokenizer`` (``tokenizer`` a :class:`ChatMessages`) prompts are chat messages and
+    counts come from the replies."""
 
     def __init__(self, caller: Caller, settings: ApiSettings, model: str, tokenizer, markers: Markers, server: str,
                  max_context: int | None, modes: Sequence[Mode] = ()):
         self.caller, self.settings, self.model = caller, settings, model
         self.tokenizer, self.markers, self.server, self.max_context = tokenizer, markers, server, max_context
+        self.chat = isinstance(tokenizer, ChatMessages)  # no --tokenizer: the server applies the template
         self.methods = {str(mode): self.method(mode) for mode in modes}  # refuses a mode the server cannot do
 
     @classmethod
@@ -118,7 +120,7 @@ class OpenAIEngine(RowEngine):
 
         client = openai.OpenAI(base_url=settings.url, api_key=settings.api_key(), timeout=settings.request_timeout_s,
                                max_retries=settings.max_retries)
-        tokenizer, markers = None, _text_markers(think_start, think_end)
+        tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf import _generation_eos, load_tokenizer
             from e1.engine.markers import resolve_markers
@@ -126,7 +128,7 @@ class OpenAIEngine(RowEngine):
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
         max_context = _served_context(client, model, settings.url)
-        server = _probe(Caller(client), model, chat=tokenizer is None)
+        server = _probe(Caller(client), model, chat=settings.tokenizer is None)
         return cls(Caller(client, ReplyJournal(journal)), settings, model, tokenizer, markers, server, max_context,
                    [Mode.parse(m) for m in modes])
 
@@ -141,7 +143,7 @@ class OpenAIEngine(RowEngine):
             return BUDGET_FIELDS
         if mode.name in ("truncate", "none"):
             return ONE_CALL
-        if self.tokenizer is None:
+        if self.chat:
             raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
                               "and forcing the end marker needs the prompt as text",
                               hint="pass --tokenizer (the served model's) for the two-call method, or serve with e1 serve")
@@ -152,8 +154,8 @@ class OpenAIEngine(RowEngine):
 
     def describe(self) -> dict:
         """What config.json records: where, what, and the method each mode used."""
-        prompts = (f"chat template of {self.settings.tokenizer}, /v1/completions" if self.tokenizer is not None
-                   else "chat messages, /v1/chat/completions")
+        prompts = ("chat messages, /v1/chat/completions" if self.chat
+                   else f"chat template of {self.settings.tokenizer}, /v1/completions")
         return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
                 "methods": dict(self.methods), "concurrency": self.settings.concurrency,
                 "max_retries": self.settings.max_retries, "request_timeout_s": self.settings.request_timeout_s}
@@ -188,7 +190,7 @@ class OpenAIEngine(RowEngine):
 
     def _prompts(self, prompts, budget: Budget, mode: Mode, n: int):
         """(prompt texts, their ids or None, the (prompt, sample) rows)."""
-        if self.tokenizer is None:
+        if self.chat:
             if n < 1:
                 raise ConfigError(f"n must be >= 1, got {n}")
             if not all(isinstance(p, str) for p in prompts):
@@ -227,8 +229,8 @@ class OpenAIEngine(RowEngine):
             fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
         if ids is None:
             choice, usage = self._call("chat/completions", self._body(
-                row_seed, 0, sampling, messages=[{"role": "user", "content": text}], **fields))
-            return _reported_completion(choice, usage, row)
+                row_seed, 0, sampling, **ChatMessages.request(text), **fields))
+            return reported_completion(choice, usage, row)
         # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
         choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True,
                                                           **fields))
@@ -242,7 +244,7 @@ class OpenAIEngine(RowEngine):
             state.accept(int(token))
         completion = self.completion(state, row[0], row[1], len(ids))
         completion.finish_reason = completion.finish_reason or ("stop" if choice.get("finish_reason") == "stop" else "length")
-        _check_report(choice.get("budget"), completion)
+        check_report(choice.get("budget"), completion)
         return completion
 
     # ---- a plain server -----------------------------------------------------------------------
@@ -259,9 +261,9 @@ class OpenAIEngine(RowEngine):
                 skip_special_tokens=False, return_token_ids=True))
             if isinstance(choice.get("token_ids"), list):
                 return self._replay_two_calls(choice["token_ids"], ids, row, budget, mode, sampling, row_seed)
-            think, think_tokens = str(choice.get("text") or ""), _completion_tokens(usage)
+            think, think_tokens = str(choice.get("text") or ""), completion_tokens(usage)
             if choice.get("finish_reason") == "stop":
-                natural = _stopped_at(choice, markers.end_text)
+                natural = stopped_at(choice, markers.end_text)
                 if not natural:  # the end of sequence while thinking: the row is done
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
@@ -272,7 +274,7 @@ class OpenAIEngine(RowEngine):
             row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False))
         finish = "stop" if choice.get("finish_reason") == "stop" else "length"
         return self._text_completion(row, ids, think, answer + str(choice.get("text") or ""), think_tokens,
-                                     _completion_tokens(usage), forced, True, finish, seam if forced else "")
+                                     completion_tokens(usage), forced, True, finish, seam if forced else "")
 
     def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
                           sampling: Sampling, row_seed: int) -> Completion:
@@ -303,12 +305,12 @@ class OpenAIEngine(RowEngine):
         if ids is None:
             max_tokens = budget.total if mode.name == "truncate" else sampling.max_tokens
             choice, usage = self._call("chat/completions", self._body(
-                row_seed, 0, sampling, messages=[{"role": "user", "content": text}], max_tokens=max_tokens))
-            return _chat_completion(choice, usage, row)
+                row_seed, 0, sampling, **ChatMessages.request(text), max_tokens=max_tokens))
+            return chat_completion(choice, usage, row)
         max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
         choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
                                                               skip_special_tokens=False))
-        output, total = str(choice.get("text") or ""), _completion_tokens(usage)
+        output, total = str(choice.get("text") or ""), completion_tokens(usage)
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
         think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
@@ -376,66 +378,3 @@ def _probe(caller: Caller, model: str, chat: bool) -> str:
                          hint="check --api-url, --model (the served name) and --api-key-env") from err
     choice = reply["choices"][0]
     return BUDGET_SERVER if isinstance(choice, dict) and isinstance(choice.get("budget"), dict) else PLAIN_SERVER
-
-
-def _completion_tokens(usage: dict) -> int:
-    tokens = usage.get("completion_tokens")
-    if not isinstance(tokens, int):
-        raise RequestError("the reply has no usage.completion_tokens, so its tokens cannot be counted")
-    return tokens
-
-
-def _stopped_at(choice: dict, end_text: str) -> bool:
-    """Whether a ``stop`` finish was the end marker (vLLM: ``stop_reason``; SGLang: ``matched_stop``;
-    llama.cpp: ``stopping_word``) rather than the end of sequence."""
-    for key in ("stop_reason", "matched_stop", "stopping_word"):
-        if key in choice:
-            return choice[key] == end_text
-    raise RequestError("the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
-                       "the end marker from the end of sequence", hint="use a vLLM, SGLang or llama.cpp server")
-
-
-def _check_report(report, completion: Completion) -> None:
-    """The server's counts must be e1's: else its markers are not the tokenizer's."""
-    if not isinstance(report, dict):
-        return
-    theirs = (report.get("thinking_tokens"), report.get("solution_tokens"))
-    ours = (completion.think_tokens, completion.solve_tokens)
-    if theirs != ours:
-        raise RequestError(f"the server counted thinking/solution tokens {theirs}, e1's replay of its tokens {ours}",
-                           hint="pass the served model's own tokenizer and the server's --think-start/--think-end")
-
-
-def _reported_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
-    """A chat reply from a budget server: counts from its ``budget``, texts from its message."""
-    report, message = choice.get("budget"), choice.get("message")
-    if not isinstance(report, dict) or not isinstance(message, dict):
-        raise RequestError("the reply has no budget report or no message")
-    thinking, solution = int(report["thinking_tokens"]), int(report["solution_tokens"])
-    forced = bool(report.get("thinking_forced"))
-    return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=message.get("content") or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=solution, forced=forced,
-        finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[], forced_mask=[],
-        closed=forced or solution > 0)
-
-
-def _chat_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
-    """A chat reply from a plain server: thinking tokens from ``reasoning_tokens``, never guessed."""
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    details = usage.get("completion_tokens_details") or {}
-    thinking = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if not isinstance(thinking, int):
-        raise RequestError("the reply does not report usage.completion_tokens_details.reasoning_tokens, so its "
-                           "thinking cannot be counted", hint="pass --tokenizer (the served model's)")
-    total = _completion_tokens(usage)
-    content = message.get("content")
-    return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=content or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=total - thinking,
-        forced=False, finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[],
-        forced_mask=[], closed=content is not None)
-
-
-def _reasoning(message: dict) -> str:
-    return str(message.get("reasoning") or message.get("reasoning_content") or "")

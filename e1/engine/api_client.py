@@ -13,6 +13,9 @@ The journal makes resuming safe for paid APIs: every reply is appended (and flus
 arrives, keyed by a hash of its request, so a rerun after a crash answers a request it already
 sent from the journal instead of sending it again, even for samples whose batch was not yet
 written to the run store. A torn last line (a kill mid-write) is skipped.
+
+Also here: :class:`ChatMessages` (the prompts of an engine without a tokenizer are chat messages)
+and the functions that read a reply's counts (``usage``, a budget server's ``budget``) into a record.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Sequence
 
+from e1.engine.base import Completion
 from e1.errors import ModelError
 
 
@@ -149,3 +153,96 @@ def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int) -> list:
                 raise error.for_sample(*row) from error
             raise error
         return [future.result() for future in futures]
+
+
+class ChatMessages:
+    """The ``tokenizer`` of an engine without ``--tokenizer``: its "chat template" (what
+    :func:`e1.data.prompts.build_prompt` calls) returns the messages themselves, as JSON, so the
+    server applies the model's own template (a system prompt and template arguments included).
+
+        >>> ChatMessages.request(ChatMessages().apply_chat_template([{"role": "user", "content": "Hi"}]))
+        {'messages': [{'role': 'user', 'content': 'Hi'}]}
+    """
+
+    chat_template = "the server's"
+
+    def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = True, **kwargs) -> str:
+        return json.dumps({"messages": list(messages), "chat_template_kwargs": kwargs})
+
+    @staticmethod
+    def request(prompt: str) -> dict:
+        """The request fields of a prompt: its messages (and template arguments); any other text is the user's message."""
+        try:
+            built = json.loads(prompt)
+        except ValueError:
+            built = None
+        if not isinstance(built, dict) or not isinstance(built.get("messages"), list):
+            return {"messages": [{"role": "user", "content": prompt}]}
+        kwargs = built.get("chat_template_kwargs") or {}
+        return {"messages": built["messages"], **({"chat_template_kwargs": kwargs} if kwargs else {})}
+
+
+# ---- replies to records ------------------------------------------------------------------------
+
+
+def completion_tokens(usage: dict) -> int:
+    tokens = usage.get("completion_tokens")
+    if not isinstance(tokens, int):
+        raise RequestError("the reply has no usage.completion_tokens, so its tokens cannot be counted")
+    return tokens
+
+
+def stopped_at(choice: dict, end_text: str) -> bool:
+    """Whether a ``stop`` finish was the end marker (vLLM: ``stop_reason``; SGLang: ``matched_stop``;
+    llama.cpp: ``stopping_word``) rather than the end of sequence."""
+    for key in ("stop_reason", "matched_stop", "stopping_word"):
+        if key in choice:
+            return choice[key] == end_text
+    raise RequestError("the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
+                       "the end marker from the end of sequence", hint="use a vLLM, SGLang or llama.cpp server")
+
+
+def check_report(report, completion: Completion) -> None:
+    """The server's counts must be e1's: else its markers are not the tokenizer's."""
+    if not isinstance(report, dict):
+        return
+    theirs = (report.get("thinking_tokens"), report.get("solution_tokens"))
+    ours = (completion.think_tokens, completion.solve_tokens)
+    if theirs != ours:
+        raise RequestError(f"the server counted thinking/solution tokens {theirs}, e1's replay of its tokens {ours}",
+                           hint="pass the served model's own tokenizer and the server's --think-start/--think-end")
+
+
+def reported_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
+    """A chat reply from a budget server: counts from its ``budget``, texts from its message."""
+    report, message = choice.get("budget"), choice.get("message")
+    if not isinstance(report, dict) or not isinstance(message, dict):
+        raise RequestError("the reply has no budget report or no message")
+    thinking, solution = int(report["thinking_tokens"]), int(report["solution_tokens"])
+    forced = bool(report.get("thinking_forced"))
+    return Completion(
+        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=message.get("content") or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=solution, forced=forced,
+        finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[], forced_mask=[],
+        closed=forced or solution > 0)
+
+
+def chat_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
+    """A chat reply from a plain server: thinking tokens from ``reasoning_tokens``, never guessed."""
+    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    details = usage.get("completion_tokens_details") or {}
+    thinking = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    if not isinstance(thinking, int):
+        raise RequestError("the reply does not report usage.completion_tokens_details.reasoning_tokens, so its "
+                           "thinking cannot be counted", hint="pass --tokenizer (the served model's)")
+    total = completion_tokens(usage)
+    content = message.get("content")
+    return Completion(
+        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=content or "",
+        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=total - thinking,
+        forced=False, finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[],
+        forced_mask=[], closed=content is not None)
+
+
+def _reasoning(message: dict) -> str:
+    return str(message.get("reasoning") or message.get("reasoning_content") or "")

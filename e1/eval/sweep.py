@@ -11,7 +11,9 @@ eval format, resumable), on an engine loaded at most once — and not at all whe
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
 ``summary.parquet`` with a leading ``model`` column, ``curves.parquet`` (one row per model ×
 dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differences.parquet``
-(modes paired over problems at each budget: :func:`e1.report.metrics.mode_differences`) and ``config.json``.
+(modes paired over problems at each budget: :func:`e1.report.metrics.mode_differences`),
+``areas.parquet`` and ``problems.parquet`` (the area under each curve and each problem's
+smallest solving budget: :mod:`e1.report.spending`) and ``config.json``.
 
 By default one unconstrained trajectory per sample serves every mode and budget
 (:mod:`e1.eval.shared`): each cell's samples are still exact draws from that cell, and the
@@ -40,6 +42,8 @@ from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.report.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
+AREAS, PROBLEMS = "areas.parquet", "problems.parquet"  # e1.report.spending: AUC per curve; b* per problem
+CURVE_KEY = ["model", "dataset", "mode"]
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
     "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high",
@@ -154,16 +158,17 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares_prefixes)
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares)
 
     @property
-    def shares_prefixes(self) -> bool:
-        """Whether one trajectory serves every cell: not with ``--independent``, nor behind an API
-        (a server cannot continue another request's tokens), where every cell is drawn on its own."""
-        return not self.independent and self.settings.api is None
+    def shares(self) -> bool:
+        """Whether one trajectory serves every cell: not with --independent, nor when each cell's
+        prompt states its own budget (--prompt-budget), nor behind an API (a server cannot follow
+        another request's tokens)."""
+        return not self.independent and self.settings.prompt.budget is None and self.settings.api is None
 
     def to_json(self) -> dict:
-        settings = replace(self.settings, share_prefixes=self.shares_prefixes).to_json()
+        settings = replace(self.settings, share_prefixes=self.shares).to_json()
         data = {key: value for key, value in settings.items() if key not in ("model", "model_identity", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}
@@ -209,6 +214,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     from e1.report.metrics import summarize
     from e1.report.metrics import DIFFERENCES, mode_differences
     from e1.report.plots import plot_curves
+    from e1.report.spending import curve_areas, solving_budgets
     from e1.store.results import write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main
@@ -235,6 +241,8 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     write_parquet(summary, out / SUMMARY)
     write_parquet(curves, out / CURVES)
     write_parquet(mode_differences(samples, by=SWEEP_KEY), out / DIFFERENCES)
+    write_parquet(curve_areas(samples, by=CURVE_KEY), out / AREAS)
+    write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     plot_curves(curves, out / PLOT, names=names)
     return samples, summary, curves
 

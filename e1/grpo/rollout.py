@@ -104,6 +104,12 @@ class Rollout:
         return cls(engine, inputs.prompt_ids, config, **ours)
 
     @property
+    def mode(self) -> Mode:
+        """Elastic at the budget (the paper); with ``rollout_cut="zero"`` (ThinkPrune) a rollout is
+        cut at ``t + s`` with nothing forced, and the trainer rewards a cut one 0."""
+        return Mode("truncate") if self.config.rollout_cut == "zero" else Mode("elastic")
+
+    @property
     def peers(self) -> list[int]:
         """The ranks sharing this rank's engine (tp-major)."""
         first = self.rank // self.tp * self.tp
@@ -167,7 +173,7 @@ class Rollout:
             group = [problems[position] for position in positions]
             seeds = [derive_seed(config.seed, "rollout", step, problem) for problem in group]
             prompts = [prompt_of(self.prompt_ids, self.instruct, config, step, problem) for problem in group]
-            drawn = self.engine.generate(prompts, budget, Mode("elastic"), sampling, n=k, seeds=seeds)
+            drawn = self.engine.generate(prompts, budget, self.mode, sampling, n=k, seeds=seeds)
             for index, completion in enumerate(drawn):
                 position = positions[index // k]
                 completions[position * k + index % k] = dataclasses.replace(completion, prompt_index=position)

@@ -292,12 +292,15 @@ class Trainer:
     def shape(self, scores: torch.Tensor, indices: list[int], completions: list[Completion], step: int) -> torch.Tensor:
         """The task's rewards with the configured length reward (:mod:`e1.rewards.length`); as
         they are without one. Each completion's budget is its prompt's ``t + s`` at ``step``."""
+        if self.config.rollout_cut == "zero":  # ThinkPrune: a rollout the budget cut off earns nothing
+            scores = scores * torch.tensor([c.finish_reason != "length" for c in completions], dtype=scores.dtype)
         shaping = self.config.length_shaping
         if shaping is None:
             return scores
         budgets = [self.config.budget_for(step, indices[c.prompt_index]).total for c in completions]
         return torch.tensor(shaping.shape(scores.tolist(), [c.total_tokens for c in completions], budgets,
-                                          [c.finish_reason == "stop" for c in completions]))  # [N]
+                                          [c.finish_reason == "stop" for c in completions],
+                                          groups=[c.prompt_index for c in completions]))  # [N]
 
     def plan(self, indices: list[int], completions: list[Completion], advantages: torch.Tensor,
              step: int) -> list[list[MicroBatch]]:
@@ -352,7 +355,7 @@ class Trainer:
             budgets=(Budget(config.think_budgets.cap(step), config.budget.solve),),  # the step's largest
             sampling=Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed),
             out=config.out / "eval" / f"step_{step}", batch_size=config.batch_size, limit=config.eval_limit,
-            think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir,
+            think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir, prompt=config.prompt,
         )
         with self.rollouts.decoding(sleep_level=1):  # keeps the synced weights for the next rollout
             _, summary = evaluate(eval_config, engine=self.engine)

@@ -19,6 +19,7 @@ Every rate is a fraction in [0, 1] (tables and plots show percent). Per group of
   for an empty side.
 - ``unanswered_rate``: the share of samples with no extracted answer (no box, no code block,
   or thinking that never ended).
+- ``tokens_per_correct`` and ``censored_rate``: see :mod:`e1.report.spending`.
 """
 
 from __future__ import annotations
@@ -158,7 +159,21 @@ def _group_metrics(group) -> dict:
         "forced_samples": int(forced.sum()),
         "forced_accuracy": _mean_or_nan(group.loc[forced, "correct"]),
         "unanswered_rate": float(1.0 - answered.mean()),
+        **cell_spending(group),
     }
+
+
+def censored(group):
+    """Per sample: whether the budget, not the model, ended it."""
+    return group["forced"].astype(bool) | (group["finish_reason"] == "length")
+
+
+def cell_spending(group) -> dict:
+    """``tokens_per_correct`` and ``censored_rate`` of one cell's samples."""
+    tokens = float((group["think_tokens"] + group["solve_tokens"]).sum())
+    correct = float(group["correct"].sum())
+    return {"tokens_per_correct": tokens / correct if correct else math.nan,
+            "censored_rate": float(censored(group).mean())}
 
 
 def _maj_at_k(group, answered) -> float:

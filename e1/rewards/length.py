@@ -15,6 +15,10 @@ like a decoding mode, defaults from each paper:
   correct answers earn from ``correct_short`` (n = 0) down to ``correct_long`` (n = budget) on a
   half cosine, wrong ones from ``wrong_short`` up to ``wrong_long``; a completion that never
   reached EOS gets ``exceed``. Correct means a task reward >= 1.
+- ``kimi`` — Kimi k1.5's group-relative length reward (Kimi Team, 2025): within the samples of one
+  prompt, ``lambda = 0.5 - (n - n_min) / (n_max - n_min)`` (0 when all are as long), added as
+  ``weight * lambda`` to a correct answer and ``weight * min(0, lambda)`` to a wrong one: the
+  shortest correct answers gain, long wrong ones lose, and nothing depends on the budget.
 
     >>> shaping = LengthShaping.parse("cosine")
     >>> shaping.shape([1.0, 0.0], tokens=[50, 50], budgets=[100, 100], finished=[True, True])
@@ -23,6 +27,9 @@ like a decoding mode, defaults from each paper:
     [0.8]
     >>> LengthShaping.parse("l1-max").instruction(1024)
     'Think for maximum 1024 tokens.'
+    >>> LengthShaping.parse("kimi").shape([1.0, 1.0, 0.0], tokens=[10, 30, 30], budgets=[64] * 3, finished=[True] * 3,
+    ...                                   groups=[0, 0, 0])
+    [1.5, 0.5, -0.5]
 """
 
 from __future__ import annotations
@@ -81,8 +88,9 @@ class LengthShaping:
         raise NotImplementedError
 
     def shape(self, rewards: Sequence[float], tokens: Sequence[int], budgets: Sequence[int],
-              finished: Sequence[bool]) -> list[float]:
-        """The shaped reward of each completion (``tokens`` generated under ``budgets`` tokens at most)."""
+              finished: Sequence[bool], groups: Sequence[int] | None = None) -> list[float]:
+        """The shaped reward of each completion (``tokens`` generated under ``budgets`` tokens at most;
+        ``groups``: which prompt each came from, for group-relative shapings)."""
         return [self.one(float(r), n, b, f) for r, n, b, f in zip(rewards, tokens, budgets, finished)]
 
     def instruction(self, target_tokens: int) -> str | None:
@@ -154,3 +162,28 @@ class CosineLength(LengthShaping):
             return self.exceed
         short, long = (self.correct_short, self.correct_long) if reward >= 1.0 else (self.wrong_short, self.wrong_long)
         return long + 0.5 * (short - long) * (1 + math.cos(math.pi * min(tokens, budget) / budget))
+
+
+@register_shaping("kimi")
+@dataclass(frozen=True)
+class KimiLength(LengthShaping):
+    weight: float = 1.0  # how much of lambda is added to the task's reward
+
+    def __post_init__(self):
+        if not self.weight >= 0:
+            raise ConfigError(f"kimi weight must be >= 0, got {self.weight:g}", hint="Kimi k1.5 adds lambda as it is: 1")
+
+    def shape(self, rewards: Sequence[float], tokens: Sequence[int], budgets: Sequence[int],
+              finished: Sequence[bool], groups: Sequence[int] | None = None) -> list[float]:
+        groups = list(range(len(rewards))) if groups is None else list(groups)
+        span: dict[int, tuple[int, int]] = {}
+        for group, n in zip(groups, tokens):
+            low, high = span.get(group, (n, n))
+            span[group] = (min(low, n), max(high, n))
+        shaped = []
+        for reward, n, group in zip(rewards, tokens, groups):
+            low, high = span[group]
+            lam = 0.5 - (n - low) / (high - low) if high > low else 0.0
+            shaped.append(float(reward) + self.weight * (lam if reward >= 1.0 else min(0.0, lam)))
+        return shaped
+

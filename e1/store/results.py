@@ -49,7 +49,7 @@ GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
 SUMMARY_COLUMNS = GROUP_KEY + [
     "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
     "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "forced_rate", "natural_samples",
-    "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate",
+    "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate", "tokens_per_correct", "censored_rate",
 ]
 
 
