@@ -236,6 +236,10 @@ def load_engine_for(config: EvalConfig, ranks=None):
     if config.api is not None:
         from e1.engine.api import OpenAIEngine
 
+        if ranks is not None and ranks.world > 1:
+            raise ConfigError("--backend openai runs in one process (the server batches)",
+                              hint="run without torchrun and raise --concurrency instead")
+
         return OpenAIEngine.load(config.model, config.api, config.modes, think_start=config.think_start,
                                  think_end=config.think_end, journal=Path(config.out) / API_REPLIES)
     launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"
