@@ -51,4 +51,15 @@ def eval_command(
         return
     console = Console()
     console.print(ui.summary_table(summary, title=f"{model} — {config.modes[0]} t={think} s={solve}"))
+    if config.api is not None:
+        console.print(api_line(out))
     console.print(ui.results_line(out, "samples.parquet", "summary.parquet", "config.json"))
+
+
+def api_line(out: Path) -> str:
+    """Which server decoded the run, and how each mode ran there (recorded in config.json)."""
+    import json
+
+    record = json.loads((out / "config.json").read_text()).get("api_method") or {}
+    methods = ", ".join(f"{mode}: {method}" for mode, method in (record.get("methods") or {}).items())
+    return f"served by {record.get('url')} ({record.get('server')} server; {record.get('prompts')}) — {methods}"

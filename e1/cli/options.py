@@ -87,7 +87,7 @@ class RunOptions:
         "--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False)] = None
     test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
     backend: Annotated[str, typer.Option(
-        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm.")] = "auto"
+        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url).")] = "auto"
     tp: TpOpt = 1
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
@@ -101,6 +101,35 @@ class RunOptions:
     chat_template_kwargs: Annotated[str, typer.Option(
         "--chat-template-kwargs", show_default=False,
         help="JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.")] = ""
+    api_url: Annotated[Optional[str], typer.Option(
+        "--api-url", show_default=False,
+        help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is then the served name).")] = None
+    api_key_env: Annotated[Optional[str], typer.Option(
+        "--api-key-env", show_default=False,
+        help="--backend openai: the environment variable holding the API key (default: OPENAI_API_KEY if set).")] = None
+    tokenizer: Annotated[Optional[str], typer.Option(
+        "--tokenizer", show_default=False,
+        help="--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; without it prompts are chat messages.")] = None
+    concurrency: Annotated[int, typer.Option("--concurrency", help="--backend openai: requests in flight.")] = 8
+    request_timeout: Annotated[float, typer.Option(
+        "--request-timeout", help="--backend openai: seconds per request.")] = 600.0
+    max_retries: Annotated[int, typer.Option(
+        "--max-retries", help="--backend openai: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
+
+    def api_settings(self):
+        """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url)."""
+        from e1.engine.api import ApiSettings
+
+        if self.api_url is None:
+            if self.tokenizer is not None or self.api_key_env is not None:
+                from e1.errors import ConfigError
+
+                raise ConfigError("--tokenizer and --api-key-env are for --backend openai",
+                                  hint="pass --backend openai --api-url URL, or leave them out")
+            return None
+        return ApiSettings(self.api_url, api_key_env=self.api_key_env, tokenizer=self.tokenizer,
+                           concurrency=self.concurrency, request_timeout_s=self.request_timeout,
+                           max_retries=self.max_retries)
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
@@ -118,7 +147,7 @@ class RunOptions:
             workers=default_workers() if self.workers is None else self.workers, max_tests=self.max_tests,
             test_time_limit_s=self.test_time_limit, backend=self.backend, tp=self.tp,
             gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
-            sandbox=self.sandbox,
+            sandbox=self.sandbox, api=self.api_settings(),
             prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
                                  budget=self.prompt_budget),
         )

@@ -10,7 +10,8 @@ from __future__ import annotations
 from e1.errors import ConfigError, did_you_mean
 from e1.numeric import Number
 
-BACKENDS = ("auto", "hf", "vllm")
+BACKENDS = ("auto", "hf", "vllm")  # local engines (training takes these)
+EVAL_BACKENDS = BACKENDS + ("openai",)  # eval and sweep also take a model behind an API (e1.engine.api)
 
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
@@ -62,8 +63,8 @@ def check_markers(think_start: str | None, think_end: str | None) -> None:
 def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_memory_utilization: float,
                          max_model_len: int | None) -> None:
     """The engine settings `e1 eval` and `e1 sweep` take, refused before anything loads."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}", hint=did_you_mean(backend, BACKENDS))
+    if backend not in EVAL_BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", hint=did_you_mean(backend, EVAL_BACKENDS))
     check_device(device)
     if dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
@@ -80,8 +81,8 @@ def vllm_available() -> bool:
 
 def resolve_backend(backend: str = "auto") -> str:
     """``auto`` picks vLLM when it is installed and a CUDA GPU is visible, else transformers."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}", hint=f"choose one of {', '.join(BACKENDS)}")
+    if backend not in EVAL_BACKENDS:
+        raise ConfigError(f"unknown backend {backend!r}", hint=f"choose one of {', '.join(EVAL_BACKENDS)}")
     if backend != "auto":
         return backend
     if not vllm_available():

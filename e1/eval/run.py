@@ -26,6 +26,7 @@ from pathlib import Path
 from e1 import __version__
 from e1.budget import Budget
 from e1.engine import check_engine_options, check_markers
+from e1.engine.api import ApiSettings, api_identity, check_api
 from e1.engine.base import Mode, Sampling
 from e1.data.prompts import PromptOptions
 from e1.errors import ConfigError
@@ -37,6 +38,7 @@ from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.report.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
+API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes",
                 "prompt")
 
@@ -86,6 +88,7 @@ class EvalConfig:
     max_model_len: int | None = None  # vLLM context length (None: the model's)
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
+    api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
 
     def __post_init__(self):
         if not self.datasets:
@@ -98,13 +101,15 @@ class EvalConfig:
         if self.share_prefixes and self.prompt.budget:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")
+        check_api(self.backend, self.api)
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
-        data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
+        # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
+        data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
         return data
 
 
@@ -139,9 +144,12 @@ def _evaluate(config: EvalConfig, engine, progress, group):
             with progress.stage(f"loading {config.model}"):
                 engine = load_engine_for(config, ranks)
         if ranks.main:
-            write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine)}, out / CONFIG)
+            write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine),
+                        **_api_info(engine, config)}, out / CONFIG)
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
         _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
+        if config.api is not None:
+            engine.finish_run()  # every reply is in the store now
     elif ranks.main and not (out / CONFIG).exists():
         write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
     group.barrier()  # every part is written
@@ -211,7 +219,7 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
     from e1.store.preflight import check_context, check_model_path, check_writable
 
     check_writable(config.out)
-    if model:
+    if model and config.api is None:  # a served model is checked by asking its server
         check_model_path(config.model)
         check_context(config.model, config.budgets, config.modes, config.max_model_len)
 
@@ -228,6 +236,15 @@ def load_engine_for(config: EvalConfig, ranks=None):
     torchrun a vLLM engine joins the ranks of its shard (``external_launcher``)."""
     from e1.engine import load_engine, resolve_backend
 
+    if config.api is not None:
+        from e1.engine.api import OpenAIEngine
+
+        if ranks is not None and ranks.world > 1:
+            raise ConfigError("--backend openai runs in one process (the server batches)",
+                              hint="run without torchrun and raise --concurrency instead")
+
+        return OpenAIEngine.load(config.model, config.api, config.modes, think_start=config.think_start,
+                                 think_end=config.think_end, journal=Path(config.out) / API_REPLIES)
     launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"
     options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched else {}
     return load_engine(config.model, config.backend, dtype=config.dtype, device=config.device,
@@ -257,6 +274,7 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion) for every sample."""
+    from e1.engine.api_client import RequestError
     from e1.engine.sampling import problem_seed
     from e1.data.prompts import build_prompt
 
@@ -273,7 +291,12 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
         stated = budget.total if mode.name != "none" else None  # --prompt-budget: N = t + s
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
                    for p in problems]
-        completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
+        try:
+            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
+        except RequestError as err:  # an API request that failed: name the problem
+            problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
+            raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
+                   if problem is not None else err) from err
         generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
     return generated
 
@@ -320,6 +343,11 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
                                               samples["think_budget"], samples["solve_budget"], samples["sample_index"])
     ]
     return samples[keep].sort_values(SAMPLE_KEY).reset_index(drop=True)
+
+
+def _api_info(engine, config: EvalConfig) -> dict:
+    """Behind an API: where, which model, and the method each mode used (see e1.engine.api)."""
+    return {"api_method": engine.describe()} if config.api is not None else {}
 
 
 def _marker_info(engine) -> dict:

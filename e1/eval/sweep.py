@@ -163,8 +163,9 @@ class SweepConfig:
     @property
     def shares(self) -> bool:
         """Whether one trajectory serves every cell: not with --independent, nor when each cell's
-        prompt states its own budget (--prompt-budget)."""
-        return not self.independent and self.settings.prompt.budget is None
+        prompt states its own budget (--prompt-budget), nor behind an API (a server cannot follow
+        another request's tokens)."""
+        return not self.independent and self.settings.prompt.budget is None and self.settings.api is None
 
     def to_json(self) -> dict:
         settings = replace(self.settings, share_prefixes=self.shares).to_json()
@@ -180,7 +181,7 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     from e1.store.preflight import check_context, check_model_path, check_writable
 
     check_writable(config.out)
-    for model in config.models if models else ():
+    for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
         check_context(model, config.settings.budgets, config.modes, config.settings.max_model_len)
 

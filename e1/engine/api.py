@@ -1,0 +1,380 @@
+"""The API backend: a model behind an OpenAI-compatible server, through the same ``generate``.
+
+    settings = ApiSettings("http://127.0.0.1:8000/v1", tokenizer="./my-model")
+    engine = OpenAIEngine.load("my-model", settings, modes=[Mode()])
+    completions = engine.generate(prompts, Budget(1024, 1024), Mode(), Sampling(seed=0), n=4, seeds=[7])
+
+At load e1 asks the server which model it serves (and its context) and sends one probe carrying
+e1's budget fields; a reply with a per-choice ``budget`` means the server decodes budgets itself
+(``e1 serve``, or vLLM with e1's plug-ins). How each mode then runs, and how exact it is:
+
+| server | prompts | mode | method | exact? |
+|---|---|---|---|---|
+| takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request (the prompt as token ids) with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
+| takes budgets | chat messages | the same | the same request on ``/v1/chat/completions``; counts from the reply's ``budget`` | counts and texts as the server decoded them |
+| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | a server that returns token ids (vLLM): continued from the ids, token for token as the local engines; else from the text (exact in distribution up to the server re-tokenising the thinking at the seam), counts from ``usage`` |
+| plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | counts: the reply's ``usage``, thinking tokenised with the tokenizer |
+| plain | chat messages | ``truncate``, ``none`` | one call; thinking tokens from ``usage.completion_tokens_details.reasoning_tokens`` | refused per reply if the server does not report it |
+| plain | chat messages | ``elastic``, ``budget-forcing`` | refused: a forced end marker needs a continuation of the prompt text | |
+
+Every request carries a ``seed`` derived from e1's per-sample seed (as the vLLM backend derives
+its own, so the same server gives the same samples on a rerun); ``concurrency`` requests are in
+flight at once (:mod:`e1.engine.api_client`: retries, the reply journal that makes a resume send
+no finished request twice). The API key is read from an environment variable only.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from e1.budget import Budget
+from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
+                                  completion_tokens, reported_completion, run_rows, stopped_at)
+from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
+from e1.engine.row_engine import RowEngine
+from e1.errors import ConfigError, ModelError
+
+API_BACKEND = "openai"
+# e1 serve's request fields (e1.serve.budgets; the engine layer may not import e1.serve)
+THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
+BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
+BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
+ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Where the model is served and how to talk to it. ``api_key_env`` names the environment
+    variable holding the key (None: ``OPENAI_API_KEY`` if set, else no key); the key itself is
+    never stored. ``tokenizer`` (a local folder or hub id) builds exact prompts and counts."""
+
+    url: str
+    api_key_env: str | None = None
+    tokenizer: str | None = None
+    concurrency: int = 8
+    request_timeout_s: float = 600.0
+    max_retries: int = 5
+
+    def __post_init__(self):
+        if not re.match(r"^https?://[^/\s]+", self.url or ""):
+            raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
+        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
+            raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
+                              hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)")
+        if self.concurrency < 1:
+            raise ConfigError(f"--concurrency must be >= 1, got {self.concurrency}")
+        if not self.request_timeout_s > 0:
+            raise ConfigError(f"--request-timeout must be > 0 seconds, got {self.request_timeout_s}")
+        if self.max_retries < 0:
+            raise ConfigError(f"--max-retries must be >= 0, got {self.max_retries}")
+
+    def api_key(self) -> str:
+        if self.api_key_env is None:
+            return os.environ.get("OPENAI_API_KEY") or "none"  # local servers take any key
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ConfigError(f"--api-key-env {self.api_key_env}: the variable is not set",
+                              hint=f"export {self.api_key_env}=... before running")
+        return key
+
+
+def check_api(backend: str, api: ApiSettings | None) -> None:
+    """``--backend openai`` needs ``--api-url``, and only it takes one."""
+    if backend == API_BACKEND and api is None:
+        raise ConfigError("--backend openai needs --api-url", hint="e.g. --api-url http://127.0.0.1:8000/v1")
+    if api is not None and backend != API_BACKEND:
+        raise ConfigError(f"--api-url is for --backend openai, not {backend}", hint="pass --backend openai")
+
+
+def api_identity(model: str, api: ApiSettings) -> str:
+    """What a served model is, to tell runs apart: the URL, the served name and the tokenizer."""
+    from e1.store.results import model_identity
+
+    tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
+    return f"{api.url.rstrip('/')} | {model} | {tokenizer}"
+
+
+class OpenAIEngine(RowEngine):
+    """Without ``--tokenizer`` (``tokenizer`` a :class:`ChatMessages`) prompts are chat messages and
+    counts come from the replies."""
+
+    def __init__(self, caller: Caller, settings: ApiSettings, model: str, tokenizer, markers: Markers, server: str,
+                 max_context: int | None, modes: Sequence[Mode] = ()):
+        self.caller, self.settings, self.model = caller, settings, model
+        self.tokenizer, self.markers, self.server, self.max_context = tokenizer, markers, server, max_context
+        self.chat = isinstance(tokenizer, ChatMessages)  # no --tokenizer: the server applies the template
+        self.methods = {str(mode): self.method(mode) for mode in modes}  # refuses a mode the server cannot do
+
+    @classmethod
+    def load(cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *, think_start: str | None = None,
+             think_end: str | None = None, journal: Path | None = None) -> OpenAIEngine:
+        """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
+        import openai
+
+        client = openai.OpenAI(base_url=settings.url, api_key=settings.api_key(), timeout=settings.request_timeout_s,
+                               max_retries=settings.max_retries)
+        tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
+        if settings.tokenizer:
+            from e1.engine.hf import _generation_eos, load_tokenizer
+            from e1.engine.markers import resolve_markers
+
+            tokenizer = load_tokenizer(settings.tokenizer)
+            markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
+        max_context = _served_context(client, model, settings.url)
+        server = _probe(Caller(client), model, chat=settings.tokenizer is None)
+        return cls(Caller(client, ReplyJournal(journal)), settings, model, tokenizer, markers, server, max_context,
+                   [Mode.parse(m) for m in modes])
+
+    def method(self, mode: Mode | str) -> str:
+        """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
+        mode = Mode.parse(mode)
+        if self.server == BUDGET_SERVER:
+            if mode.wait:
+                raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: replacing a natural end with "
+                                  "'Wait' needs the server to stop there, which a budget server does not",
+                                  hint="use budget-forcing without wait=, or a local backend")
+            return BUDGET_FIELDS
+        if mode.name in ("truncate", "none"):
+            return ONE_CALL
+        if self.chat:
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
+                              "and forcing the end marker needs the prompt as text",
+                              hint="pass --tokenizer (the served model's) for the two-call method, or serve with e1 serve")
+        if mode.grace or mode.wait:
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget",
+                              hint="grace= and wait= need e1 serve (grace) or a local backend")
+        return TWO_CALLS
+
+    def describe(self) -> dict:
+        """What config.json records: where, what, and the method each mode used."""
+        prompts = ("chat messages, /v1/chat/completions" if self.chat
+                   else f"chat template of {self.settings.tokenizer}, /v1/completions")
+        return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
+                "methods": dict(self.methods), "concurrency": self.settings.concurrency,
+                "max_retries": self.settings.max_retries, "request_timeout_s": self.settings.request_timeout_s}
+
+    def finish_run(self) -> None:
+        """The run's samples are all stored: the journal of replies is no longer needed."""
+        self.caller.journal.remove()
+
+    def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
+                 progress=None, seeds: Sequence[int] | None = None,
+                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
+        from e1.engine.sampling import prompt_seeds, sample_seed
+
+        if prefixes is not None:
+            raise ConfigError("the openai backend cannot follow another row's tokens",
+                              hint="e1 sweep draws every cell on its own with this backend")
+        mode = Mode.parse(mode)
+        method = self.methods.get(str(mode)) or self.method(mode)
+        texts, prompt_ids, rows = self._prompts(prompts, budget, mode, n)
+        per_prompt = prompt_seeds(sampling, len(texts), seeds)
+        run = {BUDGET_FIELDS: self._budget_row, TWO_CALLS: self._two_call_row, ONE_CALL: self._one_call_row}[method]
+        tasks = []
+        for p, j in rows:
+            task = functools.partial(run, texts[p], prompt_ids[p] if prompt_ids else None, (p, j), budget, mode,
+                                     sampling, sample_seed(per_prompt[p], j))
+            task.row = (p, j)
+            tasks.append(task)
+        completions = run_rows(tasks, self.settings.concurrency)
+        if progress:
+            progress(len(rows))
+        return completions
+
+    def _prompts(self, prompts, budget: Budget, mode: Mode, n: int):
+        """(prompt texts, their ids or None, the (prompt, sample) rows)."""
+        if self.chat:
+            if n < 1:
+                raise ConfigError(f"n must be >= 1, got {n}")
+            if not all(isinstance(p, str) for p in prompts):
+                raise ConfigError("token-id prompts need the tokenizer", hint="pass --tokenizer")
+            return list(prompts), None, [(p, j) for p in range(len(prompts)) for j in range(n)]
+        mode, prompt_ids, rows = self.prepare(prompts, budget, mode, Sampling(), n)
+        texts = [p if isinstance(p, str) else self.tokenizer.decode(ids, skip_special_tokens=False)
+                 for p, ids in zip(prompts, prompt_ids)]
+        return texts, prompt_ids, rows
+
+    def _body(self, row_seed: int, call: int, sampling: Sampling, **fields) -> dict:
+        from e1.engine.sampling import derive_seed
+
+        body = {"model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p,
+                "seed": derive_seed(row_seed, call) >> 1, **fields}  # >> 1: a signed 64-bit value, as vLLM takes
+        if sampling.top_k:
+            body["top_k"] = sampling.top_k
+        return body
+
+    def _call(self, endpoint: str, body: dict) -> tuple[dict, dict]:
+        """(the first choice, usage) of a reply."""
+        reply = self.caller.call(endpoint, body)
+        choice = reply["choices"][0]
+        if not isinstance(choice, dict):
+            raise RequestError(f"the reply's choice is not an object: {str(choice)[:200]!r}")
+        return choice, reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+
+    # ---- a server that takes e1's budgets: one request, exact -------------------------------
+
+    def _budget_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
+                    row_seed: int) -> Completion:
+        fields = {MODE_FIELD: str(mode)}
+        if mode.name == "none":
+            fields["max_tokens"] = sampling.max_tokens if ids is None else self.row_state(ids, budget, mode, sampling).max_new_tokens
+        else:
+            fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
+        if ids is None:
+            choice, usage = self._call("chat/completions", self._body(
+                row_seed, 0, sampling, **ChatMessages.request(text), **fields))
+            return reported_completion(choice, usage, row)
+        # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
+        choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True,
+                                                          **fields))
+        if not isinstance(choice.get("token_ids"), list):
+            raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
+                               hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer")
+        state = self.row_state(ids, budget, mode, sampling)
+        for token in choice["token_ids"]:
+            if state.done:
+                break
+            state.accept(int(token))
+        completion = self.completion(state, row[0], row[1], len(ids))
+        completion.finish_reason = completion.finish_reason or ("stop" if choice.get("finish_reason") == "stop" else "length")
+        check_report(choice.get("budget"), completion)
+        return completion
+
+    # ---- a plain server -----------------------------------------------------------------------
+
+    def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
+                      row_seed: int) -> Completion:
+        """Thinking with ``max_tokens=t`` that stops at the end marker, then the solution from
+        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that returns the
+        ids (vLLM) is continued from them, token for token (:meth:`_replay_two_calls`)."""
+        markers, think, think_tokens, natural = self.markers, "", 0, False
+        if budget.think > 0:
+            choice, usage = self._call("completions", self._body(
+                row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
+                skip_special_tokens=False, return_token_ids=True))
+            if isinstance(choice.get("token_ids"), list):
+                return self._replay_two_calls(choice["token_ids"], ids, row, budget, mode, sampling, row_seed)
+            think, think_tokens = str(choice.get("text") or ""), completion_tokens(usage)
+            if choice.get("finish_reason") == "stop":
+                natural = stopped_at(choice, markers.end_text)
+                if not natural:  # the end of sequence while thinking: the row is done
+                    return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
+        forced = not natural
+        opened = markers.opens_thinking(ids) or markers.start_text in think
+        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
+        answer = ANSWER_TEXT if forced and mode.name == "budget-forcing" else ""
+        choice, usage = self._call("completions", self._body(
+            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False))
+        finish = "stop" if choice.get("finish_reason") == "stop" else "length"
+        return self._text_completion(row, ids, think, answer + str(choice.get("text") or ""), think_tokens,
+                                     completion_tokens(usage), forced, True, finish, seam if forced else "")
+
+    def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
+                          sampling: Sampling, row_seed: int) -> Completion:
+        """The two calls on token ids: the thinking ids fed to the row's state (a natural end, an
+        end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
+        the solution continued from prompt + the row's ids and fed too: the local engines' records."""
+        state = self.row_state(ids, budget, mode, sampling)
+        for token in thinking:
+            if state.done:
+                break
+            state.accept(int(token))
+        while not state.done and state.forced_token() is not None:
+            state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
+        if not state.done:
+            choice, _ = self._call("completions", self._body(
+                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
+            for token in choice.get("token_ids") or []:
+                if state.done:
+                    break
+                state.accept(int(token))
+        completion = self.completion(state, row[0], row[1], len(ids))
+        completion.finish_reason = completion.finish_reason or "length"
+        return completion
+
+    def _one_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
+                      row_seed: int) -> Completion:
+        """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
+        if ids is None:
+            max_tokens = budget.total if mode.name == "truncate" else sampling.max_tokens
+            choice, usage = self._call("chat/completions", self._body(
+                row_seed, 0, sampling, **ChatMessages.request(text), max_tokens=max_tokens))
+            return chat_completion(choice, usage, row)
+        max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
+        choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
+                                                              skip_special_tokens=False))
+        output, total = str(choice.get("text") or ""), completion_tokens(usage)
+        think, marker, solution = output.partition(self.markers.end_text)
+        # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
+        think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
+        finish = "stop" if choice.get("finish_reason") == "stop" else "length"
+        return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
+                                     finish)
+
+    def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
+                         forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
+        """A record from a plain server's texts: ids re-tokenised (what the server saw at the seam),
+        texts decoded as the local engines decode them, counts as given (the replies' usage)."""
+        encode = functools.partial(self.tokenizer.encode, add_special_tokens=False)
+        think_ids = encode(think.replace(self.markers.start_text, ""))
+        marker_ids = encode(forced_text) if forced else (list(self.markers.end_ids) if closed else [])
+        solution_ids = encode(solution)
+        decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
+        return Completion(
+            prompt_index=row[0], sample_index=row[1], think_text=decode(think_ids), solution_text=decode(solution_ids),
+            prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
+            finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
+            forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
+            closed=closed)
+
+
+def _text_markers(think_start: str | None, think_end: str | None) -> Markers:
+    """Markers by text only (no tokenizer: chat messages; the server splits and counts)."""
+    return Markers(think_start or DEFAULT_START, think_end or DEFAULT_END, (), (), frozenset(), 0, (), ())
+
+
+def _served_context(client, model: str, url: str) -> int | None:
+    """The served model's context (vLLM lists ``max_model_len``); refuses a model the server does not serve."""
+    import openai
+
+    try:
+        cards = list(client.models.list())
+    except openai.NotFoundError:
+        return None  # a server without /v1/models
+    except openai.APIConnectionError as err:
+        raise ModelError(f"cannot reach {url}: {err}", hint="check --api-url and that the server is up") from err
+    except openai.APIStatusError as err:
+        raise ModelError(f"{url} refused to list its models (HTTP {err.status_code})",
+                         hint="check --api-key-env and --api-url") from err
+    served = {card.id: card for card in cards}
+    if served and model not in served:
+        from e1.errors import did_you_mean
+
+        raise ModelError(f"{url} does not serve {model!r}", hint=did_you_mean(model, served, "it serves"))
+    extra = getattr(served.get(model), "model_extra", None) or {}
+    context = extra.get("max_model_len")
+    return context if isinstance(context, int) and context > 0 else None
+
+
+def _probe(caller: Caller, model: str, chat: bool) -> str:
+    """One small request carrying e1's budget fields: a reply with ``budget`` means the server takes them."""
+    import openai
+
+    body = {"model": model, "max_tokens": 8, "temperature": 0, THINK_FIELD: 0, SOLVE_FIELD: 1, MODE_FIELD: "elastic"}
+    body.update({"messages": [{"role": "user", "content": "Hi"}]} if chat else {"prompt": "Hi"})
+    try:
+        reply = caller.call("chat/completions" if chat else "completions", body)
+    except RequestError as err:
+        if isinstance(err.__cause__, openai.BadRequestError):
+            return PLAIN_SERVER  # a server that refuses fields it does not know
+        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
+                         hint="check --api-url, --model (the served name) and --api-key-env") from err
+    choice = reply["choices"][0]
+    return BUDGET_SERVER if isinstance(choice, dict) and isinstance(choice.get("budget"), dict) else PLAIN_SERVER
