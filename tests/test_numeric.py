@@ -117,6 +117,7 @@ CONFIGS = [
     ("e1.serve.server", "ServeConfig", ("e1.serve.server:SERVE_NUMBERS",), {"model": "m"}),
     ("e1.demo.pipeline", "DemoConfig", ("e1.demo.pipeline:DEMO_NUMBERS",), {}),
     ("e1.report.elo", "FetchConfig", ("e1.report.elo:FETCH_NUMBERS",), {}),
+    ("e1.engine.api", "ApiSettings", ("e1.engine.api:API_NUMBERS",), {"url": "http://127.0.0.1:1/v1"}),
 ]
 
 

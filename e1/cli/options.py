@@ -118,8 +118,13 @@ class RunOptions:
 
     def api_settings(self):
         """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url)."""
-        from e1.engine.api import ApiSettings
+        from types import SimpleNamespace
 
+        from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings
+        from e1.numeric import check_numbers
+
+        values = {"concurrency": self.concurrency, "request_timeout_s": self.request_timeout, "max_retries": self.max_retries}
+        check_numbers(SimpleNamespace(**values), API_NUMBERS, API_FLAGS)  # checked even without --api-url
         if self.api_url is None:
             if self.tokenizer is not None or self.api_key_env is not None:
                 from e1.errors import ConfigError

@@ -39,6 +39,7 @@ from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
 from e1.engine.row_engine import RowEngine
 from e1.errors import ConfigError, ModelError
+from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
 # e1 serve's request fields (e1.serve.budgets; the engine layer may not import e1.serve)
@@ -47,6 +48,14 @@ BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+API_NUMBERS = {
+    "concurrency": Number(int, min=1, max=4096, hint="requests in flight at once, e.g. 8"),
+    "request_timeout_s": Number(float, min=0, max=86400, above=True, hint="seconds per request, e.g. 600"),
+    "max_retries": Number(int, min=0, max=100, hint="retries of a request on 429, 5xx and connection errors"),
+}
+API_FLAGS = {"concurrency": "--concurrency", "request_timeout_s": "--request-timeout", "max_retries": "--max-retries"}
 
 
 @dataclass(frozen=True)
@@ -68,12 +77,7 @@ class ApiSettings:
         if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
             raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
                               hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)")
-        if self.concurrency < 1:
-            raise ConfigError(f"--concurrency must be >= 1, got {self.concurrency}")
-        if not self.request_timeout_s > 0:
-            raise ConfigError(f"--request-timeout must be > 0 seconds, got {self.request_timeout_s}")
-        if self.max_retries < 0:
-            raise ConfigError(f"--max-retries must be >= 0, got {self.max_retries}")
+        check_numbers(self, API_NUMBERS, API_FLAGS)
 
     def api_key(self) -> str:
         if self.api_key_env is None:
@@ -242,10 +246,14 @@ class OpenAIEngine(RowEngine):
             if state.done:
                 break
             state.accept(int(token))
-        completion = self.completion(state, row[0], row[1], len(ids))
+        completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or ("stop" if choice.get("finish_reason") == "stop" else "length")
         check_report(choice.get("budget"), completion)
         return completion
+
+    def _record(self, state, row: tuple[int, int], ids) -> Completion:
+        """The record of one replayed row (prompt ``row[0]``, sample ``row[1]``)."""
+        return self.completions([state], [row], {row[0]: ids}, [0])[0]
 
     # ---- a plain server -----------------------------------------------------------------------
 
@@ -295,7 +303,7 @@ class OpenAIEngine(RowEngine):
                 if state.done:
                     break
                 state.accept(int(token))
-        completion = self.completion(state, row[0], row[1], len(ids))
+        completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
 
