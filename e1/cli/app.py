@@ -91,6 +91,19 @@ def _on_sigint(signum, frame) -> None:
     raise Interrupted(interrupted_message())  # now, while the run directories are still held
 
 
+def unexpected(err: Exception) -> tuple[str, int]:
+    """The line and exit code of a failure that is no :class:`E1Error`: a full disk (or quota,
+    read-only file system) where a library wrote for itself says so (1); anything else asks for a report (2)."""
+    from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno
+
+    code = disk_errno(err)
+    if code is None:
+        return f"{type(err).__name__}: {err} (set E1_DEBUG=1 for a traceback and please report it)", 2
+    reason, action = DISK_ERRNOS[code]
+    where = f" {err.filename}" if getattr(err, "filename", None) else ""
+    return f"cannot write{where}: {reason}; finished results up to here are kept ({action}, then {RESUME})", 1
+
+
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
@@ -113,7 +126,7 @@ def main() -> None:
     except Exception as err:  # an unexpected failure still gets one line, not a traceback
         if debug:
             raise
-        _fail(f"{type(err).__name__}: {err} (set E1_DEBUG=1 for a traceback and please report it)", 2)
+        _fail(*unexpected(err))
 
 
 if __name__ == "__main__":
