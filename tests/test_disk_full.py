@@ -134,8 +134,7 @@ def stored(name: str, out: Path) -> pd.DataFrame:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, code", [("eval", errno.ENOSPC), ("eval", errno.EIO), ("sweep", errno.EDQUOT),
-                                        ("sweep", errno.EFBIG), ("train", errno.EROFS), ("train", errno.ENOSPC)])
+@pytest.mark.parametrize("name, code", [("eval", errno.ENOSPC), ("sweep", errno.EDQUOT), ("train", errno.EROFS)])
 def test_a_command_stopped_by_a_full_disk_says_so_and_the_rerun_resumes(
         name, code, tiny_model_dir, problems_file, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
