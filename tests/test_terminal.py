@@ -1,0 +1,73 @@
+"""What the terminal shows: summary tables whose key cells are never cut, --help that documents
+each flag as it is typed and reads in whole paragraphs, runs without library deprecation noise."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from e1.budget import format_tokens
+from e1.report.ui import summary_table
+
+MODES = ["elastic", "truncate", "none", "budget-forcing", "budget-forcing:wait=2", "elastic:exit=qwen",
+         "elastic:exit=qwen:grace=32", "budget-forcing:wait=4:grace=16", "elastic:exit='Final answer:'"]
+FRACTION = st.one_of(st.floats(0, 1), st.just(math.nan))
+
+
+@st.composite
+def summaries(draw) -> pd.DataFrame:
+    """A summary frame as e1 writes it: a few rows of datasets x modes x budgets, any figures."""
+    count = draw(st.integers(1, 6))
+    rows = []
+    for _ in range(count):
+        low, high = sorted([draw(FRACTION), draw(FRACTION)])
+        rows.append(dict(
+            dataset=draw(st.from_regex(r"[a-z][a-z0-9_.\-]{0,15}", fullmatch=True)), mode=draw(st.sampled_from(MODES)),
+            think_budget=draw(st.sampled_from([0, 512, 1024, 1536, 3072, 32768]) | st.integers(0, 40000)),
+            solve_budget=draw(st.sampled_from([1024, 1536]) | st.integers(1, 40000)),
+            problems=draw(st.integers(1, 20000)), samples_per_problem=16, accuracy=draw(FRACTION), accuracy_ci_low=low,
+            accuracy_ci_high=high, pass_at_1=draw(FRACTION), pass_at_k=draw(FRACTION), maj_at_k=draw(FRACTION),
+            k=draw(st.sampled_from([1, 4, 16, 64])), mean_think_tokens=draw(st.floats(0, 40000)),
+            mean_solve_tokens=draw(st.floats(0, 40000)), mean_total_tokens=0.0, forced_rate=draw(st.floats(0, 1)),
+            natural_samples=1, natural_accuracy=draw(FRACTION), forced_samples=1, forced_accuracy=draw(FRACTION),
+            unanswered_rate=draw(st.floats(0, 1))))
+    return pd.DataFrame(rows)
+
+
+def rendered(renderable, width: int) -> list[str]:
+    console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))
+    console.print(renderable)
+    return console.export_text().splitlines()
+
+
+@settings(max_examples=80, deadline=None)
+@given(summary=summaries(), width=st.sampled_from([60, 80, 100, 120]))
+def test_every_key_cell_of_a_summary_table_is_shown_whole(summary, width):
+    lines = rendered(summary_table(summary, title="a model — elastic t=1k s=1k"), width)
+    assert all(len(line) <= width for line in lines)
+    cells = [line.split() for line in lines]
+    for row in summary.itertuples(index=False):
+        budget = f"{format_tokens(int(row.think_budget))}+{format_tokens(int(row.solve_budget))}"
+        mode = row.mode.split()  # a quoted exit text may hold a space
+        key = [row.dataset, *mode, budget]
+        assert any(words[: len(key)] == key for words in cells), (key, "\n".join(lines))
+    assert lines[1 if lines[0].strip() else 2].split()[:3] == ["dataset", "mode", "t+s"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(summary=summaries())
+def test_a_wide_terminal_shows_every_figure_and_a_narrow_one_names_what_it_left_out(summary):
+    k = int(summary["k"].max())
+    headers = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]
+    wide = "\n".join(rendered(summary_table(summary), 250))
+    assert all(header in wide for header in headers) and "left out" not in wide
+    narrow = " ".join(" ".join(rendered(summary_table(summary), 60)).split())
+    missing = [h for h in headers if f" {h} " not in f" {narrow.split('─')[0]} "]
+    if missing:
+        left_out = narrow.split("left out at this width: ")[1]
+        assert all(h in left_out for h in missing), (missing, narrow)
