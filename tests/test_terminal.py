@@ -71,3 +71,71 @@ def test_a_wide_terminal_shows_every_figure_and_a_narrow_one_names_what_it_left_
     if missing:
         left_out = narrow.split("left out at this width: ")[1]
         assert all(h in left_out for h in missing), (missing, narrow)
+
+
+def commands():
+    """Every command and group of e1, with its path: ("e1",), ("e1", "data", "prepare"), ..."""
+    import typer
+
+    from e1.cli.app import app
+
+    found, todo = [], [(("e1",), typer.main.get_command(app))]
+    while todo:
+        path, command = todo.pop()
+        found.append((path, command))
+        todo += [((*path, name), sub) for name, sub in getattr(command, "commands", {}).items()]
+    return sorted(found, key=lambda item: item[0])
+
+
+def help_text(path: tuple[str, ...], width: int = 200) -> str:
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+
+    result = CliRunner().invoke(app, [*path[1:], "--help"], prog_name="e1", env={"COLUMNS": str(width)})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+COMMANDS = commands()
+
+
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS])
+def test_every_flag_is_documented_as_it_is_typed_and_that_form_is_accepted(path, command):
+    import re
+
+    text = help_text(path)
+    assert "<bool>" not in text, text
+    ctx = command.context_class(command, info_name=path[-1])
+    flags = [param for param in command.get_params(ctx) if getattr(param, "is_flag", False)]
+    assert flags, "every command has at least --help"
+    for flag in flags:
+        for form, value in [(form, True) for form in flag.opts] + [(form, False) for form in flag.secondary_opts]:
+            row = next(line for line in text.splitlines() if re.search(rf"\s{re.escape(form)}\s", line))
+            assert not re.search(r"<\w+>", row), row  # no value type after a flag
+            opts, rest, _ = command.make_parser(ctx).parse_args([form])
+            assert rest == [] and opts[flag.name] is value, (form, opts, rest)
+
+
+@pytest.mark.parametrize("path, command", COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS])
+def test_help_paragraphs_reflow_to_the_terminal_width(path, command):
+    """At 200 columns a line of a paragraph ends only where the next word would not fit."""
+    width = 200
+    text = help_text(path, width)
+    description = [line.rstrip() for line in text.split("╭")[0].splitlines()]
+    for line, after in zip(description, description[1:]):
+        if not line.strip() or not after.strip() or line.lstrip().startswith("Usage:"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if len(after) - len(after.lstrip()) > indent:  # an example on its own line
+            continue
+        assert len(line) + 1 + len(after.split()[0]) > width - 4, f"a paragraph breaks after:\n{line}\n{after}"
+
+
+def test_reflow_joins_a_paragraphs_lines_and_keeps_examples_and_lists():
+    from e1.cli.help import reflow
+
+    text = "One line\nand its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\nModes:\n- elastic\n- truncate"
+    assert reflow(text) == ("One line and its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\n"
+                            "Modes:\n- elastic\n- truncate")
+    assert reflow("\b\nkept\nas is") == "\b\nkept\nas is" and reflow(None) is None
