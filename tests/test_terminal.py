@@ -139,3 +139,70 @@ def test_reflow_joins_a_paragraphs_lines_and_keeps_examples_and_lists():
     assert reflow(text) == ("One line and its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\n"
                             "Modes:\n- elastic\n- truncate")
     assert reflow("\b\nkept\nas is") == "\b\nkept\nas is" and reflow(None) is None
+
+
+def cache_renamed(model):
+    """The tiny model as transformers 5.24 presents it: its forward takes the KV cache as ``cache``
+    and warns when it is passed as ``past_key_values`` (a FutureWarning on every decoded token)."""
+    import warnings
+
+    import torch
+
+    class Renamed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.config = model, model.config
+
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=None,
+                    logits_to_keep=0, past_key_values=None, **kwargs):
+            if past_key_values is not None:
+                warnings.warn("`past_key_values` is deprecated and will be removed in version 5.40.0 for "
+                              "`Qwen2ForCausalLM.forward`. Use `cache` instead.", FutureWarning, stacklevel=2)
+                cache = past_key_values
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              past_key_values=cache, use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+
+    return Renamed()
+
+
+def test_decoding_and_training_pass_the_kv_cache_as_the_model_names_it(tiny_engine):
+    import warnings
+
+    import torch
+
+    from e1.budget import Budget
+    from e1.engine.base import Mode, Sampling
+    from e1.engine.hf import HFEngine
+    from e1.grpo.batches import MicroBatch, shared_prompt_logits
+
+    model = cache_renamed(tiny_engine.model)
+    engine = HFEngine(model, tiny_engine.tokenizer, tiny_engine.markers)
+    prompt = tiny_engine.tokenizer.encode("What is 2 + 2?")
+    ids = torch.tensor([prompt, prompt[1:] + prompt[:1]])  # [G=2, P]
+    completion = torch.tensor([[5, 6, 7]] * 4)  # [B=4, C=3]
+    batch = MicroBatch(rows=[0, 1, 2, 3], group_size=2, prompt_ids=ids, prompt_mask=torch.ones_like(ids),
+                       completion_ids=completion, completion_mask=torch.ones_like(completion),
+                       mask=torch.ones_like(completion), advantages=torch.zeros(4))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        completions = engine.generate([prompt] * 2, Budget(8, 4), Mode(), Sampling(temperature=1.0, seed=0))
+        logits = shared_prompt_logits(model, batch)
+    assert len(completions) == 2 and logits.shape[:2] == (4, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["eval", "sweep", "train"])
+def test_a_run_prints_no_deprecation_warning(name, tiny_model_dir, problems_file, tmp_path, capsys):
+    """Whatever transformers is installed: nothing it deprecates is called (warnings shown always)."""
+    import warnings
+
+    from tests.test_bad_inputs import run_main
+    from tests.test_disk_full import command
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        code, err = run_main(command(name, tiny_model_dir, problems_file, tmp_path / "run"), capsys)
+    assert code == 0, err
+    noise = [f"{w.category.__name__}: {w.message} ({w.filename})" for w in seen
+             if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    assert not noise and "Warning" not in err, noise or err
