@@ -232,3 +232,17 @@ def test_a_real_full_disk_stops_eval_and_train_with_one_line_and_both_resume(
     assert code == 0, err
     assert pd.read_parquet(out / "metrics.parquet")["step"].tolist() == [1, 2, 3]
     assert json.loads((out / "checkpoints" / "step_3" / "config.json").read_text())
+
+
+@pytest.mark.parametrize("code", ERRNOS)
+def test_a_library_writing_for_itself_on_a_full_disk_is_one_line_too(code):
+    """Where no e1 writer stood in between (a hub cache, a lock file), the CLI's last resort still
+    names the cause and exits 1, not "unexpected error ... please report it" (2)."""
+    from e1.cli.app import unexpected
+
+    line, exit_code = unexpected(OSError(code, os.strerror(code), "/cache/hub/model.bin"))
+    assert exit_code == 1 and "please report it" not in line
+    assert line.startswith("cannot write /cache/hub/model.bin: ") and DISK_ERRNOS[code][0] in line
+    assert "rerun the same command to resume" in line
+    line, exit_code = unexpected(ValueError("a bug"))
+    assert exit_code == 2 and "please report it" in line
