@@ -21,10 +21,12 @@ from e1.cli import eval as eval_cmd
 from e1.cli import serve as serve_cmd
 from e1.cli import sweep as sweep_cmd
 from e1.cli import train as train_cmd
+from e1.cli.help import Command, Group
 from e1.errors import E1Error
 
 app = typer.Typer(
     name="e1",
+    cls=Group,
     help=(
         "Elastic Reasoning under strict token budgets.\n\n"
         "Give a reasoning model [bold]t[/bold] thinking tokens and [bold]s[/bold] solution tokens, "
@@ -53,14 +55,14 @@ def root(
     """Elastic Reasoning under strict token budgets."""
 
 
-app.add_typer(data_cmd.app, name="data")
-app.command(name="eval", no_args_is_help=True)(eval_cmd.eval_command)
-app.command(name="train", no_args_is_help=True)(train_cmd.train_command)
-app.add_typer(elo_cmd.app, name="elo")
-app.command(name="demo")(demo_cmd.demo_command)
-app.command(name="sweep", no_args_is_help=True)(sweep_cmd.sweep_command)
-app.command(name="serve", no_args_is_help=True)(serve_cmd.serve_command)
-app.command(name="sweep-budgets", no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
+app.add_typer(data_cmd.app, name="data", cls=Group)
+app.command(name="eval", cls=Command, no_args_is_help=True)(eval_cmd.eval_command)
+app.command(name="train", cls=Command, no_args_is_help=True)(train_cmd.train_command)
+app.add_typer(elo_cmd.app, name="elo", cls=Group)
+app.command(name="demo", cls=Command)(demo_cmd.demo_command)
+app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_command)
+app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
+app.command(name="sweep-budgets", cls=Command, no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 
 def _fail(message: str, code: int) -> None:
@@ -91,6 +93,19 @@ def _on_sigint(signum, frame) -> None:
     raise Interrupted(interrupted_message())  # now, while the run directories are still held
 
 
+def unexpected(err: Exception) -> tuple[str, int]:
+    """The line and exit code of a failure that is no :class:`E1Error`: a full disk (or quota,
+    read-only file system) where a library wrote for itself says so (1); anything else asks for a report (2)."""
+    from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno
+
+    code = disk_errno(err)
+    if code is None:
+        return f"{type(err).__name__}: {err} (set E1_DEBUG=1 for a traceback and please report it)", 2
+    reason, action = DISK_ERRNOS[code]
+    where = f" {err.filename}" if getattr(err, "filename", None) else ""
+    return f"cannot write{where}: {reason}; finished results up to here are kept ({action}, then {RESUME})", 1
+
+
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
@@ -113,7 +128,7 @@ def main() -> None:
     except Exception as err:  # an unexpected failure still gets one line, not a traceback
         if debug:
             raise
-        _fail(f"{type(err).__name__}: {err} (set E1_DEBUG=1 for a traceback and please report it)", 2)
+        _fail(*unexpected(err))
 
 
 if __name__ == "__main__":

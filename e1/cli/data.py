@@ -15,10 +15,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from e1.cli.help import Command, Group
 from e1.cli.options import DataDirOpt, nonempty_path
 from e1.errors import DataError
 
 app = typer.Typer(
+    cls=Group,
     help=(
         "List and prepare datasets: each becomes [bold]<data dir>/<name>.parquet[/bold] with columns "
         "id, dataset, problem, answer, task, task_version.\n\n"
@@ -58,7 +60,7 @@ StartDateOpt = _text_option("--start-date", "livecodebench: first contest day ke
 EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD (default 2025-02-01).")
 
 
-@app.command("list")
+@app.command("list", cls=Command)
 def list_command(data_dir: DataDirOpt = None) -> None:
     """Show the registered benchmarks and which of them are prepared.
 
@@ -81,7 +83,7 @@ def list_command(data_dir: DataDirOpt = None) -> None:
         console.print(f"also prepared from local files: {', '.join(local)}")
 
 
-@app.command("prepare", no_args_is_help=True)
+@app.command("prepare", cls=Command, no_args_is_help=True)
 def prepare_command(
     names: NamesArg = None,
     out: OutDirOpt = None,

@@ -14,11 +14,13 @@ from typing import Annotated
 
 import typer
 
+from e1.cli.help import Command, Group
 from e1.cli.options import nonempty_path
 
 from e1.errors import ConfigError
 
 app = typer.Typer(
+    cls=Group,
     help=(
         "Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline.\n\n"
         "Example, fetch once: [cyan]e1 elo fetch --contests 1971,1972 --out cf --population[/cyan]\n\n"
@@ -81,7 +83,7 @@ def elo_command(
         Console().print(elo_table(estimate, min_participants))
 
 
-@app.command("fetch", no_args_is_help=True)
+@app.command("fetch", cls=Command, no_args_is_help=True)
 def fetch_command(
     contests: Annotated[str, typer.Option("--contests", "-c", help="Contest ids, comma-separated: 1971,1972.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the contest files.", parser=nonempty_path("--out"))],

@@ -123,6 +123,7 @@ class HFEngine(RowEngine):
         # the prefill needs only the last position's logits; models that can skip the rest say so
         accepts = "logits_to_keep" in inspect.signature(model.forward).parameters
         self._last_logit_only = {"logits_to_keep": 1} if accepts else {}
+        self._cache = cache_keyword(model)
         self._sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
 
     @classmethod
@@ -193,7 +194,7 @@ class HFEngine(RowEngine):
             length = cache.get_seq_length() + 1  # keys the new token attends to: the cache and itself
             mask = _with_room(mask, length)  # [B, >= length]; the columns past the prompt are all True
             logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :length]),
-                                position_ids=next_pos.unsqueeze(-1), past_key_values=cache,
+                                position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
                                 use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
 
@@ -213,7 +214,7 @@ class HFEngine(RowEngine):
         ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
         cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **{self._cache: cache},
                             use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
         expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
         cache.batch_select_indices(expand)
@@ -263,6 +264,18 @@ def _with_room(mask: torch.Tensor, length: int) -> torch.Tensor:
 def _grown_capacity(needed: int, capacity: int, limit: int) -> int:
     """Double the capacity (at least to ``needed``), never past ``limit`` unless ``needed`` is."""
     return max(needed, min(2 * capacity, limit))
+
+
+def cache_keyword(model) -> str:
+    """The keyword under which ``model``'s forward takes its KV cache: ``cache`` from transformers
+    5.24, where ``past_key_values`` still works but warns (a FutureWarning on every decoded token);
+    ``past_key_values`` before it. A DeepSpeed engine is asked about the model it wraps."""
+    forward = getattr(getattr(model, "module", model), "forward", None)
+    try:
+        parameters = inspect.signature(forward).parameters
+    except (TypeError, ValueError):  # a forward without a signature: the name every version takes
+        return "past_key_values"
+    return "cache" if "cache" in parameters else "past_key_values"
 
 
 def growing_cache(max_length: int):

@@ -118,11 +118,14 @@ def shared_prompt_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     completion tokens are forwarded, positions continuing from the prompt."""
     from transformers import DynamicCache
 
+    from e1.engine.hf import cache_keyword
+
     k, width = mb.group_size, mb.completion_ids.shape[1]
+    keyword = cache_keyword(model)
     prompt_positions = (mb.prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [G, P]
     cache = DynamicCache()
     first = model(input_ids=mb.prompt_ids, attention_mask=mb.prompt_mask, position_ids=prompt_positions,
-                  past_key_values=cache, use_cache=True, logits_to_keep=1).logits  # [G, 1, V]
+                  **{keyword: cache}, use_cache=True, logits_to_keep=1).logits  # [G, 1, V]
     first = first.repeat_interleave(k, 0)  # [B, 1, V]  the prompt's last token predicts completion token 0
     if width == 1:
         return first  # [B, 1, V]
@@ -131,7 +134,7 @@ def shared_prompt_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     start = mb.prompt_mask.sum(-1).repeat_interleave(k).unsqueeze(-1)  # [B, 1]
     positions = start + torch.arange(width - 1, device=start.device)  # [B, C-1]
     rest = model(input_ids=mb.completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
-                 past_key_values=cache, use_cache=True).logits  # [B, C-1, V]  the last token predicts nothing
+                 **{keyword: cache}, use_cache=True).logits  # [B, C-1, V]  the last token predicts nothing
     return torch.cat([first, rest], dim=1)  # [B, C, V]
 
 

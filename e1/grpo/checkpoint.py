@@ -41,20 +41,37 @@ class TrainerState:
 
 def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer) -> Path:
     """``checkpoints/step_N``: every rank adds its optimizer shard (ZeRO), rank 0 writes the model
-    folder from :meth:`full_weights` (a collective under ZeRO-3: all ranks enter) and renames it."""
+    folder from :meth:`full_weights` (a collective under ZeRO-3: all ranks enter) and renames it.
+    A full disk is a :class:`e1.store.disk.DiskError` that names the checkpoints kept."""
+    from e1.store.disk import disk_errors
+
     root = config.out / CHECKPOINTS
     final, tmp = root / f"step_{state.step}", root / f".step_{state.step}.tmp"
+    kept, resume = _kept(config.out)
     if strategy.rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
     strategy.barrier()
-    optimizer = strategy.save_optimizer(tmp)  # None under ZeRO: the shards are in tmp/deepspeed
-    strategy.barrier()
-    with strategy.full_weights() as module:
+    try:
+        with disk_errors(final, kept, resume):  # judged before tmp goes: torch's error needs the full disk
+            optimizer = strategy.save_optimizer(tmp)  # None under ZeRO: the shards are in tmp/deepspeed
+            strategy.barrier()
+            with strategy.full_weights() as module:
+                if strategy.rank == 0:
+                    _write(module, tokenizer, {"state": vars(state).copy(), "optimizer": optimizer}, tmp, final)
+                    _prune(config)
+    except BaseException:
         if strategy.rank == 0:
-            _write(module, tokenizer, {"state": vars(state).copy(), "optimizer": optimizer}, tmp, final)
-            _prune(config)
+            shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would only hold the space
+        raise
     strategy.barrier()
     return final
+
+
+def _kept(out: Path) -> tuple[str, str]:
+    """What a failed save leaves, and how to go on from it."""
+    found = checkpoints(out)
+    kept = f"checkpoints up to {found[-1].name} are kept" if found else "no checkpoint is kept yet"
+    return kept, "rerun the same command with --resume to continue"
 
 
 def _write(module: torch.nn.Module, tokenizer, saved: dict, tmp: Path, final: Path) -> None:
@@ -120,7 +137,8 @@ def write_metrics(out: Path, rows: list[dict]) -> None:
 
     from e1.store.results import write_parquet
 
-    write_parquet(pd.DataFrame(rows), out / METRICS)
+    kept, resume = _kept(out)
+    write_parquet(pd.DataFrame(rows), out / METRICS, kept=f"{METRICS} is unchanged and {kept}", resume=resume)
 
 
 def checkpoints(out: Path) -> list[Path]:

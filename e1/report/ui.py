@@ -154,39 +154,72 @@ def results_line(out: Path, *files: str) -> str:
 
 
 def summary_table(summary, title: str = "Results"):
-    """A rich Table of a summary DataFrame: rates in percent, token counts as means.
+    """A summary DataFrame as a rich table: rates in percent, token counts as means.
 
     Under avg@n, its 95% interval (bootstrap over problems); "forced" and "natural" are the shares
     of samples whose thinking was forced at t or ended by itself, each with its accuracy (✓)
     below; "no ans." is the share with no extracted answer. pass@1 is not shown: with the same n
-    for every problem it equals avg@n.
+    for every problem it equals avg@n. The key cells (model, dataset, mode, t+s) are always shown
+    whole: where the terminal is too narrow for every figure, the least needed columns are left
+    out (the caption names them) instead of cutting a key cell to "elast…".
     """
-    from rich import box
-    from rich.table import Table
+    from rich.markup import escape
 
     from e1.budget import format_tokens
 
     k = int(summary["k"].max()) if len(summary) else 1
+    keys = {column: [escape(str(value)) for value in summary[column]]
+            for column in ("model", "dataset", "mode") if column in summary.columns}
+    keys["t+s"] = [f"{format_tokens(int(t))}+{format_tokens(int(s))}"
+                   for t, s in zip(summary["think_budget"], summary["solve_budget"])]
+    rows = list(summary.itertuples(index=False))
+    figures = {  # most needed first: the last ones go first when the width is short
+        "avg@n": [_under(_percent(r.accuracy), f"{_percent(r.accuracy_ci_low)}–{_percent(r.accuracy_ci_high)}")
+                  for r in rows],
+        "think": [f"{r.mean_think_tokens:.0f}" for r in rows], "solve": [f"{r.mean_solve_tokens:.0f}" for r in rows],
+        "forced": [_under(f"{_percent(r.forced_rate, 0)}%", f"✓ {_percent(r.forced_accuracy)}") for r in rows],
+        f"pass@{k}": [_percent(r.pass_at_k) for r in rows], f"maj@{k}": [_percent(r.maj_at_k) for r in rows],
+        "natural": [_under(f"{_percent(1 - r.forced_rate, 0)}%", f"✓ {_percent(r.natural_accuracy)}") for r in rows],
+        "no ans.": [f"{_percent(r.unanswered_rate, 0)}%" for r in rows], "probs": [str(r.problems) for r in rows],
+    }
+    order = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]
     caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
-    table = Table(title=title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                  collapse_padding=True)
-    extra = [c for c in ("model",) if c in summary.columns]
-    for header in extra + ["dataset"]:
-        table.add_column(header, overflow="fold")
-    table.add_column("mode", no_wrap=True)
-    for header in ["t+s", "problems", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]:
-        table.add_column(header, justify="right", no_wrap=True)
-    for row in summary.itertuples(index=False):
-        table.add_row(
-            *[str(getattr(row, c)) for c in extra], row.dataset, row.mode,
-            f"{format_tokens(int(row.think_budget))}+{format_tokens(int(row.solve_budget))}", str(row.problems),
-            _under(_percent(row.accuracy), f"{_percent(row.accuracy_ci_low)}–{_percent(row.accuracy_ci_high)}"),
-            _percent(row.pass_at_k), _percent(row.maj_at_k), f"{row.mean_think_tokens:.0f}", f"{row.mean_solve_tokens:.0f}",
-            _under(f"{_percent(row.forced_rate, 0)}%", f"✓ {_percent(row.forced_accuracy)}"),
-            _under(f"{_percent(1 - row.forced_rate, 0)}%", f"✓ {_percent(row.natural_accuracy)}"),
-            f"{_percent(row.unanswered_rate, 0)}%",
-        )
-    return table
+    return FittedTable(title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1])
+
+
+class FittedTable:
+    """A table that fits the width it is printed at by leaving out whole columns, least needed
+    first (``shed``), and never by cutting the cells of its ``keys`` columns."""
+
+    def __init__(self, title: str, caption: str, keys: dict[str, list[str]], figures: dict[str, list[str]],
+                 shed: list[str]):
+        self.title, self.caption, self.keys, self.figures, self.shed = title, caption, keys, figures, shed
+
+    def table(self, hidden: frozenset = frozenset()):
+        from rich import box
+        from rich.table import Table
+
+        caption = self.caption + (f"; left out at this width: {', '.join(h for h in self.shed if h in hidden)}"
+                                  if hidden else "")
+        table = Table(title=self.title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
+                      padding=(0, 1, 0, 0), show_edge=False)
+        for header, cells in self.keys.items():
+            table.add_column(header, no_wrap=True, min_width=max(map(len, cells), default=0))
+        shown = [header for header in self.figures if header not in hidden]
+        for header in shown:
+            table.add_column(header, justify="right", no_wrap=True)
+        for index in range(len(next(iter(self.keys.values())))):
+            table.add_row(*[cells[index] for cells in self.keys.values()], *[self.figures[h][index] for h in shown])
+        return table
+
+    def __rich_console__(self, console, options):
+        hidden: frozenset = frozenset()
+        for header in [None, *self.shed]:
+            hidden = hidden | {header} - {None}
+            table = self.table(hidden)
+            if console.measure(table, options=options.update_width(1 << 16)).maximum <= options.max_width:
+                break
+        yield table
 
 
 def _under(value: str, detail: str) -> str:

@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e1.errors import ResultsError
+from e1.store.disk import RESUME, disk_errors
 
 CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 
@@ -53,28 +54,32 @@ SUMMARY_COLUMNS = GROUP_KEY + [
 ]
 
 
-def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = False) -> Path:
+def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = False,
+                 kept: str = "finished results up to here are kept", resume: str = RESUME) -> Path:
     """Call ``write(tmp)`` on a fresh sibling of ``path``, then rename it into place.
 
     The sibling is created as any new file or folder is (the user's umask sets its mode,
     unlike ``tempfile.mkstemp``'s 0600), so result files stay readable as the user expects.
     ``directory=True`` hands ``write`` an empty folder instead (a checkpoint) and replaces a
-    folder already at ``path``. On any failure the sibling is removed and ``path`` is untouched.
+    folder already at ``path``. On any failure the sibling is removed and ``path`` is untouched;
+    a full disk (or quota, read-only file system, ...) is a :class:`e1.store.disk.DiskError`
+    naming ``path``, what is ``kept`` and how to ``resume``.
 
         atomic_write(run_dir / "curves.png", lambda tmp: fig.savefig(tmp, format="png"))
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    if directory:
-        tmp.mkdir()
-    else:
-        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
     try:
-        write(tmp)
-        if directory and path.is_dir():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        with disk_errors(path, kept, resume):  # before the sibling goes: judging torch's error needs the full disk
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if directory:
+                tmp.mkdir()
+            else:
+                os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            write(tmp)
+            if directory and path.is_dir():
+                shutil.rmtree(path)
+            os.replace(tmp, path)
     except BaseException:
         if directory:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -84,8 +89,9 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
     return path
 
 
-def write_parquet(frame, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+def write_parquet(frame, path: Path, **what_is_kept: str) -> Path:
+    """``frame`` as ``path``, atomically; ``what_is_kept``: :func:`atomic_write`'s ``kept`` and ``resume``."""
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False), **what_is_kept)
 
 
 def write_text(text: str, path: Path) -> Path:

@@ -55,14 +55,16 @@ class SampleStore:
             return None
         path = self.parts_dir / f"part-r{self.writer}-{secrets.token_hex(8)}.parquet"
         frame = samples_frame(rows)
-        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False),
+                            kept="finished samples up to here are kept")
 
     def compact(self):
         """Fold the parts into ``samples.parquet`` (rows sorted by :data:`SAMPLE_KEY`, so the file
         is the same however many batches or ranks wrote it) and remove them; returns every sample."""
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         if self.parts_dir.exists():
-            atomic_write(self.out / SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False))
+            atomic_write(self.out / SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False),
+                         kept=f"every finished sample is kept (in {self.parts_dir})")
             shutil.rmtree(self.parts_dir)  # a kill before this line leaves duplicates the next read drops
         return samples
 
