@@ -34,7 +34,7 @@ from pathlib import Path
 from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
-from e1.errors import ConfigError, ResultsError
+from e1.errors import ConfigError
 from e1.eval.run import RUN_IDENTITY, EvalConfig
 from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
 from e1.report.ui import NullProgress
@@ -207,7 +207,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
 
     out, main = Path(config.out), group.ranks.main
     if main:
-        write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
+        write_json({**config.to_json(), "kind": "sweep", "e1_version": __version__}, out / CONFIG)
     load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)
     frames = []
@@ -240,9 +240,7 @@ def curves_frame(summary):
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
     """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
-    previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, what="sweep")
-    if previous is not None and "models" not in previous:
-        raise ResultsError(f"{out} holds a run that is not a sweep", hint="use another --out")
+    check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
 
 
 def _in_config_order(frame, config: SweepConfig):

@@ -24,9 +24,8 @@ import torch
 from e1.errors import ConfigError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
+from e1.store.results import CHECKPOINTS, METRICS
 
-METRICS = "metrics.parquet"
-CHECKPOINTS = "checkpoints"
 STATE = "trainer_state.pt"
 
 
@@ -42,8 +41,11 @@ class TrainerState:
 def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer) -> Path:
     """``checkpoints/step_N``: every rank adds its optimizer shard (ZeRO), rank 0 writes the model
     folder from :meth:`full_weights` (a collective under ZeRO-3: all ranks enter) and renames it."""
+    from e1.store.guard import check_alive
+
     root = config.out / CHECKPOINTS
     final, tmp = root / f"step_{state.step}", root / f".step_{state.step}.tmp"
+    check_alive(final)  # save_pretrained would make a vanished run directory again
     if strategy.rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
     strategy.barrier()
@@ -128,7 +130,7 @@ def check_run_dir(config: TrainConfig) -> Path | None:
     from e1.store.results import check_run_dir as check_identity
 
     out = config.out
-    previous = check_identity(out, config.to_json(), RUN_IDENTITY, what="training run")
+    previous = check_identity(out, config.to_json(), RUN_IDENTITY, kind="train")
     found = checkpoints(out)
     if not config.resume:
         if previous is not None or found:

@@ -150,7 +150,7 @@ class Trainer:
         strategy = parallel_strategy(config, model, rank, world)
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
-            write_json({**config.to_json(), "e1_version": __version__, "resumed_from": latest and str(latest),
+            write_json({**config.to_json(), "kind": "train", "e1_version": __version__, "resumed_from": latest and str(latest),
                         "world_size": world}, config.out / "config.json")
         batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
                           inputs.instruct)

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from e1.errors import ResultsError
+from e1.store.guard import guard
 
 LOCK_NAME = ".e1.lock"
 _HELD: set[str] = set()  # directories this process holds (POSIX locks do not conflict within one process)
@@ -45,7 +46,8 @@ def run_lock(out: Path, command: str):
     _HELD.add(key)
     try:
         _write_holder(fd, command)
-        yield
+        with guard(out):  # every write into out checks it is still this directory (e1.store.guard)
+            yield
     finally:
         _HELD.discard(key)
         (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
