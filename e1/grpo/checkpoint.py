@@ -140,3 +140,13 @@ def check_run_dir(config: TrainConfig) -> Path | None:
         raise ConfigError(f"--resume: {out} holds no training run to continue",
                           hint="check the --out path, or leave out --resume to start one")
     return found[-1] if found else None
+
+
+def check_data(config: TrainConfig, problems) -> dict[str, str]:
+    """The training problems' fingerprint (:func:`e1.data.identity.fingerprint`), refused when the run
+    directory recorded another one: a resumed run must continue on the problems it began with.
+    Returns the fingerprints ``config.json`` records."""
+    from e1.data.identity import fingerprint
+    from e1.store.results import check_datasets
+
+    return check_datasets(config.out, {str(problems["dataset"].iloc[0]): fingerprint(problems)})

@@ -181,7 +181,7 @@ def check_datasets(out: Path, fingerprints: dict[str, str]) -> dict[str, str]:
     for name, digest in fingerprints.items():
         if recorded.get(name, digest) != digest:
             raise ResultsError(
-                f"{out} holds results of dataset '{name}' for other problems (they changed since that run: "
+                f"{out} holds a run on other problems of dataset '{name}' (they changed since: "
                 f"{recorded[name]}, now {digest})",
                 hint=f"use another --out, or restore '{name}' as it was to resume")
     return {**recorded, **fingerprints}
