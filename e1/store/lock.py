@@ -43,6 +43,7 @@ def run_lock(out: Path, command: str):
         raise ResultsError(f"{out} is already in use by this process", hint="use another --out")
     created = not out.exists()
     fd = _locked(out)
+    taken = os.stat(out).st_ino
     _HELD.add(key)
     try:
         _write_holder(fd, command)
@@ -52,7 +53,7 @@ def run_lock(out: Path, command: str):
         _HELD.discard(key)
         (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
         os.close(fd)  # releases the lock
-        if created:
+        if created and _inode(out) == taken:  # not a directory made there by someone else since
             _remove_if_empty(out)  # a run refused before writing anything leaves nothing behind
 
 
@@ -84,6 +85,13 @@ def _locked(out: Path) -> int:
             os.close(fd)
             raise
         os.close(fd)
+
+
+def _inode(out: Path) -> int | None:
+    try:
+        return os.stat(out).st_ino
+    except OSError:
+        return None
 
 
 def _remove_if_empty(out: Path) -> None:
