@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
@@ -27,7 +27,10 @@ from e1.store.samples import SampleStore
 from tests.fakes import ScriptedModel
 from tests.test_bad_inputs import run_main
 
-GENERATED = settings(max_examples=12, deadline=None, derandomize=True,
+# each example runs e1 end to end (a second or so): a dozen per class, no shrinking (a failure is reported
+# as generated, in seconds), and no example database written into the repository
+GENERATED = settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                     phases=(Phase.explicit, Phase.generate),
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
