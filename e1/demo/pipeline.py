@@ -87,7 +87,8 @@ def run_demo(config: DemoConfig, progress=None) -> DemoResult:
     check_run_dir(out, {}, (), kind="demo")  # each stage checks its own folder when it runs
     with run_lock(out, "e1 demo"):
         if not (out / CONFIG).exists():
-            write_json({"kind": "demo", "e1_version": __version__, "seed": config.seed, "fast": config.fast}, out / CONFIG)
+            record = {"kind": "demo", "e1_version": __version__, "seed": config.seed, "fast": config.fast}
+            write_json(record, out / CONFIG)
         return _stages(config, progress)
 
 

@@ -153,8 +153,9 @@ class Trainer:
         strategy = parallel_strategy(config, model, rank, world)
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
-            write_json({**config.to_json(), "kind": "train", "e1_version": __version__, "resumed_from": latest and str(latest),
-                        "world_size": world, FINGERPRINTS: fingerprints}, config.out / "config.json")
+            write_json({**config.to_json(), "kind": "train", "e1_version": __version__,
+                        "resumed_from": latest and str(latest), "world_size": world, FINGERPRINTS: fingerprints},
+                       config.out / "config.json")
         batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
                           inputs.instruct)
         scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward, sandbox=config.sandbox)

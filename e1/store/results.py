@@ -104,7 +104,8 @@ KINDS = {"eval": "an eval run", "sweep": "a sweep", "train": "a training run", "
 METRICS, CHECKPOINTS = "metrics.parquet", "checkpoints"
 
 
-def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run", kind: str | None = None) -> dict | None:
+def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run",
+                  kind: str | None = None) -> dict | None:
     """Refuse a run directory whose ``config.json`` records another run; return that record (None if new).
 
     With ``kind`` (a key of :data:`KINDS`), a directory holding another kind of run is refused
@@ -144,8 +145,10 @@ def _record(path: Path) -> dict | None:
 def _check_kind(out: Path, previous: dict | None, kind: str) -> None:
     held = run_kind(out, previous)
     if held is not None and held != kind:
-        raise ResultsError(f"{out} holds {KINDS.get(held, held)}, not {KINDS[kind]}",
-                           hint="use another --out: a run directory holds one kind of run")
+        hint = "use another --out: a run directory holds one kind of run"
+        if held == "train" and kind == "eval":
+            hint += f" (a checkpoint is evaluated with --model {out / CHECKPOINTS}/step_N)"
+        raise ResultsError(f"{out} holds {KINDS.get(held, held)}, not {KINDS[kind]}", hint=hint)
 
 
 def run_kind(out: Path, record: dict | None = None) -> str | None:
