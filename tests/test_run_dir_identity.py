@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -51,6 +52,11 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return path
+
+
+def older(record: dict) -> dict:
+    """A config.json as e1 0.2 wrote it: no kind, no dataset fingerprints."""
+    return {key: value for key, value in record.items() if key not in ("kind", "dataset_fingerprints")}
 
 
 def eval_config(out: Path, *datasets, **kw) -> EvalConfig:
@@ -169,20 +175,33 @@ def test_a_benchmark_prepared_again_with_other_problems_is_refused(tmp_path, tin
 
 
 def test_fingerprints_accumulate_over_runs_and_old_directories_gain_them(tmp_path, tiny_engine):
-    from e1.store.results import FINGERPRINTS
-
     first, second, out = write_jsonl(tmp_path / "first.jsonl", problems(0)), tmp_path / "second.jsonl", tmp_path / "run"
     write_jsonl(second, problems(1))
     evaluate(eval_config(out, first), engine=boxed(tiny_engine))
     record = json.loads((out / "config.json").read_text())
-    del record[FINGERPRINTS], record["kind"]  # as e1 0.2 wrote it
-    (out / "config.json").write_text(json.dumps(record))
+    (out / "config.json").write_text(json.dumps(older(record)))
     evaluate(eval_config(out, first), engine=boxed(tiny_engine))  # nothing to generate: the record gains what it lacked
     assert json.loads((out / "config.json").read_text())["kind"] == "eval"
     evaluate(eval_config(out, second), engine=boxed(tiny_engine))  # another dataset into the same run
     write_jsonl(first, problems(2))
     with pytest.raises(ResultsError, match="other problems of dataset 'first'"):
         evaluate(eval_config(out, first), engine=boxed(tiny_engine))
+
+
+def test_a_training_run_resumed_on_changed_problems_is_refused(tiny_model_dir, tmp_path):
+    from e1.grpo.config import TrainConfig
+    from e1.grpo.trainer import train
+
+    data, out = write_jsonl(tmp_path / "p.jsonl", problems(0, 4)), tmp_path / "run"
+    config = TrainConfig(model=str(tiny_model_dir), data=str(data), out=out, think=4, solve=4, steps=1,
+                         prompts_per_step=2, samples_per_prompt=2, mini_batch_prompts=2, micro_batch=4, temperature=1.0,
+                         save_every=1, lr=1e-2)
+    train(config, reward=lambda completions, answers, **_: [1.0, 0.0] * (len(completions) // 2))
+    write_jsonl(data, edited(problems(0, 4), "answer", 1))
+    before = files_of(out)
+    with pytest.raises(ResultsError, match="other problems of dataset 'p'"):
+        train(replace(config, steps=2, resume=True))
+    assert files_of(out) == before
 
 
 # ---- 3. a run whose directory vanished stops at its next write ----
@@ -292,10 +311,7 @@ def make_demo(root: Path, tiny_engine, old: bool) -> Path:
 
 
 def strip_kind(out: Path) -> Path:
-    from e1.store.results import FINGERPRINTS
-
-    record = json.loads((out / "config.json").read_text())
-    (out / "config.json").write_text(json.dumps({k: v for k, v in record.items() if k not in ("kind", FINGERPRINTS)}))
+    (out / "config.json").write_text(json.dumps(older(json.loads((out / "config.json").read_text()))))
     return out
 
 
