@@ -7,6 +7,12 @@ place, so a kill at any moment leaves the previous complete file. Units: every r
 file (accuracy, pass@k, forced_rate, tests_passed) is a fraction in [0, 1]; only rendered
 tables and plots show percent (:mod:`e1.report.ui`, :mod:`e1.report.plots`).
 
+A run directory knows what it holds: ``config.json`` records its ``kind`` (:data:`KINDS`; read
+off the files of directories written before), the model's identity and each dataset's
+fingerprint, and :func:`check_run_dir` / :func:`check_datasets` refuse a run that would mix
+with another. Writes into a run directory whose run is under way check that it is still the
+directory the run took (:mod:`e1.store.guard`).
+
     write_parquet(frame, run_dir / SAMPLES)
 """
 
