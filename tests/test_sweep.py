@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -240,10 +241,18 @@ def counted_loads(monkeypatch):
     return loads
 
 
+def other_model(model, path):
+    """A copy of ``model`` that is another model by its fingerprint (its config has one more key)."""
+    shutil.copytree(model, path)
+    config = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**config, "e1_test_variant": 1}))
+    return path
+
+
 def test_sweep_command_end_to_end_on_two_tiny_models(tmp_path, problems_file, tiny_model_dir, counted_loads):
     (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
     (tmp_path / "a" / "tiny").symlink_to(tiny_model_dir)
-    (tmp_path / "b" / "tiny").symlink_to(tiny_model_dir)
+    other_model(tiny_model_dir, tmp_path / "b" / "tiny")  # two models (one model twice is refused)
     out = tmp_path / "sweep"
     args = ["sweep", "--model", str(tmp_path / "a" / "tiny"), "--model", str(tmp_path / "b" / "tiny"),
             "--datasets", str(problems_file), "--think", "0,8", "--solve", "8", "--modes", "elastic,truncate",

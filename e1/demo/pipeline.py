@@ -85,11 +85,18 @@ class DemoResult:
 def run_demo(config: DemoConfig, progress=None) -> DemoResult:
     """Every stage, resuming finished ones; ``config.out`` is held by this process throughout
     (a second `e1 demo` into it is refused, naming this one)."""
-    from e1.store.preflight import check_writable
+    from e1 import __version__
     from e1.store.lock import run_lock
+    from e1.store.preflight import check_writable
+    from e1.store.results import CONFIG, check_run_dir, write_json
 
-    check_writable(config.out)
-    with run_lock(Path(config.out), "e1 demo"):
+    out = Path(config.out)
+    check_writable(out)
+    check_run_dir(out, {}, (), kind="demo")  # each stage checks its own folder when it runs
+    with run_lock(out, "e1 demo"):
+        if not (out / CONFIG).exists():
+            record = {"kind": "demo", "e1_version": __version__, "seed": config.seed, "fast": config.fast}
+            write_json(record, out / CONFIG)
         return _stages(config, progress)
 
 

@@ -19,6 +19,7 @@ and the first failure.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 from e1.sandbox import backend_name
 from e1.report.metrics import summarize
-from e1.store.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
+from e1.store.results import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.report.ui import NullProgress
 
@@ -124,7 +125,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
 
     group = group or current_group(eval_tp(config), config.device)
     preflight(config, model=engine is None)
-    check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY)
+    check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
     with group_lock(Path(config.out), "e1 eval", group):
         return _evaluate(config, engine, progress or NullProgress(), group)
 
@@ -134,7 +135,9 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     from e1.store.samples import SampleStore
 
     out, ranks = Path(config.out), group.ranks
-    datasets = _load_datasets(config)
+    datasets, fingerprints = _load_datasets(config)
+    record = {**config.to_json(), "kind": "eval", "e1_version": __version__,
+              FINGERPRINTS: check_datasets(out, fingerprints)}
     store = SampleStore(out, writer=ranks.rank)
     todo = _pending(datasets, store.keys(), config)
     group.barrier()  # every rank listed the same work before any rank writes
@@ -144,14 +147,13 @@ def _evaluate(config: EvalConfig, engine, progress, group):
             with progress.stage(f"loading {config.model}"):
                 engine = load_engine_for(config, ranks)
         if ranks.main:
-            write_json({**config.to_json(), "e1_version": __version__, "markers": _marker_info(engine),
-                        **_api_info(engine, config)}, out / CONFIG)
+            write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config)}, out / CONFIG)
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
         _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
         if config.api is not None:
             engine.finish_run()  # every reply is in the store now
-    elif ranks.main and not (out / CONFIG).exists():
-        write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
+    elif ranks.main:
+        _record_datasets(out, record)
     group.barrier()  # every part is written
     samples = summary = None
     if ranks.main:
@@ -162,13 +164,28 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     return samples, summary
 
 
-def _load_datasets(config: EvalConfig) -> dict:
-    from e1.data import load_dataset
+def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
+    """The datasets by name (two datasets under one name are refused: :mod:`e1.data.identity`) and
+    the fingerprint of each, taken over the whole dataset (``--limit`` does not change it)."""
+    from e1.data.identity import fingerprint, load_datasets
 
-    datasets = {spec: load_dataset(spec, config.data_dir) for spec in config.datasets}
+    datasets = load_datasets(config.datasets, config.data_dir)
+    fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
     if config.limit:
-        datasets = {spec: frame.head(config.limit) for spec, frame in datasets.items()}
-    return datasets
+        datasets = {name: frame.head(config.limit) for name, frame in datasets.items()}
+    return datasets, fingerprints
+
+
+def _record_datasets(out: Path, record: dict) -> None:
+    """A run with nothing left to generate writes ``config.json`` only when it lacks something:
+    when there is none, or its kind or a dataset's fingerprint is not recorded yet."""
+    from e1.store.results import write_json
+
+    previous = json.loads((out / CONFIG).read_text()) if (out / CONFIG).exists() else None
+    if previous is None:
+        write_json(record, out / CONFIG)
+    elif previous.get("kind") != "eval" or previous.get(FINGERPRINTS) != record[FINGERPRINTS]:
+        write_json({**previous, "kind": "eval", FINGERPRINTS: record[FINGERPRINTS]}, out / CONFIG)
 
 
 def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
@@ -334,7 +351,7 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
     """The rows of this configuration (a run directory may hold more from earlier calls)."""
     if not len(samples):
         return samples
-    ids = {(frame["dataset"].iloc[0] if len(frame) else spec): set(frame["id"].astype(str)) for spec, frame in datasets.items()}
+    ids = {name: set(frame["id"].astype(str)) for name, frame in datasets.items()}
     modes = {str(m) for m in config.modes}
     budgets = {(b.think, b.solve) for b in config.budgets}
     keep = [

@@ -36,9 +36,9 @@ from pathlib import Path
 from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine.base import Mode
-from e1.errors import ConfigError, ResultsError
+from e1.errors import ConfigError
 from e1.eval.run import RUN_IDENTITY, EvalConfig
-from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir
+from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, model_identity
 from e1.report.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
@@ -124,6 +124,18 @@ def display_names(models) -> dict[str, str]:
     return names if len(set(names.values())) == len(names) else {m: m for m in models}
 
 
+def _check_distinct(models) -> None:
+    """Refuse one model given twice, however spelled (``T``, ``T/``, ``./T``, a copy of ``T``): a
+    local folder is what :func:`e1.store.results.model_identity` says it is; a hub id is as typed."""
+    seen: dict[str, str] = {}
+    for model in models:
+        key = model_identity(model) if Path(model).expanduser().is_dir() else model.strip().rstrip("/")
+        if key in seen:
+            which = model if seen[key] == model else f"{seen[key]} and {model} are one model"
+            raise ConfigError(f"the same --model is given twice ({which})", hint="give each model once")
+        seen[key] = model
+
+
 @dataclass(frozen=True)
 class SweepConfig:
     """``models`` × the grid of ``settings``: an :class:`EvalConfig` whose budgets and modes span
@@ -139,8 +151,7 @@ class SweepConfig:
     def __post_init__(self):
         if not self.models:
             raise ConfigError("no model given", hint="pass --model once per model")
-        if len(set(self.models)) < len(self.models):
-            raise ConfigError("the same --model is given twice", hint="give each model once")
+        _check_distinct(self.models)
         if not self.settings.budgets:
             raise ConfigError("no budget given", hint="pass --think/--solve lists or --budgets T+S pairs")
         if not self.settings.modes:
@@ -219,7 +230,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
 
     out, main = Path(config.out), group.ranks.main
     if main:
-        write_json({**config.to_json(), "e1_version": __version__}, out / CONFIG)
+        write_json({**config.to_json(), "kind": "sweep", "e1_version": __version__}, out / CONFIG)
     load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)
     frames = []
@@ -254,9 +265,7 @@ def curves_frame(summary):
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
     """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
-    previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, what="sweep")
-    if previous is not None and "models" not in previous:
-        raise ResultsError(f"{out} holds a run that is not a sweep", hint="use another --out")
+    check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
 
 
 def _in_config_order(frame, config: SweepConfig):

@@ -24,9 +24,8 @@ import torch
 from e1.errors import ConfigError, ModelError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
+from e1.store.results import CHECKPOINTS, METRICS
 
-METRICS = "metrics.parquet"
-CHECKPOINTS = "checkpoints"
 STATE = "trainer_state.pt"
 
 
@@ -44,9 +43,11 @@ def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel
     folder from :meth:`full_weights` (a collective under ZeRO-3: all ranks enter) and renames it.
     A full disk is a :class:`e1.store.disk.DiskError` that names the checkpoints kept."""
     from e1.store.disk import disk_errors
+    from e1.store.guard import check_alive
 
     root = config.out / CHECKPOINTS
     final, tmp = root / f"step_{state.step}", root / f".step_{state.step}.tmp"
+    check_alive(final)  # save_pretrained would make a vanished run directory again
     kept, resume = _kept(config.out)
     if strategy.rank == 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -158,7 +159,7 @@ def check_run_dir(config: TrainConfig) -> Path | None:
     from e1.store.results import check_run_dir as check_identity
 
     out = config.out
-    previous = check_identity(out, config.to_json(), RUN_IDENTITY, what="training run")
+    previous = check_identity(out, config.to_json(), RUN_IDENTITY, kind="train")
     found = checkpoints(out)
     if not config.resume:
         if previous is not None or found:
@@ -168,3 +169,13 @@ def check_run_dir(config: TrainConfig) -> Path | None:
         raise ConfigError(f"--resume: {out} holds no training run to continue",
                           hint="check the --out path, or leave out --resume to start one")
     return found[-1] if found else None
+
+
+def check_data(config: TrainConfig, problems) -> dict[str, str]:
+    """The training problems' fingerprint (:func:`e1.data.identity.fingerprint`), refused when the run
+    directory recorded another one: a resumed run must continue on the problems it began with.
+    Returns the fingerprints ``config.json`` records."""
+    from e1.data.identity import fingerprint
+    from e1.store.results import check_datasets
+
+    return check_datasets(config.out, {str(problems["dataset"].iloc[0]): fingerprint(problems)})

@@ -54,6 +54,7 @@ from e1.engine.markers import DEFAULT_END
 from e1.grpo.batches import Batcher, MicroBatch, completion_logits, epoch_order
 from e1.grpo.checkpoint import (
     TrainerState,
+    check_data,
     check_run_dir,
     checkpoints,
     load_checkpoint,
@@ -72,6 +73,7 @@ from e1.grpo.sft import sft_step
 from e1.rewards.registry import Reward, reward_for
 from e1.rewards.scoring import Scorer
 from e1.report.ui import NullProgress
+from e1.store.results import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
 HIDDEN = ("reward_busy",)  # work timed in full though part of it overlaps a phase (scoring behind generation)
@@ -138,6 +140,7 @@ class Trainer:
 
         latest = check_run_dir(config)
         inputs = prepare_inputs(config)
+        fingerprints = check_data(config, inputs.problems)
         if reward is None:
             for task in sorted(set(inputs.problems["task"])):
                 reward_for(task)  # an unknown task fails now, not after the first rollout
@@ -151,8 +154,9 @@ class Trainer:
         strategy = parallel_strategy(config, model, rank, world)
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
-            write_json({**config.to_json(), "e1_version": __version__, "resumed_from": latest and str(latest),
-                        "world_size": world}, config.out / "config.json")
+            write_json({**config.to_json(), "kind": "train", "e1_version": __version__,
+                        "resumed_from": latest and str(latest), "world_size": world, FINGERPRINTS: fingerprints},
+                       config.out / "config.json")
         batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
                           inputs.instruct)
         scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward, sandbox=config.sandbox)

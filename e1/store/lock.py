@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from e1.errors import ResultsError
+from e1.store.guard import check_alive, guard
 
 LOCK_NAME = ".e1.lock"
 _HELD: set[str] = set()  # directories this process holds (POSIX locks do not conflict within one process)
@@ -40,17 +41,22 @@ def run_lock(out: Path, command: str):
     key = str(out.resolve())
     if key in _HELD:
         raise ResultsError(f"{out} is already in use by this process", hint="use another --out")
+    check_alive(out)  # a stage of a run whose directory vanished does not make it again
     created = not out.exists()
     fd = _locked(out)
+    taken = os.stat(out).st_ino
     _HELD.add(key)
     try:
         _write_holder(fd, command)
-        yield
+        with guard(out):  # every write into out checks it is still this directory (e1.store.guard)
+            yield
     finally:
         _HELD.discard(key)
-        (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
+        ours = _inode(out) == taken  # not a directory made there since ours vanished (its lock is another's)
+        if ours:
+            (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
         os.close(fd)  # releases the lock
-        if created:
+        if created and ours:
             _remove_if_empty(out)  # a run refused before writing anything leaves nothing behind
 
 
@@ -82,6 +88,13 @@ def _locked(out: Path) -> int:
             os.close(fd)
             raise
         os.close(fd)
+
+
+def _inode(out: Path) -> int | None:
+    try:
+        return os.stat(out).st_ino
+    except OSError:
+        return None
 
 
 def _remove_if_empty(out: Path) -> None:

@@ -7,6 +7,12 @@ place, so a kill at any moment leaves the previous complete file. Units: every r
 file (accuracy, pass@k, forced_rate, tests_passed) is a fraction in [0, 1]; only rendered
 tables and plots show percent (:mod:`e1.report.ui`, :mod:`e1.report.plots`).
 
+A run directory knows what it holds: ``config.json`` records its ``kind`` (:data:`KINDS`; read
+off the files of directories written before), the model's identity and each dataset's
+fingerprint, and :func:`check_run_dir` / :func:`check_datasets` refuse a run that would mix
+with another. Writes into a run directory whose run is under way check that it is still the
+directory the run took (:mod:`e1.store.guard`).
+
     write_parquet(frame, run_dir / SAMPLES)
 """
 
@@ -23,6 +29,7 @@ from pathlib import Path
 
 from e1.errors import ResultsError
 from e1.store.disk import RESUME, disk_errors
+from e1.store.guard import check_alive
 
 CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 
@@ -68,6 +75,7 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
         atomic_write(run_dir / "curves.png", lambda tmp: fig.savefig(tmp, format="png"))
     """
     path = Path(path)
+    check_alive(path)  # a run whose directory vanished stops here instead of writing into a new one
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
     try:
         with disk_errors(path, kept, resume):  # before the sibling goes: judging torch's error needs the full disk
@@ -80,6 +88,7 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
             if directory and path.is_dir():
                 shutil.rmtree(path)
             os.replace(tmp, path)
+        check_alive(path)
     except BaseException:
         if directory:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -102,31 +111,95 @@ def write_json(data: dict, path: Path) -> Path:
     return write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", path)
 
 
-def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run") -> dict | None:
+# what a run directory holds: config.json records it as "kind"; each command writes and resumes one kind
+KINDS = {"eval": "an eval run", "sweep": "a sweep", "train": "a training run", "demo": "a demo"}
+METRICS, CHECKPOINTS = "metrics.parquet", "checkpoints"
+
+
+def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run",
+                  kind: str | None = None) -> dict | None:
     """Refuse a run directory whose ``config.json`` records another run; return that record (None if new).
 
-    A key counts when both the record and ``current`` hold it; the first one that differs is
-    named in a one-line :class:`ResultsError`.
+    With ``kind`` (a key of :data:`KINDS`), a directory holding another kind of run is refused
+    first, naming what it holds (:func:`run_kind`). Then a key counts when both the record and
+    ``current`` hold it; the first one that differs is named in a one-line :class:`ResultsError`.
 
-        check_run_dir(Path("runs/x"), config.to_json(), ("model", "n", "sampling"))
+        check_run_dir(Path("runs/x"), config.to_json(), ("model", "n", "sampling"), kind="eval")
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ResultsError(f"--out {out} is a file", hint="pass a directory")
-    path = out / CONFIG
-    if not path.exists():
-        return None
-    try:
-        previous = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
-    for key in keys:
+    previous = _record(out / CONFIG)
+    if kind is not None:
+        _check_kind(out, previous, kind)
+    label = KINDS[kind] if kind is not None else f"a {what}"
+    for key in keys if previous is not None else ():
         if key in previous and key in current and not _same(key, previous, current):
             raise ResultsError(
-                f"{out} holds a {what} with a different {key} ({previous[key]!r}, now {current[key]!r})",
+                f"{out} holds {label} with a different {key} ({previous[key]!r}, now {current[key]!r})",
                 hint="use another --out, or rerun with the same settings to resume",
             )
     return previous
+
+
+def _record(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise ResultsError(f"cannot read {path}: {err}", hint="move it away or use another --out") from err
+    if not isinstance(record, dict):
+        raise ResultsError(f"cannot read {path}: not a JSON object", hint="move it away or use another --out")
+    return record
+
+
+def _check_kind(out: Path, previous: dict | None, kind: str) -> None:
+    held = run_kind(out, previous)
+    if held is not None and held != kind:
+        hint = "use another --out: a run directory holds one kind of run"
+        if held == "train" and kind == "eval":
+            hint += f" (a checkpoint is evaluated with --model {out / CHECKPOINTS}/step_N)"
+        raise ResultsError(f"{out} holds {KINDS.get(held, held)}, not {KINDS[kind]}", hint=hint)
+
+
+def run_kind(out: Path, record: dict | None = None) -> str | None:
+    """What ``out`` holds: the ``kind`` its ``config.json`` records, else (directories written by
+    e1 before kinds were recorded) what its record and files show; None for a new or foreign one."""
+    out = Path(out)
+    if record is not None:
+        if isinstance(record.get("kind"), str):
+            return record["kind"]
+        for key, kind in (("models", "sweep"), ("algo", "train"), ("steps", "train"), ("datasets", "eval")):
+            if key in record:
+                return kind
+    if (out / CHECKPOINTS).is_dir() or (out / METRICS).exists():
+        return "train"
+    if (out / "sft").is_dir() or (out / "curves").is_dir() or (out / "models" / "init").is_dir():
+        return "demo"  # the stages' folders (e1.demo.pipeline)
+    if (out / "curves.parquet").exists():
+        return "sweep"
+    if (out / SAMPLES).exists() or (out / SUMMARY).exists() or (out / "samples").is_dir():
+        return "eval"
+    return None
+
+
+FINGERPRINTS = "dataset_fingerprints"  # config.json: {dataset name: e1.data.identity.fingerprint}
+
+
+def check_datasets(out: Path, fingerprints: dict[str, str]) -> dict[str, str]:
+    """Refuse a run directory that holds results of one of these datasets drawn from other problems
+    (its ``config.json`` recorded another fingerprint); returns the record's fingerprints updated
+    with these, for the run to write. Directories written before fingerprints were recorded pass."""
+    out = Path(out)
+    recorded = (_record(out / CONFIG) or {}).get(FINGERPRINTS) or {}
+    for name, digest in fingerprints.items():
+        if recorded.get(name, digest) != digest:
+            raise ResultsError(
+                f"{out} holds a run on other problems of dataset '{name}' (they changed since: "
+                f"{recorded[name]}, now {digest})",
+                hint=f"use another --out, or restore '{name}' as it was to resume")
+    return {**recorded, **fingerprints}
 
 
 def _same(key: str, previous: dict, current: dict) -> bool:
