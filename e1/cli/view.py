@@ -29,8 +29,7 @@ def view_command(
 
     [cyan]e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)[/cyan]
     """
-    from e1.view.server import ViewConfig, check_installed, serve
+    from e1.view.server import ViewConfig, serve
 
-    check_installed()
     serve(ViewConfig(paths=tuple(runs), host=host, port=port, token=token),
           announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
