@@ -9,7 +9,7 @@ import typer
 
 
 def view_command(
-    runs: Annotated[list[Path], typer.Argument(show_default=False, help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
+    runs: Annotated[list[Path], typer.Argument(show_default=False, metavar="RUN_DIR", help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
     token: Annotated[Optional[str], typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
@@ -18,7 +18,7 @@ def view_command(
     """Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with the forced
     cut marked, two runs side by side on one problem, training metrics over steps.
 
-    Needs the view extra: pip install -e '.[view]'. Reads the parquet files on request; nothing
+    Needs the view extra: pip install -e '.\\[view]'. Reads the parquet files on request; nothing
     is copied or fetched.
 
     Examples:
