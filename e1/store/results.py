@@ -84,8 +84,14 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
     return path
 
 
+# Parquet files are written in row groups of at most this many rows: a reader after a few rows (one
+# problem's texts in e1 view) decodes only the groups whose min/max statistics can hold them, not
+# every text of the run (samples.parquet is sorted by SAMPLE_KEY, so a problem's rows sit together)
+ROW_GROUP_ROWS = 4096
+
+
 def write_parquet(frame, path: Path) -> Path:
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS))
 
 
 def write_text(text: str, path: Path) -> Path:
