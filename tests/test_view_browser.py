@@ -13,6 +13,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -72,8 +73,9 @@ def url(runs):
         assert "http://127.0.0.1:" in line, f"e1 view did not start: {line!r} {server.stderr.read() if server.poll() is not None else ''}"
         yield line.split(" at ")[1].split()[0]
     finally:
-        server.terminate()
-        server.wait(timeout=30)
+        server.send_signal(signal.SIGINT)  # Ctrl-C
+        stopped, _ = server.communicate(timeout=30)
+    assert server.returncode == 0 and "e1 view stopped" in stopped
 
 
 @pytest.fixture(scope="module")

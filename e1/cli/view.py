@@ -29,7 +29,11 @@ def view_command(
 
     [cyan]e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)[/cyan]
     """
+    from e1.cli.app import Interrupted
     from e1.view.server import ViewConfig, serve
 
-    serve(ViewConfig(paths=tuple(runs), host=host, port=port, token=token),
-          announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
+    try:
+        serve(ViewConfig(paths=tuple(runs), host=host, port=port, token=token),
+              announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
+    except (Interrupted, KeyboardInterrupt):  # uvicorn stops on Ctrl-C, then passes the signal on: nothing to resume
+        typer.echo("e1 view stopped")
