@@ -86,13 +86,13 @@ def sample_filter(query) -> tables.SampleFilter:
 
 class Api:
     def __init__(self, runs: list[Run]):
-        self.runs_ = runs
+        self.known = runs
 
     def run(self, query) -> Run:
         index = _int(query, "run")
-        if index is None or not 0 <= index < len(self.runs_):
-            raise ValueError(f"run must be one of 0..{len(self.runs_) - 1}")
-        return self.runs_[index]
+        if index is None or not 0 <= index < len(self.known):
+            raise ValueError(f"run must be one of 0..{len(self.known) - 1}")
+        return self.known[index]
 
     def index(self, request):
         from starlette.responses import FileResponse
@@ -115,10 +115,10 @@ class Api:
     def runs(self, query) -> list[dict]:
         return [{"id": i, "name": run.name, "kind": run.kind, "model": run.model(), "facets": tables.facets(run),
                  "curves": run.summary_file is not None, "metrics": run.metrics_file is not None}
-                for i, run in enumerate(self.runs_)]
+                for i, run in enumerate(self.known)]
 
     def curves(self, query) -> list[dict]:
-        return [dict(point, run_id=i) for i, run in enumerate(self.runs_) for point in tables.curve_points(run)]
+        return [dict(point, run_id=i) for i, run in enumerate(self.known) for point in tables.curve_points(run)]
 
     def samples(self, query):
         run, where = self.run(query), sample_filter(query)
@@ -136,4 +136,4 @@ class Api:
         return tables.problem_text(self.run(query), dataset, problem_id)
 
     def metrics(self, query) -> list[dict]:
-        return [tables.metrics(run) for run in self.runs_ if run.metrics_file is not None]
+        return [tables.metrics(run) for run in self.known if run.metrics_file is not None]
