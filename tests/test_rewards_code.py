@@ -64,7 +64,7 @@ def test_output_comparison_is_tolerant_of_whitespace_and_float_noise():
     assert compare_output("1 2\n3\n", "1 2   \n3\n\n\n") is None  # trailing spaces and blank lines
     assert compare_output("1 2\n", "1    2") is None  # token-wise within a line
     assert compare_output("0.5\n", "0.5000004\n") is None  # |diff| 4e-7 <= 1e-6
-    assert compare_output("1000000\n", "1000000.5\n") is None  # relative: 0.5 / 1e6 = 5e-7
+    assert compare_output("1000000.0\n", "1000000.5\n") is None  # relative: 0.5 / 1e6 = 5e-7
     assert compare_output("3\r\n", "3\n") is None
 
 

@@ -92,9 +92,19 @@ class RunOptions:
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
     sandbox: SandboxOpt = None
+    prompt_budget: Annotated[Optional[str], typer.Option(
+        "--prompt-budget", show_default=False,
+        help="State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
+             "2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode (default: none).")] = None
+    system_prompt: Annotated[Optional[str], typer.Option(
+        "--system-prompt", show_default=False, help="A system message before the problem (default: none, as the paper).")] = None
+    chat_template_kwargs: Annotated[str, typer.Option(
+        "--chat-template-kwargs", show_default=False,
+        help="JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.")] = ""
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
+        from e1.data.prompts import PromptOptions
         from e1.engine.base import Sampling
         from e1.eval.run import EvalConfig, default_workers
 
@@ -109,6 +119,8 @@ class RunOptions:
             test_time_limit_s=self.test_time_limit, backend=self.backend, tp=self.tp,
             gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
             sandbox=self.sandbox,
+            prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
+                                 budget=self.prompt_budget),
         )
 
 

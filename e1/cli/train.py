@@ -76,6 +76,8 @@ class TrainOptions:
     max_tests: Annotated[Optional[int], _opt("--max-tests", "Code rewards: run only each problem's N largest tests (default: all).")] = None
     sandbox: Annotated[Optional[str], typer.Option("--sandbox", envvar="E1_SANDBOX", show_default=False, help="Code rewards' sandbox: auto | unshare | bwrap | none (see e1 eval --help). \\[default: auto]")] = None
     think_schedule: Annotated[Optional[str], _opt("--think-schedule", "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the steps) or a linear 4k..1k; caps --think (default: none).")] = None
+    system_prompt: Annotated[Optional[str], _opt("--system-prompt", "A system message before each problem (default: none, as the paper).")] = None
+    chat_template_kwargs: Annotated[Optional[str], _opt("--chat-template-kwargs", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' (Qwen3-style hybrids).")] = None
     rollout_cut: Annotated[Optional[str], _opt("--rollout-cut", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).")] = None
     length_reward: Annotated[Optional[str], _opt("--length-reward", "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., 2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5 (default: none).")] = None
     report_to: Annotated[Optional[str], _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).")] = None

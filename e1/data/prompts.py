@@ -25,9 +25,13 @@ else their task's (``math``, ``code``); a bare problem text gets the task's styl
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+from e1.errors import ConfigError, did_you_mean
 
 PromptStyle = Callable[[Mapping[str, Any]], str]
 _STYLES: dict[str, PromptStyle] = {}
@@ -125,15 +129,70 @@ def prompt_content(problem: str | Mapping[str, Any] | Any, task: str | None = No
     return style(row) if style else str(row["problem"])
 
 
+# The budget stated in the prompt (``--prompt-budget``), N = the cell's t + s:
+BUDGET_STATEMENTS = {
+    "tale": "Let's think step by step and use less than {tokens} tokens.",  # TALE-EP (Han et al., 2024)
+    "l1": "Think for {tokens} tokens.",  # L1 (Aggarwal & Welleck, 2025), at eval time
+}
+
+
+@dataclass(frozen=True)
+class PromptOptions:
+    """How the user message becomes a prompt beyond its style: a system prompt, keyword arguments
+    for the chat template (``{"enable_thinking": false}`` for Qwen3-style hybrids), and a budget
+    stated in the message.
+
+    >>> PromptOptions(budget="tale").statement(1536)
+    "Let's think step by step and use less than 1536 tokens."
+    >>> PromptOptions(template_kwargs='{"enable_thinking": false}').kwargs
+    {'enable_thinking': False}
+    """
+
+    system: str | None = None
+    template_kwargs: str = ""  # a JSON object, kept as given (it is recorded in config.json)
+    budget: str | None = None  # a key of BUDGET_STATEMENTS, or None
+
+    def __post_init__(self):
+        if self.budget is not None and self.budget not in BUDGET_STATEMENTS:
+            raise ConfigError(f"unknown prompt budget {self.budget!r}", hint=did_you_mean(self.budget, list(BUDGET_STATEMENTS)))
+        if self.system is not None and not self.system.strip():
+            raise ConfigError("--system-prompt is empty", hint="leave it out for no system prompt (the paper's)")
+        self.kwargs  # noqa: B018  parses template_kwargs
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        if not self.template_kwargs:
+            return {}
+        try:
+            value = json.loads(self.template_kwargs)
+        except ValueError as err:
+            raise ConfigError(f"--chat-template-kwargs is not JSON: {err}", hint='e.g. \'{"enable_thinking": false}\'') from None
+        if not isinstance(value, dict):
+            raise ConfigError("--chat-template-kwargs must be a JSON object", hint='e.g. \'{"enable_thinking": false}\'')
+        return value
+
+    def statement(self, tokens: int | None) -> str | None:
+        """The budget sentence for a cell of ``tokens`` (None: no budget stated)."""
+        return None if self.budget is None or tokens is None else BUDGET_STATEMENTS[self.budget].format(tokens=tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"system_prompt": self.system, "chat_template_kwargs": self.template_kwargs, "prompt_budget": self.budget}
+
+
 def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | None = None,
-                 instruction: str | None = None) -> str:
-    """The text the model continues from; a tokenizer without a chat template gets the bare message.
-    ``instruction`` ends the user message (e.g. L1's "Think for 512 tokens.")."""
-    content = prompt_content(problem, task) + (f" {instruction}" if instruction else "")
+                 instruction: str | None = None, options: PromptOptions = PromptOptions(),
+                 budget_tokens: int | None = None) -> str:
+    """The text the model continues from; a tokenizer without a chat template gets the bare message
+    (after the system prompt, if any). ``instruction`` ends the user message (e.g. L1's "Think for
+    512 tokens." in training); ``options`` add a system prompt, chat template arguments and the
+    budget statement for ``budget_tokens``."""
+    parts = [prompt_content(problem, task), instruction, options.statement(budget_tokens)]
+    content = " ".join(part for part in parts if part)
+    messages = [{"role": "system", "content": options.system}] if options.system else []
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                             add_generation_prompt=True)
-    return content
+        return tokenizer.apply_chat_template([*messages, {"role": "user", "content": content}], tokenize=False,
+                                             add_generation_prompt=True, **options.kwargs)
+    return "\n\n".join([options.system, content]) if options.system else content
 
 
 def _style_of(row: Mapping[str, Any], task: str) -> str:

@@ -27,6 +27,7 @@ from e1 import __version__
 from e1.budget import Budget
 from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
+from e1.data.prompts import PromptOptions
 from e1.errors import ConfigError
 from e1.report.metrics import summarize
 from e1.store.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
@@ -34,7 +35,8 @@ from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.report.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
-RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes")
+RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes",
+                "prompt")
 
 
 def default_workers() -> int:
@@ -70,6 +72,7 @@ class EvalConfig:
     gpu_memory_utilization: float = 0.9  # vLLM's share of GPU memory
     max_model_len: int | None = None  # vLLM context length (None: the model's)
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
+    prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
 
     def __post_init__(self):
         if not self.datasets:
@@ -89,6 +92,9 @@ class EvalConfig:
         check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
                              self.max_model_len)
         check_markers(self.think_start, self.think_end)
+        if self.share_prefixes and self.prompt.budget:
+            raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
+                              hint="sweep with --independent (e1 sweep does so by itself)")
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -261,7 +267,9 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     generated = []
     for (mode, budget), problems in groups.items():
         seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
-        prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task) for p in problems]
+        stated = budget.total if mode.name != "none" else None  # --prompt-budget: N = t + s
+        prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
+                   for p in problems]
         completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
         generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
     return generated

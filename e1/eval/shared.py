@@ -82,7 +82,8 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     for mode, budget, problem in batch:
         problems.setdefault(_key(problem), problem)
         cells.setdefault((mode, budget), []).append(_key(problem))
-    prompts = {key: build_prompt(engine.tokenizer, p._asdict(), p.task) for key, p in problems.items()}
+    prompts = {key: build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt)
+               for key, p in problems.items()}
     roots = _grow_roots(engine, problems, prompts, cells, config)
     generated = []
     for (mode, budget), keys in cells.items():

@@ -158,10 +158,16 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=not self.independent)
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares)
+
+    @property
+    def shares(self) -> bool:
+        """Whether one trajectory serves every cell: not with --independent, nor when each cell's
+        prompt states its own budget (--prompt-budget)."""
+        return not self.independent and self.settings.prompt.budget is None
 
     def to_json(self) -> dict:
-        settings = replace(self.settings, share_prefixes=not self.independent).to_json()
+        settings = replace(self.settings, share_prefixes=self.shares).to_json()
         data = {key: value for key, value in settings.items() if key not in ("model", "model_identity", "out")}
         data["models"], data["out"] = list(self.models), str(self.out)
         data["runs"] = {m: str(Path(MODELS_DIR) / model_slug(m)) for m in self.models}

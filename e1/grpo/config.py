@@ -86,6 +86,8 @@ class TrainConfig:
     max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
     sandbox: str | None = None  # code rewards' sandbox: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
     think_schedule: str | None = None  # cap on t over the steps (ThinkPrune): stages 4k:2k:1k | linear 4k..1k
+    system_prompt: str | None = None  # a system message before each problem (default: none, as the paper)
+    chat_template_kwargs: str = ""  # JSON arguments for the chat template, e.g. {"enable_thinking": false}
     rollout_cut: str = "force"  # a rollout at its budget: "force" the end marker and solve (paper) | "zero" (ThinkPrune)
     length_reward: str | None = None  # shaping after the task reward: l1-exact | l1-max | dapo | cosine [:key=value]
     report_to: str = "none"  # metrics also to: tensorboard | wandb | tensorboard,wandb | none
@@ -96,6 +98,7 @@ class TrainConfig:
             object.__setattr__(self, "data_dir", Path(self.data_dir))
         self.budget  # noqa: B018  parses think/solve and the schedule, raising BudgetError/ConfigError
         self.length_shaping  # noqa: B018  parses length_reward
+        self.prompt  # noqa: B018  checks the system prompt and chat template arguments
         self.reporters  # noqa: B018
         for name in ("steps", "prompts_per_step", "mini_batch_prompts", "micro_batch", "save_every", "eval_every",
                      "batch_size", "rollout_chunks"):
@@ -175,6 +178,13 @@ class TrainConfig:
     def budget_for(self, step: int, problem: int) -> Budget:
         """The budget of ``problem``'s rollouts at ``step``."""
         return Budget(self.think_budgets.think(self.seed, step, problem), self.budget.solve)
+
+    @cached_property
+    def prompt(self):
+        """The :class:`e1.data.prompts.PromptOptions` of every prompt (rollouts, SFT, validation)."""
+        from e1.data.prompts import PromptOptions
+
+        return PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs)
 
     @cached_property
     def length_shaping(self):

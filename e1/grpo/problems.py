@@ -33,6 +33,7 @@ class Instructed:
     tokenizer: object
     problems: object  # canonical DataFrame
     shaping: object  # e1.rewards.length.LengthShaping with an instruction
+    options: object  # e1.data.prompts.PromptOptions
     cache: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     def __call__(self, problem: int, target_tokens: int) -> list[int]:
@@ -41,7 +42,8 @@ class Instructed:
         key = (problem, target_tokens)
         if key not in self.cache:
             text, task = self.problems["problem"].iloc[problem], self.problems["task"].iloc[problem]
-            prompt = build_prompt(self.tokenizer, text, task, instruction=self.shaping.instruction(target_tokens))
+            prompt = build_prompt(self.tokenizer, text, task, instruction=self.shaping.instruction(target_tokens),
+                                  options=self.options)
             self.cache[key] = self.tokenizer.encode(prompt, add_special_tokens=False)
         return self.cache[key]
 
@@ -65,11 +67,11 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
         load_problems(config.eval_data, config.data_dir)
     tokenizer = load_tokenizer(config.model)
     markers = resolve_markers(tokenizer, config.think_start, config.think_end, _generation_eos(config.model))
-    prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t), add_special_tokens=False)
+    prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t, options=config.prompt), add_special_tokens=False)
                   for p, t in zip(problems["problem"], problems["task"])]
     targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []
     shaping = config.length_shaping
-    instruct = Instructed(tokenizer, problems, shaping) if shaping and shaping.instruction(1) else None
+    instruct = Instructed(tokenizer, problems, shaping, config.prompt) if shaping and shaping.instruction(1) else None
     longest = max(len(instruct(i, config.budget.total)) if instruct else len(ids) for i, ids in enumerate(prompt_ids))
     check_context(config, longest, len(markers.end_ids), max(map(len, targets), default=0))
     return Inputs(problems, tokenizer, markers, prompt_ids, targets, instruct)

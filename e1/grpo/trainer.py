@@ -355,7 +355,7 @@ class Trainer:
             budgets=(Budget(config.think_budgets.cap(step), config.budget.solve),),  # the step's largest
             sampling=Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed),
             out=config.out / "eval" / f"step_{step}", batch_size=config.batch_size, limit=config.eval_limit,
-            think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir,
+            think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir, prompt=config.prompt,
         )
         with self.rollouts.decoding(sleep_level=1):  # keeps the synced weights for the next rollout
             _, summary = evaluate(eval_config, engine=self.engine)

@@ -15,16 +15,18 @@ Test format: ``tests`` is a JSON string or a list of dicts, each one of
     {"kind": "stdio", "input": "1 2\\n", "output": "3\\n"}
         The program reads ``input`` on stdin; its stdout must match ``output``: trailing
         whitespace on each line and trailing blank lines are ignored, lines are compared
-        token by token, and two numeric tokens match within 1e-6 (relative or absolute).
+        token by token; an integer must be exactly the expected one, a decimal (``2.5``,
+        ``1e5``) within 1e-6 (relative or absolute). Rules: :mod:`e1.rewards.verdicts`.
     {"kind": "call", "fn": "Solution.twoSum", "args": [[2, 7, 11, 15], 9], "expected": [0, 1]}
     {"kind": "call", "fn": "add", "args": [1, 2], "expected": 3}
         ``Solution().twoSum(*args)`` (LeetCode style) or the function ``add(*args)``. The
         return value goes through JSON (tuples become lists, sets sorted lists) and must equal
-        ``expected``, floats within 1e-6. As on LeetCode, ``from typing import *`` and common
-        modules (collections, heapq, bisect, math, ...) are in scope.
+        ``expected``: integers exactly, floats within 1e-6. As on LeetCode, ``from typing
+        import *`` and common modules (collections, heapq, bisect, math, ...) are in scope.
     {"kind": "code", "code": "def check(candidate):\\n    assert candidate(2) == 4\\n", "entry_point": "square"}
         HumanEval style: the program, then ``code``, then ``check(square)`` (omitted without
-        ``entry_point``); passes if that raises nothing.
+        ``entry_point``); passes if that raises nothing. An exception the solution raises
+        fails the test whatever the test code does around the call.
 
 Programs see the standard library only (``python -S``); pass
 ``sandbox=Sandbox(site_packages=True)`` to let them import installed packages such as numpy.
@@ -56,12 +58,11 @@ from e1.rewards.code_tests import (
     CodeResult,
     CodeTest,
     StdioTest,
-    compare_output,
     extract_code,
     parse_tests,
     run_code_tests,
-    same_value,
 )
+from e1.rewards.verdicts import compare_output, same_value
 from e1.rewards.registry import Scored, ScoringContext, register_reward
 
 __all__ = [  # the code reward's names, the test-running core's included (from e1.rewards.code_tests)

@@ -1,6 +1,6 @@
-"""Running code against tests in the sandbox: the core of the code reward.
+"""Running code against tests in the sandbox: the core of the code reward, and its threat model.
 
-    >>> run_code_tests("print(4)", '[{"kind": "stdio", "input": "2 3\\n", "output": "5\\n"}]')
+    >>> run_code_tests("print(4)", '[{"kind": "stdio", "input": "2 3\\\\n", "output": "5\\\\n"}]')
     CodeResult(passed=0, total=1, first_failure="test 1: wrong answer: expected '5', got '4'")
 
 How a verdict is reached, so that only a passing program can pass (see e1/rewards/harness.py):
@@ -12,13 +12,46 @@ How a verdict is reached, so that only a passing program can pass (see e1/reward
   which every function of the solution is a proxy to the solution server; its exit status
   is the verdict. Return values cross as plain data only, so an object whose ``__eq__`` is
   always true fails, and no secret (token, expected value) is ever inside the model's run.
+
+Threat model. Tests (inputs, expected answers, HumanEval check code) are trusted; the judged
+program is not: a policy under RL finds every hole, so the judge assumes the worst.
+
+*A judged program may* run any Python inside its sandboxed run (:mod:`e1.sandbox`: no network,
+no host files, bounded CPU, memory, processes, output and wall time), print any bytes, write
+any bytes to its reply pipe (or a line that never ends), return any plain data (an integer
+too large for a float, NaN, a set whose items all hash alike, nesting a hundred deep), raise
+any exception (``StopIteration``, ``SystemExit``, ...) or exit at any moment.
+*It cannot* see the expected answers or the check code, nor run code in the process that
+decides: the parent for ``stdio`` and ``call``, the checker run for ``code``.
+
+*The judge guarantees*:
+
+1. Verdicts follow fixed rules (:mod:`e1.rewards.verdicts`). Integers compare exactly: digit
+   by digit in output (``3.0`` does not match ``3``), by Python's exact ``==`` for returned
+   values (``1e18`` is not ``10**18 + 7``). A tolerance of 1e-6 applies only where the
+   expected answer is a decimal or a float. A non-finite number never equals a finite one;
+   NaN equals nothing. HumanEval+ checks keep EvalPlus's type-and-length rule.
+2. Nothing the solution does changes a ``code`` test's control flow: an exception it raises,
+   an unreadable or oversized reply, or a server that stopped answering ends the checker on
+   the spot as a failure, before the test code sees anything (``harness.proxy``).
+3. Every byte a run produces is read with a budget. Output: up to ``Limits.output_bytes``
+   (the run is killed past it), compared in time linear in its size, with no int <-> str
+   conversion. A reply: one line of at most ``harness.MAX_REPLY_BYTES`` (4 MiB; the output
+   limit if larger), read before the test's deadline, nested at most ``harness.MAX_DEPTH``
+   deep, integers of at most ``harness.MAX_INT_DIGITS`` digits, decoded without hashing
+   anything the solution chose (:func:`harness.read_reply`, the one reader of every reply,
+   in the parent and in the checker).
+4. One sample never crashes or stalls the batch, nor changes another sample's verdict:
+   whatever goes wrong while judging it is its own failure, a score of 0 with a reason in
+   ``first_failure`` (valid UTF-8, at most 300 characters). Only a sandbox that cannot run
+   at all (:class:`~e1.sandbox.SandboxError`) and malformed tests (:class:`RewardError`) raise.
 """
 
 from __future__ import annotations
 
 import ast
 import json
-import math
+import logging
 import os
 import re
 import select
@@ -28,16 +61,17 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from e1.errors import RewardError
+from e1.errors import E1Error, RewardError
 from e1.rewards import harness
+from e1.rewards.verdicts import compare_output, printable, same_value, short, show
 from e1.sandbox import Limits, RunResult, Sandbox
 
+log = logging.getLogger("e1.rewards")
+
 DEFAULT_TIME_LIMIT_S = 6.0  # per test, as in the reference code (LiveCodeBench)
-FLOAT_TOLERANCE = 1e-6  # relative or absolute
 PYTHON_FENCES = ("", "python", "py", "python3")
 FORMAT_HINT = (
     'tests are a JSON list of {"kind": "stdio", "input", "output"}, '
@@ -45,7 +79,6 @@ FORMAT_HINT = (
     "see e1/rewards/code.py"
 )
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _FUNCTION = re.compile(r"(?:[A-Za-z_]\w*\.)?[A-Za-z_]\w*")
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 CALL_PRELUDE = (
@@ -119,7 +152,8 @@ def run_code_tests(
     max_tests: int | None = None,
     sandbox: Sandbox | None = None,
 ) -> CodeResult:
-    """Run ``code`` against ``tests`` in order until the first failure."""
+    """Run ``code`` against ``tests`` in order until the first failure (a failure, whatever its
+    cause, is a result, never an exception: see the module docstring)."""
     parsed = parse_tests(tests)
     if max_tests is not None:
         if max_tests < 1:
@@ -128,11 +162,33 @@ def run_code_tests(
         parsed = [parsed[i] for i in keep]
     box = sandbox or DEFAULT_SANDBOX
     limits = replace(box.limits, wall_s=time_limit_s)
+    unreadable = _not_text(code)
     for number, test in enumerate(parsed, 1):
-        failure = _JUDGES[type(test)](box, code, test, limits)
+        failure = unreadable or _judge(box, code, test, limits)
         if failure is not None:
-            return CodeResult(passed=number - 1, total=len(parsed), first_failure=f"test {number}: {failure}")
+            return CodeResult(number - 1, len(parsed), printable(f"test {number}: {failure}"))
     return CodeResult(passed=len(parsed), total=len(parsed), first_failure=None)
+
+
+def _not_text(code: str) -> str | None:
+    """Why ``code`` cannot be a source file (a lone surrogate UTF-8 cannot carry), or None."""
+    try:
+        code.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"runtime error: SyntaxError: the code is not UTF-8 text (a lone surrogate at character {err.start})"
+    return None
+
+
+def _judge(box: Sandbox, code: str, test: Test, limits: Limits) -> str | None:
+    """``test``'s failure, or None. Whatever goes wrong while judging one sample is that sample's
+    failure, never the batch's; only an E1Error (a sandbox that cannot run at all) raises."""
+    try:
+        return _JUDGES[type(test)](box, code, test, limits)
+    except E1Error:
+        raise
+    except Exception as err:  # noqa: BLE001 - the last line of defence: one sample, one score of 0
+        log.warning("judging a sample failed; it scores 0", exc_info=True)
+        return f"judge error: {type(err).__name__}: {err}"
 
 def extract_code(completion: str, end_marker: str = "</think>") -> str | None:
     """The last Python (or unlabelled) fenced block after the last ``end_marker``, dedented.
@@ -225,23 +281,23 @@ def _judge_stdio(box: Sandbox, code: str, test: StdioTest, limits: Limits) -> st
 def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str | None:
     deadline = time.monotonic() + limits.wall_s
     request = json.dumps([test.fn, harness.encode(list(test.args))]) + "\n"
-    served, reply = _with_solution(box, code, CALL_PRELUDE, limits,
-                                   lambda out, into: _ask(out, into, request, deadline))
-    if reply is None:
+    served, line = _with_solution(box, code, CALL_PRELUDE, limits,
+                                  lambda out, into: _ask(out, into, request, deadline, _reply_bytes(limits)))
+    if line is None:
         return _run_failure(served, limits) or "exited before the tests finished"
-    if "error" in reply:
-        return f"runtime error: {': '.join(reply['error'])}"
     try:
-        value = _as_json(harness.decode(reply["ok"]))
-    except (TypeError, ValueError, KeyError):
-        return "wrong answer: could not read the returned value"
+        returned, value = harness.read_reply(line, _reply_bytes(limits), as_json=True)
+    except harness.BadReply as err:
+        return str(err)
+    if not returned:
+        return f"runtime error: {value}"
     if same_value(value, test.expected):
         return None
-    return f"wrong answer: expected {_short(json.dumps(test.expected))}, got {_short(json.dumps(value))}"
+    return f"wrong answer: expected {show(test.expected)}, got {show(value)}"
 
 
 def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str | None:
-    checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r})\n"
+    checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r}, {_reply_bytes(limits)})\n"
     served, checked = _with_solution(box, code, _helpers(test.code), limits,
                                      lambda out, into: _run(box, checker, b"", limits, (into, out)))
     if checked.ok:
@@ -251,7 +307,13 @@ def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str 
             return _run_failure(run, limits)
     if checked.returncode == harness.EXIT_SOLUTION_GONE:
         return _run_failure(served, limits) or "exited before the tests finished"
+    if checked.returncode == harness.EXIT_SOLUTION_FAILED:
+        return _error_line(checked)  # the proxy's reason: "runtime error: ...", "reply longer than ..."
     return f"runtime error: {_error_line(checked)}"
+
+
+def _reply_bytes(limits: Limits) -> int:
+    return max(harness.MAX_REPLY_BYTES, limits.output_bytes)
 
 
 _JUDGES: dict[type, Callable[[Sandbox, str, Any, Limits], str | None]] = {
@@ -297,20 +359,26 @@ def _with_solution(box: Sandbox, code: str, prelude: str, limits: Limits,
     return served[0], outcome
 
 
-def _ask(requests: int, replies: int, request: str, deadline: float) -> dict | None:
-    """Send one request and read one reply line before ``deadline``; None if none came."""
+def _ask(requests: int, replies: int, request: str, deadline: float, max_bytes: int) -> bytes | None:
+    """Send one request and read one reply line before ``deadline``: the line, or its first
+    ``max_bytes + 1`` bytes if it is longer; None if none came."""
     try:
         with os.fdopen(requests, "wb") as out:
             out.write(request.encode())
-        buffer = b""
-        while b"\n" not in buffer:
-            ready, _, _ = select.select([replies], [], [], max(deadline - time.monotonic(), 0))
+        poll = select.poll()
+        poll.register(replies, select.POLLIN)
+        line = bytearray()
+        while len(line) <= max_bytes:
+            ready = poll.poll(max(deadline - time.monotonic(), 0) * 1000)
             chunk = os.read(replies, 1 << 16) if ready else b""
             if not chunk:
                 return None
-            buffer += chunk
-        return json.loads(buffer.split(b"\n", 1)[0])
-    except (OSError, ValueError):
+            end = chunk.find(b"\n")
+            line += chunk if end < 0 else chunk[: end + 1]
+            if end >= 0:
+                return bytes(line)
+        return bytes(line)
+    except OSError:
         return None
     finally:
         os.close(replies)
@@ -336,20 +404,6 @@ def _run_failure(run: RunResult, limits: Limits) -> str | None:
     return None
 
 
-def _as_json(value: Any) -> Any:
-    """A returned value as JSON sees it: tuples are lists, sets sorted lists."""
-    if isinstance(value, (set, frozenset)):
-        try:
-            value = sorted(value)
-        except TypeError:
-            value = list(value)
-    if isinstance(value, (list, tuple)):
-        return [_as_json(item) for item in value]
-    if isinstance(value, dict):
-        return {str(k) if not isinstance(k, str) else k: _as_json(v) for k, v in value.items()}
-    return value
-
-
 def _error_line(run: RunResult) -> str:
     if run.returncode < 0:
         try:
@@ -357,65 +411,6 @@ def _error_line(run: RunResult) -> str:
         except ValueError:
             return f"killed by signal {-run.returncode}"
     lines = [line for line in run.stderr.decode("utf-8", errors="replace").splitlines() if line.strip()]
-    return _short(lines[-1].strip(), 200) if lines else f"exit code {run.returncode}"
-
-def compare_output(expected: str, got: str) -> str | None:
-    """None if ``got`` matches ``expected`` (tolerantly, see the module docstring), else the difference.
-
-    >>> compare_output("1 2.5\\n\\n", "1   2.5000001  \\n")
-    >>> compare_output("3\\n4\\n", "3\\n5\\n")
-    "expected '4', got '5' on line 2"
-    """
-    want, have = _lines(expected), _lines(got)
-    where = len(want) > 1 or len(have) > 1
-    for number, (line, answer) in enumerate(zip_longest(want, have), 1):
-        suffix = f" on line {number}" if where else ""
-        if line is None:
-            return f"expected end of output, got {_short(answer)!r}{suffix}"
-        if answer is None:
-            return f"expected {_short(line)!r}, got end of output{suffix}"
-        if not _same_line(line, answer):
-            return f"expected {_short(line)!r}, got {_short(answer)!r}{suffix}"
-    return None
-
-
-def same_value(got: Any, expected: Any) -> bool:
-    """JSON values equal, numbers with a float among them within 1e-6; bools only equal bools."""
-    if isinstance(got, bool) or isinstance(expected, bool):
-        return type(got) is type(expected) and got == expected
-    if isinstance(got, (int, float)) and isinstance(expected, (int, float)):
-        if isinstance(got, float) or isinstance(expected, float):
-            return math.isclose(got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
-        return got == expected
-    if isinstance(got, list) and isinstance(expected, list):
-        return len(got) == len(expected) and all(map(same_value, got, expected))
-    if isinstance(got, dict) and isinstance(expected, dict):
-        return got.keys() == expected.keys() and all(same_value(got[k], expected[k]) for k in got)
-    return got == expected
-
-
-def _lines(text: str) -> list[str]:
-    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
-
-
-def _same_line(expected: str, got: str) -> bool:
-    want, have = expected.split(), got.split()
-    return len(want) == len(have) and all(map(_same_token, want, have))
-
-
-def _same_token(expected: str, got: str) -> bool:
-    if expected == got:
-        return True
-    if _NUMBER.fullmatch(expected) and _NUMBER.fullmatch(got):
-        return math.isclose(float(expected), float(got), rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
-    return False
-
-
-def _short(text: str, width: int = 60) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
+    return short(lines[-1].strip(), 200) if lines else f"exit code {run.returncode}"
 
 DEFAULT_SANDBOX = Sandbox(limits=Limits(wall_s=DEFAULT_TIME_LIMIT_S))

@@ -47,7 +47,9 @@ class Scorer:
     def score(self, tasks: Sequence[str], completions: Sequence[str], answers: Sequence[str],
               columns: Mapping[str, Sequence] | None = None) -> list[Scored]:
         """``Scored`` for each ``(task, completion, answer)``, in order; each task's items scored in
-        one call. ``columns`` (one value per item each) reach the rewards as keyword arguments."""
+        one call. ``columns`` (one value per item each) reach the rewards as keyword arguments.
+        No program makes this raise or stall: whatever one does is its own 0 with a reason
+        (:mod:`e1.rewards.code_tests` states the judge's threat model)."""
         results: list[Scored | None] = [None] * len(completions)
         by_task: dict[str, list[int]] = {}
         for index, task in enumerate(tasks):

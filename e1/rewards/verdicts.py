@@ -1,0 +1,161 @@
+"""When an answer is right: the code judge's comparison rules, exact for integers.
+
+    >>> compare_output("0.5\\n", "0.5000004\\n") is None      # a decimal: within 1e-6
+    True
+    >>> compare_output("999999937\\n", "999999000\\n")        # an integer: exact
+    "expected '999999937', got '999999000'"
+    >>> compare_output("3\\n", "3.0\\n")
+    "expected '3', got '3.0'"
+    >>> same_value(0.1 + 0.2, 0.3), same_value(1e18, 10**18 + 7), same_value(3.0, 3)
+    (True, False, True)
+
+Output (``stdio`` tests, :func:`compare_output`): ``\\r\\n`` is ``\\n``, trailing whitespace on
+each line and trailing blank lines are ignored, and lines are compared token by token (split on
+whitespace). Two tokens match when their texts are equal, or:
+
+- the expected token is an integer (``[-+]?[0-9]+``): the answer must be an integer of the same
+  value, compared digit by digit (exact at any size; ``+7`` and ``007`` match ``7``, ``-0``
+  matches ``0``). ``3.0`` does not match ``3``: an integer answer is printed as an integer, as
+  a Codeforces checker reads it;
+- the expected token is a decimal (a number with a point or an exponent: ``2.5``, ``1e5``): the
+  answer must be a number (``2.5000001``, ``100000``) within 1e-6 of it, relative or absolute,
+  both finite as float64; a number beyond float64 (``1e999``) matches only its own text;
+- anything else matches only itself.
+
+Values (``call`` tests, :func:`same_value`), ``got`` against ``expected``:
+
+- booleans equal only booleans;
+- an expected integer equals an exactly equal number (Python's exact ``==`` of int and float:
+  ``3.0`` equals ``3``, ``1e18`` does not equal ``10**18 + 7``);
+- an expected float equals a number within 1e-6 (relative or absolute) when both are finite,
+  else only an exactly equal one: ``inf`` equals ``inf``, NaN equals nothing, and neither an
+  infinity nor an integer beyond float64 equals a finite float;
+- lists have the same length and equal items, dicts the same keys and equal values; anything
+  else must be of the same type and ``==``.
+
+Both take untrusted input: time linear in its size (no backtracking, no int <-> str
+conversion), no recursion, and a verdict, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from itertools import zip_longest
+from typing import Any
+
+FLOAT_TOLERANCE = 1e-6  # relative or absolute, for decimals only
+
+# every part matches in one way only, so a failing match backtracks in linear time
+_NUMBER = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+_INTEGER = re.compile(r"[-+]?[0-9]+")
+
+
+def compare_output(expected: str, got: str) -> str | None:
+    """None if ``got`` matches ``expected`` (see the module docstring), else the first difference.
+
+    >>> compare_output("1 2.5\\n\\n", "1   2.5000001  \\n")
+    >>> compare_output("3\\n4\\n", "3\\n5\\n")
+    "expected '4', got '5' on line 2"
+    """
+    want, have = _lines(expected), _lines(got)
+    where = len(want) > 1 or len(have) > 1
+    for number, (line, answer) in enumerate(zip_longest(want, have), 1):
+        suffix = f" on line {number}" if where else ""
+        if line is None:
+            return f"expected end of output, got {short(answer)!r}{suffix}"
+        if answer is None:
+            return f"expected {short(line)!r}, got end of output{suffix}"
+        if not _same_line(line, answer):
+            return f"expected {short(line)!r}, got {short(answer)!r}{suffix}"
+    return None
+
+
+def same_value(got: Any, expected: Any) -> bool:
+    """Whether the plain data ``got`` equals ``expected`` (see the module docstring)."""
+    pending = [(got, expected)]
+    while pending:  # a stack, not recursion: any depth is fine
+        got, expected = pending.pop()
+        if isinstance(got, list) and isinstance(expected, list):
+            if len(got) != len(expected):
+                return False
+            pending.extend(zip(got, expected))
+        elif isinstance(got, dict) and isinstance(expected, dict):
+            if got.keys() != expected.keys():
+                return False
+            pending.extend((got[key], expected[key]) for key in expected)
+        elif not _same_scalar(got, expected):
+            return False
+    return True
+
+
+def short(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def show(value: Any) -> str:
+    """A value as JSON, shortened for a failure message."""
+    try:
+        return short(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):  # not JSON, too deep, an int past the digit limit
+        return f"a {type(value).__name__}"
+
+
+def printable(text: str, width: int = 300) -> str:
+    """``text`` shortened to ``width``, with what UTF-8 cannot carry (lone surrogates) escaped:
+    safe to store in a results table and to print."""
+    return short(text, width).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _same_scalar(got: Any, expected: Any) -> bool:
+    if isinstance(got, bool) or isinstance(expected, bool):
+        return type(got) is type(expected) and got == expected
+    if type(got) in (int, float) and type(expected) is float:
+        return _close_value(got, expected)
+    if type(got) in (int, float) and type(expected) is int:
+        return got == expected  # exact, whatever the sizes: Python compares int and float exactly
+    return type(got) is type(expected) and got == expected
+
+
+def _close_value(got: int | float, expected: float) -> bool:
+    if not math.isfinite(expected):
+        return got == expected
+    try:
+        got = float(got)
+    except OverflowError:  # an int beyond float64
+        return False
+    return _close(got, expected)
+
+
+def _close(got: float, expected: float) -> bool:
+    return math.isfinite(got) and math.isfinite(expected) and math.isclose(
+        got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
+
+
+def _lines(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _same_line(expected: str, got: str) -> bool:
+    want, have = expected.split(), got.split()
+    return len(want) == len(have) and all(map(_same_token, want, have))
+
+
+def _same_token(expected: str, got: str) -> bool:
+    if expected == got:
+        return True
+    if _INTEGER.fullmatch(expected):
+        return _INTEGER.fullmatch(got) is not None and _integer(expected) == _integer(got)
+    if _NUMBER.fullmatch(expected) and _NUMBER.fullmatch(got):
+        return _close(float(got), float(expected))  # float() of a numeral: linear, never raises
+    return False
+
+
+def _integer(token: str) -> tuple[bool, str]:
+    """An integer token's value as (negative, digits without leading zeros): no int() needed."""
+    digits = token.lstrip("+-").lstrip("0") or "0"
+    return token.startswith("-") and digits != "0", digits
