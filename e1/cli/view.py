@@ -29,11 +29,15 @@ def view_command(
 
     [cyan]e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)[/cyan]
     """
-    from e1.cli.app import Interrupted
+    import signal
+    import threading
+
     from e1.view.server import ViewConfig, serve
 
+    config = ViewConfig(paths=tuple(runs), host=host, port=port, token=token)
+    if threading.current_thread() is threading.main_thread():  # uvicorn stops on Ctrl-C, then passes it on:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # a plain KeyboardInterrupt (no run to resume)
     try:
-        serve(ViewConfig(paths=tuple(runs), host=host, port=port, token=token),
-              announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
-    except (Interrupted, KeyboardInterrupt):  # uvicorn stops on Ctrl-C, then passes the signal on: nothing to resume
+        serve(config, announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
+    except KeyboardInterrupt:
         typer.echo("e1 view stopped")
