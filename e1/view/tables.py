@@ -76,7 +76,9 @@ def _facets(run: Run, stamp: tuple) -> dict:
     columns = [c for c in FACETS if c in scan.schema.names]
     table = scan.to_table(columns=columns)
     cells = table.group_by(columns).aggregate([]).to_pandas()
-    models = sorted(cells["model"].unique()) if "model" in cells else [run.model()]
+    given = [str(m) for m in run.config().get("models") or []]  # a sweep's models in the order given (base first)
+    rank = lambda m: (given.index(m) if m in given else len(given), m)
+    models = sorted(map(str, cells["model"].unique()), key=rank) if "model" in cells else [run.model()]
     budgets = cells[["think_budget", "solve_budget"]].drop_duplicates().sort_values(["think_budget", "solve_budget"])
     return {"samples": table.num_rows, "models": [str(m) for m in models],
             "datasets": sorted(map(str, cells["dataset"].unique())), "modes": sorted(map(str, cells["mode"].unique())),

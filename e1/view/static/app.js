@@ -2,10 +2,24 @@
 // Every text from a run is put in the page as text (textContent), never parsed as HTML.
 "use strict";
 
-const state = { runs: [], points: [], page: 0, pageSize: 50, drawn: {}, request: 0, compared: 0 };
+const state = { runs: [], points: [], names: {}, page: 0, pageSize: 50, drawn: {}, request: 0, compared: 0 };
 const $ = (id) => document.getElementById(id);
 const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
-const shortModel = (m) => String(m || "").split("/").filter(Boolean).slice(-2).join("/");
+const shortModel = (m) => state.names[m] ?? String(m || "");
+
+// The shortest tail of each model path that tells it from the others: base/checkpoints/step_4 and
+// e1/checkpoints/step_2 stay apart, Salesforce/E1-Math-1.5B stays whole.
+function modelNames(models) {
+  const parts = models.map((m) => String(m).split("/").filter(Boolean));
+  const names = {};
+  for (let k = 1; ; k++) {
+    const tails = parts.map((p) => p.slice(-Math.max(k, 2)).join("/"));
+    if (new Set(tails).size === new Set(models).size || parts.every((p) => p.length <= k)) {
+      models.forEach((m, i) => { names[m] = tails[i]; });
+      return names;
+    }
+  }
+}
 const budgetLabel = (t, s) => `t=${t} s=${s}`;
 
 function el(tag, attrs = {}, ...children) {
@@ -59,6 +73,8 @@ const runById = (id) => state.runs.find((run) => String(run.id) === String(id));
 async function main() {
   state.runs = await api("runs");
   state.points = await api("curves");
+  const models = [...new Set([...state.runs.flatMap((run) => run.facets.models), ...state.points.map((p) => p.model)])];
+  state.names = modelNames(models.filter(Boolean));
   const kinds = state.runs.map((run) => `${run.name} (${run.kind})`).join(", ");
   $("runs-line").textContent = `${state.runs.length} run${state.runs.length === 1 ? "" : "s"}: ${kinds}`;
   const has = { curves: state.points.length > 0, samples: sampleRuns().length > 0,
@@ -232,20 +248,22 @@ function sideControls(side, choice) {
     fill($(`${side}-budget`), facets.budgets.map(([t, s]) => `${t}+${s}`), facets.budgets.map(([t, s]) => budgetLabel(t, s)));
   };
   refill();
-  for (const name of ["model", "mode", "budget"]) if (choice[name] !== undefined) $(`${side}-${name}`).value = choice[name];
+  for (const name of ["model", "mode", "budget"]) {
+    const select = $(`${side}-${name}`);
+    if ([...select.options].some((option) => option.value === choice[name])) select.value = choice[name];
+  }
   $(`${side}-run`).onchange = () => { refill(); return loadProblems(); };
   for (const name of ["model", "mode", "budget"]) $(`${side}-${name}`).onchange = () => loadProblems();
 }
 
+// First the two models of one sweep (base vs E1), else two modes of one run, else the next run.
 function defaultSides() {
-  const runs = sampleRuns();
-  const a = runs[0], b = runs[1] || runs[0];
+  const [a, b] = sampleRuns();
   const budgets = a.facets.budgets.map(([t, s]) => `${t}+${s}`);
   const left = { run: a.id, model: a.facets.models[0], mode: a.facets.modes[0], budget: budgets[Math.floor(budgets.length / 2)] };
-  const right = { ...left, run: b.id, model: b.facets.models[0] };
-  if (b === a && a.facets.modes.length > 1) right.mode = a.facets.modes[1];
-  else if (b === a && a.facets.models.length > 1) right.model = a.facets.models[1];
-  return [left, right];
+  if (a.facets.models.length > 1) return [left, { ...left, model: a.facets.models[1] }];
+  if (a.facets.modes.length > 1 || !b) return [left, { ...left, mode: a.facets.modes[1] ?? left.mode }];
+  return [left, { ...left, run: b.id, model: b.facets.models[0] }];
 }
 
 function sideFilter(side) {
