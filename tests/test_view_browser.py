@@ -59,13 +59,26 @@ def runs(tmp_path_factory):
                                 for i, answer in enumerate("232")))
     sweep(sweep_config(root / "sweep", problems), load_engine=Loader(HFEngine.load(str(model), batch_size=64)))
     train(small(model, write_problems(root / "train.jsonl"), root / "train", steps=2, save_every=100), reward=contains_char)
+    code_run(root / "code")
     return root
+
+
+def code_run(path):
+    """A code eval run of one sample, written by hand: half its tests passed, the first failure named."""
+    from e1.store.results import samples_frame, write_json, write_parquet
+
+    write_json({"model": "coder", "datasets": ["humaneval"], "data_dir": str(path / "no-data")}, path / "config.json")
+    write_parquet(samples_frame([dict(
+        dataset="humaneval", problem_id="HumanEval/0", sample_index=0, mode="elastic", think_budget=16, solve_budget=64,
+        prompt_tokens=30, think_tokens=12, solve_tokens=40, forced=False, finish_reason="stop", think_text="loop over pairs",
+        solution_text="```python\ndef f(x):\n    return x\n```", extracted_answer="def f(x):\n    return x", gold="6 tests",
+        reward=0.0, correct=False, tests_passed=0.5, first_failure="test 4: wrong answer")]), path / "samples.parquet")
 
 
 @pytest.fixture(scope="module")
 def url(runs):
     """`e1 view` on a free loopback port (it prints the URL it listens on)."""
-    command = [sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "--port", "0"]
+    command = [sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "code", "--port", "0"]
     server = subprocess.Popen(command, cwd=runs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)
@@ -194,6 +207,21 @@ def test_a_forced_sample_shows_where_e1_cut_thinking(page, runs):
     expect(page.locator("#sample-detail .sample")).to_contain_text("truncate")
     expect(page.locator("#sample-detail .cut.forced")).to_have_count(0)  # nothing is forced in truncate mode
     expect(page.locator("#sample-detail .cut.open")).to_have_count(1)
+
+
+def test_a_code_sample_shows_its_tests(page):
+    from playwright.sync_api import expect
+
+    page.click("button[data-tab=samples]")
+    page.wait_for_selector("#sample-table[data-loaded]")
+    choose(page, "#f-run", page.locator("#f-run option", has_text="code").get_attribute("value"))
+    page.click("#sample-table tbody tr >> nth=0")
+    card = page.locator("#sample-detail .sample")
+    expect(card.locator(".tests")).to_have_text("50.0%")
+    expect(card.locator(".failure")).to_have_text("test 4: wrong answer")
+    expect(card.locator(".gold")).to_have_text("6 tests")
+    expect(card.locator(".cut.natural")).to_have_count(1)  # thinking ended by itself: nothing forced
+    expect(page.locator("#sample-detail .problem .source")).to_contain_text("not stored")  # no humaneval in its data_dir
 
 
 def test_side_by_side_shows_both_runs_on_one_problem(page):
