@@ -49,7 +49,7 @@ def _json(handler):
     def endpoint(request):
         try:
             return JSONResponse(handler(request.query_params))
-        except (ValueError, KeyError, IndexError, E1Error) as err:
+        except (ValueError, KeyError, IndexError, OSError, E1Error) as err:  # OSError: a part compacted away meanwhile
             message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)  # KeyError quotes itself
             return JSONResponse({"error": str(message)}, 400)
 

@@ -60,7 +60,7 @@ def _scan(run: Run):
 
 def _stamp(run: Run) -> tuple:
     """What changes when a run's files do: cached reads are keyed by it, so a growing run stays current."""
-    return tuple((str(p), p.stat().st_mtime_ns) for p in run.sample_files + [run.path / "summary.parquet"] if p.exists())
+    return tuple((str(p), p.stat().st_mtime_ns) for p in run.sample_files if p.exists())
 
 
 def facets(run: Run) -> dict:
@@ -77,8 +77,8 @@ def _facets(run: Run, stamp: tuple) -> dict:
     table = scan.to_table(columns=columns)
     cells = table.group_by(columns).aggregate([]).to_pandas()
     given = [str(m) for m in run.config().get("models") or []]  # a sweep's models in the order given (base first)
-    rank = lambda m: (given.index(m) if m in given else len(given), m)
-    models = sorted(map(str, cells["model"].unique()), key=rank) if "model" in cells else [run.model()]
+    models = (sorted(map(str, cells["model"].unique()), key=lambda m: (given.index(m) if m in given else len(given), m))
+              if "model" in cells else [run.model()])
     budgets = cells[["think_budget", "solve_budget"]].drop_duplicates().sort_values(["think_budget", "solve_budget"])
     return {"samples": table.num_rows, "models": [str(m) for m in models],
             "datasets": sorted(map(str, cells["dataset"].unique())), "modes": sorted(map(str, cells["mode"].unique())),
