@@ -1,6 +1,7 @@
 """vLLM backend speed, side by side in one run on one LLM, the same tiny model, batch and tokens.
 
     python benchmarks/engine_vllm.py [--batch 16 --tokens 256 --hidden 128 --layers 4 --repeats 3]
+    python benchmarks/engine_vllm.py --model /tmp/m15 --batch 512 --tokens 1024   # a GPU, a real-size model
 
 Greedy decoding on a random model that practically never writes ``</think>`` or EOS, so every
 row writes its whole budget: elastic t + 1 (forced ``</think>``) + s tokens, the others as many.
@@ -9,7 +10,9 @@ row writes its whole budget: elastic t + 1 (forced ``</think>``) + s tokens, the
 (b) the paper's two calls: ``max_tokens = t`` stopping at ``</think>``, append it, continue with
     ``max_tokens = s`` (prefix caching on, so the second prefill is a cache hit).
 (c) vLLM's own ``thinking_token_budget = t`` (reasoning config ``<think>``/``</think>``) with
-    ``max_tokens = t + 1 + s``: it caps thinking only, so it is not the same decoding — speed only.
+    ``max_tokens = t + 1 + s``: it caps thinking only, so it is not the same decoding — speed only;
+    a vLLM without it gets a line saying so. All runs share one engine, on the V1 model runner
+    (which e1's processor needs; 0.26's thinking_token_budget needs it too).
 Runs take turns; prints seconds (best of --repeats), tokens per second and the ratios to (a)'s plain run.
 """
 
@@ -31,6 +34,8 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model", help="an existing model directory (default: a tiny random one, built here)")
+    parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
@@ -40,16 +45,20 @@ def main() -> None:
     from e1.budget import Budget
     from e1.engine.base import Mode, Sampling
     from e1.engine.vllm import VLLMEngine
+    from e1.engine.vllm_compat import has_thinking_token_budget
     from e1.models.tiny import build_tiny_model
     from e1.data.prompts import build_prompt
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()
+    own_budget = has_thinking_token_budget()
+    reasoning = {"reasoning_config": {"reasoning_start_str": "<think>", "reasoning_end_str": "</think>"}}
     with tempfile.TemporaryDirectory() as tmp:
-        path = build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers, heads=args.hidden // 32,
-                                intermediate_size=4 * args.hidden)
-        engine = VLLMEngine.load(str(path), dtype="float32", reasoning_config={
-            "reasoning_start_str": "<think>", "reasoning_end_str": "</think>"})
+        path = args.model or build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
+                                              heads=args.hidden // 32, intermediate_size=4 * args.hidden)
+        engine = VLLMEngine.load(str(path), dtype="float32" if args.model is None else "auto",
+                                 gpu_memory_utilization=args.gpu_memory_utilization,
+                                 **(reasoning if own_budget else {}))
     llm, markers = engine.llm, engine.markers
     prompts = [engine.encode([build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?")])[0]
                for i in range(args.batch)]
@@ -77,17 +86,23 @@ def main() -> None:
                                use_tqdm=False)
         return sum(len(t) + len(a.outputs[0].token_ids) for t, a in zip(thoughts, answers))
 
-    runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls,
-            "thinking_token_budget": lambda: plain(thinking_token_budget=budget.think)}
+    runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls}
+    if own_budget:
+        runs["thinking_token_budget"] = lambda: plain(thinking_token_budget=budget.think)
     for fn in runs.values():  # warm up every path once
         fn()
     results = interleaved_best(args.repeats, runs)
     base_secs, base_tokens = results["plain vLLM"]
-    print(f"model: hidden {args.hidden}, layers {args.layers}; batch {args.batch}; t={budget.think} s={budget.solve}; "
+    import vllm
+
+    shape = args.model or f"hidden {args.hidden}, layers {args.layers}"
+    print(f"vLLM {vllm.__version__}; model: {shape}; batch {args.batch}; t={budget.think} s={budget.solve}; "
           f"greedy; best of {args.repeats}")
     for name, (secs, tokens) in results.items():
         per_token = (secs / tokens) / (base_secs / base_tokens)
         print(f"  {name:22s} {secs:7.3f}s {tokens:6d} tokens {tokens / secs:7.0f} tok/s  {per_token:.3f}x per token")
+    if not own_budget:
+        print(f"  {'thinking_token_budget':22s} unsupported: this vLLM's SamplingParams has no thinking_token_budget")
     print("goal: e1 elastic <= 1.03x plain vLLM per token")
 
 

@@ -10,6 +10,7 @@ plain file, ``{out}`` a run directory that must not exist afterwards (unless the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import sys
@@ -43,12 +44,12 @@ CASES = [
     ("top-p-zero", [*EVAL, "--top-p", "0"], 1, "top"),
     ("top-p-two", [*EVAL, "--top-p", "2"], 1, "top"),
     ("top-k-negative", [*EVAL, "--top-k", "-1"], 1, "top"),
-    ("max-tokens-zero", [*EVAL, "--max-tokens", "0"], 1, "max tokens must be >= 1"),
+    ("max-tokens-zero", [*EVAL, "--max-tokens", "0"], 1, "--max-tokens must be >= 1"),
     ("unknown-option", [*EVAL, "--thinking", "8"], USAGE, "No such option"),
     # code tests
     ("workers-zero", [*EVAL, "--workers", "0"], 1, "--workers must be >= 1"),
     ("max-tests-zero", [*EVAL, "--max-tests", "0"], 1, "--max-tests must be >= 1"),
-    ("test-time-zero", [*EVAL, "--test-time-limit", "0"], 1, "--test-time-limit must be > 0"),
+    ("test-time-zero", [*EVAL, "--test-time-limit", "0"], 1, "--test-time-limit must be in (0, 86400]"),
     # engine settings
     ("tp-zero", [*EVAL, "--tp", "0"], 1, "--tp must be >= 1"),
     ("gpu-memory-seven", [*EVAL, "--gpu-memory-utilization", "7"], 1, "--gpu-memory-utilization must be in (0, 1]"),
@@ -123,7 +124,66 @@ CASES = [
      "--api-url 'notaurl' is not an http(s) URL"),
     ("elo-fetch-out-empty", ["elo", "fetch", "--contests", "1", "--out", ""], 1, "--out is empty"),
     ("elo-needs-contests", ["elo", "--results", "{garbage_run}"], 1, "needs --results and --contests"),
+    # every number is checked for what it is: NaN, inf and 23 or 400 digits are refused before anything loads
+    ("temperature-nan", [*EVAL, "--temperature", "nan"], 1, "--temperature must be a finite number"),
+    ("top-p-inf", [*EVAL, "--top-p", "inf"], 1, "--top-p must be a finite number"),
+    ("seed-23-digits", [*EVAL, "--seed", "9" * 23], 1, "--seed must be <= 9223372036854775807"),
+    ("think-400-digits", [*EVAL, "--think", "9" * 400], 1, "think budget must be <= 2147483647"),
+    ("gpu-memory-nan", [*EVAL, "--gpu-memory-utilization", "nan"], 1, "--gpu-memory-utilization must be a finite"),
+    ("test-time-inf", [*EVAL, "--test-time-limit", "inf"], 1, "--test-time-limit must be a finite number"),
+    ("sweep-temperature-nan", [*SWEEP, "--temperature", "nan"], 1, "--temperature must be a finite number"),
+    ("train-lr-inf", [*TRAIN, "--lr", "inf"], 1, "lr must be a finite number"),
+    ("train-weight-decay-nan", [*TRAIN, "--weight-decay", "nan"], 1, "weight_decay must be a finite number"),
+    ("train-kl-coef-nan", [*TRAIN, "--kl-coef", "nan"], 1, "kl_coef must be a finite number"),
+    ("train-seed-23-digits", [*TRAIN, "--seed", "9" * 23], 1, "seed must be <= 9223372036854775807"),
+    ("train-think-400-digits", [*TRAIN, "--think", "9" * 400], 1, "think budget must be <= 2147483647"),
+    ("train-lr-nan-in-toml", [*TRAIN, "--config", "{toml:lr = nan}"], 1, "lr must be a finite number"),
+    ("demo-seed-23-digits", ["demo", "--out", "{out}", "--seed", "9" * 23], 1, "--seed must be <= 9223372036854775807"),
+    ("elo-min-participants-negative", ["elo", "--results", "{garbage_run}", "--contests", "{tmp}",
+                                       "--min-participants", "-1"], 1, "--min-participants must be >= 0"),
+    ("elo-pass-n-23-digits", ["elo", "--results", "{garbage_run}", "--contests", "{tmp}", "--pass-n", "9" * 23], 1,
+     "--pass-n must be <= 1000000"),
+    ("serve-gpu-memory-nan", ["serve", "--model", "{tiny}", "--gpu-memory-utilization", "nan", "--print-command"], 1,
+     "--gpu-memory-utilization must be a finite number"),
+    ("mode-wait-23-digits", [*EVAL, "--mode", "budget-forcing:wait=" + "9" * 23], 1, "wait must be <= 1000"),
+    ("train-length-reward-nan", [*TRAIN, "--length-reward", "cosine:exceed=nan"], 1,
+     "cosine exceed must be a finite number"),
+    ("serve-port-23-digits", ["serve", "--model", "{tiny}", "--port", "9" * 23, "--print-command"], 1,
+     "--port must be <= 65535"),
+    # errors that name the right cause
+    ("dataset-fifo", [*EVAL, "--datasets", "{fifo}"], 1, "is a FIFO (named pipe), not a data file"),
+    ("dataset-symlink-loop", [*EVAL, "--datasets", "{loop}"], 1, "is a symlink loop, not a data file"),
+    ("dataset-dev-null", [*EVAL, "--datasets", "/dev/null"], 1, "/dev/null is a character device"),
+    ("dataset-directory", [*EVAL, "--datasets", "{tmp}"], 1, "is a directory, not a data file"),
+    ("dataset-row-without-answer", [*EVAL, "--datasets", "{noanswer}"], 1,
+     "e1 data prepare --from"),
+    ("prepare-from-fifo", ["data", "prepare", "--from", "{fifo}", "--out", "{out}"], 1, "is a FIFO (named pipe)"),
+    ("model-empty-folder", [*EVAL, "--model", "{emptymodel}"], 1, "emptymodel' is empty"),
+    ("model-gguf-folder", [*EVAL, "--model", "{gguf}"], 1, "holds a GGUF file (model-Q4_K_M.gguf), which e1 cannot load"),
+    ("train-model-empty-folder", [*TRAIN, "--model", "{emptymodel}"], 1, "emptymodel' is empty"),
+    ("train-yaml-lr-fix-is-a-yaml-float", [*TRAIN, "--config", "{yaml:lr: fast}"], 1, "write e.g. lr: 1.0e-06"),
+    ("elo-results-malformed", ["elo", "--results", "{badjson}", "--contests", "{tmp}"], 1,
+     "--results file"),
+    ("train-resume-truncated-checkpoint", [*TRAIN, "--out", "{ckpt_run}", "--resume", "--think", "8", "--solve", "8"], 1, "step_1 away"),
+    ("sandbox-bogus-math-data", [*EVAL, "--sandbox", "bogus"], 1, "--sandbox 'bogus': unknown sandbox backend"),
+    ("train-sandbox-bogus-math-data", [*TRAIN, "--sandbox", "bogus"], 1, "--sandbox 'bogus': unknown sandbox"),
+    ("serve-print-command-model-missing", ["serve", "--model", "./no-model", "--print-command"], 1,
+     "no model folder './no-model'"),
+    ("serve-print-command-budget-over-context", ["serve", "--model", "{tiny}", "--think", "4k", "--solve", "1k",
+                                                 "--print-command"], 1, "more than the context"),
+    ("demo-readme-missing-folder", ["demo", "--out", "{out}", "--readme", "{tmp}/missing/README.md"], 1,
+     "its folder does not exist"),
 ]
+# what these cases were told before: the wrong cause, which their message must not say
+WRONG_CAUSES = {
+    **dict.fromkeys(("dataset-fifo", "dataset-symlink-loop", "dataset-dev-null", "dataset-directory",
+                     "prepare-from-fifo"), "no such file"),
+    "dataset-row-without-answer": "choose the fields with --problem-field, --answer-field",  # e1 eval has none
+    **dict.fromkeys(("model-empty-folder", "model-gguf-folder", "train-model-empty-folder"), "no tokenizer files"),
+    "train-yaml-lr-fix-is-a-yaml-float": "lr: 1e-06",
+    "elo-results-malformed": "fetch again",
+    "train-resume-truncated-checkpoint": "download the model again",
+}
 
 
 @pytest.fixture(scope="module")
@@ -151,14 +211,33 @@ def workspace(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
     (root / "other_run" / "config.json").write_text(json.dumps({"model": "someone/else", "n": 1}))
     return {"tiny": tiny_model_dir, "trunc": trunc, "notok": notok, "data": root / "data.jsonl",
             "empty": root / "empty.jsonl", "file": root / "file", "garbage_run": root / "garbage_run",
-            "foreign_run": root / "foreign_run", "other_run": root / "other_run"}
+            "foreign_run": root / "foreign_run", "other_run": root / "other_run", **odd_paths(root, trunc)}
+
+
+def odd_paths(root: Path, trunc: Path) -> dict[str, Path]:
+    """Paths that are not what they are given as: a FIFO, a symlink loop, an empty model folder, one
+    holding a GGUF, a jsonl without answers, a malformed results file, a run with a truncated checkpoint."""
+    os.mkfifo(root / "fifo.jsonl")
+    (root / "loop.jsonl").symlink_to(root / "loop.jsonl")
+    (root / "emptymodel").mkdir()
+    (root / "gguf").mkdir()
+    (root / "gguf" / "model-Q4_K_M.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+    (root / "noanswer.jsonl").write_text(json.dumps({"problem": "What is 1 + 1?", "solution": "2"}) + "\n")
+    (root / "bad.json").write_text('{"1971A": [true, ')
+    step = root / "ckpt_run" / "checkpoints" / "step_1"
+    shutil.copytree(trunc, step)
+    (step / "trainer_state.pt").write_bytes(b"")
+    return {"fifo": root / "fifo.jsonl", "loop": root / "loop.jsonl", "emptymodel": root / "emptymodel",
+            "gguf": root / "gguf", "noanswer": root / "noanswer.jsonl", "badjson": root / "bad.json",
+            "ckpt_run": root / "ckpt_run"}
 
 
 def expand(argument: str, paths: dict, tmp_path: Path) -> str:
-    if argument.startswith("{toml:"):
-        config = tmp_path / "train.toml"
-        config.write_text(argument[len("{toml:"):-1] + "\n")
-        return str(config)
+    for kind in ("toml", "yaml"):
+        if argument.startswith(f"{{{kind}:"):
+            config = tmp_path / f"train.{kind}"
+            config.write_text(argument[len(kind) + 2:-1] + "\n")
+            return str(config)
     return argument.format(**{name: str(path) for name, path in paths.items()}, tmp=tmp_path, out=tmp_path / "out")
 
 
@@ -181,18 +260,19 @@ def run_main(args: list[str], capsys) -> tuple[int, str]:
 
 def snapshot(paths: dict) -> dict[str, tuple]:
     """What the shared fixtures hold, to check that no case changed them."""
-    return {name: tuple(sorted(p.name for p in path.iterdir())) if path.is_dir() else (path.stat().st_size,)
+    return {name: tuple(sorted(p.name for p in path.iterdir())) if path.is_dir() else (path.lstat().st_size,)
             for name, path in paths.items()}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
 def test_bad_input_is_one_line_with_nothing_written(case, workspace, tmp_path, capsys):
-    _, arguments, code, needle = case
+    name, arguments, code, needle = case
     before = snapshot(workspace)
     exit_code, err = run_main([expand(a, workspace, tmp_path) for a in arguments], capsys)
     assert exit_code == code, err
     assert "Traceback" not in err and "please report it" not in err, err
     assert needle in " ".join(err.split()), err
+    assert WRONG_CAUSES.get(name, "\0") not in " ".join(err.split()), err
     if code != USAGE:  # the one error line, after the stage a log shows when a model starts loading
         *progress, last = err.strip().splitlines()
         assert last.startswith("error: ") and all(line.startswith("loading ") for line in progress), err
@@ -202,8 +282,8 @@ def test_bad_input_is_one_line_with_nothing_written(case, workspace, tmp_path, c
 
 def test_the_table_covers_every_command_and_enough_cases():
     commands = {case[1][0] for case in CASES}
-    assert commands == {"eval", "sweep", "data", "train", "demo", "elo"}
-    assert len(CASES) >= 60
+    assert commands == {"eval", "sweep", "data", "train", "demo", "elo", "serve"}
+    assert len(CASES) >= 115
 
 
 def test_device_cuda_on_a_machine_without_one_is_named(workspace, tmp_path, capsys):
@@ -230,3 +310,24 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, capsys, monkeypat
     monkeypatch.setattr(cli, "app", interrupted)
     code, err = run_main(["eval"], capsys)
     assert code == 130 and err.strip().splitlines() == [f"error: {caught.value}"]
+
+
+@pytest.mark.parametrize("arguments", [EVAL, TRAIN], ids=["eval", "train"])
+def test_a_bogus_e1_sandbox_is_refused_with_math_data_before_loading(arguments, workspace, tmp_path, capsys,
+                                                                      monkeypatch):
+    monkeypatch.setenv("E1_SANDBOX", "bogus")
+    code, err = run_main([expand(a, workspace, tmp_path) for a in arguments], capsys)
+    assert code == 1 and err.strip().splitlines() == [err.strip()], err
+    assert "(E1_SANDBOX) 'bogus': unknown sandbox backend" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_train_deepspeed_without_deepspeed_is_refused_before_loading(workspace, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "deepspeed" else find_spec(name, *rest))
+    code, err = run_main([expand(a, workspace, tmp_path) for a in [*TRAIN, "--deepspeed", "zero2"]], capsys)
+    assert code == 1 and err.strip().splitlines() == [err.strip()], err
+    assert "--deepspeed zero2 needs DeepSpeed, which is not installed" in err and "pip install" in err, err
+    assert not (tmp_path / "out").exists()

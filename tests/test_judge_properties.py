@@ -73,7 +73,11 @@ def box():
 
 def test_integers_in_output_compare_exactly():
     assert compare_output("999999937\n", "999999000\n") == "expected '999999937', got '999999000'"
-    assert compare_output("3\n", "3.0\n") is not None  # an integer answer is printed as an integer
+    assert compare_output("3\n", "3.0\n") is None and compare_output("3\n", "30e-1\n") is None  # exactly 3
+    assert compare_output("3\n", "3.0000001\n") is not None  # no tolerance for an integer
+    huge = "1" * 7000  # an exponent past Decimal's range: a verdict, not InvalidOperation
+    assert compare_output("5\n", f"1e{huge}\n") is not None and compare_output("5\n", f"5e-{huge}\n") is not None
+    assert compare_output("0\n", f"0.00e{huge}\n") is None and compare_output("-0\n", f"-0e-{huge}\n") is None
     assert compare_output("1" + "0" * 338 + "\n", "1e999\n") is not None  # both overflow float64
     assert compare_output("1" + "0" * 338 + ".5\n", "2e999\n") is not None
     assert compare_output("7\n", "007\n") is None and compare_output("0\n", "-0\n") is None  # same value
@@ -96,7 +100,7 @@ digits = st.text("0123456789", min_size=1, max_size=6000)  # past int()'s 4300-d
 def test_integer_tokens_match_exactly_when_their_values_are_equal(sign_a, a, sign_b, b):
     equal = Decimal(sign_a + a) == Decimal(sign_b + b)  # exact at any size, no digit limit
     assert (compare_output(sign_a + a, sign_b + b) is None) == equal
-    assert compare_output(a, a + ".0") is not None
+    assert compare_output(a, a + ".0") is None and compare_output(a, a + ".01") is not None  # exact, as a decimal
 
 
 @PURE
@@ -106,7 +110,8 @@ def test_decimals_match_within_the_tolerance_integers_only_exactly(x, noise):
     off = x + max(abs(x), 1.0) * 1e-5
     assert compare_output(repr(x), repr(off)) is not None
     assert compare_output(repr(x), "1e999") is not None and compare_output(repr(x), "nan") is not None
-    assert compare_output(str(int(x)), repr(int(x) * (1 + noise))) is not None  # a decimal for an integer
+    decimal = repr(int(x) * (1 + noise))  # a decimal for an integer: exactly equal, or wrong
+    assert (compare_output(str(int(x)), decimal) is None) == (Decimal(decimal) == int(x))
 
 
 @PURE

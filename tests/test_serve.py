@@ -24,6 +24,7 @@ from e1.serve.budgets import (ROOM_FIELD, ServeDefaults, check_fields, check_roo
 from e1.serve.responses import Served, prepare, rewrite_response
 
 THINK, SOLVE = 6, 4  # the test server's default budgets
+API_KEY = "e1-test-key"  # the test server's (vLLM's --api-key)
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +148,51 @@ def test_a_half_default_budget_is_refused(tiny_model_dir):
     assert result.exit_code != 0 and "needs both --think and --solve" in str(result.exception)
 
 
+# -- the middleware's door: the key first, then a bounded body ---------------------------------
+
+
+def middleware_call(headers: dict[bytes, bytes], chunks: list[bytes], api_key: list[str] | None = ["k"]):
+    """Run BudgetMiddleware once over a fake request; (status sent, JSON body sent, chunks it read)."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from e1.serve.middleware import BudgetMiddleware
+
+    read, sent = [], []
+
+    async def receive():
+        read.append(chunks[len(read)])
+        return {"type": "http.request", "body": read[-1], "more_body": len(read) < len(chunks)}
+
+    async def send(message):
+        sent.append(message)
+
+    async def app(scope, receive, send):
+        raise AssertionError("reached vLLM")
+
+    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers.items()),
+             "app": SimpleNamespace(state=SimpleNamespace(args=SimpleNamespace(api_key=api_key)))}
+    asyncio.run(BudgetMiddleware(app)(scope, receive, send))
+    return sent[0]["status"], json.loads(sent[1]["body"]), len(read)
+
+
+@pytest.mark.parametrize("authorization", [None, b"Bearer wrong", b"Basic k", b"k", b"Bearer k "])
+def test_a_request_without_the_key_is_refused_before_its_body_is_read(authorization):
+    headers = {b"content-length": b"100000000"} | ({b"authorization": authorization} if authorization else {})
+    assert middleware_call(headers, [b"{" * 1000] * 3) == (401, {"error": "Unauthorized"}, 0)
+
+
+def test_a_body_over_the_limit_is_refused_with_413(monkeypatch):
+    from e1.serve import middleware
+
+    monkeypatch.setattr(middleware, "MAX_BODY_BYTES", 1000)
+    key = {b"authorization": b"bearer k"}
+    status, error, read = middleware_call(key | {b"content-length": b"1001"}, [b"x" * 1001])
+    assert (status, read) == (413, 0) and "larger than this server's limit of 1000 bytes" in error["error"]["message"]
+    status, _, read = middleware_call(key, [b"x" * 400] * 5)  # chunked: no length said; stops reading past it
+    assert (status, read) == (413, 3)
+
+
 # -- the server -----------------------------------------------------------------------------
 
 
@@ -168,7 +214,7 @@ def server(model_dir, tmp_path_factory):
 
     port = free_port()
     with running_server(str(model_dir), tmp_path_factory.mktemp("serve") / "server.log", "--think", str(THINK),
-                        "--solve", str(SOLVE), port=port) as url:
+                        "--solve", str(SOLVE), "--", "--api-key", API_KEY, port=port) as url:
         yield url, str(model_dir)
     with socket.socket() as sock:  # nothing listens on the port any more (closed connections may linger)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -179,7 +225,7 @@ def server(model_dir, tmp_path_factory):
 def client(server):
     import openai
 
-    return openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
+    return openai.OpenAI(base_url=server[0] + "/v1", api_key=API_KEY, max_retries=0, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -268,7 +314,7 @@ def test_completions_endpoint_is_budgeted_too(server):
     body = {"model": server[1], "prompt": "What is 2 + 3? <think>", "temperature": 0,
             "thinking_budget": 2, "solution_budget": 3}
     request = urllib.request.Request(server[0] + "/v1/completions", json.dumps(body).encode(),
-                                     {"content-type": "application/json"})
+                                     {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"})
     report = json.load(urllib.request.urlopen(request, timeout=60))["choices"][0]["budget"]
     assert report["thinking_tokens"] <= 2 and report["solution_tokens"] <= 3 and report["budget_mode"] == "elastic"
 
@@ -281,6 +327,11 @@ def test_completions_endpoint_is_budgeted_too(server):
     ({"thinking_budget": 100, "solution_budget": 100, "_long_prompt": True}, "the prompt leaves room for only"),
     # past the middleware (mode none), so vLLM's admission check by the processor answers, as in plain `vllm serve`
     ({"budget_mode": "none", "vllm_xargs": {"thinking_budget": 4}}, "thinking_budget needs solution_budget"),
+    # numbers checked for what they are: a 400-digit budget (was an OverflowError: a 500 naming no field) and
+    # a budget_room of the wrong type (was a TypeError: HTTP 500), at the middleware and at vLLM's admission
+    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
+    ({"vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
+    ({"budget_mode": "none", "vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
 ])
 def test_bad_requests_get_http_400_and_the_server_lives_on(server, client, extra, message):
     import openai
@@ -289,3 +340,14 @@ def test_bad_requests_get_http_400_and_the_server_lives_on(server, client, extra
     with pytest.raises(openai.BadRequestError, match=message.replace("(", r"\(")):
         chat(client, server[1], problem, **extra)
     assert choice_json(chat(client, server[1], "hi", thinking_budget=1, solution_budget=1))["budget"]["solution_tokens"] <= 1
+
+
+def test_the_server_answers_a_keyless_request_at_once_whatever_its_body_claims(server):
+    """A client that announces 96 MB and sends nothing: the 401 (or, with the key, the 413)
+    comes before any body; a middleware reading the body first would wait for it."""
+    host, port = server[0].removeprefix("http://").split(":")
+    for authorization, status in (("", b"401"), (f"Authorization: Bearer {API_KEY}\r\n", b"413")):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                         f"{authorization}Content-Length: 100000000\r\n\r\n".encode())
+            assert sock.recv(4096).split(b"\r\n")[0].split()[1] == status  # HTTP/1.1 401 Unauthorized

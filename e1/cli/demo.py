@@ -34,14 +34,17 @@ def demo_command(
 
     from rich.console import Console
 
-    from e1.demo.claims import claims_markdown, update_readme
+    from e1.demo.claims import check_readme, claims_markdown, update_readme
     from e1.demo.pipeline import DemoConfig, model_names, run_demo
     from e1.report.ui import RichProgress, quiet_libraries
 
+    config = DemoConfig(out=out, fast=fast, seed=seed)  # checks its numbers
+    if readme is not None:
+        check_readme(readme)  # now, not after the whole demo has run
     quiet_libraries()
     console = Console()
     started = time.perf_counter()
-    result = run_demo(DemoConfig(out=out, fast=fast, seed=seed), progress=RichProgress())
+    result = run_demo(config, progress=RichProgress())
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 

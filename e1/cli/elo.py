@@ -56,10 +56,12 @@ def elo_command(
     with its 95% bootstrap interval over contests."""
     if ctx.invoked_subcommand is not None:
         return
+    from e1.report.elo import check_elo_options, estimate_rating, load_results
+
+    check_elo_options(pass_n, min_participants)  # before any file is read
     if results is None or contests is None:
         raise ConfigError("e1 elo needs --results and --contests", hint="see `e1 elo --help`")
     from e1.budget import parse_tokens
-    from e1.report.elo import estimate_rating, load_results
 
     attempts = load_results(
         results,

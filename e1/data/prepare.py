@@ -42,6 +42,7 @@ from e1.data.registry import (
     is_registered,
 )
 from e1.errors import DataError, did_you_mean
+from e1.store.preflight import missing_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,8 +138,8 @@ def load_dataset(spec: str, data_dir: Path | None = None) -> pd.DataFrame:
         return _load_file(file)
     if NAME_PATTERN.match(spec) and prepared_path(spec, data_dir).is_file():
         return _read_canonical(prepared_path(spec, data_dir))
-    if file.suffix.lower() in _READERS or "/" in spec or os.sep in spec:
-        raise DataError(f"{spec}: no such file", hint="check the path")
+    if file.suffix.lower() in _READERS or "/" in spec or os.sep in spec or os.path.lexists(file):
+        raise missing_file(spec, hint=f"pass a file ({', '.join(_READERS)}) or a registered name")
     candidates = sorted(set(benchmark_names()) | set(prepared_names(data_dir)))
     raise DataError(f"unknown dataset '{spec}'", hint=did_you_mean(spec, candidates, "known datasets:"))
 
@@ -160,8 +161,9 @@ def _load_file(path: Path) -> pd.DataFrame:
             return _read_canonical(path)
     records, labels = read_records(path)
     benchmark = _file_benchmark(_name_from_stem(path), path, records, None, None, None)
-    frame, _ = _canonical_frame(records, labels, benchmark, str(path), FILE_HINT, skip_blank=False)
-    return frame
+    hint = (f"rename the fields to problem and answer, or map them: e1 data prepare --from {path} --problem-field P "
+            f"--answer-field A, then use the name {benchmark.name}")
+    return _canonical_frame(records, labels, benchmark, str(path), hint, skip_blank=False)[0]
 
 
 def _read_canonical(path: Path) -> pd.DataFrame:
@@ -351,7 +353,7 @@ def _not_on_hub(benchmark: Benchmark) -> DataError:
 def read_records(path: Path) -> tuple[Records, list[str]]:
     """Plain records from a .jsonl, .json, .parquet or .csv file, with a label per row for messages."""
     if not path.is_file():
-        raise DataError(f"{path}: no such file", hint="check the path")
+        raise missing_file(path, hint=f"pass a file: {', '.join(_READERS)}")
     reader = _READERS.get(path.suffix.lower())
     if reader is None:
         raise DataError(

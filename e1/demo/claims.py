@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from e1.errors import ConfigError
 from e1.store.results import read_parquet
 
 
@@ -90,6 +91,28 @@ def claims_markdown(claims: list[dict], median: float, seconds: float | None = N
 
 
 BEGIN, END = "<!-- demo-results:begin -->", "<!-- demo-results:end -->"
+
+
+def check_readme(readme: Path) -> None:
+    """``--readme`` is an existing, writable file with the demo markers: checked before the demo
+    runs, not after minutes of training."""
+    import os
+
+    readme = Path(readme)
+    if readme.is_dir():
+        raise ConfigError(f"--readme {readme} is a folder", hint="pass the README file itself, e.g. README.md")
+    if not readme.is_file():
+        where = "its folder does not exist" if not readme.parent.is_dir() else "no such file"
+        raise ConfigError(f"--readme {readme}: {where}", hint="pass an existing README.md")
+    if not os.access(readme, os.R_OK | os.W_OK):
+        raise ConfigError(f"--readme {readme} is not writable", hint="pass a README you can write to")
+    try:
+        text = readme.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"--readme {readme}: cannot read it ({err})", hint="pass a text README.md") from None
+    if BEGIN not in text or END not in text:
+        raise ConfigError(f"--readme {readme} has no demo markers",
+                          hint=f"add the lines {BEGIN} and {END} where the table goes")
 
 
 def update_readme(readme: Path, block: str) -> bool:

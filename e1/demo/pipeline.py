@@ -26,6 +26,7 @@ from pathlib import Path
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
+from e1.numeric import Number, check_numbers
 
 THINK_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)  # of the base model's median thinking length m
 SOLVE = 2  # the answer digit and EOS
@@ -41,6 +42,10 @@ class Scale:
     samples: int
 
 
+DEMO_NUMBERS = {"seed": Number(int, min=0), "sft_lr": Number(float, min=0, above=True, max=1),
+                "grpo_lr": Number(float, min=0, above=True, max=1),
+                **{name: Number(int, min=1, max=1 << 16) for name in ("hidden_size", "layers", "heads")},
+                "group_size": Number(int, min=2, max=1 << 16)}
 FULL = Scale(sft_steps=1000, sft_batch=64, grpo_steps=80, grpo_prompts=16, test_rows=500, samples=4)
 FAST = Scale(sft_steps=550, sft_batch=64, grpo_steps=30, grpo_prompts=16, test_rows=300, samples=2)
 TINY = Scale(sft_steps=4, sft_batch=8, grpo_steps=2, grpo_prompts=2, test_rows=8, samples=1)  # tests only
@@ -58,6 +63,9 @@ class DemoConfig:
     sft_lr: float = 3e-3
     grpo_lr: float = 3e-4
     group_size: int = 8
+
+    def __post_init__(self):
+        check_numbers(self, DEMO_NUMBERS, {"seed": "--seed"})
 
     @property
     def sizes(self) -> Scale:

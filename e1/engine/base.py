@@ -20,9 +20,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
-from e1.budget import Budget
+from e1.budget import MAX_TOKENS, Budget
 from e1.engine.markers import Markers
 from e1.errors import ConfigError
+from e1.numeric import Number, check_numbers
 
 MODES = ("elastic", "truncate", "budget-forcing", "none")
 
@@ -35,6 +36,11 @@ EXIT_TEXTS = {
 }
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
 _LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
+
+
+# a mode's counts (e1.numeric): wait=K natural ends replaced, grace=G tokens to end a sentence
+MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2 replaces two natural ends"),
+                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end")}
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class Mode:
             from e1.errors import did_you_mean
 
             raise ConfigError(f"unknown mode {self.name!r}", hint=did_you_mean(self.name, MODES))
+        check_numbers(self, MODE_NUMBERS)  # wait=K and grace=G: whole, >= 0, not 23 digits
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
         budgeted = self.name in ("elastic", "budget-forcing")
@@ -123,6 +130,17 @@ def _option_value(key: str, value: str, text) -> object:
     raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint="options are wait=k, exit=NAME|'text', grace=g")
 
 
+MIN_TEMPERATURE = 1e-3
+# what each sampling setting may hold (e1.numeric); errors name them as the CLI's flags
+SAMPLING_NUMBERS = {
+    "temperature": Number(float, min=0, max=100, hint="use 0 for greedy decoding"),
+    "top_p": Number(float, min=0, max=1, above=True, hint="use 1 to switch it off"),
+    "top_k": Number(int, min=0, hint="use 0 to switch it off"),
+    "seed": Number(int, min=0),
+    "max_tokens": Number(int, min=1, max=2**31 - 1),
+}
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling settings; ``temperature=0`` is greedy, ``top_k=0`` and ``top_p=1`` are off."""
@@ -134,14 +152,10 @@ class Sampling:
     max_tokens: int = 32768  # only bounds mode ``none``
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise ConfigError(f"temperature must be >= 0, got {self.temperature}", hint="use 0 for greedy decoding")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top-p must be in (0, 1], got {self.top_p}", hint="use 1 to switch it off")
-        if self.top_k < 0:
-            raise ConfigError(f"top-k must be >= 0, got {self.top_k}", hint="use 0 to switch it off")
-        if self.max_tokens < 1:
-            raise ConfigError(f"max tokens must be >= 1, got {self.max_tokens}")
+        check_numbers(self, SAMPLING_NUMBERS, {name: "--" + name.replace("_", "-") for name in SAMPLING_NUMBERS})
+        if 0 < self.temperature < MIN_TEMPERATURE:  # logits / 1e-30 overflow float32: NaN probabilities
+            raise ConfigError(f"--temperature must be 0 or >= {MIN_TEMPERATURE}, got {self.temperature}",
+                              hint="use 0 for greedy decoding")
 
     @property
     def greedy(self) -> bool:

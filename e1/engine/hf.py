@@ -63,6 +63,9 @@ def load_tokenizer(model: str):
     """The tokenizer of a model folder or hub id, with a one-line error when it is missing."""
     from transformers import AutoTokenizer
 
+    from e1.store.preflight import check_model_path
+
+    check_model_path(model)  # an empty folder, or one holding a GGUF, says so (not "no tokenizer files")
     folder = Path(model)
     if folder.is_dir() and not any((folder / name).exists() for name in TOKENIZER_FILES):
         raise ModelError(f"{model} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...)",
@@ -148,7 +151,7 @@ class HFEngine(RowEngine):
             chunk = todo[start : start + self.batch_size]
             self._decode_chunk([prompt_ids[rows[i][0]] for i in chunk], [states[i] for i in chunk],
                                [row_seeds[i] for i in chunk], sampling, progress)
-        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
+        return self.completions(states, rows, prompt_ids, taken)
 
     def _decode_chunk(self, prompts: list[list[int]], states: list, row_seeds: list[int], sampling: Sampling,
                       progress) -> None:

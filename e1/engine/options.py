@@ -8,11 +8,18 @@
 from __future__ import annotations
 
 from e1.errors import ConfigError, did_you_mean
+from e1.numeric import Number
 
 BACKENDS = ("auto", "hf", "vllm")
 
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
+# the numeric engine settings every command shares (e1.numeric): eval, sweep, train, serve
+ENGINE_NUMBERS = {
+    "tp": Number(int, min=1, max=4096, hint="the number of GPUs one vLLM engine spans"),
+    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint="a fraction of GPU memory, e.g. 0.9"),
+    "max_model_len": Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
+}
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.pick_dtype reads them
 
 
@@ -60,13 +67,9 @@ def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_mem
     check_device(device)
     if dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
-    if tp < 1:
-        raise ConfigError(f"--tp must be >= 1, got {tp}", hint="the number of GPUs one vLLM engine spans")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}",
-                          hint="a fraction of GPU memory, e.g. 0.9")
-    if max_model_len is not None and max_model_len < 1:
-        raise ConfigError(f"--max-model-len must be >= 1, got {max_model_len}", hint="leave it out to use the model's")
+    values = {"tp": tp, "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len}
+    for name, spec in ENGINE_NUMBERS.items():
+        spec.check(values[name], "--" + name.replace("_", "-"))
 
 
 def vllm_available() -> bool:

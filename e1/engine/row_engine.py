@@ -7,7 +7,7 @@ them — so the transformers and vLLM backends count, split and report identical
             mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
             states, taken = self.start_states(prompt_ids, rows, budget, mode, sampling, prefixes)
             ...  # decode the rows not done, feeding every token to its state
-            return [self.completion(state, p, j, len(prompt_ids[p]), k) for ...]
+            return self.completions(states, rows, prompt_ids, taken)
 """
 
 from __future__ import annotations
@@ -88,22 +88,38 @@ class RowEngine:
             self._sentence_ends = sentence_end_ids(self.tokenizer)
         return self._sentence_ends
 
-    def completion(self, state: RowState, prompt_index: int, sample_index: int, prompt_tokens: int,
-                   prefix_tokens: int = 0) -> Completion:
-        think, solution = state.split()
-        decode = self.tokenizer.decode
-        return Completion(
-            prompt_index=prompt_index,
-            sample_index=sample_index,
-            think_text=decode(think, skip_special_tokens=True),
-            solution_text=decode(solution, skip_special_tokens=True),
-            prompt_tokens=prompt_tokens,
-            think_tokens=state.think_tokens,
-            solve_tokens=state.solve_tokens,
-            forced=state.was_forced,
-            finish_reason=state.finish_reason,
-            token_ids=list(state.tokens),
-            forced_mask=list(state.forced),
-            closed=state.closed,
-            prefix_tokens=prefix_tokens,
-        )
+    def completions(self, states: Sequence[RowState], rows: Sequence[tuple[int, int]],
+                    prompt_ids: Sequence[Sequence[int]], prefix_tokens: Sequence[int]) -> list[Completion]:
+        """One record per row, the texts decoded in one batch (:func:`decode_all`)."""
+        splits = [state.split() for state in states]
+        texts = decode_all(self.tokenizer, [part for split in splits for part in split])
+        return [
+            Completion(
+                prompt_index=p,
+                sample_index=j,
+                think_text=texts[2 * i],
+                solution_text=texts[2 * i + 1],
+                prompt_tokens=len(prompt_ids[p]),
+                think_tokens=state.think_tokens,
+                solve_tokens=state.solve_tokens,
+                forced=state.was_forced,
+                finish_reason=state.finish_reason,
+                token_ids=list(state.tokens),
+                forced_mask=list(state.forced),
+                closed=state.closed,
+                prefix_tokens=prefix_tokens[i],
+            )
+            for i, (state, (p, j)) in enumerate(zip(states, rows))
+        ]
+
+
+def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:
+    """``[tokenizer.decode(ids, skip_special_tokens=True) for ids in sequences]``, the same texts: a
+    fast tokenizer's Rust ``decode_batch`` when the wrapper would return its text as it is (no
+    clean-up of spaces), which skips transformers' per-id Python checks (they cost more than decoding)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if not sequences:
+        return []  # (transformers' batch_decode answers [""])
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return tokenizer.batch_decode(sequences, skip_special_tokens=True)
+    return backend.decode_batch(sequences, skip_special_tokens=True)

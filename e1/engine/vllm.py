@@ -19,7 +19,8 @@ How each mode runs:
 - ``truncate`` and ``none`` — plain vLLM requests with ``max_tokens``; nothing is forced.
 
 Completions are rebuilt by replaying each request's output ids through a fresh ``RowState``, so
-counts, forced masks and text splits come from the same code as the transformers backend.
+counts, forced masks and text splits come from the same code as the transformers backend; the
+replay is ``RowState.extend`` (plain stretches as slices) and one batch decode per call.
 """
 
 from __future__ import annotations
@@ -73,8 +74,10 @@ class VLLMEngine(RowEngine):
         import torch
         from vllm import LLM
 
+        from e1.engine.vllm_compat import use_v1_runner
         from e1.engine.vllm_processor import BudgetProcessor
 
+        use_v1_runner()  # before the engine is built: vLLM reads it then
         on_cpu = not torch.cuda.is_available()
         dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
         options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,
@@ -106,15 +109,12 @@ class VLLMEngine(RowEngine):
                                       row_seeds[i], round_index) for i in todo]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
-                for token in output.outputs[0].token_ids:
-                    if states[i].done:
-                        break
-                    states[i].accept(token)
-                    raw[i].append(token)
+                ids = list(output.outputs[0].token_ids)
+                raw[i] += ids[: states[i].extend(ids)]  # the ids up to the one that ended the row
         if progress:
             progress(len(rows))
         assert all(state.done for state in states), "each call ends a row or replaces one of its k natural ends"
-        return [self.completion(states[i], p, j, len(prompt_ids[p]), taken[i]) for i, (p, j) in enumerate(rows)]
+        return self.completions(states, rows, prompt_ids, taken)
 
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
                  sampling: Sampling, row_seed: int, round_index: int):

@@ -29,6 +29,8 @@ from e1.engine import check_engine_options, check_markers
 from e1.engine.base import Mode, Sampling
 from e1.data.prompts import PromptOptions
 from e1.errors import ConfigError
+from e1.numeric import Number, check_numbers
+from e1.sandbox import backend_name
 from e1.report.metrics import summarize
 from e1.store.results import CONFIG, SAMPLE_KEY, SUMMARY, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
@@ -37,6 +39,17 @@ from e1.report.ui import NullProgress
 # settings that make two runs' samples comparable; a run directory refuses a different value
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes",
                 "prompt")
+
+
+# what each numeric setting may hold (e1.numeric); the engine's are checked by check_engine_options
+EVAL_NUMBERS = {
+    "n": Number(int, min=1, max=1_000_000),
+    "batch_size": Number(int, min=1, max=1_000_000),
+    "limit": Number(int, min=1, optional=True),
+    "workers": Number(int, min=1, max=4096),
+    "max_tests": Number(int, min=1, optional=True, hint="leave it out to run every test"),
+    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
+}
 
 
 def default_workers() -> int:
@@ -77,21 +90,11 @@ class EvalConfig:
     def __post_init__(self):
         if not self.datasets:
             raise ConfigError("no dataset given", hint="pass --datasets NAME_OR_FILE (see `e1 data list`)")
-        if self.n < 1:
-            raise ConfigError(f"--n must be >= 1, got {self.n}")
-        if self.batch_size < 1:
-            raise ConfigError(f"--batch-size must be >= 1, got {self.batch_size}")
-        if self.limit is not None and self.limit < 1:
-            raise ConfigError(f"--limit must be >= 1, got {self.limit}")
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be >= 1, got {self.workers}")
-        if self.max_tests is not None and self.max_tests < 1:
-            raise ConfigError(f"--max-tests must be >= 1, got {self.max_tests}", hint="leave it out to run every test")
-        if not self.test_time_limit_s > 0:
-            raise ConfigError(f"--test-time-limit must be > 0 seconds, got {self.test_time_limit_s}")
+        check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
         check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
                              self.max_model_len)
         check_markers(self.think_start, self.think_end)
+        backend_name(self.sandbox)  # whatever the data: a typo is a typo before any model loads
         if self.share_prefixes and self.prompt.budget:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from e1.errors import ConfigError, ResultsError
+from e1.errors import ConfigError, ModelError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
 
@@ -71,6 +71,18 @@ def _prune(config: TrainConfig) -> None:
     if config.keep_last:
         for old in checkpoints(config.out)[: -config.keep_last]:
             shutil.rmtree(old)
+
+
+def load_checkpoint_model(checkpoint: Path, dtype: str, device: str):
+    """The policy's weights in ``checkpoint``: a damaged or truncated one names itself and says to
+    move it away (the run resumes from the one before), not to download the model again."""
+    from e1.engine.hf import load_model
+
+    try:
+        return load_model(str(checkpoint), dtype, device)
+    except ModelError as err:
+        raise ResultsError(f"checkpoint {checkpoint} cannot be loaded: {err.message}",
+                           hint=f"move {checkpoint} away to resume from the checkpoint before it") from err
 
 
 def load_checkpoint(checkpoint: Path, strategy: Parallel) -> TrainerState:

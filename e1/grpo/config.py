@@ -15,8 +15,10 @@ Importing this module does not import torch.
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
+import re
 from dataclasses import MISSING, asdict, dataclass, fields
 from functools import cached_property
 from pathlib import Path
@@ -24,8 +26,11 @@ from typing import Any
 
 from e1.budget import Budget, parse_tokens
 from e1.engine import BACKENDS, check_device, check_markers
+from e1.engine.options import ENGINE_NUMBERS
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
+from e1.numeric import Number, check_numbers
+from e1.sandbox import backend_name
 from e1.store.results import model_identity
 
 ALGOS = ("grpo", "sft")
@@ -33,6 +38,36 @@ LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
 FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
 REPORT_TO = ("tensorboard", "wandb")  # mirrors e1.grpo.reporting.REPORTERS (that module imports this one)
+
+
+def _whole(least: int = 1, **extra) -> Number:
+    return Number(int, min=least, **extra)
+
+
+# what each numeric field may hold (e1.numeric), checked first in TrainConfig.__post_init__; errors
+# name the field as a config file does (--prompts-per-step is prompts_per_step)
+TRAIN_NUMBERS = {
+    **{name: _whole() for name in ("steps", "prompts_per_step", "samples_per_prompt", "mini_batch_prompts",
+                                    "micro_batch", "save_every", "eval_every", "batch_size", "rollout_chunks")},
+    "keep_last": _whole(optional=True), "eval_limit": _whole(optional=True),
+    "warmup_steps": _whole(0), "seed": _whole(0),
+    "lr": Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"),
+    "weight_decay": Number(float, min=0, max=1, hint="the paper uses 0.01"),
+    "grad_clip": Number(float, min=0, above=True, max=1e6, hint="the paper uses 1.0"),
+    "temperature": Number(float, min=0, above=True, max=100,
+                          hint="greedy rollouts give every sample of a group the same reward; use 0.6"),
+    "top_p": Number(float, min=0, above=True, max=1, hint="use 1 to switch it off"),
+    "kl_coef": Number(float, min=0, max=1e6, hint="0 loads no reference model; the paper uses 0.001"),
+    "clip_low": Number(float, min=0, max=1, below=True, hint="0.2 is the usual value"),
+    "clip_high": Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher"),
+    "entropy_coef": Number(float, min=0, max=1e6, hint="0 turns the bonus off"),
+    **ENGINE_NUMBERS,
+    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
+        "vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")),
+    "workers": Number(int, min=1, max=4096),
+    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
+    "max_tests": _whole(optional=True, hint="leave it out to run every test"),
+}
 
 
 @dataclass(frozen=True)
@@ -96,20 +131,15 @@ class TrainConfig:
         object.__setattr__(self, "out", Path(self.out))
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", Path(self.data_dir))
+        check_numbers(self, TRAIN_NUMBERS)  # first: NaN, inf and 23-digit seeds never reach anything else
         self.budget  # noqa: B018  parses think/solve and the schedule, raising BudgetError/ConfigError
         self.length_shaping  # noqa: B018  parses length_reward
         self.prompt  # noqa: B018  checks the system prompt and chat template arguments
         self.reporters  # noqa: B018
-        for name in ("steps", "prompts_per_step", "mini_batch_prompts", "micro_batch", "save_every", "eval_every",
-                     "batch_size", "rollout_chunks"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.algo not in ALGOS:
             raise ConfigError(f"unknown algo {self.algo!r}", hint=did_you_mean(self.algo, ALGOS))
         if self.lr_schedule not in LR_SCHEDULES:
             raise ConfigError(f"unknown lr_schedule {self.lr_schedule!r}", hint=did_you_mean(self.lr_schedule, LR_SCHEDULES))
-        if self.warmup_steps < 0:
-            raise ConfigError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.samples_per_prompt < 2 and self.algo == "grpo":
             raise ConfigError(f"samples_per_prompt must be >= 2, got {self.samples_per_prompt}",
                               hint="GRPO compares samples of one prompt; the paper uses 8")
@@ -117,35 +147,20 @@ class TrainConfig:
             raise ConfigError(
                 f"prompts_per_step ({self.prompts_per_step}) is not divisible by mini_batch_prompts "
                 f"({self.mini_batch_prompts})", hint="pick a mini-batch that divides the step, e.g. 128 and 64")
-        for name in ("keep_last", "eval_limit"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be >= 1 or unset, got {getattr(self, name)}")
-        if not self.lr > 0:
-            raise ConfigError(f"lr must be > 0, got {self.lr}", hint="the paper uses 1e-6")
-        if self.weight_decay < 0 or not self.grad_clip > 0:
-            raise ConfigError("weight_decay must be >= 0 and grad_clip > 0",
-                              hint="the paper uses weight_decay 0.01, grad_clip 1.0")
-        if not self.temperature > 0:
-            raise ConfigError(f"temperature must be > 0 for GRPO rollouts, got {self.temperature}",
-                              hint="greedy rollouts give every sample of a group the same reward; use 0.6")
-        if not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}", hint="use 1 to switch it off")
         if self.rollout_cut not in ROLLOUT_CUTS:
             raise ConfigError(f"unknown rollout_cut {self.rollout_cut!r}", hint=did_you_mean(self.rollout_cut, ROLLOUT_CUTS))
         if self.forced_tokens not in FORCED_TOKENS:
             raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS))
         if self.dtype not in ("float32", "bfloat16", "float16"):
             raise ConfigError(f"unknown dtype {self.dtype!r}", hint="use float32, bfloat16 or float16")
-        for name in ("clip_low", "clip_high", "kl_coef", "entropy_coef"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if self.deepspeed is not None and self.deepspeed not in ("zero1", "zero2", "zero3") \
                 and not str(self.deepspeed).endswith(".json"):
             raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
                               hint="use zero1, zero2, zero3 or a DeepSpeed .json file")
+        if self.deepspeed is not None and importlib.util.find_spec("deepspeed") is None:
+            raise ConfigError(f"--deepspeed {self.deepspeed} needs DeepSpeed, which is not installed",
+                              hint="pip install 'e1[deepspeed]', or leave out --deepspeed to train on one device")
         self._check_engines()
-        if self.clip_low >= 1:
-            raise ConfigError(f"clip_low must be < 1, got {self.clip_low}", hint="0.2 is the usual value")
 
     def _check_engines(self) -> None:
         """The rollout engine's settings and the code sandbox's."""
@@ -153,17 +168,7 @@ class TrainConfig:
             raise ConfigError(f"unknown backend {self.backend!r}", hint=did_you_mean(self.backend, BACKENDS))
         check_device(self.device)
         check_markers(self.think_start, self.think_end)
-        if self.tp < 1:
-            raise ConfigError(f"tp must be >= 1, got {self.tp}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}",
-                              hint="vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")
-        if self.max_model_len is not None and self.max_model_len < 1:
-            raise ConfigError(f"max_model_len must be >= 1 or unset, got {self.max_model_len}")
-        if self.workers < 1 or not self.test_time_limit_s > 0:
-            raise ConfigError(f"workers must be >= 1 and test_time_limit_s > 0, got {self.workers}, {self.test_time_limit_s}")
-        if self.max_tests is not None and self.max_tests < 1:
-            raise ConfigError(f"max_tests must be >= 1 or unset, got {self.max_tests}")
+        backend_name(self.sandbox)  # whatever the data: a typo is a typo before any model loads
 
     @cached_property
     def think_budgets(self) -> ThinkBudgets:
@@ -262,8 +267,9 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
                    for kind in kinds if kind in _TYPES)
         if not fits:
             expected = " or ".join(_TYPE_NAMES[kind] for kind in kinds if kind in _TYPE_NAMES)
+            sep = ": " if str(source).lower().endswith((".yaml", ".yml")) else " = "
             raise ConfigError(f"{source}: {key} must be {expected}, got {value!r}",
-                              hint=f"write e.g. {key} = {_example(key)}")
+                              hint=f"write e.g. {key}{sep}{_example(key)}")
 
 
 def _example(key: str) -> str:
@@ -273,7 +279,21 @@ def _example(key: str) -> str:
         return '"..."'
     if isinstance(default, bool):
         return str(default).lower()
+    if isinstance(default, float):  # 1.0e-06, not 1e-06: YAML 1.1 reads a mantissa without a dot as a string
+        mantissa, e, exponent = repr(default).partition("e")
+        return f"{mantissa if '.' in mantissa else mantissa + '.0'}{e}{exponent}"
     return f'"{default}"' if isinstance(default, (str, Path)) else str(default)
+
+
+# what YAML 1.1 (PyYAML) reads as a string though it is a float: an exponent without a dot (1e-6, 3E-3)
+_YAML_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def _yaml_floats(values: dict[str, Any]) -> dict[str, Any]:
+    """``lr: 1e-6`` as the float it means (YAML 1.1 reads it as the string "1e-6"), in float fields only."""
+    floats = {f.name for f in fields(TrainConfig) if "float" in str(f.type)}
+    return {key: float(value) if key in floats and isinstance(value, str) and _YAML_FLOAT.fullmatch(value.strip())
+            else value for key, value in values.items()}
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -292,6 +312,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         except ImportError:
             raise ConfigError(f"{path}: reading YAML needs PyYAML", hint="pip install pyyaml, or use a .toml file") from None
         values = _parse(path, yaml.safe_load, yaml.YAMLError) or {}
+        values = _yaml_floats(values) if isinstance(values, dict) else values
     else:
         raise ConfigError(f"{path}: unknown config format {suffix!r}", hint="use a .toml or .yaml file")
     if not isinstance(values, dict):

@@ -57,6 +57,7 @@ from e1.grpo.checkpoint import (
     check_run_dir,
     checkpoints,
     load_checkpoint,
+    load_checkpoint_model,
     load_metrics,
     save_checkpoint,
     write_metrics,
@@ -145,7 +146,7 @@ class Trainer:
         rank, world, device = launch(config)
         uses_vllm(config, world)  # a --tp that does not tile the ranks fails before the weights load
         start = str(latest or config.model)
-        model = load_model(start, config.dtype, device)
+        model = load_checkpoint_model(latest, config.dtype, device) if latest else load_model(start, config.dtype, device)
         ref_model = load_model(config.model, config.dtype, device).requires_grad_(False) if config.kl_coef > 0 else None
         strategy = parallel_strategy(config, model, rank, world)
         rollouts = Rollout.create(config, strategy, inputs, start, device)

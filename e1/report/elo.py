@@ -35,6 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e1.errors import ConfigError, DataError
+from e1.numeric import Number, check_numbers
+from e1.report.elo_results import load_results
+from e1.report.elo_results import read_json as _read_json
+
+__all__ = ["load_results"]  # the results loader lives in e1.report.elo_results; this module rates
 
 API_URL = "https://codeforces.com/api/"
 POPULATION_FILE = "population.json"
@@ -128,15 +133,6 @@ class Contest:
     participants: tuple[Participant, ...]  # in standings order
 
 
-def _read_json(path: Path):
-    if not path.is_file():
-        raise DataError(f"missing contest file {path}", hint="run `e1 elo fetch --contests ... --out DIR` first")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: malformed JSON ({err})", hint="delete it and fetch again") from None
-
-
 def load_contest(contests_dir: Path, contest_id: int) -> Contest:
     """Join ``<id>.standings.json`` and ``<id>.ratingChanges.json``: official rows with an old rating."""
     standings_path = contests_dir / f"{contest_id}.standings.json"
@@ -175,72 +171,6 @@ def load_population(contests_dir: Path) -> dict[int, int] | None:
     if not sum(parsed.values()):
         raise DataError(f"{path}: the population is empty")
     return parsed
-
-
-# --- results ------------------------------------------------------------------------------------
-
-
-def load_results(
-    path: Path,
-    dataset: str | None = None,
-    mode: str | None = None,
-    think: int | None = None,
-    solve: int | None = None,
-) -> dict[str, list[bool]]:
-    """Per-problem attempts ``{"1971A": [False, True, ...]}`` from a run dir, parquet or JSON file.
-
-    A parquet holding several (dataset, mode, think_budget, solve_budget) groups needs
-    ``dataset``, ``mode``, ``think`` and/or ``solve`` to pick one.
-    """
-    path = Path(path)
-    if path.is_dir():
-        from e1.store.results import SAMPLES
-
-        path = path / SAMPLES
-    if not path.is_file():
-        raise DataError(f"no results at {path}", hint="pass an e1 run directory, samples.parquet or a JSON file")
-    if path.suffix == ".json":
-        return _results_from_json(path)
-    return _results_from_parquet(path, {"dataset": dataset, "mode": mode, "think_budget": think, "solve_budget": solve})
-
-
-def _results_from_json(path: Path) -> dict[str, list[bool]]:
-    results = _read_json(path)
-    if not isinstance(results, dict) or not all(
-        isinstance(attempts, list) and all(isinstance(ok, bool) for ok in attempts) for attempts in results.values()
-    ):
-        raise DataError(f'{path}: expected {{"1971A": [true, false, ...], ...}}')
-    return results
-
-
-def _results_from_parquet(path: Path, wanted: dict[str, object]) -> dict[str, list[bool]]:
-    import pandas as pd
-
-    from e1.store.results import GROUP_KEY
-
-    try:
-        samples = pd.read_parquet(path)
-    except Exception as err:  # pyarrow raises several types for a damaged file
-        raise DataError(f"{path}: cannot read parquet ({err})") from None
-    missing = {"problem_id", "sample_index", "correct"} - set(samples.columns)
-    if missing:
-        raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))}")
-    for column, value in wanted.items():
-        if value is not None:
-            if column not in samples.columns:
-                raise ConfigError(f"{path} has no {column} column to filter on")
-            samples = samples[samples[column] == value]
-    group_columns = [column for column in GROUP_KEY if column in samples.columns]
-    groups = samples[group_columns].drop_duplicates()
-    if group_columns and len(groups) > 1:
-        listed = "; ".join(" ".join(f"{c}={row[c]}" for c in group_columns) for _, row in groups.iterrows())
-        raise ConfigError(
-            f"{path} holds several runs ({listed})", hint="choose one with --dataset/--mode/--think/--solve"
-        )
-    if samples.empty:
-        raise DataError(f"{path}: no samples left after filtering")
-    samples = samples.sort_values(["problem_id", "sample_index"])
-    return {str(pid): [bool(ok) for ok in rows["correct"]] for pid, rows in samples.groupby("problem_id", sort=True)}
 
 
 # --- the estimate -------------------------------------------------------------------------------
@@ -285,12 +215,25 @@ def split_problem_id(problem_id: str) -> tuple[int, str]:
     return int(match.group(1)), match.group(2)
 
 
+# what each numeric setting may hold (e1.numeric); errors name the CLI's flags
+ELO_NUMBERS = {"pass_n": Number(int, min=1, max=1_000_000, hint="attempts per problem, e.g. 8"),
+               "min_participants": Number(int, min=0, hint="0 keeps every contest")}
+FETCH_NUMBERS = {"retries": Number(int, min=0, max=100), "backoff_s": Number(float, min=0, max=3600),
+                 "timeout_s": Number(float, min=0, above=True, max=3600),
+                 "min_interval_s": Number(float, min=0, max=3600)}
+
+
+def check_elo_options(pass_n: int, min_participants: int) -> None:
+    """``--pass-n`` and ``--min-participants``, refused before any file is read."""
+    ELO_NUMBERS["pass_n"].check(pass_n, "--pass-n")
+    ELO_NUMBERS["min_participants"].check(min_participants, "--min-participants")
+
+
 def estimate_rating(
     results: Mapping[str, Sequence[bool]], contests_dir: Path, pass_n: int = 8, min_participants: int = 200
 ) -> EloEstimate:
     """Rate ``results`` on every contest they touch; mean rating, its interval and percentile over the rated ones."""
-    if pass_n < 1:
-        raise ConfigError(f"--pass-n must be >= 1, got {pass_n}")
+    check_elo_options(pass_n, min_participants)
     contests_dir = Path(contests_dir)
     by_contest: dict[int, dict[str, Sequence[bool]]] = {}
     for problem_id, attempts in results.items():
@@ -350,8 +293,7 @@ class FetchConfig:
     min_interval_s: float = 2.0
 
     def __post_init__(self):
-        if self.retries < 0 or self.backoff_s < 0 or self.timeout_s <= 0 or self.min_interval_s < 0:
-            raise ConfigError(f"invalid fetch settings {self}")
+        check_numbers(self, FETCH_NUMBERS, {"retries": "--retries"})
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"--api-url {self.base_url!r} is not an http(s) URL", hint=f"e.g. {API_URL}")
 

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from e1.errors import ConfigError, did_you_mean
+from e1.numeric import Number
 
 _SHAPINGS: dict[str, type[LengthShaping]] = {}
 
@@ -82,6 +83,7 @@ class LengthShaping:
                 options[key] = float(value)
             except ValueError:
                 raise ConfigError(f"invalid {name} option {option!r}", hint=f"write {key}=<number>") from None
+            Number(float).check(options[key], f"{name} {key}")  # nan and inf pass every range check below
         return cls(**options)
 
     def one(self, reward: float, tokens: int, budget: int, finished: bool) -> float:

@@ -4,8 +4,8 @@
     True
     >>> compare_output("999999937\\n", "999999000\\n")        # an integer: exact
     "expected '999999937', got '999999000'"
-    >>> compare_output("3\\n", "3.0\\n")
-    "expected '3', got '3.0'"
+    >>> compare_output("3\\n", "3.0\\n") is None, compare_output("3\\n", "3.0000001\\n")   # exactly 3, or not
+    (True, "expected '3', got '3.0000001'")
     >>> same_value(0.1 + 0.2, 0.3), same_value(1e18, 10**18 + 7), same_value(3.0, 3)
     (True, False, True)
 
@@ -13,10 +13,10 @@ Output (``stdio`` tests, :func:`compare_output`): ``\\r\\n`` is ``\\n``, trailin
 each line and trailing blank lines are ignored, and lines are compared token by token (split on
 whitespace). Two tokens match when their texts are equal, or:
 
-- the expected token is an integer (``[-+]?[0-9]+``): the answer must be an integer of the same
-  value, compared digit by digit (exact at any size; ``+7`` and ``007`` match ``7``, ``-0``
-  matches ``0``). ``3.0`` does not match ``3``: an integer answer is printed as an integer, as
-  a Codeforces checker reads it;
+- the expected token is an integer (``[-+]?[0-9]+``): the answer must be a number of exactly
+  the same value, no tolerance (exact at any size; ``+7`` and ``007`` match ``7``, ``-0``
+  matches ``0``, and ``3.0`` or ``30e-1`` match ``3`` as LiveCodeBench's checker reads them
+  (exact decimal equality), ``3.0000001`` does not);
 - the expected token is a decimal (a number with a point or an exponent: ``2.5``, ``1e5``): the
   answer must be a number (``2.5000001``, ``100000``) within 1e-6 of it, relative or absolute,
   both finite as float64; a number beyond float64 (``1e999``) matches only its own text;
@@ -42,6 +42,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal, InvalidOperation
 from itertools import zip_longest
 from typing import Any
 
@@ -149,10 +150,23 @@ def _same_token(expected: str, got: str) -> bool:
     if expected == got:
         return True
     if _INTEGER.fullmatch(expected):
-        return _INTEGER.fullmatch(got) is not None and _integer(expected) == _integer(got)
+        if _INTEGER.fullmatch(got):
+            return _integer(expected) == _integer(got)
+        return _NUMBER.fullmatch(got) is not None and _exactly(got, expected)
     if _NUMBER.fullmatch(expected) and _NUMBER.fullmatch(got):
         return _close(float(got), float(expected))  # float() of a numeral: linear, never raises
     return False
+
+
+def _exactly(numeral: str, integer: str) -> bool:
+    """Whether a decimal numeral is exactly the integer token's value (Decimal reads both exactly,
+    in linear time). An exponent past Decimal's range (over 18 digits) makes a value that is 0, or
+    has more digits than any output, or is no integer: only the first can equal an integer token."""
+    try:
+        return Decimal(numeral) == Decimal(integer)
+    except InvalidOperation:
+        mantissa = numeral.lstrip("+-").partition("e")[0].partition("E")[0]
+        return mantissa.strip("0.") == "" and _integer(integer) == (False, "0")
 
 
 def _integer(token: str) -> tuple[bool, str]:

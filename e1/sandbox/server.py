@@ -7,6 +7,7 @@ Started once per process by :mod:`e1.sandbox.backends` as ``python -S -B server.
     tmpfs root + read-only binds -> /usr /bin /lib* /etc, this interpreter; nothing else of
                                     the host (no /run, /home, /root, /var: no host sockets)
     chroot                       -> the server and every run see only that root
+                                    (:mod:`e1.sandbox.rootfs`)
 
 Two flavours serve runs: this process forks the plain ones (``python -S``), and a child of it
 that ran ``site.main()`` once (the host's own site-packages and .pth files, as root, before any
@@ -15,11 +16,12 @@ model code exists) forks those with site-packages (``python -s``): neither pays 
 Per run, prepared before its request arrives (a few "zygotes" wait, so a run starts at once):
 
     fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace, which
-        joins a cgroup slot and waits. On the request (a JSON header plus the run's pipes,
-        passed on by the middle process after it set the slot's limits): mount a private
-        tmpfs on /tmp and /dev/shm (size and inode capped) and a fresh /proc, write main.py,
-        set rlimits, drop to the throwaway uid, no_new_privs, a seccomp filter refusing new
-        user namespaces. Then an argv is exec'd; Python source runs in this very interpreter
+        joins a cgroup slot (and a cgroup namespace rooted there) and waits. On the request (a
+        JSON header plus the run's pipes, passed on by the middle process after it set the
+        slot's limits): mount a private tmpfs on /tmp and /dev/shm (size and inode capped)
+        and a fresh /proc, write main.py, set rlimits, drop to the throwaway uid, arm the
+        parent-death signal again, no_new_privs, the seccomp filter of :mod:`e1.sandbox.seccomp`.
+        Then an argv is exec'd; Python source runs in this very interpreter
         (started with a run's flags and environment, so only __main__, argv, the environment
         and the standard streams need making): no interpreter start-up per run. It ends as
         Python's shutdown would, as far as a program can see (threads, atexit, flushes,
@@ -27,20 +29,24 @@ Per run, prepared before its request arrives (a few "zygotes" wait, so a run sta
         client's E1_SANDBOX_FRESH=1) execs a new interpreter for source too.
 
 The middle process sends a pidfd of the run (so the parent can SIGKILL it without pid
-races), waits, and sends the exit status. Cgroup slots are reused by later runs. Everything
-dies with its parent (PR_SET_PDEATHSIG), and the server exits when the control socket closes.
+races), waits, and sends the exit status. A cgroup slot is reused only while it is clean (see
+:mod:`e1.sandbox.slots`). Middles and PID 1s die with their parents (PR_SET_PDEATHSIG); the
+server stops when the control socket closes (e1 closed it or died), and then kills what is
+left in its slots and removes them and the parent cgroups: nothing outlives e1.
 """
 
 import array
 import atexit
 import builtins
 import ctypes
+import fcntl
 import gc
 import importlib.util
 import io
 import json
 import os
 import resource
+import select
 import signal
 import site
 import socket
@@ -48,77 +54,28 @@ import struct
 import sys
 from importlib.machinery import SourceFileLoader
 
-LIBC = ctypes.CDLL(None, use_errno=True)
-_SPEC = importlib.util.spec_from_file_location("e1_sandbox_slots", os.path.join(os.path.dirname(__file__), "slots.py"))
-slots = importlib.util.module_from_spec(_SPEC)  # loaded by path: no e1 on sys.path here
-_SPEC.loader.exec_module(slots)
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x20000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
-TOP_DIRS = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc")
-DEVICES = ("null", "zero", "full", "random", "urandom")
+
+def load(name):
+    """A sibling module, loaded by path: no e1 on sys.path here."""
+    spec = importlib.util.spec_from_file_location(f"e1_sandbox_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+slots, rootfs = load("slots"), load("rootfs")
+LIBC, check, unshare = rootfs.LIBC, rootfs.check, rootfs.unshare
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWCGROUP = 0x20000, 0x04000000, 0x08000000, 0x02000000
+CLONE_NEWPID = 0x20000000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
 MAIN = "/tmp/main.py"
 SECCOMP = None  # (buffer, sock_fprog) of the filter e1.sandbox.seccomp built: set by main() from the config
 READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
 STDIO = (("stdin", "r", "strict"), ("stdout", "w", "strict"), ("stderr", "w", "backslashreplace"))  # fds 0, 1, 2
 
 
-def check(result, what):
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def mount(source, target, fstype, flags, data=None):
-    args = [s.encode() if s is not None else None for s in (source, target, fstype, data)]
-    check(LIBC.mount(args[0], args[1], args[2], ctypes.c_ulong(flags), args[3]), f"mount {target}")
-
-
-def unshare(flags):
-    check(LIBC.unshare(flags), "unshare")
-
-
 def prctl(option, value):
     check(LIBC.prctl(option, ctypes.c_ulong(value), 0, 0, 0), f"prctl {option}")
-
-
-# --- once: the root every run sees -------------------------------------------------------------
-
-
-def build_root(interpreter_paths):
-    """A tmpfs root holding read-only binds of the system directories and the interpreter."""
-    unshare(CLONE_NEWNS | CLONE_NEWNET)
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    root = "/tmp"  # a tmpfs over /tmp of this namespace only; the host's /tmp is untouched
-    mount("e1-root", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m")
-    for name in TOP_DIRS:
-        source = "/" + name
-        if os.path.islink(source):
-            os.symlink(os.readlink(source), root + source)
-        elif os.path.isdir(source):
-            bind(source, root + source)
-    for path in interpreter_paths:
-        if not os.path.isdir(root + path) or not os.listdir(root + path):
-            bind(path, root + path)
-    os.makedirs(root + "/dev/shm")
-    for name in DEVICES:
-        open(f"{root}/dev/{name}", "w").close()
-        mount(f"/dev/{name}", f"{root}/dev/{name}", None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
-        os.symlink(target, f"{root}/dev/{name}")
-    for name in ("proc", "tmp"):
-        os.mkdir(f"{root}/{name}", 0o755)
-    os.chroot(root)
-    os.chdir("/")
-
-
-def bind(source, target):
-    os.makedirs(target, exist_ok=True)
-    mount(source, target, None, MS_BIND | MS_REC)
-    mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
 # --- per run ---------------------------------------------------------------------------------
@@ -131,38 +88,45 @@ def seccomp_filter(program):
     return buffer, ctypes.c_char_p(struct.pack("HxxxxxxQ", len(program) // 8, ctypes.addressof(buffer)))
 
 
-def confine(request, fds):
-    """PID 1 of the run, in its cgroup already: private /tmp, /dev/shm and /proc, main.py,
-    rlimits, the run's fds on 0, 1, 2 (3, ... extra), the throwaway uid, no_new_privs, seccomp.
-    On any failure the run ends here (exit 127, the reason on its stderr)."""
-    uid, limits = request["uid"], request["limits"]
+def confine(request, fds, middle):
+    """PID 1 of the run, in its cgroup already: private /tmp, /dev/shm and /proc, main.py, the
+    throwaway uid, the parent-death signal again (the uid change cleared it; the seccomp
+    filter keeps the program from clearing it), the run's fds on 0, 1, 2 (3, ... extra),
+    rlimits, no_new_privs, seccomp. ``middle``: a socket whose peer is the middle process, to
+    see it did not die before the signal was armed again. On any failure the run ends here
+    (exit 127, the reason on its stderr)."""
+    uid = request["uid"]
     try:
-        scratch = f"size={limits['scratch_bytes']},nr_inodes={limits['scratch_inodes']},mode=0700,uid={uid},gid={uid}"
-        mount("e1-tmp", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
-        mount("e1-shm", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, scratch)
-        mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        rootfs.mount_scratch(uid, request["limits"])
         stdin, stdout, stderr, source, *extra = fds
         if request["source"]:
             with os.fdopen(source, "rb") as file, open(MAIN, "wb") as out:
                 out.write(file.read())
             os.chown(MAIN, uid, uid)
-        for name, value in request["rlimits"].items():
-            resource.setrlimit(getattr(resource, name), (value, value))
-        for target, fd in enumerate([stdin, stdout, stderr, *extra]):
-            os.dup2(fd, target + 100)
-        for target in range(3 + len(extra)):
-            os.dup2(target + 100, target)
-        os.closerange(3 + len(extra), 4096)
         os.setsid()
         os.chdir("/tmp")
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if select.select([middle], [], [], 0)[0]:  # EOF: the middle died before the line above
+            os._exit(127)
+        place_fds([stdin, stdout, stderr, *extra])
+        for name, value in request["rlimits"].items():  # after the fds are placed: open_files may be small
+            resource.setrlimit(getattr(resource, name), (value, value))
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         check(LIBC.prctl(PR_SET_SECCOMP, ctypes.c_ulong(2), SECCOMP[1], 0, 0), "seccomp")
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
         os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
         os._exit(127)
+
+
+def place_fds(fds):
+    """``fds`` onto 0, 1, 2, ... in order, every other fd closed (any of them may sit anywhere)."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 3 + len(fds)) for fd in fds]
+    for target, fd in enumerate(high):
+        os.dup2(fd, target)
+    os.closerange(len(fds), 1 << 20)
 
 
 def start_program(request):
@@ -280,13 +244,10 @@ def flush_std():
 
 
 def zygote(link, cgroups, slot):
-    """The middle process, made before its request: namespaces, cgroup and PID 1 ready.
-
-    Joining a cgroup v1 can wait for an RCU grace period (~10 ms), so PID 1 joins its slot
-    while waiting. On a request (header + [run socket, stdin, stdout, stderr, source,
-    *extra]) this sets the slot's limits, hands the fds on to PID 1, sends the run's pidfd,
-    waits, and sends the exit status. Never returns.
-    """
+    """The middle process, made before its request: namespaces, cgroup and PID 1 ready (joining
+    a cgroup v1 can wait ~10 ms for RCU, so PID 1 joins while waiting). On a request (header +
+    [run socket, stdin, stdout, stderr, source, *extra]) this sets the slot's limits, hands the
+    fds on to PID 1, sends the run's pidfd, waits, and sends the exit status. Never returns."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     cgroup_fds = [os.open(slot, os.O_RDONLY | os.O_DIRECTORY, dir_fd=parent_fd) for parent_fd, _ in cgroups]
     unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
@@ -323,62 +284,86 @@ def zygote(link, cgroups, slot):
 
 
 def waiting_program(link, cgroup_fds):
-    """PID 1 of a zygote: join the cgroup, wait for the request, confine, start the program."""
+    """PID 1 of a zygote: join the cgroup and a cgroup namespace rooted there (the run sees
+    "/", not the host's path), wait for the request, confine, start the program."""
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         for fd in cgroup_fds:
             slots.write_at(fd, "cgroup.procs", "0")
             os.close(fd)
+        unshare(CLONE_NEWCGROUP)
         header, fds, _, _ = socket.recv_fds(link, 1 << 20, 64)
     except BaseException:  # noqa: BLE001 - the middle reports the missing program
         os._exit(127)
-    link.close()
     if not header:
         os._exit(0)
     request = json.loads(header)
-    confine(request, fds)
+    confine(request, fds, link)
     start_program(request)
 
 
-def serve(control, cgroups, prefix):
-    free, busy, ready = [], {}, []  # cgroup slots: unused names; middle pid -> slot; zygotes, oldest first
+def serve(control, pool, other):
+    """Hand each request to a waiting zygote whose slot is clean, until the control socket
+    closes (our parent closed it, or died: the kernel closes a dead process's sockets) or the
+    child flavour ``other`` died."""
+    ready = []  # (middle pid, link), oldest first
     while True:
         while len(ready) < READY:  # made while runs run: a burst of requests finds them waiting
-            ready.append(spawn_zygote(control, cgroups, free, busy, prefix))
+            ready.append(spawn_zygote(control, pool))
         header, fds, _, _ = socket.recv_fds(control, 1 << 20, 64)
         if not header:
-            return  # our parent closed the control socket (or exited)
-        pid, link = ready.pop(0)  # the oldest has most likely joined its cgroup
-        socket.send_fds(link, [header], fds)
-        link.close()
+            return
+        dispatch(header, fds, ready, control, pool)
         for fd in fds:
             os.close(fd)
-        reap(busy, free, ready)
+        if other in reap(pool, ready):
+            return
 
 
-def spawn_zygote(control, cgroups, free, busy, prefix):
-    if not free:
-        free.append(f"{prefix}slot-{len(busy)}")
-        slots.make_slot(cgroups, free[-1])
-    slot = free.pop()
+def dispatch(header, fds, ready, control, pool):
+    """Hand the request to the oldest waiting zygote (it has most likely joined its slot) whose
+    slot is clean and whose middle is alive; a dirty slot is retired, its zygote killed. If
+    none takes it, the request is dropped: the client sees its run socket close (a failed run)."""
+    for _ in range(len(ready) + len(pool.free) + 2):  # each turn takes a zygote or retires a slot
+        pid, link = ready.pop(0) if ready else spawn_zygote(control, pool)
+        try:
+            if pool.clean(pid):
+                socket.send_fds(link, [header], fds)
+                return
+            slots.kill(pid)  # its PID 1 dies with it (the parent-death signal)
+            pool.retire(pid)
+        except OSError:
+            slots.kill(pid)  # e.g. a middle that died: its slot is checked again when next used
+        finally:
+            link.close()
+
+
+def spawn_zygote(control, pool):
+    slot = pool.take()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pid = os.fork()
     if pid == 0:
         control.close()
         ours.close()
-        zygote(theirs, cgroups, slot)
+        zygote(theirs, pool.cgroups, slot)
     theirs.close()
-    busy[pid] = slot
+    pool.busy[pid] = slot
     return pid, ours
 
 
-def reap(busy, free, ready):
-    """Collect finished middle processes; their cgroup slots are free again (and empty)."""
-    while busy:
-        pid, _ = os.waitpid(-1, os.WNOHANG)
+def reap(pool, ready):
+    """Collect finished middle processes (and orphans: this is a subreaper); free their slots.
+    Returns the pids reaped."""
+    reaped = []
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
         if pid == 0:
-            return
-        free.append(busy.pop(pid))
+            return reaped
+        reaped.append(pid)
+        pool.ended(pid)
         ready[:] = [(zygote_pid, link) for zygote_pid, link in ready if zygote_pid != pid]
 
 
@@ -391,23 +376,34 @@ def main():
     control, site_control = (socket.socket(fileno=fd) for fd in config["control_fds"])
     try:
         cgroups = slots.open_cgroups(config["cgroups"])
-        build_root(config["interpreter_paths"])
+        grandparents = slots.open_grandparents(config["cgroups"])
+        rootfs.build_root(config["interpreter_paths"])
     except BaseException as err:  # noqa: BLE001
         control.send(f"error {err!r}".encode())
         return
     compile("pass", "<warm>", "exec")  # the parser's first use costs ~1 ms: paid once here, not per run
-    if os.fork() == 0:
+    prctl(PR_SET_CHILD_SUBREAPER, 1)  # a run whose middle died is reaped here, not by the host's init
+    other = os.fork()  # the other flavour: if it dies, this one stops too (and e1 starts both again)
+    if other == 0:
         control.close()
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_CHILD_SUBREAPER, 1)
         site.ENABLE_USER_SITE = False  # what `python -s` does at start-up: site-packages, .pth files, no user site
         site.main()  # the host's own packages, as root, before any model code exists
         control, prefix = site_control, "site-"
     else:
         site_control.close()
         prefix = ""
-    control.send(b"ready")
-    gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
-    serve(control, cgroups, prefix)
+    pool = slots.Pool(cgroups, prefix, [] if prefix else grandparents)  # the main flavour removes the parents
+    try:
+        control.send(b"ready")
+        gc.freeze()  # runs are forks of this process: their collections skip what it made (fewer copied pages)
+        serve(control, pool, other)
+    except BaseException as err:
+        if not isinstance(err, Become):  # (a confined PID 1 leaving for its program is not the server)
+            pool.close()
+        raise
+    pool.close()  # however we stop, nothing of ours outlives us: no run, no slot
 
 
 if __name__ == "__main__":

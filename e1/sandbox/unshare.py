@@ -19,7 +19,7 @@ from pathlib import Path
 
 from e1.sandbox import cgroups, seccomp
 from e1.sandbox.program import (OPT_IN, PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, environment,
-                                interpreter_paths, python_argv)
+                                interpreter_paths, off_stdio, python_argv)
 from e1.sandbox.pump import pump
 from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
 
@@ -37,30 +37,10 @@ class UnshareBackend:
         """``fresh``: exec a new interpreter for Python source too (None: ``$E1_SANDBOX_FRESH``)."""
         if os.geteuid() != 0:
             raise SandboxError("the unshare sandbox needs root", hint="run as root, or " + OPT_IN)
-        tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
-        self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
-                                   tree_limits=tree)
         self._uids = itertools.count(random.randrange(UID_SPAN))
         self.fresh = os.environ.get("E1_SANDBOX_FRESH", "") not in ("", "0") if fresh is None else fresh
         self._lock = threading.Lock()
-        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
-        self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
-        config = {"control_fds": [theirs.fileno() for _, theirs in pairs], "interpreter_paths": interpreter_paths(),
-                  "seccomp": seccomp.filter_program().hex(),
-                  "cgroups": [[path, files] for path, files in self._cgroups]}
-        self._server = subprocess.Popen(
-            [sys.executable, *PYTHON_FLAGS, str(Path(__file__).with_name("server.py")), json.dumps(config)],
-            pass_fds=[theirs.fileno() for _, theirs in pairs], stdin=subprocess.DEVNULL, start_new_session=True,
-            env=environment("/tmp", 0),  # its flags and environment are a run's: runs start as forks of it
-        )
-        for _, theirs in pairs:
-            theirs.close()
-        answers = [_answer(control) for control in self._controls]
-        if answers != [b"ready", b"ready"]:
-            self.close()
-            failure = next(answer for answer in answers if answer != b"ready")
-            raise SandboxError(f"the unshare sandbox cannot start: {failure.decode(errors='replace')[:300]}",
-                               hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN)
+        self._start()
         for site_packages in (False, True):
             probe = self.run(_PROBE, b"", Limits(wall_s=20), site_packages, ())
             pid, _, uid = probe.stdout.decode(errors="replace").strip().partition(" ")
@@ -69,9 +49,50 @@ class UnshareBackend:
                 raise SandboxError(f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
                                    hint="E1_DEBUG=1 for details; or " + OPT_IN)
 
+    def _start(self) -> None:
+        """Make the parent cgroups and start the fork server (again, if it died)."""
+        tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
+        self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
+                                   tree_limits=tree)
+        self._broken = False
+        pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
+        self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
+        theirs = off_stdio([theirs.detach() for _, theirs in pairs])
+        config = {"control_fds": theirs, "interpreter_paths": interpreter_paths(), "seccomp": seccomp.filter_program().hex(),
+                  "cgroups": [[path, files] for path, files in self._cgroups]}
+        try:
+            self._server = subprocess.Popen(
+                [sys.executable, *PYTHON_FLAGS, str(Path(__file__).with_name("server.py")), json.dumps(config)],
+                pass_fds=theirs, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=environment("/tmp", 0),  # its flags and environment are a run's: runs start as forks of it
+            )
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        answers = [_answer(control) for control in self._controls]
+        if answers != [b"ready", b"ready"]:
+            self.close()
+            failure = next(answer for answer in answers if answer != b"ready")
+            raise SandboxError(f"the unshare sandbox cannot start: {failure.decode(errors='replace')[:300]}",
+                               hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN)
+
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
-        if self._server.poll() is not None:
-            raise SandboxError("the sandbox's fork server has exited", hint="was it killed? restart the process")
+        """One run; a failure of the machinery (no fds left, a killed fork server, a run that
+        could not start) is this run's failed result (returncode 127, the reason on stderr)."""
+        start = time.monotonic()
+        try:
+            with self._lock:
+                if self._broken or self._server.poll() is not None:  # killed: later runs get a new one
+                    log.warning("e1 sandbox: the fork server died (%s); starting a new one", self._server.returncode)
+                    self.close()
+                    self._start()
+            return self._run(program, stdin, limits, site_packages, fds, start)
+        except (OSError, ValueError, SandboxError) as err:
+            return RunResult(127, b"", f"e1 sandbox: the run could not be started: {err}\n".encode(), timed_out=False,
+                             killed_reason=None, wall_s=time.monotonic() - start, isolation=self.isolation)
+
+    def _run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int],
+             start: float) -> RunResult:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
         source = os.memfd_create("main.py") if isinstance(program, str) else -1
@@ -89,11 +110,14 @@ class UnshareBackend:
                        "scratch_bytes": limits.scratch_bytes, "scratch_inodes": limits.scratch_inodes},
         }
         theirs_fds = [theirs.fileno(), pipes[0][0], pipes[1][1], pipes[2][1], source if source >= 0 else pipes[0][0], *fds]
-        start = time.monotonic()
         try:
             with self._lock:  # Python source with site-packages goes to the flavour that loaded them
                 control = self._controls[isinstance(program, str) and site_packages]
-                socket.send_fds(control, [json.dumps(request).encode()], theirs_fds)
+                try:
+                    socket.send_fds(control, [json.dumps(request).encode()], theirs_fds)
+                except OSError:
+                    self._broken = True  # a flavour of it died: the next run starts a whole new one
+                    raise
         finally:
             theirs.close()
             for fd in {pipes[0][0], pipes[1][1], pipes[2][1], source, *fds} - {-1}:
@@ -103,11 +127,15 @@ class UnshareBackend:
     def _follow(self, ours: socket.socket, pipes, stdin: bytes, limits: Limits, start: float) -> RunResult:
         with ours:
             ours.settimeout(20)
-            _, pidfds, _, _ = socket.recv_fds(ours, 64, 1)
+            message, pidfds = b"", []
+            try:
+                message, pidfds, _, _ = socket.recv_fds(ours, 4096, 1)
+            finally:
+                if not pidfds:
+                    for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
+                        os.close(fd)
             if not pidfds:
-                for fd in (pipes[0][1], pipes[1][0], pipes[2][0]):
-                    os.close(fd)
-                raise SandboxError("the sandbox could not start a run", hint="see the fork server's stderr")
+                raise SandboxError(json.loads(message or b'{"error": "the fork server did not answer"}').get("error"))
             pidfd = pidfds[0]
             try:
                 stdout, stderr, reason = pump(pipes[0][1], pipes[1][0], pipes[2][0], stdin,

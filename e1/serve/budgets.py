@@ -25,12 +25,13 @@ from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Mapping, Sequence
 
-from e1.budget import Budget, parse_tokens
+from e1.budget import MAX_TOKENS, Budget, parse_tokens
 from e1.engine.base import Mode
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.engine.row_state import worst_case_tokens as row_worst_case
 from e1.errors import ConfigError
+from e1.numeric import Number
 
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 FIELDS = (THINK_FIELD, SOLVE_FIELD, MODE_FIELD)
@@ -121,10 +122,7 @@ def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
     """Accept vLLM's ``token_ids`` (a forced token comes back as sampled) until the state is done."""
-    for token in token_ids:
-        if state.done:
-            break
-        state.accept(token)
+    state.extend(token_ids)
 
 
 def report(state: RowState, budget: RequestBudget | None) -> dict:
@@ -149,13 +147,22 @@ def check_fields(xargs: Mapping) -> None:
         raise ConfigError(f"{given[0]} needs {missing} too", hint="send both budgets (e1 serve's middleware fills the defaults)")
     if given:
         Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
+    room_field(xargs)
+
+
+_ROOM = Number(int, min=1, max=MAX_TOKENS)
+
+
+def room_field(xargs: Mapping) -> int | None:
+    """The request's ``budget_room`` (the middleware sets it; a client may too), checked like any number."""
+    return None if xargs.get(ROOM_FIELD) is None else _ROOM.check(xargs[ROOM_FIELD], ROOM_FIELD)
 
 
 def check_room(xargs: Mapping, max_tokens: int | None) -> None:
     """Refuse a budget that does not fit after the prompt: vLLM has already cut ``max_tokens``
     to the context left after the prompt, so a smaller value than the budget's worst case
     (which the middleware asked for) means the prompt leaves too little room."""
-    needed = xargs.get(ROOM_FIELD)
+    needed = room_field(xargs)
     if needed is not None and max_tokens is not None and max_tokens < needed:
         raise ConfigError(
             f"{THINK_FIELD}={xargs.get(THINK_FIELD)} plus {SOLVE_FIELD}={xargs.get(SOLVE_FIELD)} need up to {needed} "

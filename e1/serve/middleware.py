@@ -3,6 +3,11 @@
 Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMiddleware``
 (``e1 serve`` does). For ``/v1/chat/completions`` and ``/v1/completions`` it
 
+- checks the API key first, as vLLM does (``--api-key``, else ``$VLLM_API_KEY``; HTTP 401),
+  before it reads a byte of the body: vLLM adds user middleware outside its own key check,
+  so this runs before that check would,
+- refuses a body larger than ``MAX_BODY_BYTES`` (``$E1_SERVE_MAX_BODY_BYTES``) with HTTP 413,
+  from its Content-Length before reading it, or once that much has arrived,
 - validates the request's budget fields and answers HTTP 400 with one clear message (a bad
   request never reaches the engine),
 - fills in the server's defaults and hands vLLM the complete settings in ``vllm_xargs``,
@@ -15,24 +20,37 @@ Other routes pass through untouched.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import secrets
 
 from e1.errors import E1Error
 from e1.serve.responses import Plan, Served, prepare, rewrite_response
 
 PATHS = ("/v1/chat/completions", "/v1/completions")
+MAX_BODY_BYTES = int(os.environ.get("E1_SERVE_MAX_BODY_BYTES", 32 << 20))
 
 
 class BudgetMiddleware:
     def __init__(self, app):
         self.app = app
         self.served: Served | None = None  # loaded at the first request: the app state exists only then
+        self.keys: list[bytes] | None = None  # sha256 of each API key; [] for none (also loaded then)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in PATHS:
             await self.app(scope, receive, send)
             return
-        body = await _read_body(receive)
+        if not self._authorized(scope):
+            await _send_json(send, 401, {"error": "Unauthorized"})  # vLLM's own answer
+            return
+        body = await _read_body(scope, receive, MAX_BODY_BYTES)
+        if body is None:
+            await _send_json(send, 413, {"error": {
+                "message": f"the request body is larger than this server's limit of {MAX_BODY_BYTES} bytes",
+                "type": "RequestTooLargeError", "param": None, "code": 413}})
+            return
         try:
             request = json.loads(body)
         except ValueError:
@@ -49,6 +67,23 @@ class BudgetMiddleware:
             return
         rewriter = _Rewriter(send, plan, served)
         await self.app(scope, _replay(json.dumps(request).encode(), receive), rewriter.send)
+
+    def _authorized(self, scope) -> bool:
+        """The bearer key is one of the server's (any request, if it has none), compared as vLLM's
+        AuthenticationMiddleware compares: sha256 digests, in constant time, against all keys."""
+        if self.keys is None:
+            args = getattr(getattr(scope.get("app"), "state", None), "args", None)
+            keys = getattr(args, "api_key", None) or [os.environ.get("VLLM_API_KEY")]
+            self.keys = [hashlib.sha256(key.encode()).digest() for key in keys if key]
+        if not self.keys:
+            return True
+        headers = {name.lower(): value for name, value in scope.get("headers") or []}
+        scheme, _, key = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        digest = hashlib.sha256(key.encode()).digest()
+        matched = False
+        for known in self.keys:
+            matched |= secrets.compare_digest(digest, known)
+        return scheme.lower() == "bearer" and matched
 
     def _load(self, scope) -> Served:
         from e1.serve.budgets import load_served
@@ -109,15 +144,23 @@ def _without_length(start: dict) -> dict:
     return {**start, "headers": headers}
 
 
-async def _read_body(receive) -> bytes:
-    body, more = b"", True
+async def _read_body(scope, receive, limit: int) -> bytes | None:
+    """The whole request body, or None if it is (or says it is) longer than ``limit`` bytes."""
+    headers = {name.lower(): value for name, value in scope.get("headers") or []}
+    length = headers.get(b"content-length", b"0")
+    if not length.isdigit() or int(length) > limit:
+        return None
+    parts, size, more = [], 0, True
     while more:
         message = await receive()
         if message["type"] != "http.request":
             break
-        body += message.get("body", b"")
+        parts.append(message.get("body", b""))
+        size += len(parts[-1])
+        if size > limit:
+            return None
         more = message.get("more_body", False)
-    return body
+    return b"".join(parts)
 
 
 def _replay(body: bytes, receive):

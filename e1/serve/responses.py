@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from e1.engine.row_state import RowState
 from e1.errors import ConfigError
 from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
-                              check_context, feed, report, request_budget, worst_case_tokens)
+                              check_context, feed, report, request_budget, room_field, worst_case_tokens)
 from e1.serve.stream import ChoiceText
 
 
@@ -77,6 +77,7 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
             if xargs.get(name, value) != value:
                 raise ConfigError(f"{name} is given twice with different values", hint="send it once")
             xargs[name] = value
+    room_field(xargs)  # a client's budget_room of the wrong type: 400 naming it, not a 500 later
     budget = request_budget(xargs, served.defaults)
     if budget is None:
         xargs[MODE_FIELD] = "none"  # the server's default budgets must not apply to it in vLLM either

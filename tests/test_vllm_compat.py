@@ -1,0 +1,95 @@
+"""The vLLM range e1 declares is the range it checks: every integration point e1 uses (the server
+entry and its flags, the logits-processor interface, the engine calls, sleep/wake and weight
+reload) is in the installed vLLM (offline) and in the oldest and newest supported releases' real
+wheels, read from PyPI by range requests (about 1 s each; skipped offline). The same ``missing``
+check reads all three trees, so the manifest cannot drift from what is tested.
+"""
+
+from __future__ import annotations
+
+import logging
+import tomllib
+import urllib.error
+from pathlib import Path
+
+import pytest
+
+from e1.engine import vllm_compat
+from e1.engine.vllm_compat import NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, missing, server_entry, use_v1_runner
+from e1.errors import ModelError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tree(files: dict[str, str]):
+    return files.get
+
+
+def test_pyproject_declares_the_range_that_is_checked():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["vllm"] == [f"vllm{SUPPORTED}"]
+    from packaging.specifiers import SpecifierSet
+
+    assert OLDEST in SpecifierSet(SUPPORTED) and NEWEST in SpecifierSet(SUPPORTED)
+    assert "0.25.1" not in SpecifierSet(SUPPORTED) and "0.34.0" not in SpecifierSet(SUPPORTED)
+
+
+def test_installed_vllm_has_every_integration_point():
+    pytest.importorskip("vllm")
+    import importlib
+
+    assert missing(vllm_compat.installed_source()) == []
+    entry = server_entry()
+    assert importlib.util.find_spec(entry) is not None
+    from vllm import LLM, SamplingParams
+    from vllm.v1.sample.logits_processor import LogitsProcessor
+
+    assert all(hasattr(LLM, name) for name in ("generate", "collective_rpc", "reset_prefix_cache", "sleep", "wake_up"))
+    assert hasattr(LogitsProcessor, "validate_params") and "extra_args" in SamplingParams.__struct_fields__
+
+
+@pytest.mark.parametrize("version", [OLDEST, NEWEST])
+def test_oldest_and_newest_supported_vllm_have_every_integration_point(version):
+    from tests.vllm_wheels import wheel_source
+
+    try:
+        source = wheel_source("vllm", version)
+    except (urllib.error.URLError, OSError) as err:
+        pytest.skip(f"PyPI is unreachable: {err}")
+    assert missing(source) == []
+    assert server_entry(source) in SERVER_ENTRIES
+
+
+def test_server_entry_follows_the_layout():
+    main = 'if __name__ == "__main__":\n    main()\n'
+    new = tree({"vllm/entrypoints/launchers/api_server/entry.py": main, "vllm/entrypoints/openai/api_server.py": main})
+    old = tree({"vllm/entrypoints/openai/api_server.py": main})  # 0.26 - 0.31
+    assert server_entry(new) == "vllm.entrypoints.launchers.api_server.entry"
+    assert server_entry(old) == "vllm.entrypoints.openai.api_server"
+    with pytest.raises(ModelError, match="none of the server entries e1 knows"):
+        server_entry(tree({}))
+
+
+def test_missing_names_each_gap():
+    gaps = missing(tree({"vllm/sampling_params.py": "class SamplingParams: pass"}))
+    assert any("SamplingParams.extra_args: vllm/sampling_params.py lacks extra_args" == gap for gap in gaps)
+    assert any("the logits processor interface: no vllm/v1/sample/logits_processor/__init__.py" == g for g in gaps)
+    assert any("--middleware" in gap for gap in gaps) and any("server entries" in gap for gap in gaps)
+
+
+def test_e1_picks_the_v1_runner_and_says_so(monkeypatch, caplog):
+    with_v2 = tree({vllm_compat.V2_RUNNER: "class GPUModelRunner: ..."})
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    with caplog.at_level(logging.WARNING, logger="e1.engine"):
+        use_v1_runner(with_v2)
+    assert [r.message for r in caplog.records] == [vllm_compat.V2_MESSAGE]
+    assert "does not run e1's logits processor" in vllm_compat.V2_MESSAGE
+    import os
+
+    assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
+    with pytest.raises(ModelError, match="does not run e1's logits processor"):
+        use_v1_runner(with_v2)
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
+    use_v1_runner(tree({}))  # a vLLM without V2: nothing to say, nothing set
+    assert "VLLM_USE_V2_MODEL_RUNNER" not in os.environ
