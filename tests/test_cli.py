@@ -31,7 +31,8 @@ def test_help_lists_working_commands_and_does_not_import_torch():
         "result = CliRunner().invoke(app, ['--help'])\n"
         "assert result.exit_code == 0, result.output\n"
         "print(result.output)\n"
-        "heavy = [m for m in ('torch', 'transformers', 'pandas', 'datasets', 'math_verify') if m in sys.modules]\n"
+        "heavy = [m for m in ('torch', 'transformers', 'pandas', 'datasets', 'math_verify', 'starlette', 'uvicorn', 'plotly')\n"
+        "         if m in sys.modules]\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -43,11 +44,12 @@ def test_help_lists_working_commands_and_does_not_import_torch():
 def test_only_working_commands_are_registered():
     import typer
 
-    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets", "demo", "serve"}
+    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets", "demo",
+                                                         "serve", "view"}
 
 
 @pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],
-                                     ["sweep"], ["sweep-budgets"], ["serve"]])
+                                     ["sweep"], ["sweep-budgets"], ["serve"], ["view"]])
 def test_every_command_help_has_an_example(command):
     result = runner.invoke(app, [*command, "--help"], prog_name="e1")
     assert result.exit_code == 0, result.output

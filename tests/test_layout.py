@@ -23,6 +23,7 @@ PACKAGE = Path(e1.__file__).parent
 # its own layer or above. What each holds is in the README's "Architecture" section.
 LAYERS = (
     ("cli",),  # the command line: one thin module per subcommand
+    ("view",),  # e1 view: the web app over run directories (only the command line imports it)
     ("demo",),  # runs of runs: the paper in miniature
     ("grpo", "serve"),  # training; serving with budgets
     ("eval",),  # evaluation runs: one model, sweeps, ranks

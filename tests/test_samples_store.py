@@ -46,6 +46,24 @@ def test_compact_writes_one_file_and_removes_the_parts(tmp_path):
     assert sorted(store.compact()["problem_id"]) == ["p1", "p2", "p3"]
 
 
+def test_compacted_samples_are_in_row_groups_so_one_problem_is_read_alone(tmp_path, monkeypatch):
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from e1.store import results
+
+    monkeypatch.setattr(results, "ROW_GROUP_ROWS", 4)
+    store = SampleStore(tmp_path / "run")
+    store.append([row(f"p{p}", i, text=f"{p}.{i}") for p in (3, 1, 2) for i in range(4)])  # 12 rows, out of order
+    store.compact()
+    path = tmp_path / "run" / SAMPLES
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3  # 12 rows / 4, each one problem (sorted by key)
+    fragment = next(ds.dataset(path).get_fragments())
+    assert len(fragment.split_by_row_group()) == 3
+    (kept,) = fragment.split_by_row_group(ds.field("problem_id") == "p2")  # min/max statistics rule out the rest
+    assert kept.to_table(columns=["think_text"])["think_text"].to_pylist() == ["2.0", "2.1", "2.2", "2.3"]
+
+
 def test_a_kill_between_compaction_and_cleanup_duplicates_nothing(tmp_path, monkeypatch):
     store = SampleStore(tmp_path / "run")
     store.append([row("p1", 0), row("p1", 1)])

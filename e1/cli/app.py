@@ -21,6 +21,7 @@ from e1.cli import eval as eval_cmd
 from e1.cli import serve as serve_cmd
 from e1.cli import sweep as sweep_cmd
 from e1.cli import train as train_cmd
+from e1.cli import view as view_cmd
 from e1.cli.help import Command, Group
 from e1.errors import E1Error
 
@@ -62,6 +63,7 @@ app.add_typer(elo_cmd.app, name="elo", cls=Group)
 app.command(name="demo", cls=Command)(demo_cmd.demo_command)
 app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_command)
 app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
+app.command(name="view", cls=Command, no_args_is_help=True)(view_cmd.view_command)
 app.command(name="sweep-budgets", cls=Command, no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 

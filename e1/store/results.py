@@ -98,9 +98,17 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
     return path
 
 
+# Parquet files are written in row groups of at most this many rows: a reader after a few rows (one
+# problem's texts in e1 view) decodes only the groups whose min/max statistics can hold them, not
+# every text of the run (samples.parquet is sorted by SAMPLE_KEY, so a problem's rows sit together)
+ROW_GROUP_ROWS = 4096
+
+
 def write_parquet(frame, path: Path, **what_is_kept: str) -> Path:
-    """``frame`` as ``path``, atomically; ``what_is_kept``: :func:`atomic_write`'s ``kept`` and ``resume``."""
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False), **what_is_kept)
+    """``frame`` as ``path``, atomically, in row groups of :data:`ROW_GROUP_ROWS`; ``what_is_kept``:
+    :func:`atomic_write`'s ``kept`` and ``resume``."""
+    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS),
+                        **what_is_kept)
 
 
 def write_text(text: str, path: Path) -> Path:

@@ -25,7 +25,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, atomic_write, read_parquet, samples_frame
+from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, atomic_write, read_parquet, samples_frame, write_parquet
 
 PARTS_DIR = "samples"
 
@@ -63,8 +63,8 @@ class SampleStore:
         is the same however many batches or ranks wrote it) and remove them; returns every sample."""
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         if self.parts_dir.exists():
-            atomic_write(self.out / SAMPLES, lambda tmp: samples.to_parquet(tmp, index=False),
-                         kept=f"every finished sample is kept (in {self.parts_dir})")
+            write_parquet(samples, self.out / SAMPLES,  # in row groups: a problem's texts read alone
+                          kept=f"every finished sample is kept (in {self.parts_dir})")
             shutil.rmtree(self.parts_dir)  # a kill before this line leaves duplicates the next read drops
         return samples
 

@@ -1,0 +1,139 @@
+"""The routes of `e1 view`: the page, its static files, and JSON read from the runs on request.
+
+    GET /api/runs                      every run: id, name, kind, model, what its samples hold
+    GET /api/curves                    every summary cell of every run (accuracy, interval, tokens, n)
+    GET /api/samples?run=0&mode=...    a page of samples without texts (offset, limit ≤ 200), with counts
+    GET /api/samples?run=0&dataset=d&problem_id=p&text=1    one problem's samples with their texts
+    GET /api/problems?run=0&dataset=d  the problem ids a filter keeps
+    GET /api/problem?run=0&dataset=d&problem_id=p           the prompt or problem statement, if on disk
+    GET /api/metrics                   every training run's metrics by step
+
+Sample filters: model, dataset, mode, think, solve (budgets), correct, forced (true/false),
+problem_id, sample_index. Handlers are plain functions: Starlette runs them in a thread, so a
+parquet read never stalls the server.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+from e1.errors import E1Error
+from e1.view import tables
+from e1.view.runs import Run
+
+STATIC_TYPES = {".html": "text/html", ".js": "text/javascript", ".css": "text/css"}
+
+
+def routes(runs: list[Run]) -> list:
+    from starlette.routing import Route
+
+    api = Api(runs)
+    return [Route("/", api.index), Route("/static/{name}", api.static), Route("/api/runs", _json(api.runs)),
+            Route("/api/curves", _json(api.curves)), Route("/api/samples", _json(api.samples)),
+            Route("/api/problems", _json(api.problems)), Route("/api/problem", _json(api.problem)),
+            Route("/api/metrics", _json(api.metrics)), Route("/favicon.ico", _no_icon)]
+
+
+def _no_icon(request):
+    from starlette.responses import Response
+
+    return Response(status_code=204)
+
+
+def _json(handler):
+    """A handler's value as JSON; a bad query is HTTP 400 with one line, never a traceback."""
+    from starlette.responses import JSONResponse
+
+    @functools.wraps(handler)
+    def endpoint(request):
+        try:
+            return JSONResponse(handler(request.query_params))
+        except (ValueError, KeyError, IndexError, OSError, E1Error) as err:  # OSError: a part compacted away meanwhile
+            message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)  # KeyError quotes itself
+            return JSONResponse({"error": str(message)}, 400)
+
+    return endpoint
+
+
+def _text(query, name: str) -> str | None:
+    value = query.get(name)
+    return value if value not in (None, "") else None
+
+
+def _int(query, name: str) -> int | None:
+    value = _text(query, name)
+    if value is None:
+        return None
+    if not value.lstrip("-").isdigit():
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _flag(query, name: str) -> bool | None:
+    value = _text(query, name)
+    if value not in (None, "true", "false", "1", "0"):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return None if value is None else value in ("true", "1")
+
+
+def sample_filter(query) -> tables.SampleFilter:
+    return tables.SampleFilter(
+        model=_text(query, "model"), dataset=_text(query, "dataset"), mode=_text(query, "mode"),
+        think=_int(query, "think"), solve=_int(query, "solve"), correct=_flag(query, "correct"),
+        forced=_flag(query, "forced"), problem_id=_text(query, "problem_id"), sample_index=_int(query, "sample_index"))
+
+
+class Api:
+    def __init__(self, runs: list[Run]):
+        self.known = runs
+
+    def run(self, query) -> Run:
+        index = _int(query, "run")
+        if index is None or not 0 <= index < len(self.known):
+            raise ValueError(f"run must be one of 0..{len(self.known) - 1}")
+        return self.known[index]
+
+    def index(self, request):
+        from starlette.responses import FileResponse
+
+        return FileResponse(Path(__file__).parent / "static" / "index.html", media_type="text/html")
+
+    def static(self, request):
+        from starlette.responses import FileResponse, PlainTextResponse
+
+        name = request.path_params["name"]
+        if name == "plotly.min.js":  # the copy the plotly package ships: charts work offline
+            import plotly
+
+            return FileResponse(Path(plotly.__file__).parent / "package_data" / name, media_type="text/javascript")
+        path = Path(__file__).parent / "static" / name
+        if "/" in name or path.suffix not in STATIC_TYPES or not path.is_file():
+            return PlainTextResponse("not found", 404)
+        return FileResponse(path, media_type=STATIC_TYPES[path.suffix])
+
+    def runs(self, query) -> list[dict]:
+        return [{"id": i, "name": run.name, "kind": run.kind, "model": run.model(), "facets": tables.facets(run),
+                 "curves": run.summary_file is not None, "metrics": run.metrics_file is not None}
+                for i, run in enumerate(self.known)]
+
+    def curves(self, query) -> list[dict]:
+        return [dict(point, run_id=i) for i, run in enumerate(self.known) for point in tables.curve_points(run)]
+
+    def samples(self, query):
+        run, where = self.run(query), sample_filter(query)
+        if _flag(query, "text"):
+            return {"rows": tables.problem_samples(run, where)}
+        return tables.sample_page(run, where, offset=_int(query, "offset") or 0, limit=_int(query, "limit") or 50)
+
+    def problems(self, query) -> list[str]:
+        return tables.problem_ids(self.run(query), sample_filter(query))
+
+    def problem(self, query) -> dict:
+        dataset, problem_id = _text(query, "dataset"), _text(query, "problem_id")
+        if dataset is None or problem_id is None:
+            raise ValueError("give dataset and problem_id")
+        return tables.problem_text(self.run(query), dataset, problem_id)
+
+    def metrics(self, query) -> list[dict]:
+        return [tables.metrics(run) for run in self.known if run.metrics_file is not None]

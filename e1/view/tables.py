@@ -1,0 +1,203 @@
+"""What the viewer reads from a run's parquet files, and only that.
+
+A page of the sample browser reads the key and count columns of the rows its filter keeps
+(pyarrow pushes the filter into the scan; the text columns are never touched); texts are read
+only for one problem's samples (a sample shown, or one side of a comparison). Curves come from
+``summary.parquet`` (one row per cell), training curves from ``metrics.parquet``.
+
+    rows = sample_page(run, SampleFilter(mode="elastic", forced=True), offset=0, limit=50)
+    shown = problem_samples(run, SampleFilter(dataset="aime", problem_id="60", mode="elastic"))
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from e1.data.schema import PROBLEM
+from e1.view.runs import Run
+
+ORDER = ["model", "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
+INDEX = ORDER + ["think_tokens", "solve_tokens", "forced", "correct", "finish_reason", "reward"]
+FACETS = ["model", "dataset", "mode", "think_budget", "solve_budget"]
+CURVE_FIELDS = ["model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "accuracy_ci_low",
+                "accuracy_ci_high", "mean_total_tokens", "mean_think_tokens", "forced_rate", "problems",
+                "samples_per_problem"]
+PAGE_MAX, PROBLEM_SAMPLES_MAX = 200, 64
+
+
+@dataclass(frozen=True)
+class SampleFilter:
+    """Which samples: every field left None matches all (``think``/``solve`` are the budgets)."""
+
+    model: str | None = None
+    dataset: str | None = None
+    mode: str | None = None
+    think: int | None = None
+    solve: int | None = None
+    correct: bool | None = None
+    forced: bool | None = None
+    problem_id: str | None = None
+    sample_index: int | None = None
+
+    def expression(self, columns: list[str]):
+        """A pyarrow filter over the columns a file has (a sweep's model column, say); None: keep all."""
+        import pyarrow.dataset as ds
+
+        column = {"think": "think_budget", "solve": "solve_budget"}
+        terms = [ds.field(column.get(f.name, f.name)) == getattr(self, f.name) for f in fields(self)
+                 if getattr(self, f.name) is not None and column.get(f.name, f.name) in columns]
+        return functools.reduce(lambda a, b: a & b, terms) if terms else None
+
+
+def _scan(run: Run):
+    import pyarrow.dataset as ds
+
+    return ds.dataset([str(path) for path in run.sample_files], format="parquet")
+
+
+def _stamp(run: Run) -> tuple:
+    """What changes when a run's files do: cached reads are keyed by it, so a growing run stays current."""
+    return tuple((str(p), p.stat().st_mtime_ns) for p in run.sample_files if p.exists())
+
+
+def facets(run: Run) -> dict:
+    """The models, datasets, modes and budgets a run's samples hold (each sorted), and their count."""
+    return _facets(run, _stamp(run))
+
+
+@functools.lru_cache(maxsize=64)
+def _facets(run: Run, stamp: tuple) -> dict:
+    if not run.sample_files:
+        return {"samples": 0, "models": [], "datasets": [], "modes": [], "budgets": []}
+    scan = _scan(run)
+    columns = [c for c in FACETS if c in scan.schema.names]
+    table = scan.to_table(columns=columns)
+    cells = table.group_by(columns).aggregate([]).to_pandas()
+    given = [str(m) for m in run.config().get("models") or []]  # a sweep's models in the order given (base first)
+    models = (sorted(map(str, cells["model"].unique()), key=lambda m: (given.index(m) if m in given else len(given), m))
+              if "model" in cells else [run.model()])
+    budgets = cells[["think_budget", "solve_budget"]].drop_duplicates().sort_values(["think_budget", "solve_budget"])
+    return {"samples": table.num_rows, "models": [str(m) for m in models],
+            "datasets": sorted(map(str, cells["dataset"].unique())), "modes": sorted(map(str, cells["mode"].unique())),
+            "budgets": [[int(t), int(s)] for t, s in budgets.itertuples(index=False)]}
+
+
+def sample_page(run: Run, where: SampleFilter, offset: int = 0, limit: int = 50) -> dict:
+    """One page of the samples ``where`` keeps, without their texts: the rows in results order,
+    how many match, and how many of those are correct and forced."""
+    import pyarrow.compute as pc
+
+    scan = _scan(run)
+    names = scan.schema.names
+    table = scan.to_table(columns=[c for c in INDEX if c in names], filter=where.expression(names))
+    order = [(c, "ascending") for c in ORDER if c in table.column_names]
+    page = table.sort_by(order).slice(max(0, offset), max(0, min(limit, PAGE_MAX))) if table.num_rows else table
+    return {"total": table.num_rows, "correct": int(pc.sum(table["correct"]).as_py() or 0),
+            "forced": int(pc.sum(table["forced"]).as_py() or 0), "offset": offset,
+            "rows": _records(_with_model(page.to_pandas(), run))}
+
+
+def problem_samples(run: Run, where: SampleFilter) -> list[dict]:
+    """Every column of one problem's samples (texts included), in results order; ``where`` must
+    name the problem, so a request never reads more than one problem's texts."""
+    if where.problem_id is None or where.dataset is None:
+        raise ValueError("texts are read one problem at a time: give dataset and problem_id")
+    scan = _scan(run)
+    table = scan.to_table(filter=where.expression(scan.schema.names))
+    order = [(c, "ascending") for c in ORDER if c in table.column_names]
+    return _records(_with_model(table.sort_by(order).slice(0, PROBLEM_SAMPLES_MAX).to_pandas(), run))
+
+
+def problem_ids(run: Run, where: SampleFilter) -> list[str]:
+    """The problems ``where`` keeps, in results order (ids only)."""
+    scan = _scan(run)
+    table = scan.to_table(columns=["problem_id"], filter=where.expression(scan.schema.names))
+    return sorted({str(v) for v in table["problem_id"].to_pylist()}, key=_natural)
+
+
+def _natural(text: str) -> tuple:
+    import re
+
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def _with_model(frame, run: Run):
+    return frame if "model" in frame.columns else frame.assign(model=run.model())
+
+
+def _records(frame) -> list[dict]:
+    """Rows as JSON-ready dicts (NaN becomes null, numpy scalars plain numbers)."""
+    return json.loads(frame.to_json(orient="records", force_ascii=False)) if len(frame) else []
+
+
+def curve_points(run: Run) -> list[dict]:
+    """A run's summary cells (accuracy with its interval, tokens, n), one per model × dataset × mode × budget."""
+    import pyarrow.parquet as pq
+
+    if run.summary_file is None:
+        return []
+    present = pq.read_schema(run.summary_file).names
+    if "accuracy" not in present:  # a summary written before rates became fractions
+        return []
+    frame = pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas()
+    return _records(_with_model(frame, run).assign(run=run.name))
+
+
+def metrics(run: Run) -> dict:
+    """A training run's metrics.parquet: its numeric columns by step."""
+    import pandas as pd
+
+    frame = pd.read_parquet(run.metrics_file).sort_values("step")
+    frame = frame[[c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]]
+    return {"run": run.name, "columns": list(frame.columns), "rows": _records(frame)}
+
+
+def problem_text(run: Run, dataset: str, problem_id: str) -> dict:
+    """What the model was asked: the stored prompt if the samples hold one, else the problem
+    statement from the run's dataset if it is on this machine (never downloaded), else nothing."""
+    scan = _scan(run)
+    if "prompt" in scan.schema.names:
+        where = SampleFilter(dataset=dataset, problem_id=problem_id).expression(scan.schema.names)
+        stored = scan.to_table(columns=["prompt"], filter=where)["prompt"].to_pylist()[:1]
+        if stored and stored[0] is not None:
+            return {"text": stored[0], "source": "prompt"}
+    for path in _dataset_files(run):
+        text = _problems(str(path), path.stat().st_mtime_ns).get((dataset, problem_id))
+        if text is not None:
+            return {"text": text, "source": f"problem statement from {path.name} (the prompt itself is not stored)"}
+    return {"text": None, "source": "not stored: neither the prompt nor the run's dataset is on this machine"}
+
+
+def _dataset_files(run: Run) -> list[Path]:
+    """The local files of the datasets the run's config names: given files, or prepared parquet files."""
+    from e1.data import default_data_dir, prepared_path
+
+    config = run.config()
+    specs = config.get("datasets") or [config.get("data")]
+    data_dir = Path(config["data_dir"]) if config.get("data_dir") else default_data_dir()
+    found = []
+    for spec in [str(s) for s in specs if s]:
+        for candidate in (Path(spec).expanduser(), prepared_path(spec, data_dir) if "/" not in spec else None):
+            if candidate is not None and candidate.is_file():
+                found.append(candidate)
+                break
+    return found
+
+
+@functools.lru_cache(maxsize=16)
+def _problems(path: str, stamp: int) -> dict:
+    """(dataset, id) → problem statement for one local dataset file (ids and statements only)."""
+    import pyarrow.parquet as pq
+
+    from e1.data import load_dataset
+    from e1.data.schema import DATASET, ID
+
+    wanted = [DATASET, ID, PROBLEM]
+    if path.endswith(".parquet") and set(wanted) <= set(pq.read_schema(path).names):
+        frame = pq.read_table(path, columns=wanted).to_pandas()  # not the answers (a code set's tests)
+    else:
+        frame = load_dataset(path)[wanted]
+    return {(str(d), str(i)): str(p) for d, i, p in frame.itertuples(index=False)}

@@ -1,0 +1,260 @@
+"""e1 view in a real browser: Debian's Chromium, driven by Playwright, against the `e1 view`
+command on a loopback port, over runs made here with e1's own code (a sweep of two scripted
+models, one of its eval runs, two GRPO steps of a tiny model).
+
+Skips, saying why, where Playwright, Chromium or the view extra is missing; with
+E1_REQUIRE_BROWSER=1 (as .ci/run sets) a missing piece fails instead.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+CHROMIUM = os.environ.get("E1_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+THINK_BUDGETS, SOLVE = (0, 4, 8), 40  # the sweep of tests/test_sweep.py
+
+
+def _require_browser() -> None:
+    missing = [f"the {name} package (pip install -e '.[test]')" for name in ("playwright", "starlette", "uvicorn", "plotly")
+               if importlib.util.find_spec(name) is None]
+    if not os.path.exists(CHROMIUM):
+        missing.append("Chromium (apt-get install chromium)")
+    if missing:
+        reason = "the browser tests need " + ", ".join(missing)
+        if os.environ.get("E1_REQUIRE_BROWSER", "") not in ("", "0"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """runs/sweep (models m/A and m/B: A boxes 2, B boxes 3; golds q0..q2 = 2, 3, 2), its eval run
+    sweep/models/m--A, and runs/train (2 GRPO steps)."""
+    _require_browser()
+    from e1.engine.hf import HFEngine
+    from e1.eval.sweep import sweep
+    from e1.grpo.trainer import train
+    from e1.models.tiny import build_tiny_model
+    from tests.test_sweep import Loader, sweep_config
+    from tests.test_train import contains_char, small, write_problems
+
+    root = tmp_path_factory.mktemp("view") / "runs"
+    root.mkdir()
+    model = build_tiny_model(root.parent / "tiny")
+    problems = root / "toy.jsonl"
+    problems.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": answer}) + "\n"
+                                for i, answer in enumerate("232")))
+    sweep(sweep_config(root / "sweep", problems), load_engine=Loader(HFEngine.load(str(model), batch_size=64)))
+    train(small(model, write_problems(root / "train.jsonl"), root / "train", steps=2, save_every=100), reward=contains_char)
+    code_run(root / "code")
+    return root
+
+
+def code_run(path):
+    """A code eval run of one sample, written by hand: half its tests passed, the first failure named."""
+    from e1.store.results import samples_frame, write_json, write_parquet
+
+    write_json({"model": "coder", "datasets": ["humaneval"], "data_dir": str(path / "no-data")}, path / "config.json")
+    write_parquet(samples_frame([dict(
+        dataset="humaneval", problem_id="HumanEval/0", sample_index=0, mode="elastic", think_budget=16, solve_budget=64,
+        prompt_tokens=30, think_tokens=12, solve_tokens=40, forced=False, finish_reason="stop", think_text="loop over pairs",
+        solution_text="```python\ndef f(x):\n    return x\n```", extracted_answer="def f(x):\n    return x", gold="6 tests",
+        reward=0.0, correct=False, tests_passed=0.5, first_failure="test 4: wrong answer")]), path / "samples.parquet")
+
+
+@pytest.fixture(scope="module")
+def url(runs):
+    """`e1 view` on a free loopback port (it prints the URL it listens on)."""
+    command = [sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "code", "--port", "0"]
+    server = subprocess.Popen(command, cwd=runs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready, _, _ = select.select([server.stdout], [], [], 60)
+        line = server.stdout.readline() if ready else ""
+        assert "http://127.0.0.1:" in line, f"e1 view did not start: {line!r} {server.stderr.read() if server.poll() is not None else ''}"
+        yield line.split(" at ")[1].split()[0]
+    finally:
+        server.send_signal(signal.SIGINT)  # Ctrl-C
+        stopped, _ = server.communicate(timeout=30)
+    assert server.returncode == 0 and "e1 view stopped" in stopped
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1300, "height": 900})
+        yield context
+        context.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    """A fresh page on the app, loaded; the test fails on any script error in it."""
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(url)
+    page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+    yield page
+    page.close()
+    assert errors == []
+
+
+def traces(page, plot: str) -> list[dict]:
+    return page.evaluate(f"""() => document.getElementById({plot!r}).data.map(
+        t => ({{name: t.name, x: Array.from(t.x), y: Array.from(t.y)}}))""")
+
+
+def test_curves_plot_the_sweeps_points_and_hover_names_the_cell(page, runs):
+    from playwright.sync_api import expect
+
+    curves = pd.read_parquet(runs / "sweep" / "curves.parquet")
+    shown = {t["name"]: t for t in traces(page, "curves")}
+    for model, mode in (("m/A", "elastic"), ("m/B", "elastic"), ("m/A", "truncate")):
+        cells = curves[(curves["model"] == model) & (curves["mode"] == mode)].sort_values("mean_total_tokens")
+        trace = shown[f"sweep · {model} · toy · {mode}"]
+        assert trace["x"] == pytest.approx(cells["mean_total_tokens"].tolist())
+        assert trace["y"] == pytest.approx((100 * cells["accuracy"]).tolist())
+    # by hand: A boxes 2, right on q0 and q2 of 3 at every budget; truncate never closes thinking, so never answers
+    assert shown["sweep · m/A · toy · elastic"]["y"] == pytest.approx([200 / 3] * 3)
+    assert shown["sweep · m/A · toy · truncate"]["x"] == [t + SOLVE for t in THINK_BUDGETS]  # all of t + s used
+    assert shown["sweep · m/A · toy · truncate"]["y"] == [0, 0, 0]
+    assert "sweep/models/m--A · m/A · toy · elastic" in shown  # a second run on the same plot
+
+    index = list(shown).index("sweep · m/B · toy · elastic")
+    page.evaluate(f"() => Plotly.Fx.hover('curves', [{{curveNumber: {index}, pointNumber: 1}}])")
+    hover = page.locator("#curves .hoverlayer")
+    for text in ("toy", "elastic", "t=4 s=40", "n = 2 samples × 3 problems", "accuracy 33.3%", "95% CI"):
+        expect(hover).to_contain_text(text)
+
+
+def choose(page, select: str, value: str) -> None:
+    """Pick an option and wait for the table the choice reloads."""
+    before = page.get_attribute("#sample-table", "data-loaded")
+    page.select_option(select, value)
+    page.wait_for_function("b => document.getElementById('sample-table').dataset.loaded !== b", arg=before)
+
+
+def open_samples_of_the_eval_run(page):
+    page.click("button[data-tab=samples]")
+    page.wait_for_selector("#sample-table[data-loaded]")
+    choose(page, "#f-run", page.locator("#f-run option", has_text="m--A").get_attribute("value"))
+
+
+def test_filters_change_the_counts(page, runs):
+    from playwright.sync_api import expect
+
+    open_samples_of_the_eval_run(page)
+    rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet")
+    count = page.locator("#sample-count")
+    # 2 modes × 3 budgets × 3 problems × 2 samples; elastic is forced at every t (t = 0: at once) and right on q0, q2
+    assert len(rows) == 36 and rows["forced"].sum() == 18 and rows["correct"].sum() == 12
+    expect(count).to_have_text("36 samples · 12 correct · 18 forced")
+    expect(page.locator("#sample-table tbody tr")).to_have_count(36)
+    choose(page, "#f-forced", "true")
+    expect(count).to_have_text("18 samples · 12 correct · 18 forced")
+    choose(page, "#f-forced", "")
+    choose(page, "#f-mode", "truncate")
+    expect(count).to_have_text("18 samples · 0 correct · 0 forced")
+    choose(page, "#f-mode", "elastic")
+    choose(page, "#f-budget", "4+40")
+    choose(page, "#f-correct", "false")
+    expect(count).to_have_text("2 samples · 0 correct · 2 forced")  # q1's two samples at t = 4
+    expect(page.locator("#sample-table tbody tr td:nth-child(2)")).to_have_text(["q1", "q1"])
+
+
+def test_a_forced_sample_shows_where_e1_cut_thinking(page, runs):
+    from playwright.sync_api import expect
+
+    open_samples_of_the_eval_run(page)
+    choose(page, "#f-mode", "elastic")
+    choose(page, "#f-budget", "8+40")
+    page.click("#sample-table tbody tr >> nth=0")  # q0, sample 0
+    card = page.locator("#sample-detail .sample")
+    expect(card).to_have_count(1)
+    rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet").set_index(
+        ["problem_id", "sample_index", "mode", "think_budget"])
+    known = rows.loc[("q0", 0, "elastic", 8)]
+    assert known["forced"] and known["think_tokens"] == 8
+    expect(card.locator("pre.think-text")).to_have_text(known["think_text"])
+    cut = card.locator("pre.think-text + .cut")  # the marker comes right where thinking stopped
+    expect(cut).to_have_class("cut forced")
+    expect(cut).to_contain_text("forced by e1 here: thinking reached t = 8")
+    expect(card.locator("pre.solution-text")).to_have_text(known["solution_text"])
+    expect(card.locator(".extracted")).to_have_text("2")
+    expect(card.locator(".gold")).to_have_text("2")
+    expect(page.locator("#sample-detail .problem-text")).to_have_text("What is 0 + 0?")  # from the run's dataset
+
+    choose(page, "#f-mode", "truncate")
+    page.click("#sample-table tbody tr >> nth=0")
+    expect(page.locator("#sample-detail .sample")).to_contain_text("truncate")
+    expect(page.locator("#sample-detail .cut.forced")).to_have_count(0)  # nothing is forced in truncate mode
+    expect(page.locator("#sample-detail .cut.open")).to_have_count(1)
+
+
+def test_a_code_sample_shows_its_tests(page):
+    from playwright.sync_api import expect
+
+    page.click("button[data-tab=samples]")
+    page.wait_for_selector("#sample-table[data-loaded]")
+    choose(page, "#f-run", page.locator("#f-run option", has_text="code").get_attribute("value"))
+    page.click("#sample-table tbody tr >> nth=0")
+    card = page.locator("#sample-detail .sample")
+    expect(card.locator(".tests")).to_have_text("50.0%")
+    expect(card.locator(".failure")).to_have_text("test 4: wrong answer")
+    expect(card.locator(".gold")).to_have_text("6 tests")
+    expect(card.locator(".cut.natural")).to_have_count(1)  # thinking ended by itself: nothing forced
+    expect(page.locator("#sample-detail .problem .source")).to_contain_text("not stored")  # no humaneval in its data_dir
+
+
+def test_side_by_side_shows_both_runs_on_one_problem(page):
+    from playwright.sync_api import expect
+
+    page.click("button[data-tab=compare]")
+    page.wait_for_selector("#tab-compare[data-loaded]")
+    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    page.select_option("#left-run", run_of("left", "sweep (sweep)"))
+    page.select_option("#left-model", "m/B")
+    page.select_option("#right-run", run_of("right", "m--A"))
+    for side in ("left", "right"):
+        page.select_option(f"#{side}-mode", "elastic")
+        page.select_option(f"#{side}-budget", "4+40")
+    page.select_option("#c-problem", "q1")
+    expect(page.locator("#tab-compare")).to_have_attribute("data-loaded", "toy/q1")
+    left, right = page.locator("#left-samples .sample"), page.locator("#right-samples .sample")
+    expect(left).to_have_count(2)
+    expect(right).to_have_count(2)
+    expect(left.locator(".extracted")).to_have_text(["3", "3"])  # B boxes 3: right on q1
+    expect(right.locator(".extracted")).to_have_text(["2", "2"])  # A boxes 2: wrong on q1
+    expect(left.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/B", "toy q1 · sample 1 · m/B"])
+    expect(right.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/A", "toy q1 · sample 1 · m/A"])
+    expect(page.locator("#c-problem-text .problem-text")).to_have_text("What is 1 + 1?")
+
+
+def test_training_metrics_are_plotted_by_step(page, runs):
+    page.click("button[data-tab=training]")
+    page.wait_for_selector("#metric-seconds-per-phase .main-svg")
+    metrics = pd.read_parquet(runs / "train" / "metrics.parquet")
+    for column in ("reward_mean", "mean_think_tokens", "forced_rate", "kl"):
+        (trace,) = traces(page, f"metric-{column}")
+        assert trace["x"] == [1, 2] and trace["y"] == pytest.approx(metrics[column].tolist()), column
+    phases = {t["name"]: t["y"] for t in traces(page, "metric-seconds-per-phase")}
+    assert {"rollout_s", "update_s", "step_s"} <= set(phases)
+    assert phases["update_s"] == pytest.approx(metrics["update_s"].tolist())
