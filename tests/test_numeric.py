@@ -35,6 +35,7 @@ BASE = {
     "demo": (["--out", "{out}", "--readme", "{tmp}/missing/README.md"], "--readme"),
     "elo": (["--results", "{tmp}/none.json", "--contests", "{tmp}"], "no results"),
     "elo fetch": (["--contests", "1", "--out", "{out}", "--api-url", "notaurl"], "--api-url"),
+    "view": (["{tmp}/no-run"], "no such directory"),
 }
 HOSTILE = {  # never a valid value of any numeric option
     "integer": ["nan", "inf", "-inf", "1e400", "9" * 23, "9" * 400, "-" + "9" * 23],
@@ -118,6 +119,7 @@ CONFIGS = [
     ("e1.demo.pipeline", "DemoConfig", ("e1.demo.pipeline:DEMO_NUMBERS",), {}),
     ("e1.report.elo", "FetchConfig", ("e1.report.elo:FETCH_NUMBERS",), {}),
     ("e1.engine.api", "ApiSettings", ("e1.engine.api:API_NUMBERS",), {"url": "http://127.0.0.1:1/v1"}),
+    ("e1.view.server", "ViewConfig", ("e1.view.server:VIEW_NUMBERS",), {"paths": ("runs/x",)}),
 ]
 
 

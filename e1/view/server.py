@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from e1.errors import ConfigError
+from e1.numeric import Number, check_numbers
 from e1.view.runs import Run, find_runs
 
 STATIC = Path(__file__).parent / "static"
@@ -45,6 +46,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+VIEW_NUMBERS = {"port": Number(int, min=0, max=65535, hint="0 picks any free port")}
+
+
 @dataclass(frozen=True)
 class ViewConfig:
     paths: tuple[Path, ...]
@@ -55,8 +59,7 @@ class ViewConfig:
     def __post_init__(self):
         if not self.paths:
             raise ConfigError("no run directory given", hint="e1 view RUN_DIR [RUN_DIR ...]")
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"--port must be in 0..65535, got {self.port}")
+        check_numbers(self, VIEW_NUMBERS, {"port": "--port"})
         if self.token is not None and len(self.token) < 8:
             raise ConfigError("--token is too short", hint="use 8 characters or more, e.g. $(openssl rand -hex 16)")
         if not is_loopback(self.host) and not self.token:
