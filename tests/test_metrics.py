@@ -214,3 +214,41 @@ def test_summary_table_shows_the_new_metrics_in_percent():
     # p1 4 of 4, p2 0 of 4: {p1, p1} gives 100 %; nothing forced: no accuracy to show there
     assert truncate_below.split() == ["0.0–100.0", "✓", "–", "✓", "50.0"]
     assert "maj@4" in text and "no ans." in text
+
+
+def test_pass_at_every_asked_k_by_hand():
+    rows = []
+    # p1: 1 of 4 correct; p2: 2 of 4. pass@2 = mean(1 - C(3,2)/C(4,2), 1 - C(2,2)/C(4,2)) = mean(1/2, 5/6)
+    for pid, correct in (("p1", [1, 0, 0, 0]), ("p2", [1, 1, 0, 0])):
+        rows += [sample(pid, i, c, answer=str(c)) for i, c in enumerate(correct)]
+    row = summarize(pd.DataFrame(rows), ks=(1, 2, 8)).iloc[0]
+    assert row.pass_at_1 == pytest.approx((1 / 4 + 2 / 4) / 2) and row.pass_at_2 == pytest.approx((1 / 2 + 5 / 6) / 2)
+    assert math.isnan(row.pass_at_8)  # more than the 4 samples a problem has
+    assert list(summarize(pd.DataFrame(rows)).columns)[-1] == "censored_rate"  # no extra columns unless asked
+
+
+@pytest.mark.parametrize(("given", "error"), [("0", "--k must be >= 1"), ("5", "--k must be <= 4"), ("1,x", "whole numbers"),
+                                               ("-1", "whole numbers"), ("9" * 30, "whole numbers")])
+def test_bad_k_lists_are_refused_naming_k(given, error):
+    from e1.cli.options import parse_ks
+    from e1.errors import ConfigError
+    from e1.eval.run import EvalConfig
+
+    with pytest.raises(ConfigError, match=error):
+        EvalConfig(model="m", datasets=("d",), n=4, ks=parse_ks(given))
+
+
+def test_eval_and_sweep_report_the_asked_k(tmp_path, problems_file, tiny_model_dir):
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+
+    common = ["--model", str(tiny_model_dir), "--datasets", str(problems_file), "--solve", "2", "-n", "2",
+              "--temperature", "1", "--backend", "hf", "--k", "2,1"]
+    result = CliRunner().invoke(app, ["eval", *common, "--think", "4", "--out", str(tmp_path / "e")], prog_name="e1")
+    assert result.exit_code == 0, result.output
+    summary = pd.read_parquet(tmp_path / "e" / "summary.parquet")
+    assert list(summary.columns)[-1] == "pass_at_2" and summary["pass_at_2"].equals(summary["pass_at_k"])  # k = n
+    result = CliRunner().invoke(app, ["sweep", *common, "--think", "0,4", "--out", str(tmp_path / "s")], prog_name="e1")
+    assert result.exit_code == 0, result.output
+    assert "pass_at_2" in pd.read_parquet(tmp_path / "s" / "summary.parquet").columns

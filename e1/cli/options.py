@@ -92,6 +92,9 @@ class RunOptions:
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
     sandbox: SandboxOpt = None
+    k: Annotated[str, typer.Option(
+        "--k", show_default=False,
+        help="Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16 (default: pass@1 and pass@n).")] = ""
     prompt_budget: Annotated[Optional[str], typer.Option(
         "--prompt-budget", show_default=False,
         help="State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
@@ -155,7 +158,22 @@ class RunOptions:
             sandbox=self.sandbox, api=self.api_settings(),
             prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
                                  budget=self.prompt_budget),
+            ks=parse_ks(self.k),
         )
+
+
+def parse_ks(text: str) -> tuple[int, ...]:
+    """``--k 1,4,16`` as sorted distinct whole numbers (their range is checked by EvalConfig).
+
+    >>> parse_ks("16, 4,1,4"), parse_ks("")
+    ((1, 4, 16), ())
+    """
+    from e1.errors import ConfigError
+
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not all(part.isdigit() and len(part) <= 18 for part in parts):
+        raise ConfigError(f"--k {text!r}: give whole numbers, comma-separated", hint="e.g. --k 1,4,16")
+    return tuple(sorted({int(part) for part in parts}))
 
 
 def _parameters(function: Callable, groups: dict[str, type]) -> list[inspect.Parameter]:

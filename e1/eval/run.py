@@ -90,11 +90,14 @@ class EvalConfig:
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
+    ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
 
     def __post_init__(self):
         if not self.datasets:
             raise ConfigError("no dataset given", hint="pass --datasets NAME_OR_FILE (see `e1 data list`)")
         check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
+        for k in self.ks:
+            Number(int, min=1, max=self.n, hint=f"pass@k needs k <= n ({self.n} samples per problem)").check(k, "--k")
         check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
                              self.max_model_len)
         check_markers(self.think_start, self.think_end)
@@ -158,7 +161,7 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     samples = summary = None
     if ranks.main:
         samples = _wanted_rows(store.compact(), datasets, config)
-        summary = summarize(samples)
+        summary = summarize(samples, ks=config.ks)
         write_parquet(summary, out / SUMMARY)
     group.barrier()  # nobody leaves (and starts another run) before the results are complete
     return samples, summary

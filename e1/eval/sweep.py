@@ -246,7 +246,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     if not main:
         return None, None, None
     samples = _in_config_order(pd.concat(frames, ignore_index=True), config)
-    summary = _in_config_order(summarize(samples, by=SWEEP_KEY), config)
+    summary = _in_config_order(summarize(samples, by=SWEEP_KEY, ks=config.settings.ks), config)
     curves = curves_frame(summary)
     write_parquet(samples, out / SAMPLES)
     write_parquet(summary, out / SUMMARY)

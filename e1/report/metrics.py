@@ -9,7 +9,8 @@ Every rate is a fraction in [0, 1] (tables and plots show percent). Per group of
 - ``accuracy`` (avg@n): mean correctness over all samples; ``accuracy_ci_low``/``_high``: its
   95% percentile bootstrap interval, resampling problems (:data:`RESAMPLES` resamples, seed
   :data:`SEED`, so the same samples always give the same interval).
-- ``pass_at_1``, ``pass_at_k``: the unbiased estimator, k = samples per problem.
+- ``pass_at_1``, ``pass_at_k``: the unbiased estimator, k = samples per problem; ``pass_at_{k}``
+  for each k a run asks for (``--k 1,4,16``), NaN where a problem has fewer than k samples.
 - ``maj_at_k``: a problem counts when its majority answer is correct. Samples vote with their
   extracted answer compared as :func:`vote_key` normalises it; unanswered samples do not vote;
   a tie goes to the answer given first (lowest ``sample_index``); no answer at all is wrong.
@@ -121,18 +122,20 @@ def bootstrap_interval(values: Sequence[float], weights: Sequence[float] | None 
     return float(low), float(high)
 
 
-def summarize(samples, by: list[str] = GROUP_KEY):
+def summarize(samples, by: list[str] = GROUP_KEY, ks: tuple[int, ...] = ()):
     """One row per group of ``by`` with the columns of :data:`e1.store.results.SUMMARY_COLUMNS` (see the
-    module docstring for each metric); mean think/solve/total tokens per sample."""
+    module docstring for each metric); mean think/solve/total tokens per sample. ``ks`` adds a
+    ``pass_at_{k}`` column per k (unbiased; NaN where a group has fewer than k samples per problem)."""
     import pandas as pd
 
-    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _group_metrics(group)
+    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _group_metrics(group, ks)
                for key, group in samples.groupby(by, sort=True)]
     columns = by + [c for c in SUMMARY_COLUMNS if c not in GROUP_KEY]
+    columns += [f"pass_at_{k}" for k in ks if f"pass_at_{k}" not in columns]  # pass_at_1 is there already
     return pd.DataFrame(records, columns=columns)
 
 
-def _group_metrics(group) -> dict:
+def _group_metrics(group, ks: tuple[int, ...] = ()) -> dict:
     """The metrics of one group of samples (one dataset × mode × budget, of one model)."""
     group = group.sort_values("sample_index", kind="stable")
     per_problem = group.groupby("problem_id", sort=True)["correct"].agg(["size", "sum"])  # [P, 2]
@@ -160,6 +163,7 @@ def _group_metrics(group) -> dict:
         "forced_accuracy": _mean_or_nan(group.loc[forced, "correct"]),
         "unanswered_rate": float(1.0 - answered.mean()),
         **cell_spending(group),
+        **{f"pass_at_{k}": _mean_pass_at(per_problem, k) if k <= n else math.nan for k in ks},
     }
 
 
