@@ -242,10 +242,7 @@ class OpenAIEngine(RowEngine):
             raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
                                hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer")
         state = self.row_state(ids, budget, mode, sampling)
-        for token in choice["token_ids"]:
-            if state.done:
-                break
-            state.accept(int(token))
+        state.extend([int(token) for token in choice["token_ids"]])
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or ("stop" if choice.get("finish_reason") == "stop" else "length")
         check_report(choice.get("budget"), completion)
@@ -290,19 +287,13 @@ class OpenAIEngine(RowEngine):
         end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
         the solution continued from prompt + the row's ids and fed too: the local engines' records."""
         state = self.row_state(ids, budget, mode, sampling)
-        for token in thinking:
-            if state.done:
-                break
-            state.accept(int(token))
+        state.extend([int(token) for token in thinking])
         while not state.done and state.forced_token() is not None:
             state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
         if not state.done:
             choice, _ = self._call("completions", self._body(
                 row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
-            for token in choice.get("token_ids") or []:
-                if state.done:
-                    break
-                state.accept(int(token))
+            state.extend([int(token) for token in choice.get("token_ids") or []])
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
