@@ -51,23 +51,20 @@ def _flags_without_type(params) -> None:
             param.metavar = ""
 
 
-class Command(typer.core.TyperCommand):
+class _HelpReads:
+    """What :class:`Command` and :class:`Group` add to typer's classes: reflowed help, typeless flags."""
+
+    def __init__(self, *args, help: str | None = None, **kwargs):
+        super().__init__(*args, help=reflow(help), **kwargs)
+
+    def format_help(self, ctx, formatter) -> None:
+        _flags_without_type(self.get_params(ctx))
+        super().format_help(ctx, formatter)
+
+
+class Command(_HelpReads, typer.core.TyperCommand):
     """A typer command whose help reflows and whose flags show as they are typed."""
 
-    def __init__(self, *args, help: str | None = None, **kwargs):
-        super().__init__(*args, help=reflow(help), **kwargs)
 
-    def format_help(self, ctx, formatter) -> None:
-        _flags_without_type(self.get_params(ctx))
-        super().format_help(ctx, formatter)
-
-
-class Group(typer.core.TyperGroup):
+class Group(_HelpReads, typer.core.TyperGroup):
     """A typer group (the root, ``e1 data``, ``e1 elo``) with the help of :class:`Command`."""
-
-    def __init__(self, *args, help: str | None = None, **kwargs):
-        super().__init__(*args, help=reflow(help), **kwargs)
-
-    def format_help(self, ctx, formatter) -> None:
-        _flags_without_type(self.get_params(ctx))
-        super().format_help(ctx, formatter)
