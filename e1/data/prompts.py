@@ -29,6 +29,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from e1.errors import ConfigError, did_you_mean
@@ -159,8 +160,9 @@ class PromptOptions:
             raise ConfigError("--system-prompt is empty", hint="leave it out for no system prompt (the paper's)")
         self.kwargs  # noqa: B018  parses template_kwargs
 
-    @property
+    @cached_property
     def kwargs(self) -> dict[str, Any]:
+        """``template_kwargs`` parsed, once (it is checked when the options are made)."""
         if not self.template_kwargs:
             return {}
         try:
