@@ -71,15 +71,16 @@ def _curve_area(curve, resamples: int, seed: int) -> dict:
                     auc_ci_low=math.nan, auc_ci_high=math.nan)
     x = np.log2(np.maximum(tokens.sum(0) / count.sum(0), 1.0))  # [C]
     y = correct.sum(0) / count.sum(0)  # [C]
-    weights = np.random.default_rng(seed).multinomial(len(wide), [1 / len(wide)] * len(wide), size=resamples)  # [R, P]
-    drawn = weights @ count  # [R, C]
-    xs = np.log2(np.maximum((weights @ tokens) / drawn, 1.0))  # [R, C]
-    ys = (weights @ correct) / drawn  # [R, C]
-    estimates = [area(row_x, row_y) for row_x, row_y in zip(xs, ys)]
-    tail = (1 - LEVEL) / 2
-    low, high = (np.quantile(estimates, [tail, 1 - tail]) if not math.isnan(area(x, y)) else (math.nan, math.nan))
+    auc, low, high = area(x, y), math.nan, math.nan
+    if not math.isnan(auc):  # no area, no interval: the resamples are not drawn
+        weights = np.random.default_rng(seed).multinomial(len(wide), [1 / len(wide)] * len(wide), size=resamples)  # [R, P]
+        drawn = weights @ count  # [R, C]
+        xs = np.log2(np.maximum((weights @ tokens) / drawn, 1.0))  # [R, C]
+        ys = (weights @ correct) / drawn  # [R, C]
+        tail = (1 - LEVEL) / 2
+        low, high = np.quantile([area(row_x, row_y) for row_x, row_y in zip(xs, ys)], [tail, 1 - tail])
     return dict(points=len(x), problems=len(wide), min_tokens=float(2 ** x.min()), max_tokens=float(2 ** x.max()),
-                auc=area(x, y), auc_ci_low=float(low), auc_ci_high=float(high))
+                auc=auc, auc_ci_low=float(low), auc_ci_high=float(high))
 
 
 def solving_budgets(samples, by: list[str] = CURVE_KEY):
