@@ -25,7 +25,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, atomic_write, read_parquet, samples_frame, write_parquet
+from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, read_parquet, samples_frame, write_parquet
 
 PARTS_DIR = "samples"
 
@@ -54,9 +54,7 @@ class SampleStore:
         if not rows:
             return None
         path = self.parts_dir / f"part-r{self.writer}-{secrets.token_hex(8)}.parquet"
-        frame = samples_frame(rows)
-        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False),
-                            kept="finished samples up to here are kept")
+        return write_parquet(samples_frame(rows), path, kept="finished samples up to here are kept")
 
     def compact(self):
         """Fold the parts into ``samples.parquet`` (rows sorted by :data:`SAMPLE_KEY`, so the file
