@@ -19,6 +19,7 @@ Runs take turns; prints seconds (best of --repeats), tokens per second and the r
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import sys
@@ -36,6 +37,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", help="an existing model directory (default: a tiny random one, built here)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--json", help="also write the figures to this file (benchmarks/gpu_check.py reads it)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
@@ -104,6 +106,11 @@ def main() -> None:
     if not own_budget:
         print(f"  {'thinking_token_budget':22s} unsupported: this vLLM's SamplingParams has no thinking_token_budget")
     print("goal: e1 elastic <= 1.03x plain vLLM per token")
+    if args.json:
+        per_token = {name: (secs / tokens) / (base_secs / base_tokens) for name, (secs, tokens) in results.items()}
+        with open(args.json, "w") as sink:
+            json.dump({"vllm": vllm.__version__, "per_token": per_token,
+                       "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in results.items()}}, sink)
 
 
 if __name__ == "__main__":

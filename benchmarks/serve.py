@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
@@ -33,10 +34,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import interleaved_best  # noqa: E402
 
 
-def start_server(model: str, port: int, log_path: str) -> subprocess.Popen:
+def start_server(model: str, port: int, log_path: str, max_model_len: int = 1024, dtype: str = "float32"):
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-    command = [sys.executable, "-m", "e1", "serve", "--model", model, "--port", str(port), "--dtype", "float32",
-               "--max-model-len", "1024", "--", "--disable-uvicorn-access-log"]
+    command = [sys.executable, "-m", "e1", "serve", "--model", model, "--port", str(port), "--dtype", dtype,
+               "--max-model-len", str(max_model_len), "--", "--disable-uvicorn-access-log"]
     process = subprocess.Popen(command, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 300
     while True:
@@ -73,6 +74,9 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--concurrency", default="1,32")
+    parser.add_argument("--model", help="an existing model folder (default: a tiny random one, built here)")
+    parser.add_argument("--max-model-len", type=int, default=None, help="default: 1024, or tokens + 512")
+    parser.add_argument("--json", help="also write the ratios to this file (benchmarks/gpu_check.py reads it)")
     args = parser.parse_args()
 
     import openai
@@ -86,12 +90,13 @@ def main() -> None:
     total = think + 1 + solve + 1  # t, the forced </think>, s, the forced EOS
     problems = [f"Problem {i}: what is {i} * {i + 7}?" for i in range(args.requests)]
     with tempfile.TemporaryDirectory() as tmp, socket.socket() as sock:
-        path = str(build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers, heads=args.hidden // 32,
-                                    intermediate_size=4 * args.hidden))
+        path = args.model or str(build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
+                                                  heads=args.hidden // 32, intermediate_size=4 * args.hidden))
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         sock.close()
-        server = start_server(path, port, f"{tmp}/server.log")
+        length = args.max_model_len or max(1024, args.tokens + 512)
+        server = start_server(path, port, f"{tmp}/server.log", length, "auto" if args.model else "float32")
         try:
             client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", timeout=600)
             loop = asyncio.new_event_loop()
@@ -99,15 +104,21 @@ def main() -> None:
             def run(concurrency, extra, max_tokens):
                 return lambda: loop.run_until_complete(send_all(client, path, problems, concurrency, extra, max_tokens))
 
-            report(args, think, solve, total, run, budgeted, plain)
+            ratios = report(args, think, solve, total, run, budgeted, plain)
+            if args.json:
+                with open(args.json, "w") as sink:
+                    json.dump({"ratios": ratios}, sink)
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=60)
 
 
-def report(args, think, solve, total, run, budgeted, plain) -> None:
-    print(f"model: hidden {args.hidden}, layers {args.layers}; {args.requests} requests; t={think} s={solve} "
+def report(args, think, solve, total, run, budgeted, plain) -> dict:
+    """Print the table; returns ``{concurrency: {"latency": x, "time per token": x}}`` (budgeted / plain)."""
+    shape = args.model or f"hidden {args.hidden}, layers {args.layers}"
+    print(f"model: {shape}; {args.requests} requests; t={think} s={solve} "
           f"({total} tokens each); greedy; best of {args.repeats}")
+    ratios = {}
     print(f"  {'concurrency':>11} {'request':9} {'latency':>9} {'tok/s':>8} {'latency x':>10} {'tok/s x':>8}")
     for concurrency in map(int, args.concurrency.split(",")):
         runs = {"budgeted": run(concurrency, budgeted, None), "plain": run(concurrency, plain, total)}
@@ -119,7 +130,10 @@ def report(args, think, solve, total, run, budgeted, plain) -> None:
             assert tokens == total * args.requests, f"{name}: {tokens} tokens, expected {total * args.requests}"
             print(f"  {concurrency:11d} {name:9} {latency:8.3f}s {tokens / secs:8.0f} {latency / plain_latency:9.3f}x "
                   f"{(plain_tokens / plain_s) / (tokens / secs):7.3f}x")
+        secs, (latency, tokens) = results["budgeted"]
+        ratios[concurrency] = {"latency": latency / plain_latency, "time per token": (plain_tokens / plain_s) / (tokens / secs)}
     print("goal: budgeted <= 1.05x plain (latency, and time per token = inverse throughput)")
+    return ratios
 
 
 if __name__ == "__main__":

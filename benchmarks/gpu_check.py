@@ -1,0 +1,264 @@
+"""The GPU check: every speed and memory figure of issue [G] in one table, each part <= 10 minutes.
+
+    python benchmarks/gpu_check.py model  --out /tmp/gc          # a Qwen2-1.5B-shaped random model (~1 min)
+    python benchmarks/gpu_check.py engine --out /tmp/gc          # transformers: elastic/none, e1/generate at b=64,256
+    python benchmarks/gpu_check.py vllm   --out /tmp/gc          # vLLM: plain, elastic, two calls, thinking_token_budget
+    python benchmarks/gpu_check.py train  --out /tmp/gc --strategies vllm,hf      # one GRPO step each
+    python benchmarks/gpu_check.py train  --out /tmp/gc --strategies zero2,zero3  # (split: <= 10 min a call)
+    python benchmarks/gpu_check.py serve  --out /tmp/gc          # e1 serve: budgeted vs plain at concurrency 32
+    python benchmarks/gpu_check.py table  --out /tmp/gc          # the one table, from what the parts wrote
+    python benchmarks/gpu_check.py all --tiny --out /tmp/gc      # every part, small, on a CPU (a dry run)
+
+Nothing is downloaded: the model is random weights in Qwen2-1.5B's shape (hidden 1536, 28 layers,
+12 heads, 2 KV heads, MLP 8960, vocabulary 151,936, bf16) with a byte-level tokenizer trained on the
+spot by ``e1.models.tiny.build_tokenizer`` (``<think>``/``</think>`` special, a chat template whose
+generation prompt opens thinking). Random weights almost never close thinking, so every row thinks to
+its budget: throughput does not depend on the weights, accuracy is 0.
+
+Each part runs the side-by-side benchmark it names (``engine.py``, ``engine_vllm.py``, ``serve.py``)
+or ``e1 train`` in a child process (so one part's GPU memory is free before the next), and merges
+its rows into ``OUT/results.json``: ``{part: {row: {"value", "unit", "goal"}}}``. Peak memory of a
+training run is the device's used memory polled every 0.2 s by ``nvidia-smi`` (on a CPU: the
+resident memory of the run's process tree), minus what was used before it started. On a machine with
+no network, run it from wheels made beforehand (``../shared/gpu/README.md``'s recipe: carry the two
+wheelhouse parts, ``source`` its setup, then run the parts, one call each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import string
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("model", "engine", "vllm", "train", "serve")
+STRATEGIES = {  # name -> (launcher, e1 train flags); DeepSpeed needs a torchrun launch even on one GPU
+    "vllm": ([], ["--backend", "vllm", "--gpu-memory-utilization", "0.3"]),
+    "hf": ([], ["--backend", "hf"]),
+    "zero2": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"], ["--deepspeed", "zero2"]),
+    "zero3": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"], ["--deepspeed", "zero3"]),
+}
+# the issue's shape: 16 prompts x 4 samples, t=512, s=256 (tiny: a CPU dry run)
+TRAIN_SHAPE = {False: dict(prompts=16, samples=4, think=512, solve=256), True: dict(prompts=4, samples=2, think=16, solve=8)}
+
+
+def build_model(out: Path, tiny: bool) -> Path:
+    """A random Qwen2-1.5B-shaped model (``tiny``: hidden 128, 2 layers) with a tokenizer made here."""
+    if (out / "config.json").exists():
+        return out
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from e1.models.tiny import DEFAULT_CORPUS, build_tokenizer
+
+    rng = random.Random(0)
+    words = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(4000 if tiny else 200_000)]
+    tokenizer = build_tokenizer([*DEFAULT_CORPUS, *(" ".join(words[i : i + 32]) for i in range(0, len(words), 32))],
+                                vocab_size=1024 if tiny else 151_648)
+    shape = (dict(vocab_size=(len(tokenizer) + 63) // 64 * 64, hidden_size=128, intermediate_size=256,
+                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2) if tiny else
+             dict(vocab_size=151_936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                  num_attention_heads=12, num_key_value_heads=2))
+    config = Qwen2Config(max_position_embeddings=4096, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True, **shape)
+    torch.manual_seed(0)
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = Qwen2ForCausalLM(config)
+    model = model.to(torch.float32 if tiny else torch.bfloat16)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def run_json(args: list[str], log: Path, timeout: float) -> dict:
+    """Run a benchmark script with ``--json PATH``; its results, or a SystemExit naming the log."""
+    result = log.with_suffix(".json")
+    result.unlink(missing_ok=True)
+    with open(log, "w") as sink:
+        code = subprocess.call([sys.executable, *args, "--json", str(result)], stdout=sink, stderr=subprocess.STDOUT,
+                               timeout=timeout)
+    if code or not result.exists():
+        raise SystemExit(f"{args[0]} failed (exit {code}); see {log}")
+    return json.loads(result.read_text())
+
+
+def part_engine(model: Path, out: Path, tiny: bool) -> dict:
+    rows = {}
+    for batch in (4, 8) if tiny else (64, 256):
+        tokens = 32 if tiny else 1024
+        found = run_json([str(HERE / "engine.py"), "--model", str(model), "--batch", str(batch), "--tokens",
+                          str(tokens), "--repeats", "1" if tiny else "2"], out / f"engine_b{batch}.log", 600)
+        rows[f"b={batch}: elastic / none per token"] = dict(value=found["elastic_per_token"], unit="x", goal="<= 1.03")
+        rows[f"b={batch}: e1 greedy / model.generate()"] = dict(value=found["e1_vs_generate"], unit="x", goal="<= 1.0")
+        rows[f"b={batch}: e1 tok/s"] = dict(value=found["tokens_per_s"], unit="tok/s", goal="")
+    return rows
+
+
+def part_vllm(model: Path, out: Path, tiny: bool) -> dict:
+    batch, tokens = (8, 32) if tiny else (256, 2048)  # t = s = 1k as in the paper
+    found = run_json([str(HERE / "engine_vllm.py"), "--model", str(model), "--batch", str(batch), "--tokens",
+                      str(tokens), "--repeats", "1" if tiny else "2"], out / "vllm.log", 600)
+    rows = {f"{name} / plain per token": dict(value=ratio, unit="x", goal="<= 1.01" if name == "e1 elastic" else "")
+            for name, ratio in found["per_token"].items() if name != "plain vLLM"}
+    rows["plain vLLM tok/s"] = dict(value=found["tokens_per_s"]["plain vLLM"], unit="tok/s", goal="")
+    return rows
+
+
+def part_serve(model: Path, out: Path, tiny: bool) -> dict:
+    found = run_json([str(HERE / "serve.py"), "--model", str(model), "--concurrency", "32", "--requests",
+                      "32" if tiny else "128", "--tokens", "32" if tiny else "1024", "--repeats", "1" if tiny else "2"],
+                     out / "serve.log", 600)
+    return {f"c={c}: budgeted / plain {what}": dict(value=value, unit="x", goal="<= 1.05")
+            for c, ratios in found["ratios"].items() for what, value in ratios.items()}
+
+
+def sums_file(path: Path, count: int = 64) -> Path:
+    rng = random.Random(0)
+    with open(path, "w") as sink:
+        for _ in range(count):
+            a, b = rng.randint(1, 99), rng.randint(1, 99)
+            sink.write(json.dumps({"problem": f"What is {a} + {b}?", "answer": str(a + b)}) + "\n")
+    return path
+
+
+def part_train(model: Path, out: Path, tiny: bool, strategies: list[str]) -> dict:
+    import pandas as pd
+
+    shape, rows = TRAIN_SHAPE[tiny], {}
+    data = sums_file(out / "sums.jsonl")
+    for name in strategies:
+        launcher, flags = STRATEGIES[name]
+        run_dir = out / f"train_{name}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        command = [sys.executable, *launcher, "-m", "e1", "train",
+                   "--model", str(model), "--data", str(data), "--out", str(run_dir), "--steps", "2",
+                   "--prompts-per-step", str(shape["prompts"]), "--samples-per-prompt", str(shape["samples"]),
+                   "--mini-batch-prompts", str(shape["prompts"]), "--think", str(shape["think"]), "--solve",
+                   str(shape["solve"]), "--save-every", "1", "--eval-every", "1000", *flags]
+        if tiny:
+            command += ["--device", "cpu"]
+        with open(out / f"train_{name}.log", "w") as sink, PeakMemory() as peak:
+            process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+            peak.watch(process.pid)
+            code = process.wait(timeout=600)
+        if code:
+            raise SystemExit(f"train {name} failed (exit {code}); see {out / f'train_{name}.log'}")
+        step = pd.read_parquet(run_dir / "metrics.parquet").iloc[-1]  # step 2: warm shapes
+        phases = ", ".join(f"{col[:-2]} {step[col]:.1f}" for col in ("rollout_s", "update_s", "save_s") if col in step)
+        rows[f"{name}: s/step ({phases})"] = dict(value=float(step["step_s"]), unit="s", goal="")
+        rows[f"{name}: peak memory ({peak.where})"] = dict(value=peak.gib, unit="GiB",
+                                                         goal="< 40" if name == "zero3" and not tiny else "")
+    return rows
+
+
+class PeakMemory:
+    """The most memory a run used above what was used when it started: the GPU's (nvidia-smi), else
+    the resident memory of the run's process tree (psutil)."""
+
+    def __init__(self):
+        self.gpu = shutil.which("nvidia-smi") is not None
+        self.where = "GPU" if self.gpu else "RSS"
+        self.peak = self.base = 0
+        self.pid, self.stop = None, threading.Event()
+
+    def __enter__(self):
+        self.base = self.read() if self.gpu else 0
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+        self.thread.start()
+        return self
+
+    def watch(self, pid: int) -> None:
+        self.pid = pid
+
+    def read(self) -> int:
+        if self.gpu:
+            used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                  capture_output=True, text=True, check=False).stdout.split()
+            return int(used[0]) * 2**20 if used else 0
+        import psutil
+
+        if self.pid is None:
+            return 0
+        try:
+            root = psutil.Process(self.pid)
+            return sum(p.memory_info().rss for p in [root, *root.children(recursive=True)])
+        except psutil.Error:
+            return 0
+
+    def poll(self) -> None:
+        while not self.stop.wait(0.2):
+            self.peak = max(self.peak, self.read())
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    @property
+    def gib(self) -> float:
+        return round(max(0, self.peak - self.base) / 2**30, 2)
+
+
+def merge(out: Path, part: str, rows: dict) -> None:
+    path = out / "results.json"
+    results = json.loads(path.read_text()) if path.exists() else {}
+    results[part] = rows
+    path.write_text(json.dumps(results, indent=1))
+
+
+def table(out: Path) -> str:
+    path = out / "results.json"
+    if not path.exists():
+        raise SystemExit(f"no results in {out}: run a part first")
+    results = json.loads(path.read_text())
+    lines = [f"{'part':7} {'figure':58} {'value':>10} {'unit':6} goal"]
+    for part, rows in results.items():
+        for name, row in rows.items():
+            value = row["value"]
+            shown = f"{value:10.3f}" if isinstance(value, float) else f"{value!s:>10}"
+            lines.append(f"{part:7} {name[:58]:58} {shown} {row['unit']:6} {row['goal']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", choices=(*PARTS, "table", "all"))
+    parser.add_argument("--out", type=Path, default=Path("/tmp/gpu_check"))
+    parser.add_argument("--model", type=Path, help="an existing model folder (default: OUT/model, built by `model`)")
+    parser.add_argument("--tiny", action="store_true", help="a small model and shapes: check the script on a CPU")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES), help="train: " + ", ".join(STRATEGIES))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    model = args.model or args.out / "model"
+    strategies = [s for s in args.strategies.split(",") if s]
+    unknown = sorted(set(strategies) - set(STRATEGIES))
+    if unknown:
+        raise SystemExit(f"unknown strategies {unknown}: choose from {', '.join(STRATEGIES)}")
+    for part in PARTS if args.part == "all" else [] if args.part == "table" else [args.part]:
+        started = time.perf_counter()
+        if part == "model":
+            build_model(model, args.tiny)
+            rows = {"build": dict(value=round(time.perf_counter() - started, 1), unit="s", goal="")}
+        elif not (model / "config.json").exists():
+            raise SystemExit(f"no model in {model}: run `gpu_check.py model --out {args.out}` first (or --model)")
+        elif part == "train":
+            rows = part_train(model, args.out, args.tiny, strategies)
+        else:
+            rows = {"engine": part_engine, "vllm": part_vllm, "serve": part_serve}[part](model, args.out, args.tiny)
+        merge(args.out, part, rows)
+        print(f"{part}: done in {time.perf_counter() - started:.0f} s", flush=True)
+    print(table(args.out))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    main()
