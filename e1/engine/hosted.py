@@ -20,7 +20,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.api import ApiSettings, _text_markers
-from e1.engine.api_client import ChatMessages, ReplyJournal, RequestError, run_rows
+from e1.engine.api_client import ChatMessages, ReplyJournal, run_rows
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.vendors import VENDORS, Vendor
 from e1.errors import ConfigError
@@ -32,24 +32,24 @@ class HostedEngine:
     max_context = None  # the vendor checks its own context
 
     def __init__(self, vendor: Vendor, client, settings: ApiSettings, model: str, journal: ReplyJournal,
-                 modes: Sequence[Mode] = (), sampling: Sampling | None = None):
+                 modes: Sequence[Mode] = ()):
         self.vendor, self.client, self.settings, self.model, self.journal = vendor, client, settings, model, journal
         self.tokenizer, self.markers = ChatMessages(), _text_markers(None, None)
-        self.methods = {str(mode): vendor.method(mode, sampling or Sampling()) for mode in modes}
+        self.methods = {str(mode): vendor.method(mode) for mode in modes}
 
     @classmethod
-    def load(cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *, journal: Path | None = None,
-             sampling: Sampling | None = None) -> HostedEngine:
+    def load(cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *,
+             journal: Path | None = None) -> HostedEngine:
         """The SDK client (the key read from its variable now, kept only in the client)."""
         vendor = VENDORS[settings.backend]
         client = vendor.client(settings, settings.api_key())
-        return cls(vendor, client, settings, model, ReplyJournal(journal), [Mode.parse(m) for m in modes], sampling)
+        return cls(vendor, client, settings, model, ReplyJournal(journal), [Mode.parse(m) for m in modes])
 
     def describe(self) -> dict:
         """What config.json records: where, what, and the method each mode used (never the key)."""
         return {"backend": self.settings.backend, "url": self.settings.url or "the vendor's endpoint",
                 "model": self.model, "prompts": "chat messages", "methods": dict(self.methods),
-                "seed": "sent" if self.vendor.seeds else "not taken by the vendor",
+                "sampling": self.vendor.sampling,
                 "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
                 "request_timeout_s": self.settings.request_timeout_s}
 
@@ -70,7 +70,7 @@ class HostedEngine:
         if not all(isinstance(p, str) for p in prompts):
             raise ConfigError(f"--backend {self.settings.backend} takes prompts as text, not token ids")
         mode = Mode.parse(mode)
-        self.methods.setdefault(str(mode), self.vendor.method(mode, sampling))
+        self.methods.setdefault(str(mode), self.vendor.method(mode))
         per_prompt = prompt_seeds(sampling, len(prompts), seeds)
         tasks = []
         for p in range(len(prompts)):
@@ -89,19 +89,7 @@ class HostedEngine:
         key = self.journal.key(self.settings.backend, request)
         reply = self.journal.get(key)
         if reply is None:
-            reply = self._send(request)
+            reply = self.vendor.send(self.client, request)  # RequestError: failed for good, or unreadable
             self.journal.put(key, reply)
         return self.vendor.completion(reply, row)
 
-    def _send(self, request: dict) -> dict:
-        """The reply as a dict; a failure for good (retries spent), or an unreadable reply, as :class:`RequestError`."""
-        try:
-            return self.vendor.send(self.client, request)
-        except RequestError:
-            raise
-        except ValueError as err:  # a 200 whose body is not JSON (json's error is a ValueError)
-            raise RequestError(f"the reply is not JSON ({err.__class__.__name__}: {str(err)[:200]})") from err
-        except Exception as err:  # the SDK's connection and timeout errors, after its retries
-            if isinstance(err, (KeyboardInterrupt, SystemExit)):
-                raise
-            raise RequestError(f"cannot reach the server ({err.__class__.__name__}: {str(err)[:200]})") from err

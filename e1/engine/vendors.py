@@ -16,11 +16,12 @@ Fields relied on, and where they are documented (the official SDKs' types mirror
 | vendor | request | reply | documentation |
 |---|---|---|---|
 | Gemini ``generateContent`` | ``contents[].role/parts[].text``, ``systemInstruction``, ``generationConfig``: ``temperature``, ``topP``, ``topK``, ``seed``, ``maxOutputTokens``, ``thinkingConfig``: ``thinkingBudget`` (0 = off, -1 = dynamic) or ``thinkingLevel`` (MINIMAL/LOW/MEDIUM/HIGH; not both), ``includeThoughts`` | ``candidates[0].content.parts[]`` (``thought: true`` marks a thought summary), ``candidates[0].finishReason`` (STOP, MAX_TOKENS), ``usageMetadata``: ``promptTokenCount``, ``candidatesTokenCount``, ``thoughtsTokenCount`` (left out when there were no thoughts) | ai.google.dev/gemini-api/docs/thinking; ai.google.dev/api/generate-content; google-genai ``types.ThinkingConfig``, ``ThinkingLevel``, ``GenerateContentResponseUsageMetadata`` |
-| Anthropic Messages ``POST /v1/messages`` | ``model``, ``max_tokens``, ``messages``, ``system``, ``temperature``, ``top_p``, ``top_k``, ``thinking``: ``{type: enabled, budget_tokens}`` (>= 1024, < ``max_tokens``), ``{type: disabled}`` or ``{type: adaptive}``; ``output_config.effort`` (low, medium, high, xhigh, max) | ``content[]`` blocks ``thinking`` (``thinking``), ``redacted_thinking``, ``text`` (``text``); ``stop_reason`` (end_turn, max_tokens); ``usage``: ``input_tokens``, ``output_tokens`` (thinking included), ``output_tokens_details.thinking_tokens`` | platform.claude.com/docs/en/build-with-claude/extended-thinking and /effort; anthropic SDK ``ThinkingConfigEnabledParam``, ``OutputConfigParam``, ``Usage``, ``OutputTokensDetails`` |
+| Anthropic Messages ``POST /v1/messages`` | ``model``, ``max_tokens``, ``messages``, ``system``, ``thinking``: ``{type: enabled, budget_tokens}`` (>= 1024, < ``max_tokens``), ``{type: disabled}`` or ``{type: adaptive}``; ``output_config.effort`` (low, medium, high, xhigh, max) | ``content[]`` blocks ``thinking`` (``thinking``), ``redacted_thinking``, ``text`` (``text``); ``stop_reason`` (end_turn, max_tokens); ``usage``: ``input_tokens``, ``output_tokens`` (thinking included), ``output_tokens_details.thinking_tokens`` | platform.claude.com/docs/en/build-with-claude/extended-thinking and /effort; anthropic SDK ``ThinkingConfigEnabledParam``, ``OutputConfigParam``, ``Usage``, ``OutputTokensDetails`` |
 | OpenAI Chat Completions (in :mod:`e1.engine.api`) | ``reasoning_effort`` (none, minimal, low, medium, high, xhigh), ``max_completion_tokens``, ``seed`` | ``usage.completion_tokens``, ``usage.completion_tokens_details.reasoning_tokens`` | platform.openai.com/docs/api-reference/chat/create; openai SDK ``ReasoningEffort``, ``CompletionUsage`` |
 
-Claude's extended thinking fixes the sampling (temperature 1, no top_k, top_p in [0.95, 1]) and
-takes no seed; a request that asks otherwise is refused rather than silently changed.
+Claude's Messages API (anthropic >= 2) takes no sampling settings and no seed: Claude samples as
+the vendor sets it, which config.json records (``sampling``), rather than e1 sending fields the API
+no longer documents.
 """
 
 from __future__ import annotations
@@ -78,9 +79,9 @@ class Vendor:
     key_env: str
     efforts: tuple[str, ...]
     takes_budget: bool  # a thinking budget in tokens (elastic)
-    seeds: bool  # the request takes a seed
+    sampling: str  # what the request takes of e1's sampling settings (config.json records it)
 
-    def method(self, mode: Mode, sampling: Sampling) -> str:
+    def method(self, mode: Mode) -> str:
         """How ``mode`` runs here (see the module's docstring); refuses what the vendor cannot do."""
         if mode.name == "none":
             check_effort(self.backend, mode.effort, self.efforts)
@@ -90,9 +91,6 @@ class Vendor:
         axes = "elastic (its thinking budget) or none[:effort=LEVEL]" if self.takes_budget else "none[:effort=LEVEL]"
         raise ConfigError(f"mode {mode} cannot run on --backend {self.backend}: the vendor decodes, so e1 forces nothing",
                           hint=f"use {axes}; efforts: {', '.join(self.efforts)}")
-
-    def check_sampling(self, sampling: Sampling, thinking: bool) -> None:
-        """What the vendor's sampling cannot do (the generic rule: nothing)."""
 
 
 class Gemini(Vendor):
@@ -104,7 +102,7 @@ class Gemini(Vendor):
 
         retry = types.HttpRetryOptions(attempts=settings.max_retries + 1, initial_delay=0.5, max_delay=8,
                                        http_status_codes=[408, 409, 429, 500, 502, 503, 504])
-        options = types.HttpOptions(base_url=settings.url, timeout=int(settings.request_timeout_s * 1000),
+        options = types.HttpOptions(base_url=settings.url, api_version="v1beta", timeout=int(settings.request_timeout_s * 1000),
                                     retry_options=retry)
         return genai.Client(api_key=key, vertexai=False, http_options=options)
 
@@ -129,12 +127,15 @@ class Gemini(Vendor):
         return {"model": model, "contents": contents, "config": config}
 
     def send(self, client, request: dict) -> dict:
-        from google.genai import errors
+        from google.genai import errors, types
 
+        config = types.GenerateContentConfig.model_validate(request["config"])  # typed: sent as the REST names
         try:
-            reply = client.models.generate_content(**request)
+            reply = client.models.generate_content(model=request["model"], contents=request["contents"], config=config)
         except errors.APIError as err:
             raise RequestError(f"HTTP {err.code} from the server: {str(err.message or err.status)[:300]}") from err
+        except (*_transport_errors(), ValueError) as err:  # unreachable, timed out; a body that is not JSON
+            raise _unread(err) from err
         return reply.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
 
     def completion(self, reply: dict, row: tuple[int, int]) -> Completion:
@@ -167,13 +168,6 @@ class Anthropic(Vendor):
         return anthropic.Anthropic(api_key=key, base_url=settings.url, timeout=settings.request_timeout_s,
                                    max_retries=settings.max_retries)
 
-    def check_sampling(self, sampling: Sampling, thinking: bool) -> None:
-        if sampling.temperature > 1:
-            raise ConfigError(f"--backend anthropic takes --temperature 0..1, got {sampling.temperature}")
-        if thinking and (sampling.temperature != 1 or sampling.top_k or sampling.top_p < 0.95):
-            raise ConfigError("Claude's extended thinking samples at temperature 1 (no --top-k, --top-p >= 0.95)",
-                              hint="pass --temperature 1 (and leave out --top-k)")
-
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
         system, messages = _split_messages(text)
         body: dict = {"model": model, "messages": messages}
@@ -187,13 +181,6 @@ class Anthropic(Vendor):
             body["max_tokens"] = sampling.max_tokens
             if mode.effort:  # the effort sets how much the model thinks (adaptive thinking)
                 body["thinking"], body["output_config"] = {"type": "adaptive"}, {"effort": mode.effort}
-        thinks = body.get("thinking", {}).get("type") in ("enabled", "adaptive")
-        self.check_sampling(sampling, thinking=thinks)
-        if not thinks:
-            body["temperature"] = sampling.temperature
-            body.update({"top_k": sampling.top_k} if sampling.top_k else {})
-        if sampling.top_p < 1:
-            body["top_p"] = sampling.top_p
         if system:
             body["system"] = system
         return body
@@ -205,6 +192,8 @@ class Anthropic(Vendor):
             reply = client.messages.create(**request)
         except anthropic.APIStatusError as err:
             raise RequestError(f"HTTP {err.status_code} from the server: {_error_text(err.body, err)}") from err
+        except (anthropic.APIConnectionError, ValueError) as err:
+            raise _unread(err) from err
         return reply.model_dump(mode="json", exclude_none=True)
 
     def completion(self, reply: dict, row: tuple[int, int]) -> Completion:
@@ -227,6 +216,21 @@ class Anthropic(Vendor):
             forced_mask=[], closed=bool(answer))
 
 
+def _transport_errors() -> tuple[type, ...]:
+    """httpx's connection and timeout errors: google-genai sends through httpx or httpx2."""
+    import importlib.util
+
+    return tuple(importlib.import_module(name).TransportError for name in ("httpx", "httpx2")
+                 if importlib.util.find_spec(name))
+
+
+def _unread(err: Exception) -> RequestError:
+    """A reply never read (after the SDK's retries), or not JSON (json's errors are ValueErrors)."""
+    if isinstance(err, ValueError):
+        return RequestError(f"the reply is not JSON ({err.__class__.__name__}: {str(err)[:200]})")
+    return RequestError(f"cannot reach the server ({err.__class__.__name__}: {str(err)[:200]})")
+
+
 def _error_text(body, err) -> str:
     inner = body.get("error", body) if isinstance(body, dict) else None
     text = inner.get("message") if isinstance(inner, dict) else None
@@ -234,7 +238,8 @@ def _error_text(body, err) -> str:
 
 
 VENDORS = {
-    "gemini": Gemini("gemini", "gemini", "GEMINI_API_KEY", (*GEMINI_LEVELS, "dynamic"), takes_budget=True, seeds=True),
+    "gemini": Gemini("gemini", "gemini", "GEMINI_API_KEY", (*GEMINI_LEVELS, "dynamic"), takes_budget=True,
+                     sampling="temperature, top_p, top_k, seed"),
     "anthropic": Anthropic("anthropic", "anthropic", "ANTHROPIC_API_KEY", ANTHROPIC_EFFORTS, takes_budget=True,
-                           seeds=False),
+                           sampling="none: the vendor's defaults"),
 }

@@ -265,8 +265,7 @@ def load_engine_for(config: EvalConfig, ranks=None):
         if config.api.backend != "openai":
             from e1.engine.hosted import HostedEngine
 
-            return HostedEngine.load(config.model, config.api, config.modes, journal=Path(config.out) / API_REPLIES,
-                                     sampling=config.sampling)
+            return HostedEngine.load(config.model, config.api, config.modes, journal=Path(config.out) / API_REPLIES)
         return OpenAIEngine.load(config.model, config.api, config.modes, think_start=config.think_start,
                                  think_end=config.think_end, journal=Path(config.out) / API_REPLIES)
     launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"
