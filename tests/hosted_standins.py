@@ -6,8 +6,8 @@ and thinkingLevel not both, Claude's ``budget_tokens`` >= 1024 and < ``max_token
 API of anthropic >= 2 has no temperature, top_p or top_k) and answers in its documented reply shape (fields
 and sources: the table in ``e1/engine/vendors.py``).
 
-The scripted model: a problem "needs N" thinking tokens; it thinks as long as its budget or
-effort level allows (:data:`EFFORT_TOKENS`, up to :data:`NATURAL` when free), then answers
+The scripted model: a problem "needs N" thinking tokens; it thinks as many tokens as its effort
+level says (:data:`EFFORT_TOKENS`), or :data:`NATURAL` tokens within a token budget, then answers
 ``\\boxed{5}`` (right) if it thought at least N tokens, else ``\\boxed{0}``, in ANSWER tokens;
 a cap below thinking + answer cuts the reply. So accuracy grows with the measured thinking.
 ``fault(vendor, body)`` may return a starlette Response to send instead (429s, broken JSON).
@@ -142,10 +142,10 @@ class ChatCompletion(Strict):
 def script(prompt: str, think_limit: int, cap: int) -> tuple[int, int, str, bool]:
     """(thinking tokens, answer tokens, answer, finished) for a prompt, a thinking limit and a cap."""
     need = int(re.search(r"needs (\d+)", prompt).group(1))
-    thinking = min(think_limit, NATURAL, cap)
+    thinking = min(think_limit, cap)
     answer_tokens = min(ANSWER, cap - thinking)
     finished = answer_tokens == ANSWER
-    answer = ("\\boxed{5}" if thinking >= need else "\\boxed{0}") if finished else "\\boxed{"
+    answer = ("\\boxed{5}" if thinking >= need else "\\boxed{0}") if finished else "\\boxed{"[:answer_tokens]
     return thinking, answer_tokens, answer, finished
 
 
@@ -155,14 +155,16 @@ def _gemini(body: GenerateContent) -> dict:
     if thinking.thinking_level is not None:
         limit = EFFORT_TOKENS[thinking.thinking_level.lower()]
     else:
-        limit = {None: NATURAL, -1: EFFORT_TOKENS["dynamic"]}.get(thinking.thinking_budget, thinking.thinking_budget)
+        budget = thinking.thinking_budget
+        limit = NATURAL if budget is None else EFFORT_TOKENS["dynamic"] if budget == -1 else min(budget, NATURAL)
     prompt = body.contents[-1].parts[-1].text
     think, answer_tokens, answer, finished = script(prompt, limit, config.max_output_tokens or 65536)
     parts = ([{"text": "thought " * 3, "thought": True}] if think and thinking.include_thoughts else [])
     usage = {"promptTokenCount": 12, "candidatesTokenCount": answer_tokens, "totalTokenCount": 12 + think + answer_tokens}
     if think:
         usage["thoughtsTokenCount"] = think  # documented: absent when the model did not think
-    return {"candidates": [{"content": {"role": "model", "parts": [*parts, {"text": answer}]},
+    parts += [{"text": answer}] if answer else []
+    return {"candidates": [{"content": {"role": "model", "parts": parts},
                             "finishReason": "STOP" if finished else "MAX_TOKENS", "index": 0}],
             "usageMetadata": usage, "modelVersion": "stand-in"}
 
@@ -172,13 +174,13 @@ def _anthropic(body: Messages) -> dict:
     if thinking is None or thinking.type == "disabled":
         limit = 0
     elif thinking.type == "enabled":
-        limit = thinking.budget_tokens
+        limit = min(thinking.budget_tokens, NATURAL)
     else:
         limit = EFFORT_TOKENS[body.output_config.effort if body.output_config else "high"]
     think, answer_tokens, answer, finished = script(body.messages[-1].content, limit, body.max_tokens)
     blocks = [{"type": "thinking", "thinking": "thought " * 3, "signature": "c2ln"}] if think else []
     return {"id": "msg_stand_in", "type": "message", "role": "assistant", "model": body.model,
-            "content": [*blocks, {"type": "text", "text": answer}], "stop_reason": "end_turn" if finished else "max_tokens",
+            "content": [*blocks, *([{"type": "text", "text": answer}] if answer else [])], "stop_reason": "end_turn" if finished else "max_tokens",
             "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": think + answer_tokens,
                                              "output_tokens_details": {"thinking_tokens": think}}}
 
