@@ -116,6 +116,12 @@ def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ())
     if effort is not None and backend not in API_BACKENDS:
         raise ConfigError(f"mode {effort} needs a hosted reasoning API: a local model has no effort levels",
                           hint="pass --backend openai|gemini|anthropic, or give token budgets (--think)")
+    from e1.engine.vendors import EFFORTS, VENDORS, check_effort
+
+    for mode in modes if backend in API_BACKENDS else ():  # the vendor's levels and methods, before anything starts
+        check_effort(backend, mode.effort, EFFORTS[backend])
+        if backend in VENDORS:
+            VENDORS[backend].method(mode)
 
 
 def api_identity(model: str, api: ApiSettings) -> str:

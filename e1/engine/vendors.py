@@ -243,3 +243,4 @@ VENDORS = {
     "anthropic": Anthropic("anthropic", "anthropic", "ANTHROPIC_API_KEY", ANTHROPIC_EFFORTS, takes_budget=True,
                            sampling="none: the vendor's defaults"),
 }
+EFFORTS = {"openai": OPENAI_EFFORTS, **{name: vendor.efforts for name, vendor in VENDORS.items()}}
