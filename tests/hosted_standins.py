@@ -19,11 +19,20 @@ import re
 import threading
 import time
 from collections import Counter
-from typing import Literal, Optional, Union
+from typing import ClassVar, Literal
 
 import uvicorn
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, model_validator
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -34,7 +43,7 @@ from tests.serving import free_port
 EFFORT_TOKENS = {"none": 0, "minimal": 64, "low": 256, "medium": 640, "high": 1500, "xhigh": 2500, "max": 3000,
                  "dynamic": 900}
 NATURAL, ANSWER = 1200, 8  # thinking tokens when nothing limits it; answer tokens
-Number = Union[StrictInt, StrictFloat]
+Number = StrictInt | StrictFloat
 
 
 class Strict(BaseModel):
@@ -51,18 +60,18 @@ class Proto(BaseModel):
 
 class Part(Proto):
     text: StrictStr
-    thought: Optional[StrictBool] = None
+    thought: StrictBool | None = None
 
 
 class Content(Proto):
-    role: Optional[Literal["user", "model"]] = None
+    role: Literal["user", "model"] | None = None
     parts: list[Part]
 
 
 class ThinkingConfig(Proto):
-    include_thoughts: Optional[StrictBool] = None
-    thinking_budget: Optional[StrictInt] = Field(None, ge=-1)
-    thinking_level: Optional[Literal["MINIMAL", "LOW", "MEDIUM", "HIGH"]] = None
+    include_thoughts: StrictBool | None = None
+    thinking_budget: StrictInt | None = Field(None, ge=-1)
+    thinking_level: Literal["MINIMAL", "LOW", "MEDIUM", "HIGH"] | None = None
 
     @model_validator(mode="after")
     def one_of(self):
@@ -72,18 +81,18 @@ class ThinkingConfig(Proto):
 
 
 class GenerationConfig(Proto):
-    temperature: Optional[Number] = Field(None, ge=0, le=2)
-    top_p: Optional[Number] = Field(None, ge=0, le=1)
-    top_k: Optional[StrictInt] = Field(None, ge=1)
-    seed: Optional[StrictInt] = Field(None, ge=-2**31, lt=2**31)
-    max_output_tokens: Optional[StrictInt] = Field(None, ge=1)
-    thinking_config: Optional[ThinkingConfig] = None
+    temperature: Number | None = Field(None, ge=0, le=2)
+    top_p: Number | None = Field(None, ge=0, le=1)
+    top_k: StrictInt | None = Field(None, ge=1)
+    seed: StrictInt | None = Field(None, ge=-2**31, lt=2**31)
+    max_output_tokens: StrictInt | None = Field(None, ge=1)
+    thinking_config: ThinkingConfig | None = None
 
 
 class GenerateContent(Proto):
     contents: list[Content]
-    system_instruction: Optional[Content] = None
-    generation_config: Optional[GenerationConfig] = None
+    system_instruction: Content | None = None
+    generation_config: GenerationConfig | None = None
 
 
 # ---- Anthropic Messages (platform.claude.com/docs/en/api/messages) ----------------------------
@@ -95,7 +104,7 @@ class Message(Strict):
 
 class Thinking(Strict):
     type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: Optional[StrictInt] = Field(None, ge=1024)
+    budget_tokens: StrictInt | None = Field(None, ge=1024)
 
 
 class OutputConfig(Strict):
@@ -106,16 +115,16 @@ class Messages(Strict):
     model: StrictStr
     max_tokens: StrictInt = Field(ge=1)
     messages: list[Message]
-    system: Optional[StrictStr] = None
-    thinking: Optional[Thinking] = None
-    output_config: Optional[OutputConfig] = None
+    system: StrictStr | None = None
+    thinking: Thinking | None = None
+    output_config: OutputConfig | None = None
 
     @model_validator(mode="after")
     def thinking_rules(self):
         thinking = self.thinking
-        if thinking is not None and thinking.type == "enabled":
-            if thinking.budget_tokens is None or thinking.budget_tokens >= self.max_tokens:
-                raise ValueError("thinking.budget_tokens is required and must be less than max_tokens")
+        enabled = thinking is not None and thinking.type == "enabled"
+        if enabled and (thinking.budget_tokens is None or thinking.budget_tokens >= self.max_tokens):
+            raise ValueError("thinking.budget_tokens is required and must be less than max_tokens")
         return self
 
 
@@ -129,12 +138,12 @@ class ChatMessage(Strict):
 class ChatCompletion(Strict):
     model: StrictStr
     messages: list[ChatMessage]
-    temperature: Optional[Number] = Field(None, ge=0, le=2)
-    top_p: Optional[Number] = Field(None, ge=0, le=1)
-    seed: Optional[StrictInt] = None
-    max_completion_tokens: Optional[StrictInt] = Field(None, ge=1)
-    max_tokens: Optional[StrictInt] = Field(None, ge=1)
-    reasoning_effort: Optional[Literal["none", "minimal", "low", "medium", "high", "xhigh"]] = None
+    temperature: Number | None = Field(None, ge=0, le=2)
+    top_p: Number | None = Field(None, ge=0, le=1)
+    seed: StrictInt | None = None
+    max_completion_tokens: StrictInt | None = Field(None, ge=1)
+    max_tokens: StrictInt | None = Field(None, ge=1)
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
 
 
 # ---- the scripted model ---------------------------------------------------------------------------
@@ -200,7 +209,7 @@ class StandIn:
     """One vendor's stand-in on a loopback port, in a thread. ``requests``: every valid body;
     ``answered``: replies sent, by request; ``keys``: the key headers seen."""
 
-    KEY_HEADERS = {"gemini": "x-goog-api-key", "anthropic": "authorization", "openai": "authorization"}  # anthropic>=2: Bearer
+    KEY_HEADERS: ClassVar[dict[str, str]] = {"gemini": "x-goog-api-key", "anthropic": "authorization", "openai": "authorization"}  # anthropic>=2: Bearer
 
     def __init__(self, vendor: str, port: int | None = None):
         self.vendor, self.port = vendor, port or free_port()

@@ -43,8 +43,11 @@ def _engine(stand_in: StandIn, modes=("elastic",)):
     return HostedEngine.load("stand-in", ApiSettings(stand_in.url, backend=stand_in.vendor, max_retries=0), modes)
 
 
-def _one(stand_in: StandIn, mode: str, budget: Budget = Budget(0, 64), prompt: str = "this needs 500",
-         sampling: Sampling = Sampling()):
+SMALL, DEFAULT_SAMPLING = Budget(0, 64), Sampling()
+
+
+def _one(stand_in: StandIn, mode: str, budget: Budget = SMALL, prompt: str = "this needs 500",
+         sampling: Sampling = DEFAULT_SAMPLING):
     """(the body the stand-in received, the completion) of one sample."""
     before = len(stand_in.requests)
     completion = _engine(stand_in).generate([prompt], budget, Mode.parse(mode), sampling, seeds=[11])[0]

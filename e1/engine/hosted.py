@@ -15,8 +15,8 @@ built, and refused if the vendor cannot take it, before the first one is sent.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.api import ApiSettings, _text_markers
