@@ -169,22 +169,35 @@ def test_every_request_is_the_vendors_schema_and_every_count_is_the_vendors(stan
     assert (c.solution_text == "\\boxed{5}") == (c.finish_reason == "stop" and c.think_tokens >= need)
 
 
-@given(thinking=st.one_of(st.none(), st.integers(-5, 50), st.text(max_size=3)), thought=st.booleans(),
-       output=st.integers(0, 60))
-def test_a_reply_without_its_thinking_count_is_refused_never_guessed(thinking, thought, output):
-    """Claude's reply: thinking tokens from usage.output_tokens_details, 0 only when it did not think."""
-    usage = {"input_tokens": 3, "output_tokens": output}
+def _reply(vendor: str, thinking, thought: bool, answer_tokens: int) -> dict:
+    """A reply in the vendor's shape (as its SDK dumps it) with thinking count ``thinking`` (None: left out)."""
+    if vendor == "anthropic":
+        usage = {"input_tokens": 3, "output_tokens": answer_tokens + (thinking if isinstance(thinking, int) else 0)}
+        if thinking is not None:
+            usage["output_tokens_details"] = {"thinking_tokens": thinking}
+        blocks = [{"type": "thinking", "thinking": "t"}] if thought else []
+        return {"content": [*blocks, {"type": "text", "text": "a"}], "usage": usage, "stop_reason": "end_turn"}
+    usage = {"prompt_token_count": 3, "candidates_token_count": answer_tokens}
     if thinking is not None:
-        usage["output_tokens_details"] = {"thinking_tokens": thinking}
-    blocks = [{"type": "thinking", "thinking": "t"}] if thought else []
-    reply = {"content": [*blocks, {"type": "text", "text": "a"}], "usage": usage, "stop_reason": "end_turn"}
+        usage["thoughts_token_count"] = thinking
+    parts = [{"text": "t", "thought": True}] if thought else []
+    return {"candidates": [{"content": {"parts": [*parts, {"text": "a"}]}, "finish_reason": "STOP"}],
+            "usage_metadata": usage}
+
+
+@given(vendor=st.sampled_from(["gemini", "anthropic"]), thought=st.booleans(), answer_tokens=st.integers(0, 60),
+       thinking=st.one_of(st.none(), st.integers(-5, 50), st.text(max_size=3), st.floats(0, 9)))
+def test_a_reply_without_its_thinking_count_is_refused_never_guessed(vendor, thinking, thought, answer_tokens):
+    """Thinking tokens are the reply's own count; left out, they are 0 only when nothing was thought
+    (Gemini documents thoughtsTokenCount as absent then); anything else is refused, never estimated."""
     if thinking is None:
-        expected = None if thought else 0  # documented absent only when there was no thinking
+        expected = None if thought else 0
     else:
-        expected = thinking if isinstance(thinking, int) and 0 <= thinking <= output else None
+        expected = thinking if isinstance(thinking, int) and thinking >= 0 else None
+    reply = _reply(vendor, thinking, thought, answer_tokens)
     if expected is None:
-        with pytest.raises(RequestError, match="thinking"):
-            VENDORS["anthropic"].completion(reply, (0, 0))
+        with pytest.raises(RequestError, match="token"):
+            VENDORS[vendor].completion(reply, (0, 0))
         return
-    c = VENDORS["anthropic"].completion(reply, (0, 0))
-    assert (c.think_tokens, c.solve_tokens) == (expected, output - expected)
+    c = VENDORS[vendor].completion(reply, (0, 0))
+    assert (c.think_tokens, c.solve_tokens) == (expected, answer_tokens)
