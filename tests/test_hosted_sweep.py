@@ -5,6 +5,7 @@ never leaves its environment variable. Stand-ins: tests/hosted_standins.py."""
 from __future__ import annotations
 
 import json
+import math
 import secrets
 import threading
 from pathlib import Path
@@ -62,6 +63,12 @@ def test_an_effort_sweep_plots_accuracy_against_measured_thinking_tokens(gemini,
     assert list(curves["mean_think_tokens"]) == [EFFORT_TOKENS[level] for level in curves["effort"]]  # the replies' counts
     assert list(curves["accuracy"]) == [0.0, 0.25, 0.5, 0.75]  # hand-derived from NEEDS
     assert (out / "curves.png").stat().st_size > 0
+    areas = pd.read_parquet(out / "areas.parquet")  # one curve through the levels: x = log2 of mean tokens (+ 8 answer)
+    x = [math.log2(EFFORT_TOKENS[level] + 8) for level in ("minimal", "low", "medium", "high")]
+    y = [0.0, 0.25, 0.5, 0.75]
+    trapezoids = sum((x[i + 1] - x[i]) * (y[i] + y[i + 1]) / 2 for i in range(3))
+    assert list(areas["mode"]) == ["none"] and areas["points"].item() == 4
+    assert areas["auc"].item() == pytest.approx(trapezoids / (x[-1] - x[0]))
     samples = pd.read_parquet(out / "samples.parquet")
     assert set(samples["think_budget"]) == {0} and set(samples["solve_budget"]) == {Sampling().max_tokens}
     levels = {body["generationConfig"]["thinkingConfig"]["thinking_level"] for body in gemini.requests}

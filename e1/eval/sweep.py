@@ -27,7 +27,8 @@ Hosted reasoning APIs take effort levels rather than tokens: ``budget_axis="effo
 budget, ``Budget(0, max_tokens)`` (no token budget: the level sets the thinking, ``--max-tokens``
 caps the reply). Each row still records the vendor's *measured* thinking tokens, ``curves`` an
 ``effort`` column (``""`` on a token axis), and ``curves.png`` then draws accuracy against the
-measured mean thinking tokens, one line per model × mode through its levels.
+measured mean thinking tokens, one line per model × mode through its levels (``areas.parquet``:
+the area under that line, its levels as the points).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ CURVE_COLUMNS = [
     "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high", "effort",
 ]
 BUDGET_AXES = ("tokens", "effort")
+BUDGET_COLUMNS = ("think_budget", "solve_budget")
 SWEEP_KEY = ["model", *GROUP_KEY]
 DEFAULT_THINK, DEFAULT_SOLVE = "0,512,1k,2k,3k", "1k"
 
@@ -297,11 +299,20 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     write_parquet(summary, out / SUMMARY)
     write_parquet(curves, out / CURVES)
     write_parquet(mode_differences(samples, by=SWEEP_KEY), out / DIFFERENCES)
-    write_parquet(curve_areas(samples, by=CURVE_KEY), out / AREAS)
-    write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     effort_axis = any(mode.effort for mode in config.modes)  # measured thinking tokens on x: no budgets to place
+    areas = curve_areas(effort_lines(samples), by=CURVE_KEY, cells=(*BUDGET_COLUMNS, "effort")) if effort_axis else (
+        curve_areas(samples, by=CURVE_KEY))
+    write_parquet(areas, out / AREAS)
+    write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     plot_curves(curves, out / PLOT, names=names, x="mean_think_tokens" if effort_axis else "mean_total_tokens")
     return samples, summary, curves
+
+
+def effort_lines(samples):
+    """Samples of an effort axis as one curve per mode: ``mode`` without its level, ``effort`` the level."""
+    modes = {mode: Mode.parse(mode) for mode in samples["mode"].unique()}
+    return samples.assign(effort=samples["mode"].map(lambda mode: modes[mode].effort),
+                          mode=samples["mode"].map(lambda mode: str(replace(modes[mode], effort=""))))
 
 
 def curves_frame(summary):
