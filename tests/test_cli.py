@@ -117,7 +117,8 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
     eval_params = {p.name: p for p in commands["eval"].params}
     sweep_params = {p.name: p for p in commands["sweep"].params}
     assert set(eval_params) - shared == {"model", "think", "solve", "mode", "n", "out"}
-    assert set(sweep_params) - shared == {"models", "think", "solve", "budgets", "modes", "n", "independent", "out"}
+    assert set(sweep_params) - shared == {"models", "think", "solve", "budgets", "modes", "budget_axis", "efforts", "n",
+                                         "independent", "out"}
     for name in shared:
         mine, theirs = eval_params[name], sweep_params[name]
         assert (mine.opts, mine.help, mine.default, mine.required) == (theirs.opts, theirs.help, theirs.default,

@@ -87,7 +87,8 @@ class RunOptions:
         "--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False)] = None
     test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
     backend: Annotated[str, typer.Option(
-        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url).")] = "auto"
+        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) "
+        "| gemini | anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').")] = "auto"
     tp: TpOpt = 1
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
@@ -106,29 +107,30 @@ class RunOptions:
         help="JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.")] = ""
     api_url: Annotated[Optional[str], typer.Option(
         "--api-url", show_default=False,
-        help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is then the served name).")] = None
+        help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is then the served name); gemini, anthropic: another endpoint than the vendor's.")] = None
     api_key_env: Annotated[Optional[str], typer.Option(
         "--api-key-env", show_default=False,
-        help="--backend openai: the environment variable holding the API key (default: OPENAI_API_KEY if set).")] = None
+        help="API backends: the environment variable holding the API key, never the key (default: OPENAI_API_KEY if set, GEMINI_API_KEY, ANTHROPIC_API_KEY).")] = None
     tokenizer: Annotated[Optional[str], typer.Option(
         "--tokenizer", show_default=False,
         help="--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; without it prompts are chat messages.")] = None
-    concurrency: Annotated[int, typer.Option("--concurrency", help="--backend openai: requests in flight.")] = 8
+    concurrency: Annotated[int, typer.Option("--concurrency", help="API backends: requests in flight.")] = 8
     request_timeout: Annotated[float, typer.Option(
-        "--request-timeout", help="--backend openai: seconds per request.")] = 600.0
+        "--request-timeout", help="API backends: seconds per request.")] = 600.0
     max_retries: Annotated[int, typer.Option(
-        "--max-retries", help="--backend openai: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
+        "--max-retries", help="API backends: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
 
     def api_settings(self):
-        """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url)."""
+        """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url, but
+        for a hosted backend, whose endpoint is then the vendor's)."""
         from types import SimpleNamespace
 
-        from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings
+        from e1.engine.api import API_FLAGS, API_NUMBERS, HOSTED_BACKENDS, ApiSettings
         from e1.numeric import check_numbers
 
         values = {"concurrency": self.concurrency, "request_timeout_s": self.request_timeout, "max_retries": self.max_retries}
         check_numbers(SimpleNamespace(**values), API_NUMBERS, API_FLAGS)  # checked even without --api-url
-        if self.api_url is None:
+        if self.api_url is None and self.backend not in HOSTED_BACKENDS:
             if self.tokenizer is not None or self.api_key_env is not None:
                 from e1.errors import ConfigError
 
@@ -137,7 +139,8 @@ class RunOptions:
             return None
         return ApiSettings(self.api_url, api_key_env=self.api_key_env, tokenizer=self.tokenizer,
                            concurrency=self.concurrency, request_timeout_s=self.request_timeout,
-                           max_retries=self.max_retries)
+                           max_retries=self.max_retries,
+                           backend=self.backend if self.backend in HOSTED_BACKENDS else "openai")
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""

@@ -17,7 +17,9 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
+    modes: Annotated[Optional[str], typer.Option("--modes", show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = None,
+    budget_axis: Annotated[str, typer.Option("--budget-axis", help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured thinking tokens).")] = "tokens",
+    efforts: Annotated[Optional[str], typer.Option("--efforts", show_default=False, help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).")] = None,
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
     independent: Annotated[bool, typer.Option(
         "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
@@ -32,12 +34,15 @@ def sweep_command(
     One unconstrained trajectory per sample serves every mode and budget (--independent: not).
     Writes samples, summary, curves and differences parquet (with a model column), curves.png.
     Rerunning into the same --out resumes where it stopped.
+    --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
 
     Examples:
 
       e1 sweep --model Salesforce/E1-Math-1.5B --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime --think 0,512,1k,2k,3k --solve 1k --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
 
       e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0
+
+      GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
     from rich.console import Console
 
@@ -45,10 +50,11 @@ def sweep_command(
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
     from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
+    from e1.eval.sweep import SweepConfig, axis_budgets, display_names, effort_grid, parse_modes, sweep
 
-    grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
-                               modes=parse_modes(modes), n=n, out=out)
+    grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
+    grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
+                               budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens))
     config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
     ui.quiet_libraries()
     samples, summary, curves = sweep(config, progress=ui.RichProgress() if is_main_process() else None)

@@ -42,6 +42,9 @@ from e1.errors import ConfigError, ModelError
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
+HOSTED_BACKENDS = ("gemini", "anthropic")  # e1.engine.hosted: a vendor's SDK, its budget axes (e1.engine.vendors)
+API_BACKENDS = (API_BACKEND, *HOSTED_BACKENDS)
+KEY_ENVS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 # e1 serve's request fields (e1.serve.budgets; the engine layer may not import e1.serve)
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
@@ -60,19 +63,29 @@ API_FLAGS = {"concurrency": "--concurrency", "request_timeout_s": "--request-tim
 
 @dataclass(frozen=True)
 class ApiSettings:
-    """Where the model is served and how to talk to it. ``api_key_env`` names the environment
-    variable holding the key (None: ``OPENAI_API_KEY`` if set, else no key); the key itself is
-    never stored. ``tokenizer`` (a local folder or hub id) builds exact prompts and counts."""
+    """Where the model is served and how to talk to it. ``backend``: ``openai`` (any OpenAI-compatible
+    server, ``url`` required) or a hosted vendor (``gemini``, ``anthropic``; ``url`` None: the
+    vendor's endpoint). ``api_key_env`` names the environment variable holding the key (None: the
+    backend's usual one, :data:`KEY_ENVS`); the key itself is never stored. ``tokenizer`` (a local
+    folder or hub id, openai only) builds exact prompts and counts."""
 
-    url: str
+    url: str | None
     api_key_env: str | None = None
     tokenizer: str | None = None
     concurrency: int = 8
     request_timeout_s: float = 600.0
     max_retries: int = 5
+    backend: str = API_BACKEND
 
     def __post_init__(self):
-        if not re.match(r"^https?://[^/\s]+", self.url or ""):
+        if self.backend not in API_BACKENDS:
+            from e1.errors import did_you_mean
+
+            raise ConfigError(f"unknown API backend {self.backend!r}", hint=did_you_mean(self.backend, API_BACKENDS))
+        if self.tokenizer is not None and self.backend != API_BACKEND:
+            raise ConfigError(f"--tokenizer is for --backend openai, not {self.backend}",
+                              hint="a hosted vendor counts its own tokens")
+        if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
             raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
         if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
             raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
@@ -80,21 +93,35 @@ class ApiSettings:
         check_numbers(self, API_NUMBERS, API_FLAGS)
 
     def api_key(self) -> str:
-        if self.api_key_env is None:
-            return os.environ.get("OPENAI_API_KEY") or "none"  # local servers take any key
-        key = os.environ.get(self.api_key_env)
+        """The key, read from its variable at load (never stored, logged or put in an error)."""
+        if self.api_key_env is None and self.backend == API_BACKEND:
+            return os.environ.get(KEY_ENVS[API_BACKEND]) or "none"  # local servers take any key
+        variable = self.api_key_env or KEY_ENVS[self.backend]
+        key = os.environ.get(variable)
         if not key:
-            raise ConfigError(f"--api-key-env {self.api_key_env}: the variable is not set",
-                              hint=f"export {self.api_key_env}=... before running")
+            flag = f"--api-key-env {variable}" if self.api_key_env else f"--backend {self.backend} reads {variable}"
+            raise ConfigError(f"{flag}: the variable is not set", hint=f"export {variable}=... before running")
         return key
 
 
-def check_api(backend: str, api: ApiSettings | None) -> None:
-    """``--backend openai`` needs ``--api-url``, and only it takes one."""
+def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ()) -> None:
+    """``--backend openai`` needs ``--api-url``; only an API backend takes API settings; only a
+    hosted reasoning API takes an effort level."""
     if backend == API_BACKEND and api is None:
         raise ConfigError("--backend openai needs --api-url", hint="e.g. --api-url http://127.0.0.1:8000/v1")
-    if api is not None and backend != API_BACKEND:
-        raise ConfigError(f"--api-url is for --backend openai, not {backend}", hint="pass --backend openai")
+    if api is not None and backend != api.backend:
+        raise ConfigError(f"--api-url is for --backend {'|'.join(API_BACKENDS)}, not {backend}",
+                          hint="pass --backend openai (or gemini, anthropic)")
+    effort = next((mode for mode in modes if mode.effort), None)
+    if effort is not None and backend not in API_BACKENDS:
+        raise ConfigError(f"mode {effort} needs a hosted reasoning API: a local model has no effort levels",
+                          hint="pass --backend openai|gemini|anthropic, or give token budgets (--think)")
+    from e1.engine.vendors import EFFORTS, VENDORS, check_effort
+
+    for mode in modes if backend in API_BACKENDS else ():  # the vendor's levels and methods, before anything starts
+        check_effort(backend, mode.effort, EFFORTS[backend])
+        if backend in VENDORS:
+            VENDORS[backend].method(mode)
 
 
 def api_identity(model: str, api: ApiSettings) -> str:
@@ -102,7 +129,9 @@ def api_identity(model: str, api: ApiSettings) -> str:
     from e1.store.results import model_identity
 
     tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
-    return f"{api.url.rstrip('/')} | {model} | {tokenizer}"
+    where = api.url.rstrip("/") if api.url else "the vendor's endpoint"
+    where = where if api.backend == API_BACKEND else f"{api.backend} at {where}"
+    return f"{where} | {model} | {tokenizer}"
 
 
 class OpenAIEngine(RowEngine):
@@ -139,6 +168,14 @@ class OpenAIEngine(RowEngine):
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
         mode = Mode.parse(mode)
+        if mode.effort:  # a hosted reasoning model's effort level: reasoning_effort on a chat request
+            from e1.engine.vendors import OPENAI_EFFORTS, check_effort
+
+            check_effort(API_BACKEND, mode.effort, OPENAI_EFFORTS)
+            if not self.chat:
+                raise ConfigError(f"mode {mode} sends reasoning_effort on chat requests",
+                                  hint="leave out --tokenizer: the server then counts reasoning_tokens")
+            return ONE_CALL
         if self.server == BUDGET_SERVER:
             if mode.wait:
                 raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: replacing a natural end with "
@@ -303,8 +340,11 @@ class OpenAIEngine(RowEngine):
         """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
         if ids is None:
             max_tokens = budget.total if mode.name == "truncate" else sampling.max_tokens
-            choice, usage = self._call("chat/completions", self._body(
-                row_seed, 0, sampling, **ChatMessages.request(text), max_tokens=max_tokens))
+            # reasoning models take max_completion_tokens (reasoning included), not max_tokens
+            cap = {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens} if mode.effort else {
+                "max_tokens": max_tokens}
+            choice, usage = self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text),
+                                                                      **cap))
             return chat_completion(choice, usage, row)
         max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
         choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,

@@ -11,7 +11,8 @@ Modes (see DESIGN.md):
 - ``truncate`` — one budget ``t + s`` over the whole output; nothing is forced.
 - ``budget-forcing`` (s1) — at ``t`` force the end marker and "Final Answer:"; with
   ``budget-forcing:wait=k`` the first ``k`` natural ends are replaced by "Wait".
-- ``none`` — unconstrained up to ``Sampling.max_tokens`` (and the model's context).
+- ``none`` — unconstrained up to ``Sampling.max_tokens`` (and the model's context); behind a
+  hosted reasoning API, ``none:effort=high`` asks the vendor for that reasoning effort level.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ EXIT_TEXTS = {
     "qwen": "\n\nConsidering the limited time by the user, I have to give the solution based on the thinking directly now.\n",
 }
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
+_EFFORT = re.compile(r"^[a-z]+$")  # effort levels are words (each vendor's are checked by its backend)
 _LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
 
 
@@ -52,9 +54,13 @@ class Mode:
       marker, counted in neither budget like the marker itself (default: the bare marker).
     - ``grace=g`` (elastic, budget-forcing): at t, let thinking finish its sentence for up to g
       more tokens (counted as thinking), then force.
+    - ``effort=LEVEL`` (none, hosted backends only): the vendor's reasoning effort level, e.g.
+      ``none:effort=high``; each vendor's levels are checked by its backend (:mod:`e1.engine.vendors`).
 
     >>> Mode.parse("budget-forcing:wait=2")
-    Mode(name='budget-forcing', wait=2, exit='', grace=0)
+    Mode(name='budget-forcing', wait=2, exit='', grace=0, effort='')
+    >>> str(Mode.parse("none:effort=high"))
+    'none:effort=high'
     >>> str(Mode.parse("elastic:grace=32:exit=qwen"))
     'elastic:exit=qwen:grace=32'
     >>> Mode.parse("elastic:exit='Time is up: answer now.'").exit_text
@@ -65,6 +71,7 @@ class Mode:
     wait: int = 0
     exit: str = ""  # a name in EXIT_TEXTS, or the text itself ("" = the bare end marker)
     grace: int = 0
+    effort: str = ""  # a hosted vendor's reasoning effort level ("" = the vendor's default)
 
     def __post_init__(self):
         if self.name not in MODES:
@@ -80,6 +87,9 @@ class Mode:
                               hint="grace=g (g >= 0) fits elastic and budget-forcing")
         if self.exit and not budgeted:
             raise ConfigError(f"exit= does not fit mode {self.name!r}", hint="nothing is forced in truncate or none")
+        if self.effort and (self.name != "none" or not _EFFORT.match(self.effort)):
+            raise ConfigError(f"invalid effort={self.effort!r} for mode {self.name!r}",
+                              hint="an effort level is a word on mode none, e.g. none:effort=high")
 
     @property
     def exit_text(self) -> str:
@@ -111,6 +121,7 @@ class Mode:
         if self.exit:
             options.append(f"exit={self.exit}" if self.exit in EXIT_TEXTS else f"exit={self.exit!r}")
         options += [f"grace={self.grace}"] if self.grace else []
+        options += [f"effort={self.effort}"] if self.effort else []
         return ":".join([self.name, *options])
 
 
@@ -127,7 +138,10 @@ def _option_value(key: str, value: str, text) -> object:
             raise ConfigError(f"unknown exit text {value!r} in {text!r}",
                               hint=f"use {' or '.join(EXIT_TEXTS)}, or quote your own: exit='Time is up.'")
         return "" if value == "marker" else value
-    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint="options are wait=k, exit=NAME|'text', grace=g")
+    if key == "effort":
+        return value.strip().lower()
+    raise ConfigError(f"invalid mode option {key!r} in {text!r}",
+                      hint="options are wait=k, exit=NAME|'text', grace=g, effort=LEVEL")
 
 
 MIN_TEMPERATURE = 1e-3

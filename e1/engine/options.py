@@ -11,7 +11,9 @@ from e1.errors import ConfigError, did_you_mean
 from e1.numeric import Number
 
 BACKENDS = ("auto", "hf", "vllm")  # local engines (training takes these)
-EVAL_BACKENDS = BACKENDS + ("openai",)  # eval and sweep also take a model behind an API (e1.engine.api)
+# eval and sweep also take a model behind an API: any OpenAI-compatible server (e1.engine.api) or a
+# hosted reasoning API through its vendor's SDK (e1.engine.hosted)
+EVAL_BACKENDS = BACKENDS + ("openai", "gemini", "anthropic")
 
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")

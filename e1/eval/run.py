@@ -105,7 +105,7 @@ class EvalConfig:
         if self.share_prefixes and self.prompt.budget:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")
-        check_api(self.backend, self.api)
+        check_api(self.backend, self.api, self.modes)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -260,9 +260,12 @@ def load_engine_for(config: EvalConfig, ranks=None):
         from e1.engine.api import OpenAIEngine
 
         if ranks is not None and ranks.world > 1:
-            raise ConfigError("--backend openai runs in one process (the server batches)",
+            raise ConfigError(f"--backend {config.api.backend} runs in one process (the server batches)",
                               hint="run without torchrun and raise --concurrency instead")
+        if config.api.backend != "openai":
+            from e1.engine.hosted import HostedEngine
 
+            return HostedEngine.load(config.model, config.api, config.modes, journal=Path(config.out) / API_REPLIES)
         return OpenAIEngine.load(config.model, config.api, config.modes, think_start=config.think_start,
                                  think_end=config.think_end, journal=Path(config.out) / API_REPLIES)
     launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"

@@ -21,6 +21,14 @@ cells are paired. ``independent=True`` draws every cell on its own.
 
 Every mode at a grid point gets the same total: ``truncate`` treats ``Budget(t, s)`` as one
 budget ``t + s``, and rows record ``think_budget``/``solve_budget`` as given.
+
+Hosted reasoning APIs take effort levels rather than tokens: ``budget_axis="effort"``
+(:func:`effort_grid`) turns each mode ``none`` into ``none:effort=LEVEL`` per level, with one
+budget, ``Budget(0, max_tokens)`` (no token budget: the level sets the thinking, ``--max-tokens``
+caps the reply). Each row still records the vendor's *measured* thinking tokens, ``curves`` an
+``effort`` column (``""`` on a token axis), and ``curves.png`` then draws accuracy against the
+measured mean thinking tokens, one line per model × mode through its levels (``areas.parquet``:
+the area under that line, its levels as the points).
 """
 
 from __future__ import annotations
@@ -46,8 +54,10 @@ AREAS, PROBLEMS = "areas.parquet", "problems.parquet"  # e1.report.spending: AUC
 CURVE_KEY = ["model", "dataset", "mode"]
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
-    "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high",
+    "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high", "effort",
 ]
+BUDGET_AXES = ("tokens", "effort")
+BUDGET_COLUMNS = ("think_budget", "solve_budget")
 SWEEP_KEY = ["model", *GROUP_KEY]
 DEFAULT_THINK, DEFAULT_SOLVE = "0,512,1k,2k,3k", "1k"
 
@@ -83,6 +93,18 @@ def budget_grid(think: str | None = None, solve: str | None = None, pairs: str |
     return _unique(Budget(t, s) for s in solves for t in thinks)
 
 
+def axis_budgets(budget_axis: str, think: str | None, solve: str | None, pairs: str | None,
+                 max_tokens: int) -> tuple[Budget, ...]:
+    """The budgets of a sweep's axis: :func:`budget_grid` on ``tokens``; on ``effort`` the one
+    ``Budget(0, max_tokens)`` (the level sets the thinking; ``--max-tokens`` caps the reply)."""
+    if budget_axis != "effort":
+        return budget_grid(think, solve, pairs)
+    if think is not None or solve is not None or pairs is not None:
+        raise ConfigError("--budget-axis effort takes no --think/--solve/--budgets",
+                          hint="the effort levels set the thinking; --max-tokens caps each reply")
+    return (Budget(0, max_tokens),)
+
+
 def _pair(text: str) -> Budget:
     think, plus, solve = text.partition("+")
     if not plus or not think.strip() or not solve.strip():
@@ -93,6 +115,31 @@ def _pair(text: str) -> Budget:
 def parse_modes(text: str) -> tuple[Mode, ...]:
     """``"elastic,truncate,budget-forcing:wait=2"`` → modes (duplicates dropped, order kept)."""
     return _unique(Mode.parse(item) for item in _items(text, "mode", Mode.split_list))
+
+
+def effort_grid(modes: tuple[Mode, ...], efforts: str | None, budget_axis: str = "tokens") -> tuple[Mode, ...]:
+    """The modes of a sweep's budget axis: as given on ``tokens``; on ``effort``, each mode (all
+    ``none``) once per level.
+
+    >>> [str(m) for m in effort_grid((Mode("none"),), "low,high", "effort")]
+    ['none:effort=low', 'none:effort=high']
+    """
+    if budget_axis not in BUDGET_AXES:
+        from e1.errors import did_you_mean
+
+        raise ConfigError(f"unknown --budget-axis {budget_axis!r}", hint=did_you_mean(budget_axis, BUDGET_AXES))
+    if budget_axis == "tokens":
+        if efforts is not None:
+            raise ConfigError("--efforts needs --budget-axis effort", hint="pass --budget-axis effort --efforts low,high")
+        return modes
+    if efforts is None:
+        raise ConfigError("--budget-axis effort needs --efforts", hint="e.g. --efforts low,medium,high")
+    other = next((mode for mode in modes if mode.name != "none" or mode.effort), None)
+    if other is not None:
+        raise ConfigError(f"--budget-axis effort sets the effort of mode none, not of {other}",
+                          hint="leave out --modes (or pass --modes none)")
+    levels = _unique(item.lower() for item in _items(efforts, "effort level"))
+    return _unique(replace(mode, effort=level) for mode in modes for level in levels)
 
 
 def model_slug(model: str) -> str:
@@ -252,15 +299,27 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     write_parquet(summary, out / SUMMARY)
     write_parquet(curves, out / CURVES)
     write_parquet(mode_differences(samples, by=SWEEP_KEY), out / DIFFERENCES)
-    write_parquet(curve_areas(samples, by=CURVE_KEY), out / AREAS)
+    effort_axis = any(mode.effort for mode in config.modes)  # measured thinking tokens on x: no budgets to place
+    areas = curve_areas(effort_lines(samples), by=CURVE_KEY, cells=(*BUDGET_COLUMNS, "effort")) if effort_axis else (
+        curve_areas(samples, by=CURVE_KEY))
+    write_parquet(areas, out / AREAS)
     write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
-    plot_curves(curves, out / PLOT, names=names)
+    plot_curves(curves, out / PLOT, names=names, x="mean_think_tokens" if effort_axis else "mean_total_tokens")
     return samples, summary, curves
 
 
+def effort_lines(samples):
+    """Samples of an effort axis as one curve per mode: ``mode`` without its level, ``effort`` the level."""
+    modes = {mode: Mode.parse(mode) for mode in samples["mode"].unique()}
+    return samples.assign(effort=samples["mode"].map(lambda mode: modes[mode].effort),
+                          mode=samples["mode"].map(lambda mode: str(replace(modes[mode], effort=""))))
+
+
 def curves_frame(summary):
-    """One row per model × dataset × mode × budget: accuracy (avg@n, a fraction) against tokens used."""
-    return summary[CURVE_COLUMNS].reset_index(drop=True)
+    """One row per model × dataset × mode × budget: accuracy (avg@n, a fraction) against tokens used,
+    and the mode's effort level (``""``: a token budget)."""
+    efforts = summary["mode"].map(lambda mode: Mode.parse(mode).effort)
+    return summary.assign(effort=efforts)[CURVE_COLUMNS].reset_index(drop=True)
 
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:

@@ -1,6 +1,7 @@
 """Accuracy-vs-tokens curves from a sweep's ``curves`` DataFrame, as a PNG.
 
     plot_curves(curves, Path("runs/sweep/curves.png"))      # one panel per dataset, log x axis
+    plot_curves(curves, path, x="mean_think_tokens")         # x: the measured thinking tokens (an effort axis)
 
 The same curves as a terminal table: :func:`e1.report.ui.curves_table`. ``accuracy`` is a fraction
 in the frame and is drawn in percent; where the frame has ``accuracy_ci_low``/``_high`` (the 95%
@@ -11,13 +12,17 @@ written before intervals existed are drawn without). matplotlib is imported insi
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from e1.budget import format_tokens
+from e1.engine.base import Mode
 from e1.store.results import atomic_write
 
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
+X_LABELS = {"mean_total_tokens": "mean tokens used per sample (think + solution)",
+            "mean_think_tokens": "mean thinking tokens per sample (measured)"}
 MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D")}
 
 
@@ -37,11 +42,20 @@ def curve_lines(curves):
                 yield dataset, model, mode, in_budget_order(points)
 
 
-def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path:
+def effort_lines(curves):
+    """Points of an effort axis (``effort`` set) joined into one line per model × mode: each row's
+    mode without its level, the levels in order of measured thinking tokens."""
+    if "effort" not in curves.columns or not (curves["effort"] != "").any():
+        return curves
+    base = curves["mode"].map(lambda mode: str(replace(Mode.parse(mode), effort="")))
+    return curves.assign(mode=base).sort_values("mean_think_tokens", kind="stable")
+
+
+def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str = "mean_total_tokens") -> Path:
     """:func:`draw_curves`, written atomically to ``path`` as a PNG."""
     import matplotlib.pyplot as plt
 
-    fig, extra = draw_curves(curves, names)
+    fig, extra = draw_curves(curves, names, x)
     try:
         return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
                                                           bbox_extra_artists=extra))
@@ -49,16 +63,16 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path
         plt.close(fig)
 
 
-def draw_curves(curves, names: dict[str, str] | None = None):
-    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against mean tokens used,
-    one panel per dataset and one line per model × mode, with its 95% band where known."""
+def draw_curves(curves, names: dict[str, str] | None = None, x: str = "mean_total_tokens"):
+    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against ``x`` (a column of
+    :data:`X_LABELS`), one panel per dataset and one line per model × mode, with its 95% band where known."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    names = names or {}
+    names, curves = names or {}, effort_lines(curves)
     datasets = list(dict.fromkeys(curves["dataset"]))
     models = list(dict.fromkeys(curves["model"]))
     columns = min(len(datasets), 3) or 1
@@ -73,11 +87,14 @@ def draw_curves(curves, names: dict[str, str] | None = None):
         ax = axes.flat[datasets.index(dataset)]
         linestyle, marker = MODE_STYLES.get(mode.split(":")[0], ("-", "o"))
         label = f"{names.get(model, model)} · {mode}" if len(models) > 1 else mode
-        x, colour = points["mean_total_tokens"].clip(lower=1), colours(models.index(model) % 10)
-        ax.plot(x, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
+        if "effort" in points.columns and (points["effort"] != "").any():
+            points = points.sort_values(x, kind="stable")
+            label += f" (effort: {', '.join(points['effort'])})"
+        xs, colour = points[x].clip(lower=1), colours(models.index(model) % 10)
+        ax.plot(xs, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
                 linewidth=1.6, markersize=5)
         if banded:
-            ax.fill_between(x, 100 * points["accuracy_ci_low"], 100 * points["accuracy_ci_high"], color=colour,
+            ax.fill_between(xs, 100 * points["accuracy_ci_low"], 100 * points["accuracy_ci_high"], color=colour,
                             alpha=0.15, linewidth=0)
     for index, ax in enumerate(axes.flat):
         if index >= len(datasets):
@@ -88,7 +105,7 @@ def draw_curves(curves, names: dict[str, str] | None = None):
         ax.xaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5)))  # 512, 768, 1k, 1.5k, 2k, 3k, ...
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_tokens(round(x))))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("mean tokens used per sample (think + solution)")
+        ax.set_xlabel(X_LABELS[x])
         ax.set_ylim(-0.03 * upper, 1.03 * upper)  # the margins keep markers at 0 % and at the top whole
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:

@@ -48,23 +48,25 @@ def area(x, y) -> float:
     return float(np.trapezoid(y, x) / span) if span > 0 else math.nan
 
 
-def curve_areas(samples, by: list[str] = CURVE_KEY, *, resamples: int = RESAMPLES, seed: int = SEED):
-    """One row per curve (``by``: dataset, mode, and ``model`` in a sweep) with :data:`AREA_COLUMNS`."""
+def curve_areas(samples, by: list[str] = CURVE_KEY, *, cells: tuple[str, ...] = ("think_budget", "solve_budget"),
+                resamples: int = RESAMPLES, seed: int = SEED):
+    """One row per curve (``by``: dataset, mode, and ``model`` in a sweep) with :data:`AREA_COLUMNS`;
+    ``cells``: the columns that tell a curve's points apart (an effort axis adds ``effort``)."""
     import pandas as pd
 
-    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _curve_area(curve, resamples, seed)
+    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _curve_area(curve, list(cells), resamples, seed)
                for key, curve in samples.groupby(by, sort=False)]
     return pd.DataFrame(records, columns=[*by, *AREA_COLUMNS])
 
 
-def _curve_area(curve, resamples: int, seed: int) -> dict:
+def _curve_area(curve, points: list[str], resamples: int, seed: int) -> dict:
     """The area of one curve and its interval; problems are those every cell of the curve has."""
     import numpy as np
 
     curve = curve.assign(tokens=curve["think_tokens"] + curve["solve_tokens"])
-    cells = curve.groupby(["think_budget", "solve_budget", "problem_id"])
+    cells = curve.groupby([*points, "problem_id"])
     table = cells.agg(correct=("correct", "sum"), samples=("correct", "size"), tokens=("tokens", "sum"))
-    wide = table.unstack(["think_budget", "solve_budget"]).dropna()  # [P, 3 × C]: problems every cell has
+    wide = table.unstack(points).dropna()  # [P, 3 × C]: problems every cell has
     correct, count, tokens = (wide[name].to_numpy(dtype=float) for name in ("correct", "samples", "tokens"))  # [P, C]
     if not len(wide):
         return dict(points=0, problems=0, min_tokens=math.nan, max_tokens=math.nan, auc=math.nan,

@@ -10,7 +10,7 @@ ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes the
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
-    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0, exit='', grace=0))
+    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0, exit='', grace=0, effort=''))
     >>> str(request_budget({"budget_mode": "elastic:exit=qwen:grace=32"}, defaults).mode)
     'elastic:exit=qwen:grace=32'
     >>> request_budget({"budget_mode": "none"}, defaults) is None   # served as a plain request
@@ -78,6 +78,9 @@ def _servable(mode: Mode) -> Mode:
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")
+    if mode.effort:
+        raise ConfigError(f"mode {mode} cannot be served: effort= is a hosted vendor's setting",
+                          hint="e1 serve takes token budgets: thinking_budget and solution_budget")
     return mode
 
 
