@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from e1.budget import Budget  # noqa: E402
-from e1.engine.base import Mode, Sampling  # noqa: E402
-from tests.test_train import contains_char, small, write_problems  # noqa: E402
+from e1.budget import Budget
+from e1.engine.base import Mode, Sampling
+from tests.test_train import contains_char, small, write_problems
 
 GREEDY = Sampling(temperature=0.0, max_tokens=16)
 PROBE = Budget(6, 6)
@@ -124,3 +124,53 @@ def test_learns_a_trivial_reward_with_vllm_rollouts(one_vllm, tiny_model_dir, tm
     metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
     first, last = metrics["reward_mean"].head(5).mean(), metrics["reward_mean"].tail(5).mean()
     assert last >= first + 0.3, (first, last)
+
+
+def alternating(completions: list[str], answers: list[str], **columns) -> list[float]:
+    """0, 1, 0, 1, ... by position: every group of an even size gets a non-zero advantage, whatever is sampled."""
+    return [float(index % 2) for index in range(len(completions))]
+
+
+def vllm_log_probs(engine, ids: list[int]) -> list[float]:
+    """vLLM's log-probability of each of ``ids[1:]`` given the ids before it (its prompt log-probs)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+    [output] = engine.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+    return [entry[token].logprob for entry, token in zip(output.prompt_logprobs[1:], ids[1:])]
+
+
+def policy_log_probs(model, ids: list[int]) -> list[float]:
+    """The transformers model's log-probability of each of ``ids[1:]`` given the ids before it."""
+    import torch
+
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float()  # [L - 1, V]
+    return logits.log_softmax(-1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()  # [L - 1]
+
+
+def test_a_trained_step_reaches_vllm_exactly(one_vllm, tiny_model_dir, tmp_path):
+    """Invariant: after every sync, vLLM scores any token sequence as the trained policy does.
+    A step with a reward that varies inside each group (so a non-zero gradient) must move the
+    weights, move the policy's log-probs of a fixed continuation, and vLLM's with them."""
+    import torch
+
+    from e1.grpo.trainer import Trainer
+
+    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", steps=1, kl_coef=0.0,
+                   save_every=100, backend="vllm", max_model_len=512, lr=5e-2)
+    trainer = Trainer.create(config, reward=alternating)
+    probe = trainer.prompt_ids[0] + trainer.tokenizer.encode("First add the numbers. 2 + 3 = 5.")  # a fixed sequence
+    before = {name: tensor.clone() for name, tensor in trainer.policy.state_dict().items()}
+    start = policy_log_probs(trainer.policy, probe)
+    assert vllm_log_probs(trainer.engine, probe) == pytest.approx(start, abs=1e-4)  # the initial sync
+    with trainer.scorer:
+        row = trainer.step()
+    assert row["grad_norm"] > 0 and row["reward_mean"] == 0.5
+    assert any(not torch.equal(before[name], tensor) for name, tensor in trainer.policy.state_dict().items())
+    trained = policy_log_probs(trainer.policy, probe)
+    moved = max(abs(a - b) for a, b in zip(trained, start))
+    assert moved > 1e-2  # 100 x the tolerance below: a stale vLLM cannot pass
+    # fp32 on both sides; vLLM's CPU kernels sum in another order, so equal up to rounding
+    assert vllm_log_probs(trainer.engine, probe) == pytest.approx(trained, abs=1e-4)
