@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from e1.budget import Budget
-from e1.engine.base import Mode, Sampling
-from tests.test_train import contains_char, small, write_problems
+from e1.budget import Budget  # noqa: E402
+from e1.engine.base import Mode, Sampling  # noqa: E402
+from tests.test_train import contains_char, small, write_problems  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, max_tokens=16)
 PROBE = Budget(6, 6)
