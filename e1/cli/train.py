@@ -51,6 +51,7 @@ class TrainOptions:
     entropy_coef: Annotated[Optional[float], _opt("--entropy-coef", "Entropy bonus weight.")] = None
     forced_tokens: Annotated[Optional[str], _opt("--forced-tokens", "Forced end markers: train | mask.")] = None
     save_every: Annotated[Optional[int], _opt("--save-every", "Checkpoint every N steps.")] = None
+    resume_every: Annotated[Optional[int], _opt("--resume-every", "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write the weights alone (default: every save).")] = None
     keep_last: Annotated[Optional[int], _opt("--keep-last", "Keep only the newest K checkpoints (default: all).")] = None
     eval_every: Annotated[Optional[int], _opt("--eval-every", "Validate every N steps.")] = None
     eval_data: Annotated[Optional[str], _opt("--eval-data", "Validation problems (default: none).")] = None
@@ -100,6 +101,8 @@ def train_command(
       e1 train --model agentica-org/DeepScaleR-1.5B-Preview --data deepscaler --think 1k --solve 1k --out runs/e1-math
 
       e1 train --config train.toml --steps 50 --resume
+
+      e1 train --config train.toml --save-every 1 --resume-every 10   # weights each step, resumable every 10
 
       e1 train --model ./sft --data deepscaler --think 512..4k --think-schedule 4k:3k:2k --report-to tensorboard
 
