@@ -104,3 +104,32 @@ def test_a_weights_only_save_writes_no_optimizer_state(zero_runs, stage):
     assert not any(f.startswith("deepspeed/") or f == "trainer_state.pt" for f in files["step_1"])
     shards = [f for f in files["step_2"] if f.endswith("optim_states.pt")]
     assert len(shards) == 2 and "trainer_state.pt" in files["step_2"]  # one optimizer shard per rank
+
+
+QWEN_1_5B = {"num_hidden_layers": 28, "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 131072}
+
+
+@given(prompts=st.sampled_from([2, 4, 8, 16, 32]), samples=st.integers(2, 16), think=st.integers(1, 8192),
+       solve=st.integers(1, 4096), prompt=st.integers(0, 4096), context=st.one_of(st.none(), st.integers(64, 32768)),
+       dtype=st.sampled_from(["float32", "bfloat16"]))
+@settings(max_examples=100, deadline=None)
+def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(prompts, samples, think, solve, prompt, context, dtype):
+    from types import SimpleNamespace
+
+    from e1.grpo.config import TrainConfig
+    from e1.grpo.rollout import kv_cache_bytes
+
+    model = SimpleNamespace(**QWEN_1_5B)
+    config = TrainConfig(model="m", data="d", think=think, solve=solve, prompts_per_step=prompts, samples_per_prompt=samples,
+                         mini_batch_prompts=prompts, dtype=dtype, max_model_len=context)
+    per_token = 2 * 28 * 2 * 128 * (4 if dtype == "float32" else 2)  # keys and values of every layer
+    size = kv_cache_bytes(config, model, prompt, world=1)
+    assert size % per_token == 0
+    tokens = size // per_token
+    assert tokens >= prompts * samples * (prompt + think + solve)  # every row of the step at its longest at once
+    assert tokens >= (context or 131072)  # vLLM refuses a cache that cannot hold one whole context
+    assert tokens <= max(prompts * samples * (prompt + think + solve + 64 + 128), (context or 131072) + 128)  # no more
+    assert kv_cache_bytes(config, model, prompt, world=2) <= size  # each rank's engine decodes its half
+    for gib, expected in ((0, None), (1.5, 3 * 2**29)):  # 0: vLLM's own sizing from gpu_memory_utilization
+        assert kv_cache_bytes(TrainConfig(model="m", data="d", kv_cache_gib=gib), model, prompt, world=1) == expected
+    assert kv_cache_bytes(config, SimpleNamespace(), prompt, world=1) is None  # no KV shape known: vLLM decides

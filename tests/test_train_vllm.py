@@ -174,3 +174,20 @@ def test_a_trained_step_reaches_vllm_exactly(one_vllm, tiny_model_dir, tmp_path)
     assert moved > 1e-2  # 100 x the tolerance below: a stale vLLM cannot pass
     # fp32 on both sides; vLLM's CPU kernels sum in another order, so equal up to rounding
     assert vllm_log_probs(trainer.engine, probe) == pytest.approx(trained, abs=1e-4)
+
+
+def test_the_kv_cache_is_sized_to_a_step_of_rollouts(cli_run):
+    """vLLM holds the KV cache e1 asked for (what the step's rollouts need), not a share of memory."""
+    from transformers import AutoConfig
+
+    from e1.grpo.rollout import kv_cache_bytes
+
+    _, _, trainer = cli_run
+    config = trainer.config
+    cache = trainer.engine.llm.llm_engine.vllm_config.cache_config
+    # 16 rows (4 prompts x 4 samples) x blocks of 128 tokens; 2 layers x 1 KV head x 32 x fp32, keys and values
+    longest = max(map(len, trainer.prompt_ids))
+    assert longest + 8 + 64 <= 128 and config.max_model_len <= 16 * 128
+    asked = kv_cache_bytes(config, AutoConfig.from_pretrained(config.model), longest, world=1)
+    assert asked == 16 * 128 * (2 * 2 * 1 * 32 * 4) == cache.kv_cache_memory_bytes
+    assert cache.num_gpu_blocks * cache.block_size * 2 * 2 * 32 * 4 <= asked  # what vLLM allocated fits in it

@@ -70,7 +70,8 @@ class TrainOptions:
     warmup_steps: Annotated[Optional[int], _opt("--warmup-steps", "Linear learning-rate warm-up steps.")] = None
     backend: Annotated[Optional[str], _opt("--backend", "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if installed and a GPU is present).")] = None
     tp: Annotated[Optional[int], _opt("--tp", "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine).")] = None
-    gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes (it sleeps during updates; training state stays resident).")] = None
+    gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it sleeps during updates; training state stays resident).")] = None
+    kv_cache_gib: Annotated[Optional[float], _opt("--kv-cache-gib", "vLLM's KV cache per GPU in GiB (default: what one step's rollouts need; 0: from --gpu-memory-utilization).")] = None
     max_model_len: Annotated[Optional[int], _opt("--max-model-len", "vLLM context length (default: the model's); lower shrinks its KV cache.")] = None
     workers: Annotated[Optional[int], _opt("--workers", "Code rewards: programs run in parallel in the sandbox.")] = None
     test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None
@@ -112,7 +113,7 @@ def train_command(
 
       torchrun --nproc_per_node 2 -m e1 train --config train.toml --deepspeed zero2
 
-      torchrun --nproc_per_node 8 -m e1 train --config train.toml --deepspeed zero3 --backend vllm --gpu-memory-utilization 0.3
+      torchrun --nproc_per_node 8 -m e1 train --config train.toml --deepspeed zero3 --backend vllm --max-model-len 4096
     """
     from rich.console import Console
 

@@ -65,6 +65,7 @@ TRAIN_NUMBERS = {
     **ENGINE_NUMBERS,
     "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
         "vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")),
+    "kv_cache_gib": Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"),
     "workers": Number(int, min=1, max=4096),
     "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
     "max_tests": _whole(optional=True, hint="leave it out to run every test"),
@@ -117,9 +118,12 @@ class TrainConfig:
     warmup_steps: int = 0  # linear warm-up of the learning rate over the first N steps
     backend: str = "hf"  # rollout engine: hf (decode with the policy module) | vllm | auto (vLLM when installed and a GPU is present)
     tp: int = 1  # vLLM tensor-parallel GPUs per rollout engine (under DeepSpeed: ranks per engine; divides the world size)
-    # vLLM's share of each GPU while it decodes (weights + KV cache). It sleeps during the update, but
-    # the policy's weights and optimizer state stay resident, so it cannot take 0.9 as in `e1 eval`
+    # vLLM's share of each GPU while it decodes (weights + KV cache), used only with kv_cache_gib=0.
+    # It sleeps during the update, but the policy's weights and optimizer state stay resident
     gpu_memory_utilization: float = 0.4
+    # vLLM's KV cache per GPU in GiB; None = what one step's rollouts need (e1.grpo.rollout.kv_cache_bytes),
+    # 0 = from gpu_memory_utilization, as `e1 eval` sizes it
+    kv_cache_gib: float | None = None
     max_model_len: int | None = None  # vLLM context (default: the model's); lower it to shrink the KV cache
     workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
     test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)

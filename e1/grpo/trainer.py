@@ -230,7 +230,7 @@ class Trainer:
 
     def memory(self) -> dict:
         """This rank's bytes of each kind after the step (:mod:`e1.grpo.memory`) and each phase's
-        CUDA peak (``rollout_peak_bytes``, ...; NaN without CUDA, and for save, recorded next step)."""
+        CUDA peak (``rollout_peak_bytes``, ...; NaN without CUDA; the save's is filled in by :meth:`record`)."""
         usage = account(self.strategy, self.ref_model, getattr(self.engine, "model", None))
         return usage.columns() | {f"{name}_peak_bytes": self.peaks.get(name, math.nan) for name in PEAKED}
 
