@@ -27,7 +27,7 @@ from e1.grpo.parallel import launch, parallel_strategy
 from e1.models.tiny import build_tiny_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import interleaved_best
 
 
 def folder_bytes(path: Path) -> int:

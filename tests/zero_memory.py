@@ -17,14 +17,12 @@ import sys
 
 def main(model_dir: str, spec_dir: str) -> None:
     import torch
-
-    from transformers import AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from e1.grpo.checkpoint import TrainerState, save_checkpoint
     from e1.grpo.config import TrainConfig
     from e1.grpo.memory import account
     from e1.grpo.parallel import ZeRO, launch
-    from transformers import AutoModelForCausalLM
 
     for stage in ("zero2", "zero3"):
         config = TrainConfig(model=model_dir, data="d", deepspeed=f"{spec_dir}/{stage}.json", prompts_per_step=2, mini_batch_prompts=2,

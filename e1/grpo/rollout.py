@@ -38,9 +38,9 @@ from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.sampling import derive_seed
 from e1.errors import ConfigError
+from e1.eval.overlap import overlapped
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
-from e1.eval.overlap import overlapped
 
 
 @dataclass(frozen=True)
