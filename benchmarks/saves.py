@@ -48,7 +48,7 @@ def main() -> None:
     model_dir = build_tiny_model(root / "model", vocab_size=2048, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
                                  layers=args.layers, heads=max(1, args.hidden // 64), kv_heads=max(1, args.hidden // 256))
     config = TrainConfig(model=str(model_dir), data="d", out=root / "run", dtype=args.dtype, deepspeed=args.deepspeed,
-                         prompts_per_step=2, mini_batch_prompts=2, samples_per_prompt=2, micro_batch=2, device="cpu")
+                         prompts_per_step=2, mini_batch_prompts=2, samples_per_prompt=2, micro_batch=4, device="cpu")
     rank, world, device = launch(config)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).to(device)
     strategy = parallel_strategy(config, model, rank, world)
