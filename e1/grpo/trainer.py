@@ -65,6 +65,7 @@ from e1.grpo.checkpoint import (
 )
 from e1.grpo.config import TrainConfig
 from e1.grpo.core import group_advantages, log_probs_and_entropy, loss_normalizer, policy_loss, token_log_probs
+from e1.grpo.memory import account, peak
 from e1.grpo.parallel import Parallel, launch, parallel_strategy
 from e1.grpo.problems import prepare_inputs
 from e1.grpo.reporting import Reporters, open_reporters
@@ -76,6 +77,7 @@ from e1.report.ui import NullProgress
 from e1.store.results import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
+PEAKED = ("rollout", "old_logprob", "ref_logprob", "update", "sync", "save")  # phases whose GPU peak is recorded
 HIDDEN = ("reward_busy",)  # work timed in full though part of it overlaps a phase (scoring behind generation)
 Objective = Callable[[MicroBatch, float], "tuple[torch.Tensor, dict]"]  # (micro-batch, normaliser) -> (loss, metrics)
 
@@ -129,6 +131,7 @@ class Trainer:
     reporters: Reporters = field(default_factory=Reporters)  # TensorBoard / W&B (rank 0), if configured
     metrics: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, int] = field(default_factory=dict)  # each phase's CUDA peak allocation this step (bytes)
 
     completion_logits = staticmethod(completion_logits)  # every training forward goes through here
 
@@ -191,12 +194,12 @@ class Trainer:
 
     def step(self) -> dict:
         """One training step of the configured algorithm, then validation, checkpoint and metrics."""
-        self.timings = {}
+        self.timings, self.peaks = {}, {}
         started = time.perf_counter()
         step = self.state.step + 1
         for group in self.strategy.optimizer.param_groups:
             group["lr"] = self.config.lr_at(step)
-        row = {"step": step, **ALGORITHMS[self.config.algo](self)}
+        row = {"step": step, **ALGORITHMS[self.config.algo](self), **self.memory()}
         self.state.step = step
         return self.finish_step(row, started)
 
@@ -225,6 +228,12 @@ class Trainer:
         return {**rollout_metrics(scores, rewards, self.strategy.gather(completions)), **budget_metrics(budgets),
                 **update}  # over all ranks: [N x W]
 
+    def memory(self) -> dict:
+        """This rank's bytes of each kind after the step (:mod:`e1.grpo.memory`) and each phase's
+        CUDA peak (``rollout_peak_bytes``, ...; NaN without CUDA; the save's is filled in by :meth:`record`)."""
+        usage = account(self.strategy, self.ref_model, getattr(self.engine, "model", None))
+        return usage.columns() | {f"{name}_peak_bytes": self.peaks.get(name, math.nan) for name in PEAKED}
+
     def finish_step(self, row: dict, started: float) -> dict:
         """Validation, checkpoint and the metrics row, the same for every algorithm."""
         config, step = self.config, self.state.step
@@ -233,12 +242,12 @@ class Trainer:
             validating = self.due(config.eval_every) and config.eval_data and self.strategy.rank == 0
             row["eval_accuracy"] = self.validate(step) if validating else math.nan
         self.metrics.append(row)
-        if self.due(config.save_every) or step == config.steps:
+        if kind := config.save_kind(step):
             # the step's metrics row lands before its checkpoint: a kill between the two resumes from
             # the checkpoint before and redoes the step, a kill after finds both (save_s NaN until known)
             self.record(row, started, save_s=math.nan)
             with self.phase("save"):
-                save_checkpoint(config, self.state, self.strategy, self.tokenizer)
+                save_checkpoint(config, self.state, self.strategy, self.tokenizer, resumable=kind == "resume")
         self.record(row, started)
         if self.strategy.rank == 0:
             self.reporters.log(row, step)
@@ -247,6 +256,7 @@ class Trainer:
     def record(self, row: dict, started: float, **known: float) -> None:
         """Complete ``row`` (the last of ``self.metrics``) with the phase timings; rank 0 writes the file."""
         row |= {f"{name}_s": self.timings.get(name, 0.0) for name in (*PHASES, *HIDDEN)} | known
+        row["save_peak_bytes"] = self.peaks.get("save", math.nan)
         row["step_s"] = time.perf_counter() - started
         if self.strategy.rank == 0:
             write_metrics(self.config.out, self.metrics)
@@ -254,7 +264,8 @@ class Trainer:
     @contextmanager
     def phase(self, name: str):
         started = time.perf_counter()
-        yield
+        with peak(self.peaks, name) if name in PEAKED else nullcontext():
+            yield
         self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - started
 
     def due(self, every: int) -> bool:
@@ -280,7 +291,8 @@ class Trainer:
         scored while chunk k + 1 generates. The ``rollout`` phase is the section's wall time less the scoring
         it waited for (the ``reward`` phase's share); ``reward_busy`` counts all scoring."""
         began = time.perf_counter()
-        scored = self.rollouts.generate_scored(indices, step, problems, lambda drawn: self.score(indices, drawn))
+        with peak(self.peaks, "rollout"):
+            scored = self.rollouts.generate_scored(indices, step, problems, lambda drawn: self.score(indices, drawn))
         self.timings |= {"rollout": time.perf_counter() - began - scored.waited_s, "reward": scored.waited_s,
                          "reward_busy": scored.score_s}
         return scored.completions, torch.cat(scored.scores)  # [N]
