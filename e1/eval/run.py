@@ -34,6 +34,7 @@ from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 from e1.sandbox import backend_name
 from e1.report.metrics import summarize
+from e1.report.reporting import parse_report_to, report_results
 from e1.store.results import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.report.ui import NullProgress
@@ -91,6 +92,7 @@ class EvalConfig:
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
     ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
+    report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
 
     def __post_init__(self):
         if not self.datasets:
@@ -106,6 +108,7 @@ class EvalConfig:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")
         check_api(self.backend, self.api)
+        parse_report_to(self.report_to)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -163,6 +166,7 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         samples = _wanted_rows(store.compact(), datasets, config)
         summary = summarize(samples, ks=config.ks)
         write_parquet(summary, out / SUMMARY)
+        report_results(parse_report_to(config.report_to), out, summary, samples, record)
     group.barrier()  # nobody leaves (and starts another run) before the results are complete
     return samples, summary
 
