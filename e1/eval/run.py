@@ -297,7 +297,7 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
-    (mode, budget, problem, completion) for every sample."""
+    (mode, budget, problem, completion, prompt) for every sample."""
     from e1.engine.api_client import RequestError
     from e1.engine.sampling import problem_seed
     from e1.data.prompts import build_prompt
@@ -321,7 +321,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
             problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
             raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
                    if problem is not None else err) from err
-        generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
+        generated += [(mode, budget, problems[c.prompt_index], c, prompts[c.prompt_index]) for c in completions]
     return generated
 
 
@@ -330,19 +330,19 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     from e1.engine.markers import DEFAULT_END
     from e1.rewards.scoring import gold_text
 
-    scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
-                          [str(p.answer) for _, _, p, _ in generated])
+    scores = scorer.score([g[2].task for g in generated], [g[3].text(DEFAULT_END) for g in generated],
+                          [str(g[2].answer) for g in generated])
     golds = {}  # one summary per problem (code tests can be large)
     rows = []
-    for (mode, budget, problem, c), scored in zip(generated, scores):
+    for (mode, budget, problem, c, prompt), scored in zip(generated, scores):
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None))
     return rows
 
 
-def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:
+def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str, prompt: str | None) -> dict:
     """One samples.parquet row, keyed by :data:`e1.store.results.SAMPLE_COLUMNS`."""
     return dict(
         dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
@@ -350,7 +350,7 @@ def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> di
         think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
         think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
         reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
-        first_failure=scored.first_failure,
+        first_failure=scored.first_failure, prompt=prompt,
     )
 
 
