@@ -18,7 +18,7 @@ def test_each_cell_stores_the_prompt_the_model_saw_on_its_first_sample(tiny_engi
     config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=(Budget(4, 8), Budget(8, 8)),
                         modes=(Mode("elastic"),), n=3, sampling=Sampling(temperature=0.0), out=tmp_path / "run",
                         prompt=options)
-    samples, _ = evaluate(config, engine=tiny_engine)
+    evaluate(config, engine=tiny_engine)
     stored = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     problems = {row["id"]: row for row in pd.read_json(problems_file, lines=True, dtype=False).to_dict("records")}
     for row in stored.to_dict("records"):
