@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,7 +12,7 @@ def export_command(
     run: Annotated[Path, typer.Argument(show_default=False, metavar="RUN_DIR", help="A directory written by e1 eval or e1 sweep.")],
     format: Annotated[str, typer.Option("--format", "-f", show_default=False,
                                         help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).")],
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
+    out: Annotated[Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
                                                 help="Where to write the files.")] = None,
 ) -> None:
     """Export a run's results in a format other tools read: one task per dataset × mode × budget

@@ -37,7 +37,7 @@ def sweep_command(
 
       e1 sweep --model Salesforce/E1-Math-1.5B --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime --think 0,512,1k,2k,3k --solve 1k --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
 
-      e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0
+      e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0 --report-to wandb
     """
     from rich.console import Console
 

@@ -23,175 +23,258 @@ Every cell of a run (dataset × mode × think budget × solve budget) becomes on
   id can be named there (others are listed as skipped).
 
 The prompt is the one the model saw (``samples.parquet``'s ``prompt``), when the run stored it.
+Each file goes through e1's atomic writers (a kill leaves no half file).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
-import zlib
-from dataclasses import dataclass
-from datetime import datetime, timezone
+import math
 from pathlib import Path
 
+from e1 import __version__
 from e1.errors import ConfigError, did_you_mean
-from e1.store.results import CONFIG, SAMPLES, SUMMARY, read_parquet
+from e1.report.run_results import (
+    Cell,
+    RunResults,
+    accuracy_stderr,
+    first_prompt,
+    load_run,
+    model_folder,
+    output_text,
+    sha256,
+    task_name,
+    text,
+)
+from e1.store.results import atomic_write, write_json, write_text
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
-SAMPLE_FIELDS = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_text",
-                 "solution_text", "extracted_answer", "gold", "correct", "forced", "think_tokens", "solve_tokens",
-                 "prompt"]
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One model's results on one cell: its summary row and its samples (sorted by problem, then sample)."""
-
-    model: str
-    dataset: str
-    mode: str
-    think: int
-    solve: int
-    summary: dict
-    samples: object  # DataFrame
-
-    @property
-    def task(self) -> str:
-        return task_name(self.dataset, self.mode, self.think, self.solve)
-
-    def problems(self):
-        """(doc_id, problem_id, the problem's samples) in the run's order."""
-        for doc_id, (problem_id, rows) in enumerate(self.samples.groupby("problem_id", sort=False)):
-            yield doc_id, str(problem_id), rows
-
-
-@dataclass(frozen=True)
-class RunResults:
-    """A run directory as the exporters read it: its config and one :class:`Cell` per model and cell."""
-
-    path: Path
-    config: dict
-    cells: tuple[Cell, ...]
-    date: str  # when the run's results were written (summary.parquet's time), ISO 8601 in UTC
-
-    @property
-    def models(self) -> list[str]:
-        return list(dict.fromkeys(cell.model for cell in self.cells))
-
-    def of(self, model: str) -> list[Cell]:
-        return [cell for cell in self.cells if cell.model == model]
-
-    @property
-    def date_id(self) -> str:
-        """The date as lm-eval and lighteval put it in file names (no ':' and no '_')."""
-        return self.date.replace(":", "-")
-
-    def generation_kwargs(self, cell: Cell) -> dict:
-        sampling = self.config.get("sampling") or {}
-        return {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
-                "top_k": sampling.get("top_k"), "do_sample": bool(sampling.get("temperature")),
-                "max_gen_toks": cell.think + cell.solve, "think_budget": cell.think, "solve_budget": cell.solve,
-                "mode": cell.mode, "seed": sampling.get("seed")}
-
-
-def task_name(dataset: str, mode: str, think: int, solve: int) -> str:
-    """A cell's task name, safe in file names (lm-eval's ``samples_<task>_<date>``: no '/', ':' or '|');
-    a mode whose text had to change gets a checksum of it, so distinct cells never share a name.
-
-    >>> task_name("aime", "elastic", 1024, 1024)
-    'aime_elastic_t1024_s1024'
-    >>> task_name("aime", "elastic:exit=qwen", 512, 1024)
-    'aime_elastic-exit=qwen-4a8da02f_t512_s1024'
-    """
-    def safe(text: str) -> str:
-        cleaned = re.sub(r"[^A-Za-z0-9.=+-]+", "-", text).strip("-") or "x"
-        return cleaned if cleaned == text else f"{cleaned}-{zlib.crc32(text.encode()):08x}"
-
-    return f"{safe(dataset)}_{safe(mode)}_t{int(think)}_s{int(solve)}"
-
-
-def model_folder(model: str) -> str:
-    """A model id as a folder name, as lm-eval sanitizes it (``org/name`` -> ``org__name``)."""
-    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", model)
-
-
-def load_run(path: Path) -> RunResults:
-    """The results of an e1 eval or sweep directory; anything else is refused in one line."""
-    path = Path(path)
-    hint = "pass a directory written by e1 eval or e1 sweep (it holds config.json, samples.parquet, summary.parquet)"
-    if not path.is_dir():
-        raise ConfigError(f"{path}: no such run directory", hint=hint)
-    missing = [name for name in (CONFIG, SAMPLES, SUMMARY) if not (path / name).is_file()]
-    if missing:
-        raise ConfigError(f"{path} is not a finished e1 eval or sweep run (no {', '.join(missing)})", hint=hint)
-    try:
-        config = json.loads((path / CONFIG).read_text())
-    except ValueError as err:
-        raise ConfigError(f"cannot read {path / CONFIG}: {err}", hint=hint) from None
-    samples, summary = read_parquet(path / SAMPLES), read_parquet(path / SUMMARY)
-    if "model" not in samples.columns:  # an eval run: one model, named in its config
-        samples, summary = samples.assign(model=str(config.get("model", ""))), summary.assign(model=str(config.get("model", "")))
-    stamp = datetime.fromtimestamp((path / SUMMARY).stat().st_mtime, tz=timezone.utc).replace(microsecond=0)
-    return RunResults(path, config, _cells(samples, summary), stamp.isoformat().replace("+00:00", ""))
-
-
-def _cells(samples, summary) -> tuple[Cell, ...]:
-    key = ["model", "dataset", "mode", "think_budget", "solve_budget"]
-    groups = {k: rows for k, rows in samples[[c for c in SAMPLE_FIELDS + ["model"] if c in samples.columns]]
-              .groupby(key, sort=False)}
-    cells = []
-    for row in summary.to_dict(orient="records"):
-        k = tuple(row[c] for c in key)
-        rows = groups.get(k)
-        if rows is None:
-            continue
-        rows = rows.sort_values(["problem_id", "sample_index"], kind="stable")
-        cells.append(Cell(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), row, rows))
-    return tuple(cells)
+__all__ = ["EXPORT_DIR", "FORMATS", "export", "load_run", "model_folder", "task_name"]
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path], list[str]]:
     """Write ``run_dir``'s results in format ``fmt`` (:data:`FORMATS`) under ``out`` (default
     ``run_dir/export/<fmt>``); returns the files written and what was skipped (with why)."""
-    from e1.report import export_formats
-
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}", hint=did_you_mean(fmt, FORMATS))
     run = load_run(run_dir)
     out = Path(out) if out is not None else Path(run_dir) / EXPORT_DIR / fmt
-    writer = {"lm-eval": export_formats.lm_eval, "lighteval": export_formats.lighteval,
-              "hub": export_formats.hub}[fmt]
+    writer = {"lm-eval": lm_eval, "lighteval": lighteval, "hub": hub}[fmt]
     return writer(run, out)
 
 
-def sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+# summary.parquet column -> (lm-eval / lighteval metric name, higher is better)
+METRICS = {"accuracy": ("exact_match", True), "pass_at_1": ("pass@1", True), "mean_think_tokens": ("think_tokens", False),
+           "mean_solve_tokens": ("solve_tokens", False), "forced_rate": ("forced_rate", False)}
 
 
-def text(value) -> str:
-    """A text cell as a string: '' for a missing one (None, NaN, pd.NA)."""
-    import pandas as pd
-
-    return "" if value is None or pd.isna(value) else str(value)
-
-
-def output_text(row: dict, end_marker: str) -> str:
-    """A sample's whole output as the model wrote it: thinking, the end marker, the solution."""
-    think, solution = text(row.get("think_text")), text(row.get("solution_text"))
-    return f"{think}{end_marker}{solution}" if think else solution
+def _metrics(cell: Cell) -> dict[str, tuple[float, bool]]:
+    """A cell's numbers by metric name: the fixed ones, pass@k and maj@k at the run's k."""
+    row, found = cell.summary, {}
+    for column, (name, higher) in METRICS.items():
+        found[name] = (row[column], higher)
+    k = int(row["k"])
+    found[f"pass@{k}"], found[f"maj@{k}"] = (row["pass_at_k"], True), (row["maj_at_k"], True)
+    return {name: (float(value), higher) for name, (value, higher) in found.items()
+            if value is not None and math.isfinite(float(value))}
 
 
-def first_prompt(rows) -> str:
-    """The prompt stored with a problem's samples ('' for a run written before prompts were stored)."""
-    if "prompt" not in rows.columns:
-        return ""
-    stored = rows["prompt"].dropna()
-    return str(stored.iloc[0]) if len(stored) else ""
+def _version(dataset: str) -> int:
+    """The benchmark's task version (1 for a dataset given as a file)."""
+    benchmark = _benchmark(dataset)
+    return benchmark.task_version if benchmark is not None else 1
 
 
-def accuracy_stderr(rows) -> float:
-    """The standard error of avg@n over problems: the std of per-problem accuracy / sqrt(problems)."""
-    per_problem = rows.groupby("problem_id")["correct"].mean()
-    return float(per_problem.std(ddof=1) / len(per_problem) ** 0.5) if len(per_problem) > 1 else 0.0
+def _benchmark(dataset: str):
+    import e1.data  # noqa: F401  registers the benchmark families
+    from e1.data.registry import get_benchmark, is_registered
+
+    return get_benchmark(dataset) if is_registered(dataset) else None
+
+
+def _end_marker(run: RunResults) -> str:
+    return run.config.get("think_end") or "</think>"
+
+
+# ---- lm-evaluation-harness -------------------------------------------------------------------
+
+
+def lm_eval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    written = []
+    for model in run.models:
+        folder = out / model_folder(model)
+        cells = run.of(model)
+        for cell in cells:
+            lines = [json.dumps(doc, ensure_ascii=False) for doc in _lm_eval_docs(run, cell)]
+            written.append(write_text("\n".join(lines) + "\n", folder / f"samples_{cell.task}_{run.date_id}.jsonl"))
+        written.append(write_json(_lm_eval_results(run, model, cells), folder / f"results_{run.date_id}.json"))
+    return written, []
+
+
+def _lm_eval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
+    results, configs, higher = {}, {}, {}
+    for cell in cells:
+        metrics = _metrics(cell)
+        results[cell.task] = {"name": cell.task, "alias": cell.task, "sample_len": int(cell.summary["problems"]),
+                              **{f"{name},none": value for name, (value, _) in metrics.items()},
+                              "exact_match_stderr,none": accuracy_stderr(cell.samples)}
+        higher[cell.task] = {name: better for name, (_, better) in metrics.items()}
+        benchmark = _benchmark(cell.dataset)
+        configs[cell.task] = {
+            "task": cell.task, "tag": ["e1"], "dataset_path": benchmark.hub_id if benchmark else cell.dataset,
+            "dataset_name": benchmark.config if benchmark else None, "test_split": benchmark.split if benchmark else None,
+            "output_type": "generate_until", "repeats": int(cell.summary["samples_per_problem"]), "num_fewshot": 0,
+            "generation_kwargs": run.generation_kwargs(cell), "metadata": {"version": _version(cell.dataset)}}
+    tasks = [cell.task for cell in cells]
+    return {
+        "results": results, "group_subtasks": {task: [] for task in tasks}, "configs": configs,
+        "versions": {cell.task: _version(cell.dataset) for cell in cells}, "n-shot": {task: 0 for task in tasks},
+        "higher_is_better": higher,
+        "n-samples": {c.task: {"original": int(c.summary["problems"]), "effective": int(c.summary["problems"])}
+                      for c in cells},
+        "config": {"model": "e1", "model_args": f"pretrained={model}", "batch_size": str(run.config.get("batch_size")),
+                   "random_seed": (run.config.get("sampling") or {}).get("seed"), "gen_kwargs": None},
+        "date": _timestamp(run.date), "model_name": model, "model_name_sanitized": model_folder(model),
+        "system_instruction": (run.config.get("prompt") or {}).get("system"), "e1_version": __version__,
+    }
+
+
+def _lm_eval_docs(run: RunResults, cell: Cell):
+    """One lm-eval sample record per problem: its n outputs are the repeats of one request."""
+    kwargs = run.generation_kwargs(cell)
+    for doc_id, problem_id, rows in cell.problems():
+        records = rows.to_dict(orient="records")
+        prompt, target = first_prompt(rows), str(records[0]["gold"])
+        doc = {"id": problem_id, "dataset": cell.dataset, "prompt": prompt, "answer": target}
+        outputs = [output_text(r, _end_marker(run)) for r in records]
+        yield {
+            "doc_id": doc_id, "doc": doc, "target": target,
+            "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": kwargs}},
+            "resps": [outputs], "filtered_resps": [[text(r["extracted_answer"]) for r in records]],
+            "filter": "none", "metrics": ["exact_match"],
+            "doc_hash": sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False)), "prompt_hash": sha256(prompt),
+            "target_hash": sha256(target), "exact_match": float(rows["correct"].mean()),
+        }
+
+
+def _timestamp(date: str) -> float:
+    from datetime import datetime, timezone
+
+    return datetime.fromisoformat(date).replace(tzinfo=timezone.utc).timestamp()
+
+
+# ---- lighteval -------------------------------------------------------------------------------
+
+
+def lighteval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    written = []
+    for model in run.models:
+        cells = run.of(model)
+        folder = out / "details" / model.strip("/") / run.date_id
+        for cell in cells:
+            written.append(_details_parquet(run, cell, folder / f"details_{cell.task}|0_{run.date_id}.parquet"))
+        written.append(write_json(_lighteval_results(run, model, cells),
+                                  out / "results" / model.strip("/") / f"results_{run.date_id}.json"))
+    return written, []
+
+
+def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
+    """The cell's details as lighteval saves them: a ``datasets.Dataset`` of (doc, metric, model_response)."""
+    from datasets import Dataset
+
+    rows = []
+    for _, problem_id, samples in cell.problems():
+        records = samples.to_dict(orient="records")
+        prompt = first_prompt(samples)
+        doc = {"query": prompt, "choices": [str(records[0]["gold"])], "gold_index": 0, "instruction": None,
+               "images": None, "specific": {"dataset": cell.dataset, "problem_id": problem_id}, "unconditioned_query": None,
+               "original_query": None, "id": problem_id, "task_name": f"{cell.task}|0", "fewshot_samples": [],
+               "sampling_methods": [], "fewshot_sorting_class": None, "generation_size": cell.think + cell.solve,
+               "stop_sequences": None, "use_logits": False, "num_samples": len(records), "generation_grammar": None}
+        response = {"input": prompt, "input_tokens": [], "text": [output_text(r, _end_marker(run)) for r in records],
+                    "output_tokens": [], "text_post_processed": [text(r["extracted_answer"]) for r in records],
+                    "reasonings": [text(r["think_text"]) for r in records], "logprobs": [],
+                    "argmax_logits_eq_gold": [], "logits": None, "unconditioned_logprobs": None,
+                    "truncated_tokens_count": 0, "padded_tokens_count": 0}
+        rows.append({"doc": doc, "model_response": response,
+                     "metric": {"exact_match": float(samples["correct"].mean())}})
+    dataset = Dataset.from_list(rows)
+    dataset = dataset.select_columns(sorted(dataset.column_names))  # as lighteval orders them
+    return atomic_write(path, lambda tmp: dataset.to_parquet(str(tmp)))
+
+
+def _lighteval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
+    results = {}
+    for cell in cells:
+        metrics = {name: value for name, (value, _) in _metrics(cell).items()}
+        results[f"{cell.task}|0"] = {**metrics, "exact_match_stderr": accuracy_stderr(cell.samples)}
+    names = sorted({name for values in results.values() for name in values})
+    results["all"] = {name: sum(v[name] for v in results.values() if name in v) /
+                      sum(1 for v in results.values() if name in v) for name in names}
+    return {
+        "config_general": {"model_name": model, "lighteval_sha": None, "e1_version": __version__,
+                           "start_time": _timestamp(run.date), "generation_parameters": run.config.get("sampling")},
+        "results": results,
+        "versions": {f"{cell.task}|0": _version(cell.dataset) for cell in cells},
+        "config_tasks": {f"{cell.task}|0": {"name": cell.task, "generation_size": cell.think + cell.solve,
+                                            **run.generation_kwargs(cell)} for cell in cells},
+        "summary_tasks": {f"{cell.task}|0": {"hashes": {}, "truncated": 0, "non_truncated": int(cell.summary["problems"]),
+                                             "padded": 0, "non_padded": int(cell.summary["problems"])} for cell in cells},
+        "summary_general": {"hashes": {}, "truncated": 0, "non_truncated": sum(int(c.summary["problems"]) for c in cells),
+                            "padded": 0, "non_padded": sum(int(c.summary["problems"]) for c in cells)},
+    }
+
+
+# ---- the Hugging Face Hub --------------------------------------------------------------------
+
+
+def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    """``.eval_results/<dataset>.yaml`` and a README.md model-index per model (registered hub datasets only)."""
+    written, skipped = [], []
+    for model in run.models:
+        by_dataset: dict[str, list] = {}
+        for cell in run.of(model):
+            benchmark = _benchmark(cell.dataset)
+            if benchmark is None or benchmark.hub_id is None:
+                skipped.append(f"{cell.dataset} (not a registered hub dataset: the Hub cannot name it)")
+                continue
+            by_dataset.setdefault(cell.dataset, []).append((cell, benchmark))
+        folder = out / model_folder(model)
+        for dataset, cells in by_dataset.items():
+            written.append(_eval_results_yaml(run, cells, folder / ".eval_results" / f"{dataset}.yaml"))
+        if by_dataset:
+            written.append(_model_card(run, model, [c for cells in by_dataset.values() for c in cells],
+                                       folder / "README.md"))
+    if not written:
+        raise ConfigError("nothing to export to the hub: none of the run's datasets is a registered hub dataset",
+                          hint="the hub format names benchmarks by their hub id (see `e1 data list`); use lm-eval or lighteval")
+    return written, list(dict.fromkeys(skipped))
+
+
+def _notes(cell: Cell) -> str:
+    n = int(cell.summary["samples_per_problem"])
+    return f"e1 {cell.mode}: think {cell.think} + solve {cell.solve} tokens, avg@{n}"
+
+
+def _eval_results_yaml(run: RunResults, cells: list, path: Path) -> Path:
+    import yaml
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    entries = [EvalResultEntry(dataset_id=benchmark.hub_id, task_id=benchmark.config or "default",
+                               value=round(100 * float(cell.summary["accuracy"]), 2), date=run.date, notes=_notes(cell))
+               for cell, benchmark in cells]
+    return write_text(yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False), path)
+
+
+def _model_card(run: RunResults, model: str, cells: list, path: Path) -> Path:
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    results = [EvalResult(task_type="text-generation", dataset_type=benchmark.hub_id, dataset_name=cell.dataset,
+                          dataset_config=benchmark.config, dataset_split=benchmark.split, metric_type="accuracy",
+                          metric_value=round(100 * float(cell.summary["accuracy"]), 2), metric_name=_notes(cell))
+               for cell, benchmark in cells]
+    data = ModelCardData(model_name=model, eval_results=results)
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {model}\n\nEvaluated with e1 {__version__} "
+                     f"(Elastic Reasoning under token budgets).\n")
+    return write_text(str(card), path)
