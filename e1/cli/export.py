@@ -37,7 +37,7 @@ def export_command(
     from e1.report.export import export
 
     written, skipped = export(run, format, out)
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {escape(str(path))}")
     for what in skipped:

@@ -201,7 +201,20 @@ def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
                      "metric": {"exact_match": float(samples["correct"].mean())}})
     dataset = Dataset.from_list(rows)
     dataset = dataset.select_columns(sorted(dataset.column_names))  # as lighteval orders them
-    return atomic_write(path, lambda tmp: dataset.to_parquet(str(tmp)))
+    return atomic_write(path, lambda tmp: _quietly(lambda: dataset.to_parquet(str(tmp))))
+
+
+def _quietly(write) -> None:
+    """``write()`` without datasets' progress bar (one line of e1's own per file says what was written)."""
+    from datasets.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        write()
+    finally:
+        if shown:
+            logging.enable_progress_bar()
 
 
 def _lighteval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
@@ -248,7 +261,7 @@ def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
                                        folder / "README.md"))
     if not written:
         raise ConfigError("nothing to export to the hub: none of the run's datasets is a registered hub dataset",
-                          hint="the hub format names benchmarks by their hub id (see `e1 data list`); use lm-eval or lighteval")
+                          hint="the Hub names a benchmark by its hub id (`e1 data list` shows them); for other data use lm-eval or lighteval")
     return written, list(dict.fromkeys(skipped))
 
 

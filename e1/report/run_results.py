@@ -101,7 +101,7 @@ def model_folder(model: str) -> str:
 def load_run(path: Path) -> RunResults:
     """The results of an e1 eval or sweep directory; anything else is refused in one line."""
     path = Path(path)
-    hint = "pass a directory written by e1 eval or e1 sweep (it holds config.json, samples.parquet, summary.parquet)"
+    hint = "pass a directory written by e1 eval or e1 sweep: it holds config.json, samples.parquet and summary.parquet"
     if not path.is_dir():
         raise ConfigError(f"{path}: no such run directory", hint=hint)
     missing = [name for name in (CONFIG, SAMPLES, SUMMARY) if not (path / name).is_file()]
