@@ -200,7 +200,10 @@ def test_a_forced_sample_shows_where_e1_cut_thinking(page, runs):
     expect(card.locator("pre.solution-text")).to_have_text(known["solution_text"])
     expect(card.locator(".extracted")).to_have_text("2")
     expect(card.locator(".gold")).to_have_text("2")
-    expect(page.locator("#sample-detail .problem-text")).to_have_text("What is 0 + 0?")  # from the run's dataset
+    # the prompt the model saw (stored on sample 0 of the cell), not only the dataset's problem statement
+    expect(page.locator("#sample-detail .problem-text")).to_have_text(rows.loc[("q0", 0, "elastic", 8)]["prompt"])
+    expect(page.locator("#sample-detail .problem .source")).to_have_text("prompt")
+    assert "What is 0 + 0?" in rows.loc[("q0", 0, "elastic", 8)]["prompt"]
 
     choose(page, "#f-mode", "truncate")
     page.click("#sample-table tbody tr >> nth=0")
@@ -224,7 +227,7 @@ def test_a_code_sample_shows_its_tests(page):
     expect(page.locator("#sample-detail .problem .source")).to_contain_text("not stored")  # no humaneval in its data_dir
 
 
-def test_side_by_side_shows_both_runs_on_one_problem(page):
+def test_side_by_side_shows_both_runs_on_one_problem(page, runs):
     from playwright.sync_api import expect
 
     page.click("button[data-tab=compare]")
@@ -245,7 +248,11 @@ def test_side_by_side_shows_both_runs_on_one_problem(page):
     expect(right.locator(".extracted")).to_have_text(["2", "2"])  # A boxes 2: wrong on q1
     expect(left.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/B", "toy q1 · sample 1 · m/B"])
     expect(right.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/A", "toy q1 · sample 1 · m/A"])
-    expect(page.locator("#c-problem-text .problem-text")).to_have_text("What is 1 + 1?")
+    samples = pd.read_parquet(runs / "sweep" / "samples.parquet")
+    (prompt,) = samples[(samples["model"] == "m/B") & (samples["problem_id"] == "q1") & (samples["mode"] == "elastic")
+                        & (samples["think_budget"] == 4)]["prompt"].dropna()
+    expect(page.locator("#c-problem-text .problem-text")).to_have_text(prompt)  # the left cell's prompt
+    assert "What is 1 + 1?" in prompt
 
 
 def test_training_metrics_are_plotted_by_step(page, runs):

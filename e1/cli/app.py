@@ -18,6 +18,7 @@ from e1.cli import data as data_cmd
 from e1.cli import demo as demo_cmd
 from e1.cli import elo as elo_cmd
 from e1.cli import eval as eval_cmd
+from e1.cli import export as export_cmd
 from e1.cli import serve as serve_cmd
 from e1.cli import sweep as sweep_cmd
 from e1.cli import train as train_cmd
@@ -64,6 +65,7 @@ app.command(name="demo", cls=Command)(demo_cmd.demo_command)
 app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_command)
 app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
 app.command(name="view", cls=Command, no_args_is_help=True)(view_cmd.view_command)
+app.command(name="export", cls=Command, no_args_is_help=True)(export_cmd.export_command)
 app.command(name="sweep-budgets", cls=Command, no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 

@@ -23,7 +23,8 @@ def eval_command(
 ) -> None:
     """Evaluate a model under a thinking budget t and a solution budget s.
 
-    Writes config.json, samples.parquet and summary.parquet into --out and prints the summary.
+    Writes config.json, samples.parquet and summary.parquet into --out and prints the summary
+    (--report-to: also to TensorBoard / W&B; `e1 export` turns the run into lm-eval, lighteval or Hub files).
     Rerunning into the same --out resumes where it stopped. Under torchrun the ranks share
     the work (README: Many GPUs and nodes).
 
@@ -31,7 +32,7 @@ def eval_command(
 
     [cyan]e1 eval --model Salesforce/E1-Math-1.5B --datasets aime,math500 --think 1k --solve 1k[/cyan]
 
-    [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode truncate --n 1 --temperature 0[/cyan]
+    [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode truncate --n 1 --temperature 0 --report-to tensorboard[/cyan]
 
     [cyan]e1 eval --model agentica-org/DeepCoder-1.5B-Preview --datasets humaneval --n 4[/cyan]
 

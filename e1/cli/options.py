@@ -120,6 +120,10 @@ class RunOptions:
     max_retries: Annotated[int, typer.Option(
         "--max-retries", help="API backends: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
 
+    report_to: Annotated[Optional[str], typer.Option(
+        "--report-to", show_default=False,
+        help="Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's metrics and a samples table (WANDB_MODE=offline needs no network).")] = None
+
     def api_settings(self):
         """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url, but
         for a hosted backend, whose endpoint is then the vendor's)."""
@@ -161,7 +165,7 @@ class RunOptions:
             sandbox=self.sandbox, api=self.api_settings(),
             prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
                                  budget=self.prompt_budget),
-            ks=parse_ks(self.k),
+            ks=parse_ks(self.k), report_to=self.report_to or "none",
         )
 
 

@@ -34,6 +34,7 @@ from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 from e1.sandbox import backend_name
 from e1.report.metrics import summarize
+from e1.report.reporting import parse_report_to, report_results
 from e1.store.results import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
 from e1.report.ui import NullProgress
@@ -91,6 +92,7 @@ class EvalConfig:
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
     ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
+    report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
 
     def __post_init__(self):
         if not self.datasets:
@@ -106,6 +108,7 @@ class EvalConfig:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")
         check_api(self.backend, self.api, self.modes)
+        parse_report_to(self.report_to)
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -163,6 +166,7 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         samples = _wanted_rows(store.compact(), datasets, config)
         summary = summarize(samples, ks=config.ks)
         write_parquet(summary, out / SUMMARY)
+        report_results(parse_report_to(config.report_to), out, summary, samples, record)
     group.barrier()  # nobody leaves (and starts another run) before the results are complete
     return samples, summary
 
@@ -296,7 +300,7 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
-    (mode, budget, problem, completion) for every sample."""
+    (mode, budget, problem, completion, prompt) for every sample."""
     from e1.engine.api_client import RequestError
     from e1.engine.sampling import problem_seed
     from e1.data.prompts import build_prompt
@@ -320,7 +324,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
             problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
             raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
                    if problem is not None else err) from err
-        generated += [(mode, budget, problems[c.prompt_index], c) for c in completions]
+        generated += [(mode, budget, problems[c.prompt_index], c, prompts[c.prompt_index]) for c in completions]
     return generated
 
 
@@ -329,19 +333,19 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     from e1.engine.markers import DEFAULT_END
     from e1.rewards.scoring import gold_text
 
-    scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
-                          [str(p.answer) for _, _, p, _ in generated])
+    scores = scorer.score([g[2].task for g in generated], [g[3].text(DEFAULT_END) for g in generated],
+                          [str(g[2].answer) for g in generated])
     golds = {}  # one summary per problem (code tests can be large)
     rows = []
-    for (mode, budget, problem, c), scored in zip(generated, scores):
+    for (mode, budget, problem, c, prompt), scored in zip(generated, scores):
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None))
     return rows
 
 
-def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> dict:
+def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str, prompt: str | None) -> dict:
     """One samples.parquet row, keyed by :data:`e1.store.results.SAMPLE_COLUMNS`."""
     return dict(
         dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
@@ -349,7 +353,7 @@ def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> di
         think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
         think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
         reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
-        first_failure=scored.first_failure,
+        first_failure=scored.first_failure, prompt=prompt,
     )
 
 

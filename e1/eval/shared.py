@@ -1,7 +1,7 @@
 """Sweeps that share prefixes: one unconstrained trajectory per sample serves every cell of the grid.
 
     batches = problem_batches(todo, problems_per_call=16)         # all pending cells of a problem together
-    generated = generate_shared(engine, batches[0], config)       # [(mode, budget, problem, completion)]
+    generated = generate_shared(engine, batches[0], config)       # [(mode, budget, problem, completion, prompt)]
 
 Why it is exact. Without the budget in the prompt, a budgeted row writes exactly what an
 unconstrained row would, token for token in distribution, until its mode makes it differ: a
@@ -73,7 +73,7 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
 
 def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
-    once, then every cell's rows following them. Returns ``(mode, budget, problem, completion)``
+    once, then every cell's rows following them. Returns ``(mode, budget, problem, completion, prompt)``
     for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`)."""
     from e1.engine.sampling import problem_seed
     from e1.data.prompts import build_prompt
@@ -91,7 +91,8 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
         prefixes = [roots[k][j] for k in keys for j in range(config.n)] if roots else None
         completions = engine.generate([prompts[k] for k in keys], budget, mode, config.sampling, n=config.n,
                                       seeds=seeds, prefixes=prefixes)
-        generated += [(mode, budget, problems[keys[c.prompt_index]], c) for c in completions]
+        generated += [(mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]])
+                      for c in completions]
     return generated
 
 

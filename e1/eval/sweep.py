@@ -216,7 +216,8 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares)
+        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares,
+                       report_to="none")  # the sweep reports once, every model together
 
     @property
     def shares(self) -> bool:
@@ -272,6 +273,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     from e1.report.metrics import summarize
     from e1.report.metrics import DIFFERENCES, mode_differences
     from e1.report.plots import plot_curves
+    from e1.report.reporting import parse_report_to, report_results
     from e1.report.spending import curve_areas, solving_budgets
     from e1.store.results import write_json, write_parquet
 
@@ -305,6 +307,8 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     write_parquet(areas, out / AREAS)
     write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     plot_curves(curves, out / PLOT, names=names, x="mean_think_tokens" if effort_axis else "mean_total_tokens")
+    report_results(parse_report_to(config.settings.report_to), out, summary.assign(model=summary["model"].map(names)),
+                   samples.assign(model=samples["model"].map(names)), config.to_json())
     return samples, summary, curves
 
 

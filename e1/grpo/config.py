@@ -37,7 +37,6 @@ ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
 FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
-REPORT_TO = ("tensorboard", "wandb")  # mirrors e1.grpo.reporting.REPORTERS (that module imports this one)
 
 
 def _whole(least: int = 1, **extra) -> Number:
@@ -223,11 +222,9 @@ class TrainConfig:
     @property
     def reporters(self) -> tuple[str, ...]:
         """The names in ``report_to`` (empty for "none")."""
-        names = tuple(name.strip() for name in str(self.report_to).split(",") if name.strip() not in ("", "none"))
-        for name in names:
-            if name not in REPORT_TO:
-                raise ConfigError(f"unknown report_to {name!r}", hint=did_you_mean(name, (*REPORT_TO, "none")))
-        return names
+        from e1.report.reporting import parse_report_to
+
+        return parse_report_to(self.report_to)
 
     def lr_at(self, step: int) -> float:
         """The learning rate of training step ``step`` (1-based): warm-up, then constant or cosine."""

@@ -35,21 +35,23 @@ CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 
 # gold: the reference answer, or for code "<k> tests"; tests_passed: the fraction of a code
 # problem's tests passed (they stop at the first failure), NaN for math; first_failure: why the
-# first failing test failed (e.g. "test 3: timeout after 6s"), null when all passed and for math
+# first failing test failed (e.g. "test 3: timeout after 6s"), null when all passed and for math;
+# prompt: the text the model continued from, exactly as built (chat template, system prompt, stated
+# budget), on sample 0 of each problem and cell and null on its others (once per cell, not per sample)
 SAMPLE_COLUMNS = [
     "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
     "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
-    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure",
+    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt",
 ]
 SAMPLE_DTYPES = {
     "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
     "solve_budget": "int64", "prompt_tokens": "int64", "think_tokens": "int64", "solve_tokens": "int64",
     "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
     "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
-    "tests_passed": "float64", "first_failure": "string",
+    "tests_passed": "float64", "first_failure": "string", "prompt": "string",
 }
 # columns added after the first release: files written before them read back with these values
-SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None}
+SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
@@ -274,8 +276,8 @@ def samples_frame(rows=None, frame=None):
     import pandas as pd
 
     if frame is None:
-        for row in rows or []:
-            if row.keys() != set(SAMPLE_COLUMNS):
+        for row in rows or []:  # a column added later (SAMPLE_DEFAULTS) may be left out
+            if not set(SAMPLE_COLUMNS) - set(SAMPLE_DEFAULTS) <= row.keys() <= set(SAMPLE_COLUMNS):
                 raise ValueError(f"a sample row needs exactly the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
         frame = pd.DataFrame(rows or [], columns=SAMPLE_COLUMNS)
     missing = {column: value for column, value in SAMPLE_DEFAULTS.items() if column not in frame.columns}

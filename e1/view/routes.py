@@ -5,7 +5,7 @@
     GET /api/samples?run=0&mode=...    a page of samples without texts (offset, limit ≤ 200), with counts
     GET /api/samples?run=0&dataset=d&problem_id=p&text=1    one problem's samples with their texts
     GET /api/problems?run=0&dataset=d  the problem ids a filter keeps
-    GET /api/problem?run=0&dataset=d&problem_id=p           the prompt or problem statement, if on disk
+    GET /api/problem?run=0&dataset=d&problem_id=p&mode=m&think=t&solve=s   the prompt (of that cell) or problem statement
     GET /api/metrics                   every training run's metrics by step
 
 Sample filters: model, dataset, mode, think, solve (budgets), correct, forced (true/false),
@@ -133,7 +133,7 @@ class Api:
         dataset, problem_id = _text(query, "dataset"), _text(query, "problem_id")
         if dataset is None or problem_id is None:
             raise ValueError("give dataset and problem_id")
-        return tables.problem_text(self.run(query), dataset, problem_id)
+        return tables.problem_text(self.run(query), dataset, problem_id, cell=sample_filter(query))
 
     def metrics(self, query) -> list[dict]:
         return [tables.metrics(run) for run in self.known if run.metrics_file is not None]

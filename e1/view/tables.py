@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from e1.data.schema import PROBLEM
@@ -155,20 +155,30 @@ def metrics(run: Run) -> dict:
     return {"run": run.name, "columns": list(frame.columns), "rows": _records(frame)}
 
 
-def problem_text(run: Run, dataset: str, problem_id: str) -> dict:
-    """What the model was asked: the stored prompt if the samples hold one, else the problem
-    statement from the run's dataset if it is on this machine (never downloaded), else nothing."""
+def problem_text(run: Run, dataset: str, problem_id: str, cell: SampleFilter | None = None) -> dict:
+    """What the model was asked: the prompt stored with the problem's samples (the one of ``cell``
+    when given: prompts stating the budget differ by cell), else the problem statement from the
+    run's dataset if it is on this machine (never downloaded), else nothing."""
     scan = _scan(run)
     if "prompt" in scan.schema.names:
-        where = SampleFilter(dataset=dataset, problem_id=problem_id).expression(scan.schema.names)
-        stored = scan.to_table(columns=["prompt"], filter=where)["prompt"].to_pylist()[:1]
-        if stored and stored[0] is not None:
-            return {"text": stored[0], "source": "prompt"}
+        problem = SampleFilter(dataset=dataset, problem_id=problem_id)
+        within = replace(cell, dataset=dataset, problem_id=problem_id) if cell is not None else problem
+        for chosen in (within, problem):  # the cell's prompt, else any of the problem's
+            expression = chosen.expression(scan.schema.names) & ds_field("prompt").is_valid()
+            stored = scan.to_table(columns=["prompt"], filter=expression)["prompt"].to_pylist()[:1]
+            if stored:
+                return {"text": stored[0], "source": "prompt"}
     for path in _dataset_files(run):
         text = _problems(str(path), path.stat().st_mtime_ns).get((dataset, problem_id))
         if text is not None:
             return {"text": text, "source": f"problem statement from {path.name} (the prompt itself is not stored)"}
     return {"text": None, "source": "not stored: neither the prompt nor the run's dataset is on this machine"}
+
+
+def ds_field(name: str):
+    import pyarrow.dataset as ds
+
+    return ds.field(name)
 
 
 def _dataset_files(run: Run) -> list[Path]:

@@ -163,8 +163,8 @@ function sampleCard(row) {
     el("pre", { class: "solution-text" }, row.solution_text ?? ""), answers);
 }
 
-async function problemBlock(runId, dataset, problemId) {
-  const found = await api("problem", { run: runId, dataset, problem_id: problemId });
+async function problemBlock(runId, dataset, problemId, cell = {}) {
+  const found = await api("problem", { run: runId, dataset, problem_id: problemId, ...cell });
   return el("div", { class: "problem" }, el("div", { class: "source" }, found.source),
     found.text === null ? null : el("pre", { class: "problem-text" }, found.text));
 }
@@ -227,7 +227,8 @@ function sampleRow(row, runId) {
 async function showSample(runId, row) {
   const key = { run: runId, model: row.model, dataset: row.dataset, problem_id: row.problem_id, mode: row.mode,
                 think: row.think_budget, solve: row.solve_budget, sample_index: row.sample_index, text: "true" };
-  const [full, problem] = await Promise.all([api("samples", key), problemBlock(runId, row.dataset, row.problem_id)]);
+  const [full, problem] = await Promise.all([api("samples", key), problemBlock(runId, row.dataset, row.problem_id,
+    { model: row.model, mode: row.mode, think: row.think_budget, solve: row.solve_budget })]);
   $("sample-detail").replaceChildren(problem, ...full.rows.map(sampleCard));
   $("sample-detail").scrollIntoView({ block: "nearest" });
 }
@@ -304,7 +305,8 @@ async function loadComparison() {
   if (!problemId) return;
   const sides = await Promise.all(["left", "right"].map((side) =>
     api("samples", { ...sideFilter(side), dataset, problem_id: problemId, text: "true" })));
-  const problem = await problemBlock(sideFilter("left").run, dataset, problemId);
+  const { run: leftRun, ...leftCell } = sideFilter("left");
+  const problem = await problemBlock(leftRun, dataset, problemId, leftCell);
   if (mine !== state.compared) return;
   $("c-problem-text").replaceChildren(problem);
   ["left", "right"].forEach((side, i) => {

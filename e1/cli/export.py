@@ -1,0 +1,44 @@
+"""`e1 export`: a run's results as lm-evaluation-harness, lighteval or Hugging Face Hub files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def export_command(
+    run: Annotated[Path, typer.Argument(show_default=False, metavar="RUN_DIR", help="A directory written by e1 eval or e1 sweep.")],
+    format: Annotated[str, typer.Option("--format", "-f", show_default=False,
+                                        help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).")],
+    out: Annotated[Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
+                                                help="Where to write the files.")] = None,
+) -> None:
+    """Export a run's results in a format other tools read: one task per dataset × mode × budget
+    cell (named <dataset>_<mode>_t<t>_s<s>), for each model of the run.
+
+    lm-eval writes what `lm_eval --output_path --log_samples` writes (results_<date>.json and one
+    samples_<task>_<date>.jsonl per task); lighteval writes its results JSON and details parquet
+    (load them with datasets or lighteval's tracker); hub writes the Hub's eval-results YAML (the
+    accuracy in percent) and a model card with the same results, for the registered benchmarks.
+
+    Examples:
+
+    [cyan]e1 export runs/eval --format lm-eval[/cyan]
+
+    [cyan]e1 export runs/sweep --format lighteval --out exports/sweep[/cyan]
+
+    [cyan]e1 export runs/eval --format hub --out my-model-card[/cyan]
+    """
+    from rich.console import Console
+    from rich.markup import escape
+
+    from e1.report.export import export
+
+    written, skipped = export(run, format, out)
+    console = Console(highlight=False, soft_wrap=True)
+    for path in written:
+        console.print(f"wrote {escape(str(path))}")
+    for what in skipped:
+        console.print(f"[yellow]skipped[/yellow] {escape(what)}")

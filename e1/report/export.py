@@ -1,0 +1,293 @@
+"""A run's results in the formats the field reads: lm-evaluation-harness, lighteval, the Hugging Face Hub.
+
+    written = export(Path("runs/eval"), "lm-eval")      # -> runs/eval/export/lm-eval/<model>/...
+    written = export(Path("runs/sweep"), "hub", out=Path("card"))
+
+Every cell of a run (dataset × mode × think budget × solve budget) becomes one *task* named
+``<dataset>_<mode>_t<t>_s<s>`` (:func:`task_name`: distinct cells get distinct names), per model
+(a sweep exports each of its models):
+
+- ``lm-eval``: what lm-eval's ``EvaluationTracker`` writes under ``--output_path``:
+  ``<model>/results_<date>.json`` (``results`` with ``exact_match,none`` = avg@n accuracy and its
+  standard error over problems, ``pass@1``, ``pass@k``, ``maj@k``, tokens and forced rate;
+  ``configs``, ``versions``, ``n-shot``, ``higher_is_better``, ``n-samples``, ``config``) and
+  ``<model>/samples_<task>_<date>.jsonl``, one line per problem (``doc_id``, ``doc``, ``target``,
+  ``arguments``, ``resps``: the n outputs, ``filtered_resps``: the extracted answers, ``metrics``).
+- ``lighteval``: what lighteval's tracker saves: ``results/<model>/results_<date>.json`` and
+  ``details/<model>/<date>/details_<task>|0_<date>.parquet``, one row per problem with its
+  ``doc`` (a lighteval ``Doc``), ``model_response`` (a ``ModelResponse``: the n outputs, their
+  thinking as ``reasonings``) and ``metric``.
+- ``hub``: ``<model>/.eval_results/<dataset>.yaml`` (the Hub's eval-results format: one entry per
+  cell, the accuracy in percent as leaderboards show it, the cell in ``notes``) and the same
+  results as the ``model-index`` of ``<model>/README.md``; only datasets registered with a hub
+  id can be named there (others are listed as skipped).
+
+The prompt is the one the model saw (``samples.parquet``'s ``prompt``), when the run stored it.
+Each file goes through e1's atomic writers (a kill leaves no half file).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from e1 import __version__
+from e1.errors import ConfigError, did_you_mean
+from e1.report.run_results import (
+    Cell,
+    RunResults,
+    accuracy_stderr,
+    first_prompt,
+    load_run,
+    model_folder,
+    output_text,
+    sha256,
+    task_name,
+    text,
+)
+from e1.store.results import atomic_write, write_json, write_text
+
+FORMATS = ("lm-eval", "lighteval", "hub")
+EXPORT_DIR = "export"
+__all__ = ["EXPORT_DIR", "FORMATS", "export", "load_run", "model_folder", "task_name"]
+
+
+def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Write ``run_dir``'s results in format ``fmt`` (:data:`FORMATS`) under ``out`` (default
+    ``run_dir/export/<fmt>``); returns the files written and what was skipped (with why)."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}", hint=did_you_mean(fmt, FORMATS))
+    run = load_run(run_dir)
+    out = Path(out) if out is not None else Path(run_dir) / EXPORT_DIR / fmt
+    writer = {"lm-eval": lm_eval, "lighteval": lighteval, "hub": hub}[fmt]
+    return writer(run, out)
+
+
+# summary.parquet column -> (lm-eval / lighteval metric name, higher is better)
+METRICS = {"accuracy": ("exact_match", True), "pass_at_1": ("pass@1", True), "mean_think_tokens": ("think_tokens", False),
+           "mean_solve_tokens": ("solve_tokens", False), "forced_rate": ("forced_rate", False)}
+
+
+def _metrics(cell: Cell) -> dict[str, tuple[float, bool]]:
+    """A cell's numbers by metric name: the fixed ones, pass@k and maj@k at the run's k."""
+    row, found = cell.summary, {}
+    for column, (name, higher) in METRICS.items():
+        found[name] = (row[column], higher)
+    k = int(row["k"])
+    found[f"pass@{k}"], found[f"maj@{k}"] = (row["pass_at_k"], True), (row["maj_at_k"], True)
+    return {name: (float(value), higher) for name, (value, higher) in found.items()
+            if value is not None and math.isfinite(float(value))}
+
+
+def _version(dataset: str) -> int:
+    """The benchmark's task version (1 for a dataset given as a file)."""
+    benchmark = _benchmark(dataset)
+    return benchmark.task_version if benchmark is not None else 1
+
+
+def _benchmark(dataset: str):
+    import e1.data  # noqa: F401  registers the benchmark families
+    from e1.data.registry import get_benchmark, is_registered
+
+    return get_benchmark(dataset) if is_registered(dataset) else None
+
+
+def _end_marker(run: RunResults) -> str:
+    return run.config.get("think_end") or "</think>"
+
+
+# ---- lm-evaluation-harness -------------------------------------------------------------------
+
+
+def lm_eval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    written = []
+    for model in run.models:
+        folder = out / model_folder(model)
+        cells = run.of(model)
+        for cell in cells:
+            lines = [json.dumps(doc, ensure_ascii=False) for doc in _lm_eval_docs(run, cell)]
+            written.append(write_text("\n".join(lines) + "\n", folder / f"samples_{cell.task}_{run.date_id}.jsonl"))
+        written.append(write_json(_lm_eval_results(run, model, cells), folder / f"results_{run.date_id}.json"))
+    return written, []
+
+
+def _lm_eval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
+    results, configs, higher = {}, {}, {}
+    for cell in cells:
+        metrics = _metrics(cell)
+        results[cell.task] = {"name": cell.task, "alias": cell.task, "sample_len": int(cell.summary["problems"]),
+                              **{f"{name},none": value for name, (value, _) in metrics.items()},
+                              "exact_match_stderr,none": accuracy_stderr(cell.samples)}
+        higher[cell.task] = {name: better for name, (_, better) in metrics.items()}
+        benchmark = _benchmark(cell.dataset)
+        configs[cell.task] = {
+            "task": cell.task, "tag": ["e1"], "dataset_path": benchmark.hub_id if benchmark else cell.dataset,
+            "dataset_name": benchmark.config if benchmark else None, "test_split": benchmark.split if benchmark else None,
+            "output_type": "generate_until", "repeats": int(cell.summary["samples_per_problem"]), "num_fewshot": 0,
+            "generation_kwargs": run.generation_kwargs(cell), "metadata": {"version": _version(cell.dataset)}}
+    tasks = [cell.task for cell in cells]
+    return {
+        "results": results, "group_subtasks": {task: [] for task in tasks}, "configs": configs,
+        "versions": {cell.task: _version(cell.dataset) for cell in cells}, "n-shot": {task: 0 for task in tasks},
+        "higher_is_better": higher,
+        "n-samples": {c.task: {"original": int(c.summary["problems"]), "effective": int(c.summary["problems"])}
+                      for c in cells},
+        "config": {"model": "e1", "model_args": f"pretrained={model}", "batch_size": str(run.config.get("batch_size")),
+                   "random_seed": (run.config.get("sampling") or {}).get("seed"), "gen_kwargs": None},
+        "date": _timestamp(run.date), "model_name": model, "model_name_sanitized": model_folder(model),
+        "system_instruction": (run.config.get("prompt") or {}).get("system"), "e1_version": __version__,
+    }
+
+
+def _lm_eval_docs(run: RunResults, cell: Cell):
+    """One lm-eval sample record per problem: its n outputs are the repeats of one request."""
+    kwargs = run.generation_kwargs(cell)
+    for doc_id, problem_id, rows in cell.problems():
+        records = rows.to_dict(orient="records")
+        prompt, target = first_prompt(rows), str(records[0]["gold"])
+        doc = {"id": problem_id, "dataset": cell.dataset, "prompt": prompt, "answer": target}
+        outputs = [output_text(r, _end_marker(run)) for r in records]
+        yield {
+            "doc_id": doc_id, "doc": doc, "target": target,
+            "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": kwargs}},
+            "resps": [outputs], "filtered_resps": [[text(r["extracted_answer"]) for r in records]],
+            "filter": "none", "metrics": ["exact_match"],
+            "doc_hash": sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False)), "prompt_hash": sha256(prompt),
+            "target_hash": sha256(target), "exact_match": float(rows["correct"].mean()),
+        }
+
+
+def _timestamp(date: str) -> float:
+    from datetime import datetime, timezone
+
+    return datetime.fromisoformat(date).replace(tzinfo=timezone.utc).timestamp()
+
+
+# ---- lighteval -------------------------------------------------------------------------------
+
+
+def lighteval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    written = []
+    for model in run.models:
+        cells = run.of(model)
+        folder = out / "details" / model.strip("/") / run.date_id
+        for cell in cells:
+            written.append(_details_parquet(run, cell, folder / f"details_{cell.task}|0_{run.date_id}.parquet"))
+        written.append(write_json(_lighteval_results(run, model, cells),
+                                  out / "results" / model.strip("/") / f"results_{run.date_id}.json"))
+    return written, []
+
+
+def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
+    """The cell's details as lighteval saves them: a ``datasets.Dataset`` of (doc, metric, model_response)."""
+    from datasets import Dataset
+
+    rows = []
+    for _, problem_id, samples in cell.problems():
+        records = samples.to_dict(orient="records")
+        prompt = first_prompt(samples)
+        doc = {"query": prompt, "choices": [str(records[0]["gold"])], "gold_index": 0, "instruction": None,
+               "images": None, "specific": {"dataset": cell.dataset, "problem_id": problem_id}, "unconditioned_query": None,
+               "original_query": None, "id": problem_id, "task_name": f"{cell.task}|0", "fewshot_samples": [],
+               "sampling_methods": [], "fewshot_sorting_class": None, "generation_size": cell.think + cell.solve,
+               "stop_sequences": None, "use_logits": False, "num_samples": len(records), "generation_grammar": None}
+        response = {"input": prompt, "input_tokens": [], "text": [output_text(r, _end_marker(run)) for r in records],
+                    "output_tokens": [], "text_post_processed": [text(r["extracted_answer"]) for r in records],
+                    "reasonings": [text(r["think_text"]) for r in records], "logprobs": [],
+                    "argmax_logits_eq_gold": [], "logits": None, "unconditioned_logprobs": None,
+                    "truncated_tokens_count": 0, "padded_tokens_count": 0}
+        rows.append({"doc": doc, "model_response": response,
+                     "metric": {"exact_match": float(samples["correct"].mean())}})
+    dataset = Dataset.from_list(rows)
+    dataset = dataset.select_columns(sorted(dataset.column_names))  # as lighteval orders them
+    return atomic_write(path, lambda tmp: _quietly(lambda: dataset.to_parquet(str(tmp))))
+
+
+def _quietly(write) -> None:
+    """``write()`` without datasets' progress bar (one line of e1's own per file says what was written)."""
+    from datasets.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        write()
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
+def _lighteval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
+    results = {}
+    for cell in cells:
+        metrics = {name: value for name, (value, _) in _metrics(cell).items()}
+        results[f"{cell.task}|0"] = {**metrics, "exact_match_stderr": accuracy_stderr(cell.samples)}
+    names = sorted({name for values in results.values() for name in values})
+    results["all"] = {name: sum(v[name] for v in results.values() if name in v) /
+                      sum(1 for v in results.values() if name in v) for name in names}
+    return {
+        "config_general": {"model_name": model, "lighteval_sha": None, "e1_version": __version__,
+                           "start_time": _timestamp(run.date), "generation_parameters": run.config.get("sampling")},
+        "results": results,
+        "versions": {f"{cell.task}|0": _version(cell.dataset) for cell in cells},
+        "config_tasks": {f"{cell.task}|0": {"name": cell.task, "generation_size": cell.think + cell.solve,
+                                            **run.generation_kwargs(cell)} for cell in cells},
+        "summary_tasks": {f"{cell.task}|0": {"hashes": {}, "truncated": 0, "non_truncated": int(cell.summary["problems"]),
+                                             "padded": 0, "non_padded": int(cell.summary["problems"])} for cell in cells},
+        "summary_general": {"hashes": {}, "truncated": 0, "non_truncated": sum(int(c.summary["problems"]) for c in cells),
+                            "padded": 0, "non_padded": sum(int(c.summary["problems"]) for c in cells)},
+    }
+
+
+# ---- the Hugging Face Hub --------------------------------------------------------------------
+
+
+def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
+    """``.eval_results/<dataset>.yaml`` and a README.md model-index per model (registered hub datasets only)."""
+    written, skipped = [], []
+    for model in run.models:
+        by_dataset: dict[str, list] = {}
+        for cell in run.of(model):
+            benchmark = _benchmark(cell.dataset)
+            if benchmark is None or benchmark.hub_id is None:
+                skipped.append(f"{cell.dataset} (not a registered hub dataset: the Hub cannot name it)")
+                continue
+            by_dataset.setdefault(cell.dataset, []).append((cell, benchmark))
+        folder = out / model_folder(model)
+        for dataset, cells in by_dataset.items():
+            written.append(_eval_results_yaml(run, cells, folder / ".eval_results" / f"{dataset}.yaml"))
+        if by_dataset:
+            written.append(_model_card(run, model, [c for cells in by_dataset.values() for c in cells],
+                                       folder / "README.md"))
+    if not written:
+        raise ConfigError("nothing to export to the hub: none of the run's datasets is a registered hub dataset",
+                          hint="the Hub names a benchmark by its hub id (`e1 data list` shows them); for other data use lm-eval or lighteval")
+    return written, list(dict.fromkeys(skipped))
+
+
+def _notes(cell: Cell) -> str:
+    n = int(cell.summary["samples_per_problem"])
+    return f"e1 {cell.mode}: think {cell.think} + solve {cell.solve} tokens, avg@{n}"
+
+
+def _eval_results_yaml(run: RunResults, cells: list, path: Path) -> Path:
+    import yaml
+    from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
+
+    entries = [EvalResultEntry(dataset_id=benchmark.hub_id, task_id=benchmark.config or "default",
+                               value=round(100 * float(cell.summary["accuracy"]), 2), date=run.date, notes=_notes(cell))
+               for cell, benchmark in cells]
+    return write_text(yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False), path)
+
+
+def _model_card(run: RunResults, model: str, cells: list, path: Path) -> Path:
+    from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
+    results = [EvalResult(task_type="text-generation", dataset_type=benchmark.hub_id, dataset_name=cell.dataset,
+                          dataset_config=benchmark.config, dataset_split=benchmark.split, metric_type="accuracy",
+                          metric_value=round(100 * float(cell.summary["accuracy"]), 2), metric_name=_notes(cell))
+               for cell, benchmark in cells]
+    data = ModelCardData(model_name=model, eval_results=results)
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {model}\n\nEvaluated with e1 {__version__} "
+                     f"(Elastic Reasoning under token budgets).\n")
+    return write_text(str(card), path)

@@ -1,0 +1,164 @@
+"""A finished e1 eval or sweep directory as the exporters (:mod:`e1.report.export`) read it.
+
+    run = load_run(Path("runs/sweep"))      # config, and one Cell per model × dataset × mode × budget
+    for cell in run.of(run.models[0]):
+        cell.task, cell.summary["accuracy"], len(cell.samples)
+
+A cell's *task* name is ``<dataset>_<mode>_t<t>_s<s>`` (:func:`task_name`: distinct cells get
+distinct names, safe in the file names lm-eval and lighteval parse).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from e1.errors import ConfigError
+from e1.store.results import CONFIG, SAMPLES, SUMMARY, read_parquet
+
+SAMPLE_FIELDS = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_text",
+                 "solution_text", "extracted_answer", "gold", "correct", "forced", "think_tokens", "solve_tokens",
+                 "prompt"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model's results on one cell: its summary row and its samples (sorted by problem, then sample)."""
+
+    model: str
+    dataset: str
+    mode: str
+    think: int
+    solve: int
+    summary: dict
+    samples: object  # DataFrame
+
+    @property
+    def task(self) -> str:
+        return task_name(self.dataset, self.mode, self.think, self.solve)
+
+    def problems(self):
+        """(doc_id, problem_id, the problem's samples) in the run's order."""
+        for doc_id, (problem_id, rows) in enumerate(self.samples.groupby("problem_id", sort=False)):
+            yield doc_id, str(problem_id), rows
+
+
+@dataclass(frozen=True)
+class RunResults:
+    """A run directory as the exporters read it: its config and one :class:`Cell` per model and cell."""
+
+    path: Path
+    config: dict
+    cells: tuple[Cell, ...]
+    date: str  # when the run's results were written (summary.parquet's time), ISO 8601 in UTC
+
+    @property
+    def models(self) -> list[str]:
+        return list(dict.fromkeys(cell.model for cell in self.cells))
+
+    def of(self, model: str) -> list[Cell]:
+        return [cell for cell in self.cells if cell.model == model]
+
+    @property
+    def date_id(self) -> str:
+        """The date as lm-eval and lighteval put it in file names (no ':' and no '_')."""
+        return self.date.replace(":", "-")
+
+    def generation_kwargs(self, cell: Cell) -> dict:
+        sampling = self.config.get("sampling") or {}
+        return {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
+                "top_k": sampling.get("top_k"), "do_sample": bool(sampling.get("temperature")),
+                "max_gen_toks": cell.think + cell.solve, "think_budget": cell.think, "solve_budget": cell.solve,
+                "mode": cell.mode, "seed": sampling.get("seed")}
+
+
+def task_name(dataset: str, mode: str, think: int, solve: int) -> str:
+    """A cell's task name, safe in file names (lm-eval's ``samples_<task>_<date>``: no '/', ':' or '|');
+    a mode whose text had to change gets a checksum of it, so distinct cells never share a name.
+
+    >>> task_name("aime", "elastic", 1024, 1024)
+    'aime_elastic_t1024_s1024'
+    >>> task_name("aime", "elastic:exit=qwen", 512, 1024)
+    'aime_elastic-exit=qwen-4a8da02f_t512_s1024'
+    """
+    def safe(text: str) -> str:
+        cleaned = re.sub(r"[^A-Za-z0-9.=+-]+", "-", text).strip("-") or "x"
+        return cleaned if cleaned == text else f"{cleaned}-{zlib.crc32(text.encode()):08x}"
+
+    return f"{safe(dataset)}_{safe(mode)}_t{int(think)}_s{int(solve)}"
+
+
+def model_folder(model: str) -> str:
+    """A model id as a folder name, as lm-eval sanitizes it (``org/name`` -> ``org__name``)."""
+    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", model)
+
+
+def load_run(path: Path) -> RunResults:
+    """The results of an e1 eval or sweep directory; anything else is refused in one line."""
+    path = Path(path)
+    hint = "pass a directory written by e1 eval or e1 sweep: it holds config.json, samples.parquet and summary.parquet"
+    if not path.is_dir():
+        raise ConfigError(f"{path}: no such run directory", hint=hint)
+    missing = [name for name in (CONFIG, SAMPLES, SUMMARY) if not (path / name).is_file()]
+    if missing:
+        raise ConfigError(f"{path} is not a finished e1 eval or sweep run (no {', '.join(missing)})", hint=hint)
+    try:
+        config = json.loads((path / CONFIG).read_text())
+    except ValueError as err:
+        raise ConfigError(f"cannot read {path / CONFIG}: {err}", hint=hint) from None
+    samples, summary = read_parquet(path / SAMPLES), read_parquet(path / SUMMARY)
+    if "model" not in samples.columns:  # an eval run: one model, named in its config
+        samples, summary = samples.assign(model=str(config.get("model", ""))), summary.assign(model=str(config.get("model", "")))
+    stamp = datetime.fromtimestamp((path / SUMMARY).stat().st_mtime, tz=timezone.utc).replace(microsecond=0)
+    return RunResults(path, config, _cells(samples, summary), stamp.isoformat().replace("+00:00", ""))
+
+
+def _cells(samples, summary) -> tuple[Cell, ...]:
+    key = ["model", "dataset", "mode", "think_budget", "solve_budget"]
+    groups = {k: rows for k, rows in samples[[c for c in SAMPLE_FIELDS + ["model"] if c in samples.columns]]
+              .groupby(key, sort=False)}
+    cells = []
+    for row in summary.to_dict(orient="records"):
+        k = tuple(row[c] for c in key)
+        rows = groups.get(k)
+        if rows is None:
+            continue
+        rows = rows.sort_values(["problem_id", "sample_index"], kind="stable")
+        cells.append(Cell(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), row, rows))
+    return tuple(cells)
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def text(value) -> str:
+    """A text cell as a string: '' for a missing one (None, NaN, pd.NA)."""
+    import pandas as pd
+
+    return "" if value is None or pd.isna(value) else str(value)
+
+
+def output_text(row: dict, end_marker: str) -> str:
+    """A sample's whole output as the model wrote it: thinking, the end marker, the solution."""
+    think, solution = text(row.get("think_text")), text(row.get("solution_text"))
+    return f"{think}{end_marker}{solution}" if think else solution
+
+
+def first_prompt(rows) -> str:
+    """The prompt stored with a problem's samples ('' for a run written before prompts were stored)."""
+    if "prompt" not in rows.columns:
+        return ""
+    stored = rows["prompt"].dropna()
+    return str(stored.iloc[0]) if len(stored) else ""
+
+
+def accuracy_stderr(rows) -> float:
+    """The standard error of avg@n over problems: the std of per-problem accuracy / sqrt(problems)."""
+    per_problem = rows.groupby("problem_id")["correct"].mean()
+    return float(per_problem.std(ddof=1) / len(per_problem) ** 0.5) if len(per_problem) > 1 else 0.0

@@ -1,0 +1,202 @@
+"""e1 export: each format is read back by its consumer's own code (lm-eval's schema, file-name parsers
+and table renderer; datasets' parquet and json readers and lighteval's Doc/ModelResponse and tracker;
+huggingface_hub's eval-results and model-card parsers) and compared with the run's parquet files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from e1.budget import Budget
+from e1.cli.app import app
+from e1.engine.base import Mode, Sampling
+from e1.errors import ConfigError
+from e1.eval.run import EvalConfig, evaluate
+from e1.report.export import export, model_folder, task_name
+
+
+@pytest.fixture(scope="module")
+def run_dir(tiny_engine, tmp_path_factory):
+    """An eval run on a local file (toy) and on a registered hub benchmark (math500, prepared from a file)."""
+    from e1.data.prepare import prepare_file
+
+    root = tmp_path_factory.mktemp("export-run")
+    toy, math = root / "toy.jsonl", root / "math500.jsonl"
+    toy.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": "2"}) + "\n"
+                           for i in range(3)))
+    math.write_text("".join(json.dumps({"unique_id": f"m{i}", "problem": f"Compute {i}.", "answer": "3"}) + "\n"
+                            for i in range(2)))
+    prepare_file(math, "math500", root / "data")
+    config = EvalConfig(model="org/tiny", datasets=(str(toy), "math500"), data_dir=root / "data",
+                        budgets=(Budget(4, 8), Budget(8, 8)), modes=(Mode("elastic"), Mode("truncate")), n=2,
+                        sampling=Sampling(temperature=0.0), out=root / "run")
+    evaluate(config, engine=tiny_engine)
+    return root / "run"
+
+
+def _cells(run_dir: Path):
+    summary = pd.read_parquet(run_dir / "summary.parquet")
+    samples = pd.read_parquet(run_dir / "samples.parquet")
+    return summary, samples
+
+
+def test_lm_eval_export_loads_with_lm_eval_s_own_schema_and_readers(run_dir, tmp_path):
+    pytest.importorskip("lm_eval", reason="pip install lm-eval (e1[test]): its own code reads the export back")
+    from datasets import load_dataset
+    from lm_eval import utils
+    from lm_eval.result_schema import EvalResults, SampleResult
+    from pydantic import TypeAdapter
+
+    written, _ = export(run_dir, "lm-eval", tmp_path / "lm")
+    names = [path.as_posix() for path in written]
+    (results_file,) = utils.get_results_filenames(names)
+    sample_files = utils.get_sample_results_filenames(names)
+    results = json.loads(Path(results_file).read_text())
+    # lm-eval's TypedDict types a task config's values as str | bool | None, yet lm-eval itself writes
+    # nested ones (metadata, generation_kwargs) and ints (repeats, num_fewshot): we write what it writes
+    TypeAdapter(EvalResults).validate_python({key: value for key, value in results.items() if key != "configs"})
+    for config in results["configs"].values():
+        assert {"task", "output_type", "repeats", "num_fewshot", "generation_kwargs"} <= set(config)
+        assert config["output_type"] == "generate_until" and config["metadata"]["version"] >= 1
+    assert Path(results_file).parent.name == "org__tiny" == utils.sanitize_model_name("org/tiny")
+    summary, samples = _cells(run_dir)
+    assert len(sample_files) == len(summary) == len(results["results"])
+    for row in summary.to_dict("records"):
+        task = task_name(row["dataset"], row["mode"], row["think_budget"], row["solve_budget"])
+        assert results["results"][task]["exact_match,none"] == pytest.approx(row["accuracy"])
+        assert results["results"][task][f"pass@{row['k']},none"] == pytest.approx(row["pass_at_k"])
+        (file,) = [f for f in sample_files if utils.get_file_task_name(Path(f).name) == task]
+        assert utils.get_file_datetime(Path(file).name) == utils.get_file_datetime(Path(results_file).name).removesuffix(".json")
+        docs = load_dataset("json", data_files=file, split="train")  # as lm-eval's metadata card loads them
+        cell = samples[(samples["dataset"] == row["dataset"]) & (samples["mode"] == row["mode"])
+                       & (samples["think_budget"] == row["think_budget"])]
+        assert len(docs) == row["problems"]
+        for doc in map(json.loads, Path(file).read_text().splitlines()):
+            TypeAdapter(SampleResult).validate_python(doc)
+            mine = cell[cell["problem_id"] == doc["doc"]["id"]].sort_values("sample_index")
+            assert doc["exact_match"] == pytest.approx(mine["correct"].mean())
+            assert doc["filtered_resps"] == [["" if pd.isna(a) else a for a in mine["extracted_answer"].tolist()]]
+            assert len(doc["resps"][0]) == 2 and doc["arguments"]["gen_args_0"]["arg_0"] == mine["prompt"].iloc[0]
+    table = utils.make_table(results)  # what `lm_eval` prints
+    shown = sum(1 for metrics in results["results"].values() for key in metrics if "," in key and "_stderr" not in key)
+    assert len(table.strip().split("\n")) == 2 + shown  # one line per task and metric (stderr beside its metric)
+    assert all(task in table for task in results["results"])
+
+
+def test_lighteval_details_load_with_datasets_and_lighteval(run_dir, tmp_path):
+    from datasets import load_dataset
+
+    written, _ = export(run_dir, "lighteval", tmp_path / "le")
+    details = [p for p in written if p.suffix == ".parquet"]
+    summary, samples = _cells(run_dir)
+    assert len(details) == len(summary)
+    for path in details:
+        rows = load_dataset("parquet", data_files=str(path), split="train")
+        assert rows.column_names == ["doc", "metric", "model_response"]
+        for row in rows:
+            mine = samples[(samples["problem_id"] == row["doc"]["id"])
+                           & (samples["dataset"] == row["doc"]["specific"]["dataset"])]
+            mine = mine[mine["think_budget"] + mine["solve_budget"] == row["doc"]["generation_size"]]
+            assert len(row["model_response"]["text"]) == row["doc"]["num_samples"] == 2
+            assert row["model_response"]["input"] == row["doc"]["query"] != ""
+            assert 0.0 <= row["metric"]["exact_match"] <= 1.0
+    results = json.loads(next(p for p in written if p.suffix == ".json").read_text())
+    assert set(results["results"]) == {p.stem.removeprefix("details_").rsplit("_", 1)[0] for p in details} | {"all"}
+
+
+def test_lighteval_reads_the_details_with_its_own_tracker(run_dir, tmp_path):
+    pytest.importorskip("lighteval", reason="pip install lighteval (its tracker reads the details back)")
+    from lighteval.logging.evaluation_tracker import EvaluationTracker
+    from lighteval.models.model_output import ModelResponse
+    from lighteval.tasks.requests import Doc
+
+    written, _ = export(run_dir, "lighteval", tmp_path / "le")
+    tracker = EvaluationTracker(output_dir=str(tmp_path / "le"))
+    tracker.general_config_logger.model_name = "org/tiny"
+    date_id = next(p for p in written if p.suffix == ".parquet").parent.name
+    files = [p.stem.removeprefix("details_").removesuffix(f"_{date_id}") for p in written if p.suffix == ".parquet"]
+    loaded = tracker.load_details_datasets(date_id, [name.removesuffix("|0") for name in files])  # tasks, few-shot apart
+    assert sorted(loaded) == sorted(files) and len(files) == 8
+    for dataset in loaded.values():
+        for row in dataset:
+            doc, response = Doc(**row["doc"]), ModelResponse(**row["model_response"])
+            assert doc.num_samples == len(response.text) == 2 and response.input == doc.query
+
+
+def test_hub_export_parses_as_eval_results_and_model_index(run_dir, tmp_path):
+    import yaml
+    from huggingface_hub import ModelCard, parse_eval_result_entries
+
+    written, skipped = export(run_dir, "hub", tmp_path / "hub")
+    assert skipped == ["toy (not a registered hub dataset: the Hub cannot name it)"]
+    summary, _ = _cells(run_dir)
+    math = summary[summary["dataset"] == "math500"]
+    (yaml_file,) = [p for p in written if p.suffix == ".yaml"]
+    assert yaml_file.relative_to(tmp_path / "hub").as_posix() == "org__tiny/.eval_results/math500.yaml"
+    entries = parse_eval_result_entries(yaml.safe_load(yaml_file.read_text()))
+    assert {e.dataset_id for e in entries} == {"HuggingFaceH4/MATH-500"} and len(entries) == len(math)
+    assert sorted(e.value for e in entries) == sorted(round(100 * a, 2) for a in math["accuracy"])
+    card = ModelCard.load(next(p for p in written if p.name == "README.md"))
+    assert card.data.model_name == "org/tiny"
+    assert sorted(r.metric_value for r in card.data.eval_results) == sorted(e.value for e in entries)
+
+
+def test_sweep_exports_each_model(tiny_engine, tmp_path):
+    pytest.importorskip("lm_eval", reason="pip install lm-eval (e1[test])")
+    from e1.eval.sweep import sweep
+    from tests.test_sweep import Loader, sweep_config
+
+    problems = tmp_path / "toy.jsonl"
+    problems.write_text(json.dumps({"id": "q0", "problem": "What is 1?", "answer": "2"}) + "\n")
+    _, summary, _ = sweep(sweep_config(tmp_path / "sweep", problems, n=1), load_engine=Loader(tiny_engine))
+    written, _ = export(tmp_path / "sweep", "lm-eval")
+    results = {p.parent.name: json.loads(p.read_text()) for p in written if p.name.startswith("results_")}
+    assert sorted(results) == ["m__A", "m__B"]
+    for model, rows in summary.groupby("model"):
+        accuracies = {task: r["exact_match,none"] for task, r in results[model_folder(model)]["results"].items()}
+        assert sorted(accuracies.values()) == pytest.approx(sorted(rows["accuracy"]))
+
+
+CELL = st.tuples(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=20), st.integers(0, 10**6),
+                 st.integers(1, 10**6))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded machine
+@given(st.lists(CELL, min_size=2, max_size=6, unique=True))
+def test_task_names_are_distinct_file_safe_and_read_back_by_lm_eval(cells):
+    utils = pytest.importorskip("lm_eval.utils", reason="pip install lm-eval (e1[test])")
+
+    names = [task_name(*cell) for cell in cells]
+    assert len(set(names)) == len(cells)
+    for name in names:
+        assert "/" not in name and "\\" not in name and ":" not in name and "|" not in name
+        assert utils.get_file_task_name(f"samples_{name}_2026-01-01T00-00-00.jsonl") == name
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.text(min_size=1, max_size=40))
+def test_model_folders_match_lm_eval_s_sanitizer(model):
+    utils = pytest.importorskip("lm_eval.utils", reason="pip install lm-eval (e1[test])")
+    assert model_folder(model) == utils.sanitize_model_name(model)
+
+
+def test_bad_input_is_one_clear_line(run_dir, tmp_path):
+    with pytest.raises(ConfigError, match="did you mean 'lm-eval'"):
+        export(run_dir, "lmeval")
+    with pytest.raises(ConfigError, match="no such run directory"):
+        export(tmp_path / "nowhere", "hub")
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text("{}")
+    with pytest.raises(ConfigError, match="not a finished e1 eval or sweep run"):
+        export(tmp_path / "half", "lm-eval")
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "lightevl"])
+    assert result.exit_code != 0 and "lighteval" in str(result.exception.hint)
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "hub", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 0 and "wrote" in result.output and "skipped" in result.output
+    assert "Examples" in CliRunner().invoke(app, ["export", "--help"]).output
