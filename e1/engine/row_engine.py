@@ -75,6 +75,12 @@ class RowEngine:
         room = sampling.max_tokens if mode.name == "none" else self.worst_case(budget, mode) + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
+        if mode.name == "early-exit":
+            from e1.engine.early_exit import EarlyExitState, transition_ids
+
+            return EarlyExitState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room,
+                                  self.exit_ids(mode), self.sentence_ends() if mode.grace else frozenset(),
+                                  transitions=transition_ids(self.tokenizer, mode.transition_texts))
         return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
                         self.sentence_ends() if mode.grace else frozenset())
 
@@ -93,6 +99,8 @@ class RowEngine:
         """One record per row, the texts decoded in one batch (:func:`decode_all`)."""
         splits = [state.split() for state in states]
         texts = decode_all(self.tokenizer, [part for split in splits for part in split])
+        trials = [list(state.trials) for state in states]
+        answers = iter(decode_all(self.tokenizer, [list(trial.ids) for row in trials for trial in row]))
         return [
             Completion(
                 prompt_index=p,
@@ -108,6 +116,8 @@ class RowEngine:
                 forced_mask=list(state.forced),
                 closed=state.closed,
                 prefix_tokens=prefix_tokens[i],
+                trial_tokens=state.trial_decoded,
+                trials=[trial.record(next(answers)) for trial in trials[i]],
             )
             for i, (state, (p, j)) in enumerate(zip(states, rows))
         ]
