@@ -151,3 +151,68 @@ def test_bad_mode_options_are_one_clear_line(text, says):
     with pytest.raises(ConfigError) as caught:
         Mode.parse(text)
     assert says in f"{caught.value} ({caught.value.hint})"
+
+
+# -- the transformers backend: trials in the running KV cache, rolled back by the mask --------------
+def test_scripted_model_exits_at_the_first_confident_trial(tiny_engine):
+    from e1.engine.hf import HFEngine
+    from tests.fakes import ScriptedModel
+
+    tokenizer, markers = tiny_engine.tokenizer, tiny_engine.markers
+    think, solve = (tokenizer.encode(c, add_special_tokens=False)[0] for c in "ab")
+    prompt = (think, think, think) + markers.start_ids
+    engine = HFEngine(ScriptedModel(len(tokenizer), {prompt: (None, 20)}, markers, think, solve), tokenizer, markers)
+    [c] = engine.generate([list(prompt)], Budget(8, 6), Mode.parse("early-exit:at='a':trial=4"), Sampling(temperature=0))
+    # "a" ends a step at once: the trial feeds </think> + "Final Answer:" (1 + 9 ids); the model, past a
+    # marker, writes "b": 4 answer ids, each with probability 1 (its logits are one-hot) -> exit.
+    # Rolled back, the real row is "a", the forced </think>, then s = 6 solution tokens "b".
+    assert c.token_ids == [think, *markers.end_ids] + [solve] * 6
+    assert c.forced_mask == [False, True] + [False] * 6
+    assert (c.think_tokens, c.solve_tokens, c.forced, c.finish_reason) == (1, 6, False, "length")
+    assert c.trial_tokens == len(markers.end_ids + markers.answer_ids) + 4 and c.decoded_tokens == 8 + 14
+    assert c.trials == [{"position": 1, "think_tokens": 1, "confidence": 1.0, "exited": True, "text": "bbbb"}]
+
+
+@pytest.fixture(scope="module")
+def frequent_text(tiny_engine):
+    """A token the tiny model writes often while thinking (greedy), as text: a transition that fires."""
+    from collections import Counter
+
+    outputs = tiny_engine.generate(prompts(tiny_engine), Budget(24, 4), Mode("elastic"), Sampling(temperature=0))
+    special = set(tiny_engine.tokenizer.all_special_ids)
+    counts = Counter(t for c in outputs for t in c.token_ids[:24] if t not in special)
+    return tiny_engine.tokenizer.decode([counts.most_common(1)[0][0]])
+
+
+def prompts(engine, count=4):
+    from e1.data.prompts import build_prompt
+
+    return [build_prompt(engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(count)]
+
+
+@pytest.mark.parametrize("sampling", [Sampling(temperature=0), Sampling(temperature=0.9, seed=3)])
+def test_trials_that_never_exit_leave_elastic_output_token_for_token(tiny_engine, frequent_text, sampling):
+    """threshold=1 is never reached by a random model's softmax: every trial is rolled back, so the
+    output must be elastic's exactly — the masked cache columns and rewound positions hide the trials."""
+    budget, texts = Budget(12, 6), prompts(tiny_engine, 3)
+    spec = f"early-exit:threshold=1:trial=2:at={frequent_text!r}"
+    elastic = tiny_engine.generate(texts, budget, Mode("elastic"), sampling, n=2)
+    early_rows = tiny_engine.generate(texts, budget, Mode.parse(spec), sampling, n=2)
+    assert sum(len(c.trials) for c in early_rows) >= 2  # trials did happen
+    for plain, row in zip(elastic, early_rows):
+        assert row.token_ids == plain.token_ids and row.forced_mask == plain.forced_mask
+        assert (row.think_tokens, row.solve_tokens, row.forced) == (plain.think_tokens, plain.solve_tokens, plain.forced)
+        assert row.decoded_tokens == len(row.token_ids) + sum(1 + 9 + 2 for _ in row.trials)  # no EOS in these trials
+        assert all(not trial["exited"] and 0 < trial["confidence"] < 1 for trial in row.trials)
+
+
+def test_a_reachable_threshold_ends_thinking_at_a_trial(tiny_engine, frequent_text):
+    texts = prompts(tiny_engine)
+    rows = tiny_engine.generate(texts, Budget(24, 8), Mode.parse(f"early-exit:threshold=0.0001:trial=2:at={frequent_text!r}"),
+                                Sampling(temperature=0))
+    for row in rows:
+        assert row.trials and row.trials[0]["exited"] and len(row.trials) == 1
+        position = row.trials[0]["position"]  # thinking ended right after the transition: the marker follows
+        end = list(tiny_engine.markers.end_ids)
+        assert row.token_ids[position : position + len(end)] == end and row.think_tokens == position < 24
+        assert row.closed and not row.forced
