@@ -109,6 +109,11 @@ class EarlyExitState(RowState):
                 break
         return taken
 
+    def begin_trial(self) -> None:
+        """Begin the trial due now (a backend that rebuilt this state with ``trials_on`` False)."""
+        if not self._in_trial and self._trial_due():
+            self._start_trial()
+
     def _trial_due(self) -> bool:
         if not self.trials_on or self.phase != THINK or self._queue or not self.opened:
             return False
