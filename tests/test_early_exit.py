@@ -218,3 +218,19 @@ def test_a_reachable_threshold_ends_thinking_at_a_trial(tiny_engine):
         end = list(tiny_engine.markers.end_ids)
         assert row.token_ids[position : position + len(end)] == end and row.think_tokens == position < 24
         assert row.closed and not row.forced
+
+
+@pytest.mark.parametrize("threshold", ["1", "0.0001"])
+def test_shared_prefixes_equal_independent_decoding(tiny_engine, threshold):
+    """A sweep's rows follow an unconstrained root (RowState.follow) up to their first transition, where
+    the first trial needs the model: under greedy decoding that equals decoding alone, trials included."""
+    texts, greedy = prompts(tiny_engine, 3), Sampling(temperature=0.0, max_tokens=40)
+    roots = tiny_engine.generate(texts, Budget(1, 1), Mode("none"), greedy, n=2)
+    mode = Mode.parse(f"early-exit:threshold={threshold}:trial=2:at={frequent_text(tiny_engine, roots)!r}")
+    shared = tiny_engine.generate(texts, Budget(12, 4), mode, greedy, n=2, prefixes=[c.token_ids for c in roots])
+    alone = tiny_engine.generate(texts, Budget(12, 4), mode, greedy, n=2)
+    assert any(c.trials for c in alone)
+    for s, a in zip(shared, alone):
+        assert (s.token_ids, s.forced_mask, s.trial_tokens) == (a.token_ids, a.forced_mask, a.trial_tokens)
+        assert s.trials == [{**t, "confidence": pytest.approx(t["confidence"], abs=1e-5)} for t in a.trials]  # prefill vs decode numerics
+        assert s.prefix_tokens == (a.trials[0]["position"] if a.trials else min(12, len(a.token_ids)))
