@@ -234,3 +234,62 @@ def test_shared_prefixes_equal_independent_decoding(tiny_engine, threshold):
         assert (s.token_ids, s.forced_mask, s.trial_tokens) == (a.token_ids, a.forced_mask, a.trial_tokens)
         assert s.trials == [{**t, "confidence": pytest.approx(t["confidence"], abs=1e-5)} for t in a.trials]  # prefill vs decode numerics
         assert s.prefix_tokens == (a.trials[0]["position"] if a.trials else min(12, len(a.token_ids)))
+
+
+# -- results: decoded tokens and the overthinking share -------------------------------------------------
+def _completion(think_tokens, trials):
+    from e1.engine.base import Completion
+
+    return Completion(0, 0, "", "", 3, think_tokens, 2, False, "stop", [], [], trial_tokens=13 * len(trials),
+                      trials=[{"position": t, "think_tokens": t, "confidence": 0.5, "exited": False, "text": text}
+                              for t, text in trials])
+
+
+def test_overthinking_counts_thinking_after_the_first_correct_trial_answer():
+    from types import SimpleNamespace
+
+    from e1.eval.trials import overthinking_tokens
+    from e1.rewards.scoring import Scorer
+
+    problem = SimpleNamespace(task="math", answer="2")
+    generated = [
+        (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(12, [(3, " \\boxed{3}"), (7, " \\boxed{2}"), (9, " 2")])),
+        (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(10, [(4, " \\boxed{5}")])),  # none correct
+        (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(10, [])),  # no transition at all
+        (Mode("elastic"), Budget(16, 4), problem, _completion(12, [])),  # no trial answers in this mode
+    ]
+    with Scorer() as scorer:
+        late = overthinking_tokens(generated, scorer)
+    # the first correct trial was tried after 7 thinking tokens of 12: 5 came after it
+    assert late[:3] == [5, 0, 0] and late[3] != late[3]  # NaN
+
+
+def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, problems_file, tiny_engine):
+    import pandas as pd
+
+    from e1.engine.hf import HFEngine
+    from e1.eval.run import EvalConfig, evaluate
+    from tests.fakes import ScriptedModel
+
+    tok, markers = tiny_engine.tokenizer, tiny_engine.markers
+    pad = tok.encode("b", add_special_tokens=False)
+    # after a marker the model writes 9 filler ids, then " \boxed{2}.": a trial (marker + the 9 ids of
+    # "Final Answer:") reads the box at once; the real solution reads it after the filler
+    solution = pad * len(markers.answer_ids) + tok.encode(" \\boxed{2}.", add_special_tokens=False)
+    think = tok.encode("a", add_special_tokens=False)[0]
+    engine = HFEngine(ScriptedModel(len(tok), {}, markers, think, pad[0], solution=solution), tok, markers, batch_size=4)
+    modes = (Mode.parse("early-exit:at='a':trial=8"), Mode("elastic"))
+    evaluate(EvalConfig(model="scripted", datasets=(str(problems_file),), budgets=(Budget(6, 40),), modes=modes, n=1,
+                        sampling=Sampling(temperature=0.0), out=tmp_path / "run", batch_size=4), engine=engine)
+    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
+    early, elastic = samples[samples["mode"] == str(modes[0])], samples[samples["mode"] == "elastic"]
+    # early-exit: "a" is a transition, the trial (probability 1 per id) exits at once: 1 thinking token
+    assert (early["think_tokens"] == 1).all() and early["correct"].tolist() == [False, True, False, True, False]
+    # the trial: its prompt, then the 5 ids of the box and EOS (6 < trial=8); the output: a, </think>, solution, EOS
+    trial_cost = len(markers.end_ids + markers.answer_ids) + min(8, len(solution) - len(markers.answer_ids) + 1)
+    assert (early["decoded_tokens"] == 1 + len(markers.end_ids) + len(solution) + 1 + trial_cost).all()
+    assert (early["overthinking_tokens"] == 0).all() and elastic["overthinking_tokens"].isna().all()
+    assert (elastic["decoded_tokens"] == 6 + len(markers.end_ids) + len(solution) + 1).all()
+    summary = pd.read_parquet(tmp_path / "run" / "summary.parquet").set_index("mode")
+    assert summary.loc[str(modes[0]), "overthinking_share"] == 0 and summary.loc["elastic", "overthinking_share"] != summary.loc["elastic", "overthinking_share"]
+    assert summary.loc["elastic", "mean_decoded_tokens"] == 6 + len(markers.end_ids) + len(solution) + 1

@@ -328,13 +328,16 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
 
     scores = scorer.score([p.task for _, _, p, _ in generated], [c.text(DEFAULT_END) for _, _, _, c in generated],
                           [str(p.answer) for _, _, p, _ in generated])
+    from e1.eval.trials import overthinking_tokens
+
+    overthinking = overthinking_tokens(generated, scorer)  # NaN outside early-exit
     golds = {}  # one summary per problem (code tests can be large)
     rows = []
-    for (mode, budget, problem, c), scored in zip(generated, scores):
+    for (mode, budget, problem, c), scored, late in zip(generated, scores, overthinking):
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]))
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key]) | {"overthinking_tokens": late})
     return rows
 
 
@@ -346,7 +349,7 @@ def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str) -> di
         think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
         think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
         reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
-        first_failure=scored.first_failure,
+        first_failure=scored.first_failure, decoded_tokens=c.decoded_tokens,
     )
 
 
