@@ -19,8 +19,8 @@ PARA = 14  # a transition: a thinking step ends with it
 PROMPT = (7, 8, 9, 6)  # the trial prompt: the end marker (7, 8, 9) and "Final Answer:" (6)
 
 
-def early(budget=Budget(6, 3), spec="early-exit:threshold=0.85:trial=3"):
-    return EarlyExitState(budget, Mode.parse(spec), MARKERS, True, 100, transitions=((PARA,),))
+def early(budget=None, spec="early-exit:threshold=0.85:trial=3"):
+    return EarlyExitState(budget or Budget(6, 3), Mode.parse(spec), MARKERS, True, 100, transitions=((PARA,),))
 
 
 def drive(state, script):
