@@ -35,7 +35,7 @@ from e1.data.prompts import build_prompt
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import common_text, interleaved_best  # noqa: E402
 
 
 def main() -> None:
@@ -126,7 +126,7 @@ def early_exit_row(engine, prompts, budget, sampling, repeats: int) -> None:
 
     elastic = engine.generate(prompts, budget, Mode("elastic"), sampling)
     counts = Counter(t for c in elastic for t in c.token_ids[: budget.think])
-    at = engine.tokenizer.decode([counts.most_common(1)[0][0]])
+    at = common_text(engine.tokenizer, counts)
     modes = {"elastic": Mode("elastic"), "early-exit": Mode.parse(f"early-exit:threshold=1:trial=8:at={at!r}")}
     done = {name: engine.generate(prompts, budget, mode, sampling) for name, mode in modes.items()}
     output = {name: sum(len(c.token_ids) for c in rows) for name, rows in done.items()}
