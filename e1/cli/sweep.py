@@ -17,7 +17,7 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
+    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none, early-exit[:threshold=P:trial=K:at=para+wait]; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen, early-exit:threshold=0.9).")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
     independent: Annotated[bool, typer.Option(
         "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "

@@ -139,6 +139,10 @@ class OpenAIEngine(RowEngine):
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
         mode = Mode.parse(mode)
+        if mode.name == "early-exit":
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: its trial answers need the model's "
+                              "token probabilities and a rollback of the running decode",
+                              hint="use --backend hf or vllm (a local model)")
         if self.server == BUDGET_SERVER:
             if mode.wait:
                 raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: replacing a natural end with "
