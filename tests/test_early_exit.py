@@ -293,3 +293,16 @@ def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, proble
     summary = pd.read_parquet(tmp_path / "run" / "summary.parquet").set_index("mode")
     assert summary.loc[str(modes[0]), "overthinking_share"] == 0 and summary.loc["elastic", "overthinking_share"] != summary.loc["elastic", "overthinking_share"]
     assert summary.loc["elastic", "mean_decoded_tokens"] == 6 + len(markers.end_ids) + len(solution) + 1
+
+
+def test_curves_plot_either_output_or_decoded_tokens_on_x():
+    import pandas as pd
+
+    from e1.report.plots import draw_curves
+
+    curves = pd.DataFrame({"model": "m", "dataset": "d", "mode": "early-exit", "think_budget": [8, 16], "solve_budget": 4,
+                           "accuracy": [0.2, 0.4], "mean_total_tokens": [10.0, 18.0], "mean_decoded_tokens": [30.0, 60.0]})
+    for axis, xs, label in (("output", [10, 18], "used"), ("decoded", [30, 60], "decoded")):
+        fig, _ = draw_curves(curves, x_axis=axis)
+        ax = fig.axes[0]
+        assert list(ax.lines[0].get_xdata()) == xs and label in ax.get_xlabel()

@@ -1,6 +1,7 @@
 """Accuracy-vs-tokens curves from a sweep's ``curves`` DataFrame, as a PNG.
 
     plot_curves(curves, Path("runs/sweep/curves.png"))      # one panel per dataset, log x axis
+    plot_curves(curves, Path("runs/sweep/curves_decoded.png"), x="decoded")   # x: output + trial tokens
 
 The same curves as a terminal table: :func:`e1.report.ui.curves_table`. ``accuracy`` is a fraction
 in the frame and is drawn in percent; where the frame has ``accuracy_ci_low``/``_high`` (the 95%
@@ -18,7 +19,11 @@ from e1.store.results import atomic_write
 
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
-MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D")}
+MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D"),
+               "early-exit": ((0, (5, 1, 1, 1)), "v")}
+# the x axis: tokens output per sample, or every token decoded for it (early-exit's rolled-back trials too)
+X_AXES = {"output": ("mean_total_tokens", "mean tokens used per sample (think + solution)"),
+          "decoded": ("mean_decoded_tokens", "mean tokens decoded per sample (output + trial answers)")}
 
 
 def in_budget_order(curves):
@@ -37,11 +42,11 @@ def curve_lines(curves):
                 yield dataset, model, mode, in_budget_order(points)
 
 
-def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path:
+def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str = "output") -> Path:
     """:func:`draw_curves`, written atomically to ``path`` as a PNG."""
     import matplotlib.pyplot as plt
 
-    fig, extra = draw_curves(curves, names)
+    fig, extra = draw_curves(curves, names, x)
     try:
         return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
                                                           bbox_extra_artists=extra))
@@ -49,9 +54,10 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None) -> Path
         plt.close(fig)
 
 
-def draw_curves(curves, names: dict[str, str] | None = None):
-    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against mean tokens used,
-    one panel per dataset and one line per model × mode, with its 95% band where known."""
+def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "output"):
+    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against mean tokens used
+    (``x_axis`` "output") or decoded ("decoded", :data:`X_AXES`), one panel per dataset and one line
+    per model × mode, with its 95% band where known."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -73,7 +79,7 @@ def draw_curves(curves, names: dict[str, str] | None = None):
         ax = axes.flat[datasets.index(dataset)]
         linestyle, marker = MODE_STYLES.get(mode.split(":")[0], ("-", "o"))
         label = f"{names.get(model, model)} · {mode}" if len(models) > 1 else mode
-        x, colour = points["mean_total_tokens"].clip(lower=1), colours(models.index(model) % 10)
+        x, colour = points[X_AXES[x_axis][0]].clip(lower=1), colours(models.index(model) % 10)
         ax.plot(x, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
                 linewidth=1.6, markersize=5)
         if banded:
@@ -88,7 +94,7 @@ def draw_curves(curves, names: dict[str, str] | None = None):
         ax.xaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5)))  # 512, 768, 1k, 1.5k, 2k, 3k, ...
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_tokens(round(x))))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("mean tokens used per sample (think + solution)")
+        ax.set_xlabel(X_AXES[x_axis][1])
         ax.set_ylim(-0.03 * upper, 1.03 * upper)  # the margins keep markers at 0 % and at the top whole
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:
