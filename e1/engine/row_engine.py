@@ -17,6 +17,7 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
+from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
 from e1.engine.row_state import RowState, worst_case_tokens
 from e1.errors import ConfigError
 
@@ -46,7 +47,7 @@ class RowEngine:
         Mode ``none`` is only capped: running to the end of the context is what it asks for."""
         if self.max_context is None:
             return
-        worst = 1 if mode.name == "none" else self.worst_case(budget, mode)
+        worst = 1 if mode.name == "none" else self.worst_case(budget, mode) + trial_room(mode, self.markers)
         if longest_prompt + worst > self.max_context:
             raise ConfigError(
                 f"a prompt of {longest_prompt} tokens plus the {mode} budget t={budget.think} s={budget.solve} "
@@ -76,8 +77,6 @@ class RowEngine:
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
         if mode.name == "early-exit":
-            from e1.engine.early_exit import EarlyExitState, transition_ids
-
             return EarlyExitState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room,
                                   self.exit_ids(mode), self.sentence_ends() if mode.grace else frozenset(),
                                   transitions=transition_ids(self.tokenizer, mode.transition_texts))

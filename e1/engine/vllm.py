@@ -36,6 +36,7 @@ from typing import Iterable, Sequence
 from e1.budget import Budget
 from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.early_exit import trial_room
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
@@ -187,13 +188,6 @@ class VLLMEngine(RowEngine):
     def sync_weights(self, module) -> None:
         """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
         self.load_weights(module.state_dict().items())
-
-
-def trial_room(mode: Mode, markers: Markers) -> int:
-    """Tokens a request may add for one trial (prompt, answer, the EOS that ends the request)."""
-    if mode.name != "early-exit":
-        return 0
-    return len(markers.end_ids) + len(markers.answer_ids) + mode.trial_tokens + 1
 
 
 def replay_round(state: RowState, ids: Sequence[int], logprobs) -> None:
