@@ -16,8 +16,8 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
+from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState, worst_case_tokens
 from e1.errors import ConfigError
 
