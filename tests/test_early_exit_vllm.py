@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from e1.budget import Budget
-from e1.engine.base import Mode, Sampling
-from tests.test_early_exit import frequent_text, prompts
+from e1.budget import Budget  # noqa: E402
+from e1.engine.base import Mode, Sampling  # noqa: E402
+from tests.test_early_exit import frequent_text, prompts  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 
