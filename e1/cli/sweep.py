@@ -45,7 +45,7 @@ def sweep_command(
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
     from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
+    from e1.eval.sweep import DECODED_PLOT, SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)
@@ -62,5 +62,6 @@ def sweep_command(
     differences = read_parquet(out / DIFFERENCES)
     if len(differences):
         console.print(ui.differences_table(differences, names=names))
-    console.print(ui.results_line(out, "curves.png", "curves.parquet", DIFFERENCES, "summary.parquet",
+    decoded = [DECODED_PLOT] if (out / DECODED_PLOT).exists() else []  # early-exit: x = output + trial tokens
+    console.print(ui.results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
                                   "samples.parquet"))
