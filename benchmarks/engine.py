@@ -9,6 +9,11 @@
     is two pad tokens, which the random model practically never writes itself).
 (b) e1's transformers backend vs ``model.generate()`` at the same batch, prompts and tokens,
     greedy, ``min_new_tokens = max_new_tokens`` (goal ≤ 1.0×).
+(c) early-exit vs elastic, same rows: trials at every occurrence of the model's commonest thinking
+    token, threshold 1 (never confident: the output equals elastic's), so the extra time is the
+    trials alone. Reported per output token (what early exit costs) and per decoded token (output
+    + rolled-back trial tokens) and per batch step (rows decode in lockstep, so a batch lasts as
+    long as its row with most trials: the rollback machinery's own overhead, goal ≈ 1.0×).
 Prints seconds (best of --repeats) and the ratios.
 """
 
@@ -30,7 +35,7 @@ from e1.data.prompts import build_prompt
 
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import common_text, interleaved_best  # noqa: E402
 
 
 def main() -> None:
@@ -89,6 +94,7 @@ def main() -> None:
           f"({tokens['none'] / secs['none']:.0f} tok/s)")
     per_token = (secs["elastic"] / tokens["elastic"]) / (secs["none"] / tokens["none"])
     print(f"    ratio elastic/none per token: {per_token:.3f}x (goal <= 1.03x)")
+    early_exit_row(engine, prompts, budget, sampling, args.repeats)
 
     # (b) against model.generate at the same batch, prompts and number of new tokens (greedy)
     greedy = Sampling(temperature=0.0, max_tokens=args.tokens)
@@ -112,6 +118,33 @@ def main() -> None:
     print(f"(b) e1 transformers backend: {t_ours:.3f}s; model.generate(): {t_hf:.3f}s "
           f"({args.batch} x {args.tokens} tokens, greedy)")
     print(f"    ratio e1/generate: {t_ours / t_hf:.3f}x (goal <= 1.0x)")
+
+
+def early_exit_row(engine, prompts, budget, sampling, repeats: int) -> None:
+    """(c): early-exit's cost per output and per decoded token, relative to elastic's."""
+    from collections import Counter
+
+    elastic = engine.generate(prompts, budget, Mode("elastic"), sampling)
+    counts = Counter(t for c in elastic for t in c.token_ids[: budget.think])
+    at = common_text(engine.tokenizer, counts)
+    modes = {"elastic": Mode("elastic"), "early-exit": Mode.parse(f"early-exit:threshold=1:trial=8:at={at!r}")}
+    done = {name: engine.generate(prompts, budget, mode, sampling) for name, mode in modes.items()}
+    output = {name: sum(len(c.token_ids) for c in rows) for name, rows in done.items()}
+    decoded = {name: sum(c.decoded_tokens for c in rows) for name, rows in done.items()}
+    trials = sum(len(c.trials) for c in done["early-exit"])
+    best = interleaved_best(repeats, {name: (lambda m=mode: engine.generate(prompts, budget, m, sampling))
+                                      for name, mode in modes.items()})
+    secs = {name: seconds for name, (seconds, _) in best.items()}
+    print(f"(c) {modes['early-exit']}: {secs['early-exit']:.3f}s, {output['early-exit']} output + "
+          f"{decoded['early-exit'] - output['early-exit']} trial tokens ({trials} trials); elastic {secs['elastic']:.3f}s, "
+          f"{output['elastic']} tokens")
+    per_output = (secs["early-exit"] / output["early-exit"]) / (secs["elastic"] / output["elastic"])
+    per_decoded = (secs["early-exit"] / decoded["early-exit"]) / (secs["elastic"] / decoded["elastic"])
+    # rows decode in lockstep: a batch takes as many steps as its row that decodes most
+    steps = {name: max(c.decoded_tokens for c in rows) for name, rows in done.items()}
+    per_step = (secs["early-exit"] / steps["early-exit"]) / (secs["elastic"] / steps["elastic"])
+    print(f"    ratio early-exit/elastic per output token: {per_output:.3f}x; per decoded token: {per_decoded:.3f}x; "
+          f"per batch step ({steps['early-exit']} vs {steps['elastic']}): {per_step:.3f}x (goal ~1.0x)")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import common_text, interleaved_best  # noqa: E402
 
 
 def main() -> None:
@@ -88,7 +88,8 @@ def main() -> None:
                                use_tqdm=False)
         return sum(len(t) + len(a.outputs[0].token_ids) for t, a in zip(thoughts, answers))
 
-    runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls}
+    runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls,
+            "e1 early-exit": early_exit_run(engine, prompts, budget, greedy)}
     if own_budget:
         runs["thinking_token_budget"] = lambda: plain(thinking_token_budget=budget.think)
     for fn in runs.values():  # warm up every path once
@@ -111,6 +112,22 @@ def main() -> None:
         with open(args.json, "w") as sink:
             json.dump({"vllm": vllm.__version__, "per_token": per_token,
                        "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in results.items()}}, sink)
+    print("early-exit: threshold=1 (never confident), so its output is elastic's and the extra time is its trials,\n"
+          "one request round per trial (the prefix cache serves each continuation): compare it with e1 elastic")
+
+
+def early_exit_run(engine, prompts, budget, greedy):
+    """A run of early-exit with trials at the model's commonest thinking token (output tokens counted)."""
+    from collections import Counter
+
+    from e1.engine.base import Mode
+
+    counts = Counter(t for c in engine.generate(prompts, budget, Mode("elastic"), greedy) for t in c.token_ids[: budget.think])
+    mode = Mode.parse(f"early-exit:threshold=1:trial=8:at={common_text(engine.tokenizer, counts)!r}")
+    rows = engine.generate(prompts, budget, mode, greedy)
+    print(f"{mode}: {sum(len(c.trials) for c in rows)} trials, {sum(c.trial_tokens for c in rows)} trial tokens, "
+          f"at most {max(len(c.trials) for c in rows) + 1} request rounds")
+    return lambda: sum(len(c.token_ids) for c in engine.generate(prompts, budget, mode, greedy))
 
 
 if __name__ == "__main__":

@@ -16,3 +16,13 @@ def interleaved_best(repeats: int, runs: dict) -> dict:
             if seconds < best[name][0]:
                 best[name] = (seconds, result)
     return best
+
+
+def common_text(tokenizer, counts) -> str:
+    """The text of the commonest token in ``counts`` (a Counter of ids) that encodes back to itself
+    alone (a byte-fallback piece does not): a transition early-exit will meet."""
+    for token, _ in counts.most_common():
+        text = tokenizer.decode([token])
+        if tokenizer.encode(text, add_special_tokens=False) == [token]:
+            return text
+    raise SystemExit("no token of the output encodes back to itself")

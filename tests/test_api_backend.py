@@ -185,6 +185,8 @@ def test_what_a_plain_server_cannot_do_is_refused(stand_in, tokenizer_dir):
         OpenAIEngine.load(MODEL, ApiSettings(stand_in.url), [Mode()])  # chat messages: no forced marker
     with pytest.raises(ConfigError, match="grace"):
         _engine(stand_in, tokenizer_dir, modes=("elastic:grace=4",))
+    with pytest.raises(ConfigError, match="trial answers need the model's token probabilities"):
+        _engine(stand_in, tokenizer_dir, modes=("early-exit",))
     chat = OpenAIEngine.load(MODEL, ApiSettings(stand_in.url), [Mode("none")])  # counts from reasoning_tokens
     options = PromptOptions(system="Be brief.", template_kwargs='{"enable_thinking": true}')
     row = chat.generate([build_prompt(chat.tokenizer, "q", options=options)], Budget(1, 1), "none",

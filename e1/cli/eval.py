@@ -16,7 +16,7 @@ def eval_command(
     model: ModelOpt,
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
-    mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | none; elastic and budget-forcing take :exit=qwen|'text' and :grace=G; hosted APIs: none:effort=LEVEL (README: Decoding modes).")] = "elastic",
+    mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | none | early-exit[:threshold=0.95:trial=16:at=para+wait]; elastic, budget-forcing and early-exit take :exit=qwen|'text' and :grace=G; hosted APIs: none:effort=LEVEL (README: Decoding modes).")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
     out: OutOpt = Path("runs/eval"),
@@ -37,6 +37,7 @@ def eval_command(
     [cyan]e1 eval --model agentica-org/DeepCoder-1.5B-Preview --datasets humaneval --n 4[/cyan]
 
     [cyan]e1 eval --backend anthropic --model claude-sonnet-4-5 --datasets aime --mode elastic --think 2k --solve 1k --n 1[/cyan]
+    [cyan]e1 eval --model Salesforce/E1-Math-1.5B --datasets aime --mode early-exit:threshold=0.95 --think 4k --solve 1k[/cyan]
     """
     from rich.console import Console
 

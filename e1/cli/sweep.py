@@ -17,7 +17,7 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[Optional[str], typer.Option("--modes", show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = None,
+    modes: Annotated[Optional[str], typer.Option("--modes", show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none, early-exit[:threshold=P:trial=K:at=para+wait]; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen, early-exit:threshold=0.9).")] = None,
     budget_axis: Annotated[str, typer.Option("--budget-axis", help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured thinking tokens).")] = "tokens",
     efforts: Annotated[Optional[str], typer.Option("--efforts", show_default=False, help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).")] = None,
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
@@ -50,7 +50,7 @@ def sweep_command(
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
     from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import SweepConfig, axis_budgets, display_names, effort_grid, parse_modes, sweep
+    from e1.eval.sweep import DECODED_PLOT, SweepConfig, axis_budgets, display_names, effort_grid, parse_modes, sweep
 
     grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
     grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
@@ -68,5 +68,6 @@ def sweep_command(
     differences = read_parquet(out / DIFFERENCES)
     if len(differences):
         console.print(ui.differences_table(differences, names=names))
-    console.print(ui.results_line(out, "curves.png", "curves.parquet", DIFFERENCES, "summary.parquet",
+    decoded = [DECODED_PLOT] if (out / DECODED_PLOT).exists() else []  # early-exit: x = output + trial tokens
+    console.print(ui.results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
                                   "samples.parquet"))

@@ -168,6 +168,10 @@ class OpenAIEngine(RowEngine):
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
         mode = Mode.parse(mode)
+        if mode.name == "early-exit":
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: its trial answers need the model's "
+                              "token probabilities and a rollback of the running decode",
+                              hint="use --backend hf or vllm (a local model)")
         if mode.effort:  # a hosted reasoning model's effort level: reasoning_effort on a chat request
             from e1.engine.vendors import OPENAI_EFFORTS, check_effort
 

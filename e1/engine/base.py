@@ -13,10 +13,14 @@ Modes (see DESIGN.md):
   ``budget-forcing:wait=k`` the first ``k`` natural ends are replaced by "Wait".
 - ``none`` — unconstrained up to ``Sampling.max_tokens`` (and the model's context); behind a
   hosted reasoning API, ``none:effort=high`` asks the vendor for that reasoning effort level.
+- ``early-exit`` (DEER) — elastic, plus: at each thinking transition ("Wait", a paragraph break)
+  a short greedy trial answer is decoded and rolled back; thinking ends there when its mean
+  token probability reaches ``threshold`` (:mod:`e1.engine.early_exit`).
 """
 
 from __future__ import annotations
 
+import codecs
 import re
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
@@ -26,7 +30,7 @@ from e1.engine.markers import Markers
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 
-MODES = ("elastic", "truncate", "budget-forcing", "none")
+MODES = ("elastic", "truncate", "budget-forcing", "none", "early-exit")
 
 
 # What is forced at t before the end marker (``exit=NAME``); any other text is given quoted.
@@ -42,7 +46,13 @@ _LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma out
 
 # a mode's counts (e1.numeric): wait=K natural ends replaced, grace=G tokens to end a sentence
 MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2 replaces two natural ends"),
-                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end")}
+                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end"),
+                "threshold": Number(float, min=0, max=1, above=True, optional=True,
+                                    hint="early-exit:threshold=0.95 exits when the trial answer is that sure"),
+                "trial": Number(int, min=1, max=1024, optional=True, hint="early-exit:trial=16 decodes 16 trial tokens")}
+# early-exit's transitions (``at=``): where a trial answer is tried; any other text is given quoted
+TRANSITION_TEXTS = {"wait": ("Wait", " Wait"), "para": ("\n\n",)}
+EARLY_EXIT_DEFAULTS = {"threshold": 0.95, "trial": 16, "at": "para+wait"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +82,10 @@ class Mode:
     exit: str = ""  # a name in EXIT_TEXTS, or the text itself ("" = the bare end marker)
     grace: int = 0
     effort: str = ""  # a hosted vendor's reasoning effort level ("" = the vendor's default)
+    # early-exit only (None/"": its defaults, EARLY_EXIT_DEFAULTS); out of repr so other modes read as before
+    threshold: float | None = field(default=None, repr=False)
+    trial: int | None = field(default=None, repr=False)
+    at: str = field(default="", repr=False)  # "+"-joined names of TRANSITION_TEXTS, or one quoted text
 
     def __post_init__(self):
         if self.name not in MODES:
@@ -81,7 +95,7 @@ class Mode:
         check_numbers(self, MODE_NUMBERS)  # wait=K and grace=G: whole, >= 0, not 23 digits
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
-        budgeted = self.name in ("elastic", "budget-forcing")
+        budgeted = self.name in ("elastic", "budget-forcing", "early-exit")
         if self.grace < 0 or (self.grace and not budgeted):
             raise ConfigError(f"invalid grace={self.grace} for mode {self.name!r}",
                               hint="grace=g (g >= 0) fits elastic and budget-forcing")
@@ -90,6 +104,28 @@ class Mode:
         if self.effort and (self.name != "none" or not _EFFORT.match(self.effort)):
             raise ConfigError(f"invalid effort={self.effort!r} for mode {self.name!r}",
                               hint="an effort level is a word on mode none, e.g. none:effort=high")
+        early = {"threshold": self.threshold, "trial": self.trial, "at": self.at or None}
+        wrong = [key for key, value in early.items() if value is not None and self.name != "early-exit"]
+        if wrong:
+            raise ConfigError(f"{wrong[0]}= does not fit mode {self.name!r}", hint="it is an option of early-exit")
+
+    @property
+    def confidence_threshold(self) -> float:
+        """early-exit: the mean trial-token probability at which thinking ends."""
+        return EARLY_EXIT_DEFAULTS["threshold"] if self.threshold is None else self.threshold
+
+    @property
+    def trial_tokens(self) -> int:
+        """early-exit: the most tokens of one trial answer (it also ends at EOS)."""
+        return EARLY_EXIT_DEFAULTS["trial"] if self.trial is None else self.trial
+
+    @property
+    def transition_texts(self) -> tuple[str, ...]:
+        """early-exit: the texts that end a thinking step, after which a trial answer is tried."""
+        at = self.at or EARLY_EXIT_DEFAULTS["at"]
+        if _named(at):
+            return tuple(text for name in at.split("+") for text in TRANSITION_TEXTS[name])
+        return (at,)
 
     @property
     def exit_text(self) -> str:
@@ -122,12 +158,32 @@ class Mode:
             options.append(f"exit={self.exit}" if self.exit in EXIT_TEXTS else f"exit={self.exit!r}")
         options += [f"grace={self.grace}"] if self.grace else []
         options += [f"effort={self.effort}"] if self.effort else []
+        options += [f"threshold={self.threshold:g}"] if self.threshold is not None else []
+        options += [f"trial={self.trial}"] if self.trial is not None else []
+        if self.at:
+            options.append(f"at={self.at}" if _named(self.at) else f"at={self.at!r}")
         return ":".join([self.name, *options])
 
 
+def _named(at: str) -> bool:
+    """Whether ``at`` is preset transition names joined by ``+`` (else it is a text of its own)."""
+    return all(name in TRANSITION_TEXTS for name in at.split("+"))
+
+
+_OPTIONS = ("wait", "exit", "grace", "effort", "threshold", "trial", "at")
+
+
 def _option_value(key: str, value: str, text) -> object:
-    """One mode option's value: ``wait`` and ``grace`` are counts; ``exit`` a preset name or quoted text."""
-    if key in ("wait", "grace"):
+    """One mode option's value: ``wait``, ``grace`` and ``trial`` are counts; ``threshold`` a fraction;
+    ``exit`` a preset name or quoted text; ``at`` preset names joined by ``+`` or one quoted text."""
+    if key == "threshold":
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"invalid mode option threshold={value!r} in {text!r}", hint="write threshold=0.95") from None
+    if key == "at":
+        return _transitions(value, text)
+    if key in ("wait", "grace", "trial"):
         if not value.isdigit():
             raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=2")
         return int(value)
@@ -140,8 +196,25 @@ def _option_value(key: str, value: str, text) -> object:
         return "" if value == "marker" else value
     if key == "effort":
         return value.strip().lower()
-    raise ConfigError(f"invalid mode option {key!r} in {text!r}",
-                      hint="options are wait=k, exit=NAME|'text', grace=g, effort=LEVEL")
+    from e1.errors import did_you_mean
+
+    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint=did_you_mean(key, _OPTIONS, "options are"))
+
+
+def _transitions(value: str, text) -> str:
+    """``at=``: names of TRANSITION_TEXTS joined by ``+`` (kept as written), or one quoted text."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        if len(value) == 2:
+            raise ConfigError(f"empty transition text in {text!r}", hint="write at='Hmm' or at=para+wait")
+        inner = value[1:-1]  # a backslash escape (\\n) is read as Python reads it
+        return codecs.decode(inner, "unicode_escape") if "\\" in inner and inner.isascii() else inner
+    unknown = [name for name in value.split("+") if name not in TRANSITION_TEXTS]
+    if unknown:
+        from e1.errors import did_you_mean
+
+        raise ConfigError(f"unknown transition {unknown[0]!r} in {text!r}",
+                          hint=f"{did_you_mean(unknown[0], TRANSITION_TEXTS, 'use')} (names join with +), or quote a text: at='Hmm'")
+    return value
 
 
 MIN_TEMPERATURE = 1e-3
@@ -194,10 +267,19 @@ class Completion:
     forced_mask: list[bool] = field(repr=False)
     closed: bool = False  # thinking ended (naturally or forced): the solution follows a marker
     prefix_tokens: int = 0  # ids taken from a given prefix, not decoded (s1 may have replaced the last)
+    # early-exit: trial tokens (prompts + answers) decoded and rolled back, never output; and one
+    # record per trial: {"position", "think_tokens", "confidence", "exited", "text"}
+    trial_tokens: int = 0
+    trials: list[dict] = field(default_factory=list, repr=False)
 
     @property
     def total_tokens(self) -> int:
         return self.think_tokens + self.solve_tokens
+
+    @property
+    def decoded_tokens(self) -> int:
+        """Every token the model decoded for this sample: the output plus rolled-back trial tokens."""
+        return len(self.token_ids) + self.trial_tokens
 
     def text(self, end_marker: str) -> str:
         """The output as a reward sees it: thinking, the end marker if thinking ended, solution."""

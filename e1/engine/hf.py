@@ -163,23 +163,16 @@ class HFEngine(RowEngine):
         active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
+        trialing = states[0].mode.name == "early-exit"  # rows that may decode trial answers (one mode per call)
         while True:
             uniforms = None
             if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
                 counters = np.fromiter((len(states[row].tokens) for row in active), np.uint64, len(active))
                 uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
             tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
-            fed = []
-            for slot, row in enumerate(active):
-                state = states[row]
-                if state.done:
-                    fed.append(self.markers.pad_id)
-                    continue
-                fed.append(state.accept(tokens[slot]))  # a queued forced token overrides the sample
-                if state.done:
-                    finished_since_compaction += 1
-                    if progress:
-                        progress(1)
+            fed, finished, rewinds = _accept_step(states, active, tokens, _trial_picks(logits, states, active) if trialing else {},
+                                                  self.markers.pad_id, progress)
+            finished_since_compaction += finished
             if all(states[row].done for row in active):
                 break
             if finished_since_compaction and finished_since_compaction * 8 >= len(active):
@@ -193,6 +186,8 @@ class HFEngine(RowEngine):
             step = torch.tensor(fed, device=self.device).unsqueeze(-1)  # [B, 1]
             length = cache.get_seq_length() + 1  # keys the new token attends to: the cache and itself
             mask = _with_room(mask, length)  # [B, >= length]; the columns past the prompt are all True
+            if rewinds:
+                next_pos = _rewind(mask, next_pos, active, rewinds, length)
             logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :length]),
                                 position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
                                 use_cache=True).logits[:, -1]  # [B, V]
@@ -251,6 +246,47 @@ class HFEngine(RowEngine):
 
     def wake_up(self, tags: list[str] | None = None) -> None:
         """Nothing to take back (see :attr:`can_sleep`)."""
+
+
+def _accept_step(states: list, active: list[int], tokens: list[int], picks: dict, pad_id: int, progress):
+    """Hand each active row its sampled token (or, in a trial answer, its greedy pick and probability):
+    (the ids to feed [B], how many rows just finished, {row: cache columns a just-ended trial leaves to mask})."""
+    fed, finished, rewinds = [], 0, {}
+    for slot, row in enumerate(active):
+        state = states[row]
+        if state.done:
+            fed.append(pad_id)
+            continue
+        fed.append(state.accept(*picks[slot]) if slot in picks else state.accept(tokens[slot]))  # forced overrides
+        if state.rollback:
+            rewinds[row] = state.rollback
+        if state.done:
+            finished += 1
+            if progress:
+                progress(1)
+    return fed, finished, rewinds
+
+
+def _trial_picks(logits: torch.Tensor, states: list, active: list[int]) -> dict[int, tuple[int, float]]:
+    """{slot: (greedy token, its probability at temperature 1)} for the rows decoding a trial answer."""
+    slots = [slot for slot, row in enumerate(active) if states[row].trial_answering]
+    if not slots:
+        return {}
+    best, token = torch.softmax(logits[slots].float(), dim=-1).max(dim=-1)  # [T], [T]
+    return dict(zip(slots, zip(token.tolist(), best.tolist())))
+
+
+def _rewind(mask: torch.Tensor, next_pos: torch.Tensor, active: list[int], rewinds: dict[int, int], length: int):
+    """Roll back ended trials: a row re-feeds its last real token (the new column ``length - 1``) at
+    that token's own position, with the ``r`` columns before it (its first copy and the trial's) masked
+    out — they stay in the cache, unseen. mask: [B, >= length] bool, changed in place; returns positions [B]."""
+    next_pos = next_pos.clone()  # [B]
+    for slot, row in enumerate(active):
+        if row in rewinds:
+            r = rewinds[row]
+            mask[slot, length - 1 - r : length - 1] = False
+            next_pos[slot] -= r
+    return next_pos
 
 
 def _with_room(mask: torch.Tensor, length: int) -> torch.Tensor:

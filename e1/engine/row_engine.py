@@ -16,6 +16,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState, worst_case_tokens
 from e1.errors import ConfigError
@@ -46,7 +47,7 @@ class RowEngine:
         Mode ``none`` is only capped: running to the end of the context is what it asks for."""
         if self.max_context is None:
             return
-        worst = 1 if mode.name == "none" else self.worst_case(budget, mode)
+        worst = 1 if mode.name == "none" else self.worst_case(budget, mode) + trial_room(mode, self.markers)
         if longest_prompt + worst > self.max_context:
             raise ConfigError(
                 f"a prompt of {longest_prompt} tokens plus the {mode} budget t={budget.think} s={budget.solve} "
@@ -75,6 +76,10 @@ class RowEngine:
         room = sampling.max_tokens if mode.name == "none" else self.worst_case(budget, mode) + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
+        if mode.name == "early-exit":
+            return EarlyExitState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room,
+                                  self.exit_ids(mode), self.sentence_ends() if mode.grace else frozenset(),
+                                  transitions=transition_ids(self.tokenizer, mode.transition_texts))
         return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
                         self.sentence_ends() if mode.grace else frozenset())
 
@@ -93,6 +98,8 @@ class RowEngine:
         """One record per row, the texts decoded in one batch (:func:`decode_all`)."""
         splits = [state.split() for state in states]
         texts = decode_all(self.tokenizer, [part for split in splits for part in split])
+        trials = [list(state.trials) for state in states]
+        answers = iter(decode_all(self.tokenizer, [list(trial.ids) for row in trials for trial in row]))
         return [
             Completion(
                 prompt_index=p,
@@ -108,6 +115,8 @@ class RowEngine:
                 forced_mask=list(state.forced),
                 closed=state.closed,
                 prefix_tokens=prefix_tokens[i],
+                trial_tokens=state.trial_decoded,
+                trials=[trial.record(next(answers)) for trial in trials[i]],
             )
             for i, (state, (p, j)) in enumerate(zip(states, rows))
         ]

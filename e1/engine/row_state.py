@@ -48,13 +48,21 @@ class RowState:
     """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
     the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`)."""
 
+    # trial answers (early-exit, e1.engine.early_exit), none here: whether the next token is a trial
+    # answer's (the backend decodes it greedily and passes its probability), how many cache
+    # columns a just-ended trial leaves to mask, and what the trials cost
+    trial_answering = False
+    rollback = 0
+    trial_decoded = 0
+    trials: tuple = ()
+
     def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset()):
         self.budget, self.mode, self.markers = budget, mode, markers
         self.exit_ids, self.sentence_ends = tuple(exit_ids), sentence_ends
         self.opened = prompt_opens_thinking
         self.max_new_tokens = min(max_new_tokens, budget.total) if mode.name == "truncate" else max_new_tokens
-        self.budgeted = mode.name in ("elastic", "budget-forcing")  # thinking has its own budget t
+        self.budgeted = mode.name in ("elastic", "budget-forcing", "early-exit")  # thinking has its own budget t
         self.tokens: list[int] = []
         self.forced: list[bool] = []
         self.kinds: list[int] = []

@@ -17,6 +17,11 @@ How each mode runs:
   replaces the end, and it continues in a new call from prompt + tokens so far (prefix caching
   makes the re-prefill a cache hit). At most k + 2 calls; same tokens as one pass would give.
 - ``truncate`` and ``none`` — plain vLLM requests with ``max_tokens``; nothing is forced.
+- ``early-exit`` — a request cannot branch, so each trial ends its request: the processor forces
+  the trial prompt, then the greedy trial answer (its probabilities come back as the sampled
+  tokens' raw logprobs), then EOS. The driver replays the ids into the row's state, which keeps
+  the real ones only, and the next round continues from prompt + real tokens — a prefix-cache
+  hit up to the last full block. One round per trial of the row that tries most.
 
 Completions are rebuilt by replaying each request's output ids through a fresh ``RowState``, so
 counts, forced masks and text splits come from the same code as the transformers backend; the
@@ -31,6 +36,7 @@ from typing import Iterable, Sequence
 from e1.budget import Budget
 from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.early_exit import trial_room
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
@@ -38,7 +44,7 @@ from e1.engine.sampling import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
 from e1.errors import ConfigError, ModelError
 
-FORCING = ("elastic", "budget-forcing")
+FORCING = ("elastic", "budget-forcing", "early-exit")
 
 
 class VLLMEngine(RowEngine):
@@ -101,6 +107,8 @@ class VLLMEngine(RowEngine):
         # ids as vLLM produced them (a replaced end included): a followed prefix continues in a new
         # request from prompt + the row's ids, which prefix caching turns into a cache hit
         raw: list[list[int]] = [list(prefixes[i][:k]) if prefixes else [] for i, k in enumerate(taken)]
+        if mode.name == "early-exit":
+            self._trial_rounds(prompt_ids, rows, states, budget, mode, sampling, row_seeds)
         for round_index in range(mode.wait + 2):
             todo = [i for i, state in enumerate(states) if not state.done]
             if not todo:
@@ -116,6 +124,17 @@ class VLLMEngine(RowEngine):
         assert all(state.done for state in states), "each call ends a row or replaces one of its k natural ends"
         return self.completions(states, rows, prompt_ids, taken)
 
+    def _trial_rounds(self, prompt_ids, rows, states, budget: Budget, mode: Mode, sampling: Sampling, row_seeds) -> None:
+        """early-exit: requests until every row is done, each ending at its next trial (see the module doc)."""
+        round_index = 0
+        while todo := [i for i, state in enumerate(states) if not state.done]:
+            requests = [self._request(prompt_ids[rows[i][0]], states[i], states[i].tokens, budget, mode, sampling,
+                                      row_seeds[i], round_index) for i in todo]
+            outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
+            for i, output in zip(todo, outputs):
+                replay_round(states[i], output.outputs[0].token_ids, output.outputs[0].logprobs)
+            round_index += 1
+
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
                  sampling: Sampling, row_seed: int, round_index: int):
         from vllm import SamplingParams
@@ -129,15 +148,16 @@ class VLLMEngine(RowEngine):
         extra, stop = None, sorted(markers.eos_ids)
         if mode.name in FORCING:
             opens = markers.opens_thinking(prompt)
-            extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids)}
+            extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids, state)}
             if state.waits_left and state.phase == THINK:
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
         params = SamplingParams(
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
             # vLLM gives a seeded request its own generator: the sample's draws do not depend on its batch
             seed=None if sampling.greedy else derive_seed(row_seed, round_index) >> 1,
-            max_tokens=max(1, max_tokens), stop_token_ids=stop, ignore_eos=False, detokenize=False,
-            skip_special_tokens=False, extra_args=extra,
+            max_tokens=max(1, max_tokens + trial_room(mode, markers)), stop_token_ids=stop, ignore_eos=False,
+            detokenize=False, skip_special_tokens=False, extra_args=extra,
+            logprobs=0 if mode.name == "early-exit" else None,  # the sampled tokens' raw logprobs: trial confidence
         )
         return TokensPrompt(prompt_token_ids=prompt + state.tokens), params
 
@@ -168,3 +188,23 @@ class VLLMEngine(RowEngine):
     def sync_weights(self, module) -> None:
         """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
         self.load_weights(module.state_dict().items())
+
+
+def replay_round(state: RowState, ids: Sequence[int], logprobs) -> None:
+    """Feed one early-exit request's ids to its row state: a trial answer's id with its probability
+    (vLLM's raw logprob, as the transformers backend's softmax), up to the end of the row or of a
+    trial (the EOS the processor forced after it is not the row's). Then the forced ids an exit
+    queued are taken at once, so the next request's history holds them."""
+    import math
+
+    for k, token in enumerate(ids):
+        if state.done:
+            break
+        if state.trial_answering:
+            state.accept(token, math.exp(logprobs[k][token].logprob))
+        else:
+            state.accept(token)
+        if state.rollback:
+            break
+    while not state.done and not state.in_trial and (token := state.forced_token()) is not None:
+        state.accept(token)

@@ -29,10 +29,11 @@ from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 
 KEY = "e1"
+ARGMAX = -2  # _Row.forced: force the best token (a trial answer's greedy pick)
 
 
 def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bool, room: int,
-                history: list[int] = (), exit_ids: tuple[int, ...] = ()) -> dict:
+                history: list[int] = (), exit_ids: tuple[int, ...] = (), state=None) -> dict:
     """The per-request settings, as plain JSON-able values (they cross process boundaries).
     A grace window's sentence ends are not sent: the processor reads them off the model's tokenizer."""
     return {
@@ -40,7 +41,15 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bo
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
         "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
+        **(early_exit_args(mode, state) if mode.name == "early-exit" else {}),
     }
+
+
+def early_exit_args(mode: Mode, state) -> dict:
+    """early-exit's settings; ``trial_now``: the request must begin with the trial due at the end of
+    its history (a followed prefix stopped there), whose other trials already ran."""
+    return {"threshold": mode.confidence_threshold, "trial": mode.trial_tokens,
+            "transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial}
 
 
 def row_state(args: dict, sentence_ends: frozenset[int] = frozenset()) -> RowState:
@@ -49,9 +58,26 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset()) -> RowSta
                       tuple(args["wait_ids"]), tuple(args["answer"]))
     # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
     mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0))
+    if args["mode"] == "early-exit":
+        return _early_exit_state(args, markers, sentence_ends)
     state = RowState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
                      tuple(args.get("exit", ())), sentence_ends)
     state.extend(args["history"])
+    return state
+
+
+def _early_exit_state(args: dict, markers: Markers, sentence_ends: frozenset[int]):
+    """An early-exit row: its history replayed without trials (they ran in earlier requests)."""
+    from e1.engine.early_exit import EarlyExitState
+
+    mode = Mode("early-exit", grace=args.get("grace", 0), threshold=args["threshold"], trial=args["trial"])
+    state = EarlyExitState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
+                           tuple(args.get("exit", ())), sentence_ends, transitions=tuple(map(tuple, args["transitions"])))
+    state.trials_on = False
+    state.extend(args["history"])
+    state.trials_on = True
+    if args["trial_now"]:
+        state.begin_trial()
     return state
 
 
@@ -75,7 +101,13 @@ class _Row:
         self.check_at = self.fed + state.tokens_before_forcing() if self.fed == len(output) else 0
 
     def forced(self) -> int | None:
-        return self.eos if self.state.done else self.state.forced_token()
+        """The token to force (ARGMAX: the best one; a trial answer is greedy), None: sample freely.
+        A just-ended trial (early-exit) ends the request with EOS: vLLM cannot roll it back, so the
+        driver (e1.engine.vllm) replays the ids and starts the next request from the real prefix."""
+        state = self.state
+        if state.done or state.rollback:
+            return self.eos
+        return ARGMAX if state.trial_answering else state.forced_token()
 
 
 class BudgetProcessor(LogitsProcessor):
@@ -139,7 +171,7 @@ class BudgetProcessor(LogitsProcessor):
             if row.fed < len(row.output):  # here, not in update_state: async scheduling fills ids in late
                 row.catch_up()
             if (token := row.forced()) is not None:
-                forced.append((index, token))
+                forced.append((index, int(logits[index].argmax()) if token == ARGMAX else token))
         if not forced:
             return logits
         index = torch.tensor([i for i, _ in forced], device=logits.device)  # [F]

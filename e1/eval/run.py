@@ -335,13 +335,17 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
 
     scores = scorer.score([g[2].task for g in generated], [g[3].text(DEFAULT_END) for g in generated],
                           [str(g[2].answer) for g in generated])
+    from e1.eval.trials import overthinking_tokens
+
+    overthinking = overthinking_tokens(generated, scorer)  # NaN outside early-exit
     golds = {}  # one summary per problem (code tests can be large)
     rows = []
-    for (mode, budget, problem, c, prompt), scored in zip(generated, scores):
+    for (mode, budget, problem, c, prompt), scored, late in zip(generated, scores, overthinking):
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None))
+        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None)
+                    | {"overthinking_tokens": late})
     return rows
 
 
@@ -353,7 +357,7 @@ def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str, promp
         think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
         think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
         reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
-        first_failure=scored.first_failure, prompt=prompt,
+        first_failure=scored.first_failure, prompt=prompt, decoded_tokens=c.decoded_tokens,
     )
 
 

@@ -18,7 +18,9 @@ fresh randomness (its cell's seed, as an independent run would use):
   takes the root's solution too (it is what that row would have drawn). A root's solution is
   never reused for a budget ``t < e``: that row is forced at ``t`` and solves afresh;
 - ``exit=...``, ``grace=g`` and ``budget-forcing`` (with or without ``wait=k``) share the same way,
-  each departing where its own rules first change a token — no option needs a fallback.
+  each departing where its own rules first change a token — no option needs a fallback;
+- ``early-exit`` takes the root's ids up to its first transition: the trial there needs the model,
+  so the row decodes on from it (its trials and the rest with its own seed) — shared, not independent.
 
 Every cell's samples are therefore exact draws from that cell's distribution; across cells
 they are paired (the same root), which makes "elastic vs truncate at equal budget" a paired

@@ -50,11 +50,13 @@ from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir,
 from e1.report.ui import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
+DECODED_PLOT = "curves_decoded.png"  # x = every decoded token (early-exit's trials too), when a mode has trials
 AREAS, PROBLEMS = "areas.parquet", "problems.parquet"  # e1.report.spending: AUC per curve; b* per problem
 CURVE_KEY = ["model", "dataset", "mode"]
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
     "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high", "effort",
+    "mean_decoded_tokens", "overthinking_share",
 ]
 BUDGET_AXES = ("tokens", "effort")
 BUDGET_COLUMNS = ("think_budget", "solve_budget")
@@ -306,7 +308,9 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
         curve_areas(samples, by=CURVE_KEY))
     write_parquet(areas, out / AREAS)
     write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
-    plot_curves(curves, out / PLOT, names=names, x="mean_think_tokens" if effort_axis else "mean_total_tokens")
+    plot_curves(curves, out / PLOT, names=names, x="think" if effort_axis else "output")
+    if curves["overthinking_share"].notna().any() or (curves["mode"].str.startswith("early-exit")).any():
+        plot_curves(curves, out / DECODED_PLOT, names=names, x="decoded")
     report_results(parse_report_to(config.settings.report_to), out, summary.assign(model=summary["model"].map(names)),
                    samples.assign(model=samples["model"].map(names)), config.to_json())
     return samples, summary, curves

@@ -21,6 +21,9 @@ Every rate is a fraction in [0, 1] (tables and plots show percent). Per group of
 - ``unanswered_rate``: the share of samples with no extracted answer (no box, no code block,
   or thinking that never ended).
 - ``tokens_per_correct`` and ``censored_rate``: see :mod:`e1.report.spending`.
+- ``mean_decoded_tokens``: output plus the trial tokens early-exit decoded and rolled back (what the
+  samples cost); ``overthinking_share``: of early-exit's thinking tokens, the share written after
+  the first correct trial answer (:mod:`e1.eval.trials`); NaN in other modes.
 """
 
 from __future__ import annotations
@@ -163,6 +166,7 @@ def _group_metrics(group, ks: tuple[int, ...] = ()) -> dict:
         "forced_accuracy": _mean_or_nan(group.loc[forced, "correct"]),
         "unanswered_rate": float(1.0 - answered.mean()),
         **cell_spending(group),
+        **trial_spending(group),
         **{f"pass_at_{k}": _mean_pass_at(per_problem, k) if k <= n else math.nan for k in ks},
     }
 
@@ -178,6 +182,19 @@ def cell_spending(group) -> dict:
     correct = float(group["correct"].sum())
     return {"tokens_per_correct": tokens / correct if correct else math.nan,
             "censored_rate": float(censored(group).mean())}
+
+
+def trial_spending(group) -> dict:
+    """``mean_decoded_tokens`` (output + rolled-back trial tokens) and ``overthinking_share``: of the
+    thinking tokens of samples with trial answers (early-exit), the share written after the first
+    correct one; NaN in modes without trials (and for frames made before these columns)."""
+    if "decoded_tokens" not in group or "overthinking_tokens" not in group:
+        return {"mean_decoded_tokens": math.nan, "overthinking_share": math.nan}
+    with_trials = group["overthinking_tokens"].notna()
+    think = float(group.loc[with_trials, "think_tokens"].sum())
+    late = float(group.loc[with_trials, "overthinking_tokens"].sum())
+    return {"mean_decoded_tokens": float(group["decoded_tokens"].mean()),
+            "overthinking_share": late / think if think else math.nan}
 
 
 def _maj_at_k(group, answered) -> float:

@@ -1,7 +1,8 @@
 """Accuracy-vs-tokens curves from a sweep's ``curves`` DataFrame, as a PNG.
 
     plot_curves(curves, Path("runs/sweep/curves.png"))      # one panel per dataset, log x axis
-    plot_curves(curves, path, x="mean_think_tokens")         # x: the measured thinking tokens (an effort axis)
+    plot_curves(curves, path, x="think")                     # x: the measured thinking tokens (an effort axis)
+    plot_curves(curves, Path("runs/sweep/curves_decoded.png"), x="decoded")   # x: output + trial tokens
 
 The same curves as a terminal table: :func:`e1.report.ui.curves_table`. ``accuracy`` is a fraction
 in the frame and is drawn in percent; where the frame has ``accuracy_ci_low``/``_high`` (the 95%
@@ -21,9 +22,13 @@ from e1.store.results import atomic_write
 
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
-X_LABELS = {"mean_total_tokens": "mean tokens used per sample (think + solution)",
-            "mean_think_tokens": "mean thinking tokens per sample (measured)"}
-MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D")}
+MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D"),
+               "early-exit": ((0, (5, 1, 1, 1)), "v")}
+# the x axis: tokens output per sample, every token decoded for it (early-exit's rolled-back trials
+# too), or the thinking tokens measured (an effort axis: a hosted API's levels have no budget to place)
+X_AXES = {"output": ("mean_total_tokens", "mean tokens used per sample (think + solution)"),
+          "decoded": ("mean_decoded_tokens", "mean tokens decoded per sample (output + trial answers)"),
+          "think": ("mean_think_tokens", "mean thinking tokens per sample (measured)")}
 
 
 def in_budget_order(curves):
@@ -51,7 +56,7 @@ def effort_lines(curves):
     return curves.assign(mode=base).sort_values("mean_think_tokens", kind="stable")
 
 
-def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str = "mean_total_tokens") -> Path:
+def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str = "output") -> Path:
     """:func:`draw_curves`, written atomically to ``path`` as a PNG."""
     import matplotlib.pyplot as plt
 
@@ -63,9 +68,10 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str 
         plt.close(fig)
 
 
-def draw_curves(curves, names: dict[str, str] | None = None, x: str = "mean_total_tokens"):
-    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against ``x`` (a column of
-    :data:`X_LABELS`), one panel per dataset and one line per model × mode, with its 95% band where known."""
+def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "output"):
+    """(figure, artists outside the axes): accuracy (avg@n, drawn in %) against mean tokens used
+    (``x_axis`` "output") or decoded ("decoded", :data:`X_AXES`), one panel per dataset and one line
+    per model × mode, with its 95% band where known."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -87,10 +93,11 @@ def draw_curves(curves, names: dict[str, str] | None = None, x: str = "mean_tota
         ax = axes.flat[datasets.index(dataset)]
         linestyle, marker = MODE_STYLES.get(mode.split(":")[0], ("-", "o"))
         label = f"{names.get(model, model)} · {mode}" if len(models) > 1 else mode
+        column = X_AXES[x_axis][0]
         if "effort" in points.columns and (points["effort"] != "").any():
-            points = points.sort_values(x, kind="stable")
+            points = points.sort_values(column, kind="stable")
             label += f" (effort: {', '.join(points['effort'])})"
-        xs, colour = points[x].clip(lower=1), colours(models.index(model) % 10)
+        xs, colour = points[column].clip(lower=1), colours(models.index(model) % 10)
         ax.plot(xs, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
                 linewidth=1.6, markersize=5)
         if banded:
@@ -105,7 +112,7 @@ def draw_curves(curves, names: dict[str, str] | None = None, x: str = "mean_tota
         ax.xaxis.set_major_locator(LogLocator(base=2, subs=(1.0, 1.5)))  # 512, 768, 1k, 1.5k, 2k, 3k, ...
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_tokens(round(x))))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel(X_LABELS[x])
+        ax.set_xlabel(X_AXES[x_axis][1])
         ax.set_ylim(-0.03 * upper, 1.03 * upper)  # the margins keep markers at 0 % and at the top whole
         ax.grid(True, which="major", alpha=0.3)
     for ax in axes[:, 0]:

@@ -75,6 +75,10 @@ class RequestBudget:
 
 
 def _servable(mode: Mode) -> Mode:
+    if mode.name == "early-exit":
+        raise ConfigError(f"mode {mode} cannot be served: each trial answer must be rolled back, which one "
+                          "streamed vLLM request cannot do (e1 eval and e1 sweep run it in several requests)",
+                          hint="serve elastic, or run early-exit with e1 eval / e1 sweep")
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")

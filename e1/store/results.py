@@ -37,29 +37,36 @@ CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 # problem's tests passed (they stop at the first failure), NaN for math; first_failure: why the
 # first failing test failed (e.g. "test 3: timeout after 6s"), null when all passed and for math;
 # prompt: the text the model continued from, exactly as built (chat template, system prompt, stated
-# budget), on sample 0 of each problem and cell and null on its others (once per cell, not per sample)
+# budget), on sample 0 of each problem and cell and null on its others (once per cell, not per sample);
+# decoded_tokens: every token decoded for the sample (output + early-exit's rolled-back trials; NaN in
+# older files); overthinking_tokens: thinking after the first correct trial answer (e1.eval.trials), NaN
+# in modes without trials
 SAMPLE_COLUMNS = [
     "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
     "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
-    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt",
+    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt", "decoded_tokens",
+    "overthinking_tokens",
 ]
 SAMPLE_DTYPES = {
     "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
     "solve_budget": "int64", "prompt_tokens": "int64", "think_tokens": "int64", "solve_tokens": "int64",
     "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
     "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
-    "tests_passed": "float64", "first_failure": "string", "prompt": "string",
+    "tests_passed": "float64", "first_failure": "string", "prompt": "string", "decoded_tokens": "float64",
+    "overthinking_tokens": "float64",
 }
 # columns added after the first release: files written before them read back with these values
-SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None}
+SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None, "decoded_tokens": float("nan"),
+                   "overthinking_tokens": float("nan")}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
 # each metric is defined in e1.report.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
     "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
-    "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "forced_rate", "natural_samples",
-    "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate", "tokens_per_correct", "censored_rate",
+    "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "mean_decoded_tokens", "forced_rate",
+    "natural_samples", "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate", "overthinking_share",
+    "tokens_per_correct", "censored_rate",
 ]
 
 
@@ -276,7 +283,7 @@ def samples_frame(rows=None, frame=None):
     import pandas as pd
 
     if frame is None:
-        for row in rows or []:  # a column added later (SAMPLE_DEFAULTS) may be left out
+        for row in rows or []:  # a column added later (SAMPLE_DEFAULTS) may be left out, as in older files
             if not set(SAMPLE_COLUMNS) - set(SAMPLE_DEFAULTS) <= row.keys() <= set(SAMPLE_COLUMNS):
                 raise ValueError(f"a sample row needs exactly the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
         frame = pd.DataFrame(rows or [], columns=SAMPLE_COLUMNS)
