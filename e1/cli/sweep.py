@@ -44,13 +44,9 @@ def sweep_command(
 
       GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
-    from rich.console import Console
-
     from e1.report import ui
-    from e1.report.metrics import DIFFERENCES
-    from e1.store.results import read_parquet
     from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import DECODED_PLOT, SweepConfig, axis_budgets, display_names, effort_grid, parse_modes, sweep
+    from e1.eval.sweep import SweepConfig, axis_budgets, effort_grid, parse_modes, sweep
 
     grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
     grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
@@ -60,9 +56,22 @@ def sweep_command(
     samples, summary, curves = sweep(config, progress=ui.RichProgress() if is_main_process() else None)
     if summary is None:  # torchrun: rank 0 prints
         return
+    _print_results(config, summary, curves)
+
+
+def _print_results(config, summary, curves) -> None:
+    """The sweep's tables (one per model keeps 80 columns readable) and where its files are."""
+    from rich.console import Console
+
+    from e1.eval.sweep import DECODED_PLOT, display_names
+    from e1.report import ui
+    from e1.report.metrics import DIFFERENCES
+    from e1.store.results import read_parquet
+
+    out = config.out
     console = Console()
     names = display_names(config.models)
-    for model, rows in summary.groupby("model", sort=False):  # one table per model keeps 80 columns readable
+    for model, rows in summary.groupby("model", sort=False):
         console.print(ui.summary_table(rows.drop(columns="model"), title=names[model]))
     console.print(ui.curves_table(curves, names=names))
     differences = read_parquet(out / DIFFERENCES)
