@@ -147,6 +147,9 @@ class OpenAIEngine(RowEngine):
             return BUDGET_FIELDS
         if mode.name in ("truncate", "none"):
             return ONE_CALL
+        if mode.name == "soft" or mode.stop:
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: it acts on the logits at every "
+                              "thinking token", hint="serve the model with e1 serve, or use a local backend")
         if self.chat:
             raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
                               "and forcing the end marker needs the prompt as text",

@@ -11,7 +11,13 @@ Modes (see DESIGN.md):
 - ``truncate`` — one budget ``t + s`` over the whole output; nothing is forced.
 - ``budget-forcing`` (s1) — at ``t`` force the end marker and "Final Answer:"; with
   ``budget-forcing:wait=k`` the first ``k`` natural ends are replaced by "Wait".
+- ``soft`` (budget guidance) — no cut at ``t``: from ``start * t`` thinking tokens on, a bias
+  added to the end marker's logit rises to ``strength`` at ``t`` (``shape`` linear or exp); the
+  marker is forced only at the backstop ``ceiling * t``. ``soft:start=0.8:strength=8:ceiling=1.5``.
 - ``none`` — unconstrained up to ``Sampling.max_tokens`` (and the model's context).
+
+``stop='regex'`` (elastic, soft, budget-forcing) ends thinking as soon as the regex matches the
+thinking text (a bounded tail of it, :mod:`e1.engine.stop`): the end marker is forced then.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from e1.engine.markers import Markers
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 
-MODES = ("elastic", "truncate", "budget-forcing", "none")
+MODES = ("elastic", "truncate", "budget-forcing", "soft", "none")
+BUDGETED = ("elastic", "budget-forcing", "soft")  # modes whose thinking has its own budget t
+SOFT_SHAPES = ("linear", "exp")  # how soft's bias rises from start * t to t (e1.engine.row_state.soft_bias)
 
 
 # What is forced at t before the end marker (``exit=NAME``); any other text is given quoted.
@@ -40,7 +48,13 @@ _LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma out
 
 # a mode's counts (e1.numeric): wait=K natural ends replaced, grace=G tokens to end a sentence
 MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2 replaces two natural ends"),
-                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end")}
+                "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end"),
+                # soft: where the bias starts (a fraction of t), its value at t, the hard backstop (a multiple of t)
+                "start": Number(float, min=0, max=1, hint="soft:start=0.8 starts the bias at 80% of t"),
+                "strength": Number(float, min=0, max=100, hint="soft:strength=8 adds 8 to the marker's logit at t"),
+                "ceiling": Number(float, min=1, max=64, hint="soft:ceiling=1.5 forces the marker at 1.5 x t")}
+SOFT_DEFAULTS = {"start": 0.8, "strength": 8.0, "shape": "linear", "ceiling": 1.5}
+OPTION_KEYS = ("wait", "exit", "grace", "stop", *SOFT_DEFAULTS)
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,12 @@ class Mode:
     wait: int = 0
     exit: str = ""  # a name in EXIT_TEXTS, or the text itself ("" = the bare end marker)
     grace: int = 0
+    # added options stay out of repr (it shows the original four); str() writes every option set
+    stop: str = field(default="", repr=False)  # a regex over the thinking text that ends thinking
+    start: float = field(default=SOFT_DEFAULTS["start"], repr=False)
+    strength: float = field(default=SOFT_DEFAULTS["strength"], repr=False)
+    shape: str = field(default=SOFT_DEFAULTS["shape"], repr=False)
+    ceiling: float = field(default=SOFT_DEFAULTS["ceiling"], repr=False)
 
     def __post_init__(self):
         if self.name not in MODES:
@@ -74,12 +94,30 @@ class Mode:
         check_numbers(self, MODE_NUMBERS)  # wait=K and grace=G: whole, >= 0, not 23 digits
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
-        budgeted = self.name in ("elastic", "budget-forcing")
+        budgeted = self.name in BUDGETED
         if self.grace < 0 or (self.grace and not budgeted):
             raise ConfigError(f"invalid grace={self.grace} for mode {self.name!r}",
-                              hint="grace=g (g >= 0) fits elastic and budget-forcing")
+                              hint="grace=g (g >= 0) fits elastic, soft and budget-forcing")
         if self.exit and not budgeted:
             raise ConfigError(f"exit= does not fit mode {self.name!r}", hint="nothing is forced in truncate or none")
+        self._check_soft_and_stop(budgeted)
+
+    def _check_soft_and_stop(self, budgeted: bool) -> None:
+        """soft's options only in soft; ``stop=`` only where thinking can be ended; a valid regex."""
+        changed = [key for key, value in SOFT_DEFAULTS.items() if getattr(self, key) != value]
+        if changed and self.name != "soft":
+            raise ConfigError(f"{changed[0]}= does not fit mode {self.name!r}", hint="start, strength, shape and ceiling are soft's")
+        if self.shape not in SOFT_SHAPES:
+            from e1.errors import did_you_mean
+
+            raise ConfigError(f"unknown soft shape {self.shape!r}", hint=did_you_mean(self.shape, SOFT_SHAPES))
+        if self.stop and not budgeted:
+            raise ConfigError(f"stop= does not fit mode {self.name!r}", hint="stop='regex' fits elastic, soft and budget-forcing")
+        if self.stop:
+            try:
+                re.compile(self.stop)
+            except re.error as err:
+                raise ConfigError(f"invalid stop pattern {self.stop!r}: {err}", hint=r"e.g. stop='\\boxed\{'") from err
 
     @property
     def exit_text(self) -> str:
@@ -111,23 +149,50 @@ class Mode:
         if self.exit:
             options.append(f"exit={self.exit}" if self.exit in EXIT_TEXTS else f"exit={self.exit!r}")
         options += [f"grace={self.grace}"] if self.grace else []
+        options += [f"stop={_quoted(self.stop)}"] if self.stop else []
+        options += [f"{key}={getattr(self, key):g}" if key != "shape" else f"shape={self.shape}"
+                    for key, value in SOFT_DEFAULTS.items() if getattr(self, key) != value]
         return ":".join([self.name, *options])
 
 
 def _option_value(key: str, value: str, text) -> object:
-    """One mode option's value: ``wait`` and ``grace`` are counts; ``exit`` a preset name or quoted text."""
+    """One mode option's value: ``wait`` and ``grace`` are counts; ``exit`` a preset name or quoted text;
+    ``stop`` a regex (quoted like exit); soft's ``start``/``strength``/``ceiling`` numbers, ``shape`` a name."""
     if key in ("wait", "grace"):
         if not value.isdigit():
             raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=2")
         return int(value)
+    if key in ("start", "strength", "ceiling"):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=0.8") from None
+    if key == "shape":
+        return value
+    if key == "stop":
+        return _unquoted(value)
     if key == "exit":
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            return value[1:-1]
+        if _unquoted(value) != value:
+            return _unquoted(value)
         if value not in EXIT_TEXTS:
             raise ConfigError(f"unknown exit text {value!r} in {text!r}",
                               hint=f"use {' or '.join(EXIT_TEXTS)}, or quote your own: exit='Time is up.'")
         return "" if value == "marker" else value
-    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint="options are wait=k, exit=NAME|'text', grace=g")
+    from e1.errors import did_you_mean
+
+    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint=did_you_mean(key, OPTION_KEYS, listing="options are"))
+
+
+def _quoted(text: str) -> str:
+    """``text`` in quotes that :meth:`Mode.parse` reads back as it is (no escapes: a regex keeps its backslashes)."""
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
+def _unquoted(value: str) -> str:
+    """``'text'`` or ``"text"`` without its quotes; anything else as it is."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 MIN_TEMPERATURE = 1e-3
@@ -180,6 +245,7 @@ class Completion:
     forced_mask: list[bool] = field(repr=False)
     closed: bool = False  # thinking ended (naturally or forced): the solution follows a marker
     prefix_tokens: int = 0  # ids taken from a given prefix, not decoded (s1 may have replaced the last)
+    think_end: str = ""  # why thinking ended: natural | budget | pattern | open (never); "" unknown (an API)
 
     @property
     def total_tokens(self) -> int:

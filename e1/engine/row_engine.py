@@ -76,7 +76,15 @@ class RowEngine:
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
         return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
-                        self.sentence_ends() if mode.grace else frozenset())
+                        self.sentence_ends() if mode.grace else frozenset(), self.stop_pattern(mode))
+
+    def stop_pattern(self, mode: Mode):
+        """The mode's ``stop=`` regex as a matcher of thinking ids with this tokenizer (None: no pattern)."""
+        if not mode.stop:
+            return None
+        from e1.engine.stop import StopPattern
+
+        return StopPattern(self.tokenizer, mode.stop)
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
@@ -108,6 +116,7 @@ class RowEngine:
                 forced_mask=list(state.forced),
                 closed=state.closed,
                 prefix_tokens=prefix_tokens[i],
+                think_end=state.think_end,
             )
             for i, (state, (p, j)) in enumerate(zip(states, rows))
         ]
