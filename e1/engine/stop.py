@@ -18,7 +18,7 @@ window's start, not the thinking's.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 STOP_WINDOW_TOKENS = 64
 

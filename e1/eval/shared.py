@@ -17,8 +17,12 @@ fresh randomness (its cell's seed, as an independent run would use):
   solution of up to ``s`` ids is drawn; a row whose root ended thinking naturally at ``e <= t``
   takes the root's solution too (it is what that row would have drawn). A root's solution is
   never reused for a budget ``t < e``: that row is forced at ``t`` and solves afresh;
-- ``exit=...``, ``grace=g`` and ``budget-forcing`` (with or without ``wait=k``) share the same way,
-  each departing where its own rules first change a token — no option needs a fallback.
+- ``exit=...``, ``grace=g``, ``stop=...`` and ``budget-forcing`` (with or without ``wait=k``) share the
+  same way, each departing where its own rules first change a token — no option needs a fallback;
+- ``soft`` shares only up to ``start * t`` thinking ids: from there its bias changes the distribution
+  of every next token, so the row cannot take an unconstrained row's ids (``RowState.follow``
+  stops before the first biased draw) and decodes on by itself (after a natural end before
+  ``start * t`` it takes the root's solution too, as elastic does).
 
 Every cell's samples are therefore exact draws from that cell's distribution; across cells
 they are paired (the same root), which makes "elastic vs truncate at equal budget" a paired
@@ -29,6 +33,7 @@ still to do. Under greedy decoding a shared sweep equals an independent one row 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from e1.budget import Budget
@@ -68,6 +73,8 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
         return max_tokens
     if mode.name == "truncate":
         return min(budget.total, max_tokens)
+    if mode.name == "soft" and mode.strength:  # thinking up to the first biased draw, or a natural end then s
+        return 0 if budget.think == 0 else min(math.floor(mode.start * budget.think) + 1 + budget.solve, max_tokens)
     return 0 if budget.think == 0 else min(budget.think + mode.grace + budget.solve, max_tokens)
 
 
