@@ -24,7 +24,7 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from e1.budget import Budget
-from e1.engine.base import Mode
+from e1.engine.base import SOFT_DEFAULTS, Mode
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 
@@ -40,7 +40,7 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bo
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
         "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
-        "stop": mode.stop, "start": mode.start, "strength": mode.strength, "shape": mode.shape, "ceiling": mode.ceiling,
+        "stop": mode.stop, "soft": {key: getattr(mode, key) for key in SOFT_DEFAULTS},  # soft's start, strength, ...
     }
 
 
@@ -50,8 +50,7 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]))
     # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
-    soft = {key: args[key] for key in ("stop", "start", "strength", "shape", "ceiling") if key in args}
-    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0), **soft)
+    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0), stop=args.get("stop", ""), **args.get("soft", {}))
     stop = None
     if mode.stop and tokenizer is not None:
         from e1.engine.stop import StopPattern

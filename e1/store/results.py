@@ -39,17 +39,18 @@ CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 SAMPLE_COLUMNS = [
     "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
     "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
-    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure",
+    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "think_end",
 ]
 SAMPLE_DTYPES = {
     "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
     "solve_budget": "int64", "prompt_tokens": "int64", "think_tokens": "int64", "solve_tokens": "int64",
     "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
     "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
-    "tests_passed": "float64", "first_failure": "string",
+    "tests_passed": "float64", "first_failure": "string", "think_end": "string",
 }
 # columns added after the first release: files written before them read back with these values
-SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None}
+# think_end: why thinking ended, natural | budget | pattern | open (e1.engine.row_state); null: unknown
+SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "think_end": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
