@@ -7,6 +7,9 @@
     EOS is disabled for both so every row writes its whole budget: elastic t + marker + s,
     none t + 2 + s tokens (the marker
     is two pad tokens, which the random model practically never writes itself).
+(c) the per-token cost of soft's bias and of stop-pattern matching vs elastic, same tokens:
+    ``soft:start=0:ceiling=1`` (a bias added at every thinking step, cut at t like elastic) and
+    ``elastic:stop='...'`` (a pattern that never matches, checked after every thinking token).
 (b) e1's transformers backend vs ``model.generate()`` at the same batch, prompts and tokens,
     greedy, ``min_new_tokens = max_new_tokens`` (goal ≤ 1.0×).
 Prints seconds (best of --repeats) and the ratios.
@@ -73,7 +76,7 @@ def main() -> None:
     budget = Budget(half, args.tokens - half)
 
     def run(mode):
-        completions = engine.generate(prompts, budget, Mode(mode), sampling)
+        completions = engine.generate(prompts, budget, Mode.parse(mode), sampling)
         return sum(len(c.token_ids) for c in completions)
 
     # warm up both paths once
@@ -89,6 +92,7 @@ def main() -> None:
           f"({tokens['none'] / secs['none']:.0f} tok/s)")
     per_token = (secs["elastic"] / tokens["elastic"]) / (secs["none"] / tokens["none"])
     print(f"    ratio elastic/none per token: {per_token:.3f}x (goal <= 1.03x)")
+    policies_vs_elastic(run, args.repeats)
 
     # (b) against model.generate at the same batch, prompts and number of new tokens (greedy)
     greedy = Sampling(temperature=0.0, max_tokens=args.tokens)
@@ -112,6 +116,20 @@ def main() -> None:
     print(f"(b) e1 transformers backend: {t_ours:.3f}s; model.generate(): {t_hf:.3f}s "
           f"({args.batch} x {args.tokens} tokens, greedy)")
     print(f"    ratio e1/generate: {t_ours / t_hf:.3f}x (goal <= 1.0x)")
+
+
+MODE_ROWS = {"soft": "soft:start=0:ceiling=1", "stop": "elastic:stop='never written: ZQX'"}
+
+
+def policies_vs_elastic(run, repeats: int) -> None:
+    """(c): each new mode's time per output token over elastic's, measured interleaved in one run."""
+    runs = {"elastic": "elastic", **MODE_ROWS}
+    tokens = {name: run(mode) for name, mode in runs.items()}  # also the warm-up
+    best = interleaved_best(repeats, {name: (lambda m=mode: run(m)) for name, mode in runs.items()})
+    per_token = {name: best[name][0] / tokens[name] for name in runs}
+    for name, mode in MODE_ROWS.items():
+        print(f"(c) {mode}: {best[name][0]:.3f}s for {tokens[name]} tokens; "
+              f"per token vs elastic: {per_token[name] / per_token['elastic']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -84,8 +84,8 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
         limit = think_limit(budget, mode)  # t, or soft's ceiling
         assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
         assert c.think_end in ("natural", "budget", "pattern", "open")
-        assert c.forced == (c.think_end in ("budget", "pattern")) and c.closed == (c.think_end != "open")
-        natural_end = not c.forced and c.closed
+        assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end != "open")
+        natural_end = c.think_end == "natural"
         if c.think_end == "pattern":  # a stop pattern matched: forced whenever it matched, before the limit
             assert mode.stop and c.think_tokens <= limit + mode.grace
         elif mode.grace:  # inside the window a row may also end by EOS or run out of room, unforced
@@ -94,7 +94,7 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
             assert c.forced == (c.think_tokens == limit and not natural_end)
         forced_ids = [t for t, f in zip(c.token_ids, c.forced_mask) if f]
         cut = list(exit_ids) if c.think_end == "budget" else []  # a pattern forces the bare marker
-        assert forced_ids == (cut + list(end_ids) if c.forced else [])
+        assert forced_ids == (cut + list(end_ids) if c.think_end in ("budget", "pattern") else [])
         assert len(c.token_ids) == c.think_tokens + c.solve_tokens + len(forced_ids)
     elif name == "truncate":
         assert c.think_tokens + c.solve_tokens <= budget.total and not c.forced

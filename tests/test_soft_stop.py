@@ -219,7 +219,9 @@ def test_a_strong_soft_bias_ends_the_tiny_model_s_thinking_itself(tiny_engine):
     soft = tiny_engine.generate(prompts, Budget(8, 4), Mode.parse("soft:start=0:strength=100"), GREEDY)
     assert all(c.think_end == "natural" and c.think_tokens <= 8 for c in soft)
     for c in soft:
-        assert_engine_invariants(c, Budget(8, 4), "elastic", tiny_engine.markers.end_ids, 64)
+        assert_engine_invariants(c, Budget(8, 4), "soft:start=0:strength=100", tiny_engine.markers.end_ids, 64)
+    for c in tiny_engine.generate(prompts, Budget(8, 4), Mode.parse("soft:strength=0:stop='zzz'"), GREEDY):
+        assert (c.think_tokens, c.think_end, c.forced) == (12, "budget", True)  # no bias: cut at the ceiling 1.5 t
 
 
 def test_stop_on_the_tiny_model_ends_at_the_first_match(tiny_engine):
@@ -229,7 +231,7 @@ def test_stop_on_the_tiny_model_ends_at_the_first_match(tiny_engine):
     pattern = "|".join(re.escape(t) for t in texts if t.strip())
     stopped = tiny_engine.generate(prompts, Budget(12, 4), Mode("elastic", stop=pattern), GREEDY)
     for c, whole in zip(stopped, free):
-        assert c.think_end == "pattern" and c.think_tokens <= 4
+        assert c.think_end == "pattern" and c.think_tokens <= 4 and not c.forced  # not cut by the budget
         assert re.search(pattern, c.think_text)
         assert c.token_ids[: c.think_tokens] == whole.token_ids[: c.think_tokens]  # the same greedy thinking
 

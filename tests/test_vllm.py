@@ -205,12 +205,13 @@ def test_vllm_samples_do_not_depend_on_the_batch(engines):
 
 @pytest.fixture(scope="module")
 def early_text(engines):
-    """A stop pattern the greedy thinking reaches early: characters 1..3 of each prompt's greedy thinking."""
+    """A stop pattern the greedy thinking reaches early: characters 1..3 of each prompt's greedy thinking
+    (this model's are mostly newlines, which several ids write together: a match across ids)."""
     import re
 
     _, hf = engines
     outputs = hf.generate(prompts_for(hf.tokenizer), Budget(9, 6), Mode("elastic"), GREEDY)
-    texts = {c.think_text[1:4] for c in outputs if len(c.think_text.strip()) >= 4}
+    texts = {c.think_text[1:4] for c in outputs if len(c.think_text) >= 4}
     assert texts, [c.think_text for c in outputs]
     return "|".join(re.escape(text) for text in sorted(texts))
 

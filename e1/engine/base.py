@@ -239,7 +239,7 @@ class Completion:
     prompt_tokens: int
     think_tokens: int
     solve_tokens: int
-    forced: bool
+    forced: bool  # the budget cut thinking (t, or soft's ceiling): the end marker was forced there
     finish_reason: str  # "stop" (EOS) | "length" (a budget or the context ran out)
     token_ids: list[int] = field(repr=False)
     forced_mask: list[bool] = field(repr=False)

@@ -17,7 +17,7 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.row_state import RowState, worst_case_tokens
+from e1.engine.row_state import BUDGET, RowState, worst_case_tokens
 from e1.errors import ConfigError
 
 
@@ -110,7 +110,7 @@ class RowEngine:
                 prompt_tokens=len(prompt_ids[p]),
                 think_tokens=state.think_tokens,
                 solve_tokens=state.solve_tokens,
-                forced=state.was_forced,
+                forced=state.think_end == BUDGET,  # cut by the budget (a stop pattern's forced marker is not)
                 finish_reason=state.finish_reason,
                 token_ids=list(state.tokens),
                 forced_mask=list(state.forced),

@@ -130,7 +130,8 @@ def report(state: RowState, budget: RequestBudget | None) -> dict:
     """What a response's choice says about its budgets (``budget`` in the JSON); a plain
     request gets its phase counts too, with no budgets."""
     return {"thinking_tokens": state.think_tokens, "solution_tokens": state.solve_tokens,
-            "forced_tokens": sum(state.forced), "thinking_forced": state.was_forced, "thinking_end": state.think_end,
+            "forced_tokens": sum(state.forced), "thinking_forced": state.think_end == "budget",
+            "thinking_end": state.think_end,
             "thinking_budget": budget.budget.think if budget else None,
             "solution_budget": budget.budget.solve if budget else None,
             "budget_mode": str(budget.mode) if budget else "none"}
