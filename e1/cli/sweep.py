@@ -17,7 +17,7 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen).")] = "elastic",
+    modes: Annotated[str, typer.Option("--modes", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], soft[:start=F:strength=B:shape=linear|exp:ceiling=C], none; options :exit=qwen|'text', :grace=G, :stop='regex' (e.g. elastic:exit=qwen). soft shares a trajectory only up to start x t.")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
     independent: Annotated[bool, typer.Option(
         "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
@@ -30,7 +30,8 @@ def sweep_command(
     Each model is loaded once for its whole grid (an eval run in --out/models/).
     truncate gets one budget t + s: the same total as the other modes.
     One unconstrained trajectory per sample serves every mode and budget (--independent: not).
-    Writes samples, summary, curves and differences parquet (with a model column), curves.png.
+    Writes samples, summary, curves, differences, areas (AUC per curve) and problems (b* per
+    problem) parquet (with a model column), curves.png; the tables show them all.
     Rerunning into the same --out resumes where it stopped.
 
     Examples:
@@ -38,14 +39,17 @@ def sweep_command(
       e1 sweep --model Salesforce/E1-Math-1.5B --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime --think 0,512,1k,2k,3k --solve 1k --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
 
       e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0
+
+      e1 sweep --model ./my-model --datasets problems.jsonl --think 512,1k --modes 'elastic,soft:strength=8,elastic:stop="\\\\boxed\\{"'
     """
     from rich.console import Console
 
     from e1.report import ui
+    from e1.report.curve_tables import spending_table
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
     from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import SweepConfig, budget_grid, display_names, parse_modes, sweep
+    from e1.eval.sweep import AREAS, PROBLEMS, SweepConfig, budget_grid, display_names, parse_modes, sweep
 
     grid = options.eval_config(model=models[0] if models else "", budgets=budget_grid(think, solve, budgets),
                                modes=parse_modes(modes), n=n, out=out)
@@ -59,6 +63,7 @@ def sweep_command(
     for model, rows in summary.groupby("model", sort=False):  # one table per model keeps 80 columns readable
         console.print(ui.summary_table(rows.drop(columns="model"), title=names[model]))
     console.print(ui.curves_table(curves, names=names))
+    console.print(spending_table(read_parquet(out / AREAS), read_parquet(out / PROBLEMS), names=names))
     differences = read_parquet(out / DIFFERENCES)
     if len(differences):
         console.print(ui.differences_table(differences, names=names))
