@@ -247,3 +247,26 @@ def test_shared_prefixes_give_independent_results_for_soft_and_stop(tiny_engine)
         assert [c.token_ids for c in shared] == [c.token_ids for c in alone], mode
         assert [c.think_end for c in shared] == [c.think_end for c in alone], mode
         assert [c.prefix_tokens for c in shared] == [followed] * 4, mode
+
+
+def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metric(tiny_model_dir, problems_file,
+                                                                                    tmp_path):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+
+    modes = "elastic,soft:start=0.5:strength=6,elastic:stop='\\d'"
+    frames = []
+    for out, extra in ((tmp_path / "shared", []), (tmp_path / "alone", ["--independent"])):
+        result = CliRunner().invoke(app, ["sweep", "--model", str(tiny_model_dir), "--datasets", str(problems_file),
+                                          "--think", "8", "--solve", "4", "--modes", modes, "--n", "1",
+                                          "--temperature", "0", "--out", str(out), *extra], prog_name="e1")
+        assert result.exit_code == 0, result.output
+        assert "whole curves" in result.output and "tok/✓" in result.output and "cut" in result.output
+        frames.append(pd.read_parquet(out / "samples.parquet").sort_values(["mode", "think_budget", "problem_id"]))
+    shared, alone = frames
+    columns = ["mode", "think_budget", "problem_id", "think_tokens", "solve_tokens", "think_end", "forced", "think_text"]
+    pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
+    assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
+    assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}

@@ -334,7 +334,7 @@ class OpenAIEngine(RowEngine):
             prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
-            closed=closed)
+            closed=closed, think_end="budget" if forced else "natural" if closed else "open")
 
 
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:

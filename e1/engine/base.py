@@ -64,8 +64,12 @@ class Mode:
     - ``wait=k`` (budget-forcing, s1): the first k natural ends of thinking become "Wait".
     - ``exit=qwen`` or ``exit='any text'`` (elastic, budget-forcing): forced at t before the end
       marker, counted in neither budget like the marker itself (default: the bare marker).
-    - ``grace=g`` (elastic, budget-forcing): at t, let thinking finish its sentence for up to g
+    - ``grace=g`` (elastic, budget-forcing, soft): at t, let thinking finish its sentence for up to g
       more tokens (counted as thinking), then force.
+    - ``stop='regex'`` (elastic, soft, budget-forcing): end thinking when the regex matches the
+      thinking text; the bare end marker is forced (``Completion.think_end == "pattern"``).
+    - soft's ``start=0.8`` (the bias starts at start x t), ``strength=8`` (the bias at t, in logits),
+      ``shape=linear|exp`` and ``ceiling=1.5`` (the marker is forced at ceiling x t).
 
     >>> Mode.parse("budget-forcing:wait=2")
     Mode(name='budget-forcing', wait=2, exit='', grace=0)
@@ -73,6 +77,8 @@ class Mode:
     'elastic:exit=qwen:grace=32'
     >>> Mode.parse("elastic:exit='Time is up: answer now.'").exit_text
     'Time is up: answer now.'
+    >>> str(Mode.parse("soft:strength=4:shape=exp:stop='boxed'"))
+    "soft:stop='boxed':strength=4:shape=exp"
     """
 
     name: str = "elastic"
