@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import re
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -106,7 +107,7 @@ def test_soft_follows_a_root_only_up_to_the_first_biased_draw():
 # ---- stop=regex on RowState, by hand ----------------------------------------------------------------
 
 def pair_matcher(tail):  # "the pattern": thinking ids 21 then 22, anywhere in the tail
-    return any(a == 21 and b == 22 for a, b in zip(tail, tail[1:]))
+    return (21, 22) in pairwise(tail)
 
 
 @pytest.mark.parametrize("mode", ["elastic:exit='x'", "soft", "budget-forcing"])
