@@ -7,6 +7,9 @@
     EOS is disabled for both so every row writes its whole budget: elastic t + marker + s,
     none t + 2 + s tokens (the marker
     is two pad tokens, which the random model practically never writes itself).
+(c) the per-token cost of soft's bias and of stop-pattern matching vs elastic, same tokens:
+    ``soft:start=0:ceiling=1`` (a bias added at every thinking step, cut at t like elastic) and
+    ``elastic:stop='...'`` (a pattern that never matches, checked after every thinking token).
 (b) e1's transformers backend vs ``model.generate()`` at the same batch, prompts and tokens,
     greedy, ``min_new_tokens = max_new_tokens`` (goal ≤ 1.0×).
 (c) early-exit vs elastic, same rows: trials at every occurrence of the model's commonest thinking
@@ -78,7 +81,7 @@ def main() -> None:
     budget = Budget(half, args.tokens - half)
 
     def run(mode):
-        completions = engine.generate(prompts, budget, Mode(mode), sampling)
+        completions = engine.generate(prompts, budget, Mode.parse(mode), sampling)
         return sum(len(c.token_ids) for c in completions)
 
     # warm up both paths once
@@ -95,6 +98,7 @@ def main() -> None:
     per_token = (secs["elastic"] / tokens["elastic"]) / (secs["none"] / tokens["none"])
     print(f"    ratio elastic/none per token: {per_token:.3f}x (goal <= 1.03x)")
     early_exit_row(engine, prompts, budget, sampling, args.repeats)
+    policies_vs_elastic(run, args.repeats)
 
     # (b) against model.generate at the same batch, prompts and number of new tokens (greedy)
     greedy = Sampling(temperature=0.0, max_tokens=args.tokens)
@@ -145,6 +149,18 @@ def early_exit_row(engine, prompts, budget, sampling, repeats: int) -> None:
     per_step = (secs["early-exit"] / steps["early-exit"]) / (secs["elastic"] / steps["elastic"])
     print(f"    ratio early-exit/elastic per output token: {per_output:.3f}x; per decoded token: {per_decoded:.3f}x; "
           f"per batch step ({steps['early-exit']} vs {steps['elastic']}): {per_step:.3f}x (goal ~1.0x)")
+MODE_ROWS = {"soft": "soft:start=0:ceiling=1", "stop": "elastic:stop='never written: ZQX'"}
+
+
+def policies_vs_elastic(run, repeats: int) -> None:
+    """(c): each new mode's time per output token over elastic's, measured interleaved in one run."""
+    runs = {"elastic": "elastic", **MODE_ROWS}
+    tokens = {name: run(mode) for name, mode in runs.items()}  # also the warm-up
+    best = interleaved_best(repeats, {name: (lambda m=mode: run(m)) for name, mode in runs.items()})
+    per_token = {name: best[name][0] / tokens[name] for name in runs}
+    for name, mode in MODE_ROWS.items():
+        print(f"(c) {mode}: {best[name][0]:.3f}s for {tokens[name]} tokens; "
+              f"per token vs elastic: {per_token[name] / per_token['elastic']:.3f}x")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def rows(count: int, start: int, text_chars: int) -> list[dict]:
     return [dict(dataset="bench", problem_id=f"p{(start + i) // 16}", sample_index=(start + i) % 16, mode="elastic",
                  think_budget=2048, solve_budget=1024, prompt_tokens=120, think_tokens=2048, solve_tokens=300,
                  forced=True, finish_reason="stop", think_text=text, solution_text="so \\boxed{4}", extracted_answer="4",
-                 gold="4", reward=1.0, correct=True, tests_passed=math.nan, first_failure=None)
+                 gold="4", reward=1.0, correct=True, tests_passed=math.nan, first_failure=None, think_end="budget")
             for i, text in enumerate(texts(count, text_chars, start))]
 
 

@@ -78,15 +78,23 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
     name = mode.name
     assert len(c.token_ids) == len(c.forced_mask)
     assert c.finish_reason in ("stop", "length")
-    if name == "elastic":
-        assert c.think_tokens <= budget.think + mode.grace and c.solve_tokens <= budget.solve
-        natural_end = not c.forced and c.closed
-        if mode.grace:  # inside the window a row may also end by EOS or run out of room, unforced
-            assert not c.forced or budget.think <= c.think_tokens <= budget.think + mode.grace
+    if name in ("elastic", "soft"):
+        from e1.engine.row_state import think_limit
+
+        limit = think_limit(budget, mode)  # t, or soft's ceiling
+        assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
+        assert c.think_end in ("natural", "budget", "pattern", "open")
+        assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end != "open")
+        natural_end = c.think_end == "natural"
+        if c.think_end == "pattern":  # a stop pattern matched: forced whenever it matched, before the limit
+            assert mode.stop and c.think_tokens <= limit + mode.grace
+        elif mode.grace:  # inside the window a row may also end by EOS or run out of room, unforced
+            assert not c.forced or limit <= c.think_tokens <= limit + mode.grace
         else:
-            assert c.forced == (c.think_tokens == budget.think and not natural_end)
+            assert c.forced == (c.think_tokens == limit and not natural_end)
         forced_ids = [t for t, f in zip(c.token_ids, c.forced_mask) if f]
-        assert forced_ids == (list(exit_ids) + list(end_ids) if c.forced else [])
+        cut = list(exit_ids) if c.think_end == "budget" else []  # a pattern forces the bare marker
+        assert forced_ids == (cut + list(end_ids) if c.think_end in ("budget", "pattern") else [])
         assert len(c.token_ids) == c.think_tokens + c.solve_tokens + len(forced_ids)
     elif name == "truncate":
         assert c.think_tokens + c.solve_tokens <= budget.total and not c.forced

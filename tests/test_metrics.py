@@ -206,8 +206,10 @@ def test_summary_table_shows_the_new_metrics_in_percent():
                                   if "elastic" in line)  # a row and the line below it
     # avg@n 2/8, its interval (0, 50 %) below; pass@4 1/2; maj@4: p1 tie 7/5, 7 first -> 1/2
     # forced: samples 2, 3 of each problem, all wrong; natural: p1 s0, s1 right of 4; 1 of 8
+    # tok/✓: 8 samples x 15 tokens / 2 correct = 60; cut: the 4 forced of 8 (none hit a length limit);
     # unanswered (12.5 % rounds half to even)
-    assert elastic.split() == ["d", "elastic", "8+4", "2", "25.0", "50.0", "50.0", "10", "5", "50%", "50%", "12%"]
+    assert elastic.split() == ["d", "elastic", "8+4", "2", "25.0", "50.0", "50.0", "10", "5", "60", "50%", "50%", "50%",
+                               "12%"]
     assert elastic_below.split() == ["0.0–50.0", "✓", "0.0", "✓", "50.0"]
     lines = text.splitlines()
     truncate_below = lines[next(i for i, line in enumerate(lines) if "truncate" in line) + 1]

@@ -74,7 +74,7 @@ def test_sample_rows_are_built_by_column_name():
     row = dict(dataset="d", problem_id="p", sample_index=0, mode="elastic", think_budget=8, solve_budget=4,
                prompt_tokens=3, think_tokens=8, solve_tokens=2, forced=True, finish_reason="stop", think_text="t",
                solution_text="s", extracted_answer="2", gold="2", reward=1.0, correct=True, tests_passed=float("nan"),
-               first_failure=None)
+               first_failure=None, think_end="budget")
     frame = samples_frame([dict(reversed(row.items()))])  # the order of the keys does not matter
     assert list(frame.columns) == SAMPLE_COLUMNS and frame.iloc[0]["think_budget"] == 8
     assert frame.iloc[0]["solution_text"] == "s" and bool(frame.iloc[0]["forced"])

@@ -16,7 +16,7 @@ def row(pid: str, index: int, text: str = "t") -> dict:
     return dict(dataset="d", problem_id=pid, sample_index=index, mode="elastic", think_budget=8, solve_budget=4,
                 prompt_tokens=3, think_tokens=8, solve_tokens=2, forced=True, finish_reason="stop", think_text=text,
                 solution_text="s", extracted_answer="2", gold="2", reward=1.0, correct=True,
-                tests_passed=math.nan, first_failure=None)
+                tests_passed=math.nan, first_failure=None, think_end="budget")
 
 
 def test_each_batch_is_one_new_part_and_reads_back_as_one_set(tmp_path):
@@ -90,7 +90,7 @@ def test_a_write_in_flight_is_ignored_and_a_damaged_part_is_named(tmp_path):
 def test_todays_single_file_format_reads_with_new_columns_defaulted(tmp_path):
     out = tmp_path / "run"
     out.mkdir()
-    old = pd.DataFrame([row("p1", 0)]).drop(columns=["tests_passed", "first_failure"])
+    old = pd.DataFrame([row("p1", 0)]).drop(columns=["tests_passed", "first_failure", "think_end"])
     old.to_parquet(out / SAMPLES, index=False)
     store = SampleStore(out)
     store.append([row("p2", 0)])

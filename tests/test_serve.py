@@ -106,7 +106,7 @@ def test_rewrite_counts_phases_from_the_token_ids(served):
     choice = out["choices"][0]
     # the EOS is not replayed: the state ended at s (vLLM only needed it to stop), so one forced token
     assert choice["budget"] == {"thinking_tokens": 3, "solution_tokens": 2, "forced_tokens": 1,
-                                "thinking_forced": True, "thinking_budget": 3, "solution_budget": 2,
+                                "thinking_forced": True, "thinking_end": "budget", "thinking_budget": 3, "solution_budget": 2,
                                 "budget_mode": "elastic"}
     assert choice["finish_reason"] == "length"  # the solution budget, not the model, ended it
     assert choice["message"] == {"reasoning": tokenizer.decode([a, a, a]), "content": tokenizer.decode([b, b])}

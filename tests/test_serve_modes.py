@@ -55,7 +55,7 @@ def test_replay_counts_an_exit_and_grace_decoding_as_the_state_that_decoded_it()
     state = replay(budget, MARKERS, [1], EXIT, ENDS)
     feed(state, returned)
     assert report(state, budget) == {"thinking_tokens": 5, "solution_tokens": 2, "forced_tokens": 3,
-                                     "thinking_forced": True, "thinking_budget": 3, "solution_budget": 2,
+                                     "thinking_forced": True, "thinking_end": "budget", "thinking_budget": 3, "solution_budget": 2,
                                      "budget_mode": MODE}
     assert (state.tokens, state.finish_reason) == (decoder.tokens, "length")
     blind = replay(budget, MARKERS, [1])  # without the exit ids and sentence ends the counts go wrong
@@ -97,6 +97,20 @@ def test_the_servers_default_mode_sets_max_tokens_with_its_exit_text(served):
     assert plain["max_tokens"] == worst - exit_count - 32
     with pytest.raises(E1Error, match="more than the served context of 256"):
         prepare({"thinking_budget": 100, "solution_budget": 80}, served)  # 183 would fit, with the exit and grace not
+
+
+def test_soft_and_stop_requests_get_the_state_e1_eval_builds(served, tiny_engine):
+    prompt = served.tokenizer.encode("What is 2 + 3? <think>", add_special_tokens=False)
+    mode = Mode.parse("soft:start=0.5:ceiling=2:stop='x y'")
+    state = served.state(RequestBudget(Budget(6, 4), mode), prompt)
+    ours = tiny_engine.row_state(prompt, Budget(6, 4), mode, Sampling(temperature=0.0))
+    assert state.stop.pattern.pattern == ours.stop.pattern.pattern == "x y" and state.think_limit == ours.think_limit == 12
+    request, _ = prepare({"messages": [], "budget_mode": "soft:ceiling=2"}, served)
+    # t + s + (ceiling - 1) t + <think> + </think> + the forced EOS: soft may think on to 2t
+    markers = len(served.markers.start_ids) + len(served.markers.end_ids)
+    assert request["max_tokens"] == 6 + 4 + 6 + markers + 1
+    with pytest.raises(E1Error, match="invalid stop pattern"):
+        check_fields({"budget_mode": "elastic:stop='('"})
 
 
 WAIT_REFUSED = ("mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
@@ -171,6 +185,7 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
         assert choice["token_ids"] == ours.token_ids + forced_eos
         assert choice["budget"] == {"thinking_tokens": ours.think_tokens, "solution_tokens": ours.solve_tokens,
                                     "forced_tokens": sum(ours.forced_mask), "thinking_forced": ours.forced,
+                                    "thinking_end": ours.think_end,
                                     "thinking_budget": t, "solution_budget": s, "budget_mode": SERVED_MODE}
         if "message" in choice:
             assert choice["message"]["reasoning"] == (ours.think_text or None)
@@ -180,3 +195,29 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
     with pytest.raises(openai.BadRequestError, match=re.escape(WAIT_REFUSED)):
         client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": "hi"}],
                                        extra_body={"budget_mode": "budget-forcing:wait=2"})
+
+
+def test_soft_and_stop_requests_equal_e1s_engine_token_for_token(server):
+    """The served processor adds soft's bias and matches stop patterns as e1 eval's engine does."""
+    import openai
+
+    from e1.engine.hf import HFEngine
+
+    client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
+    reference = HFEngine.load(server[1], dtype="float32", device="cpu")
+    for prompt in ("What is 4 + 4? <think>", "What is 3 + 9? x x x <think>", "What is 1 + 3? x", "What is 2 + 6? x x"):
+        _, prompt_ids = ask(client, server[1], prompt, {"budget_mode": "elastic"})
+        free = reference.generate([prompt_ids], Budget(5, 3), Mode("elastic"), Sampling(temperature=0.0))[0]
+        if len(free.think_text) >= 3:  # a prompt the greedy model thinks on
+            break
+    early = re.escape(free.think_text[1:3])  # text the greedy thinking writes early
+    ends = set()
+    for mode in ("soft:start=0:strength=30:shape=exp", str(Mode("elastic", stop=early))):
+        extra = {"thinking_budget": 5, "solution_budget": 3, "budget_mode": mode}
+        choice, prompt_ids = ask(client, server[1], prompt, extra)
+        ours = reference.generate([prompt_ids], Budget(5, 3), Mode.parse(mode), Sampling(temperature=0.0))[0]
+        forced_eos = [min(reference.markers.eos_ids)] if ours.finish_reason == "length" else []
+        assert choice["token_ids"] == ours.token_ids + forced_eos, mode
+        assert choice["budget"]["thinking_end"] == ours.think_end
+        ends.add(ours.think_end)
+    assert "pattern" in ends

@@ -91,3 +91,29 @@ def test_areas_and_b_star_agree_with_the_cells_they_come_from(problems, samples_
         cells = samples[samples["problem_id"] == row.problem_id].groupby("think_budget")["correct"].mean()
         solving = [t + 16 for t, share in cells.items() if share >= 0.5]
         assert (row.b_star if not pd.isna(row.b_star) else None) == (min(solving) if solving else None)
+
+
+def test_the_sweep_table_shows_auc_with_its_interval_and_b_star_in_80_columns():
+    import pandas as pd
+    from rich.console import Console
+
+    from e1.report.curve_tables import spending_table
+
+    areas = pd.DataFrame([dict(model="m/a", dataset="aime", mode="elastic", points=3, problems=3, min_tokens=10,
+                               max_tokens=900, auc=0.4321, auc_ci_low=0.3, auc_ci_high=0.55),
+                          dict(model="m/a", dataset="aime", mode="soft:start=0.5:strength=8", points=1, problems=3,
+                               min_tokens=10, max_tokens=10, auc=float("nan"), auc_ci_low=float("nan"),
+                               auc_ci_high=float("nan"))])
+    problems = pd.DataFrame([dict(model="m/a", dataset="aime", mode="elastic", problem_id=p, b_star=b, b_star_think=b,
+                                  censored=c, samples=4) for p, b, c in (("p1", 1024, 0), ("p2", 3072, 2), ("p3", None, 4))]
+                            + [dict(model="m/a", dataset="aime", mode="soft:start=0.5:strength=8", problem_id="p1",
+                                    b_star=None, b_star_think=None, censored=1, samples=4)]).astype({"b_star": "Int64"})
+    console = Console(width=80, record=True, color_system=None, file=open("/dev/null", "w"))
+    console.print(spending_table(areas, problems))
+    lines = console.export_text().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    elastic = next(line for line in lines if " elastic " in line).split()
+    # AUC 43.2 [30.0, 55.0]; solved 2 of 3; median b* of 1k and 3k = 2k; cut 6 of 12 samples
+    assert elastic == ["aime", "elastic", "43.2", "[30.0,", "55.0]", "2/3", "2k", "50%"]
+    soft = next(line for line in lines if "soft" in line).split()
+    assert soft == ["aime", "soft:start=0.5:strength=8", "–", "0/1", "–", "25%"]

@@ -35,7 +35,8 @@ def summaries(draw) -> pd.DataFrame:
             k=draw(st.sampled_from([1, 4, 16, 64])), mean_think_tokens=draw(st.floats(0, 40000)),
             mean_solve_tokens=draw(st.floats(0, 40000)), mean_total_tokens=0.0, forced_rate=draw(st.floats(0, 1)),
             natural_samples=1, natural_accuracy=draw(FRACTION), forced_samples=1, forced_accuracy=draw(FRACTION),
-            unanswered_rate=draw(st.floats(0, 1))))
+            unanswered_rate=draw(st.floats(0, 1)), tokens_per_correct=draw(st.floats(0, 1e6) | st.just(math.nan)),
+            censored_rate=draw(st.floats(0, 1)), pass_at_2=draw(FRACTION)))
     return pd.DataFrame(rows)
 
 
@@ -63,7 +64,8 @@ def test_every_key_cell_of_a_summary_table_is_shown_whole(summary, width):
 @given(summary=summaries())
 def test_a_wide_terminal_shows_every_figure_and_a_narrow_one_names_what_it_left_out(summary):
     k = int(summary["k"].max())
-    headers = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]
+    headers = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans.", "tok/✓", "cut",
+               *(["pass@2"] if k != 2 else [])]
     wide = "\n".join(rendered(summary_table(summary), 250))
     assert all(header in wide for header in headers) and "left out" not in wide
     narrow = " ".join(" ".join(rendered(summary_table(summary), 60)).split())

@@ -36,7 +36,7 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
                         solution_text=f"\\boxed{{{model_answer}}}" if answered else "",
                         extracted_answer=model_answer if answered else None, gold=gold,
                         reward=float(answered and model_answer == gold), correct=answered and model_answer == gold,
-                        tests_passed=float("nan"), first_failure=None))
+                        tests_passed=float("nan"), first_failure=None, think_end="budget" if answered else "open"))
     return rows
 
 

@@ -20,7 +20,8 @@ from e1.engine.base import Mode, Sampling  # noqa: E402
 from e1.engine.markers import resolve_markers  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
-MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none", "elastic:exit=qwen", "elastic:grace=4"]
+MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none", "elastic:exit=qwen", "elastic:grace=4",
+         "soft:start=0.5:strength=6", "soft:start=0:strength=30:shape=exp:ceiling=2"]
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 
 
@@ -197,3 +198,67 @@ def test_vllm_samples_do_not_depend_on_the_batch(engines):
     assert [c.token_ids for c in together[:2]] == [c.token_ids for c in alone[0]]
     assert [c.token_ids for c in together[12:]] == [c.token_ids for c in alone[1]]
     assert together[0].token_ids != together[1].token_ids or together[2].token_ids != together[3].token_ids
+
+
+# -- soft and stop= (issue [M]): the bias and the pattern act alike in both backends ------------
+
+
+@pytest.fixture(scope="module")
+def early_text(engines):
+    """A stop pattern the greedy thinking reaches early: characters 1..3 of each prompt's greedy thinking
+    (this model's are mostly newlines, which several ids write together: a match across ids)."""
+    import re
+
+    _, hf = engines
+    outputs = hf.generate(prompts_for(hf.tokenizer), Budget(9, 6), Mode("elastic"), GREEDY)
+    texts = {c.think_text[1:4] for c in outputs if len(c.think_text) >= 4}
+    assert texts, [c.think_text for c in outputs]
+    return "|".join(re.escape(text) for text in sorted(texts))
+
+
+@pytest.mark.parametrize("mode", ["elastic", "soft", "budget-forcing"])
+def test_greedy_stop_pattern_equals_the_transformers_backend(engines, early_text, mode):
+    vllm_engine, hf = engines
+    prompts = prompts_for(hf.tokenizer)
+    for budget in (Budget(3, 5), Budget(9, 6)):
+        stop = Mode(mode, stop=early_text)
+        ours = vllm_engine.generate(prompts, budget, stop, GREEDY, n=2)
+        theirs = hf.generate(prompts, budget, stop, GREEDY, n=2)
+        assert [dataclasses.asdict(c) for c in ours] == [dataclasses.asdict(c) for c in theirs]
+        if budget.think == 9:
+            assert any(c.think_end == "pattern" for c in ours)  # the pattern is exercised
+
+
+def test_the_soft_bias_changes_what_both_backends_decode(engines):
+    """Guards the soft rows of test_greedy_tokens_equal_the_transformers_backend: the bias makes rows
+    end thinking by themselves where elastic would have cut them."""
+    vllm_engine, hf = engines
+    prompts = prompts_for(hf.tokenizer)
+    soft = Mode.parse("soft:start=0:strength=30:shape=exp:ceiling=2")
+    ours = vllm_engine.generate(prompts, Budget(9, 6), soft, GREEDY)
+    elastic = vllm_engine.generate(prompts, Budget(9, 6), Mode("elastic"), GREEDY)
+    assert sum(c.think_end == "natural" for c in ours) > sum(c.think_end == "natural" for c in elastic)
+    assert [c.token_ids for c in ours] == [c.token_ids for c in hf.generate(prompts, Budget(9, 6), soft, GREEDY)]
+
+
+def test_processor_adds_the_soft_bias_to_the_marker_only(engines):
+    import torch
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    from e1.engine.row_state import soft_bias
+    from e1.engine.vllm_processor import KEY, BudgetProcessor, budget_args
+
+    _, hf = engines
+    markers, mode = hf.markers, Mode.parse("soft:start=0.5:strength=4")
+    end = markers.end_ids[0]
+    args = budget_args(Budget(4, 2), mode, markers, opens_thinking=True, room=64)
+    processor = BudgetProcessor(None, torch.device("cpu"), False)
+    output = []
+    processor.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))
+    for written in range(6):  # thinking ids 0..5: bias 0, 0, 0, 2, 4, 4 (t = 4, begin 2), then forced at 6
+        logits = processor.apply(torch.zeros(1, 8))  # [1, V=8]
+        assert logits[0, end].item() == soft_bias(written, 4, mode)
+        assert (logits[0, [i for i in range(8) if i != end]] == 0).all()
+        output.append(5)
+    assert processor.apply(torch.zeros(1, 8))[0].isfinite().nonzero().flatten().tolist() == [end]

@@ -16,7 +16,7 @@ def eval_command(
     model: ModelOpt,
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
-    mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | none | early-exit[:threshold=0.95:trial=16:at=para+wait]; elastic, budget-forcing and early-exit take :exit=qwen|'text' and :grace=G; hosted APIs: none:effort=LEVEL (README: Decoding modes).")] = "elastic",
+    mode: Annotated[str, typer.Option("--mode", help="elastic | truncate | budget-forcing[:wait=K] | soft[:start=0.8:strength=8:shape=linear|exp:ceiling=1.5] | none | early-exit[:threshold=0.95:trial=16:at=para+wait]; elastic, soft, budget-forcing and early-exit take :exit=qwen|'text' and :grace=G; elastic, soft and budget-forcing :stop='regex' (e.g. elastic:stop='\\\\boxed\\{'); hosted APIs: none:effort=LEVEL (README: Decoding modes).")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
     out: OutOpt = Path("runs/eval"),
@@ -33,6 +33,8 @@ def eval_command(
     [cyan]e1 eval --model Salesforce/E1-Math-1.5B --datasets aime,math500 --think 1k --solve 1k[/cyan]
 
     [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode truncate --n 1 --temperature 0 --report-to tensorboard[/cyan]
+
+    [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode soft:start=0.8:strength=8 --think 512[/cyan]
 
     [cyan]e1 eval --model agentica-org/DeepCoder-1.5B-Preview --datasets humaneval --n 4[/cyan]
 

@@ -17,7 +17,7 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[Optional[str], typer.Option("--modes", show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], none, early-exit[:threshold=P:trial=K:at=para+wait]; options :exit=qwen|'text', :grace=G (e.g. elastic:exit=qwen, early-exit:threshold=0.9).")] = None,
+    modes: Annotated[Optional[str], typer.Option("--modes", show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], soft[:start=F:strength=B:shape=linear|exp:ceiling=C], none, early-exit[:threshold=P:trial=K:at=para+wait]; options :exit=qwen|'text', :grace=G, :stop='regex' (e.g. elastic:exit=qwen, early-exit:threshold=0.9). soft shares a trajectory only up to start x t.")] = None,
     budget_axis: Annotated[str, typer.Option("--budget-axis", help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured thinking tokens).")] = "tokens",
     efforts: Annotated[Optional[str], typer.Option("--efforts", show_default=False, help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).")] = None,
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
@@ -32,7 +32,8 @@ def sweep_command(
     Each model is loaded once for its whole grid (an eval run in --out/models/).
     truncate gets one budget t + s: the same total as the other modes.
     One unconstrained trajectory per sample serves every mode and budget (--independent: not).
-    Writes samples, summary, curves and differences parquet (with a model column), curves.png.
+    Writes samples, summary, curves, differences, areas (AUC per curve) and problems (b* per
+    problem) parquet (with a model column), curves.png; the tables show them all.
     Rerunning into the same --out resumes where it stopped.
     --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
 
@@ -41,6 +42,8 @@ def sweep_command(
       e1 sweep --model Salesforce/E1-Math-1.5B --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime --think 0,512,1k,2k,3k --solve 1k --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
 
       e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0 --report-to wandb
+
+      e1 sweep --model ./my-model --datasets problems.jsonl --think 512,1k --modes 'elastic,soft:strength=8,elastic:stop="\\\\boxed\\{"'
 
       GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
@@ -63,8 +66,9 @@ def _print_results(config, summary, curves) -> None:
     """The sweep's tables (one per model keeps 80 columns readable) and where its files are."""
     from rich.console import Console
 
-    from e1.eval.sweep import DECODED_PLOT, display_names
+    from e1.eval.sweep import AREAS, DECODED_PLOT, PROBLEMS, display_names
     from e1.report import ui
+    from e1.report.curve_tables import spending_table
     from e1.report.metrics import DIFFERENCES
     from e1.store.results import read_parquet
 
@@ -74,6 +78,7 @@ def _print_results(config, summary, curves) -> None:
     for model, rows in summary.groupby("model", sort=False):
         console.print(ui.summary_table(rows.drop(columns="model"), title=names[model]))
     console.print(ui.curves_table(curves, names=names))
+    console.print(spending_table(read_parquet(out / AREAS), read_parquet(out / PROBLEMS), names=names))
     differences = read_parquet(out / DIFFERENCES)
     if len(differences):
         console.print(ui.differences_table(differences, names=names))

@@ -188,6 +188,9 @@ class OpenAIEngine(RowEngine):
             return BUDGET_FIELDS
         if mode.name in ("truncate", "none"):
             return ONE_CALL
+        if mode.name == "soft" or mode.stop:
+            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: it acts on the logits at every "
+                              "thinking token", hint="serve the model with e1 serve, or use a local backend")
         if self.chat:
             raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
                               "and forcing the end marker needs the prompt as text",
@@ -375,7 +378,7 @@ class OpenAIEngine(RowEngine):
             prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
-            closed=closed)
+            closed=closed, think_end="budget" if forced else "natural" if closed else "open")
 
 
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:

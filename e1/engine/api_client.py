@@ -224,7 +224,8 @@ def reported_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Comp
         prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=message.get("content") or "",
         prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=solution, forced=forced,
         finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[], forced_mask=[],
-        closed=forced or solution > 0)
+        closed=forced or solution > 0 or report.get("thinking_end") in ("natural", "pattern"),
+        think_end=str(report.get("thinking_end") or ""))
 
 
 def chat_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:

@@ -11,11 +11,17 @@ Modes (see DESIGN.md):
 - ``truncate`` — one budget ``t + s`` over the whole output; nothing is forced.
 - ``budget-forcing`` (s1) — at ``t`` force the end marker and "Final Answer:"; with
   ``budget-forcing:wait=k`` the first ``k`` natural ends are replaced by "Wait".
+- ``soft`` (budget guidance) — no cut at ``t``: from ``start * t`` thinking tokens on, a bias
+  added to the end marker's logit rises to ``strength`` at ``t`` (``shape`` linear or exp); the
+  marker is forced only at the backstop ``ceiling * t``. ``soft:start=0.8:strength=8:ceiling=1.5``.
 - ``none`` — unconstrained up to ``Sampling.max_tokens`` (and the model's context); behind a
   hosted reasoning API, ``none:effort=high`` asks the vendor for that reasoning effort level.
 - ``early-exit`` (DEER) — elastic, plus: at each thinking transition ("Wait", a paragraph break)
   a short greedy trial answer is decoded and rolled back; thinking ends there when its mean
   token probability reaches ``threshold`` (:mod:`e1.engine.early_exit`).
+
+``stop='regex'`` (elastic, soft, budget-forcing) ends thinking as soon as the regex matches the
+thinking text (a bounded tail of it, :mod:`e1.engine.stop`): the end marker is forced then.
 """
 
 from __future__ import annotations
@@ -30,7 +36,9 @@ from e1.engine.markers import Markers
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 
-MODES = ("elastic", "truncate", "budget-forcing", "none", "early-exit")
+MODES = ("elastic", "truncate", "budget-forcing", "soft", "none", "early-exit")
+BUDGETED = ("elastic", "budget-forcing", "soft", "early-exit")  # modes whose thinking has its own budget t
+SOFT_SHAPES = ("linear", "exp")  # how soft's bias rises from start * t to t (e1.engine.row_state.soft_bias)
 
 
 # What is forced at t before the end marker (``exit=NAME``); any other text is given quoted.
@@ -49,10 +57,16 @@ MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2
                 "grace": Number(int, min=0, max=MAX_TOKENS, hint="elastic:grace=32 lets a sentence end"),
                 "threshold": Number(float, min=0, max=1, above=True, optional=True,
                                     hint="early-exit:threshold=0.95 exits when the trial answer is that sure"),
-                "trial": Number(int, min=1, max=1024, optional=True, hint="early-exit:trial=16 decodes 16 trial tokens")}
+                "trial": Number(int, min=1, max=1024, optional=True, hint="early-exit:trial=16 decodes 16 trial tokens"),
+                # soft: where the bias starts (a fraction of t), its value at t, the hard backstop (a multiple of t)
+                "start": Number(float, min=0, max=1, hint="soft:start=0.8 starts the bias at 80% of t"),
+                "strength": Number(float, min=0, max=100, hint="soft:strength=8 adds 8 to the marker's logit at t"),
+                "ceiling": Number(float, min=1, max=64, hint="soft:ceiling=1.5 forces the marker at 1.5 x t")}
 # early-exit's transitions (``at=``): where a trial answer is tried; any other text is given quoted
 TRANSITION_TEXTS = {"wait": ("Wait", " Wait"), "para": ("\n\n",)}
 EARLY_EXIT_DEFAULTS = {"threshold": 0.95, "trial": 16, "at": "para+wait"}
+SOFT_DEFAULTS = {"start": 0.8, "strength": 8.0, "shape": "linear", "ceiling": 1.5}
+OPTION_KEYS = ("wait", "exit", "grace", "stop", *SOFT_DEFAULTS, "effort", "threshold", "trial", "at")
 
 
 @dataclass(frozen=True)
@@ -62,10 +76,14 @@ class Mode:
     - ``wait=k`` (budget-forcing, s1): the first k natural ends of thinking become "Wait".
     - ``exit=qwen`` or ``exit='any text'`` (elastic, budget-forcing): forced at t before the end
       marker, counted in neither budget like the marker itself (default: the bare marker).
-    - ``grace=g`` (elastic, budget-forcing): at t, let thinking finish its sentence for up to g
+    - ``grace=g`` (elastic, budget-forcing, soft): at t, let thinking finish its sentence for up to g
       more tokens (counted as thinking), then force.
     - ``effort=LEVEL`` (none, hosted backends only): the vendor's reasoning effort level, e.g.
       ``none:effort=high``; each vendor's levels are checked by its backend (:mod:`e1.engine.vendors`).
+    - ``stop='regex'`` (elastic, soft, budget-forcing): end thinking when the regex matches the
+      thinking text; the bare end marker is forced (``Completion.think_end == "pattern"``).
+    - soft's ``start=0.8`` (the bias starts at start x t), ``strength=8`` (the bias at t, in logits),
+      ``shape=linear|exp`` and ``ceiling=1.5`` (the marker is forced at ceiling x t).
 
     >>> Mode.parse("budget-forcing:wait=2")
     Mode(name='budget-forcing', wait=2, exit='', grace=0, effort='')
@@ -75,6 +93,8 @@ class Mode:
     'elastic:exit=qwen:grace=32'
     >>> Mode.parse("elastic:exit='Time is up: answer now.'").exit_text
     'Time is up: answer now.'
+    >>> str(Mode.parse("soft:strength=4:shape=exp:stop='boxed'"))
+    "soft:stop='boxed':strength=4:shape=exp"
     """
 
     name: str = "elastic"
@@ -86,6 +106,12 @@ class Mode:
     threshold: float | None = field(default=None, repr=False)
     trial: int | None = field(default=None, repr=False)
     at: str = field(default="", repr=False)  # "+"-joined names of TRANSITION_TEXTS, or one quoted text
+    # added options stay out of repr (it shows the original four); str() writes every option set
+    stop: str = field(default="", repr=False)  # a regex over the thinking text that ends thinking
+    start: float = field(default=SOFT_DEFAULTS["start"], repr=False)
+    strength: float = field(default=SOFT_DEFAULTS["strength"], repr=False)
+    shape: str = field(default=SOFT_DEFAULTS["shape"], repr=False)
+    ceiling: float = field(default=SOFT_DEFAULTS["ceiling"], repr=False)
 
     def __post_init__(self):
         if self.name not in MODES:
@@ -95,10 +121,10 @@ class Mode:
         check_numbers(self, MODE_NUMBERS)  # wait=K and grace=G: whole, >= 0, not 23 digits
         if self.wait < 0 or (self.wait and self.name != "budget-forcing"):
             raise ConfigError(f"invalid wait={self.wait} for mode {self.name!r}", hint="wait=k (k >= 0) only fits budget-forcing")
-        budgeted = self.name in ("elastic", "budget-forcing", "early-exit")
+        budgeted = self.name in BUDGETED
         if self.grace < 0 or (self.grace and not budgeted):
             raise ConfigError(f"invalid grace={self.grace} for mode {self.name!r}",
-                              hint="grace=g (g >= 0) fits elastic and budget-forcing")
+                              hint="grace=g (g >= 0) fits elastic, soft and budget-forcing")
         if self.exit and not budgeted:
             raise ConfigError(f"exit= does not fit mode {self.name!r}", hint="nothing is forced in truncate or none")
         if self.effort and (self.name != "none" or not _EFFORT.match(self.effort)):
@@ -109,6 +135,24 @@ class Mode:
         if wrong:
             raise ConfigError(f"{wrong[0]}= does not fit mode {self.name!r}", hint="it is an option of early-exit")
 
+        self._check_soft_and_stop(budgeted)
+
+    def _check_soft_and_stop(self, budgeted: bool) -> None:
+        """soft's options only in soft; ``stop=`` only where thinking can be ended; a valid regex."""
+        changed = [key for key, value in SOFT_DEFAULTS.items() if getattr(self, key) != value]
+        if changed and self.name != "soft":
+            raise ConfigError(f"{changed[0]}= does not fit mode {self.name!r}", hint="start, strength, shape and ceiling are soft's")
+        if self.shape not in SOFT_SHAPES:
+            from e1.errors import did_you_mean
+
+            raise ConfigError(f"unknown soft shape {self.shape!r}", hint=did_you_mean(self.shape, SOFT_SHAPES))
+        if self.stop and self.name not in ("elastic", "soft", "budget-forcing"):
+            raise ConfigError(f"stop= does not fit mode {self.name!r}", hint="stop='regex' fits elastic, soft and budget-forcing")
+        if self.stop:
+            try:
+                re.compile(self.stop)
+            except re.error as err:
+                raise ConfigError(f"invalid stop pattern {self.stop!r}: {err}", hint=r"e.g. stop='\\boxed\{'") from err
     @property
     def confidence_threshold(self) -> float:
         """early-exit: the mean trial-token probability at which thinking ends."""
@@ -162,6 +206,9 @@ class Mode:
         options += [f"trial={self.trial}"] if self.trial is not None else []
         if self.at:
             options.append(f"at={self.at}" if _named(self.at) else f"at={self.at!r}")
+        options += [f"stop={_quoted(self.stop)}"] if self.stop else []
+        options += [f"{key}={getattr(self, key):g}" if key != "shape" else f"shape={self.shape}"
+                    for key, value in SOFT_DEFAULTS.items() if getattr(self, key) != value]
         return ":".join([self.name, *options])
 
 
@@ -170,12 +217,10 @@ def _named(at: str) -> bool:
     return all(name in TRANSITION_TEXTS for name in at.split("+"))
 
 
-_OPTIONS = ("wait", "exit", "grace", "effort", "threshold", "trial", "at")
-
-
 def _option_value(key: str, value: str, text) -> object:
     """One mode option's value: ``wait``, ``grace`` and ``trial`` are counts; ``threshold`` a fraction;
-    ``exit`` a preset name or quoted text; ``at`` preset names joined by ``+`` or one quoted text."""
+    ``exit`` a preset name or quoted text; ``at`` preset names joined by ``+`` or one quoted text;
+    ``stop`` a regex (quoted like exit); soft's ``start``/``strength``/``ceiling`` numbers, ``shape`` a name."""
     if key == "threshold":
         try:
             return float(value)
@@ -187,9 +232,18 @@ def _option_value(key: str, value: str, text) -> object:
         if not value.isdigit():
             raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=2")
         return int(value)
+    if key in ("start", "strength", "ceiling"):
+        try:
+            return float(value)
+        except ValueError:
+            raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=0.8") from None
+    if key == "shape":
+        return value
+    if key == "stop":
+        return _unquoted(value)
     if key == "exit":
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            return value[1:-1]
+        if _unquoted(value) != value:
+            return _unquoted(value)
         if value not in EXIT_TEXTS:
             raise ConfigError(f"unknown exit text {value!r} in {text!r}",
                               hint=f"use {' or '.join(EXIT_TEXTS)}, or quote your own: exit='Time is up.'")
@@ -198,7 +252,19 @@ def _option_value(key: str, value: str, text) -> object:
         return value.strip().lower()
     from e1.errors import did_you_mean
 
-    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint=did_you_mean(key, _OPTIONS, "options are"))
+    raise ConfigError(f"invalid mode option {key!r} in {text!r}", hint=did_you_mean(key, OPTION_KEYS, listing="options are"))
+
+
+def _quoted(text: str) -> str:
+    """``text`` in quotes that :meth:`Mode.parse` reads back as it is (no escapes: a regex keeps its backslashes)."""
+    return f'"{text}"' if "'" in text else f"'{text}'"
+
+
+def _unquoted(value: str) -> str:
+    """``'text'`` or ``"text"`` without its quotes; anything else as it is."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
 
 
 def _transitions(value: str, text) -> str:
@@ -261,7 +327,7 @@ class Completion:
     prompt_tokens: int
     think_tokens: int
     solve_tokens: int
-    forced: bool
+    forced: bool  # the budget cut thinking (t, or soft's ceiling): the end marker was forced there
     finish_reason: str  # "stop" (EOS) | "length" (a budget or the context ran out)
     token_ids: list[int] = field(repr=False)
     forced_mask: list[bool] = field(repr=False)
@@ -271,6 +337,7 @@ class Completion:
     # record per trial: {"position", "think_tokens", "confidence", "exited", "text"}
     trial_tokens: int = 0
     trials: list[dict] = field(default_factory=list, repr=False)
+    think_end: str = ""  # why thinking ended: natural | budget | pattern | trial | open (never); "" unknown (an API)
 
     @property
     def total_tokens(self) -> int:

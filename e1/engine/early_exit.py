@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 
 from e1.engine.base import Mode
 from e1.engine.markers import Markers
-from e1.engine.row_state import T_MARKER, THINK, RowState
+from e1.engine.row_state import T_MARKER, THINK, TRIAL, RowState
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class EarlyExitState(RowState):
         self.rollback = self._trial_fed + 1  # the trial's fed columns and the first copy of the last real token
         self._in_trial = False
         if exited:
-            self.exited = True
+            self.exited, self.think_end = True, TRIAL
             self._queue.extend((t, T_MARKER) for t in self.markers.end_ids)
         return self.tokens[-1]  # fed again at its own position: the next logits continue the real prefix
 

@@ -169,6 +169,7 @@ class HFEngine(RowEngine):
             if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
                 counters = np.fromiter((len(states[row].tokens) for row in active), np.uint64, len(active))
                 uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
+            logits = self._with_end_bias(logits, [states[row] for row in active])  # mode soft
             tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
             fed, finished, rewinds = _accept_step(states, active, tokens, _trial_picks(logits, states, active) if trialing else {},
                                                   self.markers.pad_id, progress)
@@ -192,6 +193,16 @@ class HFEngine(RowEngine):
                                 position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
                                 use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
+
+    def _with_end_bias(self, logits: torch.Tensor, states: list) -> torch.Tensor:
+        """Soft's bias added to the end marker's first logit, each row its own (RowState.end_bias),
+        before sampling, as vLLM's logits processor adds it. logits: [B, V]."""
+        biases = [state.end_bias() for state in states]
+        if not any(biases):
+            return logits
+        column = self.markers.end_ids[0]
+        logits[:, column] += torch.tensor(biases, dtype=logits.dtype, device=logits.device)  # [B]
+        return logits
 
     def _prefill(self, prompts: list[list[int]], states: list):
         """Prefill each distinct context once, left-padded, then expand to one row per sample:

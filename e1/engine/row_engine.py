@@ -18,7 +18,7 @@ from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.row_state import RowState, worst_case_tokens
+from e1.engine.row_state import BUDGET, RowState, worst_case_tokens
 from e1.errors import ConfigError
 
 
@@ -81,7 +81,15 @@ class RowEngine:
                                   self.exit_ids(mode), self.sentence_ends() if mode.grace else frozenset(),
                                   transitions=transition_ids(self.tokenizer, mode.transition_texts))
         return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
-                        self.sentence_ends() if mode.grace else frozenset())
+                        self.sentence_ends() if mode.grace else frozenset(), self.stop_pattern(mode))
+
+    def stop_pattern(self, mode: Mode):
+        """The mode's ``stop=`` regex as a matcher of thinking ids with this tokenizer (None: no pattern)."""
+        if not mode.stop:
+            return None
+        from e1.engine.stop import StopPattern
+
+        return StopPattern(self.tokenizer, mode.stop)
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
@@ -109,7 +117,7 @@ class RowEngine:
                 prompt_tokens=len(prompt_ids[p]),
                 think_tokens=state.think_tokens,
                 solve_tokens=state.solve_tokens,
-                forced=state.was_forced,
+                forced=state.think_end == BUDGET,  # cut by the budget (a stop pattern's forced marker is not)
                 finish_reason=state.finish_reason,
                 token_ids=list(state.tokens),
                 forced_mask=list(state.forced),
@@ -117,6 +125,7 @@ class RowEngine:
                 prefix_tokens=prefix_tokens[i],
                 trial_tokens=state.trial_decoded,
                 trials=[trial.record(next(answers)) for trial in trials[i]],
+                think_end=state.think_end,
             )
             for i, (state, (p, j)) in enumerate(zip(states, rows))
         ]

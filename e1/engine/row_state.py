@@ -16,22 +16,56 @@ marker included, "Wait" insertions included, a grace window's tokens included); 
 end marker (with the mode's exit text, and s1's "Final Answer:") is counted in neither
 ``think_tokens`` nor ``solve_tokens`` and is in neither text; the solution's
 EOS counts as a solution token, as ``max_tokens`` counts it in every serving engine.
+
+Mode ``soft`` adds one thing a backend must do: add :meth:`RowState.end_bias` to the logit of the
+end marker's first token before sampling (:func:`soft_bias`, a pure function of the thinking
+count, ``t`` and the mode, so both backends add the very same float). ``stop=`` patterns are
+checked here after each thinking token, through a matcher the backend builds (:mod:`e1.engine.stop`).
+Why thinking ended is kept in ``think_end``: natural, budget, pattern, trial (early-exit), or open (it never ended).
 """
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from itertools import compress
-from typing import Sequence
+from typing import Callable, Sequence
 
 from e1.budget import Budget
-from e1.engine.base import Mode
+from e1.engine.base import BUDGETED, Mode
 from e1.engine.markers import Markers
+from e1.engine.stop import STOP_WINDOW_TOKENS
 
 THINK, SOLVE, DONE = "think", "solve", "done"
 # what each appended token is, for splitting the text: thinking, a marker, s1's forced answer prompt, solution
 T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS = range(5)
 _SOLUTION_KINDS = frozenset({T_ANSWER, T_SOLVE})
+# why thinking ended (Completion.think_end): the model's own marker, the budget (t, or soft's
+# ceiling), a stop pattern, a confident early-exit trial, or not at all (EOS or the room ran out)
+NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
+_EXP_RATE = 4.0  # soft's exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4
+
+
+def think_limit(budget: Budget, mode: Mode) -> int:
+    """Where thinking is cut: ``t``, or for soft the backstop ``floor(ceiling * t)``."""
+    return math.floor(mode.ceiling * budget.think) if mode.name == "soft" else budget.think
+
+
+def soft_bias(think_tokens: int, t: int, mode: Mode) -> float:
+    """The bias soft adds to the end marker's logit when ``think_tokens`` were written: 0 up to
+    ``start * t``, then rising to ``strength`` at ``t`` (linear, or exp: slow, then steep), and
+    ``strength`` from there to the ceiling. A pure function, so every backend adds the same float.
+
+    >>> [soft_bias(k, 10, Mode("soft", start=0.5, strength=4)) for k in (5, 6, 8, 10, 14)]
+    [0.0, 0.8, 2.4, 4.0, 4.0]
+    """
+    begin = mode.start * t
+    if mode.name != "soft" or think_tokens <= begin or mode.strength == 0:
+        return 0.0
+    progress = 1.0 if t <= begin else min(1.0, (think_tokens - begin) / (t - begin))
+    if mode.shape == "exp":
+        progress = math.expm1(_EXP_RATE * progress) / math.expm1(_EXP_RATE)
+    return mode.strength * progress
 
 
 def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
@@ -41,12 +75,14 @@ def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tu
     if mode.name == "truncate":
         return budget.total
     forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
-    return budget.total + forced + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0)
+    beyond_t = think_limit(budget, mode) - budget.think  # soft thinks on to its ceiling
+    return budget.total + beyond_t + forced + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0)
 
 
 class RowState:
     """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
-    the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`)."""
+    the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`);
+    ``stop``: the mode's stop pattern as a matcher of the thinking's tail ids (:mod:`e1.engine.stop`)."""
 
     # trial answers (early-exit, e1.engine.early_exit), none here: whether the next token is a trial
     # answer's (the backend decodes it greedily and passes its probability), how many cache
@@ -57,12 +93,14 @@ class RowState:
     trials: tuple = ()
 
     def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
-                 exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset()):
+                 exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(),
+                 stop: Callable[[Sequence[int]], bool] | None = None):
         self.budget, self.mode, self.markers = budget, mode, markers
-        self.exit_ids, self.sentence_ends = tuple(exit_ids), sentence_ends
+        self.exit_ids, self.sentence_ends, self.stop = tuple(exit_ids), sentence_ends, stop
+        self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
         self.opened = prompt_opens_thinking
         self.max_new_tokens = min(max_new_tokens, budget.total) if mode.name == "truncate" else max_new_tokens
-        self.budgeted = mode.name in ("elastic", "budget-forcing", "early-exit")  # thinking has its own budget t
+        self.budgeted = mode.name in BUDGETED  # thinking has its own budget t
         self.tokens: list[int] = []
         self.forced: list[bool] = []
         self.kinds: list[int] = []
@@ -71,8 +109,9 @@ class RowState:
         self.closed = self.was_forced = False
         self.waits_left = mode.wait
         self.finish_reason = ""
+        self.think_end = OPEN
         self._queue: deque[tuple[int, int]] = deque()  # forced (token, kind) still to append
-        if self.budgeted and budget.think == 0:
+        if self.budgeted and self.think_limit == 0:
             self._force_end()
 
     @property
@@ -81,6 +120,13 @@ class RowState:
 
     def forced_token(self) -> int | None:
         return self._queue[0][0] if self._queue else None
+
+    def end_bias(self) -> float:
+        """What to add to the logit of the end marker's first token before the next sample (soft;
+        0 otherwise): :func:`soft_bias` of the thinking written so far, while thinking and nothing is forced."""
+        if self.phase != THINK or self._queue or self.mode.name != "soft":
+            return 0.0
+        return soft_bias(self.think_tokens, self.budget.think, self.mode)
 
     def tokens_before_forcing(self) -> int:
         """How many more tokens can be appended before a forced token (or the end) could be due:
@@ -93,14 +139,20 @@ class RowState:
         if self.phase == THINK:
             if not self.budgeted:
                 return max(1, room)
-            return max(1, min(self.budget.think - self.think_tokens, 1 + self.budget.solve, room))
+            if self.stop is not None or self.end_bias():
+                return 1  # a pattern may match at any token; a bias changes every step
+            until_bias = math.floor(self.mode.start * self.budget.think) + 1 - self.think_tokens
+            if self.mode.name == "soft" and self.mode.strength and until_bias > 0:
+                room = min(room, until_bias)
+            return max(1, min(self.think_limit - self.think_tokens, 1 + self.budget.solve, room))
         left = self.budget.solve - self.solve_tokens if self.budgeted else room
         return max(1, min(left, room))
 
     def follow(self, ids) -> int:
         """Take ``ids`` (another row's output for the same prompt, model and sampling) as this row's
         own samples for as long as this row would append them unchanged: stop before a forced token
-        is due, once the row is done, and just after an id the row replaced (s1's "Wait"). Returns
+        is due, once the row is done, before a token soft would draw with a bias (its distribution
+        differs from the other row's), and just after an id the row replaced (s1's "Wait"). Returns
         how many ids were taken. Every id taken was drawn from the very distribution this row would
         have drawn it from (the histories are equal up to it), so the row stays an exact sample;
         this is what lets one trajectory serve every budget of a sweep (:mod:`e1.eval.shared`).
@@ -109,7 +161,7 @@ class RowState:
         """
         taken = 0
         for token in ids:
-            if self.done or self._queue:
+            if self.done or self._queue or self.end_bias():
                 break
             taken += 1
             if self.accept(token) != token:
@@ -125,7 +177,7 @@ class RowState:
             self._append(token, kind, forced=True)
             if kind == T_THINK:  # an inserted "Wait" is thinking
                 self.think_tokens += 1
-                if not self._queue and self.think_tokens >= self.budget.think:
+                if not self._queue and self.think_tokens >= self.think_limit:
                     self._force_end()
             elif not self._queue:  # the forced marker (and answer prompt) is complete
                 self.closed, self.phase = True, SOLVE
@@ -166,7 +218,9 @@ class RowState:
             return 0  # a forced token is due: one at a time
         room = self.max_new_tokens - len(self.tokens) - 1
         if self.phase == THINK:
-            limit = self.budget.think if self.budgeted else self.budget.total if self.mode.name == "truncate" else None
+            if self.stop is not None:
+                return 0  # the pattern is checked after every thinking token
+            limit = self.think_limit if self.budgeted else self.budget.total if self.mode.name == "truncate" else None
             count = self.think_tokens
         else:
             limit = self.budget.solve if self.budgeted else self.budget.total if self.mode.name == "truncate" else None
@@ -212,12 +266,14 @@ class RowState:
             self._finish("stop")
         elif self._ends_with(self.markers.end_ids):
             self._relabel_tail(len(self.markers.end_ids), T_MARKER)
-            self.closed, self.phase = True, SOLVE
+            self.closed, self.phase, self.think_end = True, SOLVE, NATURAL
         elif not self.opened and self._ends_with(self.markers.start_ids):
             self._relabel_tail(len(self.markers.start_ids), T_MARKER)
             self.opened = True
         if self.phase == THINK:
-            if self.budgeted and self.think_tokens >= self.budget.think and self._sentence_done(token):
+            if self.stop is not None and self._stop_matches():
+                self._force_end(PATTERN)
+            elif self.budgeted and self.think_tokens >= self.think_limit and self._sentence_done(token):
                 self._force_end()
             elif self.mode.name == "truncate" and self.think_tokens >= self.budget.total:
                 self._finish("length")
@@ -225,7 +281,14 @@ class RowState:
     def _sentence_done(self, token: int) -> bool:
         """At or past t: force now, unless the grace window lets the current sentence finish."""
         grace = self.mode.grace
-        return not grace or token in self.sentence_ends or self.think_tokens >= self.budget.think + grace
+        return not grace or token in self.sentence_ends or self.think_tokens >= self.think_limit + grace
+
+    def _stop_matches(self) -> bool:
+        """Whether the stop pattern matches the thinking's tail: the thinking ids among the last
+        ``window`` tokens (markers and forced tokens of other kinds left out), so the cost is bounded."""
+        window = getattr(self.stop, "window", STOP_WINDOW_TOKENS)
+        tail = [t for t, kind in zip(self.tokens[-window:], self.kinds[-window:]) if kind == T_THINK]
+        return self.stop(tail)
 
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
@@ -240,20 +303,22 @@ class RowState:
         self.phase, self.finish_reason = DONE, reason
         self._queue.clear()
 
-    def _force_end(self) -> None:
+    def _force_end(self, why: str = BUDGET) -> None:
         """Queue the exit text and the end marker (or complete a partly written marker) and, for s1,
-        "Final Answer:"."""
+        "Final Answer:". A stop pattern (``why`` PATTERN) ended thinking by its content, not for
+        lack of budget: the bare marker is forced, without the exit text."""
         end = self.markers.end_ids
         partial = max((k for k in range(1, len(end)) if self._ends_with(end[:k])), default=0)
         if partial:
             self._relabel_tail(partial, T_MARKER)
-        queued = [(t, T_MARKER) for t in (end[partial:] if partial else self.exit_ids + end)]
+        exit_ids = self.exit_ids if why == BUDGET else ()
+        queued = [(t, T_MARKER) for t in (end[partial:] if partial else exit_ids + end)]
         if not self.opened:  # the template did not open thinking and the model has not either
             queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
         if self.mode.name == "budget-forcing":
             queued += [(t, T_ANSWER) for t in self.markers.answer_ids]
         self._queue.extend(queued)
-        self.was_forced = True
+        self.was_forced, self.think_end = True, why
 
     def _replace_end_with_wait(self, token: int) -> bool:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""

@@ -16,6 +16,9 @@ How each mode runs:
   which a logits processor cannot undo; such a request stops on the end marker, its state
   replaces the end, and it continues in a new call from prompt + tokens so far (prefix caching
   makes the re-prefill a cache hit). At most k + 2 calls; same tokens as one pass would give.
+- ``soft`` — one pass, like elastic: the processor also adds the row's end-marker bias
+  (``RowState.end_bias``) to the logits before vLLM samples; ``stop=`` patterns are matched by
+  the processor's own copy of the tokenizer.
 - ``truncate`` and ``none`` — plain vLLM requests with ``max_tokens``; nothing is forced.
 - ``early-exit`` — a request cannot branch, so each trial ends its request: the processor forces
   the trial prompt, then the greedy trial answer (its probabilities come back as the sampled
@@ -44,7 +47,7 @@ from e1.engine.sampling import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
 from e1.errors import ConfigError, ModelError
 
-FORCING = ("elastic", "budget-forcing", "early-exit")
+FORCING = ("elastic", "budget-forcing", "soft", "early-exit")  # modes whose requests carry the processor's settings
 
 
 class VLLMEngine(RowEngine):

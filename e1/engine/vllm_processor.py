@@ -24,7 +24,7 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from e1.budget import Budget
-from e1.engine.base import Mode
+from e1.engine.base import SOFT_DEFAULTS, Mode
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 
@@ -42,6 +42,7 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bo
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
         "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
         **(early_exit_args(mode, state) if mode.name == "early-exit" else {}),
+        "stop": mode.stop, "soft": {key: getattr(mode, key) for key in SOFT_DEFAULTS},  # soft's start, strength, ...
     }
 
 
@@ -52,16 +53,22 @@ def early_exit_args(mode: Mode, state) -> dict:
             "transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial}
 
 
-def row_state(args: dict, sentence_ends: frozenset[int] = frozenset()) -> RowState:
-    """A fresh RowState from ``budget_args`` output, with ``history`` already replayed."""
+def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer=None) -> RowState:
+    """A fresh RowState from ``budget_args`` output, with ``history`` already replayed
+    (``tokenizer``: for a ``stop`` pattern; without one the pattern is only checked to compile)."""
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]))
-    # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
-    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0))
     if args["mode"] == "early-exit":
         return _early_exit_state(args, markers, sentence_ends)
+    # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
+    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0), stop=args.get("stop", ""), **args.get("soft", {}))
+    stop = None
+    if mode.stop and tokenizer is not None:
+        from e1.engine.stop import StopPattern
+
+        stop = StopPattern(tokenizer, mode.stop)
     state = RowState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
-                     tuple(args.get("exit", ())), sentence_ends)
+                     tuple(args.get("exit", ())), sentence_ends, stop)
     state.extend(args["history"])
     return state
 
@@ -118,15 +125,22 @@ class BudgetProcessor(LogitsProcessor):
         self.rows: dict[int, _Row] = {}  # batch index -> row
         self.tokenizer_name = vllm_config.model_config.tokenizer if vllm_config is not None else None
         self._sentence_ends: frozenset[int] | None = None
+        self._tokenizer = None
+
+    def tokenizer(self):
+        """The served model's tokenizer, loaded at the first request that needs it."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(self.tokenizer_name)
+        return self._tokenizer
 
     def sentence_ends(self) -> frozenset[int]:
         """The served tokenizer's sentence-ending ids (for grace windows), read once."""
         if self._sentence_ends is None:
-            from transformers import AutoTokenizer
-
             from e1.engine.markers import sentence_end_ids
 
-            self._sentence_ends = sentence_end_ids(AutoTokenizer.from_pretrained(self.tokenizer_name))
+            self._sentence_ends = sentence_end_ids(self.tokenizer())
         return self._sentence_ends
 
     @classmethod
@@ -141,7 +155,8 @@ class BudgetProcessor(LogitsProcessor):
         args = (params.extra_args or {}).get(KEY)
         if args is None:
             return None
-        return row_state(args, self.sentence_ends() if args.get("grace") else frozenset())
+        return row_state(args, self.sentence_ends() if args.get("grace") else frozenset(),
+                         self.tokenizer() if args.get("stop") else None)
 
     def is_argmax_invariant(self) -> bool:
         return False  # forcing changes the argmax
@@ -164,14 +179,19 @@ class BudgetProcessor(LogitsProcessor):
                     self.rows[a] = row_b
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
-        forced = []
+        forced, biased = [], []
         for index, row in self.rows.items():
             if len(row.output) < row.check_at:
-                continue  # no forced token can be due before check_at
+                continue  # no forced token (nor soft's bias) can be due before check_at
             if row.fed < len(row.output):  # here, not in update_state: async scheduling fills ids in late
                 row.catch_up()
             if (token := row.forced()) is not None:
                 forced.append((index, int(logits[index].argmax()) if token == ARGMAX else token))
+            elif bias := row.state.end_bias():
+                biased.append((index, row.state.markers.end_ids[0], bias))
+        if biased:  # soft: the end marker's first logit raised, as the transformers backend does
+            index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))
+            logits[index, column] += bias.to(logits.dtype)  # [F]
         if not forced:
             return logits
         index = torch.tensor([i for i, _ in forced], device=logits.device)  # [F]

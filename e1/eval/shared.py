@@ -21,6 +21,12 @@ fresh randomness (its cell's seed, as an independent run would use):
   each departing where its own rules first change a token — no option needs a fallback;
 - ``early-exit`` takes the root's ids up to its first transition: the trial there needs the model,
   so the row decodes on from it (its trials and the rest with its own seed) — shared, not independent.
+- ``exit=...``, ``grace=g``, ``stop=...`` and ``budget-forcing`` (with or without ``wait=k``) share the
+  same way, each departing where its own rules first change a token — no option needs a fallback;
+- ``soft`` shares only up to ``start * t`` thinking ids: from there its bias changes the distribution
+  of every next token, so the row cannot take an unconstrained row's ids (``RowState.follow``
+  stops before the first biased draw) and decodes on by itself (after a natural end before
+  ``start * t`` it takes the root's solution too, as elastic does).
 
 Every cell's samples are therefore exact draws from that cell's distribution; across cells
 they are paired (the same root), which makes "elastic vs truncate at equal budget" a paired
@@ -31,6 +37,7 @@ still to do. Under greedy decoding a shared sweep equals an independent one row 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from e1.budget import Budget
@@ -70,6 +77,8 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
         return max_tokens
     if mode.name == "truncate":
         return min(budget.total, max_tokens)
+    if mode.name == "soft" and mode.strength:  # thinking up to the first biased draw, or a natural end then s
+        return 0 if budget.think == 0 else min(math.floor(mode.start * budget.think) + 1 + budget.solve, max_tokens)
     return 0 if budget.think == 0 else min(budget.think + mode.grace + budget.solve, max_tokens)
 
 

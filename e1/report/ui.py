@@ -158,8 +158,9 @@ def summary_table(summary, title: str = "Results"):
 
     Under avg@n, its 95% interval (bootstrap over problems); "forced" and "natural" are the shares
     of samples whose thinking was forced at t or ended by itself, each with its accuracy (✓)
-    below; "no ans." is the share with no extracted answer. pass@1 is not shown: with the same n
-    for every problem it equals avg@n. The key cells (model, dataset, mode, t+s) are always shown
+    below; "no ans." is the share with no extracted answer; "tok/✓" is tokens per correct answer
+    and "cut" the share the budget cut off (:mod:`e1.report.spending`); pass@k for every ``--k``
+    follows pass@n. pass@1 is not shown: with the same n for every problem it equals avg@n. The key cells (model, dataset, mode, t+s) are always shown
     whole: where the terminal is too narrow for every figure, the least needed columns are left
     out (the caption names them) instead of cutting a key cell to "elast…".
     """
@@ -180,11 +181,32 @@ def summary_table(summary, title: str = "Results"):
         "forced": [_under(f"{_percent(r.forced_rate, 0)}%", f"✓ {_percent(r.forced_accuracy)}") for r in rows],
         f"pass@{k}": [_percent(r.pass_at_k) for r in rows], f"maj@{k}": [_percent(r.maj_at_k) for r in rows],
         "natural": [_under(f"{_percent(1 - r.forced_rate, 0)}%", f"✓ {_percent(r.natural_accuracy)}") for r in rows],
+        **_spending_figures(summary),
         "no ans.": [f"{_percent(r.unanswered_rate, 0)}%" for r in rows], "probs": [str(r.problems) for r in rows],
+        **_pass_figures(summary, k),
     }
-    order = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans."]
+    order = ["probs", "avg@n", f"pass@{k}", *_pass_figures(summary, k), f"maj@{k}", "think", "solve",
+             *(["tok/✓"] if "tok/✓" in figures else []), "forced", "natural", *(["cut"] if "cut" in figures else []),
+             "no ans."]
     caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
     return FittedTable(title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1])
+
+
+def _spending_figures(summary) -> dict[str, list[str]]:
+    """Tokens per correct answer and the share the budget cut off, where the summary has them."""
+    figures = {}
+    if "tokens_per_correct" in summary.columns:
+        figures["tok/✓"] = ["–" if v != v else _count(v) for v in summary["tokens_per_correct"]]
+    if "censored_rate" in summary.columns:
+        figures["cut"] = [f"{_percent(v, 0)}%" for v in summary["censored_rate"]]
+    return figures
+
+
+def _pass_figures(summary, k: int) -> dict[str, list[str]]:
+    """pass@k for each ``--k`` (its ``pass_at_{k}`` column) other than 1 (= avg@n) and n (shown already)."""
+    ks = sorted(int(c.removeprefix("pass_at_")) for c in summary.columns
+                if c.startswith("pass_at_") and c.removeprefix("pass_at_").isdigit())
+    return {f"pass@{j}": [_percent(v) for v in summary[f"pass_at_{j}"]] for j in ks if j not in (1, k)}
 
 
 class FittedTable:

@@ -119,12 +119,13 @@ def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, e
 
 
 def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int], exit_ids: tuple[int, ...] = (),
-           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize) -> RowState:
+           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize, stop=None) -> RowState:
     """A fresh RowState for one choice, fed its token ids as they arrive (``state.accept``); the
-    logits processor decodes with the same state (``room``: the request's ``max_tokens``)."""
+    logits processor decodes with the same state (``room``: the request's ``max_tokens``; ``stop``:
+    the mode's stop pattern as a matcher, :class:`~e1.engine.stop.StopPattern`)."""
     budget = budget or RequestBudget(_PLAIN, Mode("none"))
     return RowState(budget.budget, budget.mode, markers, markers.opens_thinking(list(prompt_ids)), room,
-                    exit_ids, sentence_ends)
+                    exit_ids, sentence_ends, stop)
 
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
@@ -136,7 +137,8 @@ def report(state: RowState, budget: RequestBudget | None) -> dict:
     """What a response's choice says about its budgets (``budget`` in the JSON); a plain
     request gets its phase counts too, with no budgets."""
     return {"thinking_tokens": state.think_tokens, "solution_tokens": state.solve_tokens,
-            "forced_tokens": sum(state.forced), "thinking_forced": state.was_forced,
+            "forced_tokens": sum(state.forced), "thinking_forced": state.think_end == "budget",
+            "thinking_end": state.think_end,
             "thinking_budget": budget.budget.think if budget else None,
             "solution_budget": budget.budget.solve if budget else None,
             "budget_mode": str(budget.mode) if budget else "none"}
@@ -202,7 +204,12 @@ class Served:
 
     def state(self, budget: RequestBudget | None, prompt_ids: Sequence[int], room: int = sys.maxsize) -> RowState:
         sentence_ends = self.sentence_end_ids if budget and budget.mode.grace else frozenset()
-        return replay(budget, self.markers, prompt_ids, self.exit_ids(budget), sentence_ends, room)
+        stop = None
+        if budget and budget.mode.stop:
+            from e1.engine.stop import StopPattern
+
+            stop = StopPattern(self.tokenizer, budget.mode.stop)
+        return replay(budget, self.markers, prompt_ids, self.exit_ids(budget), sentence_ends, room, stop)
 
 
 def load_served(vllm_config) -> Served:

@@ -45,7 +45,7 @@ SAMPLE_COLUMNS = [
     "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
     "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
     "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt", "decoded_tokens",
-    "overthinking_tokens",
+    "overthinking_tokens", "think_end",
 ]
 SAMPLE_DTYPES = {
     "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
@@ -53,11 +53,12 @@ SAMPLE_DTYPES = {
     "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
     "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
     "tests_passed": "float64", "first_failure": "string", "prompt": "string", "decoded_tokens": "float64",
-    "overthinking_tokens": "float64",
+    "overthinking_tokens": "float64", "think_end": "string",
 }
 # columns added after the first release: files written before them read back with these values
+# think_end: why thinking ended, natural | budget | pattern | trial | open (e1.engine.row_state); null: unknown
 SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None, "decoded_tokens": float("nan"),
-                   "overthinking_tokens": float("nan")}
+                   "overthinking_tokens": float("nan"), "think_end": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]

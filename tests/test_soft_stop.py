@@ -1,0 +1,273 @@
+"""Mode soft (a rising bias on the end marker, a hard backstop at the ceiling) and stop=regex:
+RowState by hand, the bias as a pure function, the stop matcher against generated texts and
+tokenizations, and the transformers backend on a scripted fake and the tiny model."""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import pairwise
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e1.budget import Budget
+from e1.engine.base import Mode, Sampling
+from e1.engine.markers import Markers
+from e1.engine.row_state import RowState, soft_bias
+from e1.engine.stop import StopPattern
+from e1.errors import ConfigError
+from e1.eval.shared import followable_tokens
+from tests.fakes import assert_engine_invariants
+
+# a marker of three tokens (7, 8, 9); EOS 2; thinking ids 11, solution ids 12 (as tests/test_row_state.py)
+MARKERS = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(7, 8, 9), eos_ids=frozenset({2}),
+                  pad_id=0, wait_ids=(5,), answer_ids=(6,))
+THINK, SOLVE = 11, 12
+GREEDY = Sampling(temperature=0.0, max_tokens=64)
+
+
+def drive(state, sampled):
+    biases = []
+    for token in sampled:
+        if state.done:
+            break
+        biases.append(state.end_bias())
+        state.accept(token)
+    return biases
+
+
+# ---- the bias ----------------------------------------------------------------------------------
+
+def test_soft_bias_by_hand():
+    linear = Mode.parse("soft:start=0.5:strength=4")  # t = 8: begin 4, +1 per token to 4 at t
+    assert [soft_bias(k, 8, linear) for k in (0, 4, 5, 6, 8, 11)] == [0, 0, 1.0, 2.0, 4.0, 4.0]
+    exp = Mode.parse("soft:start=0.5:strength=4:shape=exp")  # 4 (e^(4p) - 1) / (e^4 - 1), p = (k - 4) / 4
+    assert soft_bias(6, 8, exp) == pytest.approx(4 * (math.e**2 - 1) / (math.e**4 - 1))
+    assert soft_bias(8, 8, exp) == pytest.approx(4.0)
+    assert soft_bias(9, 8, Mode("elastic")) == 0.0  # only soft biases
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.integers(0, 4096), k=st.integers(0, 8192), start=st.floats(0, 1), strength=st.floats(0, 100),
+       shape=st.sampled_from(["linear", "exp"]))
+def test_soft_bias_is_zero_before_start_rises_and_stays_at_strength(t, k, start, strength, shape):
+    mode = Mode("soft", start=start, strength=strength, shape=shape)
+    bias = soft_bias(k, t, mode)
+    assert 0.0 <= bias <= strength * (1 + 1e-12)
+    if k <= start * t:
+        assert bias == 0.0
+    if k >= t and k > start * t:
+        assert bias == pytest.approx(strength)
+    assert soft_bias(k + 1, t, mode) >= bias  # never falls
+
+
+# ---- soft on RowState, by hand ---------------------------------------------------------------------
+
+def test_soft_biases_from_start_and_forces_only_at_the_ceiling():
+    # t = 4, start 0.5 -> bias from the 3rd draw on; ceiling 1.5 -> the marker is forced after 6 thinking ids
+    state = RowState(Budget(4, 2), Mode.parse("soft:start=0.5:strength=4"), MARKERS, True, 100)
+    biases = drive(state, [THINK] * 6 + [99, 99, 99, SOLVE, 2])
+    assert biases[:7] == [0, 0, 0, 2.0, 4.0, 4.0, 0]  # after the 6th id the marker is queued: no bias
+    assert state.tokens == [THINK] * 6 + [7, 8, 9, SOLVE, 2]
+    assert state.forced == [False] * 6 + [True] * 3 + [False] * 2
+    assert (state.think_tokens, state.solve_tokens, state.think_end) == (6, 2, "budget") and state.was_forced
+
+
+def test_soft_natural_end_past_t_before_the_ceiling_is_natural():
+    # t = 4, ceiling 6: the model ends by itself at 6 thinking ids (the marker counted), past t
+    state = RowState(Budget(4, 2), Mode("soft"), MARKERS, True, 100)
+    drive(state, [THINK, THINK, THINK, 7, 8, 9, SOLVE, 2])
+    assert state.think_end == "natural" and not state.was_forced and state.think_tokens == 6
+    assert state.tokens == [THINK] * 3 + [7, 8, 9, SOLVE, 2] and not any(state.forced)
+
+
+def test_soft_at_t_zero_forces_at_once_and_worst_case_counts_the_ceiling():
+    from e1.engine.row_state import worst_case_tokens
+
+    assert RowState(Budget(0, 2), Mode("soft"), MARKERS, True, 100).forced_token() == 7
+    # t + s + (ceiling - 1) t + the start (1) and end (3) markers: 10 + 5 + 5 + 4 = 24 (elastic: 19)
+    assert worst_case_tokens(Budget(10, 5), Mode("soft"), MARKERS) == 24
+    assert worst_case_tokens(Budget(10, 5), Mode("elastic"), MARKERS) == 19
+
+
+def test_soft_follows_a_root_only_up_to_the_first_biased_draw():
+    state = RowState(Budget(10, 40), Mode.parse("soft:start=0.5"), MARKERS, True, 100)
+    assert state.tokens_before_forcing() == 6  # the 7th id is drawn with a bias (6 ids written > 0.5 t)
+    assert state.follow([THINK] * 20) == 6 and state.end_bias() > 0
+    assert followable_tokens(Mode.parse("soft:start=0.5"), Budget(10, 4), 100) == 6 + 4
+    root = [THINK, THINK, 7, 8, 9, SOLVE, SOLVE, 2]  # a natural end before start * t: the solution is shared
+    state = RowState(Budget(10, 4), Mode.parse("soft:start=0.5"), MARKERS, True, 100)
+    assert state.follow(root) == len(root) and state.done and state.think_end == "natural"
+    # strength 0 changes nothing: soft follows like elastic up to its ceiling
+    assert RowState(Budget(4, 4), Mode.parse("soft:strength=0"), MARKERS, True, 100).follow([THINK] * 20) == 6
+
+
+# ---- stop=regex on RowState, by hand ----------------------------------------------------------------
+
+def pair_matcher(tail):  # "the pattern": thinking ids 21 then 22, anywhere in the tail
+    return (21, 22) in pairwise(tail)
+
+
+@pytest.mark.parametrize("mode", ["elastic:exit='x'", "soft", "budget-forcing"])
+def test_a_stop_match_forces_the_bare_marker_and_says_pattern(mode):
+    state = RowState(Budget(8, 3), Mode.parse(mode), MARKERS, True, 100, exit_ids=(20,), stop=pair_matcher)
+    drive(state, [THINK, 21, 22, 99, 99, 99, 99, SOLVE, SOLVE, 2])
+    answer = [6] if mode == "budget-forcing" else []  # s1's "Final Answer:" still follows its marker
+    assert state.tokens[:6 + len(answer)] == [THINK, 21, 22, 7, 8, 9] + answer  # no exit text: not a budget cut
+    assert state.think_end == "pattern" and state.was_forced and state.think_tokens == 3
+    assert state.tokens_before_forcing() >= 1
+
+
+def test_no_match_leaves_elastic_as_it_was():
+    state = RowState(Budget(3, 2), Mode(), MARKERS, True, 100, stop=pair_matcher)
+    drive(state, [THINK, 22, 21, 99, 99, 99, SOLVE, 2])
+    assert state.tokens[:6] == [THINK, 22, 21, 7, 8, 9] and state.think_end == "budget"
+
+
+# ---- the stop matcher on a real tokenizer: generated texts and tokenizations -----------------------
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from e1.models.tiny import build_tokenizer
+
+    return build_tokenizer()
+
+
+class CountingTokenizer:
+    """Wraps a tokenizer, recording how many ids each decode was given."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.lengths = tokenizer, []
+
+    def decode(self, ids, **kw):
+        self.lengths.append(len(ids))
+        return self.tokenizer.decode(ids, **kw)
+
+
+TEXT = st.text(st.sampled_from(list("ab xyz{}\\0123.=+")), max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(before=TEXT, after=TEXT, pattern=st.sampled_from([r"\\boxed\{", r"x\s*=\s*\d", r"\{\d+\}"]),
+       inserted=st.sampled_from(["\\boxed{", "x = 7", "{42}", ""]))
+def test_the_matcher_fires_where_the_full_text_first_matches(tokenizer, before, after, pattern, inserted):
+    ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
+    counting = CountingTokenizer(tokenizer)
+    stop, regex = StopPattern(counting, pattern, window=16), re.compile(pattern)
+    state = RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop)
+    fired = None
+    for i, token in enumerate(ids):
+        state.accept(token)
+        if state.think_end == "pattern":
+            fired = i + 1  # thinking ids written when the marker became due
+            break
+    # the reference: decode every prefix in full, the first where the regex matches
+    first = next((i for i in range(1, len(ids) + 1) if regex.search(tokenizer.decode(ids[:i]))), None)
+    match = regex.search(tokenizer.decode(ids))
+    if first is not None and _tokens_spanned(tokenizer, ids, first, regex) <= 16:
+        assert fired == first
+    elif match is None:
+        assert fired is None
+    assert max(counting.lengths, default=0) <= 16  # the per-token work is bounded by the window
+
+
+def _tokens_spanned(tokenizer, ids, end, regex) -> int:
+    """How many of the last ids of ``ids[:end]`` the first match needs (the fewest whose text still matches)."""
+    return next(k for k in range(1, end + 1) if regex.search(tokenizer.decode(ids[end - k : end])))
+
+
+def test_the_matcher_cost_does_not_grow_with_thinking(tokenizer):
+    counting = CountingTokenizer(tokenizer)
+    state = RowState(Budget(5000, 4), Mode(), MARKERS, True, 10_000, stop=StopPattern(counting, "never-here"))
+    state.extend(tokenizer.encode("The sum is 12, then 48. " * 600, add_special_tokens=False)[:3000])
+    assert state.think_tokens == 3000 and len(counting.lengths) == 3000 and max(counting.lengths) == 64
+
+
+# ---- parsing ------------------------------------------------------------------------------------------
+
+def test_new_options_parse_round_trip_and_refuse():
+    for text in ["soft", "soft:start=0.5:strength=4:shape=exp:ceiling=2", r"elastic:stop='\\boxed\{'",
+                 "soft:stop='a:b,c':grace=4", "budget-forcing:stop=\"it's\""]:
+        assert Mode.parse(str(Mode.parse(text))) == Mode.parse(text)
+    assert Mode.parse(r"elastic:stop='\\boxed\{'").stop == r"\\boxed\{"
+    assert Mode.split_list("soft:stop='a,b',elastic") == ["soft:stop='a,b'", "elastic"]
+    for bad, message in [("soft:strat=0.5", "did you mean 'start'"), ("elastic:start=0.5", "does not fit"),
+                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "invalid stop pattern"),
+                         ("none:stop=x", "does not fit"), ("soft:strength=nan", "finite"),
+                         ("soft:ceiling=0.5", ">= 1|in \\[1"), ("soft:start=x", "invalid mode option")]:
+        with pytest.raises(ConfigError, match=message):
+            Mode.parse(bad)
+
+
+# ---- the transformers backend --------------------------------------------------------------------
+
+def test_soft_on_the_scripted_model_is_cut_at_the_ceiling(tiny_engine):
+    from tests.test_engine import make_fake
+
+    scripts = [(3, 2), (5, 2), (None, 2)]  # ends itself at 3, at 5 (past t, before the ceiling), never
+    engine, prompts = make_fake(tiny_engine.tokenizer, scripts)
+    completions = engine.generate(prompts, Budget(4, 4), Mode.parse("soft:strength=0"), GREEDY)
+    got = [(c.think_tokens, c.think_end, c.forced) for c in completions]
+    assert got == [(3, "natural", False), (5, "natural", False), (6, "budget", True)]
+
+
+def test_a_strong_soft_bias_ends_the_tiny_model_s_thinking_itself(tiny_engine):
+    prompts = ["What is 2 + 3?", "Let x = 7."]
+    elastic = tiny_engine.generate(prompts, Budget(8, 4), Mode(), GREEDY)
+    assert all(c.think_end == "budget" for c in elastic)  # the random model never ends by itself
+    soft = tiny_engine.generate(prompts, Budget(8, 4), Mode.parse("soft:start=0:strength=100"), GREEDY)
+    assert all(c.think_end == "natural" and c.think_tokens <= 8 for c in soft)
+    for c in soft:
+        assert_engine_invariants(c, Budget(8, 4), "soft:start=0:strength=100", tiny_engine.markers.end_ids, 64)
+    for c in tiny_engine.generate(prompts, Budget(8, 4), Mode.parse("soft:strength=0:stop='zzz'"), GREEDY):
+        assert (c.think_tokens, c.think_end, c.forced) == (12, "budget", True)  # no bias: cut at the ceiling 1.5 t
+
+
+def test_stop_on_the_tiny_model_ends_at_the_first_match(tiny_engine):
+    prompts = ["What is 2 + 3?", "Let x = 7."]
+    free = tiny_engine.generate(prompts, Budget(12, 4), Mode("none"), Sampling(temperature=0.0, max_tokens=12))
+    texts = [tiny_engine.tokenizer.decode(c.token_ids[2:4]) for c in free]  # two ids each row writes early
+    pattern = "|".join(re.escape(t) for t in texts if t.strip())
+    stopped = tiny_engine.generate(prompts, Budget(12, 4), Mode("elastic", stop=pattern), GREEDY)
+    for c, whole in zip(stopped, free):
+        assert c.think_end == "pattern" and c.think_tokens <= 4 and not c.forced  # not cut by the budget
+        assert re.search(pattern, c.think_text)
+        assert c.token_ids[: c.think_tokens] == whole.token_ids[: c.think_tokens]  # the same greedy thinking
+
+
+def test_shared_prefixes_give_independent_results_for_soft_and_stop(tiny_engine):
+    prompts = ["What is 2 + 3?", "Let x = 7."]
+    roots = tiny_engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=40), n=2)
+    prefixes = [c.token_ids for c in roots]
+    for mode, followed in [("soft:start=0.5:strength=3", 4), ("soft:strength=0", 9), ("elastic:stop='zzz'", 6)]:
+        budget = Budget(6, 4)
+        shared = tiny_engine.generate(prompts, budget, mode, GREEDY, n=2, prefixes=prefixes)
+        alone = tiny_engine.generate(prompts, budget, mode, GREEDY, n=2)
+        assert [c.token_ids for c in shared] == [c.token_ids for c in alone], mode
+        assert [c.think_end for c in shared] == [c.think_end for c in alone], mode
+        assert [c.prefix_tokens for c in shared] == [followed] * 4, mode
+
+
+def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metric(tiny_model_dir, problems_file,
+                                                                                    tmp_path):
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+
+    modes = "elastic,soft:start=0.5:strength=6,elastic:stop='\\d'"
+    frames = []
+    for out, extra in ((tmp_path / "shared", []), (tmp_path / "alone", ["--independent"])):
+        result = CliRunner().invoke(app, ["sweep", "--model", str(tiny_model_dir), "--datasets", str(problems_file),
+                                          "--think", "8", "--solve", "4", "--modes", modes, "--n", "1",
+                                          "--temperature", "0", "--out", str(out), *extra], prog_name="e1")
+        assert result.exit_code == 0, result.output
+        assert "whole curves" in result.output and "tok/✓" in result.output and "cut" in result.output
+        frames.append(pd.read_parquet(out / "samples.parquet").sort_values(["mode", "think_budget", "problem_id"]))
+    shared, alone = frames
+    columns = ["mode", "think_budget", "problem_id", "think_tokens", "solve_tokens", "think_end", "forced", "think_text"]
+    pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
+    assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
+    assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}
