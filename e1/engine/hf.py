@@ -28,6 +28,7 @@ import torch
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.hf_cache import growing_cache, key_bucket
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.row_engine import RowEngine
 from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
@@ -158,45 +159,52 @@ class HFEngine(RowEngine):
                       progress) -> None:
         """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
         state already holds (a followed prefix); rows with the same context (a prompt's samples) share
-        one prefill."""
+        one prefill. Each step attends over ``key_bucket(length)`` key columns (see
+        :mod:`e1.engine.hf_cache`): the mask's columns past the cache's keys are False."""
         cache, logits, mask, next_pos = self._prefill(prompts, states)
-        active = list(range(len(states)))  # row index of each batch slot
+        length = cache.get_seq_length()  # keys in the cache, the same for every row
+        rows = list(states)  # the state of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
-        finished_since_compaction = 0
+        counts = np.array([len(state.tokens) for state in rows], dtype=np.uint64)  # [B] tokens at the start
+        live, finished_since_compaction, step = len(rows), 0, 0
         while True:
             uniforms = None
-            if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
-                counters = np.fromiter((len(states[row].tokens) for row in active), np.uint64, len(active))
-                uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
-            tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
-            fed = []
-            for slot, row in enumerate(active):
-                state = states[row]
-                if state.done:
-                    fed.append(self.markers.pad_id)
-                    continue
-                fed.append(state.accept(tokens[slot]))  # a queued forced token overrides the sample
-                if state.done:
-                    finished_since_compaction += 1
-                    if progress:
-                        progress(1)
-            if all(states[row].done for row in active):
+            if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has (one more per step)
+                uniforms = torch.from_numpy(row_uniforms(seeds, counts + np.uint64(step)))  # [B]
+            fed, finished = self._accept(sample_tokens(logits, sampling, uniforms).tolist(), rows, progress)
+            live, finished_since_compaction, step = live - finished, finished_since_compaction + finished, step + 1
+            if not live:
                 break
-            if finished_since_compaction and finished_since_compaction * 8 >= len(active):
-                keep = [slot for slot, row in enumerate(active) if not states[row].done]
+            if finished_since_compaction * 8 >= len(rows):  # drop finished rows: the rest decode at full speed
+                keep = [slot for slot, state in enumerate(rows) if not state.done]
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
-                mask, next_pos = mask[index], next_pos[index]
-                fed = [fed[slot] for slot in keep]
-                active = [active[slot] for slot in keep]
+                mask, next_pos, seeds, counts = mask[index], next_pos[index], seeds[keep], counts[keep]
+                fed, rows = [fed[slot] for slot in keep], [rows[slot] for slot in keep]
                 finished_since_compaction = 0
-            step = torch.tensor(fed, device=self.device).unsqueeze(-1)  # [B, 1]
-            length = cache.get_seq_length() + 1  # keys the new token attends to: the cache and itself
-            mask = _with_room(mask, length)  # [B, >= length]; the columns past the prompt are all True
-            logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :length]),
-                                position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
-                                use_cache=True).logits[:, -1]  # [B, V]
+            length += 1  # the new token's key
+            width = key_bucket(length)  # [B, width] keys attended: few distinct widths per decode
+            mask = _with_room(mask, width)
+            mask[:, length - 1] = True
+            logits = self.model(input_ids=torch.tensor(fed, device=self.device).unsqueeze(-1),  # [B, 1]
+                                attention_mask=self._step_mask(mask[:, :width]), position_ids=next_pos.unsqueeze(-1),
+                                **{self._cache: cache}, use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
+
+    def _accept(self, tokens: list[int], rows: list, progress) -> tuple[list[int], int]:
+        """Hand each live row its sampled token: (the tokens to feed, a pad for rows already done;
+        how many rows this step finished)."""
+        fed, finished, pad = [], 0, self.markers.pad_id
+        for state, token in zip(rows, tokens):
+            if state.done:
+                fed.append(pad)
+                continue
+            fed.append(state.accept(token))  # a queued forced token overrides the sample
+            if state.done:
+                finished += 1
+                if progress:
+                    progress(1)
+        return fed, finished
 
     def _prefill(self, prompts: list[list[int]], states: list):
         """Prefill each distinct context once, left-padded, then expand to one row per sample:
@@ -253,17 +261,12 @@ class HFEngine(RowEngine):
         """Nothing to take back (see :attr:`can_sleep`)."""
 
 
-def _with_room(mask: torch.Tensor, length: int) -> torch.Tensor:
-    """``mask`` ([B, C] bool) with at least ``length`` columns, doubling C when it is short.
-    New columns are True: every generated token (a pad fed to a finished row included) is attended."""
-    if mask.shape[1] >= length:
+def _with_room(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``mask`` ([B, C] bool) with at least ``width`` columns, doubling C when it is short.
+    New columns are False: a key column is switched on when its token is fed."""
+    if mask.shape[1] >= width:
         return mask
-    return torch.cat([mask, mask.new_ones((mask.shape[0], max(length, 2 * mask.shape[1]) - mask.shape[1]))], dim=-1)
-
-
-def _grown_capacity(needed: int, capacity: int, limit: int) -> int:
-    """Double the capacity (at least to ``needed``), never past ``limit`` unless ``needed`` is."""
-    return max(needed, min(2 * capacity, limit))
+    return torch.cat([mask, mask.new_zeros((mask.shape[0], max(width, 2 * mask.shape[1]) - mask.shape[1]))], dim=-1)
 
 
 def cache_keyword(model) -> str:
@@ -276,54 +279,6 @@ def cache_keyword(model) -> str:
     except (TypeError, ValueError):  # a forward without a signature: the name every version takes
         return "past_key_values"
     return "cache" if "cache" in parameters else "past_key_values"
-
-
-def growing_cache(max_length: int):
-    """A transformers ``DynamicCache`` whose layers grow by doubling instead of by ``torch.cat``
-    at every step. ``max_length`` (prompt + the most tokens any row may add) caps the doubling."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        """Keys and values in [B, H, capacity, D] buffers; ``keys``/``values`` are views of the
-        first ``length`` positions, which is what attention reads."""
-
-        def lazy_initialization(self, key_states, value_states) -> None:
-            super().lazy_initialization(key_states, value_states)
-            self.length = 0
-            self._keys, self._values = key_states[:, :, :0], value_states[:, :, :0]  # [B, H, 0, D]
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            start, end = self.length, self.length + key_states.shape[-2]
-            if end > self._keys.shape[-2]:
-                capacity = _grown_capacity(end, self._keys.shape[-2], max_length)
-                self._keys, self._values = _resized(self._keys, start, capacity), _resized(self._values, start, capacity)
-            self._keys[:, :, start:end] = key_states  # [B, H, capacity, D]
-            self._values[:, :, start:end] = value_states
-            self.length = end
-            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]  # [B, H, length, D]
-            return self.keys, self.values
-
-        def get_seq_length(self) -> int:
-            return self.length if self.is_initialized else 0
-
-        def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if self.get_seq_length() > 0:
-                self._keys, self._values = self._keys[indices], self._values[indices]
-                self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
-
-    cache = DynamicCache()
-    cache.layer_class_to_replicate = GrowingLayer
-    return cache
-
-
-def _resized(buffer: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
-    """A [B, H, capacity, D] buffer holding the first ``used`` positions of ``buffer``."""
-    grown = buffer.new_empty((*buffer.shape[:2], capacity, buffer.shape[-1]))
-    grown[:, :, :used] = buffer[:, :, :used]
-    return grown
 
 
 def _generation_eos(model: str) -> list[int]:
