@@ -24,7 +24,7 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.engine.hf_cache import KEY_STEP, growing_cache, key_bucket
 
-SETTINGS = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +50,8 @@ def key_lengths(monkeypatch):
     def recording_sdpa(query, key, value, attn_mask=None, **kwargs):
         seen.append((query.shape[0], query.shape[-2], key.shape[-2]))
         assert attn_mask is None or attn_mask.shape[-1] == key.shape[-2]
+        if query.shape[-2] == 1 < key.shape[-2]:  # a decode step: its mask is additive, in the queries' dtype
+            assert attn_mask.dtype == query.dtype
         return sdpa(query, key, value, attn_mask=attn_mask, **kwargs)
 
     def recording_eager(module, query, key, value, attention_mask, **kwargs):
@@ -89,7 +91,7 @@ def test_key_bucket_takes_at_most_17_values_per_doubling(start):
 
 @SETTINGS
 @given(lengths=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=4),
-       tokens=st.integers(min_value=1, max_value=160), eager=st.booleans())
+       tokens=st.integers(min_value=1, max_value=130), eager=st.booleans())
 def test_one_decode_presents_few_key_lengths(engines, key_lengths, lengths, tokens, eager):
     engine = engines[eager]
     key_lengths.clear()
@@ -124,12 +126,12 @@ def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, length
 
 def test_greedy_tokens_equal_model_generate_across_a_bucket_boundary(engines):
     engine = engines[0]
-    prompts = text_prompts([5, 17, 33])  # decodes cross 64 and 128 keys
-    ours = [c.token_ids for c in engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=120))]
+    prompts = text_prompts([5, 33])  # decodes cross 64 and 128 keys
+    ours = [c.token_ids for c in engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=100))]
     for prompt, row in zip(prompts, ours):
         ids = torch.tensor([prompt])
         with torch.inference_mode():
-            reference = engine.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=120, do_sample=False,
+            reference = engine.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=100, do_sample=False,
                                               eos_token_id=None, pad_token_id=engine.markers.pad_id)
         assert reference[0, len(prompt) :].tolist() == row
 

@@ -167,6 +167,7 @@ class HFEngine(RowEngine):
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         counts = np.array([len(state.tokens) for state in rows], dtype=np.uint64)  # [B] tokens at the start
         live, finished_since_compaction, step = len(rows), 0, 0
+        device, dtype = logits.device, self._mask_dtype()
         while True:
             uniforms = None
             if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has (one more per step)
@@ -177,7 +178,7 @@ class HFEngine(RowEngine):
                 break
             if finished_since_compaction * 8 >= len(rows):  # drop finished rows: the rest decode at full speed
                 keep = [slot for slot, state in enumerate(rows) if not state.done]
-                index = torch.tensor(keep, device=self.device)
+                index = torch.tensor(keep, device=device)
                 cache.batch_select_indices(index)
                 mask, next_pos, seeds, counts = mask[index], next_pos[index], seeds[keep], counts[keep]
                 fed, rows = [fed[slot] for slot in keep], [rows[slot] for slot in keep]
@@ -186,8 +187,9 @@ class HFEngine(RowEngine):
             width = key_bucket(length)  # [B, width] keys attended: few distinct widths per decode
             mask = _with_room(mask, width)
             mask[:, length - 1] = True
-            logits = self.model(input_ids=torch.tensor(fed, device=self.device).unsqueeze(-1),  # [B, 1]
-                                attention_mask=self._step_mask(mask[:, :width]), position_ids=next_pos.unsqueeze(-1),
+            logits = self.model(input_ids=torch.tensor(fed, device=device).unsqueeze(-1),  # [B, 1]
+                                attention_mask=self._step_mask(mask[:, :width], dtype),
+                                position_ids=next_pos.unsqueeze(-1),
                                 **{self._cache: cache}, use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
 
@@ -230,13 +232,25 @@ class HFEngine(RowEngine):
         next_pos = positions[expand, -1] + 1  # [B]
         return cache, logits, mask, next_pos
 
-    def _step_mask(self, mask: torch.Tensor) -> torch.Tensor:
+    def _step_mask(self, mask: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
         """The attention mask of one decode step. mask: [B, L] bool.
-        SDPA's mask for a single query is the padding mask itself, [B, 1, 1, L]; passing it in
-        4D spares transformers rebuilding it. Other attention implementations get the 2D mask."""
+        SDPA's mask for a single query is the padding mask itself, [B, 1, 1, L]: handed over in
+        4D it spares transformers rebuilding it, and as an additive ``dtype`` mask (0 or -inf,
+        what SDPA turns a bool mask into) it is converted once per step, not once per layer.
+        Other attention implementations get the 2D mask."""
+        if self._sdpa and dtype is not None:
+            bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+            return bias[:, None, None, :]  # [B, 1, 1, L]
         if self._sdpa:
-            return mask[:, None, None, :]  # [B, 1, 1, L]
+            return mask[:, None, None, :]  # [B, 1, 1, L] bool
         return mask.long()  # [B, L]
+
+    def _mask_dtype(self) -> torch.dtype | None:
+        """The dtype of the model's queries (its embeddings'), which an additive SDPA mask must have;
+        None when the model does not say (the mask then stays bool)."""
+        embeddings = getattr(self.model, "get_input_embeddings", lambda: None)()
+        dtype = getattr(getattr(embeddings, "weight", None), "dtype", None)
+        return dtype if dtype is not None and dtype.is_floating_point else None
 
     # ---- training: the rollout engine of e1.grpo.rollout ------------------------------------
 
