@@ -17,9 +17,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import e1.engine.hf as hf
-import e1.engine.hf_cache as hf_cache
 from e1.budget import Budget
+from e1.engine import hf, hf_cache
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.engine.hf_cache import KEY_STEP, growing_cache, key_bucket
