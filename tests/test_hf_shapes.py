@@ -108,19 +108,25 @@ def test_one_decode_presents_few_key_lengths(engines, key_lengths, lengths, toke
 @given(lengths=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=3),
        think=st.integers(min_value=0, max_value=40), solve=st.integers(min_value=1, max_value=40),
        mode=st.sampled_from(["elastic", "none", "budget-forcing"]), n=st.integers(min_value=1, max_value=3),
-       eager=st.booleans())
-def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, lengths, think, solve, mode, n, eager):
+       eager=st.booleans(), prefixed=st.booleans())
+def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, lengths, think, solve, mode, n, eager,
+                                                    prefixed):
     """Bucketed keys (masked zeros past the cache) sample exactly the tokens an exact-length
-    decode samples: seeded sampling, forced markers, shared prefills and compaction included."""
+    decode samples: seeded sampling, forced markers, shared prefills and, with prefixes of
+    different lengths (rows then finish at different steps), compaction included."""
     engine = engines[eager]
     sampling = Sampling(temperature=1.0, top_p=0.9, seed=think * 41 + solve, max_tokens=think + solve)
     prompts, budget = text_prompts(lengths), Budget(think, solve)
-    bucketed = [c.token_ids for c in engine.generate(prompts, budget, Mode(mode), sampling, n=n)]
+    prefixes = [[50 + row] * (3 * row) for row in range(len(prompts) * n)] if prefixed else None
+
+    def decode():
+        return [c.token_ids for c in engine.generate(prompts, budget, Mode(mode), sampling, n=n, prefixes=prefixes)]
+
+    bucketed = decode()
     with monkeypatch.context() as exact:  # the old behaviour: attend over exactly the keys written
         exact.setattr(hf, "key_bucket", lambda length: length)
         exact.setattr(hf_cache, "key_bucket", lambda length: length)
-        unbucketed = [c.token_ids for c in engine.generate(prompts, budget, Mode(mode), sampling, n=n)]
-    assert bucketed == unbucketed
+        assert bucketed == decode()
 
 
 def test_greedy_tokens_equal_model_generate_across_a_bucket_boundary(engines):
