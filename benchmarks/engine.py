@@ -13,7 +13,9 @@
     prompts and attention mask, exactly ``--tokens`` new tokens per row for both (EOS is off for
     both: e1's EOS set is emptied and generate gets ``eos_token_id=None``, so neither pays for a
     stopping rule the other skips), one warm-up call each, interleaved repeats, a CUDA synchronize
-    before each clock stop; the two outputs are checked to be the same tokens.
+    before each clock stop; the two outputs are checked to be the same tokens. Also timed: e1 with
+    exact key lengths (``exact_keys``: one new attention shape per step, as before key buckets),
+    which shows what the buckets' masked-out columns cost where new shapes are free (a CPU).
 Prints seconds (best of --repeats) and the ratios.
 """
 
@@ -31,6 +33,7 @@ from e1.budget import Budget
 from e1.data.prompts import build_prompt
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
+from e1.engine.hf_cache import exact_keys, key_bucket
 from e1.models.tiny import build_tiny_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -132,6 +135,13 @@ def against_generate(engine: HFEngine, batch: int, args) -> None:
         synchronize()
         return [c.token_ids for c in completions]
 
+    def exact():  # e1 attending over exactly the keys written: a new attention shape every step 
+        engine.key_bucket = exact_keys
+        try:
+            return ours()
+        finally:
+            engine.key_bucket = key_bucket
+
     def theirs():
         with torch.inference_mode():
             out = engine.model.generate(input_ids, attention_mask=mask, max_new_tokens=args.tokens, do_sample=False,
@@ -139,13 +149,15 @@ def against_generate(engine: HFEngine, batch: int, args) -> None:
         synchronize()
         return out[:, width:].tolist()
 
-    ours(), theirs()  # warm-up: the first call at a shape pays one-off costs
-    best = interleaved_best(args.repeats, {"ours": ours, "theirs": theirs})
-    (t_ours, ours_ids), (t_hf, hf_ids) = best["ours"], best["theirs"]
+    ours(), exact(), theirs()  # warm-up: the first call at a shape pays one-off costs
+    best = interleaved_best(args.repeats, {"ours": ours, "exact": exact, "theirs": theirs})
+    (t_ours, ours_ids), (t_exact, _), (t_hf, hf_ids) = best["ours"], best["exact"], best["theirs"]
     assert all(len(row) == args.tokens for row in ours_ids + hf_ids), "both must write exactly --tokens per row"
     same = sum(a == b for a, b in zip(ours_ids, hf_ids))
     print(f"(b) batch {batch}: e1 greedy {t_ours:.3f}s, model.generate() {t_hf:.3f}s ({batch} x {args.tokens} tokens); "
           f"ratio e1/generate {t_ours / t_hf:.3f}x (goal <= 1.0x); identical rows {same}/{batch}")
+    print(f"    e1 with exact key lengths (one attention shape per step): {t_exact:.3f}s; "
+          f"ratio bucketed/exact {t_ours / t_exact:.3f}x")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Invariant (e1.engine.hf_cache): after the prefill (exact), a decode step over ``length`` keys
 attends over ``key_bucket(length)`` key columns, so a decode of N new tokens from a prompt of width W hands
-attention at most ``N / 64 + 2`` distinct key lengths below 2048 keys (17 per doubling above),
+attention at most ``N / 32 + 2`` distinct key lengths below 1024 keys (17 per doubling above),
 instead of one new length per token. Checked on the shapes the attention functions really
 receive (SDPA and eager), on generated prompts and budgets, and with the tokens compared to an
 exact-length decode (the old behaviour) and to ``model.generate()``.
@@ -18,10 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
-from e1.engine import hf, hf_cache
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
-from e1.engine.hf_cache import KEY_STEP, growing_cache, key_bucket
+from e1.engine.hf_cache import KEY_STEP, exact_keys, growing_cache, key_bucket
 
 SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
@@ -99,9 +98,9 @@ def test_one_decode_presents_few_key_lengths(engines, key_lengths, lengths, toke
     prefill, decode = key_lengths[:layers], key_lengths[layers:]
     assert set(prefill) == {(len(lengths), width, width)}  # exact: one row per (distinct) prompt
     assert len(decode) == (tokens - 1) * layers  # the last token is never fed
-    # step k attends over its W + k keys rounded up to a multiple of 64 (W + N < 2048 here)
-    assert decode[::layers] == [(len(lengths), 1, -(-(width + k) // 64) * 64) for k in range(1, tokens)]
-    assert len(set(decode)) <= (tokens - 1) // 64 + 2  # before: tokens - 1 distinct key lengths
+    # step k attends over its W + k keys rounded up to a multiple of 32 (W + N < 1024 here)
+    assert decode[::layers] == [(len(lengths), 1, -(-(width + k) // KEY_STEP) * KEY_STEP) for k in range(1, tokens)]
+    assert len(set(decode)) <= (tokens - 1) // KEY_STEP + 2  # before: tokens - 1 distinct key lengths
 
 
 @SETTINGS
@@ -123,15 +122,13 @@ def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, length
         return [c.token_ids for c in engine.generate(prompts, budget, Mode(mode), sampling, n=n, prefixes=prefixes)]
 
     bucketed = decode()
-    with monkeypatch.context() as exact:  # the old behaviour: attend over exactly the keys written
-        exact.setattr(hf, "key_bucket", lambda length: length)
-        exact.setattr(hf_cache, "key_bucket", lambda length: length)
-        assert bucketed == decode()
+    monkeypatch.setattr(engine, "key_bucket", exact_keys)  # the old behaviour: attend over exactly the keys written
+    assert bucketed == decode()
 
 
 def test_greedy_tokens_equal_model_generate_across_a_bucket_boundary(engines):
     engine = engines[0]
-    prompts = text_prompts([5, 33])  # decodes cross 64 and 128 keys
+    prompts = text_prompts([5, 33])  # decodes cross several buckets
     ours = [c.token_ids for c in engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=100))]
     for prompt, row in zip(prompts, ours):
         ids = torch.tensor([prompt])
@@ -150,11 +147,11 @@ def test_cache_grows_in_buckets_keeps_zeros_past_its_keys_and_compacts():
         keys, values = grown.update(kv, -kv, 0)
         exact = reference.update(kv, -kv, 0)[0]
         used = exact.shape[2]
-        assert keys.shape[2] == (3 if length == 3 else 64)  # the prefill is exact; each step attends 64 columns
+        assert keys.shape[2] == (3 if length == 3 else KEY_STEP)  # the prefill is exact; a step attends 32 columns
         assert torch.equal(keys[:, :, :used], exact) and torch.equal(values, -keys)
         assert not keys[:, :, used:].any()  # zeros, which the mask hides
-    assert grown.get_seq_length() == 7 and grown.layers[0]._keys.shape[2] == 64
-    assert grown.get_mask_sizes(1, 0) == (64, 0)  # transformers sizes a 2D-built mask by the next step's keys
+    assert grown.get_seq_length() == 7 and grown.layers[0]._keys.shape[2] == KEY_STEP
+    assert grown.get_mask_sizes(1, 0) == (KEY_STEP, 0)  # transformers sizes a 2D-built mask by the next step's keys
     index = torch.tensor([3, 1])
     grown.batch_select_indices(index), reference.batch_select_indices(index)
     assert torch.equal(grown.layers[0].keys[:, :, :7], reference.layers[0].keys)

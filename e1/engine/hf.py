@@ -126,6 +126,7 @@ class HFEngine(RowEngine):
         self._last_logit_only = {"logits_to_keep": 1} if accepts else {}
         self._cache = cache_keyword(model)
         self._sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
+        self.key_bucket = key_bucket  # the key columns a decode step attends over (e1.engine.hf_cache)
 
     @classmethod
     def load(cls, model: str, *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
@@ -184,7 +185,7 @@ class HFEngine(RowEngine):
                 fed, rows = [fed[slot] for slot in keep], [rows[slot] for slot in keep]
                 finished_since_compaction = 0
             length += 1  # the new token's key
-            width = key_bucket(length)  # [B, width] keys attended: few distinct widths per decode
+            width = self.key_bucket(length)  # [B, width] keys attended: few distinct widths per decode
             mask = _with_room(mask, width)
             mask[:, length - 1] = True
             logits = self.model(input_ids=torch.tensor(fed, device=device).unsqueeze(-1),  # [B, 1]
@@ -223,7 +224,7 @@ class HFEngine(RowEngine):
             mask[i, width - len(context) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
-        cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
+        cache = growing_cache(width + max(s.max_new_tokens - len(s.tokens) for s in states), self.key_bucket)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **{self._cache: cache},
                             use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
         expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
