@@ -12,8 +12,10 @@ the batch so the remaining ones decode at full speed.
 
 Per step the loop avoids work that grows with the sequence: the KV cache and the attention
 mask live in buffers that double when full (no ``torch.cat`` of the whole history per layer
-per step), and with SDPA attention the mask is handed over already in its 4D form (a view),
-so transformers does not rebuild it from the 2D one at every step.
+per step), and with SDPA attention the mask is handed over already in its 4D additive form,
+so transformers does not rebuild it and SDPA does not convert it in every layer. Attention
+reads the cache in key buckets (:mod:`e1.engine.hf_cache`): one decode presents a few attention
+shapes, not a new one per token, which on a GPU each cost a one-off plan/kernel selection.
 """
 
 from __future__ import annotations
