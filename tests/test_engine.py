@@ -254,22 +254,6 @@ def test_top_p_keeps_the_smallest_set_reaching_p():
     assert kept.tolist() == [[False, True, False, True]]
 
 
-def test_growing_cache_doubles_and_compacts_like_a_dynamic_cache():
-    from transformers import DynamicCache
-
-    from e1.engine.hf import growing_cache
-
-    grown, reference = growing_cache(max_length=7), DynamicCache()
-    for length in (3, 1, 1, 1, 1):  # prefill 3, then 4 single steps: capacity 3 -> 6 -> 7
-        kv = torch.randn(4, 2, length, 8)  # [B, H, T, D]
-        keys, values = grown.update(kv, -kv, 0)
-        assert torch.equal(keys, reference.update(kv, -kv, 0)[0]) and torch.equal(values, -keys)
-    assert grown.get_seq_length() == 7 and grown.layers[0]._keys.shape[2] == 7
-    index = torch.tensor([3, 1])
-    grown.batch_select_indices(index), reference.batch_select_indices(index)
-    assert torch.equal(grown.layers[0].keys, reference.layers[0].keys)
-
-
 @pytest.mark.parametrize("mode", ["elastic", "truncate", "budget-forcing"])
 def test_max_tokens_caps_mode_none_only(tiny_engine, mode):
     # --max-tokens 3 is documented as the cap of mode none; t=8, s=4 must still be used in full:

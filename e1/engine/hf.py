@@ -12,8 +12,10 @@ the batch so the remaining ones decode at full speed.
 
 Per step the loop avoids work that grows with the sequence: the KV cache and the attention
 mask live in buffers that double when full (no ``torch.cat`` of the whole history per layer
-per step), and with SDPA attention the mask is handed over already in its 4D form (a view),
-so transformers does not rebuild it from the 2D one at every step.
+per step), and with SDPA attention the mask is handed over already in its 4D additive form,
+so transformers does not rebuild it and SDPA does not convert it in every layer. Attention
+reads the cache in key buckets (:mod:`e1.engine.hf_cache`): one decode presents a few attention
+shapes, not a new one per token, which on a GPU each cost a one-off plan/kernel selection.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import torch
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.hf_cache import growing_cache, key_bucket
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.row_engine import RowEngine
 from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
@@ -125,6 +128,7 @@ class HFEngine(RowEngine):
         self._last_logit_only = {"logits_to_keep": 1} if accepts else {}
         self._cache = cache_keyword(model)
         self._sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
+        self.key_bucket = key_bucket  # the key columns a decode step attends over (e1.engine.hf_cache)
 
     @classmethod
     def load(cls, model: str, *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
@@ -158,12 +162,14 @@ class HFEngine(RowEngine):
                       progress) -> None:
         """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
         state already holds (a followed prefix); rows with the same context (a prompt's samples) share
-        one prefill."""
+        one prefill. Each step attends over ``key_bucket(length)`` key columns (see
+        :mod:`e1.engine.hf_cache`): the mask's columns past the cache's keys are False."""
         cache, logits, mask, next_pos = self._prefill(prompts, states)
         active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
         trialing = states[0].mode.name == "early-exit"  # rows that may decode trial answers (one mode per call)
+        length, dtype = cache.get_seq_length(), self._mask_dtype()  # keys in the cache, the same for every row
         while True:
             uniforms = None
             if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
@@ -176,7 +182,7 @@ class HFEngine(RowEngine):
             finished_since_compaction += finished
             if all(states[row].done for row in active):
                 break
-            if finished_since_compaction and finished_since_compaction * 8 >= len(active):
+            if finished_since_compaction and finished_since_compaction * 8 >= len(active):  # drop finished rows
                 keep = [slot for slot, row in enumerate(active) if not states[row].done]
                 index = torch.tensor(keep, device=self.device)
                 cache.batch_select_indices(index)
@@ -185,11 +191,13 @@ class HFEngine(RowEngine):
                 active = [active[slot] for slot in keep]
                 finished_since_compaction = 0
             step = torch.tensor(fed, device=self.device).unsqueeze(-1)  # [B, 1]
-            length = cache.get_seq_length() + 1  # keys the new token attends to: the cache and itself
-            mask = _with_room(mask, length)  # [B, >= length]; the columns past the prompt are all True
+            length += 1  # the new token's key
+            width = self.key_bucket(length)  # [B, width] keys attended: few distinct widths per decode
+            mask = _with_room(mask, width)
+            mask[:, length - 1] = True
             if rewinds:
                 next_pos = _rewind(mask, next_pos, active, rewinds, length)
-            logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :length]),
+            logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :width], dtype),
                                 position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
                                 use_cache=True).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
@@ -219,7 +227,7 @@ class HFEngine(RowEngine):
             mask[i, width - len(context) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
-        cache = growing_cache(max_length=width + max(s.max_new_tokens - len(s.tokens) for s in states))
+        cache = growing_cache(width + max(s.max_new_tokens - len(s.tokens) for s in states), self.key_bucket)
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **{self._cache: cache},
                             use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
         expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
@@ -228,13 +236,25 @@ class HFEngine(RowEngine):
         next_pos = positions[expand, -1] + 1  # [B]
         return cache, logits, mask, next_pos
 
-    def _step_mask(self, mask: torch.Tensor) -> torch.Tensor:
+    def _step_mask(self, mask: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
         """The attention mask of one decode step. mask: [B, L] bool.
-        SDPA's mask for a single query is the padding mask itself, [B, 1, 1, L]; passing it in
-        4D spares transformers rebuilding it. Other attention implementations get the 2D mask."""
+        SDPA's mask for a single query is the padding mask itself, [B, 1, 1, L]: handed over in
+        4D it spares transformers rebuilding it, and as an additive ``dtype`` mask (0 or -inf,
+        what SDPA turns a bool mask into) it is converted once per step, not once per layer.
+        Other attention implementations get the 2D mask."""
+        if self._sdpa and dtype is not None:
+            bias = torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
+            return bias[:, None, None, :]  # [B, 1, 1, L]
         if self._sdpa:
-            return mask[:, None, None, :]  # [B, 1, 1, L]
+            return mask[:, None, None, :]  # [B, 1, 1, L] bool
         return mask.long()  # [B, L]
+
+    def _mask_dtype(self) -> torch.dtype | None:
+        """The dtype of the model's queries (its embeddings'), which an additive SDPA mask must have;
+        None when the model does not say (the mask then stays bool)."""
+        embeddings = getattr(self.model, "get_input_embeddings", lambda: None)()
+        dtype = getattr(getattr(embeddings, "weight", None), "dtype", None)
+        return dtype if dtype is not None and dtype.is_floating_point else None
 
     # ---- training: the rollout engine of e1.grpo.rollout ------------------------------------
 
@@ -300,17 +320,12 @@ def _rewind(mask: torch.Tensor, next_pos: torch.Tensor, active: list[int], rewin
     return next_pos
 
 
-def _with_room(mask: torch.Tensor, length: int) -> torch.Tensor:
-    """``mask`` ([B, C] bool) with at least ``length`` columns, doubling C when it is short.
-    New columns are True: every generated token (a pad fed to a finished row included) is attended."""
-    if mask.shape[1] >= length:
+def _with_room(mask: torch.Tensor, width: int) -> torch.Tensor:
+    """``mask`` ([B, C] bool) with at least ``width`` columns, doubling C when it is short.
+    New columns are False: a key column is switched on when its token is fed."""
+    if mask.shape[1] >= width:
         return mask
-    return torch.cat([mask, mask.new_ones((mask.shape[0], max(length, 2 * mask.shape[1]) - mask.shape[1]))], dim=-1)
-
-
-def _grown_capacity(needed: int, capacity: int, limit: int) -> int:
-    """Double the capacity (at least to ``needed``), never past ``limit`` unless ``needed`` is."""
-    return max(needed, min(2 * capacity, limit))
+    return torch.cat([mask, mask.new_zeros((mask.shape[0], max(width, 2 * mask.shape[1]) - mask.shape[1]))], dim=-1)
 
 
 def cache_keyword(model) -> str:
@@ -323,54 +338,6 @@ def cache_keyword(model) -> str:
     except (TypeError, ValueError):  # a forward without a signature: the name every version takes
         return "past_key_values"
     return "cache" if "cache" in parameters else "past_key_values"
-
-
-def growing_cache(max_length: int):
-    """A transformers ``DynamicCache`` whose layers grow by doubling instead of by ``torch.cat``
-    at every step. ``max_length`` (prompt + the most tokens any row may add) caps the doubling."""
-    from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
-
-    class GrowingLayer(DynamicLayer):
-        """Keys and values in [B, H, capacity, D] buffers; ``keys``/``values`` are views of the
-        first ``length`` positions, which is what attention reads."""
-
-        def lazy_initialization(self, key_states, value_states) -> None:
-            super().lazy_initialization(key_states, value_states)
-            self.length = 0
-            self._keys, self._values = key_states[:, :, :0], value_states[:, :, :0]  # [B, H, 0, D]
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            if not self.is_initialized:
-                self.lazy_initialization(key_states, value_states)
-            start, end = self.length, self.length + key_states.shape[-2]
-            if end > self._keys.shape[-2]:
-                capacity = _grown_capacity(end, self._keys.shape[-2], max_length)
-                self._keys, self._values = _resized(self._keys, start, capacity), _resized(self._values, start, capacity)
-            self._keys[:, :, start:end] = key_states  # [B, H, capacity, D]
-            self._values[:, :, start:end] = value_states
-            self.length = end
-            self.keys, self.values = self._keys[:, :, :end], self._values[:, :, :end]  # [B, H, length, D]
-            return self.keys, self.values
-
-        def get_seq_length(self) -> int:
-            return self.length if self.is_initialized else 0
-
-        def batch_select_indices(self, indices: torch.Tensor) -> None:
-            if self.get_seq_length() > 0:
-                self._keys, self._values = self._keys[indices], self._values[indices]
-                self.keys, self.values = self._keys[:, :, : self.length], self._values[:, :, : self.length]
-
-    cache = DynamicCache()
-    cache.layer_class_to_replicate = GrowingLayer
-    return cache
-
-
-def _resized(buffer: torch.Tensor, used: int, capacity: int) -> torch.Tensor:
-    """A [B, H, capacity, D] buffer holding the first ``used`` positions of ``buffer``."""
-    grown = buffer.new_empty((*buffer.shape[:2], capacity, buffer.shape[-1]))
-    grown[:, :, :used] = buffer[:, :, :used]
-    return grown
 
 
 def _generation_eos(model: str) -> list[int]:
