@@ -7,8 +7,7 @@
 2. model  — a character tokenizer and a ~0.8M-parameter Qwen2, built from a config
 3. sft    — ``e1 train --algo sft`` on verbose/concise traces: the *base* reasoning model
 4. probe  — the base model unconstrained on the test split: its median thinking length m
-5. e1     — ``e1 train`` (GRPO, budget-constrained rollouts, s = 2) from the base model; each
-            prompt's t is drawn from [t_min, m] (``--think t_min..m``), t_min the tightest budget of step 7
+5. e1     — ``e1 train`` (GRPO, budget-constrained rollout at t ≈ m, s = 2) from the base model
 6. cosine — a length-penalty baseline: ``e1 train --length-reward cosine`` (Yeo et al., 2025) from
             the base model, same steps and recipe, rollouts at t ≈ 2m, so never cut: its length is
             shaped by the reward, not a budget
@@ -128,9 +127,8 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     median = statistics.median(base_free["think_tokens"]) if len(base_free) else 1.0
     think = max(1, math.ceil(median))
 
-    tightest = max(1, round(THINK_FRACTIONS[0] * median))
     grpo = TrainConfig(
-        model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=f"{min(tightest, think)}..{think}", solve=SOLVE,
+        model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=think, solve=SOLVE,
         steps=sizes.grpo_steps, prompts_per_step=sizes.grpo_prompts, samples_per_prompt=config.group_size,
         mini_batch_prompts=max(1, sizes.grpo_prompts // 2), micro_batch=sizes.grpo_prompts * config.group_size // 2,
         lr=config.grpo_lr, weight_decay=0.0, temperature=1.0, kl_coef=0.0, clip_low=0.2, clip_high=0.28,
