@@ -62,7 +62,7 @@ class DemoConfig:
     layers: int = 3
     heads: int = 4
     sft_lr: float = 3e-3
-    grpo_lr: float = 3e-4
+    grpo_lr: float = 1e-4  # 3e-4 collapsed E1 on seed 0 --fast (training reward 0.88 at step 4, 0.23 at step 30)
     group_size: int = 8
 
     def __post_init__(self):
