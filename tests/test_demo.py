@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, update_readme
+from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, paired_difference, update_readme
 from e1.demo.pipeline import TINY, DemoConfig, run_demo
 from e1.data.digits_task import LETTERS, RECHECK, DigitSumTask, make_rows
 from e1.rewards.scoring import score
@@ -60,10 +62,12 @@ def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):
     curves = pd.read_parquet(out / "curves" / "curves.parquet")
     assert set(curves["mode"]) == {"elastic", "truncate"} and curves["model"].nunique() == 3
     cosine = json.loads((out / "cosine" / "config.json").read_text())  # the length-penalty baseline
-    assert cosine["length_reward"] == "cosine" and cosine["think"] == 2 * grpo["think"]
+    assert cosine["length_reward"] == "cosine" and cosine["think"] == 2 * grpo["think"]  # never cut
     assert str(result.baseline) in set(curves["model"])
     claims = json.loads((out / "claims.json").read_text())["claims"]
-    assert len(claims) == 5 and all({"claim", "passed"} <= set(c) for c in claims)
+    assert len(claims) == 6 and all({"claim", "passed"} <= set(c) for c in claims)
+    against = claims[-1]  # E1 vs the length-penalty baseline at the tightest budget, with its interval
+    assert against["against"] == "cosine-length GRPO" and against["ci_low"] <= against["value"] <= against["ci_high"]
     # a rerun resumes: nothing is trained again
     before = (out / "e1" / "metrics.parquet").stat().st_mtime_ns
     run_demo(DemoConfig(out=out, scale=TINY))
@@ -114,3 +118,57 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
     plain = Path(tmp_path / "plain.md")
     plain.write_text("no markers")
     assert not update_readme(plain, block)
+
+
+def _samples(correct: dict[str, list[list[bool]]], think: int = 16) -> pd.DataFrame:
+    """Sweep samples at one elastic budget: ``correct[model][problem]`` lists its samples' correctness."""
+    rows = [{"model": model, "problem_id": f"p{problem}", "sample_index": index, "mode": "elastic",
+             "think_budget": think, "solve_budget": 2, "correct": value}
+            for model, problems in correct.items() for problem, values in enumerate(problems)
+            for index, value in enumerate(values)]
+    return pd.DataFrame(rows)
+
+
+def test_paired_difference_is_the_mean_per_problem_gap():
+    # per problem: e1 1.0, 0.5, 0.0; cosine 0.5, 0.5, 0.0 -> gaps 0.5, 0, 0: mean 1/6
+    samples = _samples({"e1": [[True, True], [True, False], [False, False]],
+                        "cos": [[True, False], [False, True], [False, False]]})
+    paired = paired_difference(samples, "e1", "cos")
+    assert paired["difference"] == pytest.approx(1 / 6) and paired["problems"] == 3
+    assert (paired["accuracy"], paired["other_accuracy"]) == (pytest.approx(0.5), pytest.approx(1 / 3))
+    low, high = paired["ci"]
+    assert 0 <= low <= 1 / 6 <= high <= 0.5  # resampled gaps are means of {0.5, 0, 0}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.lists(st.booleans(), min_size=1, max_size=4), st.lists(st.booleans(), min_size=1, max_size=4)),
+                min_size=1, max_size=30))
+def test_paired_difference_properties(problems):
+    e1 = [a for a, _ in problems]
+    other = [b for _, b in problems]
+    paired = paired_difference(_samples({"e1": e1, "cos": other}), "e1", "cos")
+    means = [sum(a) / len(a) - sum(b) / len(b) for a, b in problems]
+    assert paired["difference"] == pytest.approx(sum(means) / len(means))
+    low, high = paired["ci"]
+    assert min(means) - 1e-9 <= low <= high <= max(means) + 1e-9  # a mean of resampled gaps
+    swapped = paired_difference(_samples({"e1": e1, "cos": other}), "cos", "e1")
+    assert swapped["difference"] == pytest.approx(-paired["difference"])
+    same = paired_difference(_samples({"e1": e1, "cos": e1}), "e1", "cos")
+    assert same["difference"] == 0 and same["ci"] == (0, 0)  # one model against itself: no gap, no spread
+
+
+@pytest.mark.parametrize("better, holds", [(True, True), (False, False)])
+def test_claim_against_the_length_penalty_reads_the_tightest_budget(tmp_path, better, holds):
+    _curves_and_free_runs(tmp_path)
+    wins = [[True, True]] * 30 + [[False, False]] * 10  # E1: 30 of 40 problems
+    tight = _samples({"e1": wins, "cos": wins if not better else [[False, False]] * 40}, think=16)
+    loose = _samples({"e1": [[False, False]] * 40, "cos": [[True, True]] * 40}, think=32)  # must be ignored
+    pd.concat([tight, loose]).to_parquet(tmp_path / "curves" / "samples.parquet")
+    claims = check_claims(tmp_path, Path("base"), Path("e1"), median=32, baseline=Path("cos"))
+    against = claims[-1]
+    assert len(claims) == 6 and "t=16" in against["claim"] and against["passed"] is holds
+    assert against["e1"] == 0.75 and against["base"] == (0.0 if better else 0.75)
+    assert against["value"] == pytest.approx(0.75 if better else 0.0)
+    assert against["ci_low"] <= against["value"] <= against["ci_high"]
+    table = claims_markdown(claims, median=32)
+    assert (f"| 0 | 75 | 75 [{round(100 * against['ci_low'], 1):g}, {round(100 * against['ci_high'], 1):g}] | yes |" in table) is better

@@ -11,7 +11,7 @@ Why this task shows Elastic Reasoning at tiny scale:
   step, with probability ``recheck_prob``, a redundant re-check follows (``~`` previous sum,
   digit, new sum) — the stand-in for a reasoning model's "wait, let me double-check". Concise
   traces (the rest) have none. A model fine-tuned on this mix re-checks often, so its traces
-  are ~1.6× longer than needed.
+  are ~1.5× longer than needed.
 - **Budget-constrained rollout rewards concision.** Under a thinking budget near the base
   model's median trace length, verbose rollouts get cut before the last digits and earn 0,
   concise ones finish and earn 1: GRPO moves the model to the concise mode, which then also
@@ -41,7 +41,7 @@ TASK = "exact"  # the reward: the solution (after </think>) must equal the answe
 
 @dataclass(frozen=True)
 class DigitSumTask:
-    min_digits: int = 4
+    min_digits: int = 2
     max_digits: int = 10
     verbose_share: float = 0.75  # share of SFT traces that re-check
     recheck_prob: float = 0.6  # per step, in a verbose trace

@@ -9,8 +9,12 @@ Let m be the base model's median unconstrained thinking length on the test split
 2. At ≈ m, at least 25 points above.
 3. Unconstrained, E1's mean thinking is at least 25% below the base's, accuracy within 3 points.
 4. For the base model, elastic beats truncate at every equal total budget of the grid.
+5. At the tightest think budget of the grid (elastic), E1 is above the length-penalty baseline
+   (GRPO with the cosine length reward, rollouts not cut): the mean over test problems of
+   E1's accuracy minus the baseline's on the same problem, with a 95% paired bootstrap interval
+   (problems resampled, :func:`e1.report.metrics.bootstrap_interval`) whose lower end is > 0.
 
-    claims = check_claims(Path("runs/demo"), base, e1, median)
+    claims = check_claims(Path("runs/demo"), base, e1, median, baseline=cosine)
     print(claims_markdown(claims))
 """
 
@@ -28,7 +32,9 @@ def _accuracy(frame: pd.DataFrame) -> float:
     return float(frame["correct"].mean()) if len(frame) else float("nan")
 
 
-def check_claims(out: Path, base: Path, e1: Path, median: float) -> list[dict]:
+def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path | None = None) -> list[dict]:
+    """Read the claims off ``out``'s results, write them to ``out/claims.json`` and return them;
+    without ``baseline`` the claim against the length-penalty model is left out."""
     from e1.store.results import write_json
 
     curves = read_parquet(out / "curves" / "curves.parquet")
@@ -58,19 +64,48 @@ def check_claims(out: Path, base: Path, e1: Path, median: float) -> list[dict]:
     gap = min(gaps) if gaps else None
     claims.append(_claim(f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
                          gap, None, gap, bool(gaps) and gap > 0))
+    if baseline is not None:
+        claims.append(_against_baseline(out, str(e1), str(baseline)))
     write_json({"median_think": median, "claims": claims}, out / "claims.json")
     return claims
 
 
+def paired_difference(samples: pd.DataFrame, model: str, other: str) -> dict:
+    """``model`` minus ``other`` over the problems both answered: per problem the mean correctness
+    of its samples, then the mean over problems and its 95% paired bootstrap interval."""
+    from e1.report.metrics import bootstrap_interval
+
+    per_problem = samples.pivot_table(index="problem_id", columns="model", values="correct", aggfunc="mean")
+    pair = per_problem.reindex(columns=[model, other]).dropna()  # [P, 2]
+    difference = pair[model] - pair[other]  # [P]
+    low, high = bootstrap_interval(difference.to_numpy())
+    return {"accuracy": float(pair[model].mean()), "other_accuracy": float(pair[other].mean()),
+            "difference": float(difference.mean()), "ci": (low, high), "problems": len(pair)}
+
+
+def _against_baseline(out: Path, e1: str, baseline: str) -> dict:
+    samples = read_parquet(out / "curves" / "samples.parquet")
+    elastic = samples[samples["mode"] == "elastic"]
+    think = int(elastic["think_budget"].min())  # the tightest budget of the grid
+    paired = paired_difference(elastic[elastic["think_budget"] == think], e1, baseline)
+    low = paired["ci"][0]
+    return _claim(f"elastic t={think} (tightest): E1 > cosine-length GRPO, paired 95% CI above 0 "
+                  f"({paired['problems']} problems)", paired["other_accuracy"], paired["accuracy"],
+                  paired["difference"], bool(low > 0), ci=paired["ci"], against="cosine-length GRPO")
+
+
 def _claim(claim: str, base: float | None, e1: float | None, value: float | None, passed: bool,
-           unit: str = "fraction") -> dict:
-    """One row of claims.json. ``value`` (the measured gap or cut) is a fraction; ``base`` and
-    ``e1`` are in ``unit``: a fraction (accuracy) or tokens (mean thinking)."""
+           unit: str = "fraction", ci: tuple[float, float] | None = None, against: str = "base") -> dict:
+    """One row of claims.json. ``value`` (the measured gap or cut) is a fraction, ``ci`` its 95%
+    interval where one is claimed; ``base`` (the model named by ``against``) and ``e1`` are in
+    ``unit``: a fraction (accuracy) or tokens (mean thinking)."""
     def rounded(number, digits):
         return None if number is None else round(float(number), digits)
 
-    return {"claim": claim, "unit": unit, "base": rounded(base, 1 if unit == "tokens" else 4),
-            "e1": rounded(e1, 1 if unit == "tokens" else 4), "value": rounded(value, 4), "passed": bool(passed)}
+    digits = 1 if unit == "tokens" else 4
+    row = {"claim": claim, "unit": unit, "against": against, "base": rounded(base, digits),
+           "e1": rounded(e1, digits), "value": rounded(value, 4), "passed": bool(passed)}
+    return row | ({"ci_low": rounded(ci[0], 4), "ci_high": rounded(ci[1], 4)} if ci is not None else {})
 
 
 def claims_markdown(claims: list[dict], median: float, seconds: float | None = None) -> str:
@@ -82,10 +117,13 @@ def claims_markdown(claims: list[dict], median: float, seconds: float | None = N
 
     lines = [f"Base model's median unconstrained thinking: m = {median:g} tokens."
              + (f" Whole demo: {seconds / 60:.1f} min." if seconds else ""), "",
-             "| claim | base | E1 | measured | holds |", "|---|---|---|---|---|"]
+             "| claim | base (or baseline) | E1 | measured [95% CI] | holds |", "|---|---|---|---|---|"]
     for claim in claims:
         unit = claim["unit"]
-        lines.append(f"| {claim['claim']} | {cell(claim['base'], unit)} | {cell(claim['e1'], unit)} | {cell(claim['value'])} | "
+        measured = cell(claim["value"])
+        if claim.get("ci_low") is not None:
+            measured += f" [{cell(claim['ci_low'])}, {cell(claim['ci_high'])}]"
+        lines.append(f"| {claim['claim']} | {cell(claim['base'], unit)} | {cell(claim['e1'], unit)} | {measured} | "
                      f"{'yes' if claim['passed'] else 'no'} |")
     return "\n".join(lines) + "\n"
 
