@@ -23,7 +23,7 @@ from e1.store.results import atomic_write
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
 MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D"),
-               "early-exit": ((0, (5, 1, 1, 1)), "v")}
+               "early-exit": ((0, (5, 1, 1, 1)), "v"), "soft": ((0, (3, 1)), "P")}
 # the x axis: tokens output per sample, every token decoded for it (early-exit's rolled-back trials
 # too), or the thinking tokens measured (an effort axis: a hosted API's levels have no budget to place)
 X_AXES = {"output": ("mean_total_tokens", "mean tokens used per sample (think + solution)"),
