@@ -22,8 +22,8 @@ KILL_AFTER_CHECKPOINT = textwrap.dedent("""
     from e1.grpo.config import TrainConfig
 
     real = trainer.save_checkpoint
-    def save_then_die(config, state, *args):
-        path = real(config, state, *args)
+    def save_then_die(config, state, *args, **kwargs):
+        path = real(config, state, *args, **kwargs)
         if state.step == 2:
             os.kill(os.getpid(), signal.SIGKILL)
         return path
