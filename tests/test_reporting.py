@@ -18,6 +18,7 @@ from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from e1.eval.run import EvalConfig, evaluate
 from e1.report.reporting import CELL_KEY, REPORT_TO, markdown_table, parse_report_to
+from tests.wandb_records import wandb_records
 
 NAMES = st.sampled_from(["tensorboard", "wandb", "none", " tensorboard ", ""])
 
@@ -89,33 +90,13 @@ def test_eval_reports_every_cell_to_tensorboard_once(tiny_engine, problems_file,
     assert len(table.split("\n")) == 2 + len(summary) * 5  # one row per problem and cell (5 problems: sample 0)
 
 
-def _wandb_records(path):
-    """The protobuf records of an offline W&B run file (a LevelDB-style log: 32 KiB blocks of chunks)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data, position, chunk = path.read_bytes(), 7, b""  # 7: the ":W&B" header and version
-    while position + 7 <= len(data):
-        if 32768 - position % 32768 < 7:  # records never start in a block's last 6 bytes
-            position += 32768 - position % 32768
-            continue
-        length, kind = int.from_bytes(data[position + 4 : position + 6], "little"), data[position + 6]
-        if position + 7 + length > len(data):  # still being written
-            return
-        chunk, position = chunk + data[position + 7 : position + 7 + length], position + 7 + length
-        if kind in (1, 4):  # a whole record, or the last piece of one
-            record = pb.Record()
-            record.ParseFromString(chunk)
-            chunk = b""
-            yield record
-
-
 def _wandb_run(out):
     """The run summary (as its offline file records it) and the tables of an offline W&B run."""
     (run,) = (out / "wandb").glob("offline-run-*")
     summary: dict = {}
     for _ in range(120):  # wandb's service process may still be writing after finish() returns
         summary = {}
-        for record in _wandb_records(next(run.glob("run-*.wandb"))):
+        for record in wandb_records(next(run.glob("run-*.wandb"))):
             if record.WhichOneof("record_type") == "summary":
                 summary |= {item.key or "/".join(item.nested_key): json.loads(item.value_json)
                             for item in record.summary.update}

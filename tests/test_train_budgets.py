@@ -277,26 +277,11 @@ def test_report_to_tensorboard_writes_an_event_file_with_every_step(tiny_model_d
 
 
 def _wandb_history(path: Path) -> list[dict]:
-    """The history rows of an offline W&B run file (a LevelDB-style log of protobuf records)."""
-    from wandb.proto import wandb_internal_pb2 as pb
+    """The history rows of an offline W&B run file."""
+    from tests.wandb_records import wandb_records
 
-    data, position, rows, chunk = path.read_bytes(), 7, [], b""  # 7: the ":W&B" header and version
-    while position + 7 <= len(data):
-        if 32768 - position % 32768 < 7:  # records never start in a block's last 6 bytes
-            position += 32768 - position % 32768
-            continue
-        length, kind = int.from_bytes(data[position + 4 : position + 6], "little"), data[position + 6]
-        if position + 7 + length > len(data):  # still being written
-            break
-        chunk, position = chunk + data[position + 7 : position + 7 + length], position + 7 + length
-        if kind in (1, 4):  # a whole record, or the last piece of one
-            record = pb.Record()
-            record.ParseFromString(chunk)
-            chunk = b""
-            if record.WhichOneof("record_type") == "history":
-                rows.append({item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                             for item in record.history.item})
-    return rows
+    return [{item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+            for record in wandb_records(path) if record.WhichOneof("record_type") == "history"]
 
 
 def test_report_to_wandb_offline_logs_every_step(tiny_model_dir, tmp_path, monkeypatch):

@@ -34,7 +34,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
-                                  completion_tokens, reported_completion, run_rows, stopped_at)
+                                  completion_tokens, reported_completion, row_task, run_rows, stopped_at)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
 from e1.engine.row_engine import RowEngine
@@ -225,16 +225,9 @@ class OpenAIEngine(RowEngine):
         texts, prompt_ids, rows = self._prompts(prompts, budget, mode, n)
         per_prompt = prompt_seeds(sampling, len(texts), seeds)
         run = {BUDGET_FIELDS: self._budget_row, TWO_CALLS: self._two_call_row, ONE_CALL: self._one_call_row}[method]
-        tasks = []
-        for p, j in rows:
-            task = functools.partial(run, texts[p], prompt_ids[p] if prompt_ids else None, (p, j), budget, mode,
-                                     sampling, sample_seed(per_prompt[p], j))
-            task.row = (p, j)
-            tasks.append(task)
-        completions = run_rows(tasks, self.settings.concurrency)
-        if progress:
-            progress(len(rows))
-        return completions
+        tasks = [row_task((p, j), run, texts[p], prompt_ids[p] if prompt_ids else None, (p, j), budget, mode, sampling,
+                          sample_seed(per_prompt[p], j)) for p, j in rows]
+        return run_rows(tasks, self.settings.concurrency, progress)
 
     def _prompts(self, prompts, budget: Budget, mode: Mode, n: int):
         """(prompt texts, their ids or None, the (prompt, sample) rows)."""

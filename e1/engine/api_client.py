@@ -20,6 +20,8 @@ and the functions that read a reply's counts (``usage``, a budget server's ``bud
 
 from __future__ import annotations
 
+import functools
+
 import hashlib
 import json
 import os
@@ -133,8 +135,16 @@ def _message(err) -> str:
     return str(err).splitlines()[0][:300]
 
 
-def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int) -> list:
-    """Run every task, ``concurrency`` at a time; their results in order. On the first failure no
+def row_task(row: tuple[int, int], fn: Callable, *args) -> Callable[[], object]:
+    """``fn(*args)`` as a task of :func:`run_rows` that names its (prompt, sample) ``row``."""
+    task = functools.partial(fn, *args)
+    task.row = row
+    return task
+
+
+def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int, progress=None) -> list:
+    """Run every task, ``concurrency`` at a time; their results in order (``progress(len(tasks))``
+    once all are done, where given). On the first failure no
     new task starts, the ones in flight finish (their replies reach the journal), and it is raised
     as a :class:`RequestError` naming the task's row (``task.row``: (prompt, sample)) when it has one."""
     if not tasks:
@@ -152,7 +162,10 @@ def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int) -> list:
             if isinstance(error, RequestError) and row is not None:
                 raise error.for_sample(*row) from error
             raise error
-        return [future.result() for future in futures]
+        results = [future.result() for future in futures]
+    if progress:
+        progress(len(tasks))
+    return results
 
 
 class ChatMessages:

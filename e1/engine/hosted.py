@@ -14,13 +14,12 @@ built, and refused if the vendor cannot take it, before the first one is sent.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from pathlib import Path
 
 from e1.budget import Budget
 from e1.engine.api import ApiSettings, _text_markers
-from e1.engine.api_client import ChatMessages, ReplyJournal, run_rows
+from e1.engine.api_client import ChatMessages, ReplyJournal, row_task, run_rows
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.vendors import VENDORS, Vendor
 from e1.errors import ConfigError
@@ -77,13 +76,8 @@ class HostedEngine:
             for j in range(n):  # every request built (and checked) before the first is sent
                 request = self.vendor.request(self.model, prompts[p], budget, mode, sampling,
                                               sample_seed(per_prompt[p], j) >> 33)  # >> 33: an int32, as Gemini takes
-                task = functools.partial(self._row, request, (p, j))
-                task.row = (p, j)
-                tasks.append(task)
-        completions = run_rows(tasks, self.settings.concurrency)
-        if progress:
-            progress(len(tasks))
-        return completions
+                tasks.append(row_task((p, j), self._row, request, (p, j)))
+        return run_rows(tasks, self.settings.concurrency, progress)
 
     def _row(self, request: dict, row: tuple[int, int]) -> Completion:
         key = self.journal.key(self.settings.backend, request)
