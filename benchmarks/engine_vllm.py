@@ -13,6 +13,9 @@ row writes its whole budget: elastic t + 1 (forced ``</think>``) + s tokens, the
     ``max_tokens = t + 1 + s``: it caps thinking only, so it is not the same decoding — speed only;
     a vLLM without it gets a line saying so. All runs share one engine, on the V1 model runner
     (which e1's processor needs; 0.26's thinking_token_budget needs it too).
+(d) e1's soft budget (default bias schedule: it may end thinking before t) and elastic with a stop
+    pattern a random model never matches (a boxed answer): cost per output token vs plain.
+(e) early-exit with trials at the commonest thinking token, never confident (output = elastic's).
 Runs take turns; prints seconds (best of --repeats), tokens per second and the ratios to (a)'s plain run.
 """
 
@@ -21,8 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 import sys
+import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import common_text, interleaved_best  # noqa: E402
@@ -37,6 +41,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", help="an existing model directory (default: a tiny random one, built here)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
+    parser.add_argument("--no-warmup", action="store_true",
+                        help="skip the warm-up pass of every run (vLLM captures its graphs at load; saves device time)")
+    parser.add_argument("--skip", default="", help="runs to leave out, comma-separated (e.g. 'e1 early-exit')")
     parser.add_argument("--json", help="also write the figures to this file (benchmarks/gpu_check.py reads it)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -55,12 +62,11 @@ def main() -> None:
     quiet_libraries()
     own_budget = has_thinking_token_budget()
     reasoning = {"reasoning_config": {"reasoning_start_str": "<think>", "reasoning_end_str": "</think>"}}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
-                                              heads=args.hidden // 32, intermediate_size=4 * args.hidden)
-        engine = VLLMEngine.load(str(path), dtype="float32" if args.model is None else "auto",
-                                 gpu_memory_utilization=args.gpu_memory_utilization,
-                                 **(reasoning if own_budget else {}))
+    tmp = tempfile.TemporaryDirectory()  # lives as long as the run: vLLM's workers read the tokenizer from it
+    path = args.model or build_tiny_model(f"{tmp.name}/m", hidden_size=args.hidden, layers=args.layers,
+                                          heads=args.hidden // 32, intermediate_size=4 * args.hidden)
+    engine = VLLMEngine.load(str(path), dtype="float32" if args.model is None else "auto",
+                             gpu_memory_utilization=args.gpu_memory_utilization, **(reasoning if own_budget else {}))
     llm, markers = engine.llm, engine.markers
     prompts = [engine.encode([build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?")])[0]
                for i in range(args.batch)]
@@ -88,11 +94,20 @@ def main() -> None:
                                use_tqdm=False)
         return sum(len(t) + len(a.outputs[0].token_ids) for t, a in zip(thoughts, answers))
 
+    def mode_run(text):
+        mode = Mode.parse(text)
+        return lambda: sum(len(c.token_ids) for c in engine.generate(prompts, budget, mode, greedy))
+
+    skip = {name.strip() for name in args.skip.split(",") if name.strip()}
     runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls,
-            "e1 early-exit": early_exit_run(engine, prompts, budget, greedy)}
+            "e1 soft": mode_run("soft"), "e1 elastic:stop": mode_run(r"elastic:stop='\\boxed\{'")}
     if own_budget:
         runs["thinking_token_budget"] = lambda: plain(thinking_token_budget=budget.think)
-    for fn in runs.values():  # warm up every path once
+    if "e1 early-exit" not in skip:  # last: the slowest (one request round per trial)
+        runs["e1 early-exit"] = early_exit_run(engine, prompts, budget, greedy)
+    runs = {name: fn for name, fn in runs.items() if name not in skip or name == "plain vLLM"}
+    runs = {name: _shown(name, fn) for name, fn in runs.items()}  # a line per run as it ends (a cut-off run keeps them)
+    for fn in [] if args.no_warmup else runs.values():  # warm up every path once
         fn()
     results = interleaved_best(args.repeats, runs)
     base_secs, base_tokens = results["plain vLLM"]
@@ -114,6 +129,15 @@ def main() -> None:
                        "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in results.items()}}, sink)
     print("early-exit: threshold=1 (never confident), so its output is elastic's and the extra time is its trials,\n"
           "one request round per trial (the prefix cache serves each continuation): compare it with e1 elastic")
+
+
+def _shown(name, fn):
+    def run():
+        start = time.perf_counter()
+        tokens = fn()
+        print(f"  ran {name}: {time.perf_counter() - start:.3f}s, {tokens} tokens", flush=True)
+        return tokens
+    return run
 
 
 def early_exit_run(engine, prompts, budget, greedy):

@@ -106,8 +106,22 @@ def test_soft_follows_a_root_only_up_to_the_first_biased_draw():
 
 # ---- stop=regex on RowState, by hand ----------------------------------------------------------------
 
-def pair_matcher(tail):  # "the pattern": thinking ids 21 then 22, anywhere in the tail
-    return (21, 22) in pairwise(tail)
+class PairPattern:
+    """"The pattern": thinking ids 21 then 22, anywhere in the thinking (a StopPattern on ids)."""
+
+    class Scanner:
+        def __init__(self):
+            self.ids = []
+
+        def push(self, token):
+            self.ids.append(token)
+            return (21, 22) in pairwise(self.ids)
+
+    def scanner(self):
+        return self.Scanner()
+
+
+pair_matcher = PairPattern()
 
 
 @pytest.mark.parametrize("mode", ["elastic:exit='x'", "soft", "budget-forcing"])
@@ -136,7 +150,8 @@ def tokenizer():
 
 
 class CountingTokenizer:
-    """Wraps a tokenizer, recording how many ids each decode was given."""
+    """Wraps a tokenizer, recording how many ids each decode was given; no Rust backend (a "slow"
+    tokenizer as far as StopPattern can tell), so the matcher takes its fallback."""
 
     def __init__(self, tokenizer):
         self.tokenizer, self.lengths = tokenizer, []
@@ -146,43 +161,90 @@ class CountingTokenizer:
         return self.tokenizer.decode(ids, **kw)
 
 
-TEXT = st.text(st.sampled_from(list("ab xyz{}\\0123.=+")), max_size=60)
+class SearchRecorder:
+    """A compiled pattern that records the length of every string it is asked to search."""
+
+    def __init__(self, pattern: str):
+        self.regex, self.lengths = re.compile(pattern), []
+
+    def search(self, text):
+        self.lengths.append(len(text))
+        return self.regex.search(text)
 
 
-@settings(max_examples=60, deadline=None)
-@given(before=TEXT, after=TEXT, pattern=st.sampled_from([r"\\boxed\{", r"x\s*=\s*\d", r"\{\d+\}"]),
-       inserted=st.sampled_from(["\\boxed{", "x = 7", "{42}", ""]))
-def test_the_matcher_fires_where_the_full_text_first_matches(tokenizer, before, after, pattern, inserted):
-    ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
-    counting = CountingTokenizer(tokenizer)
-    stop, regex = StopPattern(counting, pattern, window=16), re.compile(pattern)
-    state = RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop)
-    fired = None
+# ASCII, the pattern's characters, and characters a byte-level tokenizer splits into several ids
+TEXT = st.text(st.sampled_from(list("ab xyz{}\\0123.=+") + ["é", "→", "数", "🙂"]), max_size=60)
+PATTERNS = [r"\\boxed\{", r"x\s*=\s*\d", r"\{\d+\}", r"é.", r"→\d"]
+
+
+def first_match(tokenizer, ids, regex, window):
+    """The reference: decode every prefix in full (a trailing partial character left out), and the
+    first prefix whose last ``window`` characters hold a match (its length in ids, None: none)."""
+    for i in range(1, len(ids) + 1):
+        text = tokenizer.decode(ids[:i], skip_special_tokens=True).rstrip("\ufffd")
+        if regex.search(text[-window:]):
+            return i
+    return None
+
+
+def fired_at(state, ids):
     for i, token in enumerate(ids):
         state.accept(token)
         if state.think_end == "pattern":
-            fired = i + 1  # thinking ids written when the marker became due
-            break
-    # the reference: decode every prefix in full, the first where the regex matches
-    first = next((i for i in range(1, len(ids) + 1) if regex.search(tokenizer.decode(ids[:i]))), None)
-    match = regex.search(tokenizer.decode(ids))
-    if first is not None and _tokens_spanned(tokenizer, ids, first, regex) <= 16:
-        assert fired == first
-    elif match is None:
-        assert fired is None
-    assert max(counting.lengths, default=0) <= 16  # the per-token work is bounded by the window
+            return i + 1  # thinking ids written when the marker became due
+    return None
 
 
-def _tokens_spanned(tokenizer, ids, end, regex) -> int:
-    """How many of the last ids of ``ids[:end]`` the first match needs (the fewest whose text still matches)."""
-    return next(k for k in range(1, end + 1) if regex.search(tokenizer.decode(ids[end - k : end])))
+@settings(max_examples=80, deadline=None)
+@given(before=TEXT, after=TEXT, pattern=st.sampled_from(PATTERNS), window=st.sampled_from([8, 16, 512]),
+       inserted=st.sampled_from(["\\boxed{", "x = 7", "{42}", "é!", "→3", ""]))
+def test_the_matcher_fires_where_the_full_text_first_matches(tokenizer, before, after, pattern, window, inserted):
+    """Invariant: the scanner fires at the first id whose arrival makes the last ``window``
+    characters of the thinking text (as decode writes it) hold a match, however the text is split
+    into ids, multi-byte characters included; and it never searches more than ``window`` characters."""
+    ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
+    stop = StopPattern(tokenizer, pattern, window=window)
+    stop.pattern = recorder = SearchRecorder(pattern)
+    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop), ids)
+    assert fired == first_match(tokenizer, ids, recorder.regex, window)
+    assert max(recorder.lengths, default=0) <= window
+
+
+@settings(max_examples=30, deadline=None)
+@given(before=TEXT, after=TEXT, pattern=st.sampled_from(PATTERNS), inserted=st.sampled_from(["\\boxed{", "x = 7", ""]))
+def test_the_fallback_for_a_slow_tokenizer_fires_within_its_id_window(tokenizer, before, after, pattern, inserted):
+    """A tokenizer without a Rust backend: the last window // 4 ids are decoded afresh (never more),
+    and a match within them fires where the full text first matches."""
+    ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
+    counting = CountingTokenizer(tokenizer)
+    stop = StopPattern(counting, pattern, window=64)
+    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop), ids)
+    regex = re.compile(pattern)
+    first = next((i for i in range(1, len(ids) + 1) if regex.search(tokenizer.decode(ids[max(0, i - 16) : i]))), None)
+    assert fired == first
+    assert max(counting.lengths, default=0) <= 16
 
 
 def test_the_matcher_cost_does_not_grow_with_thinking(tokenizer):
-    counting = CountingTokenizer(tokenizer)
-    state = RowState(Budget(5000, 4), Mode(), MARKERS, True, 10_000, stop=StopPattern(counting, "never-here"))
+    """One push: one detokenizer step and one search of at most ``window`` characters, and the
+    row's text never grows past two windows, whatever the thinking's length."""
+    stop = StopPattern(tokenizer, "never-here", window=128)
+    stop.pattern = recorder = SearchRecorder("never-here")
+    state = RowState(Budget(5000, 4), Mode(), MARKERS, True, 10_000, stop=stop)
     state.extend(tokenizer.encode("The sum is 12, then 48. " * 600, add_special_tokens=False)[:3000])
-    assert state.think_tokens == 3000 and len(counting.lengths) == 3000 and max(counting.lengths) == 64
+    assert state.think_tokens == 3000 and len(recorder.lengths) == 3000 and max(recorder.lengths) == 128
+    assert len(state._scan.text) <= 256
+
+
+def test_the_start_marker_and_special_ids_are_not_thinking_text(tokenizer):
+    """A template that does not open thinking: the model's own <think> is a marker, not text, and a
+    special id (the marker, EOS) adds nothing a pattern could match."""
+    start, end = tokenizer.convert_tokens_to_ids("<think>"), tokenizer.convert_tokens_to_ids("</think>")
+    markers = Markers("<think>", "</think>", (start,), (end,), frozenset({tokenizer.eos_token_id}), 0, (), ())
+    stop = StopPattern(tokenizer, r"^x")  # at the window's start: only if nothing came before the x
+    state = RowState(Budget(100, 4), Mode(), markers, False, 200, stop=stop)
+    fired = fired_at(state, [start, *tokenizer.encode("x", add_special_tokens=False)])
+    assert fired == 2 and state.think_end == "pattern"
 
 
 # ---- parsing ------------------------------------------------------------------------------------------

@@ -29,12 +29,14 @@ from __future__ import annotations
 import math
 from collections import deque
 from itertools import compress
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from e1.budget import Budget
 from e1.engine.base import BUDGETED, Mode
 from e1.engine.markers import Markers
-from e1.engine.stop import STOP_WINDOW_TOKENS
+
+if TYPE_CHECKING:
+    from e1.engine.stop import StopPattern
 
 THINK, SOLVE, DONE = "think", "solve", "done"
 # what each appended token is, for splitting the text: thinking, a marker, s1's forced answer prompt, solution
@@ -82,7 +84,7 @@ def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tu
 class RowState:
     """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
     the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`);
-    ``stop``: the mode's stop pattern as a matcher of the thinking's tail ids (:mod:`e1.engine.stop`)."""
+    ``stop``: the mode's stop pattern (:class:`~e1.engine.stop.StopPattern`); each row scans its own thinking text."""
 
     # trial answers (early-exit, e1.engine.early_exit), none here: whether the next token is a trial
     # answer's (the backend decodes it greedily and passes its probability), how many cache
@@ -94,9 +96,10 @@ class RowState:
 
     def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(),
-                 stop: Callable[[Sequence[int]], bool] | None = None):
+                 stop: StopPattern | None = None):
         self.budget, self.mode, self.markers = budget, mode, markers
         self.exit_ids, self.sentence_ends, self.stop = tuple(exit_ids), sentence_ends, stop
+        self._scan = stop.scanner() if stop is not None else None  # this row's view of its thinking text
         self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
         self.opened = prompt_opens_thinking
         self.max_new_tokens = min(max_new_tokens, budget.total) if mode.name == "truncate" else max_new_tokens
@@ -175,8 +178,10 @@ class RowState:
         if self._queue:
             token, kind = self._queue.popleft()
             self._append(token, kind, forced=True)
-            if kind == T_THINK:  # an inserted "Wait" is thinking
+            if kind == T_THINK:  # an inserted "Wait" is thinking (its text is matched from the next sample on)
                 self.think_tokens += 1
+                if self._scan is not None:
+                    self._scan.push(token)
                 if not self._queue and self.think_tokens >= self.think_limit:
                     self._force_end()
             elif not self._queue:  # the forced marker (and answer prompt) is complete
@@ -270,10 +275,13 @@ class RowState:
         elif not self.opened and self._ends_with(self.markers.start_ids):
             self._relabel_tail(len(self.markers.start_ids), T_MARKER)
             self.opened = True
+            if self._scan is not None:  # the marker's text is not thinking: match what follows it
+                self._scan = self.stop.scanner()
+        elif self.phase == THINK and self._scan is not None and self._scan.push(token):
+            self._force_end(PATTERN)
+            return
         if self.phase == THINK:
-            if self.stop is not None and self._stop_matches():
-                self._force_end(PATTERN)
-            elif self.budgeted and self.think_tokens >= self.think_limit and self._sentence_done(token):
+            if self.budgeted and self.think_tokens >= self.think_limit and self._sentence_done(token):
                 self._force_end()
             elif self.mode.name == "truncate" and self.think_tokens >= self.budget.total:
                 self._finish("length")
@@ -282,13 +290,6 @@ class RowState:
         """At or past t: force now, unless the grace window lets the current sentence finish."""
         grace = self.mode.grace
         return not grace or token in self.sentence_ends or self.think_tokens >= self.think_limit + grace
-
-    def _stop_matches(self) -> bool:
-        """Whether the stop pattern matches the thinking's tail: the thinking ids among the last
-        ``window`` tokens (markers and forced tokens of other kinds left out), so the cost is bounded."""
-        window = getattr(self.stop, "window", STOP_WINDOW_TOKENS)
-        tail = [t for t, kind in zip(self.tokens[-window:], self.kinds[-window:]) if kind == T_THINK]
-        return self.stop(tail)
 
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
