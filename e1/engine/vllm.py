@@ -24,7 +24,8 @@ How each mode runs:
   the trial prompt, then the greedy trial answer (its probabilities come back as the sampled
   tokens' raw logprobs), then EOS. The driver replays the ids into the row's state, which keeps
   the real ones only, and the next round continues from prompt + real tokens — a prefix-cache
-  hit up to the last full block. One round per trial of the row that tries most.
+  hit up to the last full block. Each row's next request is added as soon as its last one ends
+  (the engine is stepped directly), so rows that try at different times never wait for each other.
 
 Completions are rebuilt by replaying each request's output ids through a fresh ``RowState``, so
 counts, forced masks and text splits come from the same code as the transformers backend; the
@@ -128,15 +129,37 @@ class VLLMEngine(RowEngine):
         return self.completions(states, rows, prompt_ids, taken)
 
     def _trial_rounds(self, prompt_ids, rows, states, budget: Budget, mode: Mode, sampling: Sampling, row_seeds) -> None:
-        """early-exit: requests until every row is done, each ending at its next trial (see the module doc)."""
-        round_index = 0
-        while todo := [i for i, state in enumerate(states) if not state.done]:
-            requests = [self._request(prompt_ids[rows[i][0]], states[i], states[i].tokens, budget, mode, sampling,
-                                      row_seeds[i], round_index) for i in todo]
-            outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
-            for i, output in zip(todo, outputs):
-                replay_round(states[i], output.outputs[0].token_ids, output.outputs[0].logprobs)
-            round_index += 1
+        """early-exit: each row's requests, one after another until the row is done, each ending at
+        its next trial (see the module doc). A row's next request is added the moment its last one
+        finishes, not when every row's has: the batch stays full while rows reach their trials at
+        different times (lockstep rounds waited for the slowest row's segment every round)."""
+        from vllm.sampling_params import RequestOutputKind
+
+        engine, pending = self.llm.llm_engine, {}  # request id -> row
+        rounds = [0] * len(states)  # a row's requests so far: its next request's seed index
+
+        def submit(i: int) -> None:
+            prompt, params = self._request(prompt_ids[rows[i][0]], states[i], states[i].tokens, budget, mode,
+                                           sampling, row_seeds[i], rounds[i])
+            params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: the finished output only
+            request_id = f"e1-exit-{id(states)}-{i}-{rounds[i]}"  # outputs carry it (vLLM adds a suffix inside)
+            engine.add_request(request_id, prompt, params)
+            pending[request_id] = i
+
+        for i, state in enumerate(states):
+            if not state.done:
+                submit(i)
+        try:
+            while pending:
+                for output in engine.step():
+                    if output.finished and (i := pending.pop(output.request_id, None)) is not None:
+                        replay_round(states[i], output.outputs[0].token_ids, output.outputs[0].logprobs)
+                        rounds[i] += 1
+                        if not states[i].done:
+                            submit(i)
+        finally:
+            if pending:  # an error or an interrupt: leave the engine empty for the next call
+                engine.abort_request(list(pending))
 
     def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
                  sampling: Sampling, row_seed: int, round_index: int):
