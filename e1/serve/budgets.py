@@ -6,7 +6,9 @@ the defaults. The same three fields reach e1's logits processor inside vLLM, whi
 them with :class:`~e1.engine.row_state.RowState`; the HTTP layer replays each choice's token ids
 through a fresh RowState to report per-phase counts — the same code that counts for ``e1 eval``.
 Both build that RowState with :meth:`Served.state`: the mode's exit text as the served tokenizer's
-ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes them.
+ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes them. early-exit is
+the exception: its trials need several requests per sample, which the middleware drives
+(:mod:`e1.serve.rounds`); the processor alone refuses it.
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
