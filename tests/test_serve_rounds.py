@@ -188,6 +188,8 @@ REFUSALS = [
     ({"logprobs": 2}, "does not take logprobs"),
     ({"stop": ["x"]}, "does not take stop"),
     ({"prompt": ["a", "b"]}, "takes one prompt per request"),
+    ({"n": "two"}, "n"),
+    ({"max_tokens": 0}, "max_tokens"),
     ({"vllm_xargs": {"e1": "{}"}}, "is e1's own"),
     ({"budget_mode": "early-exit:threshold=2"}, "threshold must be in (0, 1]"),
     ({"budget_mode": "early-exit:trail=3"}, "did you mean 'trial'"),
@@ -342,3 +344,13 @@ def test_bad_early_exit_requests_get_one_line_400s(server, extra, message):
     body = caught.value.body if isinstance(caught.value.body, dict) else {}
     error = body.get("error", body).get("message", "")
     assert message in error and "\n" not in error
+
+
+def test_a_seeded_sampled_request_is_reproducible(server, reference):
+    _, texts, _, at = reference
+    mode = f"early-exit:threshold=1:trial=2:at={at!r}"
+    first, again = (complete(server, texts[1], mode, n=2, seed=5, temperature=1.0) for _ in range(2))
+    ids = [choice["token_ids"] for choice in first["choices"]]
+    assert ids == [choice["token_ids"] for choice in again["choices"]]
+    assert ids[0] != ids[1]  # each sample's rounds have their own seeds
+    assert all(c["budget"]["thinking_tokens"] <= BUDGET.think and "trials" in c["budget"] for c in first["choices"])

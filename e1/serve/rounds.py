@@ -29,8 +29,10 @@ import math
 import time
 import uuid
 
+from e1.budget import MAX_TOKENS
 from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
 from e1.errors import ConfigError
+from e1.numeric import Number
 from e1.serve.budgets import ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, Served, check_room
 
 # request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
@@ -42,6 +44,8 @@ SAMPLING = ("temperature", "top_p", "top_k")  # passed on to every round as the 
 _TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template",
              "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
 _DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
+_COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True)}  # the driver's own arithmetic
 
 
 class RoundFailed(Exception):
@@ -61,6 +65,8 @@ def check_request(request: dict, mode) -> None:
     if given:
         raise ConfigError(f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain "
                           "completions", hint=f"leave out {given[0]}, or use another mode")
+    for key, number in _COUNTS.items():
+        number.check(request.get(key), key)
     prompt = request.get("prompt")
     if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
         raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")
@@ -78,8 +84,13 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
     budget = plan.budget
     check_room({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve,
                 ROOM_FIELD: room + trial_room(budget.mode, served.markers)}, served.max_model_len - len(prompt_ids))
-    rows = [_row(call, request, plan, served, prompt_ids, room, j) for j in range(request.get("n") or 1)]
-    states = await asyncio.gather(*rows)
+    rows = [asyncio.ensure_future(_row(call, request, plan, served, prompt_ids, room, j)) for j in range(request.get("n") or 1)]
+    try:
+        states = await asyncio.gather(*rows)
+    except BaseException:  # a failed round (or a cancelled request) ends the other samples' rounds too
+        for row in rows:
+            row.cancel()
+        raise
     plan.states.update(enumerate(states))  # done: the replay in rewrite_response adds nothing
     response = _skeleton(request, chat, prompt_ids, states, served)
     response = rewrite_response(response, plan, served)
