@@ -56,7 +56,7 @@ def test_request_budget_fills_defaults_and_parses_sizes():
     ({"thinking_budget": 4}, "thinking_budget needs solution_budget"),
     ({"budget_mode": "fast"}, "unknown mode 'fast'"),
     ({"budget_mode": "budget-forcing:wait=2"}, "cannot be served"),
-    ({"budget_mode": "early-exit:threshold=0.9"}, "cannot be served: each trial answer must be rolled back"),
+    ({"budget_mode": "early-exit:threshold=0.9"}, "needs e1.s middleware"),  # the processor alone: no rounds
     ({"thinking_budget": 1.5, "solution_budget": 4}, "not a whole number"),
 ])
 def test_bad_fields_are_refused(xargs, message):

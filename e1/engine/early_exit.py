@@ -30,6 +30,7 @@ forced pending and ``t`` not reached; the real tokens' samples are drawn exactly
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from e1.engine.base import Mode
@@ -168,6 +169,25 @@ class EarlyExitState(RowState):
                     nexts[key] = len(ids)
             first = min(first, nexts[key])
         return first
+
+
+def replay_round(state: EarlyExitState, ids: Sequence[int], probability: Callable[[int], float]) -> None:
+    """Feed one early-exit request's output ``ids`` to its row state, for a backend that ends a request at
+    each trial (vLLM, offline or served): a trial answer's id with ``probability(k)``, the probability of
+    ``ids[k]`` (the model's softmax: vLLM's raw logprob, exponentiated), up to the end of the row or of a
+    trial (the EOS that ended the request after it is not the row's). Then the forced ids an exit queued
+    are taken at once, so the next request's history (prompt + ``state.tokens``) holds them."""
+    for k, token in enumerate(ids):
+        if state.done:
+            break
+        if state.trial_answering:
+            state.accept(token, probability(k))
+        else:
+            state.accept(token)
+        if state.rollback:
+            break
+    while not state.done and not state.in_trial and (token := state.forced_token()) is not None:
+        state.accept(token)
 
 
 def transition_ids(tokenizer, texts) -> tuple[tuple[int, ...], ...]:

@@ -34,13 +34,14 @@ replay is ``RowState.extend`` (plain stretches as slices) and one batch decode p
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Iterable, Sequence
 
 from e1.budget import Budget
 from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import trial_room
+from e1.engine.early_exit import replay_round, trial_room
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
@@ -153,7 +154,8 @@ class VLLMEngine(RowEngine):
             while pending:
                 for output in engine.step():
                     if output.finished and (i := pending.pop(output.request_id, None)) is not None:
-                        replay_round(states[i], output.outputs[0].token_ids, output.outputs[0].logprobs)
+                        ids, logprobs = output.outputs[0].token_ids, output.outputs[0].logprobs
+                        replay_round(states[i], ids, lambda k, ids=ids, logprobs=logprobs: math.exp(logprobs[k][ids[k]].logprob))
                         rounds[i] += 1
                         if not states[i].done:
                             submit(i)
@@ -215,22 +217,3 @@ class VLLMEngine(RowEngine):
         """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
         self.load_weights(module.state_dict().items())
 
-
-def replay_round(state: RowState, ids: Sequence[int], logprobs) -> None:
-    """Feed one early-exit request's ids to its row state: a trial answer's id with its probability
-    (vLLM's raw logprob, as the transformers backend's softmax), up to the end of the row or of a
-    trial (the EOS the processor forced after it is not the row's). Then the forced ids an exit
-    queued are taken at once, so the next request's history holds them."""
-    import math
-
-    for k, token in enumerate(ids):
-        if state.done:
-            break
-        if state.trial_answering:
-            state.accept(token, math.exp(logprobs[k][token].logprob))
-        else:
-            state.accept(token)
-        if state.rollback:
-            break
-    while not state.done and not state.in_trial and (token := state.forced_token()) is not None:
-        state.accept(token)

@@ -46,6 +46,23 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bo
     }
 
 
+def request_args(params) -> dict | None:
+    """A request's ``budget_args`` (None: the processor leaves it alone). They come as a dict from the
+    offline engine, or as its JSON text from e1's server (vLLM's OpenAI API takes no nested objects
+    in ``vllm_xargs``: :mod:`e1.serve.rounds` sends its early-exit rounds so)."""
+    args = (params.extra_args or {}).get(KEY)
+    if isinstance(args, str):
+        import json
+
+        try:
+            args = json.loads(args)
+        except ValueError as err:
+            raise ValueError(f"extra_args[{KEY!r}] is not JSON: {err}") from None
+    if args is not None and not isinstance(args, dict):
+        raise ValueError(f"extra_args[{KEY!r}] must be an object of e1's settings")
+    return args
+
+
 def early_exit_args(mode: Mode, state) -> dict:
     """early-exit's settings; ``trial_now``: the request must begin with the trial due at the end of
     its history (a followed prefix stopped there), whose other trials already ran."""
@@ -145,14 +162,14 @@ class BudgetProcessor(LogitsProcessor):
 
     @classmethod
     def validate_params(cls, sampling_params) -> None:
-        args = (sampling_params.extra_args or {}).get(KEY)
+        args = request_args(sampling_params)
         if args is not None:
             row_state(args)  # raises on malformed settings, at submission time
 
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
         """The row state of a newly added request (None: leave it alone). A hook: the server's
         processor (e1.serve.processor) builds it from the request's budget fields instead."""
-        args = (params.extra_args or {}).get(KEY)
+        args = request_args(params)
         if args is None:
             return None
         return row_state(args, self.sentence_ends() if args.get("grace") else frozenset(),

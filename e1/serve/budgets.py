@@ -6,7 +6,9 @@ the defaults. The same three fields reach e1's logits processor inside vLLM, whi
 them with :class:`~e1.engine.row_state.RowState`; the HTTP layer replays each choice's token ids
 through a fresh RowState to report per-phase counts — the same code that counts for ``e1 eval``.
 Both build that RowState with :meth:`Served.state`: the mode's exit text as the served tokenizer's
-ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes them.
+ids and, for a grace window, its sentence-ending ids, as ``e1 eval`` decodes them. early-exit is
+the exception: its trials need several requests per sample, which the middleware drives
+(:mod:`e1.serve.rounds`); the processor alone refuses it.
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
@@ -27,6 +29,7 @@ from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
 from e1.engine.base import Mode
+from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.engine.row_state import worst_case_tokens as row_worst_case
@@ -75,10 +78,6 @@ class RequestBudget:
 
 
 def _servable(mode: Mode) -> Mode:
-    if mode.name == "early-exit":
-        raise ConfigError(f"mode {mode} cannot be served: each trial answer must be rolled back, which one "
-                          "streamed vLLM request cannot do (e1 eval and e1 sweep run it in several requests)",
-                          hint="serve elastic, or run early-exit with e1 eval / e1 sweep")
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")
@@ -111,7 +110,7 @@ def worst_case_tokens(budget: RequestBudget, markers: Markers, exit_ids: tuple[i
 
 def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, exit_ids: tuple[int, ...] = ()) -> None:
     """Refuse a budget that cannot fit the served context even for an empty prompt."""
-    worst = worst_case_tokens(budget, markers, exit_ids)
+    worst = worst_case_tokens(budget, markers, exit_ids) + trial_room(budget.mode, markers)
     if worst > max_model_len:
         raise ConfigError(
             f"{THINK_FIELD}={budget.budget.think} plus {SOLVE_FIELD}={budget.budget.solve} need up to {worst} "
@@ -147,9 +146,14 @@ def report(state: RowState, budget: RequestBudget | None) -> dict:
 def check_fields(xargs: Mapping) -> None:
     """Validate the budget fields a request carries, without the server's defaults (vLLM checks
     requests before they reach the engine, where the defaults live): each value must parse,
-    and budgets come both or neither."""
+    and budgets come both or neither. The logits processor's check: early-exit never reaches it as
+    a field (e1's middleware drives it in rounds, :mod:`e1.serve.rounds`), so there it is refused."""
     if MODE_FIELD in xargs:
-        _servable(Mode.parse(xargs[MODE_FIELD]))
+        mode = _servable(Mode.parse(xargs[MODE_FIELD]))
+        if mode.name == "early-exit":
+            raise ConfigError(f"mode {mode} needs e1's middleware: each trial answer ends a request and the next "
+                              "continues from the real prefix, which one vLLM request cannot do",
+                              hint="send it to e1 serve (or add --middleware e1.serve.middleware.BudgetMiddleware)")
     given = [field for field in (THINK_FIELD, SOLVE_FIELD) if field in xargs]
     if len(given) == 1:
         missing = SOLVE_FIELD if given == [THINK_FIELD] else THINK_FIELD
@@ -204,6 +208,10 @@ class Served:
 
     def state(self, budget: RequestBudget | None, prompt_ids: Sequence[int], room: int = sys.maxsize) -> RowState:
         sentence_ends = self.sentence_end_ids if budget and budget.mode.grace else frozenset()
+        if budget and budget.mode.name == "early-exit":  # as e1 eval's engines build it (RowEngine.row_state)
+            return EarlyExitState(budget.budget, budget.mode, self.markers, self.markers.opens_thinking(list(prompt_ids)),
+                                  room, self.exit_ids(budget), sentence_ends,
+                                  transitions=transition_ids(self.tokenizer, budget.mode.transition_texts))
         stop = None
         if budget and budget.mode.stop:
             from e1.engine.stop import StopPattern

@@ -13,7 +13,9 @@ Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMi
 - fills in the server's defaults and hands vLLM the complete settings in ``vllm_xargs``,
 - adds per-phase counts to every choice and to ``usage``, non-streamed or streamed (see
   :mod:`e1.serve.responses`), and splits the chat text where e1 split the tokens: a whole
-  message's, and each streamed delta's (:mod:`e1.serve.stream`).
+  message's, and each streamed delta's (:mod:`e1.serve.stream`),
+- serves early-exit itself, in several requests per sample to the app inside it
+  (:mod:`e1.serve.rounds`): one vLLM request cannot roll a trial answer back.
 
 Other routes pass through untouched.
 """
@@ -62,11 +64,26 @@ class BudgetMiddleware:
             served = self.served or self._load(scope)
             request, plan = prepare(request, served)
         except E1Error as err:
-            await _send_json(send, 400, {"error": {"message": str(err), "type": "BadRequestError",
-                                                   "param": None, "code": 400}})
+            await _send_json(send, 400, _bad_request(str(err)))
+            return
+        if plan.rounds:
+            await self._rounds(scope, receive, send, request, plan, served)
             return
         rewriter = _Rewriter(send, plan, served)
         await self.app(scope, _replay(json.dumps(request).encode(), receive), rewriter.send)
+
+    async def _rounds(self, scope, receive, send, request: dict, plan: Plan, served: Served) -> None:
+        """early-exit: several requests per sample to the app inside (:mod:`e1.serve.rounds`), one reply."""
+        from e1.serve.rounds import RoundFailed, serve_rounds
+
+        try:
+            response = await serve_rounds(self.app, scope, receive, request, plan, served)
+        except E1Error as err:
+            await _send_json(send, 400, _bad_request(str(err)))
+        except RoundFailed as failed:  # a round's own error (a wrong model name, a dead engine): as vLLM said it
+            await _send_json(send, failed.status, failed.body)
+        else:
+            await _send_json(send, 200, response)
 
     def _authorized(self, scope) -> bool:
         """The bearer key is one of the server's (any request, if it has none), compared as vLLM's
@@ -137,6 +154,10 @@ class _Rewriter:
                 event = b"data: " + json.dumps(chunk).encode()
             out.append(event)
         return b"\n\n".join(out) + (b"\n\n" if events else b"")
+
+
+def _bad_request(message: str) -> dict:
+    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
 
 def _without_length(start: dict) -> dict:

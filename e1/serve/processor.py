@@ -10,7 +10,9 @@ are resolved from the served model's tokenizer when the engine starts:
 
 Decoding is :class:`~e1.engine.vllm_processor.BudgetProcessor`'s: one RowState per request
 (with the mode's exit text and grace window, as ``e1 eval`` decodes them), the forced token's
-logit the only finite one.
+logit the only finite one. An early-exit round that e1's middleware sends (:mod:`e1.serve.rounds`)
+carries the offline engine's settings under ``vllm_xargs["e1"]`` instead, and is decoded as the offline
+engine decodes it; early-exit named only by the budget fields is refused (one request cannot roll back).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import sys
 
 from e1.engine.row_state import RowState
-from e1.engine.vllm_processor import BudgetProcessor
+from e1.engine.vllm_processor import KEY, BudgetProcessor
 from e1.errors import E1Error
 from e1.serve.budgets import check_fields, check_room, load_served, request_budget
 
@@ -33,6 +35,9 @@ class ServedBudgetProcessor(BudgetProcessor):
     @classmethod
     def validate_params(cls, sampling_params) -> None:
         """Runs in the API server before a request is admitted: a bad field becomes an HTTP 400."""
+        if KEY in (sampling_params.extra_args or {}):  # a round of e1's early-exit driver
+            BudgetProcessor.validate_params(sampling_params)
+            return
         try:
             check_fields(sampling_params.extra_args or {})
             check_room(sampling_params.extra_args or {}, sampling_params.max_tokens)
@@ -40,6 +45,8 @@ class ServedBudgetProcessor(BudgetProcessor):
             raise ValueError(str(err)) from err
 
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
+        if KEY in (params.extra_args or {}):
+            return super().request_state(params, prompt_ids)
         budget = request_budget(params.extra_args or {}, self.served.defaults)  # fields were checked at admission
         if budget is None:
             return None

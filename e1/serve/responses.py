@@ -23,6 +23,8 @@ from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK
                               check_context, feed, report, request_budget, room_field, worst_case_tokens)
 from e1.serve.stream import ChoiceText
 
+KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm_processor reads them (its KEY)
+
 
 @dataclass
 class Plan:
@@ -30,6 +32,7 @@ class Plan:
 
     budget: RequestBudget | None
     wants_ids: bool
+    rounds: bool = False  # early-exit: the middleware drives it in rounds (e1.serve.rounds), not vLLM in one request
     prompt_ids: list[int] = field(default_factory=list)
     states: dict[int, RowState] = field(default_factory=dict)
     texts: dict[int, ChoiceText] = field(default_factory=dict)  # streaming: each choice's text so far
@@ -71,6 +74,8 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
     if not isinstance(xargs, dict):
         raise ConfigError("vllm_xargs must be a JSON object", hint=f"e.g. {{\"{THINK_FIELD}\": 512}}")
     xargs = dict(xargs)
+    if KEY in xargs:  # the rounds' own settings: never a client's
+        raise ConfigError(f"vllm_xargs[{KEY!r}] is e1's own (its early-exit rounds)", hint="send budget_mode instead")
     for name in FIELDS:
         if name in request:
             value = request.pop(name)
@@ -87,7 +92,7 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
-    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")))
+    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.name == "early-exit")
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
 

@@ -1,0 +1,216 @@
+"""early-exit served: each sample decoded in several vLLM requests, driven from e1's middleware.
+
+One vLLM request cannot roll a trial answer back, so an early-exit request (``budget_mode:
+"early-exit[:threshold=...:trial=...:at=...]"``) never reaches vLLM as it came. The middleware
+(:mod:`e1.serve.middleware`) hands it here, and each sample runs the offline vLLM backend's rounds
+(:mod:`e1.engine.vllm`) against the server's own app: its prompt ids from ``/tokenize`` (vLLM's
+chat template and tokenizer, as the request would have had), then ``/v1/completions`` requests with
+token prompts, each carrying the offline engine's settings (``budget_args``) for the logits processor.
+A round ends at the next trial (the processor forces the trial prompt, the greedy answer, then EOS)
+or at the row's end; the trial answer's probabilities come back as raw logprobs; the row's
+:class:`~e1.engine.early_exit.EarlyExitState` — the one phase machine of every backend — keeps the
+real tokens only (:func:`~e1.engine.early_exit.replay_round`), and the next round continues from
+prompt + real tokens, a prefix-cache hit. The reply is then built like any other served reply
+(:func:`~e1.serve.responses.rewrite_response`), with the trials added to each choice's ``budget``:
+
+    response = await serve_rounds(app, scope, receive, request, plan, served)   # the reply's JSON
+
+Streaming is refused (the real tokens are only known round by round; a client that wants them as
+they come can ask elastic), as are the request fields the rounds cannot honour (``REFUSED``).
+``n`` > 1 works: the samples run concurrently, each its own rows of rounds, seeded from the
+request's ``seed`` and the sample's index (greedy samples are all alike).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+import uuid
+
+from e1.budget import MAX_TOKENS
+from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
+from e1.errors import ConfigError
+from e1.numeric import Number
+from e1.serve.budgets import ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, Served, check_room
+
+# request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
+REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
+           "stop_token_ids", "ignore_eos", "min_tokens", "presence_penalty", "frequency_penalty",
+           "repetition_penalty", "min_p", "logit_bias", "allowed_token_ids", "bad_words", "tools",
+           "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+SAMPLING = ("temperature", "top_p", "top_k")  # passed on to every round as the client gave them
+_TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template",
+             "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
+_DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
+_COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True)}  # the driver's own arithmetic
+
+
+class RoundFailed(Exception):
+    """A round's request was not answered with HTTP 200: the client gets that status and body."""
+
+    def __init__(self, status: int, body: dict):
+        super().__init__(f"HTTP {status}: {body}")
+        self.status, self.body = status, body
+
+
+def check_request(request: dict, mode) -> None:
+    """Refuse, in one line, what an early-exit request cannot have: a stream, or a field in ``REFUSED``."""
+    if request.get("stream"):
+        raise ConfigError(f"mode {mode} is not streamed: its samples are decoded in rounds, one per trial answer",
+                          hint="send stream: false, or stream another mode")
+    given = [key for key in REFUSED if request.get(key) not in (None, False, [], {}, "", _DEFAULTS.get(key, None))]
+    if given:
+        raise ConfigError(f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain "
+                          "completions", hint=f"leave out {given[0]}, or use another mode")
+    for key, number in _COUNTS.items():
+        number.check(request.get(key), key)
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
+        raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")
+
+
+async def serve_rounds(app, scope, receive, request: dict, plan, served: Served) -> dict:
+    """The whole reply to an early-exit request (``plan`` from :func:`~e1.serve.responses.prepare`)."""
+    from e1.serve.responses import rewrite_response
+
+    check_request(request, plan.budget.mode)
+    call = _Caller(app, scope, receive)
+    chat = scope["path"].endswith("/chat/completions")
+    prompt_ids = await _prompt_ids(call, request, chat)
+    room = request.get("max_completion_tokens") or request["max_tokens"]
+    budget = plan.budget
+    check_room({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve,
+                ROOM_FIELD: room + trial_room(budget.mode, served.markers)}, served.max_model_len - len(prompt_ids))
+    rows = [asyncio.ensure_future(_row(call, request, plan, served, prompt_ids, room, j)) for j in range(request.get("n") or 1)]
+    try:
+        states = await asyncio.gather(*rows)
+    except BaseException:  # a failed round (or a cancelled request) ends the other samples' rounds too
+        for row in rows:
+            row.cancel()
+        raise
+    plan.states.update(enumerate(states))  # done: the replay in rewrite_response adds nothing
+    response = _skeleton(request, chat, prompt_ids, states, served)
+    response = rewrite_response(response, plan, served)
+    for choice, state in zip(response["choices"], states):
+        choice["budget"].update(_trials(state, served.tokenizer))
+    response["usage"]["trial_tokens"] = sum(state.trial_decoded for state in states)
+    return response
+
+
+async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
+    """The prompt's ids: given as ids, or rendered and tokenized by vLLM's own ``/tokenize``."""
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1:
+        prompt = prompt[0]
+    if not chat and isinstance(prompt, list):
+        return list(prompt)
+    if chat:
+        body = {key: request[key] for key in _TEMPLATE if key in request}
+    else:
+        body = {"prompt": prompt, **{k: request[k] for k in ("add_special_tokens",) if k in request}}
+    reply = await call("/tokenize", {"model": request.get("model"), **body})
+    return list(reply["tokens"])
+
+
+async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: list[int], room: int,
+               sample: int) -> EarlyExitState:
+    """One sample: rounds until its state is done, each continuing from prompt + the real tokens."""
+    from e1.engine.sampling import derive_seed, sample_seed
+    from e1.engine.vllm_processor import KEY, budget_args
+
+    budget, markers = plan.budget, served.markers
+    state = served.state(budget, prompt_ids, room)
+    opens, sampling = markers.opens_thinking(prompt_ids), {key: request[key] for key in SAMPLING if key in request}
+    round_index = 0
+    while not state.done:
+        args = budget_args(budget.budget, budget.mode, markers, opens, state.max_new_tokens, state.tokens,
+                           state.exit_ids, state)
+        seed = None if request.get("seed") is None else derive_seed(sample_seed(request["seed"], sample), round_index) >> 1
+        body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
+                "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + trial_room(budget.mode, markers)),
+                "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
+                "vllm_xargs": {KEY: json.dumps(args)}}
+        choice = (await call("/v1/completions", body))["choices"][0]
+        ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
+        before = (len(state.tokens), state.trial_decoded)
+        replay_round(state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
+        if (len(state.tokens), state.trial_decoded) == before and not state.done:
+            raise RoundFailed(500, _error(f"an early-exit round made no progress ({len(ids)} ids)", 500))
+        round_index += 1
+    return state
+
+
+def _skeleton(request: dict, chat: bool, prompt_ids: list[int], states, served: Served) -> dict:
+    """The reply vLLM would have given for these token ids (the counts and the split come after)."""
+    choices, eos = [], min(served.markers.eos_ids)
+    for index, state in enumerate(states):
+        # the EOS e1 forces when the solution budget runs out ends vLLM's request: its ids carry it
+        ids = state.tokens + ([eos] if state.finish_reason == "length" and len(state.tokens) < state.max_new_tokens else [])
+        text = served.tokenizer.decode(state.tokens, skip_special_tokens=request.get("skip_special_tokens", True))
+        choice = {"index": index, "logprobs": None, "finish_reason": "stop", "stop_reason": None, "token_ids": ids}
+        if chat:
+            choice["message"] = {"role": "assistant", "content": text, "reasoning": None, "tool_calls": []}
+        else:
+            choice.update(text=text, prompt_token_ids=prompt_ids)
+        choices.append(choice)
+    completion = sum(len(choice["token_ids"]) for choice in choices)
+    kind = ("chatcmpl", "chat.completion") if chat else ("cmpl", "text_completion")
+    return {"id": f"{kind[0]}-{uuid.uuid4().hex}", "object": kind[1], "created": int(time.time()),
+            "model": request.get("model"), "choices": choices, **({"prompt_token_ids": prompt_ids} if chat else {}),
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion,
+                      "total_tokens": len(prompt_ids) + completion}}
+
+
+def _trials(state: EarlyExitState, tokenizer) -> dict:
+    """What a choice's ``budget`` adds for early-exit: the trial tokens decoded (never output), every
+    token decoded, and one record per trial, as ``e1 eval``'s samples carry them."""
+    texts = [tokenizer.decode(list(trial.ids), skip_special_tokens=True) for trial in state.trials]
+    return {"trial_tokens": state.trial_decoded, "decoded_tokens": len(state.tokens) + state.trial_decoded,
+            "trials": [trial.record(text) for trial, text in zip(state.trials, texts)]}
+
+
+def _error(message: str, code: int) -> dict:
+    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
+                      "param": None, "code": code}}
+
+
+class _Caller:
+    """POST JSON to the server's own app (inside e1's middleware: vLLM's key check still applies), with
+    the client's headers; a client that disconnects cancels the round in flight, as it would its request."""
+
+    def __init__(self, app, scope, receive):
+        self.app, self.scope, self.receive = app, scope, receive
+
+    async def __call__(self, path: str, body: dict) -> dict:
+        data = json.dumps(body).encode()
+        headers = [(k, v) for k, v in self.scope.get("headers") or [] if k.lower() not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        scope = {**self.scope, "path": path, "raw_path": path.encode(), "query_string": b"", "headers": headers}
+        sent, status, parts = False, 500, []
+
+        async def receive():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": data, "more_body": False}
+            return await self.receive()
+
+        async def send(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body":
+                parts.append(message.get("body", b""))
+
+        await self.app(scope, receive, send)
+        try:
+            reply = json.loads(b"".join(parts) or b"null")
+        except ValueError:
+            reply = None
+        if status != 200 or not isinstance(reply, dict):
+            raise RoundFailed(status if status != 200 else 500, reply if isinstance(reply, dict) else
+                              _error(f"{path} answered {status} without JSON", 500))
+        return reply
