@@ -6,7 +6,9 @@
 Greedy decoding on a random model that practically never writes ``</think>`` or EOS, so every
 row writes its whole budget: elastic t + 1 (forced ``</think>``) + s tokens, the others as many.
 
-(a) e1 elastic (one pass, logits processor) vs plain vLLM ``max_tokens = t + 1 + s`` (goal ≤ 1.03×).
+(a) e1 elastic (one pass, logits processor) vs plain vLLM ``max_tokens = t + 1 + s`` (goal ≤ 1.03×),
+    ids only and with vLLM's own detokenization ("+ text": e1's completions carry texts too,
+    decoded after the pass, so that row is the like-for-like baseline).
 (b) the paper's two calls: ``max_tokens = t`` stopping at ``</think>``, append it, continue with
     ``max_tokens = s`` (prefix caching on, so the second prefill is a cache hit).
 (c) vLLM's own ``thinking_token_budget = t`` (reasoning config ``<think>``/``</think>``) with
@@ -75,9 +77,9 @@ def main() -> None:
     greedy = Sampling(temperature=0.0, max_tokens=args.tokens + 1)
     end, eos = list(markers.end_ids), sorted(markers.eos_ids)
 
-    def plain(**extra):
+    def plain(detokenize=False, **extra):
         params = SamplingParams(temperature=0.0, max_tokens=args.tokens + len(end), stop_token_ids=eos,
-                                detokenize=False, **extra)
+                                detokenize=detokenize, **extra)
         outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         return sum(len(o.outputs[0].token_ids) for o in outputs)
 
@@ -99,7 +101,8 @@ def main() -> None:
         return lambda: sum(len(c.token_ids) for c in engine.generate(prompts, budget, mode, greedy))
 
     skip = {name.strip() for name in args.skip.split(",") if name.strip()}
-    runs = {"plain vLLM": plain, "e1 elastic": elastic, "two calls": two_calls,
+    runs = {"plain vLLM": plain, "plain vLLM + text": lambda: plain(detokenize=True), "e1 elastic": elastic,
+            "two calls": two_calls,
             "e1 soft": mode_run("soft"), "e1 elastic:stop": mode_run(r"elastic:stop='\\boxed\{'")}
     if own_budget:
         runs["thinking_token_budget"] = lambda: plain(thinking_token_budget=budget.think)
