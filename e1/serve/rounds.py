@@ -33,7 +33,7 @@ from e1.budget import MAX_TOKENS
 from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
 from e1.errors import ConfigError
 from e1.numeric import Number
-from e1.serve.budgets import ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, Served, check_room
+from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
 
 # request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
 REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
@@ -132,7 +132,7 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
         body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
                 "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + trial_room(budget.mode, markers)),
                 "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
-                "vllm_xargs": {KEY: json.dumps(args)}}
+                "vllm_xargs": {KEY: json.dumps(args), ROUNDS_FIELD: ROUNDS_SECRET}}
         choice = (await call("/v1/completions", body))["choices"][0]
         ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
         before = (len(state.tokens), state.trial_decoded)
