@@ -45,7 +45,8 @@ _TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add
              "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
 _DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
 _COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True)}  # the driver's own arithmetic
+           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
 
 
 class RoundFailed(Exception):
@@ -67,6 +68,8 @@ def check_request(request: dict, mode) -> None:
                           "completions", hint=f"leave out {given[0]}, or use another mode")
     for key, number in _COUNTS.items():
         number.check(request.get(key), key)
+    if not isinstance(request.get("skip_special_tokens", True), bool):  # the driver decodes the text itself
+        raise ConfigError("skip_special_tokens must be true or false", hint="send a JSON boolean")
     prompt = request.get("prompt")
     if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
         raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")
