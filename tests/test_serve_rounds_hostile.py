@@ -125,3 +125,12 @@ def test_a_field_the_driver_reads_is_a_one_line_400(served, extra, name):
     message = body["error"]["message"]
     assert status == 400 and name in message and "\n" not in message
     assert not app.xargs  # refused before any round ran
+
+
+def test_a_one_token_prompt_is_a_prompt_of_ids(served):
+    """``prompt: [5]`` is one token id, as vLLM reads it (not the number 5 for /tokenize to refuse)."""
+    token = served.tokenizer.encode("a", add_special_tokens=False)[0]
+    for prompt in ([token], [[token]]):
+        status, body = post(served, Recording(model_for(served), served), {
+            "prompt": prompt, "thinking_budget": 4, "solution_budget": 2, "budget_mode": MODE, "return_token_ids": True})
+        assert status == 200 and body["choices"][0]["prompt_token_ids"] == [token]

@@ -106,7 +106,7 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
 async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
     """The prompt's ids: given as ids, or rendered and tokenized by vLLM's own ``/tokenize``."""
     prompt = request.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
+    if isinstance(prompt, list) and len(prompt) == 1 and not isinstance(prompt[0], int):  # [5]: one token id
         prompt = prompt[0]
     if not chat and isinstance(prompt, list):
         return list(prompt)
