@@ -22,6 +22,7 @@ the exception: its trials need several requests per sample, which the middleware
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -40,6 +41,10 @@ THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "bu
 FIELDS = (THINK_FIELD, SOLVE_FIELD, MODE_FIELD)
 ROOM_FIELD = "budget_room"  # set by the middleware: the tokens the budget may need after the prompt
 CONFIG_KEY = "e1"  # the server's defaults travel in vLLM's --additional-config under this key
+# vllm_xargs[ROUNDS_FIELD] on each early-exit round e1's middleware sends: this process's secret, which the
+# processor's admission check (same process: vLLM's API server) asks of any request carrying the rounds'
+# raw settings, so that no client sends them on a route the middleware does not see (/invocations, ...)
+ROUNDS_FIELD, ROUNDS_SECRET = "e1_rounds", secrets.token_hex(16)
 _PLAIN = Budget(0, 1)  # mode none never reads its budget; RowState only needs one to count phases
 
 

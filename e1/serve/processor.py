@@ -17,12 +17,20 @@ engine decodes it; early-exit named only by the budget fields is refused (one re
 
 from __future__ import annotations
 
+import secrets
 import sys
 
 from e1.engine.row_state import RowState
 from e1.engine.vllm_processor import KEY, BudgetProcessor
 from e1.errors import E1Error
-from e1.serve.budgets import check_fields, check_room, load_served, request_budget
+from e1.serve.budgets import (
+    ROUNDS_FIELD,
+    ROUNDS_SECRET,
+    check_fields,
+    check_room,
+    load_served,
+    request_budget,
+)
 
 
 class ServedBudgetProcessor(BudgetProcessor):
@@ -35,7 +43,10 @@ class ServedBudgetProcessor(BudgetProcessor):
     @classmethod
     def validate_params(cls, sampling_params) -> None:
         """Runs in the API server before a request is admitted: a bad field becomes an HTTP 400."""
-        if KEY in (sampling_params.extra_args or {}):  # a round of e1's early-exit driver
+        if KEY in (sampling_params.extra_args or {}):  # a round of e1's early-exit driver, or a client's forgery
+            secret = str(sampling_params.extra_args.get(ROUNDS_FIELD)).encode()
+            if not secrets.compare_digest(secret, ROUNDS_SECRET.encode()):
+                raise ValueError(f"vllm_xargs[{KEY!r}] is e1's own (its early-exit rounds): send budget_mode instead")
             BudgetProcessor.validate_params(sampling_params)
             return
         try:
@@ -51,4 +62,7 @@ class ServedBudgetProcessor(BudgetProcessor):
         if budget is None:
             return None
         room = params.max_tokens if params.max_tokens is not None else sys.maxsize
-        return self.served.state(budget, prompt_ids or [], room)
+        state = self.served.state(budget, prompt_ids or [], room)
+        if budget.mode.name == "early-exit":  # the server's default, on a route around the middleware (/v1/responses,
+            state.trials_on = False  # /invocations): no rounds, so no trials (one request cannot roll them back)
+        return state

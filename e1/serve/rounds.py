@@ -33,7 +33,7 @@ from e1.budget import MAX_TOKENS
 from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
 from e1.errors import ConfigError
 from e1.numeric import Number
-from e1.serve.budgets import ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, Served, check_room
+from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
 
 # request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
 REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
@@ -45,7 +45,8 @@ _TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add
              "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
 _DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
 _COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True)}  # the driver's own arithmetic
+           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
 
 
 class RoundFailed(Exception):
@@ -67,6 +68,8 @@ def check_request(request: dict, mode) -> None:
                           "completions", hint=f"leave out {given[0]}, or use another mode")
     for key, number in _COUNTS.items():
         number.check(request.get(key), key)
+    if not isinstance(request.get("skip_special_tokens", True), bool):  # the driver decodes the text itself
+        raise ConfigError("skip_special_tokens must be true or false", hint="send a JSON boolean")
     prompt = request.get("prompt")
     if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
         raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")
@@ -103,7 +106,7 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
 async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
     """The prompt's ids: given as ids, or rendered and tokenized by vLLM's own ``/tokenize``."""
     prompt = request.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1:
+    if isinstance(prompt, list) and len(prompt) == 1 and not isinstance(prompt[0], int):  # [5]: one token id
         prompt = prompt[0]
     if not chat and isinstance(prompt, list):
         return list(prompt)
@@ -132,7 +135,7 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
         body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
                 "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + trial_room(budget.mode, markers)),
                 "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
-                "vllm_xargs": {KEY: json.dumps(args)}}
+                "vllm_xargs": {KEY: json.dumps(args), ROUNDS_FIELD: ROUNDS_SECRET}}
         choice = (await call("/v1/completions", body))["choices"][0]
         ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
         before = (len(state.tokens), state.trial_decoded)
