@@ -44,7 +44,12 @@ class DigitSumTask:
     min_digits: int = 2
     max_digits: int = 10
     verbose_share: float = 0.75  # share of SFT traces that re-check
-    recheck_prob: float = 0.6  # per step, in a verbose trace
+    recheck_prob: float = 0.7  # per step, in a verbose trace
+
+    @property
+    def longest_concise_trace(self) -> int:
+        """Thinking tokens of a concise trace of the longest problem (3 per digit)."""
+        return 3 * self.max_digits
 
     def problem(self, rng: random.Random) -> tuple[str, list[int]]:
         digits = [rng.randint(0, 9) for _ in range(rng.randint(self.min_digits, self.max_digits))]
