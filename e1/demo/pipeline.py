@@ -49,7 +49,7 @@ DEMO_NUMBERS = {"seed": Number(int, min=0), "sft_lr": Number(float, min=0, above
                 **{name: Number(int, min=1, max=1 << 16) for name in ("hidden_size", "layers", "heads")},
                 "group_size": Number(int, min=2, max=1 << 16)}
 FULL = Scale(sft_steps=1000, sft_batch=64, grpo_steps=80, grpo_prompts=16, test_rows=500, samples=4)
-FAST = Scale(sft_steps=550, sft_batch=64, grpo_steps=30, grpo_prompts=16, test_rows=300, samples=2)
+FAST = Scale(sft_steps=700, sft_batch=64, grpo_steps=30, grpo_prompts=16, test_rows=300, samples=2)
 TINY = Scale(sft_steps=4, sft_batch=8, grpo_steps=2, grpo_prompts=2, test_rows=8, samples=1)  # tests only
 
 
