@@ -42,7 +42,7 @@ TASK = "exact"  # the reward: the solution (after </think>) must equal the answe
 @dataclass(frozen=True)
 class DigitSumTask:
     min_digits: int = 2
-    max_digits: int = 10
+    max_digits: int = 8
     verbose_share: float = 0.75  # share of SFT traces that re-check
     recheck_prob: float = 0.7  # per step, in a verbose trace
 
