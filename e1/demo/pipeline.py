@@ -7,7 +7,8 @@
 2. model  — a character tokenizer and a ~0.8M-parameter Qwen2, built from a config
 3. sft    — ``e1 train --algo sft`` on verbose/concise traces: the *base* reasoning model
 4. probe  — the base model unconstrained on the test split: its median thinking length m
-5. e1     — ``e1 train`` (GRPO, budget-constrained rollout at t ≈ m, s = 2) from the base model
+5. e1     — ``e1 train`` (GRPO, budget-constrained rollout at t = m, s = 2; t is raised to the longest
+            concise trace where m is below it, see :func:`training_budget`) from the base model
 6. cosine — a length-penalty baseline: ``e1 train --length-reward cosine`` (Yeo et al., 2025) from
             the base model, same steps and recipe, rollouts at t ≈ 2m, so never cut: its length is
             shaped by the reward, not a budget
@@ -26,7 +27,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from e1.budget import Budget
-from e1.data.digits_task import DigitSumTask
 from e1.engine.base import Mode, Sampling
 from e1.numeric import Number, check_numbers
 
@@ -126,10 +126,7 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     sampling = Sampling(temperature=1.0, top_p=1.0, seed=config.seed, max_tokens=256)
     base_free = _unconstrained(base, out / "eval" / "base-none", data_dir, sizes, sampling, progress)
     median = statistics.median(base_free["think_tokens"]) if len(base_free) else 1.0
-    # t = m, raised where needed so that a concise trace of every problem fits: a problem no
-    # trace can finish within t teaches GRPO to skip steps (seed 2 --fast: E1 stopped 10-digit
-    # problems one step early, 38% right)
-    think = max(1, math.ceil(median), DigitSumTask().longest_concise_trace)
+    think = training_budget(median)
 
     grpo = TrainConfig(
         model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=think, solve=SOLVE,
@@ -169,6 +166,15 @@ def model_names(base: Path, e1: Path, baseline: Path | None = None) -> dict[str,
     """Display names of the demo's models in tables and plots."""
     names = {str(base): "base (SFT)", str(e1): "E1"}
     return names | ({str(baseline): "cosine-length GRPO"} if baseline else {})
+
+
+def training_budget(median: float) -> int:
+    """E1's think budget: t = m, raised where needed so that a concise trace of every problem fits.
+    A problem that no trace can finish within t teaches GRPO to skip steps (10-digit problems at
+    t = 28, seed 2 --fast: E1 stopped one step early and got 38% of them right)."""
+    from e1.data.digits_task import DigitSumTask
+
+    return max(1, math.ceil(median), DigitSumTask().longest_concise_trace)
 
 
 def _initial_model(path: Path, config: DemoConfig) -> Path:
