@@ -31,6 +31,7 @@ def test_traces_compute_the_running_sum_and_rechecks_only_repeat_it():
         verbose = task.trace(digits, verbose=True, rng=rng)
         assert verbose.replace(RECHECK, "").startswith(concise[:3]) and len(verbose) >= len(concise)
         assert len(verbose) - len(concise) == 4 * verbose.count(RECHECK)
+        assert len(concise) <= task.longest_concise_trace
 
 
 def test_rows_are_deterministic_and_train_excludes_test():
@@ -58,7 +59,8 @@ def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):
     sft = json.loads((out / "sft" / "config.json").read_text())
     grpo = json.loads((out / "e1" / "config.json").read_text())
     assert sft["algo"] == "sft" and grpo["algo"] == "grpo" and grpo["model"] == str(result.base)
-    assert grpo["think"] >= result.median_think and grpo["solve"] == 2  # trained at t = ceil(m)
+    assert grpo["think"] >= result.median_think and grpo["solve"] == 2  # trained at t = ceil(m) or more:
+    assert grpo["think"] >= DigitSumTask().longest_concise_trace  # every problem has a trace that fits
     curves = pd.read_parquet(out / "curves" / "curves.parquet")
     assert set(curves["mode"]) == {"elastic", "truncate"} and curves["model"].nunique() == 3
     cosine = json.loads((out / "cosine" / "config.json").read_text())  # the length-penalty baseline

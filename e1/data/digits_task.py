@@ -42,9 +42,14 @@ TASK = "exact"  # the reward: the solution (after </think>) must equal the answe
 @dataclass(frozen=True)
 class DigitSumTask:
     min_digits: int = 2
-    max_digits: int = 10
+    max_digits: int = 8
     verbose_share: float = 0.75  # share of SFT traces that re-check
-    recheck_prob: float = 0.6  # per step, in a verbose trace
+    recheck_prob: float = 0.7  # per step, in a verbose trace
+
+    @property
+    def longest_concise_trace(self) -> int:
+        """Thinking tokens of a concise trace of the longest problem (3 per digit)."""
+        return 3 * self.max_digits
 
     def problem(self, rng: random.Random) -> tuple[str, list[int]]:
         digits = [rng.randint(0, 9) for _ in range(rng.randint(self.min_digits, self.max_digits))]
