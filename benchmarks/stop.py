@@ -54,10 +54,9 @@ def main() -> None:
             return len(ids)
         return feed
 
-    runs = {"elastic, no pattern": run(None), "stop=, incremental scanner": run(StopPattern(tokenizer, pattern)),
-            "stop=, decode 64 ids afresh": run(Fallback(tokenizer, pattern, window=256))}
     stops = {"elastic, no pattern": None, "stop=, incremental scanner": StopPattern(tokenizer, pattern),
              "stop=, decode 64 ids afresh": Fallback(tokenizer, pattern, window=256)}
+    runs = {name: run(stop) for name, stop in stops.items()}
     show(f"RowState alone: {len(ids)} thinking tokens, pattern {pattern!r}, best of {args.repeats}; "
          f"per step at {args.rows} rows", interleaved_best(args.repeats, runs), args.rows)
     processor = {name: processor_run(stop, ids, markers, args.rows) for name, stop in stops.items()}

@@ -63,7 +63,7 @@ class StopScanner:
         if len(text) > 2 * self.window:  # trimmed now and then, so a push copies at most 2 windows
             text = text[-self.window :]
         self.text = text
-        return self.search(text[-self.window :] if len(text) > self.window else text) is not None
+        return self.search(text[-self.window :]) is not None
 
 
 class _IdWindowScanner:
