@@ -213,5 +213,7 @@ def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):
                 sizes.append(len(token_ids))
                 end_shared += len(token_ids) > 1 and end in token_ids
         assert (reasoning or None, content or None) == (message["reasoning"], message["content"])
-        assert max(sizes) == INTERVAL  # vLLM did merge tokens into deltas
+        # vLLM did merge tokens into deltas: at least the interval, more when the reader lags behind the
+        # engine (its output collector then merges the waiting deltas into one)
+        assert max(sizes) >= INTERVAL
     assert end_shared
