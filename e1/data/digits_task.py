@@ -11,11 +11,14 @@ Why this task shows Elastic Reasoning at tiny scale:
   step, with probability ``recheck_prob``, a redundant re-check follows (``~`` previous sum,
   digit, new sum) — the stand-in for a reasoning model's "wait, let me double-check". Concise
   traces (the rest) have none. A model fine-tuned on this mix re-checks often, so its traces
-  are ~1.5× longer than needed.
+  are ~1.6× longer than needed.
 - **Budget-constrained rollout rewards concision.** Under a thinking budget near the base
   model's median trace length, verbose rollouts get cut before the last digits and earn 0,
   concise ones finish and earn 1: GRPO moves the model to the concise mode, which then also
-  helps at every smaller budget and shortens unconstrained thinking.
+  helps at every smaller budget and shortens unconstrained thinking. The budget must leave
+  room for a concise trace of the longest problem (``longest_concise_trace``): a problem no
+  trace can finish teaches GRPO to skip steps. Problems have 2–8 digits; with 10, the base's
+  long verbose traces were also where it failed most.
 - **Separate budgeting beats truncation.** With one budget t + s, a trace that runs long
   leaves no room for the answer; with separate budgets the answer always gets its tokens.
 
