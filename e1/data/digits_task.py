@@ -3,22 +3,28 @@
 Why this task shows Elastic Reasoning at tiny scale:
 
 - **Thinking is real work.** The prompt labels each digit with a letter (``a7b7c6:``). The
-  trace adds them one step at a time: letter, digit, running sum (``a77b74c60`` …). The
-  answer depends on *every* digit, so a trace cut after i of k steps carries no information
-  about the rest: a forced answer from it is a 1-in-10 guess unless the model reasoned far
-  enough.
+  trace adds them one step at a time: letter, digit, running sum (``a77b74c60`` …), every digit
+  once, so the answer needs every step.
 - **There is length to lose.** Most training traces (``verbose_share``) are verbose: after a
   step, with probability ``recheck_prob``, a redundant re-check follows (``~`` previous sum,
   digit, new sum) — the stand-in for a reasoning model's "wait, let me double-check". Concise
   traces (the rest) have none. A model fine-tuned on this mix re-checks often, so its traces
   are ~1.6× longer than needed.
-- **Budget-constrained rollout rewards concision.** Under a thinking budget near the base
-  model's median trace length, verbose rollouts get cut before the last digits and earn 0,
-  concise ones finish and earn 1: GRPO moves the model to the concise mode, which then also
-  helps at every smaller budget and shortens unconstrained thinking. The budget must leave
-  room for a concise trace of the longest problem (``longest_concise_trace``): a problem no
-  trace can finish teaches GRPO to skip steps. Problems have 2–8 digits; with 10, the base's
-  long verbose traces were also where it failed most.
+- **There is an order to learn, at no cost in length.** A trace may add the digits from the
+  first or from the last (``backward_share`` of the training traces go backward; both are as
+  long). Before the last two digits, a digit often (``balance_prob``) brings the running sum
+  back to 0, so the first digits tend to cancel out: a backward trace cut after its first
+  steps already holds the answer about half the time, a forward one rarely. Nothing but a cut
+  tells the two orders apart: they are as long, and the digits that cancel can only be known
+  by adding them up, so a length penalty rewards both alike.
+- **Budget-constrained rollout rewards concision and the order.** Under a thinking budget near
+  the base model's median trace length, verbose rollouts get cut before the last digits and
+  mostly earn 0, concise ones finish and earn 1, and cut backward ones earn 1 far more often
+  than cut forward ones: GRPO moves the model to concise backward traces, which then also help
+  at every smaller budget and shorten unconstrained thinking. A length-penalty baseline (never
+  cut) learns the concision but not the order. The budget must leave room for a concise trace
+  of the longest problem (``longest_concise_trace``): a problem no trace can finish teaches
+  GRPO to skip steps.
 - **Separate budgeting beats truncation.** With one budget t + s, a trace that runs long
   leaves no room for the answer; with separate budgets the answer always gets its tokens.
 
@@ -48,6 +54,8 @@ class DigitSumTask:
     max_digits: int = 8
     verbose_share: float = 0.75  # share of SFT traces that re-check
     recheck_prob: float = 0.7  # per step, in a verbose trace
+    backward_share: float = 0.2  # share of SFT traces that add from the last digit to the first
+    balance_prob: float = 0.8  # a digit before the last two brings the running sum to 0
 
     @property
     def longest_concise_trace(self) -> int:
@@ -55,13 +63,24 @@ class DigitSumTask:
         return 3 * self.max_digits
 
     def problem(self, rng: random.Random) -> tuple[str, list[int]]:
-        digits = [rng.randint(0, 9) for _ in range(rng.randint(self.min_digits, self.max_digits))]
+        """Digits 0-9; before the last two, a digit often (``balance_prob``) brings the running sum
+        back to 0 mod 10, so the first digits often cancel out and the last two decide."""
+        k = rng.randint(self.min_digits, self.max_digits)
+        digits, total = [], 0
+        for i in range(k):
+            digit = rng.randint(0, 9)
+            if i < k - 2 and total and rng.random() < self.balance_prob:
+                digit = 10 - total
+            digits.append(digit)
+            total = (total + digit) % 10
         return "".join(f"{LETTERS[i]}{d}" for i, d in enumerate(digits)) + ":", digits
 
-    def trace(self, digits: list[int], verbose: bool, rng: random.Random) -> str:
-        """The thinking text: one 3-character step per digit, plus re-checks when verbose."""
+    def trace(self, digits: list[int], verbose: bool, rng: random.Random, backward: bool = False) -> str:
+        """The thinking text: one 3-character step per digit, in the prompt's order or backward,
+        plus re-checks when verbose."""
         total, steps = 0, []
-        for i, digit in enumerate(digits):
+        for i in (reversed(range(len(digits))) if backward else range(len(digits))):
+            digit = digits[i]
             new = (total + digit) % 10
             steps.append(f"{LETTERS[i]}{digit}{new}")
             if verbose and rng.random() < self.recheck_prob:
@@ -72,11 +91,12 @@ class DigitSumTask:
     def row(self, rng: random.Random, index: int, split: str) -> dict:
         problem, digits = self.problem(rng)
         verbose = rng.random() < self.verbose_share
+        backward = rng.random() < self.backward_share
         return {
             "id": f"digits-{split}-{index}",
             "problem": problem,
             "answer": str(sum(digits) % 10),
-            "completion": self.trace(digits, verbose, rng) + "</think>" + str(sum(digits) % 10),
+            "completion": self.trace(digits, verbose, rng, backward) + "</think>" + str(sum(digits) % 10),
         }
 
 

@@ -7,8 +7,8 @@
 2. model  — a character tokenizer and a ~0.8M-parameter Qwen2, built from a config
 3. sft    — ``e1 train --algo sft`` on verbose/concise traces: the *base* reasoning model
 4. probe  — the base model unconstrained on the test split: its median thinking length m
-5. e1     — ``e1 train`` (GRPO, budget-constrained rollout at t = m, s = 2; t is raised to the longest
-            concise trace where m is below it, see :func:`training_budget`) from the base model
+5. e1     — ``e1 train`` (GRPO, budget-constrained rollout, s = 2, t drawn per prompt from m/2 up to m,
+            raised to the longest concise trace where m is below it, see :func:`training_range`)
 6. cosine — a length-penalty baseline: ``e1 train --length-reward cosine`` (Yeo et al., 2025) from
             the base model, same steps and recipe, rollouts at t ≈ 2m, so never cut: its length is
             shaped by the reward, not a budget
@@ -32,6 +32,7 @@ from e1.numeric import Number, check_numbers
 
 THINK_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)  # of the base model's median thinking length m
 SOLVE = 2  # the answer digit and EOS
+TRAIN_LOW = 0.5  # E1's smallest think budget in training, of m
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ DEMO_NUMBERS = {"seed": Number(int, min=0), "sft_lr": Number(float, min=0, above
                 "grpo_lr": Number(float, min=0, above=True, max=1),
                 **{name: Number(int, min=1, max=1 << 16) for name in ("hidden_size", "layers", "heads")},
                 "group_size": Number(int, min=2, max=1 << 16)}
-FULL = Scale(sft_steps=1000, sft_batch=64, grpo_steps=80, grpo_prompts=16, test_rows=500, samples=4)
-FAST = Scale(sft_steps=700, sft_batch=64, grpo_steps=30, grpo_prompts=16, test_rows=300, samples=2)
+# GRPO steps: E1 keeps learning the order of work after it is concise (cut rollouts of long problems);
+# at 30 --fast steps it had moved from half to 73% backward traces, too few to beat the cosine model
+FULL = Scale(sft_steps=1000, sft_batch=64, grpo_steps=150, grpo_prompts=16, test_rows=500, samples=4)
+FAST = Scale(sft_steps=700, sft_batch=64, grpo_steps=100, grpo_prompts=16, test_rows=300, samples=2)
 TINY = Scale(sft_steps=4, sft_batch=8, grpo_steps=2, grpo_prompts=2, test_rows=8, samples=1)  # tests only
 
 
@@ -129,7 +132,8 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     think = training_budget(median)
 
     grpo = TrainConfig(
-        model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=think, solve=SOLVE,
+        model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=training_range(median),
+        solve=SOLVE,
         steps=sizes.grpo_steps, prompts_per_step=sizes.grpo_prompts, samples_per_prompt=config.group_size,
         mini_batch_prompts=max(1, sizes.grpo_prompts // 2), micro_batch=sizes.grpo_prompts * config.group_size // 2,
         lr=config.grpo_lr, weight_decay=0.0, temperature=1.0, kl_coef=0.0, clip_low=0.2, clip_high=0.28,
@@ -169,12 +173,22 @@ def model_names(base: Path, e1: Path, baseline: Path | None = None) -> dict[str,
 
 
 def training_budget(median: float) -> int:
-    """E1's think budget: t = m, raised where needed so that a concise trace of every problem fits.
-    A problem that no trace can finish within t teaches GRPO to skip steps (10-digit problems at
+    """E1's largest think budget: t = m, raised where needed so that a concise trace of every problem
+    fits. A problem that no trace can finish teaches GRPO to skip steps (10-digit problems at
     t = 28, seed 2 --fast: E1 stopped one step early and got 38% of them right)."""
     from e1.data.digits_task import DigitSumTask
 
     return max(1, math.ceil(median), DigitSumTask().longest_concise_trace)
+
+
+def training_range(median: float) -> str:
+    """E1's think budgets, drawn per prompt (``e1 train --think LOW..HIGH``): from m/2 up to
+    :func:`training_budget`. The low ones cut long problems all through training, so GRPO keeps
+    rewarding the order of work that answers from a cut trace (at t = m alone the pressure ends once
+    traces are concise: on seed 1 --fast E1 then drifted to the forward order, 2% backward, and tied
+    the cosine model); the high ones keep whole traces trained."""
+    top = training_budget(median)
+    return f"{min(top, max(1, round(TRAIN_LOW * median)))}..{top}"
 
 
 def _initial_model(path: Path, config: DemoConfig) -> Path:
