@@ -126,11 +126,51 @@ def test_extend_equals_accepting_one_by_one(real, t, s):
     assert (many.think_tokens, many.solve_tokens, many.trial_decoded) == (one.think_tokens, one.solve_tokens, one.trial_decoded)
 
 
+@settings(max_examples=150, deadline=None)
+@given(real=st.lists(st.sampled_from([THINK, PARA]), min_size=1, max_size=40), tries=st.integers(0, 6),
+       t=st.integers(0, 40), s=st.integers(1, 5))
+def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t, s):
+    """Whatever the transitions, at most ``tries`` trial answers run (none confident here), each at
+    most prompt + trial tokens; the real tokens stay elastic's throughout."""
+    state = early(Budget(t, s), f"early-exit:threshold=0.85:trial=3:tries={tries}")
+    elastic = RowState(Budget(t, s), Mode(), MARKERS, True, 100)
+    for token in real:
+        if state.done:
+            break
+        assert state.accept(token) == elastic.accept(token)
+        while state.in_trial:
+            state.accept(31, 0.1) if state.trial_answering else state.accept(0)
+    transitions_in_thinking = sum(1 for k, token in enumerate(state.tokens[:state.think_tokens]) if token == PARA
+                                  and k + 1 < t)
+    assert len(state.trials) == min(tries, transitions_in_thinking)
+    assert state.trial_decoded <= tries * (len(PROMPT) + 3)
+    assert (state.tokens, state.forced) == (elastic.tokens, elastic.forced)
+
+
+def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
+    """Each vLLM round rebuilds the row from its history: the driver's count of trials travels as
+    ``tries_left``, so a row whose tries are spent starts no trial in the processor either."""
+    from e1.engine.vllm_processor import _early_exit_state, early_exit_args
+
+    driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1")
+    drive(driver, [THINK, PARA, 0, 0, 0, 0, (30, 0.1), (31, 0.1), (32, 0.1), THINK])
+    assert len(driver.trials) == 1 and not driver.tries_left
+    args = {"think": 6, "solve": 3, "opens": True, "room": 100, "history": list(driver.tokens) + [PARA],
+            **early_exit_args(driver.mode, driver)}
+    assert args["tries_left"] is False
+    rebuilt = _early_exit_state(args, MARKERS, frozenset())
+    assert not rebuilt.in_trial and rebuilt.accept(THINK) == THINK and not rebuilt.in_trial  # PARA: no trial
+    fresh = _early_exit_state({**args, "tries_left": True}, MARKERS, frozenset())
+    fresh.accept(PARA)
+    assert fresh.in_trial  # the same row with a try left starts one at the transition
+
+
 # -- the mode string ------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, threshold, trial, texts", [
     ("early-exit", 0.95, 16, ("\n\n", "Wait", " Wait")),
     ("early-exit:threshold=0.9:trial=8:at=para", 0.9, 8, ("\n\n",)),
     ("early-exit:at='Hmm'", 0.95, 16, ("Hmm",)),
+    ("early-exit:tries=4:trial=2", 0.95, 2, ("\n\n", "Wait", " Wait")),
 ])
 def test_mode_options_parse_and_print_back(text, threshold, trial, texts):
     mode = Mode.parse(text)
@@ -143,6 +183,8 @@ def test_mode_options_parse_and_print_back(text, threshold, trial, texts):
     ("early-exit:threshold=0", "threshold must be in (0, 1]"),
     ("early-exit:threshold=1.5", "threshold must be in (0, 1]"),
     ("early-exit:trial=0", "trial must be >= 1"),
+    ("early-exit:tries=-1", "write tries=2"),
+    ("elastic:tries=3", "tries= does not fit mode 'elastic'"),
     ("early-exit:at=pra", "did you mean 'para'"),
     ("elastic:threshold=0.9", "threshold= does not fit mode 'elastic'"),
     ("budget-forcing:at=para", "at= does not fit"),

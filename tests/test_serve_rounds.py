@@ -24,7 +24,7 @@ pytest.importorskip("vllm")
 from e1.budget import Budget
 from e1.engine.base import Mode
 from e1.errors import E1Error
-from e1.serve.budgets import RequestBudget, Served, ServeDefaults, check_fields
+from e1.serve.budgets import SERVED_TRIES, RequestBudget, Served, ServeDefaults, check_fields, request_budget
 from e1.serve.middleware import BudgetMiddleware
 from e1.serve.responses import prepare
 from e1.serve.rounds import serve_rounds
@@ -113,13 +113,14 @@ def run(served: Served, app, body: dict, path="/v1/completions") -> dict:
 
 @settings(max_examples=40, deadline=None)
 @given(salt=st.integers(0, 10**6), t=st.integers(0, 12), s=st.integers(1, 6), trial=st.integers(1, 4),
-       threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]), n=st.integers(1, 2))
-def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n):
+       threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]), n=st.integers(1, 2),
+       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]))
+def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries):
     tokenizer, markers = served.tokenizer, served.markers
     a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
     ends = (*markers.end_ids, min(markers.eos_ids))
     model = ToyModel([a, b, x, *ends], salt, rare=ends)
-    mode = f"early-exit:threshold={threshold}:trial={trial}:at=' x'"
+    mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x'"
     app = StandIn(model, served)
     reply = run(served, app, {"prompt": "What is 2 + 3? <think>", "n": n, "return_token_ids": True,
                               "thinking_budget": t, "solution_budget": s, "budget_mode": mode})
@@ -184,7 +185,7 @@ def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
 
 
 REFUSALS = [
-    ({"stream": True}, "mode early-exit:threshold=0.9 is not streamed"),
+    ({"stream": True}, "mode early-exit:threshold=0.9:tries=64 is not streamed"),  # the mode as served
     ({"logprobs": 2}, "does not take logprobs"),
     ({"stop": ["x"]}, "does not take stop"),
     ({"prompt": ["a", "b"]}, "takes one prompt per request"),
@@ -193,6 +194,7 @@ REFUSALS = [
     ({"vllm_xargs": {"e1": "{}"}}, "is e1's own"),
     ({"budget_mode": "early-exit:threshold=2"}, "threshold must be in (0, 1]"),
     ({"budget_mode": "early-exit:trail=3"}, "did you mean 'trial'"),
+    ({"budget_mode": "early-exit:tries=65"}, "this server tries at most 64"),
 ]
 
 
@@ -211,6 +213,15 @@ def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message)
     asyncio.run(middleware({"type": "http", "method": "POST", "path": "/v1/completions"}, receive, send))
     error = json.loads(sent[1]["body"])["error"]["message"]
     assert sent[0]["status"] == 400 and message in error and "\n" not in error
+
+
+def test_a_served_early_exit_tries_at_most_the_servers_share_of_trials():
+    """A client's at= may match after every token: the server's own cap bounds the rounds."""
+    budget = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
+                            ServeDefaults())
+    assert budget.mode.tries == SERVED_TRIES and "tries=64" in str(budget.mode)
+    assert request_budget({"budget_mode": "early-exit:tries=3", "thinking_budget": 8, "solution_budget": 2},
+                          ServeDefaults()).mode.tries == 3
 
 
 def test_the_processor_alone_refuses_early_exit_fields():

@@ -2,8 +2,9 @@
 
     >>> from e1.data import benchmark_names, get_benchmark
     >>> benchmark_names()  # doctest: +NORMALIZE_WHITESPACE
-    ['aime', 'aime25', 'amc', 'codeforces', 'deepcoder', 'deepscaler', 'digits', 'digits-train', 'humaneval',
-     'humanevalplus', 'livecodebench', 'math500', 'minerva', 'olympiad_bench', 'taco']
+    ['aime', 'aime25', 'amc', 'codeforces', 'deepcoder', 'deepscaler', 'digits', 'digits-train', 'gpqa-diamond',
+     'gsm8k', 'humaneval', 'humanevalplus', 'livecodebench', 'math500', 'minerva', 'mmlu-pro', 'olympiad_bench',
+     'taco']
     >>> get_benchmark("amc").hub_id
     'AI-MO/aimo-validation-amc'
     >>> from e1.data import load_dataset

@@ -18,7 +18,8 @@ Modes (see DESIGN.md):
   hosted reasoning API, ``none:effort=high`` asks the vendor for that reasoning effort level.
 - ``early-exit`` (DEER) — elastic, plus: at each thinking transition ("Wait", a paragraph break)
   a short greedy trial answer is decoded and rolled back; thinking ends there when its mean
-  token probability reaches ``threshold`` (:mod:`e1.engine.early_exit`).
+  token probability reaches ``threshold`` (:mod:`e1.engine.early_exit`); ``tries=N`` stops
+  trying after N trial answers (thinking then goes on as in elastic).
 
 ``stop='regex'`` (elastic, soft, budget-forcing) ends thinking as soon as the regex matches the
 thinking text (a bounded tail of it, :mod:`e1.engine.stop`): the end marker is forced then.
@@ -58,6 +59,8 @@ MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2
                 "threshold": Number(float, min=0, max=1, above=True, optional=True,
                                     hint="early-exit:threshold=0.95 exits when the trial answer is that sure"),
                 "trial": Number(int, min=1, max=1024, optional=True, hint="early-exit:trial=16 decodes 16 trial tokens"),
+                "tries": Number(int, min=0, max=1 << 20, optional=True,
+                                hint="early-exit:tries=32 tries at most 32 trial answers per sample"),
                 # soft: where the bias starts (a fraction of t), its value at t, the hard backstop (a multiple of t)
                 "start": Number(float, min=0, max=1, hint="soft:start=0.8 starts the bias at 80% of t"),
                 "strength": Number(float, min=0, max=100, hint="soft:strength=8 adds 8 to the marker's logit at t"),
@@ -66,7 +69,7 @@ MODE_NUMBERS = {"wait": Number(int, min=0, max=1000, hint="budget-forcing:wait=2
 TRANSITION_TEXTS = {"wait": ("Wait", " Wait"), "para": ("\n\n",)}
 EARLY_EXIT_DEFAULTS = {"threshold": 0.95, "trial": 16, "at": "para+wait"}
 SOFT_DEFAULTS = {"start": 0.8, "strength": 8.0, "shape": "linear", "ceiling": 1.5}
-OPTION_KEYS = ("wait", "exit", "grace", "stop", *SOFT_DEFAULTS, "effort", "threshold", "trial", "at")
+OPTION_KEYS = ("wait", "exit", "grace", "stop", *SOFT_DEFAULTS, "effort", "threshold", "trial", "tries", "at")
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class Mode:
     # early-exit only (None/"": its defaults, EARLY_EXIT_DEFAULTS); out of repr so other modes read as before
     threshold: float | None = field(default=None, repr=False)
     trial: int | None = field(default=None, repr=False)
+    tries: int | None = field(default=None, repr=False)  # the most trial answers per sample (None: no limit)
     at: str = field(default="", repr=False)  # "+"-joined names of TRANSITION_TEXTS, or one quoted text
     # added options stay out of repr (it shows the original four); str() writes every option set
     stop: str = field(default="", repr=False)  # a regex over the thinking text that ends thinking
@@ -130,7 +134,7 @@ class Mode:
         if self.effort and (self.name != "none" or not _EFFORT.match(self.effort)):
             raise ConfigError(f"invalid effort={self.effort!r} for mode {self.name!r}",
                               hint="an effort level is a word on mode none, e.g. none:effort=high")
-        early = {"threshold": self.threshold, "trial": self.trial, "at": self.at or None}
+        early = {"threshold": self.threshold, "trial": self.trial, "tries": self.tries, "at": self.at or None}
         wrong = [key for key, value in early.items() if value is not None and self.name != "early-exit"]
         if wrong:
             raise ConfigError(f"{wrong[0]}= does not fit mode {self.name!r}", hint="it is an option of early-exit")
@@ -204,6 +208,7 @@ class Mode:
         options += [f"effort={self.effort}"] if self.effort else []
         options += [f"threshold={self.threshold:g}"] if self.threshold is not None else []
         options += [f"trial={self.trial}"] if self.trial is not None else []
+        options += [f"tries={self.tries}"] if self.tries is not None else []
         if self.at:
             options.append(f"at={self.at}" if _named(self.at) else f"at={self.at!r}")
         options += [f"stop={_quoted(self.stop)}"] if self.stop else []
@@ -228,7 +233,7 @@ def _option_value(key: str, value: str, text) -> object:
             raise ConfigError(f"invalid mode option threshold={value!r} in {text!r}", hint="write threshold=0.95") from None
     if key == "at":
         return _transitions(value, text)
-    if key in ("wait", "grace", "trial"):
+    if key in ("wait", "grace", "trial", "tries"):
         if not value.isdigit():
             raise ConfigError(f"invalid mode option {key}={value!r} in {text!r}", hint=f"write {key}=2")
         return int(value)

@@ -20,6 +20,8 @@ to feed again at its own position, with ``rollback`` = the cache columns to mask
 and that token's first copy), so decoding goes on exactly as if no trial had happened and
 nothing is prefilled again. If the confidence reached ``threshold``, the end marker is queued
 instead: thinking ends there (not counted as forced: ``was_forced`` stays the cut at ``t``).
+With ``tries=N`` no trial starts after the N-th: the rest decodes as elastic, so a sample's trial
+work is at most N · (trial prompt + ``trial``) tokens, whatever its transitions.
 
 Invariants: ``tokens`` never holds a trial token; ``trial_decoded`` counts every token fed or
 decoded for trials (prompt + answer per trial); a trial only starts in thinking, with nothing
@@ -117,8 +119,13 @@ class EarlyExitState(RowState):
         if not self._in_trial and self._trial_due():
             self._start_trial()
 
+    @property
+    def tries_left(self) -> bool:
+        """Another trial may still run (``tries=N``: at most N per sample)."""
+        return self.mode.tries is None or len(self.trials) < self.mode.tries
+
     def _trial_due(self) -> bool:
-        if not self.trials_on or self.phase != THINK or self._queue or not self.opened:
+        if not self.trials_on or not self.tries_left or self.phase != THINK or self._queue or not self.opened:
             return False
         return any(self._ends_with(ids) for ids in self.transitions)
 

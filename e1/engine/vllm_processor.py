@@ -67,7 +67,8 @@ def early_exit_args(mode: Mode, state) -> dict:
     """early-exit's settings; ``trial_now``: the request must begin with the trial due at the end of
     its history (a followed prefix stopped there), whose other trials already ran."""
     return {"threshold": mode.confidence_threshold, "trial": mode.trial_tokens,
-            "transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial}
+            "transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial,
+            "tries_left": state.tries_left}
 
 
 def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer=None) -> RowState:
@@ -99,7 +100,7 @@ def _early_exit_state(args: dict, markers: Markers, sentence_ends: frozenset[int
                            tuple(args.get("exit", ())), sentence_ends, transitions=tuple(map(tuple, args["transitions"])))
     state.trials_on = False
     state.extend(args["history"])
-    state.trials_on = True
+    state.trials_on = bool(args.get("tries_left", True))  # the driver counts the trials of every round
     if args["trial_now"]:
         state.begin_trial()
     return state

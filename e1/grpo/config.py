@@ -275,7 +275,7 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
 
     >>> check_types({"steps": 2.5}, "train.toml")
     Traceback (most recent call last):
-    e1.errors.ConfigError: train.toml: steps must be a whole number, got 2.5
+    e1.errors.ConfigError: train.toml: steps must be a whole number, got 2.5 (write e.g. steps = 200)
     """
     annotations = {f.name: str(f.type) for f in fields(TrainConfig)}
     for key, value in values.items():

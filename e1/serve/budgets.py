@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import secrets
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cached_property
 from typing import Mapping, Sequence
 
@@ -46,6 +46,9 @@ CONFIG_KEY = "e1"  # the server's defaults travel in vLLM's --additional-config 
 # raw settings, so that no client sends them on a route the middleware does not see (/invocations, ...)
 ROUNDS_FIELD, ROUNDS_SECRET = "e1_rounds", secrets.token_hex(16)
 _PLAIN = Budget(0, 1)  # mode none never reads its budget; RowState only needs one to count phases
+# early-exit's trial answers per sample on this server (its default, and the most a request may ask
+# with tries=N): each trial is a round of requests, so a client's at= must not make them unbounded
+SERVED_TRIES = 64
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,13 @@ class RequestBudget:
 
 
 def _servable(mode: Mode) -> Mode:
+    """``mode`` as this server decodes it (early-exit: ``tries`` at most SERVED_TRIES, its default),
+    or a ConfigError naming what cannot be served."""
+    if mode.name == "early-exit":
+        if mode.tries is not None and mode.tries > SERVED_TRIES:
+            raise ConfigError(f"mode {mode} asks for {mode.tries} trial answers per sample; this server tries "
+                              f"at most {SERVED_TRIES}", hint=f"send tries={SERVED_TRIES} or fewer")
+        mode = replace(mode, tries=SERVED_TRIES if mode.tries is None else mode.tries)
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")
