@@ -12,7 +12,7 @@ from e1.cli.options import nonempty_path
 
 def demo_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where every stage writes its run directory.", parser=nonempty_path("--out"))] = Path("runs/demo"),
-    fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 4 minutes), weaker claims.")] = False,
+    fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 5 minutes), weaker claims.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of data, model and training.")] = 0,
     readme: Annotated[Optional[Path], typer.Option("--readme", help="Also write the results table into this README (between its demo markers).")] = None,
 ) -> None:

@@ -1,6 +1,6 @@
 """`e1 demo`: Elastic Reasoning end to end at tiny scale, with e1's own code paths.
 
-    run_demo(DemoConfig(out=Path("runs/demo")))      # about 6 minutes on 2 CPU cores
+    run_demo(DemoConfig(out=Path("runs/demo")))      # about 7-8 minutes on 2 CPU cores
     run_demo(DemoConfig(out=Path("runs/demo"), fast=True))
 
 1. data   — ``e1 data prepare digits digits-train`` (the synthetic task of :mod:`e1.data.digits_task`)
