@@ -28,7 +28,7 @@ import os
 import secrets
 
 from e1.errors import E1Error
-from e1.serve.responses import Plan, Served, prepare, rewrite_response
+from e1.serve.responses import Plan, Served, error_body, prepare, rewrite_response
 
 PATHS = ("/v1/chat/completions", "/v1/completions")
 MAX_BODY_BYTES = int(os.environ.get("E1_SERVE_MAX_BODY_BYTES", 32 << 20))
@@ -64,7 +64,7 @@ class BudgetMiddleware:
             served = self.served or self._load(scope)
             request, plan = prepare(request, served)
         except E1Error as err:
-            await _send_json(send, 400, _bad_request(str(err)))
+            await _send_json(send, 400, error_body(str(err)))
             return
         if plan.rounds:
             await self._rounds(scope, receive, send, request, plan, served)
@@ -79,7 +79,7 @@ class BudgetMiddleware:
         try:
             response = await serve_rounds(self.app, scope, receive, request, plan, served)
         except E1Error as err:
-            await _send_json(send, 400, _bad_request(str(err)))
+            await _send_json(send, 400, error_body(str(err)))
         except RoundFailed as failed:  # a round's own error (a wrong model name, a dead engine): as vLLM said it
             await _send_json(send, failed.status, failed.body)
         else:
@@ -154,10 +154,6 @@ class _Rewriter:
                 event = b"data: " + json.dumps(chunk).encode()
             out.append(event)
         return b"\n\n".join(out) + (b"\n\n" if events else b"")
-
-
-def _bad_request(message: str) -> dict:
-    return {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}}
 
 
 def _without_length(start: dict) -> dict:

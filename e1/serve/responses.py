@@ -26,6 +26,12 @@ from e1.serve.stream import ChoiceText
 KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm_processor reads them (its KEY)
 
 
+def error_body(message: str, code: int = 400) -> dict:
+    """An error reply's JSON, shaped as vLLM's OpenAI server shapes its own."""
+    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
+                      "param": None, "code": code}}
+
+
 @dataclass
 class Plan:
     """One request's budget, whether its client asked for token ids, and its choices' states."""

@@ -34,6 +34,7 @@ from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
 from e1.errors import ConfigError
 from e1.numeric import Number
 from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
+from e1.serve.responses import error_body
 
 # request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
 REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
@@ -141,7 +142,7 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
         before = (len(state.tokens), state.trial_decoded)
         replay_round(state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
         if (len(state.tokens), state.trial_decoded) == before and not state.done:
-            raise RoundFailed(500, _error(f"an early-exit round made no progress ({len(ids)} ids)", 500))
+            raise RoundFailed(500, error_body(f"an early-exit round made no progress ({len(ids)} ids)", 500))
         round_index += 1
     return state
 
@@ -173,11 +174,6 @@ def _trials(state: EarlyExitState, tokenizer) -> dict:
     texts = [tokenizer.decode(list(trial.ids), skip_special_tokens=True) for trial in state.trials]
     return {"trial_tokens": state.trial_decoded, "decoded_tokens": len(state.tokens) + state.trial_decoded,
             "trials": [trial.record(text) for trial, text in zip(state.trials, texts)]}
-
-
-def _error(message: str, code: int) -> dict:
-    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
-                      "param": None, "code": code}}
 
 
 class _Caller:
@@ -215,5 +211,5 @@ class _Caller:
             reply = None
         if status != 200 or not isinstance(reply, dict):
             raise RoundFailed(status if status != 200 else 500, reply if isinstance(reply, dict) else
-                              _error(f"{path} answered {status} without JSON", 500))
+                              error_body(f"{path} answered {status} without JSON", 500))
         return reply
