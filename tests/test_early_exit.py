@@ -150,17 +150,17 @@ def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t,
 def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
     """Each vLLM round rebuilds the row from its history: the driver's count of trials travels as
     ``tries_left``, so a row whose tries are spent starts no trial in the processor either."""
-    from e1.engine.vllm_processor import _early_exit_state, early_exit_args
+    from e1.engine.vllm_processor import budget_args, row_state
 
     driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1")
     drive(driver, [THINK, PARA, 0, 0, 0, 0, (30, 0.1), (31, 0.1), (32, 0.1), THINK])
     assert len(driver.trials) == 1 and not driver.tries_left
-    args = {"think": 6, "solve": 3, "opens": True, "room": 100, "history": list(driver.tokens) + [PARA],
-            **early_exit_args(driver.mode, driver)}
-    assert args["tries_left"] is False
-    rebuilt = _early_exit_state(args, MARKERS, frozenset())
+    args = budget_args(Budget(6, 3), driver.mode, MARKERS, True, 100, list(driver.tokens) + [PARA], state=driver)
+    assert args["tries_left"] is False and args["mode"] == "early-exit:threshold=0.85:trial=3:tries=1"
+    rebuilt = row_state(args)
+    assert rebuilt.mode == driver.mode
     assert not rebuilt.in_trial and rebuilt.accept(THINK) == THINK and not rebuilt.in_trial  # PARA: no trial
-    fresh = _early_exit_state({**args, "tries_left": True}, MARKERS, frozenset())
+    fresh = row_state({**args, "tries_left": True})
     fresh.accept(PARA)
     assert fresh.in_trial  # the same row with a try left starts one at the transition
 

@@ -168,7 +168,7 @@ class OpenAIEngine(RowEngine):
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
         mode = Mode.parse(mode)
-        if mode.name == "early-exit":
+        if mode.trials:
             raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: its trial answers need the model's "
                               "token probabilities and a rollback of the running decode",
                               hint="use --backend hf or vllm (a local model)")
@@ -186,9 +186,9 @@ class OpenAIEngine(RowEngine):
                                   "'Wait' needs the server to stop there, which a budget server does not",
                                   hint="use budget-forcing without wait=, or a local backend")
             return BUDGET_FIELDS
-        if mode.name in ("truncate", "none"):
+        if not mode.separate:  # truncate, none: one budget or none, nothing forced
             return ONE_CALL
-        if mode.name == "soft" or mode.stop:
+        if mode.per_token:
             raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: it acts on the logits at every "
                               "thinking token", hint="serve the model with e1 serve, or use a local backend")
         if self.chat:
@@ -264,7 +264,7 @@ class OpenAIEngine(RowEngine):
     def _budget_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                     row_seed: int) -> Completion:
         fields = {MODE_FIELD: str(mode)}
-        if mode.name == "none":
+        if not mode.bounded:
             fields["max_tokens"] = sampling.max_tokens if ids is None else self.row_state(ids, budget, mode, sampling).max_new_tokens
         else:
             fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
@@ -311,7 +311,7 @@ class OpenAIEngine(RowEngine):
         forced = not natural
         opened = markers.opens_thinking(ids) or markers.start_text in think
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
-        answer = ANSWER_TEXT if forced and mode.name == "budget-forcing" else ""
+        answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False))
         finish = "stop" if choice.get("finish_reason") == "stop" else "length"
@@ -339,7 +339,8 @@ class OpenAIEngine(RowEngine):
                       row_seed: int) -> Completion:
         """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
         if ids is None:
-            max_tokens = budget.total if mode.name == "truncate" else sampling.max_tokens
+            cap = mode.output_cap(budget)
+            max_tokens = sampling.max_tokens if cap is None else cap
             # reasoning models take max_completion_tokens (reasoning included), not max_tokens
             cap = {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens} if mode.effort else {
                 "max_tokens": max_tokens}

@@ -35,8 +35,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from e1.engine.base import Mode
-from e1.engine.markers import Markers
 from e1.engine.row_state import T_MARKER, THINK, TRIAL, RowState
 
 
@@ -200,11 +198,3 @@ def replay_round(state: EarlyExitState, ids: Sequence[int], probability: Callabl
 def transition_ids(tokenizer, texts) -> tuple[tuple[int, ...], ...]:
     """``Mode.transition_texts`` as ``tokenizer``'s id sequences (each matched at the end of thinking)."""
     return tuple(ids for ids in dict.fromkeys(tuple(tokenizer.encode(t, add_special_tokens=False)) for t in texts) if ids)
-
-
-def trial_room(mode: Mode, markers: Markers) -> int:
-    """Context one trial may occupy past a row's real tokens (prompt, answer, the EOS that ends a vLLM
-    request); 0 outside early-exit. The transformers backend rewinds positions but keeps the columns."""
-    if mode.name != "early-exit":
-        return 0
-    return len(markers.end_ids) + len(markers.answer_ids) + mode.trial_tokens + 1

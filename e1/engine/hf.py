@@ -168,7 +168,7 @@ class HFEngine(RowEngine):
         active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
         finished_since_compaction = 0
-        trialing = states[0].mode.name == "early-exit"  # rows that may decode trial answers (one mode per call)
+        trialing = states[0].mode.trials  # rows that may decode trial answers (one mode per call)
         length, dtype = cache.get_seq_length(), self._mask_dtype()  # keys in the cache, the same for every row
         while True:
             uniforms = None

@@ -16,9 +16,9 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
+from e1.engine.early_exit import transition_ids
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.row_state import BUDGET, RowState, worst_case_tokens
+from e1.engine.row_state import BUDGET, RowState
 from e1.errors import ConfigError
 
 
@@ -47,7 +47,8 @@ class RowEngine:
         Mode ``none`` is only capped: running to the end of the context is what it asks for."""
         if self.max_context is None:
             return
-        worst = 1 if mode.name == "none" else self.worst_case(budget, mode) + trial_room(mode, self.markers)
+        worst = mode.worst_case(budget, self.markers, self.exit_ids(mode))
+        worst = 1 if worst is None else worst + mode.trial_room(self.markers)
         if longest_prompt + worst > self.max_context:
             raise ConfigError(
                 f"a prompt of {longest_prompt} tokens plus the {mode} budget t={budget.think} s={budget.solve} "
@@ -66,30 +67,14 @@ class RowEngine:
             raise ConfigError(f"{len(prefixes)} prefixes for {len(rows)} rows", hint="pass one prefix per (prompt, sample) row")
         return states, [state.follow(prefix) for state, prefix in zip(states, prefixes)]
 
-    def worst_case(self, budget: Budget, mode: Mode) -> int:
-        """The most tokens a budgeted row can write: its budget plus every forced token."""
-        return worst_case_tokens(budget, mode, self.markers, self.exit_ids(mode))
-
     def row_state(self, prompt: list[int], budget: Budget, mode: Mode, sampling: Sampling) -> RowState:
         """A row's state machine. ``--max-tokens`` caps mode ``none`` only: a budgeted mode's cap is its
         budget (plus the forced tokens and the EOS a budget forces), never the unrelated ``max_tokens``."""
-        room = sampling.max_tokens if mode.name == "none" else self.worst_case(budget, mode) + 1
+        worst = mode.worst_case(budget, self.markers, self.exit_ids(mode))
+        room = sampling.max_tokens if worst is None else worst + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
-        if mode.name == "early-exit":
-            return EarlyExitState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room,
-                                  self.exit_ids(mode), self.sentence_ends() if mode.grace else frozenset(),
-                                  transitions=transition_ids(self.tokenizer, mode.transition_texts))
-        return RowState(budget, mode, self.markers, self.markers.opens_thinking(prompt), room, self.exit_ids(mode),
-                        self.sentence_ends() if mode.grace else frozenset(), self.stop_pattern(mode))
-
-    def stop_pattern(self, mode: Mode):
-        """The mode's ``stop=`` regex as a matcher of thinking ids with this tokenizer (None: no pattern)."""
-        if not mode.stop:
-            return None
-        from e1.engine.stop import StopPattern
-
-        return StopPattern(self.tokenizer, mode.stop)
+        return new_row_state(mode, budget, self.markers, self.tokenizer, prompt, room, self.sentence_ends)
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
@@ -129,6 +114,21 @@ class RowEngine:
             )
             for i, (state, (p, j)) in enumerate(zip(states, rows))
         ]
+
+
+def new_row_state(mode: Mode, budget: Budget, markers: Markers, tokenizer, prompt: Sequence[int], room: int,
+                  sentence_ends=lambda: frozenset()) -> RowState:
+    """The one way a row's state is built from a mode and a tokenizer (the local engines and e1 serve):
+    the mode's texts as this tokenizer's ids (exit text, transitions), its stop pattern as a matcher,
+    and the tokenizer's sentence ends for a grace window (``sentence_ends``: a function, read only then)."""
+    stop = None
+    if mode.stop:
+        from e1.engine.stop import StopPattern
+
+        stop = StopPattern(tokenizer, mode.stop)
+    return mode.new_state(budget, markers, markers.opens_thinking(list(prompt)), room, exit_ids(tokenizer, mode.exit_text),
+                          sentence_ends() if mode.grace else frozenset(), stop,
+                          transition_ids(tokenizer, mode.transition_texts))
 
 
 def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:

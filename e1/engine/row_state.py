@@ -26,13 +26,12 @@ Why thinking ended is kept in ``think_end``: natural, budget, pattern, trial (ea
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from itertools import compress
 from typing import TYPE_CHECKING, Sequence
 
 from e1.budget import Budget
-from e1.engine.base import BUDGETED, Mode
+from e1.engine.modes import Mode
 from e1.engine.markers import Markers
 
 if TYPE_CHECKING:
@@ -45,40 +44,24 @@ _SOLUTION_KINDS = frozenset({T_ANSWER, T_SOLVE})
 # why thinking ended (Completion.think_end): the model's own marker, the budget (t, or soft's
 # ceiling), a stop pattern, a confident early-exit trial, or not at all (EOS or the room ran out)
 NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
-_EXP_RATE = 4.0  # soft's exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4
 
 
 def think_limit(budget: Budget, mode: Mode) -> int:
-    """Where thinking is cut: ``t``, or for soft the backstop ``floor(ceiling * t)``."""
-    return math.floor(mode.ceiling * budget.think) if mode.name == "soft" else budget.think
+    """Where thinking is cut: ``t``, or for soft the backstop ``floor(ceiling * t)`` (:meth:`Mode.think_limit`)."""
+    return mode.think_limit(budget)
 
 
 def soft_bias(think_tokens: int, t: int, mode: Mode) -> float:
-    """The bias soft adds to the end marker's logit when ``think_tokens`` were written: 0 up to
-    ``start * t``, then rising to ``strength`` at ``t`` (linear, or exp: slow, then steep), and
-    ``strength`` from there to the ceiling. A pure function, so every backend adds the same float.
-
-    >>> [soft_bias(k, 10, Mode("soft", start=0.5, strength=4)) for k in (5, 6, 8, 10, 14)]
-    [0.0, 0.8, 2.4, 4.0, 4.0]
-    """
-    begin = mode.start * t
-    if mode.name != "soft" or think_tokens <= begin or mode.strength == 0:
-        return 0.0
-    progress = 1.0 if t <= begin else min(1.0, (think_tokens - begin) / (t - begin))
-    if mode.shape == "exp":
-        progress = math.expm1(_EXP_RATE * progress) / math.expm1(_EXP_RATE)
-    return mode.strength * progress
+    """The bias ``mode`` adds to the end marker's logit after ``think_tokens`` thinking tokens (soft's
+    schedule, :mod:`e1.engine.modes.soft`; 0 in other modes): one float every backend adds alike."""
+    return mode.end_bias(think_tokens, t)
 
 
 def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
-    """The most tokens a row can write in ``mode`` (not counting the EOS a budget forces at the
-    end): ``t + s`` in truncate; else ``t + s`` plus every forced token (markers, the exit text,
-    s1's answer prompt) and the grace window. Mode ``none`` has no budget of its own."""
-    if mode.name == "truncate":
-        return budget.total
-    forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
-    beyond_t = think_limit(budget, mode) - budget.think  # soft thinks on to its ceiling
-    return budget.total + beyond_t + forced + mode.grace + (len(markers.answer_ids) if mode.name == "budget-forcing" else 0)
+    """The most tokens a row can write in ``mode`` (:meth:`Mode.worst_case`); mode ``none``, which has
+    no budget of its own, counts ``t + s`` and the forced tokens as elastic would."""
+    worst = mode.worst_case(budget, markers, exit_ids)
+    return worst if worst is not None else budget.total + len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
 
 
 class RowState:
@@ -102,8 +85,9 @@ class RowState:
         self._scan = stop.scanner() if stop is not None else None  # this row's view of its thinking text
         self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
         self.opened = prompt_opens_thinking
-        self.max_new_tokens = min(max_new_tokens, budget.total) if mode.name == "truncate" else max_new_tokens
-        self.budgeted = mode.name in BUDGETED  # thinking has its own budget t
+        self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
+        self.max_new_tokens = max_new_tokens if self.total_cap is None else min(max_new_tokens, self.total_cap)
+        self.budgeted = mode.separate  # thinking has its own budget t
         self.tokens: list[int] = []
         self.forced: list[bool] = []
         self.kinds: list[int] = []
@@ -127,9 +111,9 @@ class RowState:
     def end_bias(self) -> float:
         """What to add to the logit of the end marker's first token before the next sample (soft;
         0 otherwise): :func:`soft_bias` of the thinking written so far, while thinking and nothing is forced."""
-        if self.phase != THINK or self._queue or self.mode.name != "soft":
+        if self.phase != THINK or self._queue:
             return 0.0
-        return soft_bias(self.think_tokens, self.budget.think, self.mode)
+        return self.mode.end_bias(self.think_tokens, self.budget.think)
 
     def tokens_before_forcing(self) -> int:
         """How many more tokens can be appended before a forced token (or the end) could be due:
@@ -144,9 +128,9 @@ class RowState:
                 return max(1, room)
             if self.stop is not None or self.end_bias():
                 return 1  # a pattern may match at any token; a bias changes every step
-            until_bias = math.floor(self.mode.start * self.budget.think) + 1 - self.think_tokens
-            if self.mode.name == "soft" and self.mode.strength and until_bias > 0:
-                room = min(room, until_bias)
+            bias_start = self.mode.bias_start(self.budget.think)
+            if bias_start is not None and bias_start > self.think_tokens:
+                room = min(room, bias_start - self.think_tokens)
             return max(1, min(self.think_limit - self.think_tokens, 1 + self.budget.solve, room))
         left = self.budget.solve - self.solve_tokens if self.budgeted else room
         return max(1, min(left, room))
@@ -225,11 +209,11 @@ class RowState:
         if self.phase == THINK:
             if self.stop is not None:
                 return 0  # the pattern is checked after every thinking token
-            limit = self.think_limit if self.budgeted else self.budget.total if self.mode.name == "truncate" else None
+            limit = self.think_limit if self.budgeted else self.total_cap
             count = self.think_tokens
         else:
-            limit = self.budget.solve if self.budgeted else self.budget.total if self.mode.name == "truncate" else None
-            count = self.solve_tokens + (self.think_tokens if self.mode.name == "truncate" else 0)
+            limit = self.budget.solve if self.budgeted else self.total_cap
+            count = self.solve_tokens + (self.think_tokens if self.total_cap is not None else 0)
         left = room if limit is None else min(room, limit - count - 1)
         return max(0, min(most, left))
 
@@ -283,7 +267,7 @@ class RowState:
         if self.phase == THINK:
             if self.budgeted and self.think_tokens >= self.think_limit and self._sentence_done(token):
                 self._force_end()
-            elif self.mode.name == "truncate" and self.think_tokens >= self.budget.total:
+            elif self.total_cap is not None and self.think_tokens >= self.total_cap:
                 self._finish("length")
 
     def _sentence_done(self, token: int) -> bool:
@@ -297,7 +281,7 @@ class RowState:
             self._finish("stop")
         elif self.budgeted and self.solve_tokens >= self.budget.solve:
             self._finish("length")
-        elif self.mode.name == "truncate" and self.think_tokens + self.solve_tokens >= self.budget.total:
+        elif self.total_cap is not None and self.think_tokens + self.solve_tokens >= self.total_cap:
             self._finish("length")
 
     def _finish(self, reason: str) -> None:
@@ -316,7 +300,7 @@ class RowState:
         queued = [(t, T_MARKER) for t in (end[partial:] if partial else exit_ids + end)]
         if not self.opened:  # the template did not open thinking and the model has not either
             queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
-        if self.mode.name == "budget-forcing":
+        if self.mode.answer_prompt:
             queued += [(t, T_ANSWER) for t in self.markers.answer_ids]
         self._queue.extend(queued)
         self.was_forced, self.think_end = True, why

@@ -83,10 +83,10 @@ class Vendor:
 
     def method(self, mode: Mode) -> str:
         """How ``mode`` runs here (see the module's docstring); refuses what the vendor cannot do."""
-        if mode.name == "none":
+        if not mode.bounded:
             check_effort(self.backend, mode.effort, self.efforts)
             return VENDOR_EFFORT
-        if mode.name == "elastic" and self.takes_budget and not (mode.exit or mode.grace):
+        if mode.vendor_budget and self.takes_budget:
             return VENDOR_BUDGET
         axes = "elastic (its thinking budget) or none[:effort=LEVEL]" if self.takes_budget else "none[:effort=LEVEL]"
         raise ConfigError(f"mode {mode} cannot run on --backend {self.backend}: the vendor decodes, so e1 forces nothing",
@@ -111,14 +111,14 @@ class Gemini(Vendor):
         contents = [{"role": "model" if m.get("role") == "assistant" else "user",
                      "parts": [{"text": str(m.get("content") or "")}]} for m in messages]
         thinking: dict = {"include_thoughts": True}
-        if mode.name == "elastic":
+        if mode.bounded:  # elastic (Vendor.method): the vendor's thinking budget
             thinking["thinking_budget"] = budget.think  # 0: thinking off
         elif mode.effort == "dynamic":
             thinking["thinking_budget"] = -1
         elif mode.effort:
             thinking["thinking_level"] = mode.effort.upper()
         config = {"temperature": sampling.temperature, "top_p": sampling.top_p, "seed": seed,
-                  "max_output_tokens": budget.total if mode.name == "elastic" else sampling.max_tokens,
+                  "max_output_tokens": budget.total if mode.bounded else sampling.max_tokens,
                   "thinking_config": thinking}
         if sampling.top_k:
             config["top_k"] = sampling.top_k
@@ -171,7 +171,7 @@ class Anthropic(Vendor):
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
         system, messages = _split_messages(text)
         body: dict = {"model": model, "messages": messages}
-        if mode.name == "elastic":
+        if mode.bounded:  # elastic (Vendor.method): the vendor's thinking budget
             if 0 < budget.think < 1024:
                 raise ConfigError(f"--backend anthropic: a thinking budget is 0 (off) or >= 1024 tokens, got {budget.think}",
                                   hint="use --think 0,1k,2k,...")

@@ -41,7 +41,7 @@ from typing import Iterable, Sequence
 from e1.budget import Budget
 from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import replay_round, trial_room
+from e1.engine.early_exit import replay_round
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
@@ -49,7 +49,6 @@ from e1.engine.sampling import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
 from e1.errors import ConfigError, ModelError
 
-FORCING = ("elastic", "budget-forcing", "soft", "early-exit")  # modes whose requests carry the processor's settings
 
 
 class VLLMEngine(RowEngine):
@@ -112,7 +111,7 @@ class VLLMEngine(RowEngine):
         # ids as vLLM produced them (a replaced end included): a followed prefix continues in a new
         # request from prompt + the row's ids, which prefix caching turns into a cache hit
         raw: list[list[int]] = [list(prefixes[i][:k]) if prefixes else [] for i, k in enumerate(taken)]
-        if mode.name == "early-exit":
+        if mode.trials:
             self._trial_rounds(prompt_ids, rows, states, budget, mode, sampling, row_seeds)
         for round_index in range(mode.wait + 2):
             todo = [i for i, state in enumerate(states) if not state.done]
@@ -174,7 +173,7 @@ class VLLMEngine(RowEngine):
         written = len(state.tokens)
         max_tokens = state.max_new_tokens - written  # the row's worst case + the EOS a budget forces (row_state)
         extra, stop = None, sorted(markers.eos_ids)
-        if mode.name in FORCING:
+        if mode.separate:  # the processor forces what the row state says (truncate needs only max_tokens)
             opens = markers.opens_thinking(prompt)
             extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids, state)}
             if state.waits_left and state.phase == THINK:
@@ -183,9 +182,9 @@ class VLLMEngine(RowEngine):
             n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
             # vLLM gives a seeded request its own generator: the sample's draws do not depend on its batch
             seed=None if sampling.greedy else derive_seed(row_seed, round_index) >> 1,
-            max_tokens=max(1, max_tokens + trial_room(mode, markers)), stop_token_ids=stop, ignore_eos=False,
+            max_tokens=max(1, max_tokens + mode.trial_room(markers)), stop_token_ids=stop, ignore_eos=False,
             detokenize=False, skip_special_tokens=False, extra_args=extra,
-            logprobs=0 if mode.name == "early-exit" else None,  # the sampled tokens' raw logprobs: trial confidence
+            logprobs=0 if mode.trials else None,  # the sampled tokens' raw logprobs: trial confidence
         )
         return TokensPrompt(prompt_token_ids=prompt + state.tokens), params
 

@@ -24,7 +24,7 @@ import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
 from e1.budget import Budget
-from e1.engine.base import SOFT_DEFAULTS, Mode
+from e1.engine.modes import Mode
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 
@@ -34,15 +34,16 @@ ARGMAX = -2  # _Row.forced: force the best token (a trial answer's greedy pick)
 
 def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bool, room: int,
                 history: list[int] = (), exit_ids: tuple[int, ...] = (), state=None) -> dict:
-    """The per-request settings, as plain JSON-able values (they cross process boundaries).
-    A grace window's sentence ends are not sent: the processor reads them off the model's tokenizer."""
+    """The per-request settings, as plain JSON-able values (they cross process boundaries): the mode
+    as its text (``str(mode)``, read back by ``Mode.parse``), the ids its texts became with the model's
+    tokenizer, and the row's history. A grace window's sentence ends are not sent: the processor reads
+    them off the model's tokenizer (and a stop pattern's matcher is built there too)."""
     return {
-        "think": budget.think, "solve": budget.solve, "mode": mode.name, "wait": mode.wait, "grace": mode.grace,
+        "think": budget.think, "solve": budget.solve, "mode": str(mode),
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
         "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
-        **(early_exit_args(mode, state) if mode.name == "early-exit" else {}),
-        "stop": mode.stop, "soft": {key: getattr(mode, key) for key in SOFT_DEFAULTS},  # soft's start, strength, ...
+        **(early_exit_args(state) if mode.trials else {}),
     }
 
 
@@ -63,11 +64,10 @@ def request_args(params) -> dict | None:
     return args
 
 
-def early_exit_args(mode: Mode, state) -> dict:
-    """early-exit's settings; ``trial_now``: the request must begin with the trial due at the end of
-    its history (a followed prefix stopped there), whose other trials already ran."""
-    return {"threshold": mode.confidence_threshold, "trial": mode.trial_tokens,
-            "transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial,
+def early_exit_args(state) -> dict:
+    """early-exit's row: its transitions as ids; ``trial_now``: the request must begin with the trial due
+    at the end of its history (a followed prefix stopped there), whose other trials already ran."""
+    return {"transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial,
             "tries_left": state.tries_left}
 
 
@@ -76,28 +76,23 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
     (``tokenizer``: for a ``stop`` pattern; without one the pattern is only checked to compile)."""
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]))
-    if args["mode"] == "early-exit":
-        return _early_exit_state(args, markers, sentence_ends)
-    # the exit text itself is in `exit` (ids); the Mode only needs to know that there is one
-    mode = Mode(args["mode"], args["wait"], grace=args.get("grace", 0), stop=args.get("stop", ""), **args.get("soft", {}))
+    mode = Mode.parse(args["mode"])
     stop = None
     if mode.stop and tokenizer is not None:
         from e1.engine.stop import StopPattern
 
         stop = StopPattern(tokenizer, mode.stop)
-    state = RowState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
-                     tuple(args.get("exit", ())), sentence_ends, stop)
+    transitions = tuple(map(tuple, args["transitions"])) if mode.trials else ()
+    state = mode.new_state(Budget(args["think"], args["solve"]), markers, args["opens"], args["room"],
+                           tuple(args["exit"]), sentence_ends, stop, transitions)
+    if mode.trials:
+        return _replay_trials(state, args)
     state.extend(args["history"])
     return state
 
 
-def _early_exit_state(args: dict, markers: Markers, sentence_ends: frozenset[int]):
-    """An early-exit row: its history replayed without trials (they ran in earlier requests)."""
-    from e1.engine.early_exit import EarlyExitState
-
-    mode = Mode("early-exit", grace=args.get("grace", 0), threshold=args["threshold"], trial=args["trial"])
-    state = EarlyExitState(Budget(args["think"], args["solve"]), mode, markers, args["opens"], args["room"],
-                           tuple(args.get("exit", ())), sentence_ends, transitions=tuple(map(tuple, args["transitions"])))
+def _replay_trials(state, args: dict):
+    """A trial-answering row (early-exit): its history replayed without trials (they ran in earlier requests)."""
     state.trials_on = False
     state.extend(args["history"])
     state.trials_on = bool(args.get("tries_left", True))  # the driver counts the trials of every round
@@ -173,8 +168,8 @@ class BudgetProcessor(LogitsProcessor):
         args = request_args(params)
         if args is None:
             return None
-        return row_state(args, self.sentence_ends() if args.get("grace") else frozenset(),
-                         self.tokenizer() if args.get("stop") else None)
+        mode = Mode.parse(args["mode"])
+        return row_state(args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if mode.stop else None)
 
     def is_argmax_invariant(self) -> bool:
         return False  # forcing changes the argmax

@@ -315,7 +315,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     generated = []
     for (mode, budget), problems in groups.items():
         seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
-        stated = budget.total if mode.name != "none" else None  # --prompt-budget: N = t + s
+        stated = budget.total if mode.bounded else None  # --prompt-budget: N = t + s
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
                    for p in problems]
         try:

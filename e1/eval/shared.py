@@ -37,11 +37,10 @@ still to do. Under greedy decoding a shared sweep equals an independent one row 
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 from e1.budget import Budget
-from e1.engine.base import Mode
+from e1.engine.modes import Mode
 
 ROOT = Mode("none")
 
@@ -73,13 +72,7 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
     >>> followable_tokens(Mode("elastic"), Budget(0, 1024), 32768)  # forced at once: nothing to follow
     0
     """
-    if mode.name == "none":
-        return max_tokens
-    if mode.name == "truncate":
-        return min(budget.total, max_tokens)
-    if mode.name == "soft" and mode.strength:  # thinking up to the first biased draw, or a natural end then s
-        return 0 if budget.think == 0 else min(math.floor(mode.start * budget.think) + 1 + budget.solve, max_tokens)
-    return 0 if budget.think == 0 else min(budget.think + mode.grace + budget.solve, max_tokens)
+    return mode.followable_tokens(budget, max_tokens)
 
 
 def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:

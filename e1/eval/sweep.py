@@ -136,12 +136,12 @@ def effort_grid(modes: tuple[Mode, ...], efforts: str | None, budget_axis: str =
         return modes
     if efforts is None:
         raise ConfigError("--budget-axis effort needs --efforts", hint="e.g. --efforts low,medium,high")
-    other = next((mode for mode in modes if mode.name != "none" or mode.effort), None)
+    other = next((mode for mode in modes if not mode.takes("effort") or mode.effort), None)
     if other is not None:
         raise ConfigError(f"--budget-axis effort sets the effort of mode none, not of {other}",
                           hint="leave out --modes (or pass --modes none)")
     levels = _unique(item.lower() for item in _items(efforts, "effort level"))
-    return _unique(replace(mode, effort=level) for mode in modes for level in levels)
+    return _unique(mode.replace(effort=level) for mode in modes for level in levels)
 
 
 def model_slug(model: str) -> str:
@@ -320,7 +320,7 @@ def effort_lines(samples):
     """Samples of an effort axis as one curve per mode: ``mode`` without its level, ``effort`` the level."""
     modes = {mode: Mode.parse(mode) for mode in samples["mode"].unique()}
     return samples.assign(effort=samples["mode"].map(lambda mode: modes[mode].effort),
-                          mode=samples["mode"].map(lambda mode: str(replace(modes[mode], effort=""))))
+                          mode=samples["mode"].map(lambda mode: str(modes[mode].replace(effort=""))))
 
 
 def curves_frame(summary):

@@ -25,6 +25,6 @@ def overthinking_tokens(generated: list[tuple], scorer) -> list[float]:
         if scored.reward >= 1.0 and i not in first_correct:
             first_correct[i] = trial["think_tokens"]
     return [
-        (g[3].think_tokens - first_correct[i] if i in first_correct else 0.0) if g[0].name == "early-exit" else math.nan
+        (g[3].think_tokens - first_correct[i] if i in first_correct else 0.0) if g[0].trials else math.nan
         for i, g in enumerate(generated)
     ]

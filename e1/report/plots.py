@@ -13,7 +13,6 @@ written before intervals existed are drawn without). matplotlib is imported insi
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from e1.budget import format_tokens
@@ -52,7 +51,7 @@ def effort_lines(curves):
     mode without its level, the levels in order of measured thinking tokens."""
     if "effort" not in curves.columns or not (curves["effort"] != "").any():
         return curves
-    base = curves["mode"].map(lambda mode: str(replace(Mode.parse(mode), effort="")))
+    base = curves["mode"].map(lambda mode: str(Mode.parse(mode).replace(effort="")))
     return curves.assign(mode=base).sort_values("mean_think_tokens", kind="stable")
 
 

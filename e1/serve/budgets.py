@@ -12,7 +12,7 @@ the exception: its trials need several requests per sample, which the middleware
 
     >>> defaults = ServeDefaults(think=1024, solve=512)
     >>> request_budget({"thinking_budget": "2k"}, defaults)
-    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode(name='elastic', wait=0, exit='', grace=0, effort=''))
+    RequestBudget(budget=Budget(think=2048, solve=512), mode=Mode('elastic'))
     >>> str(request_budget({"budget_mode": "elastic:exit=qwen:grace=32"}, defaults).mode)
     'elastic:exit=qwen:grace=32'
     >>> request_budget({"budget_mode": "none"}, defaults) is None   # served as a plain request
@@ -24,16 +24,15 @@ from __future__ import annotations
 import json
 import secrets
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
-from e1.engine.base import Mode
-from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
+from e1.engine.modes import Mode
+from e1.engine.row_engine import new_row_state
 from e1.engine.row_state import RowState
-from e1.engine.row_state import worst_case_tokens as row_worst_case
 from e1.errors import ConfigError
 from e1.numeric import Number
 
@@ -46,9 +45,6 @@ CONFIG_KEY = "e1"  # the server's defaults travel in vLLM's --additional-config 
 # raw settings, so that no client sends them on a route the middleware does not see (/invocations, ...)
 ROUNDS_FIELD, ROUNDS_SECRET = "e1_rounds", secrets.token_hex(16)
 _PLAIN = Budget(0, 1)  # mode none never reads its budget; RowState only needs one to count phases
-# early-exit's trial answers per sample on this server (its default, and the most a request may ask
-# with tries=N): each trial is a round of requests, so a client's at= must not make them unbounded
-SERVED_TRIES = 64
 
 
 @dataclass(frozen=True)
@@ -86,13 +82,9 @@ class RequestBudget:
 
 
 def _servable(mode: Mode) -> Mode:
-    """``mode`` as this server decodes it (early-exit: ``tries`` at most SERVED_TRIES, its default),
-    or a ConfigError naming what cannot be served."""
-    if mode.name == "early-exit":
-        if mode.tries is not None and mode.tries > SERVED_TRIES:
-            raise ConfigError(f"mode {mode} asks for {mode.tries} trial answers per sample; this server tries "
-                              f"at most {SERVED_TRIES}", hint=f"send tries={SERVED_TRIES} or fewer")
-        mode = replace(mode, tries=SERVED_TRIES if mode.tries is None else mode.tries)
+    """``mode`` as this server decodes it (:meth:`Mode.served`: early-exit's trials bounded), or a
+    ConfigError naming what cannot be served."""
+    mode = mode.served()
     if mode.wait:
         raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
                           hint="use budget-forcing (without wait) or elastic")
@@ -108,7 +100,7 @@ def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | N
     mode = _servable(Mode.parse(xargs.get(MODE_FIELD, defaults.mode)))
     think = xargs.get(THINK_FIELD, defaults.think)
     solve = xargs.get(SOLVE_FIELD, defaults.solve)
-    if mode.name == "none" or (think is None and solve is None):
+    if not mode.bounded or (think is None and solve is None):
         return None
     if think is None or solve is None:
         missing = THINK_FIELD if think is None else SOLVE_FIELD
@@ -119,13 +111,13 @@ def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | N
 def worst_case_tokens(budget: RequestBudget, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
     """The most tokens a budgeted request can write: t + s, the forced markers, the mode's exit
     text (``exit_ids``) and grace window, and the EOS forced when the solution budget runs out."""
-    worst = row_worst_case(budget.budget, budget.mode, markers, exit_ids)
-    return worst if budget.mode.name == "truncate" else worst + 1
+    worst = budget.mode.worst_case(budget.budget, markers, exit_ids)
+    return worst + 1 if budget.mode.separate else worst
 
 
 def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, exit_ids: tuple[int, ...] = ()) -> None:
     """Refuse a budget that cannot fit the served context even for an empty prompt."""
-    worst = worst_case_tokens(budget, markers, exit_ids) + trial_room(budget.mode, markers)
+    worst = worst_case_tokens(budget, markers, exit_ids) + budget.mode.trial_room(markers)
     if worst > max_model_len:
         raise ConfigError(
             f"{THINK_FIELD}={budget.budget.think} plus {SOLVE_FIELD}={budget.budget.solve} need up to {worst} "
@@ -165,7 +157,7 @@ def check_fields(xargs: Mapping) -> None:
     a field (e1's middleware drives it in rounds, :mod:`e1.serve.rounds`), so there it is refused."""
     if MODE_FIELD in xargs:
         mode = _servable(Mode.parse(xargs[MODE_FIELD]))
-        if mode.name == "early-exit":
+        if mode.trials:
             raise ConfigError(f"mode {mode} needs e1's middleware: each trial answer ends a request and the next "
                               "continues from the real prefix, which one vLLM request cannot do",
                               hint="send it to e1 serve (or add --middleware e1.serve.middleware.BudgetMiddleware)")
@@ -222,17 +214,11 @@ class Served:
         return sentence_end_ids(self.tokenizer)
 
     def state(self, budget: RequestBudget | None, prompt_ids: Sequence[int], room: int = sys.maxsize) -> RowState:
-        sentence_ends = self.sentence_end_ids if budget and budget.mode.grace else frozenset()
-        if budget and budget.mode.name == "early-exit":  # as e1 eval's engines build it (RowEngine.row_state)
-            return EarlyExitState(budget.budget, budget.mode, self.markers, self.markers.opens_thinking(list(prompt_ids)),
-                                  room, self.exit_ids(budget), sentence_ends,
-                                  transitions=transition_ids(self.tokenizer, budget.mode.transition_texts))
-        stop = None
-        if budget and budget.mode.stop:
-            from e1.engine.stop import StopPattern
-
-            stop = StopPattern(self.tokenizer, budget.mode.stop)
-        return replay(budget, self.markers, prompt_ids, self.exit_ids(budget), sentence_ends, room, stop)
+        if budget is None:
+            return replay(None, self.markers, prompt_ids, room=room)
+        # as e1 eval's engines build it (RowEngine.row_state)
+        return new_row_state(budget.mode, budget.budget, self.markers, self.tokenizer, prompt_ids, room,
+                             lambda: self.sentence_end_ids)
 
 
 def load_served(vllm_config) -> Served:

@@ -63,6 +63,6 @@ class ServedBudgetProcessor(BudgetProcessor):
             return None
         room = params.max_tokens if params.max_tokens is not None else sys.maxsize
         state = self.served.state(budget, prompt_ids or [], room)
-        if budget.mode.name == "early-exit":  # the server's default, on a route around the middleware (/v1/responses,
+        if budget.mode.trials:  # the server's default, on a route around the middleware (/v1/responses,
             state.trials_on = False  # /invocations): no rounds, so no trials (one request cannot roll them back)
         return state

@@ -98,7 +98,7 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
-    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.name == "early-exit")
+    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials)
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
 

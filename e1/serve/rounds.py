@@ -30,7 +30,7 @@ import time
 import uuid
 
 from e1.budget import MAX_TOKENS
-from e1.engine.early_exit import EarlyExitState, replay_round, trial_room
+from e1.engine.early_exit import EarlyExitState, replay_round
 from e1.errors import ConfigError
 from e1.numeric import Number
 from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
@@ -87,7 +87,7 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
     room = request.get("max_completion_tokens") or request["max_tokens"]
     budget = plan.budget
     check_room({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve,
-                ROOM_FIELD: room + trial_room(budget.mode, served.markers)}, served.max_model_len - len(prompt_ids))
+                ROOM_FIELD: room + budget.mode.trial_room(served.markers)}, served.max_model_len - len(prompt_ids))
     rows = [asyncio.ensure_future(_row(call, request, plan, served, prompt_ids, room, j)) for j in range(request.get("n") or 1)]
     try:
         states = await asyncio.gather(*rows)
@@ -134,7 +134,7 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
                            state.exit_ids, state)
         seed = None if request.get("seed") is None else derive_seed(sample_seed(request["seed"], sample), round_index) >> 1
         body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
-                "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + trial_room(budget.mode, markers)),
+                "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + budget.mode.trial_room(markers)),
                 "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
                 "vllm_xargs": {KEY: json.dumps(args), ROUNDS_FIELD: ROUNDS_SECRET}}
         choice = (await call("/v1/completions", body))["choices"][0]

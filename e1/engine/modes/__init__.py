@@ -1,0 +1,20 @@
+"""Decoding modes: one small module per mode, one registry, one wire format (``str`` / ``Mode.parse``).
+
+    >>> from e1.budget import Budget
+    >>> names()
+    ('elastic', 'truncate', 'budget-forcing', 'soft', 'early-exit', 'none')
+    >>> Mode.parse("soft:strength=4").think_limit(Budget(100, 10))
+    150
+
+See :mod:`e1.engine.modes.base` for what a mode answers, and any module here for an example of adding one.
+"""
+
+from __future__ import annotations
+
+from e1.engine.modes.base import PLUGINS_ENV, REGISTRY, Mode, load_plugins, lookup, names, register
+from e1.engine.modes.options import EXIT_TEXTS, Option
+
+# the built-in modes, registered in this order (help and completion list them so)
+from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none  # noqa: E402,F401  isort: skip
+
+__all__ = ["EXIT_TEXTS", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "load_plugins", "lookup", "names", "register"]

@@ -1,0 +1,312 @@
+"""What a decoding mode is: a small class per mode, registered by name, and its one wire format.
+
+A mode is an immutable value written ``name[:key=value]...``; ``Mode.parse`` reads that text and
+``str(mode)`` writes it, and that text is the only form a mode takes outside Python: the CLI's
+``--modes``, ``config.json``, the results' ``mode`` column, vLLM's per-request ``extra_args`` and
+``e1 serve``'s ``budget_mode``. Each mode's class (one module each in this package) declares its
+options (:mod:`e1.engine.modes.options`) and answers every question the engine, the backends, the
+server and sweeps ask of it, so no code outside this package compares mode names:
+
+- ``separate``: thinking has its own budget ``t``, then the solution ``s`` (else one budget, or none);
+- ``think_limit``: where thinking is cut; ``end_bias``: what is added to the end marker's logit;
+- ``output_cap``: a cap on the whole output from the budget (truncate's ``t + s``);
+- ``worst_case``: the most tokens a row can write (context checks, the server's ``max_tokens``);
+- ``followable_tokens``: how much of an unconstrained sample a sweep's row may share;
+- ``new_state``: the row's state machine (:class:`~e1.engine.row_state.RowState` or a subclass).
+
+    >>> mode = Mode.parse("budget-forcing:wait=2")
+    >>> mode, str(mode), mode == Mode("budget-forcing", wait=2)
+    (Mode('budget-forcing', wait=2), 'budget-forcing:wait=2', True)
+
+A new mode is one module: a subclass with ``name``, ``summary`` and ``options``, decorated with
+:func:`register` (put it in this package, or name its file in ``E1_MODES`` to load it from outside).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import TYPE_CHECKING, ClassVar
+
+from e1.errors import ConfigError
+
+if TYPE_CHECKING:
+    from e1.budget import Budget
+    from e1.engine.markers import Markers
+    from e1.engine.modes.options import Option
+
+REGISTRY: dict[str, type[Mode]] = {}
+PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
+MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
+_OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
+_LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
+_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+
+def register(cls: type[Mode]) -> type[Mode]:
+    """Add a mode class to the registry under its ``name`` (a class decorator)."""
+    if not _NAME.fullmatch(cls.name):
+        raise ValueError(f"a mode name is a lower-case word (dashes allowed), not {cls.name!r}")
+    if cls.name in REGISTRY and REGISTRY[cls.name].__qualname__ != cls.__qualname__:
+        raise ValueError(f"mode {cls.name!r} is registered twice ({REGISTRY[cls.name].__module__} and {cls.__module__})")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def names() -> tuple[str, ...]:
+    """Every registered mode name, built-in ones first."""
+    load_plugins()
+    return tuple(REGISTRY)
+
+
+def lookup(name: str) -> type[Mode]:
+    if name not in REGISTRY:
+        load_plugins()
+    if name not in REGISTRY:
+        from e1.errors import did_you_mean
+
+        raise ConfigError(f"unknown mode {_short(name)!r}", hint=did_you_mean(name, REGISTRY, "modes are"))
+    return REGISTRY[name]
+
+
+_loaded: set[str] = set()
+
+
+def load_plugins() -> None:
+    """Import the modes named in ``$E1_MODES`` (files or modules), once each: a mode defined outside
+    e1 reaches every process e1 starts (vLLM's engine, ``e1 serve``) through the environment."""
+    import importlib
+    import importlib.util
+
+    for item in filter(None, (part.strip() for part in os.environ.get(PLUGINS_ENV, "").split(","))):
+        if item in _loaded:
+            continue
+        _loaded.add(item)
+        try:
+            if item.endswith(".py"):
+                spec = importlib.util.spec_from_file_location(f"e1_mode_{abs(hash(item))}", item)
+                if spec is None or spec.loader is None:
+                    raise ImportError(f"no Python file at {item}")
+                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+            else:
+                importlib.import_module(item)
+        except (ImportError, OSError, SyntaxError) as err:
+            raise ConfigError(f"{PLUGINS_ENV}: cannot load {item!r}: {err}", hint="name a .py file or an importable module") from None
+
+
+class Mode:
+    """A decoding mode and its options; ``Mode("soft", strength=4)`` or ``Mode.parse("soft:strength=4")``.
+
+    Options are read as attributes (``mode.grace``); an option the mode does not declare reads as its
+    neutral value (no grace window, no exit text, no stop pattern, no waits, no effort level).
+    """
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""  # one line: what the mode does (help, completion)
+    options: ClassVar[tuple[Option, ...]] = ()  # in the order str() writes them
+    separate: ClassVar[bool] = True  # thinking has its own budget t, then the solution s
+    bounded: ClassVar[bool] = True  # a token budget bounds the output (False: only --max-tokens does)
+    trials: ClassVar[bool] = False  # decodes trial answers and rolls them back (a backend must support it)
+    answer_prompt: ClassVar[bool] = False  # forces s1's "Final Answer:" after a forced end marker
+    # the neutral value of options that several modes declare (a mode that declares one overrides it)
+    wait: int = 0
+    grace: int = 0
+    exit: str = ""
+    stop: str = ""
+    effort: str = ""
+
+    def __new__(cls, name: str | None = None, **values):
+        if cls is Mode:
+            cls = lookup("elastic" if name is None else name)
+        elif name is not None and name != cls.name:
+            raise ConfigError(f"{cls.__name__} is mode {cls.name!r}, not {name!r}")
+        declared = {option.name: option for option in cls.options}
+        for key in values:
+            if key not in declared:
+                raise _not_an_option(key, cls)
+        self = object.__new__(cls)
+        text = f"{cls.name}:{':'.join(f'{key}={value!r}' for key, value in values.items())}"
+        for option in cls.options:
+            value = values.get(option.name, option.default)
+            object.__setattr__(self, option.name, option.check(value, text) if option.name in values else value)
+        self.check()
+        return self
+
+    def check(self) -> None:
+        """Rules between options (raise a ConfigError); each option's own bounds are checked already."""
+
+    @classmethod
+    def parse(cls, text: str | Mode) -> Mode:
+        """A mode from its text ``name[:key=value]...``: each option once, each value checked.
+
+        >>> Mode.parse("elastic:grace=32:exit=qwen")
+        Mode('elastic', exit='qwen', grace=32)
+        >>> Mode.parse("elastic:grace=1:grace=2")
+        Traceback (most recent call last):
+        e1.errors.ConfigError: mode option grace= is given twice in 'elastic:grace=1:grace=2' (give each option once)
+        """
+        if isinstance(text, Mode):
+            return text
+        if not isinstance(text, str):
+            raise ConfigError(f"a mode is a text such as 'elastic:grace=32', not {type(text).__name__}")
+        if len(text) > MAX_MODE_TEXT:
+            raise ConfigError(f"a mode of {len(text)} characters, more than {MAX_MODE_TEXT}", hint="a shorter mode")
+        name, _, rest = text.strip().partition(":")
+        kind = lookup(name)
+        declared = {option.name: option for option in kind.options}
+        values: dict[str, object] = {}
+        for item in _OPTION.findall(rest):
+            key, equals, value = item.partition("=")
+            if key not in declared:
+                raise _not_an_option(key, kind, text)
+            if not equals or not value:
+                raise ConfigError(f"mode option {key}= has no value in {_short(text)!r}", hint=declared[key].help)
+            if key in values:
+                raise ConfigError(f"mode option {key}= is given twice in {_short(text)!r}", hint="give each option once")
+            values[key] = declared[key].parse(value, text)
+        mode = object.__new__(kind)
+        for option in kind.options:
+            object.__setattr__(mode, option.name, values.get(option.name, option.default))
+        mode.check()
+        return mode
+
+    @staticmethod
+    def split_list(text: str) -> list[str]:
+        """Comma-separated modes as texts, commas inside quoted texts kept (empty items too).
+
+        >>> Mode.split_list("elastic,elastic:exit='a, b'")
+        ['elastic', "elastic:exit='a, b'"]
+        """
+        return [item.strip() for item in _LIST_COMMA.split(str(text))]
+
+    @property
+    def values(self) -> dict[str, object]:
+        """Every declared option's value, defaults included."""
+        return {option.name: getattr(self, option.name) for option in self.options}
+
+    def set_options(self) -> dict[str, object]:
+        """The options that differ from their defaults (what ``str`` writes)."""
+        return {option.name: getattr(self, option.name) for option in self.options
+                if getattr(self, option.name) != option.default}
+
+    def takes(self, option: str) -> bool:
+        """Whether this mode declares ``option``."""
+        return any(declared.name == option for declared in self.options)
+
+    def replace(self, **changes) -> Mode:
+        """This mode with some options changed (checked like any other); clearing an option the mode
+        does not declare (``effort=""`` on elastic) changes nothing.
+
+        >>> Mode.parse("none:effort=high").replace(effort=""), Mode.parse("elastic").replace(effort="")
+        (Mode('none'), Mode('elastic'))
+        """
+        changes = {key: value for key, value in changes.items()
+                   if self.takes(key) or value != getattr(type(self), key, not value)}
+        return type(self)(**{**self.set_options(), **changes})
+
+    def __str__(self) -> str:
+        written = self.set_options()
+        return ":".join([self.name, *(f"{option.name}={option.format(written[option.name])}"
+                                      for option in self.options if option.name in written)])
+
+    def __repr__(self) -> str:
+        return f"Mode({', '.join([repr(self.name), *(f'{k}={v!r}' for k, v in self.set_options().items())])})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Mode) and type(other) is type(self) and other.values == self.values
+
+    def __hash__(self) -> int:
+        return hash((self.name, tuple(self.values.items())))
+
+    def __setattr__(self, key, value):
+        raise AttributeError(f"a Mode is immutable: use mode.replace({key}=...)")
+
+    def __reduce__(self):
+        return Mode.parse, (str(self),)
+
+    # ---- what the engine asks: budgets and forcing ----------------------------------------------
+
+    def think_limit(self, budget: Budget) -> int:
+        """Where thinking is cut (the end marker forced): ``t``."""
+        return budget.think
+
+    def end_bias(self, think_tokens: int, t: int) -> float:
+        """What to add to the end marker's first logit after ``think_tokens`` thinking tokens (0: none)."""
+        return 0.0
+
+    def bias_start(self, t: int) -> int | None:
+        """The first thinking count at which :meth:`end_bias` may be non-zero (None: never)."""
+        return None
+
+    @property
+    def per_token(self) -> bool:
+        """Whether the mode acts on the logits during thinking (a bias or a pattern): a plain server can't."""
+        return bool(self.stop)
+
+    def output_cap(self, budget: Budget) -> int | None:
+        """A cap on the whole output (thinking + solution) from the budget; None: none of its own."""
+        return None
+
+    def worst_case(self, budget: Budget, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int | None:
+        """The most tokens a row can write (not counting the EOS a budget forces at the end): ``t + s``,
+        thinking beyond ``t`` (a ceiling), every forced token and the grace window. None: no budget of its own."""
+        forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
+        forced += len(markers.answer_ids) if self.answer_prompt else 0
+        return budget.total + self.think_limit(budget) - budget.think + forced + self.grace
+
+    def trial_room(self, markers: Markers) -> int:
+        """Context one trial answer may occupy past a row's real tokens (0: the mode tries none)."""
+        return 0
+
+    def followable_tokens(self, budget: Budget, max_tokens: int) -> int:
+        """The most ids of an unconstrained sample a row at ``budget`` takes unchanged (a sweep's sharing):
+        thinking up to ``t`` (+ a grace window) and, after a natural end, up to ``s`` solution ids."""
+        return 0 if budget.think == 0 else min(budget.think + self.grace + budget.solve, max_tokens)
+
+    # ---- texts and state ------------------------------------------------------------------------------
+
+    @property
+    def exit_text(self) -> str:
+        """The text forced at ``t`` before the end marker ("" for the bare marker)."""
+        from e1.engine.modes.options import EXIT_TEXTS
+
+        return EXIT_TEXTS.get(self.exit, self.exit)
+
+    @property
+    def transition_texts(self) -> tuple[str, ...]:
+        """Texts after which a trial answer is tried (none outside early-exit)."""
+        return ()
+
+    @property
+    def vendor_budget(self) -> bool:
+        """Whether a hosted vendor's own thinking budget in tokens means this mode."""
+        return False
+
+    def served(self) -> Mode:
+        """The mode as ``e1 serve`` decodes it (a mode may bound what one request can ask)."""
+        return self
+
+    def new_state(self, budget: Budget, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
+                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(), stop=None,
+                  transitions: tuple[tuple[int, ...], ...] = ()):
+        """A row's state machine (:class:`~e1.engine.row_state.RowState`)."""
+        from e1.engine.row_state import RowState
+
+        return RowState(budget, self, markers, prompt_opens_thinking, max_new_tokens, exit_ids, sentence_ends, stop)
+
+
+def _not_an_option(key: str, kind: type[Mode], text: str | None = None) -> ConfigError:
+    from e1.errors import did_you_mean
+
+    where = f" in {_short(text)!r}" if text is not None else ""
+    owners = [other.name for other in REGISTRY.values() if any(option.name == key for option in other.options)]
+    if owners:
+        return ConfigError(f"{key}= does not fit mode {kind.name!r}{where}", hint=f"it is an option of {', '.join(owners)}")
+    known = [option.name for option in kind.options]
+    hint = did_you_mean(key, known, listing="its options are") if known else f"mode {kind.name} takes no options"
+    return ConfigError(f"invalid mode option {_short(key)!r}{where}", hint=hint)
+
+
+def _short(text) -> str:
+    text = str(text)
+    return text if len(text) <= 80 else text[:77] + "..."

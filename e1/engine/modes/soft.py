@@ -1,0 +1,54 @@
+"""``soft`` (budget guidance) — no cut at ``t``: from ``start * t`` thinking tokens on, a bias added to the
+end marker's logit rises to ``strength`` at ``t`` (``shape`` linear or exp) and stays there; the marker
+is forced only at the backstop ``ceiling * t``. The bias is a pure function of the thinking count, so
+every backend adds the very same float.
+
+    >>> mode = Mode.parse("soft:start=0.5:strength=4")
+    >>> [mode.end_bias(k, 10) for k in (5, 6, 8, 10, 14)]
+    [0.0, 0.8, 2.4, 4.0, 4.0]
+"""
+
+from __future__ import annotations
+
+import math
+
+from e1.engine.modes.base import Mode, register
+from e1.engine.modes.options import EXIT, GRACE, STOP, Real, Word
+
+EXP_RATE = 4.0  # the exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4
+START = Real("start", "start=0.8: the bias starts at 80% of t", default=0.8, min=0, max=1)
+STRENGTH = Real("strength", "strength=8: the bias at t, in logits", default=8.0, min=0, max=100)
+SHAPE = Word("shape", "shape=linear|exp: how the bias rises from start * t to t", default="linear", choices=("linear", "exp"))
+CEILING = Real("ceiling", "ceiling=1.5: the marker is forced at 1.5 x t", default=1.5, min=1, max=64)
+
+
+@register
+class Soft(Mode):
+    name = "soft"
+    summary = "a rising bias on the end marker from start*t to t; forced only at ceiling*t"
+    options = (EXIT, GRACE, STOP, START, STRENGTH, SHAPE, CEILING)
+
+    def think_limit(self, budget) -> int:
+        return math.floor(self.ceiling * budget.think)
+
+    def end_bias(self, think_tokens: int, t: int) -> float:
+        begin = self.start * t
+        if think_tokens <= begin or self.strength == 0:
+            return 0.0
+        progress = 1.0 if t <= begin else min(1.0, (think_tokens - begin) / (t - begin))
+        if self.shape == "exp":
+            progress = math.expm1(EXP_RATE * progress) / math.expm1(EXP_RATE)
+        return self.strength * progress
+
+    def bias_start(self, t: int) -> int | None:
+        return math.floor(self.start * t) + 1 if self.strength else None
+
+    @property
+    def per_token(self) -> bool:
+        return True
+
+    def followable_tokens(self, budget, max_tokens: int) -> int:
+        """Thinking up to the first biased draw (its distribution differs), or a natural end then ``s``."""
+        if not self.strength:
+            return super().followable_tokens(budget, max_tokens)
+        return 0 if budget.think == 0 else min(self.bias_start(budget.think) + budget.solve, max_tokens)
