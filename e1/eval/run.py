@@ -245,7 +245,7 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
     check_writable(config.out)
     if model and config.api is None:  # a served model is checked by asking its server
         check_model_path(config.model)
-        check_context(config.model, config.budgets, config.modes, config.max_model_len)
+        check_context(config.model, config.budgets, [m for m in config.modes if m.bounded], config.max_model_len)
 
 
 def eval_tp(config: EvalConfig) -> int:

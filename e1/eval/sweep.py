@@ -244,7 +244,8 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     check_writable(config.out)
     for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
-        check_context(model, config.settings.budgets, config.modes, config.settings.max_model_len)
+        check_context(model, config.settings.budgets, [m for m in config.modes if m.bounded],
+                          config.settings.max_model_len)
 
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None, group=None):

@@ -86,7 +86,7 @@ def check_launchable(config: ServeConfig) -> None:
     check_model_path(config.model)
     defaults = config.defaults
     if defaults.think is not None:
-        check_context(config.model, [Budget(defaults.think, defaults.solve)], [Mode.parse(defaults.mode)],
+        check_context(config.model, [Budget(defaults.think, defaults.solve)], [m for m in [Mode.parse(defaults.mode)] if m.bounded],
                       config.max_model_len)
 
 

@@ -2,7 +2,7 @@
 
     check_writable(Path("runs/x"))                        # --out: a directory we can create or write
     check_model_path("./my-model")                        # a local-looking model path must exist
-    check_context("./my-model", [Budget(1024, 1024)], [Mode()])   # budgets against config.json
+    check_context("./my-model", [Budget(1024, 1024)], [Mode()])   # modes a budget bounds   # budgets against config.json
 
 Nothing here imports torch or writes a file.
 """
@@ -118,14 +118,13 @@ def config_context(model: str) -> int | None:
 
 
 def check_context(model: str, budgets: Sequence[Budget], modes: Sequence, max_model_len: int | None = None) -> None:
-    """Refuse a budget that cannot fit the model's context even with an empty prompt: mode ``none``
-    is only capped; every other mode needs at least ``t + s`` tokens (the engine checks exactly later)."""
+    """Refuse a budget that cannot fit the model's context even with an empty prompt: every mode a
+    budget bounds needs at least ``t + s`` tokens (the engine checks exactly later). ``modes``: those
+    modes only (``mode.bounded``; mode ``none`` is only capped by the context)."""
     context = max_model_len or config_context(model)
     if context is None:
         return
     for mode in modes:
-        if str(mode).split(":")[0] == "none":
-            continue
         for budget in budgets:
             if budget.total > context:
                 raise ConfigError(
