@@ -224,16 +224,16 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     import torch
     from transformers import AutoConfig
 
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine import load_engine
 
     options = {"distributed_executor_backend": "external_launcher"} if config.deepspeed else {}
     kv_bytes = kv_cache_bytes(config, AutoConfig.from_pretrained(model), longest_prompt, world)
     if kv_bytes is not None:
         options["kv_cache_memory_bytes"] = kv_bytes
-    return VLLMEngine.load(model, dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                           max_model_len=config.max_model_len, think_start=config.think_start,
-                           think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
-                           sleep_mode=torch.cuda.is_available(), **options)
+    return load_engine(model, "vllm", dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
+                       max_model_len=config.max_model_len, think_start=config.think_start,
+                       think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
+                       sleep_mode=torch.cuda.is_available(), **options)
 
 
 KV_SLACK_TOKENS = 64  # per sequence, beyond prompt + t + s: a length instruction (L1), the forced end marker
