@@ -7,7 +7,8 @@
 
 The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``backend="hf"``; under
 ZeRO-3 on a plain copy, see :mod:`e1.grpo.parallel`) or a colocated
-:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``), which gets a copy of
+:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``, loaded through
+:func:`e1.engine.load_engine`; training takes no backend behind an API), which gets a copy of
 every tensor after each update (:meth:`sync_weights`). Rollouts are elastic at the training
 budget (one, or each problem's from the curriculum: :mod:`e1.grpo.curriculum`),
 ``samples_per_prompt`` per problem, seeded by (seed, step, problem).
