@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 
+from e1.cli.completion import complete_formats
+
 
 def export_command(
     run: Annotated[Path, typer.Argument(show_default=False, metavar="RUN_DIR", help="A directory written by e1 eval or e1 sweep.")],
-    format: Annotated[str, typer.Option("--format", "-f", show_default=False,
+    format: Annotated[str, typer.Option("--format", "-f", show_default=False, autocompletion=complete_formats,
                                         help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).")],
     out: Annotated[Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
                                                 help="Where to write the files.")] = None,

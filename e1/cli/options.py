@@ -23,6 +23,9 @@ from typing import Annotated, Callable, Optional
 
 import typer
 
+from e1.cli.completion import complete_backends, complete_datasets, complete_dtypes, complete_sandboxes
+
+
 def nonempty_path(flag: str) -> Callable[[object], Path]:
     """Typer's parser for a path option: ``--out ''`` would otherwise be ``Path('.')``, the current directory.
 
@@ -51,12 +54,13 @@ ThinkStartOpt = Annotated[Optional[str], typer.Option(
     "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")]
 ThinkEndOpt = Annotated[Optional[str], typer.Option(
     "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="auto | float32 | bfloat16 | float16.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", autocompletion=complete_dtypes,
+                                        help="auto | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).")]
 TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
 GpuMemOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]
 SandboxOpt = Annotated[Optional[str], typer.Option(
-    "--sandbox", envvar="E1_SANDBOX", show_default="auto",
+    "--sandbox", envvar="E1_SANDBOX", show_default="auto", autocompletion=complete_sandboxes,
     help="How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code unconfined), unshare, bwrap, or none (NO isolation: only time, output and rlimits; prints a warning). unshare: own PID/mount/IPC/UTS namespaces, no network, a throwaway uid, a minimal read-only root, private /tmp and /dev/shm; memory (1 GiB) and processes (64) capped per run's whole process tree where cgroups allow (v2 with memory+pids, else v1), else per process and per user. bwrap (no root): the same namespaces and root, the caller's uid, per-process limits only.")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option(
     "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)]
@@ -67,7 +71,7 @@ class RunOptions:
     """The options of `e1 eval` and `e1 sweep` other than model, budgets, modes, n and --out."""
 
     datasets: Annotated[list[str], typer.Option(
-        "--datasets", "-d", show_default=False,
+        "--datasets", "-d", show_default=False, autocompletion=complete_datasets,
         help="Registry names (see `e1 data list`) or files (.parquet/.jsonl/.json/.csv); repeat or comma-separate.")]
     temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.")] = 0.6
     top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold (1 = off).")] = 0.95
@@ -87,7 +91,7 @@ class RunOptions:
         "--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False)] = None
     test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
     backend: Annotated[str, typer.Option(
-        "--backend", help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) "
+        "--backend", autocompletion=complete_backends, help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) "
         "| gemini | anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').")] = "auto"
     tp: TpOpt = 1
     gpu_memory_utilization: GpuMemOpt = 0.9
@@ -129,7 +133,8 @@ class RunOptions:
         for a hosted backend, whose endpoint is then the vendor's)."""
         from types import SimpleNamespace
 
-        from e1.engine.api import API_FLAGS, API_NUMBERS, HOSTED_BACKENDS, ApiSettings
+        from e1.engine import HOSTED_BACKENDS
+        from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings
         from e1.numeric import check_numbers
 
         values = {"concurrency": self.concurrency, "request_timeout_s": self.request_timeout, "max_retries": self.max_retries}

@@ -13,6 +13,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from e1.cli.completion import (complete_algos, complete_dataset, complete_sandboxes,
+                               complete_train_backends, complete_train_dtypes)
 from e1.cli.options import nonempty_path, with_options
 from e1.grpo.config import TrainConfig
 
@@ -31,7 +33,7 @@ class TrainOptions:
     """Every option of `e1 train` but --config; None leaves the config file's value (else the default)."""
 
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="Initial policy: model folder or hub id.", show_default=False)] = None
-    data: Annotated[Optional[str], typer.Option("--data", "-d", help="Training problems: registry name or file with problem and answer fields.", show_default=False)] = None
+    data: Annotated[Optional[str], typer.Option("--data", "-d", help="Training problems: registry name or file with problem and answer fields.", show_default=False, autocompletion=complete_dataset)] = None
     think: Annotated[Optional[str], _opt("--think", "Rollout thinking budget t: 512, 1k, 1.5k; a set 512,1k,2k or a range 512..2k draws one per prompt and step (budget curriculum).")] = None
     solve: Annotated[Optional[str], _opt("--solve", "Rollout solution budget s.")] = None
     out: Annotated[Optional[Path], _opt("--out", "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", parser=nonempty_path("--out"))] = None
@@ -54,21 +56,21 @@ class TrainOptions:
     resume_every: Annotated[Optional[int], _opt("--resume-every", "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write the weights alone (default: every save).")] = None
     keep_last: Annotated[Optional[int], _opt("--keep-last", "Keep only the newest K checkpoints (default: all).")] = None
     eval_every: Annotated[Optional[int], _opt("--eval-every", "Validate every N steps.")] = None
-    eval_data: Annotated[Optional[str], _opt("--eval-data", "Validation problems (default: none).")] = None
+    eval_data: Annotated[Optional[str], _opt("--eval-data", "Validation problems (default: none).", autocompletion=complete_dataset)] = None
     eval_limit: Annotated[Optional[int], _opt("--eval-limit", "Only the first N validation problems.")] = None
     seed: Annotated[Optional[int], _opt("--seed", "Seed of data order, rollouts and mini-batches.")] = None
     resume: Annotated[Optional[bool], typer.Option("--resume/--no-resume", help="Continue from the newest checkpoint in --out.", show_default=False)] = None
     batch_size: Annotated[Optional[int], _opt("--batch-size", "Sequences decoded together.")] = None
     rollout_chunks: Annotated[Optional[int], _opt("--rollout-chunks", "Generate each step's rollouts in N chunks of whole prompts and score chunk k while chunk k+1 generates. Pays when scoring takes time (code tasks whose sandboxed tests run for seconds), at the cost of smaller generate batches; 1 = one generate call, then scoring.")] = None
-    dtype: Annotated[Optional[str], _opt("--dtype", "float32 | bfloat16 | float16.")] = None
+    dtype: Annotated[Optional[str], _opt("--dtype", "float32 | bfloat16 | float16.", autocompletion=complete_train_dtypes)] = None
     device: Annotated[Optional[str], _opt("--device", "auto | cpu | cuda | cuda:N.")] = None
     think_start: Annotated[Optional[str], _opt("--think-start", "Start-of-thinking marker (default: <think>).")] = None
     think_end: Annotated[Optional[str], _opt("--think-end", "End-of-thinking marker (default: </think>).")] = None
     data_dir: Annotated[Optional[Path], _opt("--data-dir", "Prepared datasets (default: $E1_DATA_DIR).", parser=nonempty_path("--data-dir"))] = None
-    algo: Annotated[Optional[str], _opt("--algo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).")] = None
+    algo: Annotated[Optional[str], _opt("--algo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).", autocompletion=complete_algos)] = None
     lr_schedule: Annotated[Optional[str], _opt("--lr-schedule", "constant | cosine.")] = None
     warmup_steps: Annotated[Optional[int], _opt("--warmup-steps", "Linear learning-rate warm-up steps.")] = None
-    backend: Annotated[Optional[str], _opt("--backend", "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if installed and a GPU is present).")] = None
+    backend: Annotated[Optional[str], _opt("--backend", "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if installed and a GPU is present); not the API backends.", autocompletion=complete_train_backends)] = None
     tp: Annotated[Optional[int], _opt("--tp", "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine).")] = None
     gpu_memory_utilization: Annotated[Optional[float], _opt("--gpu-memory-utilization", "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it sleeps during updates; training state stays resident).")] = None
     kv_cache_gib: Annotated[Optional[float], _opt("--kv-cache-gib", "vLLM's KV cache per GPU in GiB (default: what one step's rollouts need; 0: from --gpu-memory-utilization).")] = None
@@ -76,7 +78,7 @@ class TrainOptions:
     workers: Annotated[Optional[int], _opt("--workers", "Code rewards: programs run in parallel in the sandbox.")] = None
     test_time_limit_s: Annotated[Optional[float], _opt("--test-time-limit", "Code rewards: seconds per test.", "test_time_limit_s")] = None
     max_tests: Annotated[Optional[int], _opt("--max-tests", "Code rewards: run only each problem's N largest tests (default: all).")] = None
-    sandbox: Annotated[Optional[str], typer.Option("--sandbox", envvar="E1_SANDBOX", show_default=False, help="Code rewards' sandbox: auto | unshare | bwrap | none (see e1 eval --help). \\[default: auto]")] = None
+    sandbox: Annotated[Optional[str], typer.Option("--sandbox", envvar="E1_SANDBOX", show_default=False, autocompletion=complete_sandboxes, help="Code rewards' sandbox: auto | unshare | bwrap | none (see e1 eval --help). \\[default: auto]")] = None
     think_schedule: Annotated[Optional[str], _opt("--think-schedule", "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the steps) or a linear 4k..1k; caps --think (default: none).")] = None
     system_prompt: Annotated[Optional[str], _opt("--system-prompt", "A system message before each problem (default: none, as the paper).")] = None
     chat_template_kwargs: Annotated[Optional[str], _opt("--chat-template-kwargs", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' (Qwen3-style hybrids).")] = None

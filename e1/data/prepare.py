@@ -447,3 +447,4 @@ _READERS: dict[str, Callable[[Path], tuple[Records, list[str]]]] = {
     ".parquet": _read_parquet,
     ".csv": _read_csv,
 }
+DATA_SUFFIXES = tuple(_READERS)  # the data files e1 reads (shell completion offers them)

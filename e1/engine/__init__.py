@@ -3,30 +3,110 @@
     engine = load_engine("./my-model", backend="auto")   # vLLM when installed and a GPU is there
     completions = engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling())
 
-Heavy libraries load inside :func:`load_engine`, never at import.
+    engine = load_engine("my-model", backend="openai", api=ApiSettings("http://127.0.0.1:8000/v1"))
+
+The backends are named in :mod:`e1.engine.backends`; :data:`LOADERS` holds each one's loader and
+:func:`load_engine` is the one place that picks it (eval, sweep and training rollouts load through it).
+Heavy libraries load inside the loaders, never at import.
 """
 
 from __future__ import annotations
 
-from e1.engine.options import (BACKENDS, DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers,
-                               resolve_backend, vllm_available)
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
-__all__ = ["BACKENDS", "DEVICE_KINDS", "DTYPES", "check_device", "check_engine_options", "check_markers", "load_engine",
-           "resolve_backend", "vllm_available"]
+from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
+                                check_backend, resolve_backend, vllm_available)
+from e1.engine.options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
+
+__all__ = ["API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "Backend", "DEVICE_KINDS", "DTYPES", "HOSTED_BACKENDS",
+           "LOADERS", "LOCAL_BACKENDS", "LoadSettings", "check_backend", "check_device", "check_engine_options",
+           "check_markers", "load_engine", "resolve_backend", "vllm_available"]
 
 
-def load_engine(model: str, backend: str = "auto", *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
+@dataclass(frozen=True)
+class LoadSettings:
+    """What :func:`load_engine` was given; each loader reads the settings its backend takes."""
+
+    dtype: str = "auto"  # local engines
+    device: str = "auto"  # transformers
+    batch_size: int = 64  # transformers (vLLM batches by itself)
+    think_start: str | None = None
+    think_end: str | None = None
+    tp: int = 1  # vLLM
+    gpu_memory_utilization: float = 0.9  # vLLM
+    max_model_len: int | None = None  # vLLM
+    vllm_options: dict[str, Any] = field(default_factory=dict)  # more VLLMEngine.load / vllm.LLM options
+    api: Any = None  # served backends: an e1.engine.api.ApiSettings (hosted: None is the vendor's endpoint)
+    modes: Sequence = ()  # served backends: each mode's method is checked (and recorded) at load
+    journal: Path | None = None  # served backends: the file of replies that a resumed run reads back
+
+
+def load_engine(model: str, backend: str = AUTO, *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
                 think_start: str | None = None, think_end: str | None = None, tp: int = 1,
-                gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, **vllm_options):
-    """An engine for ``model``; ``device`` and ``batch_size`` apply to transformers, ``tp``,
-    ``gpu_memory_utilization`` and ``max_model_len`` to vLLM (which batches by itself)."""
-    if resolve_backend(backend) == "vllm":
-        from e1.engine.vllm import VLLMEngine
+                gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, api=None,
+                modes: Sequence = (), journal: Path | None = None, **vllm_options):
+    """An engine for ``model`` on ``backend`` (a name of :data:`BACKENDS`, or ``auto``). ``device``
+    and ``batch_size`` apply to transformers; ``tp``, ``gpu_memory_utilization``, ``max_model_len``
+    and ``vllm_options`` to vLLM (which batches by itself); ``api`` (an
+    :class:`e1.engine.api.ApiSettings`), ``modes`` and ``journal`` (the reply file a resumed run
+    reads back) to the backends behind an API."""
+    settings = LoadSettings(dtype=dtype, device=device, batch_size=batch_size, think_start=think_start,
+                            think_end=think_end, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
+                            max_model_len=max_model_len, vllm_options=vllm_options, api=api, modes=tuple(modes),
+                            journal=journal)
+    name = resolve_backend(backend)
+    return LOADERS[name](model, settings)
 
-        return VLLMEngine.load(model, dtype=dtype, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
-                               max_model_len=max_model_len, think_start=think_start, think_end=think_end,
-                               **vllm_options)
+
+def _load_hf(model: str, settings: LoadSettings):
     from e1.engine.hf import HFEngine
 
-    return HFEngine.load(model, dtype=dtype, device=device, batch_size=batch_size, think_start=think_start,
-                         think_end=think_end)
+    return HFEngine.load(model, dtype=settings.dtype, device=settings.device, batch_size=settings.batch_size,
+                         think_start=settings.think_start, think_end=settings.think_end)
+
+
+def _load_vllm(model: str, settings: LoadSettings):
+    from e1.engine.vllm import VLLMEngine
+
+    return VLLMEngine.load(model, dtype=settings.dtype, tp=settings.tp,
+                           gpu_memory_utilization=settings.gpu_memory_utilization,
+                           max_model_len=settings.max_model_len, think_start=settings.think_start,
+                           think_end=settings.think_end, **settings.vllm_options)
+
+
+def _modes(settings: LoadSettings) -> list:
+    from e1.engine.base import Mode
+
+    return [Mode.parse(mode) for mode in settings.modes]
+
+
+def _load_openai(model: str, settings: LoadSettings):
+    from e1.engine.api import OpenAIEngine, check_api
+
+    check_api("openai", settings.api, _modes(settings))  # no --api-url: one line saying so
+    return OpenAIEngine.load(model, settings.api, _modes(settings), think_start=settings.think_start,
+                             think_end=settings.think_end, journal=settings.journal)
+
+
+def _hosted(name: str) -> Callable[[str, LoadSettings], object]:
+    def load(model: str, settings: LoadSettings):
+        from e1.engine.api import ApiSettings, check_api
+        from e1.engine.hosted import HostedEngine
+
+        api = settings.api or ApiSettings(None, backend=name)  # None: the vendor's own endpoint
+        check_api(name, api, _modes(settings))
+        return HostedEngine.load(model, api, _modes(settings), journal=settings.journal)
+
+    return load
+
+
+# each backend's loader: (model, settings) -> engine; the names are BACKENDS' (tests/test_backends.py)
+LOADERS: dict[str, Callable[[str, LoadSettings], object]] = {
+    "hf": _load_hf,
+    "vllm": _load_vllm,
+    "openai": _load_openai,
+    "gemini": _hosted("gemini"),
+    "anthropic": _hosted("anthropic"),
+}

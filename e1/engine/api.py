@@ -35,6 +35,7 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
                                   completion_tokens, reported_completion, row_task, run_rows, stopped_at)
+from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
 from e1.engine.row_engine import RowEngine
@@ -42,9 +43,7 @@ from e1.errors import ConfigError, ModelError
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
-HOSTED_BACKENDS = ("gemini", "anthropic")  # e1.engine.hosted: a vendor's SDK, its budget axes (e1.engine.vendors)
-API_BACKENDS = (API_BACKEND, *HOSTED_BACKENDS)
-KEY_ENVS = {"openai": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
+KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
 # e1 serve's request fields (e1.serve.budgets; the engine layer may not import e1.serve)
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"

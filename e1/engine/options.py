@@ -1,20 +1,15 @@
-"""Engine options, checked before anything loads, and the backend ``auto`` resolves to.
+"""Engine options, checked before anything loads (the backends themselves: :mod:`e1.engine.backends`).
 
     >>> check_markers("<think>", "</think>")
-    >>> resolve_backend("hf")
-    'hf'
+    >>> check_device("cpu")
+    'cpu'
 """
 
 from __future__ import annotations
 
+from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vllm_available: e1.engine.vllm reads it here)
 from e1.errors import ConfigError, did_you_mean
 from e1.numeric import Number
-
-BACKENDS = ("auto", "hf", "vllm")  # local engines (training takes these)
-# eval and sweep also take a model behind an API: any OpenAI-compatible server (e1.engine.api) or a
-# hosted reasoning API through its vendor's SDK (e1.engine.hosted)
-EVAL_BACKENDS = BACKENDS + ("openai", "gemini", "anthropic")
-
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
 # the numeric engine settings every command shares (e1.numeric): eval, sweep, train, serve
@@ -65,8 +60,7 @@ def check_markers(think_start: str | None, think_end: str | None) -> None:
 def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_memory_utilization: float,
                          max_model_len: int | None) -> None:
     """The engine settings `e1 eval` and `e1 sweep` take, refused before anything loads."""
-    if backend not in EVAL_BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}", hint=did_you_mean(backend, EVAL_BACKENDS))
+    check_backend(backend)
     check_device(device)
     if dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
@@ -74,21 +68,3 @@ def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_mem
     for name, spec in ENGINE_NUMBERS.items():
         spec.check(values[name], "--" + name.replace("_", "-"))
 
-
-def vllm_available() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("vllm") is not None
-
-
-def resolve_backend(backend: str = "auto") -> str:
-    """``auto`` picks vLLM when it is installed and a CUDA GPU is visible, else transformers."""
-    if backend not in EVAL_BACKENDS:
-        raise ConfigError(f"unknown backend {backend!r}", hint=f"choose one of {', '.join(EVAL_BACKENDS)}")
-    if backend != "auto":
-        return backend
-    if not vllm_available():
-        return "hf"
-    import torch
-
-    return "vllm" if torch.cuda.is_available() else "hf"

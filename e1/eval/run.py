@@ -256,28 +256,22 @@ def eval_tp(config: EvalConfig) -> int:
 
 
 def load_engine_for(config: EvalConfig, ranks=None):
-    """The engine ``config`` asks for (backend, dtype, device, markers, vLLM settings); under
-    torchrun a vLLM engine joins the ranks of its shard (``external_launcher``)."""
-    from e1.engine import load_engine, resolve_backend
+    """The engine ``config`` asks for (backend, dtype, device, markers, vLLM or API settings); under
+    torchrun a vLLM engine joins the ranks of its shard (``external_launcher``), and a backend behind
+    an API is refused (its server batches)."""
+    from e1.engine import BACKENDS, load_engine, resolve_backend
 
-    if config.api is not None:
-        from e1.engine.api import OpenAIEngine
-
-        if ranks is not None and ranks.world > 1:
-            raise ConfigError(f"--backend {config.api.backend} runs in one process (the server batches)",
-                              hint="run without torchrun and raise --concurrency instead")
-        if config.api.backend != "openai":
-            from e1.engine.hosted import HostedEngine
-
-            return HostedEngine.load(config.model, config.api, config.modes, journal=Path(config.out) / API_REPLIES)
-        return OpenAIEngine.load(config.model, config.api, config.modes, think_start=config.think_start,
-                                 think_end=config.think_end, journal=Path(config.out) / API_REPLIES)
-    launched = ranks is not None and ranks.world > 1 and resolve_backend(config.backend) == "vllm"
-    options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched else {}
-    return load_engine(config.model, config.backend, dtype=config.dtype, device=config.device,
+    backend = resolve_backend(config.backend)
+    launched = ranks is not None and ranks.world > 1
+    if launched and BACKENDS[backend].served:
+        raise ConfigError(f"--backend {backend} runs in one process (the server batches)",
+                          hint="run without torchrun and raise --concurrency instead")
+    options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched and backend == "vllm" else {}
+    return load_engine(config.model, backend, dtype=config.dtype, device=config.device,
                        batch_size=config.batch_size, think_start=config.think_start, think_end=config.think_end,
                        tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                       max_model_len=config.max_model_len, **options)
+                       max_model_len=config.max_model_len, api=config.api, modes=config.modes,
+                       journal=Path(config.out) / API_REPLIES, **options)
 
 
 def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
-from e1.engine import BACKENDS, check_device, check_markers
+from e1.engine import check_backend, check_device, check_markers
 from e1.engine.options import ENGINE_NUMBERS
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
@@ -34,6 +34,7 @@ from e1.sandbox import backend_name
 from e1.store.results import model_identity
 
 ALGOS = ("grpo", "sft")
+DTYPES = ("float32", "bfloat16", "float16")  # training keeps its weights in one of these
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
 FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
@@ -159,7 +160,7 @@ class TrainConfig:
             raise ConfigError(f"unknown rollout_cut {self.rollout_cut!r}", hint=did_you_mean(self.rollout_cut, ROLLOUT_CUTS))
         if self.forced_tokens not in FORCED_TOKENS:
             raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS))
-        if self.dtype not in ("float32", "bfloat16", "float16"):
+        if self.dtype not in DTYPES:
             raise ConfigError(f"unknown dtype {self.dtype!r}", hint="use float32, bfloat16 or float16")
         if self.deepspeed is not None and self.deepspeed not in ("zero1", "zero2", "zero3") \
                 and not str(self.deepspeed).endswith(".json"):
@@ -172,8 +173,7 @@ class TrainConfig:
 
     def _check_engines(self) -> None:
         """The rollout engine's settings and the code sandbox's."""
-        if self.backend not in BACKENDS:
-            raise ConfigError(f"unknown backend {self.backend!r}", hint=did_you_mean(self.backend, BACKENDS))
+        check_backend(self.backend, local=True)  # rollouts decode with the policy's weights: no API backend
         check_device(self.device)
         check_markers(self.think_start, self.think_end)
         backend_name(self.sandbox)  # whatever the data: a typo is a typo before any model loads

@@ -7,7 +7,8 @@
 
 The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``backend="hf"``; under
 ZeRO-3 on a plain copy, see :mod:`e1.grpo.parallel`) or a colocated
-:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``), which gets a copy of
+:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``, loaded through
+:func:`e1.engine.load_engine`; training takes no backend behind an API), which gets a copy of
 every tensor after each update (:meth:`sync_weights`). Rollouts are elastic at the training
 budget (one, or each problem's from the curriculum: :mod:`e1.grpo.curriculum`),
 ``samples_per_prompt`` per problem, seeded by (seed, step, problem).
@@ -224,16 +225,16 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     import torch
     from transformers import AutoConfig
 
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine import load_engine
 
     options = {"distributed_executor_backend": "external_launcher"} if config.deepspeed else {}
     kv_bytes = kv_cache_bytes(config, AutoConfig.from_pretrained(model), longest_prompt, world)
     if kv_bytes is not None:
         options["kv_cache_memory_bytes"] = kv_bytes
-    return VLLMEngine.load(model, dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                           max_model_len=config.max_model_len, think_start=config.think_start,
-                           think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
-                           sleep_mode=torch.cuda.is_available(), **options)
+    return load_engine(model, "vllm", dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
+                       max_model_len=config.max_model_len, think_start=config.think_start,
+                       think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
+                       sleep_mode=torch.cuda.is_available(), **options)
 
 
 KV_SLACK_TOKENS = 64  # per sequence, beyond prompt + t + s: a length instruction (L1), the forced end marker
