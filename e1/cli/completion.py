@@ -22,9 +22,9 @@ MAX_FILES = 200  # a folder of thousands of files still answers at once
 
 def mode_names() -> tuple[str, ...]:
     """The decoding modes' names: the one place the CLI reads them."""
-    from e1.engine.base import MODES
+    from e1.engine.modes import names
 
-    return tuple(MODES)
+    return names()
 
 
 def backend_names() -> tuple[str, ...]:

@@ -82,9 +82,11 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
         from e1.engine.stop import StopPattern
 
         stop = StopPattern(tokenizer, mode.stop)
+    from e1.engine.row_engine import state_for
+
     transitions = tuple(map(tuple, args["transitions"])) if mode.trials else ()
-    state = mode.new_state(Budget(args["think"], args["solve"]), markers, args["opens"], args["room"],
-                           tuple(args["exit"]), sentence_ends, stop, transitions)
+    state = state_for(mode, Budget(args["think"], args["solve"]), markers, args["opens"], args["room"],
+                      tuple(args["exit"]), sentence_ends, stop, transitions)
     if mode.trials:
         return _replay_trials(state, args)
     state.extend(args["history"])

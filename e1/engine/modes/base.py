@@ -12,7 +12,7 @@ server and sweeps ask of it, so no code outside this package compares mode names
 - ``output_cap``: a cap on the whole output from the budget (truncate's ``t + s``);
 - ``worst_case``: the most tokens a row can write (context checks, the server's ``max_tokens``);
 - ``followable_tokens``: how much of an unconstrained sample a sweep's row may share;
-- ``new_state``: the row's state machine (:class:`~e1.engine.row_state.RowState` or a subclass).
+- ``trials``: whether it decodes trial answers (its rows then run :class:`~e1.engine.early_exit.EarlyExitState`).
 
     >>> mode = Mode.parse("budget-forcing:wait=2")
     >>> mode, str(mode), mode == Mode("budget-forcing", wait=2)
@@ -285,14 +285,6 @@ class Mode:
     def served(self) -> Mode:
         """The mode as ``e1 serve`` decodes it (a mode may bound what one request can ask)."""
         return self
-
-    def new_state(self, budget: Budget, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
-                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(), stop=None,
-                  transitions: tuple[tuple[int, ...], ...] = ()):
-        """A row's state machine (:class:`~e1.engine.row_state.RowState`)."""
-        from e1.engine.row_state import RowState
-
-        return RowState(budget, self, markers, prompt_opens_thinking, max_new_tokens, exit_ids, sentence_ends, stop)
 
 
 def _not_an_option(key: str, kind: type[Mode], text: str | None = None) -> ConfigError:

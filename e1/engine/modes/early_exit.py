@@ -64,10 +64,3 @@ class EarlyExit(Mode):
             raise ConfigError(f"mode {self} asks for {self.tries} trial answers per sample; this server tries "
                               f"at most {SERVED_TRIES}", hint=f"send tries={SERVED_TRIES} or fewer")
         return self if self.tries is not None else self.replace(tries=SERVED_TRIES)
-
-    def new_state(self, budget, markers, prompt_opens_thinking, max_new_tokens, exit_ids=(), sentence_ends=frozenset(),
-                  stop=None, transitions=()):
-        from e1.engine.early_exit import EarlyExitState
-
-        return EarlyExitState(budget, self, markers, prompt_opens_thinking, max_new_tokens, exit_ids, sentence_ends,
-                              transitions=transitions)
