@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from e1.engine.modes import usage as modes_usage
 from e1.cli.completion import complete_mode
 from e1.cli.options import ModelOpt, OutOpt, RunOptions, SolveOpt, ThinkOpt, with_options
 
@@ -17,7 +18,7 @@ def eval_command(
     model: ModelOpt,
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
-    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help="elastic | truncate | budget-forcing[:wait=K] | soft[:start=0.8:strength=8:shape=linear|exp:ceiling=1.5] | none | early-exit[:threshold=0.95:trial=16:tries=N:at=para+wait]; elastic, soft, budget-forcing and early-exit take :exit=qwen|'text' and :grace=G; elastic, soft and budget-forcing :stop='regex' (e.g. elastic:stop='\\\\boxed\\{'); hosted APIs: none:effort=LEVEL (README: Decoding modes).")] = "elastic",
+    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help=f"{modes_usage()}. exit=qwen or a quoted text, forced at t; stop='regex' ends thinking (e.g. elastic:stop='\\\\boxed\\{{'); none:effort=LEVEL behind a hosted API (README: Decoding modes).")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
     out: OutOpt = Path("runs/eval"),

@@ -7,6 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from e1.engine.modes import usage as modes_usage
 from e1.cli.completion import complete_modes
 from e1.cli.options import OutOpt, RunOptions, with_options
 
@@ -18,7 +19,7 @@ def sweep_command(
     think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
     budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[Optional[str], typer.Option("--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort", help="Comma-separated: elastic, truncate (one budget t+s), budget-forcing[:wait=K], soft[:start=F:strength=B:shape=linear|exp:ceiling=C], none, early-exit[:threshold=P:trial=K:tries=N:at=para+wait]; options :exit=qwen|'text', :grace=G, :stop='regex' (e.g. elastic:exit=qwen, early-exit:threshold=0.9). soft shares a trajectory only up to start x t.")] = None,
+    modes: Annotated[Optional[str], typer.Option("--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort", help=f"Comma-separated modes: {modes_usage()}. e.g. elastic:exit=qwen, early-exit:threshold=0.9; soft shares a trajectory only up to start x t (README: Decoding modes).")] = None,
     budget_axis: Annotated[str, typer.Option("--budget-axis", help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured thinking tokens).")] = "tokens",
     efforts: Annotated[Optional[str], typer.Option("--efforts", show_default=False, help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).")] = None,
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,

@@ -59,6 +59,20 @@ def names() -> tuple[str, ...]:
     return tuple(REGISTRY)
 
 
+def usage() -> str:
+    """Every mode with its options, for ``--help`` (read from the registry, so it never drifts).
+
+    >>> usage().split(" | ")[:2]
+    ['elastic[:exit=…:grace=0:stop=…]', 'truncate']
+    """
+    def option(o) -> str:
+        choices = getattr(o, "choices", ())
+        return f"{o.name}={'|'.join(choices) if choices else '…' if o.default in (None, '') else o.format(o.default)}"
+
+    return " | ".join(kind.name + (f"[:{':'.join(map(option, kind.options))}]" if kind.options else "")
+                      for kind in (lookup(name) for name in names()))
+
+
 def lookup(name: str) -> type[Mode]:
     if name not in REGISTRY:
         load_plugins()
