@@ -6,6 +6,10 @@ import json
 
 import pytest
 
+# tests/modes/ holds modes that tests load on purpose (E1_MODES); importing them while collecting
+# (--doctest-modules) would register them in every test's registry
+collect_ignore = ["modes"]
+
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path, monkeypatch):
