@@ -31,6 +31,7 @@ from e1.engine.options import BACKENDS
 from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
+from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.numeric import Number, check_numbers
 from e1.rewards.scoring import ScoringSpec
 from e1.store.results import model_identity
@@ -38,7 +39,6 @@ from e1.store.results import model_identity
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
-FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
 TRAIN_DTYPES = ("float32", "bfloat16", "float16")  # weights and optimizer state
 # the rollout engine's defaults: decode with the policy module, in float32; vLLM (if asked for) shares
 # each GPU with the policy and optimizer, so it gets less of it than in `e1 eval`
@@ -228,10 +228,8 @@ class TrainConfig:
     def optimizer_steps_per_step(self) -> int:
         return self.prompts_per_step // self.mini_batch_prompts
 
-    def loss_config(self):
-        """The :class:`e1.grpo.core.GRPOLossConfig` of this run (imports torch)."""
-        from e1.grpo.core import GRPOLossConfig
-
+    def loss_config(self) -> GRPOLossConfig:
+        """The :class:`~e1.grpo.loss_config.GRPOLossConfig` of this run."""
         return GRPOLossConfig(clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
                               entropy_coef=self.entropy_coef, forced_tokens=self.forced_tokens)
 
