@@ -165,7 +165,7 @@ class TrainConfig:
         """What training narrows in the rollout engine's spec (checked in full by EngineSpec itself)."""
         if self.engine.backend not in BACKENDS:
             raise ConfigError(f"--backend {self.engine.backend} cannot train: the rollouts decode locally",
-                              hint=did_you_mean(self.engine.backend, BACKENDS))
+                              hint=f"use {', '.join(BACKENDS)}")
         if self.engine.dtype not in TRAIN_DTYPES:
             raise ConfigError(f"unknown dtype {self.engine.dtype!r}", hint="use float32, bfloat16 or float16")
 
