@@ -29,13 +29,13 @@ def main() -> int:
     parser.add_argument("--deepspeed", default=None)
     parser.add_argument("--tolerance", type=float, default=0.05, help="max |log-prob difference| after the sync")
     args = parser.parse_args()
-    from e1.grpo.config import TrainConfig
+    from e1.grpo.config import build_config
     from e1.grpo.trainer import Trainer
 
-    config = TrainConfig(model=args.model, data=args.data, out=tempfile.mkdtemp(prefix="e1-sync-"), think=512, solve=256,
-                         steps=1, prompts_per_step=16, samples_per_prompt=4, mini_batch_prompts=16, micro_batch=8,
-                         lr=1e-5, kl_coef=0.001, save_every=1, backend="vllm", dtype="bfloat16", max_model_len=2048,
-                         deepspeed=args.deepspeed)
+    config = build_config(model=args.model, data=args.data, out=tempfile.mkdtemp(prefix="e1-sync-"), think=512,
+                          solve=256, steps=1, prompts_per_step=16, samples_per_prompt=4, mini_batch_prompts=16,
+                          micro_batch=8, lr=1e-5, kl_coef=0.001, save_every=1, backend="vllm", dtype="bfloat16",
+                          max_model_len=2048, deepspeed=args.deepspeed)
     trainer = Trainer.create(config, reward=alternating)
     probe = trainer.prompt_ids[0] + trainer.tokenizer.encode(" First, add the two numbers: 2 + 3 = 5.")
     with trainer.strategy.full_weights() as policy:

@@ -99,7 +99,7 @@ class StepTime:
 
 def e1_trainer(args, model: Path, problems: Path, out: Path):
     """e1's ``Trainer`` for the benchmark, counting the tokens each rollout generates."""
-    from e1.grpo.config import TrainConfig
+    from e1.grpo.config import build_config
     from e1.grpo.trainer import Trainer
 
     class CountingTrainer(Trainer):
@@ -111,7 +111,7 @@ def e1_trainer(args, model: Path, problems: Path, out: Path):
             return completions
 
     never_reached = 10**9  # no checkpoint, no validation, no final save
-    config = TrainConfig(
+    config = build_config(
         model=str(model), data=str(problems), think=args.think, solve=args.tokens - 1 - args.think, out=out,
         steps=never_reached, prompts_per_step=args.prompts, samples_per_prompt=args.group,
         mini_batch_prompts=args.prompts, micro_batch=args.micro_batch, lr=1e-6, weight_decay=0.01, grad_clip=1.0,

@@ -33,7 +33,7 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
 from e1.eval.run import EvalConfig, _generate_batch, _pending, _score_batch, evaluate
 from e1.models.tiny import build_tiny_model
-from e1.rewards.scoring import Scorer
+from e1.rewards.scoring import ScoringSpec
 from e1.store.samples import SampleStore
 
 
@@ -65,7 +65,7 @@ def stages_alone(engine, config: EvalConfig) -> tuple[float, float]:
     began = time.perf_counter()
     generated = [_generate_batch(engine, todo[i : i + per_call], config) for i in range(0, len(todo), per_call)]
     generate_s = time.perf_counter() - began
-    with Scorer(config.workers, config.test_time_limit_s) as scorer:
+    with config.scoring.scorer() as scorer:
         began = time.perf_counter()
         for batch in generated:
             _score_batch(batch, scorer)
@@ -84,8 +84,8 @@ def main() -> None:
         model = HFEngine.load(str(build_tiny_model(root / "tiny")), batch_size=args.batch)
         config = EvalConfig(model="tiny", datasets=(str(problems_file(root, args.problems)),), n=args.n,
                             budgets=(Budget(args.tokens // 2, args.tokens // 2),), modes=(Mode("elastic"),),
-                            sampling=Sampling(temperature=1.0), batch_size=args.batch, workers=args.workers,
-                            test_time_limit_s=30.0, out=root / "unused")
+                            sampling=Sampling(temperature=1.0), batch_size=args.batch,
+                            scoring=ScoringSpec(workers=args.workers, test_time_limit_s=30.0), out=root / "unused")
         stages_alone(WritesSleepyCode(model, 0.0), config)  # warm-up
         generate_s, overhead_s = stages_alone(WritesSleepyCode(model, 0.0), config)
         samples = args.problems * args.n

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from e1.grpo.checkpoint import TrainerState, save_checkpoint
-from e1.grpo.config import TrainConfig
+from e1.grpo.config import build_config
 from e1.grpo.parallel import launch, parallel_strategy
 from e1.models.tiny import build_tiny_model
 
@@ -47,8 +47,8 @@ def main() -> None:
     root = Path(tempfile.mkdtemp(prefix="e1-saves-"))
     model_dir = build_tiny_model(root / "model", vocab_size=2048, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
                                  layers=args.layers, heads=max(1, args.hidden // 64), kv_heads=max(1, args.hidden // 256))
-    config = TrainConfig(model=str(model_dir), data="d", out=root / "run", dtype=args.dtype, deepspeed=args.deepspeed,
-                         prompts_per_step=2, mini_batch_prompts=2, samples_per_prompt=2, micro_batch=4, device="cpu")
+    config = build_config(model=str(model_dir), data="d", out=root / "run", dtype=args.dtype, deepspeed=args.deepspeed,
+                          prompts_per_step=2, mini_batch_prompts=2, samples_per_prompt=2, micro_batch=4, device="cpu")
     rank, world, device = launch(config)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).to(device)
     strategy = parallel_strategy(config, model, rank, world)

@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overlap import problems_file  # noqa: E402
 
-from e1.grpo.config import TrainConfig  # noqa: E402
+from e1.grpo.config import build_config  # noqa: E402
 from e1.grpo.trainer import Trainer  # noqa: E402
 from e1.models.tiny import build_tiny_model  # noqa: E402
 
@@ -69,11 +69,11 @@ class SleepingReward:
 
 
 def trainer_for(root: Path, model: Path, data: Path, args, chunks: int) -> tuple[Trainer, SleepyAnswers]:
-    config = TrainConfig(model=str(model), data=str(data), out=root / f"chunks{chunks}", think=args.tokens // 2,
-                         solve=args.tokens // 2, steps=10_000, save_every=10_000, eval_every=10_000,
-                         prompts_per_step=args.prompts, samples_per_prompt=args.group, mini_batch_prompts=args.prompts,
-                         micro_batch=args.group * 2, kl_coef=0.0, temperature=1.0, batch_size=args.batch,
-                         workers=args.workers, test_time_limit_s=60.0, rollout_chunks=chunks)
+    config = build_config(model=str(model), data=str(data), out=root / f"chunks{chunks}", think=args.tokens // 2,
+                          solve=args.tokens // 2, steps=10_000, save_every=10_000, eval_every=10_000,
+                          prompts_per_step=args.prompts, samples_per_prompt=args.group, mini_batch_prompts=args.prompts,
+                          micro_batch=args.group * 2, kl_coef=0.0, temperature=1.0, batch_size=args.batch,
+                          workers=args.workers, test_time_limit_s=60.0, rollout_chunks=chunks)
     trainer = Trainer.create(config)
     answers = SleepyAnswers(trainer.rollouts.engine)
     if args.sleep_only:

@@ -20,7 +20,9 @@ from e1.budget import Budget
 from e1.data.prompts import PromptOptions, build_prompt
 from e1.engine.api import ONE_CALL, PLAIN_SERVER, TWO_CALLS, ApiSettings, OpenAIEngine
 from e1.engine.base import Mode, Sampling
+from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError, E1Error, ResultsError
+from e1.rewards.scoring import ScoringSpec
 from tests.serving import free_port
 
 MODEL = "stand-in"
@@ -238,7 +240,7 @@ def _eval(url: str, tokenizer_dir: str, tmp_path: Path, batch_size: int = 1, **a
     settings = ApiSettings(url, tokenizer=tokenizer_dir, max_retries=1, concurrency=2, **api)
     config = EvalConfig(model=MODEL, datasets=(str(_dataset(tmp_path)),), budgets=(Budget(5, 4),), n=1,
                         sampling=Sampling(temperature=0), out=tmp_path / "run", batch_size=batch_size,
-                        backend="openai", api=settings, workers=1)
+                        engine=EngineSpec(backend="openai"), api=settings, scoring=ScoringSpec(workers=1))
     return evaluate(config)
 
 
@@ -309,8 +311,9 @@ def test_a_sweep_draws_every_cell_on_its_own_behind_an_api(stand_in, tokenizer_d
     from e1.eval.sweep import SweepConfig, sweep
 
     grid = EvalConfig(model="", datasets=(str(_dataset(tmp_path, count=2)),), budgets=(Budget(5, 4),),
-                      modes=(Mode(), Mode("truncate")), n=1, sampling=Sampling(temperature=0), backend="openai",
-                      api=ApiSettings(stand_in.url, tokenizer=tokenizer_dir), workers=1)
+                      modes=(Mode(), Mode("truncate")), n=1, sampling=Sampling(temperature=0),
+                      engine=EngineSpec(backend="openai"), api=ApiSettings(stand_in.url, tokenizer=tokenizer_dir),
+                      scoring=ScoringSpec(workers=1))
     samples, _, curves = sweep(SweepConfig(models=(MODEL,), settings=grid, out=tmp_path / "sweep"))
     assert sorted(zip(samples["mode"], samples["problem_id"], samples["think_tokens"])) == [
         ("elastic", "p0", 5), ("elastic", "p1", 3), ("truncate", "p0", 3), ("truncate", "p1", 3)]

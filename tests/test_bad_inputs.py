@@ -114,7 +114,7 @@ CASES = [
     ("train-markers-equal", [*TRAIN, "--think-start", "<t>", "--think-end", "<t>"], 1, "both '<t>'"),
     ("train-device-tpu", [*TRAIN, "--device", "tpu"], 1, "unknown device 'tpu'"),
     ("train-tp-zero", [*TRAIN, "--tp", "0"], 1, "tp must be >= 1"),
-    ("train-gpu-memory-seven", [*TRAIN, "--gpu-memory-utilization", "7"], 1, "gpu_memory_utilization must be in"),
+    ("train-gpu-memory-seven", [*TRAIN, "--gpu-memory-utilization", "7"], 1, "--gpu-memory-utilization must be in"),
     ("train-resume-every-zero", [*TRAIN, "--resume-every", "0"], 1, "resume_every must be >= 1"),
     ("train-kv-cache-negative", [*TRAIN, "--kv-cache-gib", "-1"], 1, "kv_cache_gib must be in"),
     ("train-out-empty", [*TRAIN, "--out", ""], 1, "--out is empty"),

@@ -20,7 +20,7 @@ from e1.errors import ConfigError, ResultsError
 from e1.eval.run import RUN_IDENTITY, EvalConfig, evaluate
 from e1.store.results import SAMPLE_COLUMNS
 from e1.rewards import scoring
-from e1.rewards.scoring import Scorer
+from e1.rewards.scoring import Scorer, ScoringSpec
 from tests.fakes import ScriptedModel
 
 ADD = [{"kind": "stdio", "input": "2 3\n", "output": "5\n"}, {"kind": "stdio", "input": "2 2\n", "output": "4\n"}]
@@ -68,7 +68,7 @@ def test_code_options_are_validated_and_part_of_the_run_identity():
     for bad, message in (({"workers": 0}, "--workers"), ({"max_tests": 0}, "--max-tests"),
                          ({"test_time_limit_s": 0}, "--test-time-limit")):
         with pytest.raises(ConfigError, match=message):
-            EvalConfig(model="m", datasets=("humaneval",), **bad)
+            EvalConfig(model="m", datasets=("humaneval",), scoring=ScoringSpec(**bad))
 
 
 # ---- HumanEval through the whole eval path ----
@@ -112,7 +112,7 @@ def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, human
     monkeypatch.setattr(Scorer, "score", lambda self, *items: calls.append(len(items[0])) or score(self, *items))
     config = EvalConfig(model="scripted", datasets=(str(humaneval_file),), budgets=(Budget(6, 120),), n=2,
                         modes=(Mode("elastic"),), sampling=Sampling(temperature=0.0), out=tmp_path / "run",
-                        batch_size=4, workers=2)
+                        batch_size=4, scoring=ScoringSpec(workers=2))
     _, summary = evaluate(config, engine=strlen_engine)
     assert calls == [4]  # one batch (2 problems x 2 samples), scored in one parallel call
     assert all("Complete the following Python function.\n\n```python\n" in p for p in strlen_engine.prompts)
@@ -126,7 +126,7 @@ def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, human
     assert other.first_failure == "test 1: runtime error: NameError: name 'has_close_elements' is not defined"
     assert summary.iloc[0].accuracy == pytest.approx(0.5)
     with pytest.raises(ResultsError, match="different max_tests"):
-        evaluate(replace(config, max_tests=1), engine=strlen_engine)
+        evaluate(replace(config, scoring=replace(config.scoring, max_tests=1)), engine=strlen_engine)
 
 
 def test_eval_command_on_humaneval_end_to_end(tmp_path, tiny_model_dir):

@@ -16,7 +16,9 @@ from starlette.responses import Response
 from e1.budget import Budget
 from e1.engine.api import ApiSettings
 from e1.engine.base import Mode, Sampling
+from e1.engine.spec import EngineSpec
 from e1.errors import E1Error
+from e1.rewards.scoring import ScoringSpec
 from tests.hosted_standins import EFFORT_TOKENS, StandIn
 
 pytest.importorskip("google.genai")
@@ -112,7 +114,8 @@ def _eval(url: str, vendor: str, tmp_path: Path, batch_size: int = 1):
 
     config = EvalConfig(model="stand-in", datasets=(str(_dataset(tmp_path)),), budgets=(Budget(0, 4096),),
                         modes=(Mode.parse("none:effort=low"),), n=1, sampling=Sampling(max_tokens=4096),
-                        out=tmp_path / "run", batch_size=batch_size, backend=vendor, workers=1,
+                        out=tmp_path / "run", batch_size=batch_size, engine=EngineSpec(backend=vendor),
+                        scoring=ScoringSpec(workers=1),
                         api=ApiSettings(url, backend=vendor, max_retries=2, concurrency=2, api_key_env="E1_KEY"))
     return evaluate(config)
 

@@ -20,6 +20,7 @@ from e1.engine.markers import Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError
 from e1.eval.run import EvalConfig
+from e1.rewards.scoring import ScoringSpec
 from e1.store.samples import SampleStore
 from e1.eval.shared import followable_tokens, problem_batches
 from e1.eval.sweep import SweepConfig, sweep
@@ -158,7 +159,7 @@ CELLS = (Mode("elastic"), Mode("truncate"), Mode("none"))
 def coin_sweep(out, data, independent: bool, seed: int, n: int = 25):
     settings = EvalConfig(model="coin", datasets=(str(data),), budgets=tuple(Budget(t, SOLVE) for t in (4, 8, 16)),
                           modes=CELLS, n=n, sampling=Sampling(temperature=1.0, top_p=1.0, seed=seed, max_tokens=64),
-                          batch_size=200, workers=1)
+                          batch_size=200, scoring=ScoringSpec(workers=1))
     return SweepConfig(models=("coin",), settings=settings, out=out, independent=independent)
 
 

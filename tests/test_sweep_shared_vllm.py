@@ -15,6 +15,7 @@ from e1.budget import Budget  # noqa: E402
 from e1.engine.base import Mode, Sampling  # noqa: E402
 from e1.eval.run import EvalConfig  # noqa: E402
 from e1.eval.sweep import SweepConfig, sweep  # noqa: E402
+from e1.rewards.scoring import ScoringSpec  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
@@ -105,7 +106,7 @@ def test_a_sampled_shared_sweep_keeps_the_invariants_and_a_greedy_one_equals_ind
 
     def run(out, independent, sampling):
         settings = EvalConfig(model="m", datasets=(str(data),), budgets=(Budget(0, 8), Budget(6, 8)), modes=modes, n=2,
-                              sampling=sampling, workers=1)
+                              sampling=sampling, scoring=ScoringSpec(workers=1))
         config = SweepConfig(models=("m",), settings=settings, out=tmp_path / out, independent=independent)
         return sweep(config, load_engine=lambda model: Kept(vllm_engine))[0]
 

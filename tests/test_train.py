@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from e1.errors import ConfigError, DataError, E1Error, ModelError
-from e1.grpo.config import TrainConfig, build_config, load_config_file
+from e1.grpo.config import TrainConfig, build_config, from_flat, load_config_file
 
 CHAR = "e"  # the trivially learnable reward: 1 when the solution contains this character
 
@@ -28,11 +28,11 @@ def write_problems(path: Path, count: int = 8, answers: bool = True) -> Path:
 
 
 def small(model: Path, data: Path, out: Path, **overrides) -> TrainConfig:
-    """A config that trains in well under a second per step on a tiny model."""
+    """A config that trains in well under a second per step on a tiny model (flat keys, as in a config file)."""
     values = {"model": str(model), "data": str(data), "out": out, "think": 4, "solve": 4, "steps": 3,
               "prompts_per_step": 4, "samples_per_prompt": 4, "mini_batch_prompts": 2, "micro_batch": 4,
               "lr": 1e-2, "temperature": 1.0, "save_every": 1, "seed": 0}
-    return TrainConfig(**values | overrides)
+    return from_flat(values | overrides)
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +239,7 @@ def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_di
     import dataclasses
 
     from e1.engine.base import Completion
+    from e1.engine.spec import EngineSpec
     from e1.eval.run import EvalConfig, evaluate
     from e1.grpo.trainer import Trainer
 
@@ -258,18 +259,23 @@ def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_di
     trainer = Trainer.create(small(reason_model_dir, data, tmp_path / "run", kl_coef=0.0, **markers))
     assert trainer.engine.markers.end_text == "</reason>"
     assert trainer.score([0], [right]).tolist() == [1.0]
-    config = EvalConfig(model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval", **markers)
+    config = EvalConfig(model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval",
+                        engine=EngineSpec(**markers))
     samples, _ = evaluate(config, engine=Answering(trainer.engine))
     assert samples["reward"].tolist() == [1.0]
 
 
 def test_vllm_settings_are_validated(tmp_path):
     with pytest.raises(ConfigError, match="backend"):
-        TrainConfig(model="m", data="d", backend="vlm")
-    with pytest.raises(ConfigError, match="gpu_memory_utilization"):
-        TrainConfig(model="m", data="d", gpu_memory_utilization=1.5)
+        build_config(model="m", data="d", backend="vlm")
+    with pytest.raises(ConfigError, match="gpu-memory-utilization"):
+        build_config(model="m", data="d", gpu_memory_utilization=1.5)
     with pytest.raises(ConfigError, match="tp"):
-        TrainConfig(model="m", data="d", tp=0)
+        build_config(model="m", data="d", tp=0)
+    with pytest.raises(ConfigError, match="--backend openai cannot train"):  # a backend eval takes, training not
+        build_config(model="m", data="d", backend="openai")
+    with pytest.raises(ConfigError, match="unknown dtype 'auto'"):  # eval's default; training names its dtype
+        build_config(model="m", data="d", dtype="auto")
 
 
 # ---- bad input: one E1Error before any weights load ----------------------------------------------

@@ -116,12 +116,12 @@ QWEN_1_5B = {"num_hidden_layers": 28, "num_key_value_heads": 2, "head_dim": 128,
 def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(prompts, samples, think, solve, prompt, context, dtype):
     from types import SimpleNamespace
 
-    from e1.grpo.config import TrainConfig
+    from e1.grpo.config import TrainConfig, build_config
     from e1.grpo.rollout import kv_cache_bytes
 
     model = SimpleNamespace(**QWEN_1_5B)
-    config = TrainConfig(model="m", data="d", think=think, solve=solve, prompts_per_step=prompts, samples_per_prompt=samples,
-                         mini_batch_prompts=prompts, dtype=dtype, max_model_len=context)
+    config = build_config(model="m", data="d", think=think, solve=solve, prompts_per_step=prompts,
+                          samples_per_prompt=samples, mini_batch_prompts=prompts, dtype=dtype, max_model_len=context)
     per_token = 2 * 28 * 2 * 128 * (4 if dtype == "float32" else 2)  # keys and values of every layer
     size = kv_cache_bytes(config, model, prompt, world=1)
     assert size % per_token == 0

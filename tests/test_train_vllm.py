@@ -189,7 +189,7 @@ def test_the_kv_cache_is_sized_to_a_step_of_rollouts(cli_run):
     cache = trainer.engine.llm.llm_engine.vllm_config.cache_config
     # 16 rows (4 prompts x 4 samples) x blocks of 128 tokens; 2 layers x 1 KV head x 32 x fp32, keys and values
     longest = max(map(len, trainer.prompt_ids))
-    assert longest + 8 + 64 <= 128 and config.max_model_len <= 16 * 128
+    assert longest + 8 + 64 <= 128 and config.engine.max_model_len <= 16 * 128
     asked = kv_cache_bytes(config, AutoConfig.from_pretrained(config.model), longest, world=1)
     assert asked == 16 * 128 * (2 * 2 * 1 * 32 * 4) == cache.kv_cache_memory_bytes
     assert cache.num_gpu_blocks * cache.block_size * 2 * 2 * 32 * 4 <= asked  # what vLLM allocated fits in it

@@ -20,13 +20,14 @@ def main(model_dir: str, spec_dir: str) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from e1.grpo.checkpoint import TrainerState, save_checkpoint
-    from e1.grpo.config import TrainConfig
+    from e1.grpo.config import build_config
     from e1.grpo.memory import account
     from e1.grpo.parallel import ZeRO, launch
 
     for stage in ("zero2", "zero3"):
-        config = TrainConfig(model=model_dir, data="d", deepspeed=f"{spec_dir}/{stage}.json", prompts_per_step=2, mini_batch_prompts=2,
-                             samples_per_prompt=2, micro_batch=2, lr=1e-2, device="cpu", out=f"{spec_dir}/out-{stage}")
+        config = build_config(model=model_dir, data="d", deepspeed=f"{spec_dir}/{stage}.json", prompts_per_step=2,
+                              mini_batch_prompts=2, samples_per_prompt=2, micro_batch=2, lr=1e-2, device="cpu",
+                              out=f"{spec_dir}/out-{stage}")
         rank, world, _ = launch(config)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         numel = sum(p.numel() for p in model.parameters())  # tied embeddings counted once

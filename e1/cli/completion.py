@@ -46,7 +46,7 @@ def dtype_names() -> tuple[str, ...]:
 
 
 def train_dtype_names() -> tuple[str, ...]:
-    from e1.grpo.config import DTYPES
+    from e1.grpo.config import TRAIN_DTYPES as DTYPES
 
     return DTYPES
 

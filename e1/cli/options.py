@@ -155,19 +155,22 @@ class RunOptions:
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
         from e1.data.prompts import PromptOptions
         from e1.engine.base import Sampling
-        from e1.eval.run import EvalConfig, default_workers
+        from e1.engine.spec import EngineSpec
+        from e1.eval.run import EvalConfig
+        from e1.rewards.scoring import ScoringSpec, default_workers
 
         return EvalConfig(
             model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),
             budgets=tuple(budgets), modes=tuple(modes), n=n,
             sampling=Sampling(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, seed=self.seed,
                               max_tokens=self.max_tokens),
-            out=out, batch_size=self.batch_size, limit=self.limit, think_start=self.think_start,
-            think_end=self.think_end, dtype=self.dtype, device=self.device, data_dir=self.data_dir,
-            workers=default_workers() if self.workers is None else self.workers, max_tests=self.max_tests,
-            test_time_limit_s=self.test_time_limit, backend=self.backend, tp=self.tp,
-            gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
-            sandbox=self.sandbox, api=self.api_settings(),
+            out=out, batch_size=self.batch_size, limit=self.limit, data_dir=self.data_dir,
+            engine=EngineSpec(backend=self.backend, dtype=self.dtype, device=self.device, tp=self.tp,
+                              gpu_memory_utilization=self.gpu_memory_utilization, max_model_len=self.max_model_len,
+                              think_start=self.think_start, think_end=self.think_end),
+            scoring=ScoringSpec(workers=default_workers() if self.workers is None else self.workers,
+                                test_time_limit_s=self.test_time_limit, max_tests=self.max_tests, sandbox=self.sandbox),
+            api=self.api_settings(),
             prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
                                  budget=self.prompt_budget),
             ks=parse_ks(self.k), report_to=self.report_to or "none",

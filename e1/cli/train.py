@@ -7,7 +7,7 @@ recipe in :class:`e1.grpo.config.TrainConfig`. No torch at import time.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,14 +16,12 @@ import typer
 from e1.cli.completion import (complete_algos, complete_dataset, complete_sandboxes,
                                complete_train_backends, complete_train_dtypes)
 from e1.cli.options import nonempty_path, with_options
-from e1.grpo.config import TrainConfig
-
-_DEFAULTS = {f.name: f.default for f in fields(TrainConfig)}
+from e1.grpo.config import DEFAULTS
 
 
 def _opt(flag: str, help: str, key: str | None = None, **extra):
     key = key or flag.lstrip("-").replace("-", "_")
-    default = _DEFAULTS.get(key)
+    default = DEFAULTS.get(key)
     shown = "" if default is None or key in ("model", "data") else f" \\[default: {default}]"  # escaped: rich would eat "[default: ...]" as markup
     return typer.Option(flag, help=help + shown, show_default=False, **extra)
 

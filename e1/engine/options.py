@@ -15,7 +15,8 @@ DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
 # the numeric engine settings every command shares (e1.numeric): eval, sweep, train, serve
 ENGINE_NUMBERS = {
     "tp": Number(int, min=1, max=4096, hint="the number of GPUs one vLLM engine spans"),
-    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint="a fraction of GPU memory, e.g. 0.9"),
+    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
+        "a fraction of GPU memory, e.g. 0.9; 0.3-0.5 in training, where the policy and optimizer share the GPU")),
     "max_model_len": Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
 }
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.pick_dtype reads them

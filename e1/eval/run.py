@@ -12,31 +12,30 @@ Under torchrun the ranks share the work (:mod:`e1.eval.distributed`). Metrics fo
 (accuracy = avg@n: mean correctness over all samples) plus the unbiased pass@k estimator;
 every rate is a fraction in [0, 1] (tables show percent).
 
-Code problems are scored a batch at a time in the sandbox, ``workers`` programs at once, each
-test limited to ``test_time_limit_s``; a sample's row records the fraction of tests passed
-and the first failure.
+What loads the model is an :class:`~e1.engine.spec.EngineSpec` (``config.engine``); how answers
+are scored a :class:`~e1.rewards.scoring.ScoringSpec` (``config.scoring``): code problems a batch at
+a time in the sandbox, ``workers`` programs at once, each test limited to ``test_time_limit_s``; a
+sample's row records the fraction of tests passed and the first failure. Training shares both.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.engine import check_engine_options, check_markers
 from e1.engine.api import ApiSettings, api_identity, check_api
 from e1.engine.base import Mode, Sampling
+from e1.engine.spec import EngineSpec
 from e1.data.prompts import PromptOptions
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
-from e1.sandbox import backend_name
 from e1.report.metrics import summarize
 from e1.report.reporting import parse_report_to, report_results
 from e1.store.results import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
-from e1.rewards.code import DEFAULT_TIME_LIMIT_S as DEFAULT_TEST_TIME_LIMIT_S
+from e1.rewards.scoring import ScoringSpec
 from e1.report.ui import NullProgress
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
@@ -45,20 +44,12 @@ RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests
                 "prompt")
 
 
-# what each numeric setting may hold (e1.numeric); the engine's are checked by check_engine_options
+# what each numeric setting may hold (e1.numeric); the engine's and the scoring's are checked by their specs
 EVAL_NUMBERS = {
     "n": Number(int, min=1, max=1_000_000),
     "batch_size": Number(int, min=1, max=1_000_000),
     "limit": Number(int, min=1, optional=True),
-    "workers": Number(int, min=1, max=4096),
-    "max_tests": Number(int, min=1, optional=True, hint="leave it out to run every test"),
-    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
 }
-
-
-def default_workers() -> int:
-    """Code tests run in parallel: min(8, CPU count)."""
-    return min(8, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -75,19 +66,9 @@ class EvalConfig:
     out: Path = Path("runs/eval")
     batch_size: int = 64
     limit: int | None = None  # first N problems of each dataset
-    think_start: str | None = None
-    think_end: str | None = None
-    dtype: str = "auto"
-    device: str = "auto"
     data_dir: Path | None = None
-    workers: int = field(default_factory=default_workers)  # code tests run at once
-    max_tests: int | None = None  # code: keep each problem's largest N tests (None: all)
-    test_time_limit_s: float = DEFAULT_TEST_TIME_LIMIT_S  # code: per test
-    backend: str = "auto"  # hf | vllm | auto (vLLM when installed and a GPU is present)
-    sandbox: str | None = None  # code sandbox backend: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
-    tp: int = 1  # vLLM tensor-parallel GPUs
-    gpu_memory_utilization: float = 0.9  # vLLM's share of GPU memory
-    max_model_len: int | None = None  # vLLM context length (None: the model's)
+    engine: EngineSpec = field(default_factory=EngineSpec)  # backend, dtype, device, vLLM settings, think markers
+    scoring: ScoringSpec = field(default_factory=ScoringSpec)  # code: sandbox, workers, per-test time, max tests
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
@@ -100,18 +81,15 @@ class EvalConfig:
         check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
         for k in self.ks:
             Number(int, min=1, max=self.n, hint=f"pass@k needs k <= n ({self.n} samples per problem)").check(k, "--k")
-        check_engine_options(self.backend, self.device, self.dtype, self.tp, self.gpu_memory_utilization,
-                             self.max_model_len)
-        check_markers(self.think_start, self.think_end)
-        backend_name(self.sandbox)  # whatever the data: a typo is a typo before any model loads
         if self.share_prefixes and self.prompt.budget:
             raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
                               hint="sweep with --independent (e1 sweep does so by itself)")
-        check_api(self.backend, self.api, self.modes)
+        check_api(self.engine.backend, self.api, self.modes)
         parse_report_to(self.report_to)
 
     def to_json(self) -> dict:
         data = asdict(self)
+        data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
@@ -129,7 +107,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     """
     from e1.eval.distributed import current_group, group_lock
 
-    group = group or current_group(eval_tp(config), config.device)
+    group = group or current_group(eval_tp(config), config.engine.device)
     preflight(config, model=engine is None)
     check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
     with group_lock(Path(config.out), "e1 eval", group):
@@ -210,15 +188,13 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
     ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
     from e1.eval.overlap import overlapped
-    from e1.rewards.scoring import Scorer
 
     if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
         for batch in batches:
             _generate_batch(engine, batch, config)
         return
     total = sum(len(batch) for batch in batches) * config.n
-    with Scorer(config.workers, config.test_time_limit_s, config.max_tests, sandbox=config.sandbox) as scorer, \
-            progress.task(f"generating {total} samples", total=total) as bar:
+    with config.scoring.scorer() as scorer, progress.task(f"generating {total} samples", total=total) as bar:
 
         def write(rows: list[dict]) -> None:
             store.append(rows)
@@ -234,7 +210,7 @@ def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
     if any(problem.task == "code" for _, _, problem in todo):
         from e1.sandbox import isolation
 
-        isolation(config.sandbox)
+        isolation(config.scoring.sandbox)
 
 
 def preflight(config: EvalConfig, model: bool = True) -> None:
@@ -245,14 +221,15 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
     check_writable(config.out)
     if model and config.api is None:  # a served model is checked by asking its server
         check_model_path(config.model)
-        check_context(config.model, config.budgets, [m for m in config.modes if m.bounded], config.max_model_len)
+        check_context(config.model, config.budgets, [m for m in config.modes if m.bounded], config.engine.max_model_len)
 
 
 def eval_tp(config: EvalConfig) -> int:
     """Ranks per engine under torchrun: ``--tp`` for vLLM; transformers engines are one per rank."""
     from e1.engine import resolve_backend
 
-    return config.tp if config.tp > 1 and resolve_backend(config.backend) == "vllm" else 1
+    engine = config.engine
+    return engine.tp if engine.tp > 1 and resolve_backend(engine.backend) == "vllm" else 1
 
 
 def load_engine_for(config: EvalConfig, ranks=None):
@@ -261,16 +238,17 @@ def load_engine_for(config: EvalConfig, ranks=None):
     an API is refused (its server batches)."""
     from e1.engine import BACKENDS, load_engine, resolve_backend
 
-    backend = resolve_backend(config.backend)
+    spec = config.engine
+    backend = resolve_backend(spec.backend)
     launched = ranks is not None and ranks.world > 1
     if launched and BACKENDS[backend].served:
         raise ConfigError(f"--backend {backend} runs in one process (the server batches)",
                           hint="run without torchrun and raise --concurrency instead")
     options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched and backend == "vllm" else {}
-    return load_engine(config.model, backend, dtype=config.dtype, device=config.device,
-                       batch_size=config.batch_size, think_start=config.think_start, think_end=config.think_end,
-                       tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                       max_model_len=config.max_model_len, api=config.api, modes=config.modes,
+    return load_engine(config.model, backend, dtype=spec.dtype, device=spec.device,
+                       batch_size=config.batch_size, think_start=spec.think_start, think_end=spec.think_end,
+                       tp=spec.tp, gpu_memory_utilization=spec.gpu_memory_utilization,
+                       max_model_len=spec.max_model_len, api=config.api, modes=config.modes,
                        journal=Path(config.out) / API_REPLIES, **options)
 
 

@@ -245,7 +245,7 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
         check_context(model, config.settings.budgets, [m for m in config.modes if m.bounded],
-                          config.settings.max_model_len)
+                      config.settings.engine.max_model_len)
 
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None, group=None):
@@ -261,7 +261,7 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     from e1.eval.distributed import current_group, group_lock
     from e1.eval.run import eval_tp
 
-    group = group or current_group(eval_tp(config.settings), config.settings.device)
+    group = group or current_group(eval_tp(config.settings), config.settings.engine.device)
     out = Path(config.out)
     _preflight(config, models=load_engine is None)
     _check_sweep_dir(out, config)

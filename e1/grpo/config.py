@@ -1,14 +1,17 @@
 """The training configuration: one frozen dataclass, defaults = the paper's E1-Math recipe.
 
     config = TrainConfig(model="agentica-org/DeepScaleR-1.5B-Preview", data="deepscaler", out=Path("runs/e1"))
-    config = TrainConfig(**load_config_file("train.toml") | {"steps": 10})   # flags override the file
+    config = from_flat(load_config_file("train.toml") | {"steps": 10})   # flags override the file
 
-A config file (TOML or YAML) holds the same keys as the dataclass fields, flat::
+A config file (TOML or YAML) holds the same keys as the dataclass fields, flat, the rollout
+engine's (:class:`~e1.engine.spec.EngineSpec`: ``backend``, ``dtype``, ...) and the code rewards'
+(:class:`~e1.rewards.scoring.ScoringSpec`: ``workers``, ``sandbox``, ...) among them::
 
     model = "./tiny"
     data = "problems.jsonl"
     think = "1k"
     prompts_per_step = 16
+    backend = "vllm"
 
 Importing this module does not import torch.
 """
@@ -17,27 +20,29 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
 import re
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
-from e1.engine import check_backend, check_device, check_markers
-from e1.engine.options import ENGINE_NUMBERS
+from e1.engine import check_backend
+from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
+from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.numeric import Number, check_numbers
-from e1.sandbox import backend_name
+from e1.rewards.scoring import ScoringSpec
 from e1.store.results import model_identity
 
 ALGOS = ("grpo", "sft")
-DTYPES = ("float32", "bfloat16", "float16")  # training keeps its weights in one of these
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
-FORCED_TOKENS = ("train", "mask")  # mirrors e1.grpo.core.FORCED_TOKENS (that module imports torch)
+TRAIN_DTYPES = ("float32", "bfloat16", "float16")  # weights and optimizer state
+# the rollout engine's defaults: decode with the policy module, in float32; vLLM (if asked for) shares
+# each GPU with the policy and optimizer, so it gets less of it than in `e1 eval`
+TRAIN_ENGINE = EngineSpec(backend="hf", dtype="float32", gpu_memory_utilization=0.4)
 
 
 def _whole(least: int = 1, **extra) -> Number:
@@ -62,14 +67,8 @@ TRAIN_NUMBERS = {
     "clip_low": Number(float, min=0, max=1, below=True, hint="0.2 is the usual value"),
     "clip_high": Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher"),
     "entropy_coef": Number(float, min=0, max=1e6, hint="0 turns the bonus off"),
-    **ENGINE_NUMBERS,
-    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
-        "vLLM shares the GPU with training: 0.3-0.5 leaves room for the policy and optimizer")),
     "kv_cache_gib": Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"),
-    "workers": Number(int, min=1, max=4096),
-    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
-    "max_tests": _whole(optional=True, hint="leave it out to run every test"),
-}
+}  # the engine's and the code rewards' numbers are checked by EngineSpec and ScoringSpec
 
 
 @dataclass(frozen=True)
@@ -107,28 +106,21 @@ class TrainConfig:
     resume: bool = False  # continue from the newest checkpoint in `out`
     batch_size: int = 64  # sequences decoded together in rollouts and validation
     rollout_chunks: int = 1  # rollout in N chunks of whole prompts, chunk k scored while chunk k + 1 generates
-    dtype: str = "float32"  # weights and optimizer dtype: float32 | bfloat16 | float16
-    device: str = "auto"  # auto | cpu | cuda | cuda:N
-    think_start: str | None = None  # start-of-thinking marker (default: <think> from the tokenizer)
-    think_end: str | None = None  # end-of-thinking marker (default: </think> from the tokenizer)
+    # the rollout engine and the policy: backend (hf | vllm | auto), dtype of the weights and optimizer
+    # (float32 | bfloat16 | float16), device, think markers; vLLM's tp (under DeepSpeed: ranks per engine,
+    # dividing the world size), gpu_memory_utilization (used only with kv_cache_gib=0: vLLM sleeps during
+    # the update, but the policy's weights and optimizer state stay resident) and max_model_len
+    engine: EngineSpec = TRAIN_ENGINE
+    # code rewards: programs run at once in the one sandbox, seconds per test, largest N tests, sandbox backend
+    scoring: ScoringSpec = field(default_factory=ScoringSpec)
     data_dir: Path | None = None  # where prepared datasets live (default: $E1_DATA_DIR)
     deepspeed: str | None = None  # ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON file; None = one device
     algo: str = "grpo"  # grpo: budget-constrained GRPO | sft: supervised fine-tuning on the data's `completion` column
     lr_schedule: str = "constant"  # constant (the paper) | cosine (decay to 0 over `steps`)
     warmup_steps: int = 0  # linear warm-up of the learning rate over the first N steps
-    backend: str = "hf"  # rollout engine: hf (decode with the policy module) | vllm | auto (vLLM when installed and a GPU is present)
-    tp: int = 1  # vLLM tensor-parallel GPUs per rollout engine (under DeepSpeed: ranks per engine; divides the world size)
-    # vLLM's share of each GPU while it decodes (weights + KV cache), used only with kv_cache_gib=0.
-    # It sleeps during the update, but the policy's weights and optimizer state stay resident
-    gpu_memory_utilization: float = 0.4
     # vLLM's KV cache per GPU in GiB; None = what one step's rollouts need (e1.grpo.rollout.kv_cache_bytes),
     # 0 = from gpu_memory_utilization, as `e1 eval` sizes it
     kv_cache_gib: float | None = None
-    max_model_len: int | None = None  # vLLM context (default: the model's); lower it to shrink the KV cache
-    workers: int = min(8, os.cpu_count() or 1)  # code rewards: programs run at once in the one sandbox
-    test_time_limit_s: float = 6.0  # code rewards: wall-clock seconds per test (as in `e1 eval`)
-    max_tests: int | None = None  # code rewards: keep each problem's largest N tests (None: all)
-    sandbox: str | None = None  # code rewards' sandbox: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
     think_schedule: str | None = None  # cap on t over the steps (ThinkPrune): stages 4k:2k:1k | linear 4k..1k
     system_prompt: str | None = None  # a system message before each problem (default: none, as the paper)
     chat_template_kwargs: str = ""  # JSON arguments for the chat template, e.g. {"enable_thinking": false}
@@ -160,8 +152,6 @@ class TrainConfig:
             raise ConfigError(f"unknown rollout_cut {self.rollout_cut!r}", hint=did_you_mean(self.rollout_cut, ROLLOUT_CUTS))
         if self.forced_tokens not in FORCED_TOKENS:
             raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS))
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown dtype {self.dtype!r}", hint="use float32, bfloat16 or float16")
         if self.deepspeed is not None and self.deepspeed not in ("zero1", "zero2", "zero3") \
                 and not str(self.deepspeed).endswith(".json"):
             raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
@@ -172,11 +162,10 @@ class TrainConfig:
         self._check_engines()
 
     def _check_engines(self) -> None:
-        """The rollout engine's settings and the code sandbox's."""
-        check_backend(self.backend, local=True)  # rollouts decode with the policy's weights: no API backend
-        check_device(self.device)
-        check_markers(self.think_start, self.think_end)
-        backend_name(self.sandbox)  # whatever the data: a typo is a typo before any model loads
+        """What training narrows in the rollout engine's spec (checked in full by EngineSpec itself)."""
+        check_backend(self.engine.backend, local=True)  # rollouts decode with the policy's weights: no API backend
+        if self.engine.dtype not in TRAIN_DTYPES:
+            raise ConfigError(f"unknown dtype {self.engine.dtype!r}", hint="use float32, bfloat16 or float16")
 
     @cached_property
     def think_budgets(self) -> ThinkBudgets:
@@ -237,22 +226,40 @@ class TrainConfig:
     def optimizer_steps_per_step(self) -> int:
         return self.prompts_per_step // self.mini_batch_prompts
 
-    def loss_config(self):
-        """The :class:`e1.grpo.core.GRPOLossConfig` of this run (imports torch)."""
-        from e1.grpo.core import GRPOLossConfig
-
+    def loss_config(self) -> GRPOLossConfig:
+        """The :class:`~e1.grpo.loss_config.GRPOLossConfig` of this run."""
         return GRPOLossConfig(clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
                               entropy_coef=self.entropy_coef, forced_tokens=self.forced_tokens)
 
     def to_json(self) -> dict:
         data = asdict(self)
+        data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
         return data
 
 
-FIELDS = tuple(f.name for f in fields(TrainConfig))
+# a config file's keys (and `e1 train`'s options) are flat: TrainConfig's own fields and its specs' fields
+SPECS = {"engine": EngineSpec, "scoring": ScoringSpec}
+_FLAT = {f.name: f for f in fields(TrainConfig) if f.name not in SPECS} | {
+    f.name: f for spec in SPECS.values() for f in fields(spec)}
+FIELDS = tuple(_FLAT)
+# each key's default (MISSING: model and data): the rollout engine's are TRAIN_ENGINE's
+DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.name not in SPECS} | asdict(TRAIN_ENGINE) | {
+    f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(ScoringSpec)}
+
+
+def from_flat(values: dict[str, Any]) -> TrainConfig:
+    """The TrainConfig of flat keys (a config file's, the options'): each spec's keys build that spec.
+
+    >>> config = from_flat({"model": "m", "data": "d", "backend": "vllm", "workers": 2})
+    >>> config.engine.backend, config.engine.dtype, config.scoring.workers
+    ('vllm', 'float32', 2)
+    """
+    parts = {name: {f.name: values[f.name] for f in fields(spec) if f.name in values} for name, spec in SPECS.items()}
+    own = {key: value for key, value in values.items() if not any(key in part for part in parts.values())}
+    return TrainConfig(**own, engine=replace(TRAIN_ENGINE, **parts["engine"]), scoring=ScoringSpec(**parts["scoring"]))
 
 
 def check_keys(values: dict[str, Any], source: str = "config") -> None:
@@ -277,7 +284,7 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
     Traceback (most recent call last):
     e1.errors.ConfigError: train.toml: steps must be a whole number, got 2.5 (write e.g. steps = 200)
     """
-    annotations = {f.name: str(f.type) for f in fields(TrainConfig)}
+    annotations = {name: str(f.type) for name, f in _FLAT.items()}
     for key, value in values.items():
         kinds = [kind.strip() for kind in annotations[key].split("|")]
         if value is None and "None" in kinds:
@@ -293,7 +300,7 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
 
 def _example(key: str) -> str:
     """The field's default as a TOML value (``"..."`` when it has none)."""
-    default = next(f.default for f in fields(TrainConfig) if f.name == key)
+    default = DEFAULTS[key]
     if default is None or default is MISSING:
         return '"..."'
     if isinstance(default, bool):
@@ -310,7 +317,7 @@ _YAML_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 def _yaml_floats(values: dict[str, Any]) -> dict[str, Any]:
     """``lr: 1e-6`` as the float it means (YAML 1.1 reads it as the string "1e-6"), in float fields only."""
-    floats = {f.name for f in fields(TrainConfig) if "float" in str(f.type)}
+    floats = {name for name, f in _FLAT.items() if "float" in str(f.type)}
     return {key: float(value) if key in floats and isinstance(value, str) and _YAML_FLOAT.fullmatch(value.strip())
             else value for key, value in values.items()}
 
@@ -357,4 +364,4 @@ def build_config(file: str | Path | None = None, **overrides: Any) -> TrainConfi
     for required in ("model", "data"):
         if required not in merged:
             raise ConfigError(f"no {required} given", hint=f"pass --{required} or set {required} in the config file")
-    return TrainConfig(**merged)
+    return from_flat(merged)

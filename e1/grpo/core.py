@@ -46,51 +46,15 @@ Under data parallelism that averages gradients over W ranks, pass the global cou
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
-from e1.errors import ConfigError, did_you_mean
+from e1.errors import ConfigError
+from e1.grpo.loss_config import AGGREGATIONS, FORCED_TOKENS, GRPOLossConfig, check_choice
 
-AGGREGATIONS = ("token-mean", "seq-mean")
-FORCED_TOKENS = ("train", "mask")
 # verl's low_var_kl clamps: the log-ratio to [-20, 20] before exp (no overflow), the k3 value to
 # [-10, 10] (k3 >= 0, so only the upper bound acts; past it the KL term has no gradient).
 K3_LOG_RATIO_BOUND = 20.0
 K3_BOUND = 10.0
-
-
-def _check_choice(what: str, value: str, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ConfigError(f"unknown {what} {value!r}", hint=did_you_mean(value, choices))
-
-
-@dataclass(frozen=True)
-class GRPOLossConfig:
-    """How advantages and the GRPO loss are computed; see the module docstring."""
-
-    clip_low: float = 0.2  # a ratio below 1 - clip_low stops pushing a token down (A < 0)
-    clip_high: float = 0.2  # a ratio above 1 + clip_high stops pushing a token up (A > 0)
-    kl_coef: float = 0.001  # weight of k3 KL to the reference policy; 0 = no reference model
-    entropy_coef: float = 0.0  # weight of the entropy bonus
-    aggregation: str = "token-mean"  # "token-mean" | "seq-mean"
-    forced_tokens: str = "train"  # forced end markers: "train" on them (paper) | "mask" them out
-    scale_by_std: bool = True  # divide advantages by the group's std (False = Dr. GRPO)
-    eps: float = 1e-6  # added to the group std before dividing
-
-    def __post_init__(self):
-        if not 0 <= self.clip_low < 1:
-            raise ConfigError(f"clip_low must be in [0, 1), got {self.clip_low}", hint="0.2 is the usual value")
-        if not self.clip_high >= 0:
-            raise ConfigError(f"clip_high must be >= 0, got {self.clip_high}", hint="0.2 is usual; DAPO uses 0.28")
-        if not self.kl_coef >= 0:
-            raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}", hint="use 0 to train without a reference model")
-        if not self.entropy_coef >= 0:
-            raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}", hint="use 0 to switch the bonus off")
-        if not self.eps > 0:
-            raise ConfigError(f"eps must be > 0, got {self.eps}", hint="1e-6 is the usual value")
-        _check_choice("aggregation", self.aggregation, AGGREGATIONS)
-        _check_choice("forced_tokens", self.forced_tokens, FORCED_TOKENS)
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale_by_std: bool = True,
@@ -169,7 +133,7 @@ def kl_k3(log_probs: torch.Tensor, ref_log_probs: torch.Tensor) -> torch.Tensor:
 
 def loss_mask(response_mask: torch.Tensor, forced_mask: torch.Tensor, forced_tokens: str) -> torch.Tensor:
     """Tokens that enter loss and KL: response tokens, minus forced ones with ``"mask"``."""
-    _check_choice("forced_tokens", forced_tokens, FORCED_TOKENS)
+    check_choice("forced_tokens", forced_tokens, FORCED_TOKENS)
     keep = response_mask.bool()  # [B, L]
     if forced_tokens == "mask":
         keep = keep & ~forced_mask.bool()  # [B, L]
@@ -178,7 +142,7 @@ def loss_mask(response_mask: torch.Tensor, forced_mask: torch.Tensor, forced_tok
 
 def loss_normalizer(mask: torch.Tensor, aggregation: str) -> float:
     """What :func:`aggregate` divides by: valid tokens (token-mean) or non-empty sequences (seq-mean)."""
-    _check_choice("aggregation", aggregation, AGGREGATIONS)
+    check_choice("aggregation", aggregation, AGGREGATIONS)
     valid = mask.bool()  # [B, L]
     if aggregation == "token-mean":
         return float(valid.sum())
@@ -188,7 +152,7 @@ def loss_normalizer(mask: torch.Tensor, aggregation: str) -> float:
 def aggregate(values: torch.Tensor, mask: torch.Tensor, aggregation: str,
               normalizer: float | None = None) -> torch.Tensor:
     """Reduce per-token ``values`` over valid tokens to a scalar; see the module docstring."""
-    _check_choice("aggregation", aggregation, AGGREGATIONS)
+    check_choice("aggregation", aggregation, AGGREGATIONS)
     if normalizer is None:
         normalizer = loss_normalizer(mask, aggregation)
     valid = mask.bool()  # [B, L]

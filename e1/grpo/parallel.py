@@ -186,12 +186,12 @@ Parallel = SingleDevice | ZeRO
 def launch(config) -> tuple[int, int, str]:
     """(rank, world size, device) of this process; under DeepSpeed, starts the process group."""
     if config.deepspeed is None:
-        return 0, 1, config.device
+        return 0, 1, config.engine.device
     check_divisible(config, world_size())
     import deepspeed
     import torch
 
-    cuda = torch.cuda.is_available() and config.device != "cpu"
+    cuda = torch.cuda.is_available() and config.engine.device != "cpu"
     deepspeed.init_distributed(dist_backend="nccl" if cuda else "gloo")
     local = int(os.environ.get("LOCAL_RANK", "0"))
     if cuda:
@@ -225,7 +225,7 @@ def deepspeed_config(spec: str, config, world_size: int, micro_batches: int) -> 
         "train_batch_size": config.micro_batch * micro_batches * world_size,
         "gradient_clipping": config.grad_clip,
         "optimizer": {"type": "AdamW", "params": {"lr": config.lr, "weight_decay": config.weight_decay, "torch_adam": True}},
-        "bf16": {"enabled": config.dtype == "bfloat16"},
+        "bf16": {"enabled": config.engine.dtype == "bfloat16"},
         "fp16": {"enabled": False},
         "steps_per_print": 10**9,
     }

@@ -66,7 +66,7 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
     if config.eval_data:
         load_problems(config.eval_data, config.data_dir)
     tokenizer = load_tokenizer(config.model)
-    markers = resolve_markers(tokenizer, config.think_start, config.think_end, _generation_eos(config.model))
+    markers = resolve_markers(tokenizer, config.engine.think_start, config.engine.think_end, _generation_eos(config.model))
     prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t, options=config.prompt), add_special_tokens=False)
                   for p, t in zip(problems["problem"], problems["task"])]
     targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []

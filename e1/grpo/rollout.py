@@ -97,12 +97,12 @@ class Rollout:
 
         ours = {"rank": strategy.rank, "world": strategy.world, "instruct": inputs.instruct}
         if uses_vllm(config, strategy.world):
-            tp = config.tp if config.deepspeed else 1
+            tp = config.engine.tp if config.deepspeed else 1
             longest = max(map(len, inputs.prompt_ids), default=0)
             return cls(load_vllm(config, model, strategy.rank, strategy.world, longest), inputs.prompt_ids, config,
                        tp=tp, **ours)
         # a ZeRO-3 policy cannot decode alone: transformers rollouts then need a plain copy
-        module = strategy.policy if strategy.resident else load_model(model, config.dtype, device).requires_grad_(False)
+        module = strategy.policy if strategy.resident else load_model(model, config.engine.dtype, device).requires_grad_(False)
         engine = HFEngine(module, inputs.tokenizer, inputs.markers, config.batch_size)
         return cls(engine, inputs.prompt_ids, config, **ours)
 
@@ -210,9 +210,9 @@ def uses_vllm(config: TrainConfig, world: int) -> bool:
     """Whether rollouts run on vLLM; its tensor-parallel groups must tile the ranks."""
     from e1.engine import resolve_backend
 
-    vllm = resolve_backend(config.backend) == "vllm"
-    if vllm and world % config.tp:
-        raise ConfigError(f"--tp {config.tp} does not divide the world size ({world})",
+    vllm = resolve_backend(config.engine.backend) == "vllm"
+    if vllm and world % config.engine.tp:
+        raise ConfigError(f"--tp {config.engine.tp} does not divide the world size ({world})",
                           hint="each vLLM engine spans tp consecutive ranks")
     return vllm
 
@@ -231,9 +231,10 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     kv_bytes = kv_cache_bytes(config, AutoConfig.from_pretrained(model), longest_prompt, world)
     if kv_bytes is not None:
         options["kv_cache_memory_bytes"] = kv_bytes
-    return load_engine(model, "vllm", dtype=config.dtype, tp=config.tp, gpu_memory_utilization=config.gpu_memory_utilization,
-                       max_model_len=config.max_model_len, think_start=config.think_start,
-                       think_end=config.think_end, seed=config.seed + rank // config.tp, colocate=True,
+    spec = config.engine
+    return load_engine(model, "vllm", dtype=spec.dtype, tp=spec.tp, gpu_memory_utilization=spec.gpu_memory_utilization,
+                       max_model_len=spec.max_model_len, think_start=spec.think_start,
+                       think_end=spec.think_end, seed=config.seed + rank // spec.tp, colocate=True,
                        sleep_mode=torch.cuda.is_available(), **options)
 
 
@@ -252,9 +253,10 @@ def kv_cache_bytes(config: TrainConfig, model_config, longest_prompt: int, world
     sizes it from ``gpu_memory_utilization``.
 
     >>> from types import SimpleNamespace as Model
+    >>> from e1.grpo.config import from_flat
     >>> qwen_1_5b = Model(num_hidden_layers=28, num_key_value_heads=2, head_dim=128, max_position_embeddings=131072)
-    >>> step = TrainConfig(model="m", data="d", think=512, solve=256, prompts_per_step=16, samples_per_prompt=4,
-    ...                    mini_batch_prompts=16, dtype="bfloat16", max_model_len=2048)
+    >>> step = from_flat(dict(model="m", data="d", think=512, solve=256, prompts_per_step=16, samples_per_prompt=4,
+    ...                       mini_batch_prompts=16, dtype="bfloat16", max_model_len=2048))
     >>> kv_cache_bytes(step, qwen_1_5b, longest_prompt=200, world=1)  # 64 rows x 1152 tokens x 28 x 2 x 2 x 128 x 2 B
     2113929216
     """
@@ -266,12 +268,13 @@ def kv_cache_bytes(config: TrainConfig, model_config, longest_prompt: int, world
         head_dim = model_config.hidden_size // model_config.num_attention_heads
     if not (layers and kv_heads and head_dim):
         return None
-    per_token = 2 * layers * max(1, kv_heads // config.tp) * head_dim * DTYPE_BYTES[config.dtype]  # keys and values
-    rows = config.prompts_per_step // world * (config.tp if config.deepspeed else 1) * config.samples_per_prompt
+    tp = config.engine.tp
+    per_token = 2 * layers * max(1, kv_heads // tp) * head_dim * DTYPE_BYTES[config.engine.dtype]  # keys and values
+    rows = config.prompts_per_step // world * (tp if config.deepspeed else 1) * config.samples_per_prompt
 
     def blocks(tokens: int) -> int:
         return -(-tokens // KV_BLOCK_TOKENS) * KV_BLOCK_TOKENS
 
-    context = config.max_model_len or getattr(model_config, "max_position_embeddings", 0)
+    context = config.engine.max_model_len or getattr(model_config, "max_position_embeddings", 0)
     tokens = max(rows * blocks(longest_prompt + config.budget.total + KV_SLACK_TOKENS), blocks(context))
     return tokens * per_token

@@ -152,8 +152,8 @@ class Trainer:
         rank, world, device = launch(config)
         uses_vllm(config, world)  # a --tp that does not tile the ranks fails before the weights load
         start = str(latest or config.model)
-        model = load_checkpoint_model(latest, config.dtype, device) if latest else load_model(start, config.dtype, device)
-        ref_model = load_model(config.model, config.dtype, device).requires_grad_(False) if config.kl_coef > 0 else None
+        model = load_checkpoint_model(latest, config.engine.dtype, device) if latest else load_model(start, config.engine.dtype, device)
+        ref_model = load_model(config.model, config.engine.dtype, device).requires_grad_(False) if config.kl_coef > 0 else None
         strategy = parallel_strategy(config, model, rank, world)
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
@@ -162,7 +162,7 @@ class Trainer:
                        config.out / "config.json")
         batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
                           inputs.instruct)
-        scorer = Scorer(config.workers, config.test_time_limit_s, config.max_tests, reward=reward, sandbox=config.sandbox)
+        scorer = config.scoring.scorer(reward)
         trainer = cls(config, strategy, rollouts, batcher, scorer, ref_model, inputs.tokenizer, inputs.problems,
                       inputs.targets)
         if latest is not None:
@@ -364,6 +364,7 @@ class Trainer:
 
     def validate(self, step: int) -> float:
         """Evaluate the current policy on ``eval_data`` at the training budget; returns accuracy."""
+        from e1.engine.spec import EngineSpec
         from e1.eval.run import EvalConfig, evaluate
 
         config = self.config
@@ -372,7 +373,8 @@ class Trainer:
             budgets=(Budget(config.think_budgets.cap(step), config.budget.solve),),  # the step's largest
             sampling=Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed),
             out=config.out / "eval" / f"step_{step}", batch_size=config.batch_size, limit=config.eval_limit,
-            think_start=config.think_start, think_end=config.think_end, data_dir=config.data_dir, prompt=config.prompt,
+            engine=EngineSpec(think_start=config.engine.think_start, think_end=config.engine.think_end),
+            data_dir=config.data_dir, prompt=config.prompt,
         )
         with self.rollouts.decoding(sleep_level=1):  # keeps the synced weights for the next rollout
             _, summary = evaluate(eval_config, engine=self.engine)

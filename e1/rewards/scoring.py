@@ -17,13 +17,58 @@ markers the model used.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
+from e1.numeric import Number, check_numbers
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S
 from e1.rewards.registry import Reward, Scored, ScoringContext, as_scored, reward_for
 from e1.errors import RewardError
+from e1.sandbox import backend_name
 
-__all__ = ["Scored", "Scorer", "gold_text", "score"]
+__all__ = ["Scored", "Scorer", "ScoringSpec", "default_workers", "gold_text", "score"]
+
+# what each numeric setting of a ScoringSpec may hold (e1.numeric); errors name the flag
+SCORING_NUMBERS = {
+    "workers": Number(int, min=1, max=4096),
+    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
+    "max_tests": Number(int, min=1, optional=True, hint="leave it out to run every test"),
+}
+
+
+def default_workers() -> int:
+    """Code tests run in parallel: min(8, CPU count)."""
+    return min(8, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class ScoringSpec:
+    """How answers are scored, the settings `e1 eval`, `e1 sweep` and `e1 train` share: code runs
+    ``workers`` programs at once in the ``sandbox`` backend (None: ``$E1_SANDBOX``, else auto), each
+    test for ``test_time_limit_s`` at most, only each problem's ``max_tests`` largest tests (None: all).
+    Checked when built, whatever the data: a typo is refused before any model loads.
+
+    >>> ScoringSpec(workers=2, max_tests=10).max_tests
+    10
+    >>> ScoringSpec(test_time_limit_s=0)
+    Traceback (most recent call last):
+    e1.errors.ConfigError: --test-time-limit must be in (0, 86400], got 0 (seconds per test, e.g. 6)
+    """
+
+    workers: int = field(default_factory=default_workers)  # code: programs run at once
+    test_time_limit_s: float = DEFAULT_TIME_LIMIT_S  # code: wall-clock seconds per test
+    max_tests: int | None = None  # code: keep each problem's largest N tests (None: all)
+    sandbox: str | None = None  # code sandbox backend: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
+
+    def __post_init__(self):
+        check_numbers(self, SCORING_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-")
+                                              for name in SCORING_NUMBERS})
+        backend_name(self.sandbox)
+
+    def scorer(self, reward: Reward | None = None) -> Scorer:
+        """A :class:`Scorer` with these settings (``reward``: one reward for every task instead of the registered)."""
+        return Scorer(self.workers, self.test_time_limit_s, self.max_tests, reward=reward, sandbox=self.sandbox)
 
 
 class Scorer:
