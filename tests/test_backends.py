@@ -10,6 +10,7 @@ import pytest
 
 from e1.engine import BACKEND_NAMES, BACKENDS, LOADERS, LOCAL_BACKENDS, check_backend, load_engine, resolve_backend
 from e1.engine.api import ApiSettings, OpenAIEngine
+from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError
 from tests.test_api_backend import MODEL, StandIn
 
@@ -85,7 +86,7 @@ def test_training_refuses_a_backend_behind_an_api(backend):
     from e1.grpo.config import TrainConfig
 
     with pytest.raises(ConfigError, match=f"--backend {backend} cannot train") as caught:
-        TrainConfig(model="m", data="d", backend=backend)
+        TrainConfig(model="m", data="d", engine=EngineSpec(backend=backend))
     assert caught.value.hint == "use --backend hf, vllm or auto"
     assert "\n" not in str(caught.value)  # one line in the CLI
 
@@ -103,7 +104,7 @@ def test_training_refuses_it_on_the_command_line(tmp_path):
 def test_an_eval_under_torchrun_refuses_a_backend_behind_an_api(tmp_path):
     from e1.eval.run import EvalConfig, load_engine_for
 
-    config = EvalConfig(model=MODEL, datasets=("x.jsonl",), backend="openai", api=ApiSettings("http://127.0.0.1:9/v1"),
+    config = EvalConfig(model=MODEL, datasets=("x.jsonl",), engine=EngineSpec(backend="openai"), api=ApiSettings("http://127.0.0.1:9/v1"),
                         out=tmp_path / "run")
     with pytest.raises(ConfigError, match="--backend openai runs in one process"):
         load_engine_for(config, ranks=SimpleNamespace(world=2))
