@@ -1,5 +1,5 @@
 """The package's shape, read from its source with ``ast``: stages in layers, imports only downward,
-no import circles, small functions and files, and the old module names still importing.
+no import circles, small functions and files.
 
 Every import counts, the ones inside functions too: a lazy import is still a dependency.
 """
@@ -7,13 +7,7 @@ Every import counts, the ones inside functions too: a lazy import is still a dep
 from __future__ import annotations
 
 import ast
-import importlib
-import subprocess
-import sys
-import warnings
 from pathlib import Path
-
-import pytest
 
 import e1
 
@@ -169,28 +163,3 @@ def test_functions_and_files_stay_small():
                 if (lines := node.end_lineno - start + 1) > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {lines} lines")
     assert long == []
-
-
-@pytest.mark.parametrize("old", sorted(e1.MOVED))
-def test_a_moved_module_still_imports_as_itself_with_a_warning(old):
-    code = (
-        "import importlib, warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({e1.MOVED[old]!r})\n"
-        "assert old is new and new.__spec__.name == new.__name__, (old, new)\n"
-        "assert any(issubclass(w.category, DeprecationWarning) and 'moved to' in str(w.message) for w in caught)\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_old_names_of_e1_eval_still_resolve_with_a_warning():
-    from e1.eval import run
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert importlib.import_module("e1.eval").RUN_IDENTITY is run.RUN_IDENTITY
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
-    with pytest.raises(AttributeError):
-        importlib.import_module("e1.eval").no_such_name

@@ -66,7 +66,6 @@ app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_com
 app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
 app.command(name="view", cls=Command, no_args_is_help=True)(view_cmd.view_command)
 app.command(name="export", cls=Command, no_args_is_help=True)(export_cmd.export_command)
-app.command(name="sweep-budgets", cls=Command, no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 
 def _fail(message: str, code: int) -> None:

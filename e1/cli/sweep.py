@@ -1,4 +1,4 @@
-"""`e1 sweep` (alias `e1 sweep-budgets`): accuracy-vs-budget curves for several models and decoding modes."""
+"""`e1 sweep`: accuracy-vs-budget curves for several models and decoding modes."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def sweep_command(
     options: RunOptions,
     out: OutOpt = Path("runs/sweep"),
 ) -> None:
-    """Sweep budgets × modes × models: accuracy against tokens used (alias: e1 sweep-budgets).
+    """Sweep budgets × modes × models: accuracy against tokens used.
 
     Each model is loaded once for its whole grid (an eval run in --out/models/).
     truncate gets one budget t + s: the same total as the other modes.

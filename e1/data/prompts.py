@@ -118,10 +118,6 @@ def humaneval_prompt(row: Mapping[str, Any]) -> str:
     )
 
 
-def prompt_styles() -> list[str]:
-    return sorted(_STYLES)
-
-
 def prompt_content(problem: str | Mapping[str, Any] | Any, task: str | None = None) -> str:
     """The user message for ``problem``: a problem text, or a dataset row (dict, namedtuple or Series)."""
     row = _as_row(problem)

@@ -14,15 +14,3 @@ from e1.eval.run import EvalConfig, evaluate
 
 __all__ = ["EvalConfig", "evaluate"]
 
-
-def __getattr__(name: str):
-    """``e1.eval``'s other names of e1 0.1 (it was one module): still found in :mod:`e1.eval.run`, with a warning."""
-    import warnings
-
-    from e1.eval import run
-
-    if name.startswith("__") or not hasattr(run, name):
-        raise AttributeError(f"module 'e1.eval' has no attribute {name!r}")
-    warnings.warn(f"e1.eval.{name} moved to e1.eval.run.{name}; the old name goes in the next release",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(run, name)
