@@ -33,7 +33,8 @@ from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf_cache import growing_cache, key_bucket
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.row_engine import RowEngine
-from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
+from e1.engine.sampling import row_uniforms, sample_tokens
+from e1.engine.seeds import prompt_seeds, sample_seed
 from e1.errors import ConfigError, ModelError
 from e1.store.preflight import CONTEXT_FIELDS
 

@@ -302,7 +302,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion, prompt) for every sample."""
     from e1.engine.api_client import RequestError
-    from e1.engine.sampling import problem_seed
+    from e1.engine.seeds import problem_seed
     from e1.data.prompts import build_prompt
 
     if config.share_prefixes:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from e1.engine.base import Completion
-from e1.engine.sampling import derive_seed
+from e1.engine.seeds import derive_seed
 from e1.grpo.config import TrainConfig
 from e1.grpo.core import loss_mask
 from e1.grpo.problems import Instructed, prompt_of

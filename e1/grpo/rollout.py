@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.sampling import derive_seed
+from e1.engine.seeds import derive_seed
 from e1.errors import ConfigError
 from e1.eval.overlap import overlapped
 from e1.grpo.config import TrainConfig

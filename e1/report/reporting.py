@@ -94,7 +94,7 @@ class TensorBoardReporter:
 class WandbReporter:
     def __init__(self, out: Path, config: dict):
         wandb = _wandb()
-        from e1.engine.sampling import derive_seed
+        from e1.engine.seeds import derive_seed
 
         out = Path(out)
         (out / WANDB).mkdir(parents=True, exist_ok=True)

@@ -122,7 +122,7 @@ async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
 async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: list[int], room: int,
                sample: int) -> EarlyExitState:
     """One sample: rounds until its state is done, each continuing from prompt + the real tokens."""
-    from e1.engine.sampling import derive_seed, sample_seed
+    from e1.engine.seeds import derive_seed, sample_seed
     from e1.engine.vllm_processor import KEY, budget_args
 
     budget, markers = plan.budget, served.markers
