@@ -28,7 +28,7 @@ def nonempty_path(flag: str) -> Callable[[object], Path]:
 
         OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
     """
-    from e1.store.preflight import check_out
+    from e1.store import check_out
 
     return lambda value: check_out(value, flag)
 
@@ -129,7 +129,7 @@ class RunOptions:
         for a hosted backend, whose endpoint is then the vendor's)."""
         from types import SimpleNamespace
 
-        from e1.engine.api import API_FLAGS, API_NUMBERS, HOSTED_BACKENDS, ApiSettings
+        from e1.engine import API_FLAGS, API_NUMBERS, HOSTED_BACKENDS, ApiSettings
         from e1.numeric import check_numbers
 
         values = {"concurrency": self.concurrency, "request_timeout_s": self.request_timeout, "max_retries": self.max_retries}
@@ -148,9 +148,9 @@ class RunOptions:
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
-        from e1.data.prompts import PromptOptions
-        from e1.engine.base import Sampling
-        from e1.eval.run import EvalConfig, default_workers
+        from e1.data import PromptOptions
+        from e1.engine import Sampling
+        from e1.eval import EvalConfig, default_workers
 
         return EvalConfig(
             model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),

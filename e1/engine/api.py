@@ -126,7 +126,7 @@ def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ())
 
 def api_identity(model: str, api: ApiSettings) -> str:
     """What a served model is, to tell runs apart: the URL, the served name and the tokenizer."""
-    from e1.store.results import model_identity
+    from e1.store import model_identity
 
     tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
     where = api.url.rstrip("/") if api.url else "the vendor's endpoint"

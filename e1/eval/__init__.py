@@ -10,7 +10,13 @@
     >>> from e1.eval import EvalConfig, evaluate
 """
 
-from e1.eval.run import EvalConfig, evaluate
+from e1.eval.distributed import is_main_process
+from e1.eval.overlap import overlapped
+from e1.eval.run import EvalConfig, default_workers, evaluate
+from e1.eval.sweep import (AREAS, DECODED_PLOT, PROBLEMS, SweepConfig, axis_budgets, display_names, effort_grid,
+                           parse_modes)
+from e1.eval.sweep import sweep as run_sweep  # its own name would hide the module e1.eval.sweep
 
-__all__ = ["EvalConfig", "evaluate"]
+__all__ = ["AREAS", "DECODED_PLOT", "PROBLEMS", "EvalConfig", "SweepConfig", "axis_budgets", "default_workers",
+           "display_names", "effort_grid", "evaluate", "is_main_process", "overlapped", "parse_modes", "run_sweep"]
 

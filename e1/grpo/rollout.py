@@ -35,10 +35,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from e1.budget import Budget
-from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.seeds import derive_seed
+from e1.engine import Completion, Mode, Sampling, derive_seed
 from e1.errors import ConfigError
-from e1.eval.overlap import overlapped
+from e1.eval import overlapped
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
 
@@ -92,7 +91,7 @@ class Rollout:
     @classmethod
     def create(cls, config: TrainConfig, strategy, inputs: Inputs, model: str, device: str) -> Rollout:
         """The configured engine over ``model`` (a folder: the start or the resumed checkpoint)."""
-        from e1.engine.hf import HFEngine, load_model
+        from e1.engine import HFEngine, load_model
 
         ours = {"rank": strategy.rank, "world": strategy.world, "instruct": inputs.instruct}
         if uses_vllm(config, strategy.world):
@@ -224,7 +223,7 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     import torch
     from transformers import AutoConfig
 
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine import VLLMEngine
 
     options = {"distributed_executor_backend": "external_launcher"} if config.deepspeed else {}
     kv_bytes = kv_cache_bytes(config, AutoConfig.from_pretrained(model), longest_prompt, world)

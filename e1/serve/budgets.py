@@ -29,11 +29,8 @@ from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
-from e1.engine.base import Mode
-from e1.engine.early_exit import EarlyExitState, transition_ids, trial_room
-from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.row_state import RowState
-from e1.engine.row_state import worst_case_tokens as row_worst_case
+from e1.engine import (EarlyExitState, Markers, Mode, RowState, exit_ids, sentence_end_ids, transition_ids, trial_room,
+                       worst_case_tokens as row_worst_case)
 from e1.errors import ConfigError
 from e1.numeric import Number
 
@@ -229,7 +226,7 @@ class Served:
                                   transitions=transition_ids(self.tokenizer, budget.mode.transition_texts))
         stop = None
         if budget and budget.mode.stop:
-            from e1.engine.stop import StopPattern
+            from e1.engine import StopPattern
 
             stop = StopPattern(self.tokenizer, budget.mode.stop)
         return replay(budget, self.markers, prompt_ids, self.exit_ids(budget), sentence_ends, room, stop)
@@ -238,8 +235,7 @@ class Served:
 def load_served(vllm_config) -> Served:
     """The served model's tokenizer and markers (from its own tokenizer, never hard-coded), and
     the server's defaults, from vLLM's config."""
-    from e1.engine.hf import _generation_eos, load_tokenizer
-    from e1.engine.markers import resolve_markers
+    from e1.engine import generation_eos as _generation_eos, load_tokenizer, resolve_markers
 
     model_config, defaults = vllm_config.model_config, ServeDefaults.from_vllm_config(vllm_config)
     tokenizer = load_tokenizer(model_config.tokenizer)
