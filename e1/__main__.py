@@ -1,3 +1,3 @@
-from e1.cli.app import main
+from e1.cli import main
 
 main()

@@ -44,12 +44,12 @@ def test_help_lists_working_commands_and_does_not_import_torch():
 def test_only_working_commands_are_registered():
     import typer
 
-    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets", "demo",
+    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "demo",
                                                          "serve", "view", "export"}
 
 
 @pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],
-                                     ["sweep"], ["sweep-budgets"], ["serve"], ["view"]])
+                                     ["sweep"], ["serve"], ["view"]])
 def test_every_command_help_has_an_example(command):
     result = runner.invoke(app, [*command, "--help"], prog_name="e1")
     assert result.exit_code == 0, result.output
@@ -124,4 +124,3 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
         assert (mine.opts, mine.help, mine.default, mine.required) == (theirs.opts, theirs.help, theirs.default,
                                                                       theirs.required), name
     assert eval_params["datasets"].required and eval_params["test_time_limit"].default == 6.0
-    assert "sweep-budgets" in runner.invoke(app, ["sweep", "--help"], prog_name="e1").output  # the alias is documented

@@ -337,7 +337,7 @@ def test_deepcoder_joins_the_training_configs(mirror):
 # ---- prompts ----
 
 
-def test_prompt_styles_per_family(mirror, tiny_model_dir):
+def test_prompts_per_family(mirror, tiny_model_dir):
     lcb = _prepared("livecodebench").set_index("id", drop=False)
     stdin, leetcode = prompt_content(lcb.loc["abc366_a"]), prompt_content(lcb.loc["3500"])
     assert stdin.startswith("### Question:\nProblem abc366_a.\n\n### Format: Read the inputs from stdin")

@@ -24,7 +24,7 @@ from e1.report.export import export, model_folder, task_name
 @pytest.fixture(scope="module")
 def run_dir(tiny_engine, tmp_path_factory):
     """An eval run on a local file (toy) and on a registered hub benchmark (math500, prepared from a file)."""
-    from e1.data.prepare import prepare_file
+    from e1.data.preparation import prepare_file
 
     root = tmp_path_factory.mktemp("export-run")
     toy, math = root / "toy.jsonl", root / "math500.jsonl"

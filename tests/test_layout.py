@@ -1,19 +1,20 @@
 """The package's shape, read from its source with ``ast``: stages in layers, imports only downward,
-no import circles, small functions and files, and the old module names still importing.
+no import circles, packages that meet only through their fronts, small functions and files.
 
-Every import counts, the ones inside functions too: a lazy import is still a dependency.
+Every reference to an e1 module counts as an import: the ones inside functions (a lazy import is
+still a dependency), ``importlib.import_module("e1.x")`` and any other string that names a module
+(``"e1.serve.processor:ServedBudgetProcessor"``, a package's table of lazily loaded names).
 """
 
 from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
-import warnings
+from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 import e1
 
@@ -46,32 +47,57 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+# The packages under e1/ (their subpackages belong to them), each met only through its __init__.
+PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py" and name.count(".") == 1}
+MODULE_STRING = re.compile(r"e1(\.\w+)+(:\w+)?")  # "e1.x.y" or "e1.x.y:attr"
 
 
-def imports_of(name: str) -> set[str]:
-    """The e1 modules ``name`` imports anywhere in its body (``from pkg import sub`` names pkg.sub)."""
-    path = MODULES[name]
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+@dataclass(frozen=True)
+class Ref:
+    """One place where a module names an e1 module: ``from e1.engine import Mode`` is
+    ``Ref(line, "from e1.engine import Mode", "e1.engine", ("Mode",))``."""
+
+    line: int
+    code: str
+    module: str  # the module named: the longest prefix of the dotted name that is a module
+    names: tuple[str, ...] = ()  # what ``from module import ...`` takes from it
+
+
+def resolve(dotted: str, modules=MODULES) -> str:
+    """The module a dotted name lies in (``e1.eval.run.EvalConfig`` -> ``e1.eval.run``)."""
+    while dotted and dotted not in modules:
+        dotted = dotted.rpartition(".")[0]
+    return dotted
+
+
+def references(source: str, name: str, is_package: bool = False, modules=MODULES) -> list[Ref]:
+    """Every e1 module that the module ``name`` (of text ``source``) names, anywhere in its body."""
+    tree = ast.parse(source)
+    package = name if is_package else name.rpartition(".")[0]
+    loggers = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)  # a logger's name is not an import
+               and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger" for arg in node.args}
+    found = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            found += [Ref(node.lineno, f"import {a.name}", resolve(a.name, modules)) for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + [base]).strip(".")
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in MODULES:  # e1.eval.run.EvalConfig -> e1.eval.run
-                target = target.rpartition(".")[0]
-            if target.startswith("e1") and target != name:
-                found.add(target)
-    return found
+            for alias in node.names:
+                code = f"from {base} import {alias.name}"
+                if f"{base}.{alias.name}" in modules:  # from e1.report import ui: the module e1.report.ui
+                    found.append(Ref(node.lineno, code, f"{base}.{alias.name}"))
+                else:
+                    found.append(Ref(node.lineno, code, resolve(base, modules), (alias.name,)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in loggers:
+            if MODULE_STRING.fullmatch(node.value):
+                found.append(Ref(node.lineno, repr(node.value), resolve(node.value.partition(":")[0], modules)))
+    return [ref for ref in found if ref.module.startswith("e1") and ref.module != name]
 
 
-GRAPH = {name: imports_of(name) for name in MODULES}
+REFS = {name: references(path.read_text(), name, path.name == "__init__.py") for name, path in MODULES.items()}
+GRAPH = {name: {ref.module for ref in REFS[name]} for name in MODULES}
 
 
 def unit(name: str) -> str | None:
@@ -157,6 +183,97 @@ def test_the_circle_check_finds_circles():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
+def top_level_names(path: Path) -> set[str]:
+    """The names a module binds at its top level (imports, definitions, assignments)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(alias.asname or alias.name).partition(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
+
+
+def fronts() -> dict[str, set[str]]:
+    """Each package's ``__all__``: what other packages may import from it."""
+    return {package: set(importlib.import_module(package).__all__) for package in PACKAGES}
+
+
+def front_breaches(name: str, refs: list[Ref], exports: dict[str, set[str]]) -> list[str]:
+    """``name``'s imports from another package that do not go through that package's ``__all__``."""
+    breaches = []
+    for ref in refs:
+        package = ".".join(ref.module.split(".")[:2])
+        if package not in exports or unit(name) == unit(package):
+            continue
+        where = f"{MODULES[name].relative_to(PACKAGE.parent) if name in MODULES else name}:{ref.line} `{ref.code}`"
+        if ref.module != package:
+            breaches.append(f"{where} reaches into {ref.module}: import it from {package} (its __all__)")
+        elif missing := [n for n in ref.names if n not in exports[package]]:
+            breaches.append(f"{where}: {', '.join(missing)} not in {package}.__all__ (add it there)")
+    return breaches
+
+
+def test_packages_meet_only_through_their_fronts():
+    """From another package, ``from e1.engine import Mode``; never ``from e1.engine.base import Mode``,
+    nor a name that e1.engine's ``__all__`` does not list. Inside a package, modules import each other."""
+    exports = fronts()
+    breaches = [breach for name in sorted(MODULES) for breach in front_breaches(name, REFS[name], exports)]
+    assert breaches == [], "imports past a package's front:\n" + "\n".join(breaches)
+
+
+def test_the_front_check_finds_breaches():
+    """The check itself, on made-up imports (so a silent pass above means something)."""
+    source = (
+        "from e1.engine.base import Mode\n"
+        "from e1.engine import Mode, Secret\n"
+        "from e1.report import ui\n"
+        "import e1.store.results\n"
+        "from e1.data import build_prompt\n"
+        "from e1.eval import shared\n"  # its own package: anything goes
+        "def load():\n"
+        "    importlib.import_module('e1.engine.hf')\n"
+        "    logging.getLogger('e1.engine.hf')\n"  # a logger's name, not an import
+    )
+    exports = {"e1.engine": {"Mode"}, "e1.report": set(), "e1.store": set(), "e1.data": {"build_prompt"}, "e1.eval": set()}
+    breaches = front_breaches("e1.eval.run", references(source, "e1.eval.run"), exports)
+    assert [breach.partition(" `")[2].partition("`")[0] for breach in breaches] == [
+        "from e1.engine.base import Mode", "from e1.engine import Secret", "from e1.report import ui",
+        "import e1.store.results", "'e1.engine.hf'"]
+    assert "Secret not in e1.engine.__all__" in breaches[1]
+
+
+def test_every_package_names_its_front_and_each_name_is_there():
+    """An ``__all__`` per package; each name bound in its ``__init__`` or in its ``_LAZY`` table (whose
+    modules are read, not imported: they import torch or vLLM), and none hiding a submodule."""
+    wrong = []
+    for package in sorted(PACKAGES):
+        module = importlib.import_module(package)
+        bound = top_level_names(MODULES[package])
+        lazy = getattr(module, "_LAZY", {})
+        for name in getattr(module, "__all__", None) or wrong.append(f"{package}: no __all__") or ():
+            if f"{package}.{name}" in MODULES:
+                wrong.append(f"{package}.{name} names a module, and the package's name for it hides the module")
+            elif name in lazy:
+                where, _, attribute = lazy[name].partition(":")
+                if (attribute or name) not in top_level_names(MODULES[where]):
+                    wrong.append(f"{package}._LAZY[{name!r}]: {lazy[name]} does not define it")
+            elif name not in bound:
+                wrong.append(f"{package}.__all__ lists {name!r}, which its __init__ does not define")
+    assert wrong == [], "\n".join(wrong)
+
+
+def test_importing_every_front_imports_no_heavy_library():
+    """A front imports its light modules only, so `e1 --help` and completion stay instant."""
+    code = (f"import sys\nimport {', '.join(sorted(PACKAGES))}\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'deepspeed', 'pandas', 'datasets', 'math_verify',"
+            " 'starlette', 'uvicorn', 'plotly', 'matplotlib') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
 def test_functions_and_files_stay_small():
     long = []
     for name, path in MODULES.items():
@@ -169,28 +286,3 @@ def test_functions_and_files_stay_small():
                 if (lines := node.end_lineno - start + 1) > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}: {lines} lines")
     assert long == []
-
-
-@pytest.mark.parametrize("old", sorted(e1.MOVED))
-def test_a_moved_module_still_imports_as_itself_with_a_warning(old):
-    code = (
-        "import importlib, warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module({old!r})\n"
-        f"new = importlib.import_module({e1.MOVED[old]!r})\n"
-        "assert old is new and new.__spec__.name == new.__name__, (old, new)\n"
-        "assert any(issubclass(w.category, DeprecationWarning) and 'moved to' in str(w.message) for w in caught)\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
-def test_old_names_of_e1_eval_still_resolve_with_a_warning():
-    from e1.eval import run
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert importlib.import_module("e1.eval").RUN_IDENTITY is run.RUN_IDENTITY
-    assert any(issubclass(w.category, DeprecationWarning) for w in caught)
-    with pytest.raises(AttributeError):
-        importlib.import_module("e1.eval").no_such_name

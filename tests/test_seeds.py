@@ -11,7 +11,8 @@ import pytest
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
-from e1.engine.sampling import derive_seed, row_uniforms, sample_seed
+from e1.engine.sampling import row_uniforms
+from e1.engine.seeds import derive_seed, sample_seed
 from e1.eval.run import EvalConfig, evaluate
 
 HOT = Sampling(temperature=1.0, top_p=1.0, seed=3)

@@ -66,7 +66,6 @@ app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_com
 app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
 app.command(name="view", cls=Command, no_args_is_help=True)(view_cmd.view_command)
 app.command(name="export", cls=Command, no_args_is_help=True)(export_cmd.export_command)
-app.command(name="sweep-budgets", cls=Command, no_args_is_help=True, hidden=True)(sweep_cmd.sweep_command)  # alias
 
 
 def _fail(message: str, code: int) -> None:
@@ -81,7 +80,7 @@ def _fail(message: str, code: int) -> None:
 
 def interrupted_message() -> str:
     """What Ctrl-C kept and how to continue: the run directories this process holds, if any."""
-    from e1.store.lock import held
+    from e1.store import held
 
     kept = ", ".join(str(path) for path in held())
     where = f"finished results are kept in {kept}" if kept else "finished results are kept"
@@ -100,7 +99,7 @@ def _on_sigint(signum, frame) -> None:
 def unexpected(err: Exception) -> tuple[str, int]:
     """The line and exit code of a failure that is no :class:`E1Error`: a full disk (or quota,
     read-only file system) where a library wrote for itself says so (1); anything else asks for a report (2)."""
-    from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno
+    from e1.store import DISK_ERRNOS, RESUME, disk_errno
 
     code = disk_errno(err)
     if code is None:

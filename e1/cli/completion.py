@@ -22,7 +22,7 @@ MAX_FILES = 200  # a folder of thousands of files still answers at once
 
 def mode_names() -> tuple[str, ...]:
     """The decoding modes' names: the one place the CLI reads them."""
-    from e1.engine.modes import names
+    from e1.engine import mode_names as names
 
     return names()
 
@@ -46,25 +46,25 @@ def dtype_names() -> tuple[str, ...]:
 
 
 def train_dtype_names() -> tuple[str, ...]:
-    from e1.grpo.config import TRAIN_DTYPES as DTYPES
+    from e1.grpo import TRAIN_DTYPES as DTYPES
 
     return DTYPES
 
 
 def sandbox_names() -> tuple[str, ...]:
-    from e1.sandbox.backends import BACKEND_NAMES
+    from e1.sandbox import BACKEND_NAMES
 
     return BACKEND_NAMES
 
 
 def algo_names() -> tuple[str, ...]:
-    from e1.grpo.config import ALGOS
+    from e1.grpo import ALGOS
 
     return ALGOS
 
 
 def export_formats() -> tuple[str, ...]:
-    from e1.report.export import FORMATS
+    from e1.report import FORMATS
 
     return FORMATS
 
@@ -106,7 +106,7 @@ def comma_list(values: Callable[[str], Iterable[str]]) -> Callable[[str], list[s
 def data_files(incomplete: str) -> list[str]:
     """The data files e1 reads (.parquet, .jsonl, .json, .csv) and the folders (with a trailing
     slash) whose paths start with ``incomplete``; hidden ones only when asked for with a dot."""
-    from e1.data.prepare import DATA_SUFFIXES
+    from e1.data import DATA_SUFFIXES
 
     folder, slash, start = incomplete.rpartition("/")
     found = []

@@ -69,7 +69,7 @@ def list_command(data_dir: DataDirOpt = None) -> None:
     from rich.console import Console
 
     from e1.data import benchmarks, default_data_dir, prepared_names
-    from e1.report.ui import datasets_table
+    from e1.report import datasets_table
 
     folder = data_dir or default_data_dir()
     if folder.exists() and not folder.is_dir():
@@ -113,7 +113,7 @@ def prepare_command(
     from rich.console import Console
 
     from e1.data import prepare_file
-    from e1.report.ui import quiet_libraries
+    from e1.report import quiet_libraries
 
     quiet_libraries()
 

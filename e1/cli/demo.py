@@ -34,9 +34,8 @@ def demo_command(
 
     from rich.console import Console
 
-    from e1.demo.claims import check_readme, claims_markdown, update_readme
-    from e1.demo.pipeline import DemoConfig, model_names, run_demo
-    from e1.report.ui import RichProgress, quiet_libraries
+    from e1.demo import DemoConfig, check_readme, claims_markdown, model_names, run_demo, update_readme
+    from e1.report import RichProgress, quiet_libraries
 
     config = DemoConfig(out=out, fast=fast, seed=seed)  # checks its numbers
     if readme is not None:
@@ -48,8 +47,8 @@ def demo_command(
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 
-    from e1.store.results import read_parquet
-    from e1.report.ui import curves_table
+    from e1.store import read_parquet
+    from e1.report import curves_table
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     console.print(curves_table(curves, names=model_names(result.base, result.e1, result.baseline)))

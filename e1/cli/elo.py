@@ -58,7 +58,7 @@ def elo_command(
     with its 95% bootstrap interval over contests."""
     if ctx.invoked_subcommand is not None:
         return
-    from e1.report.elo import check_elo_options, estimate_rating, load_results
+    from e1.report import check_elo_options, estimate_rating, load_results
 
     check_elo_options(pass_n, min_participants)  # before any file is read
     if results is None or contests is None:
@@ -78,7 +78,7 @@ def elo_command(
     else:
         from rich.console import Console
 
-        from e1.report.ui import elo_table
+        from e1.report import elo_table
 
         Console().print(elo_table(estimate, min_participants))
 
@@ -99,7 +99,7 @@ def fetch_command(
 
     Example: [cyan]e1 elo fetch --contests 1971,1972 --out cf --population[/cyan]
     """
-    from e1.report.elo import FetchConfig, fetch_contests
+    from e1.report import FetchConfig, fetch_contests
 
     try:
         contest_ids = [int(part) for part in contests.split(",") if part.strip()]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from e1.engine.modes import usage as modes_usage
+from e1.engine import modes_usage
 from e1.cli.completion import complete_mode
 from e1.cli.options import ModelOpt, OutOpt, RunOptions, SolveOpt, ThinkOpt, with_options
 
@@ -45,23 +45,22 @@ def eval_command(
     """
     from rich.console import Console
 
-    from e1.report import ui
+    from e1.report import RichProgress, quiet_libraries, results_line, summary_table
     from e1.budget import Budget
-    from e1.eval.distributed import is_main_process
-    from e1.engine.base import Mode
-    from e1.eval.run import evaluate
+    from e1.eval import evaluate, is_main_process
+    from e1.engine import Mode
 
     config = options.eval_config(model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n,
                                  out=out)
-    ui.quiet_libraries()
-    _, summary = evaluate(config, progress=ui.RichProgress() if is_main_process() else None)
+    quiet_libraries()
+    _, summary = evaluate(config, progress=RichProgress() if is_main_process() else None)
     if summary is None:  # torchrun: rank 0 prints
         return
     console = Console()
-    console.print(ui.summary_table(summary, title=f"{model} — {config.modes[0]} t={think} s={solve}"))
+    console.print(summary_table(summary, title=f"{model} — {config.modes[0]} t={think} s={solve}"))
     if config.api is not None:
         console.print(api_line(out))
-    console.print(ui.results_line(out, "samples.parquet", "summary.parquet", "config.json"))
+    console.print(results_line(out, "samples.parquet", "summary.parquet", "config.json"))
 
 
 def api_line(out: Path) -> str:

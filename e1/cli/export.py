@@ -36,9 +36,9 @@ def export_command(
     from rich.console import Console
     from rich.markup import escape
 
-    from e1.report.export import export
+    from e1.report import export_run
 
-    written, skipped = export(run, format, out)
+    written, skipped = export_run(run, format, out)
     console = Console(highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {escape(str(path))}")

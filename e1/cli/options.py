@@ -31,7 +31,7 @@ def nonempty_path(flag: str) -> Callable[[object], Path]:
 
         OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
     """
-    from e1.store.preflight import check_out
+    from e1.store import check_out
 
     return lambda value: check_out(value, flag)
 
@@ -133,8 +133,7 @@ class RunOptions:
         for a hosted backend, whose endpoint is then the vendor's)."""
         from types import SimpleNamespace
 
-        from e1.engine import HOSTED_BACKENDS
-        from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings
+        from e1.engine import API_FLAGS, API_NUMBERS, HOSTED_BACKENDS, ApiSettings
         from e1.numeric import check_numbers
 
         values = {"concurrency": self.concurrency, "request_timeout_s": self.request_timeout, "max_retries": self.max_retries}
@@ -153,11 +152,10 @@ class RunOptions:
 
     def eval_config(self, *, model: str, budgets, modes, n: int, out: Path):
         """The :class:`e1.eval.run.EvalConfig` of these options with a command's model, grid, n and --out."""
-        from e1.data.prompts import PromptOptions
-        from e1.engine.base import Sampling
-        from e1.engine.spec import EngineSpec
-        from e1.eval.run import EvalConfig
-        from e1.rewards.scoring import ScoringSpec, default_workers
+        from e1.data import PromptOptions
+        from e1.engine import EngineSpec, Sampling
+        from e1.eval import EvalConfig
+        from e1.rewards import ScoringSpec, default_workers
 
         return EvalConfig(
             model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),

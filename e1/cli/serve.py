@@ -43,8 +43,7 @@ def serve_command(
     [cyan]e1 serve --model ./my-model --port 8001 -- --enable-prefix-caching --max-num-seqs 64[/cyan]
     """
     from e1.budget import parse_tokens
-    from e1.serve.budgets import ServeDefaults
-    from e1.serve.server import ServeConfig, command_line, serve
+    from e1.serve import ServeConfig, ServeDefaults, command_line, serve
 
     defaults = ServeDefaults(
         think=None if think is None else parse_tokens(think, "think budget"),

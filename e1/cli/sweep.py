@@ -1,4 +1,4 @@
-"""`e1 sweep` (alias `e1 sweep-budgets`): accuracy-vs-budget curves for several models and decoding modes."""
+"""`e1 sweep`: accuracy-vs-budget curves for several models and decoding modes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from e1.engine.modes import usage as modes_usage
+from e1.engine import modes_usage
 from e1.cli.completion import complete_modes
 from e1.cli.options import OutOpt, RunOptions, with_options
 
@@ -29,7 +29,7 @@ def sweep_command(
     options: RunOptions,
     out: OutOpt = Path("runs/sweep"),
 ) -> None:
-    """Sweep budgets × modes × models: accuracy against tokens used (alias: e1 sweep-budgets).
+    """Sweep budgets × modes × models: accuracy against tokens used.
 
     Each model is loaded once for its whole grid (an eval run in --out/models/).
     truncate gets one budget t + s: the same total as the other modes.
@@ -49,16 +49,15 @@ def sweep_command(
 
       GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
-    from e1.report import ui
-    from e1.eval.distributed import is_main_process
-    from e1.eval.sweep import SweepConfig, axis_budgets, effort_grid, parse_modes, sweep
+    from e1.report import RichProgress, quiet_libraries
+    from e1.eval import SweepConfig, axis_budgets, effort_grid, is_main_process, parse_modes, run_sweep
 
     grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
     grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
                                budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens))
     config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
-    ui.quiet_libraries()
-    samples, summary, curves = sweep(config, progress=ui.RichProgress() if is_main_process() else None)
+    quiet_libraries()
+    samples, summary, curves = run_sweep(config, progress=RichProgress() if is_main_process() else None)
     if summary is None:  # torchrun: rank 0 prints
         return
     _print_results(config, summary, curves)
@@ -68,22 +67,21 @@ def _print_results(config, summary, curves) -> None:
     """The sweep's tables (one per model keeps 80 columns readable) and where its files are."""
     from rich.console import Console
 
-    from e1.eval.sweep import AREAS, DECODED_PLOT, PROBLEMS, display_names
-    from e1.report import ui
-    from e1.report.curve_tables import spending_table
-    from e1.report.metrics import DIFFERENCES
-    from e1.store.results import read_parquet
+    from e1.eval import AREAS, DECODED_PLOT, PROBLEMS, display_names
+    from e1.report import (DIFFERENCES, curves_table, differences_table, results_line, spending_table,
+                           summary_table)
+    from e1.store import read_parquet
 
     out = config.out
     console = Console()
     names = display_names(config.models)
     for model, rows in summary.groupby("model", sort=False):
-        console.print(ui.summary_table(rows.drop(columns="model"), title=names[model]))
-    console.print(ui.curves_table(curves, names=names))
+        console.print(summary_table(rows.drop(columns="model"), title=names[model]))
+    console.print(curves_table(curves, names=names))
     console.print(spending_table(read_parquet(out / AREAS), read_parquet(out / PROBLEMS), names=names))
     differences = read_parquet(out / DIFFERENCES)
     if len(differences):
-        console.print(ui.differences_table(differences, names=names))
+        console.print(differences_table(differences, names=names))
     decoded = [DECODED_PLOT] if (out / DECODED_PLOT).exists() else []  # early-exit: x = output + trial tokens
-    console.print(ui.results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
+    console.print(results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
                                   "samples.parquet"))

@@ -16,7 +16,7 @@ import typer
 from e1.cli.completion import (complete_algos, complete_dataset, complete_sandboxes,
                                complete_train_backends, complete_train_dtypes)
 from e1.cli.options import nonempty_path, with_options
-from e1.grpo.config import DEFAULTS
+from e1.grpo import DEFAULTS
 
 
 def _opt(flag: str, help: str, key: str | None = None, **extra):
@@ -117,15 +117,14 @@ def train_command(
     """
     from rich.console import Console
 
-    from e1.report import ui
-    from e1.grpo.config import build_config
-    from e1.grpo.trainer import train
+    from e1.report import RichProgress, quiet_libraries, step_status
+    from e1.grpo import build_config, train
 
     train_config = build_config(config, **vars(options))
-    ui.quiet_libraries()
+    quiet_libraries()
     if os.environ.get("RANK", "0") != "0":  # under torchrun/deepspeed only rank 0 reports
         train(train_config)
         return
-    progress = ui.RichProgress()
-    out = train(train_config, progress=progress, on_step=lambda row: progress.status(ui.step_status(row)))
+    progress = RichProgress()
+    out = train(train_config, progress=progress, on_step=lambda row: progress.status(step_status(row)))
     Console().print(f"run in [bold]{out}[/bold]: metrics.parquet, checkpoints/ (e1 eval --model {out}/checkpoints/step_N)")

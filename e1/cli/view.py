@@ -32,7 +32,7 @@ def view_command(
     import signal
     import threading
 
-    from e1.view.server import ViewConfig, serve
+    from e1.view import ViewConfig, serve
 
     config = ViewConfig(paths=tuple(runs), host=host, port=port, token=token)
     if threading.current_thread() is threading.main_thread():  # uvicorn stops on Ctrl-C, then passes it on:

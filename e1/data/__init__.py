@@ -16,7 +16,10 @@ their tests as JSON in ``answer`` (``e1/data/code.py``). Importing this package 
 pandas and datasets load only when a dataset is prepared or read.
 """
 
-from e1.data.prepare import (
+from e1.data.digits_task import ALPHABET, DigitSumTask
+from e1.data.identity import fingerprint, load_datasets
+from e1.data.preparation import DATA_SUFFIXES
+from e1.data.preparation import (
     Prepared,
     default_data_dir,
     load_dataset,
@@ -26,6 +29,7 @@ from e1.data.prepare import (
     prepared_names,
     prepared_path,
 )
+from e1.data.prompts import PromptOptions, build_prompt
 from e1.data.registry import (
     Benchmark,
     Fields,
@@ -33,8 +37,10 @@ from e1.data.registry import (
     benchmark_names,
     benchmarks,
     get_benchmark,
+    is_registered,
     register,
 )
+from e1.data.schema import DATASET, ID, PROBLEM, THINK_END, THINK_START
 
 # Benchmark families: importing a module registers its benchmarks.
 from e1.data import aime, amc, deepscaler, math500, minerva, olympiad_bench  # noqa: E402,F401  isort: skip
@@ -43,15 +49,28 @@ from e1.data import gpqa, gsm8k, mmlu_pro  # noqa: E402,F401  isort: skip
 from e1.data import digits  # noqa: E402,F401  isort: skip
 
 __all__ = [
+    "DATA_SUFFIXES",
+    "ALPHABET",
+    "DATASET",
+    "ID",
+    "PROBLEM",
+    "THINK_END",
+    "THINK_START",
     "Benchmark",
+    "DigitSumTask",
     "Fields",
     "Option",
     "Prepared",
+    "PromptOptions",
     "benchmark_names",
     "benchmarks",
+    "build_prompt",
     "default_data_dir",
+    "fingerprint",
     "get_benchmark",
+    "is_registered",
     "load_dataset",
+    "load_datasets",
     "prepare",
     "prepare_benchmark",
     "prepare_file",

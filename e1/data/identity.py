@@ -47,7 +47,7 @@ def _plain(value: Any) -> Any:
 def load_datasets(specs: Sequence[str], data_dir: Path | None = None) -> dict[str, pd.DataFrame]:
     """Each spec's canonical frame (:func:`e1.data.load_dataset`), keyed by dataset name; a
     DataError when two specs hold different datasets under one name."""
-    from e1.data.prepare import load_dataset
+    from e1.data.preparation import load_dataset
 
     datasets: dict[str, pd.DataFrame] = {}
     sources: dict[str, tuple[str, str]] = {}  # name -> (first spec, its fingerprint)

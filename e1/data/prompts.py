@@ -118,10 +118,6 @@ def humaneval_prompt(row: Mapping[str, Any]) -> str:
     )
 
 
-def prompt_styles() -> list[str]:
-    return sorted(_STYLES)
-
-
 def prompt_content(problem: str | Mapping[str, Any] | Any, task: str | None = None) -> str:
     """The user message for ``problem``: a problem text, or a dataset row (dict, namedtuple or Series)."""
     row = _as_row(problem)
@@ -199,10 +195,7 @@ def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | 
 
 def _style_of(row: Mapping[str, Any], task: str) -> str:
     """The registered benchmark's style for rows of its own task, else the task's."""
-    from e1.data import (
-        get_benchmark,  # importing e1.data registers the benchmark families
-    )
-    from e1.data.registry import is_registered
+    from e1.data.registry import get_benchmark, is_registered  # e1.data, imported first, registered the families
 
     dataset = row.get("dataset")
     if isinstance(dataset, str) and is_registered(dataset):

@@ -21,11 +21,13 @@ Let m be the base model's median unconstrained thinking length on the test split
 from __future__ import annotations
 
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from e1.errors import ConfigError
-from e1.store.results import read_parquet
+from e1.store import read_parquet
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _accuracy(frame: pd.DataFrame) -> float:
@@ -35,7 +37,7 @@ def _accuracy(frame: pd.DataFrame) -> float:
 def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path | None = None) -> list[dict]:
     """Read the claims off ``out``'s results, write them to ``out/claims.json`` and return them;
     without ``baseline`` the claim against the length-penalty model is left out."""
-    from e1.store.results import write_json
+    from e1.store import write_json
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     models = {"base": str(base), "e1": str(e1)}
@@ -73,7 +75,7 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
 def paired_difference(samples: pd.DataFrame, model: str, other: str) -> dict:
     """``model`` minus ``other`` over the problems both answered: per problem the mean correctness
     of its samples, then the mean over problems and its 95% paired bootstrap interval."""
-    from e1.report.metrics import bootstrap_interval
+    from e1.report import bootstrap_interval
 
     per_problem = samples.pivot_table(index="problem_id", columns="model", values="correct", aggfunc="mean")
     pair = per_problem.reindex(columns=[model, other]).dropna()  # [P, 2]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from e1.budget import Budget
-from e1.engine.base import Mode, Sampling
+from e1.engine import Mode, Sampling
 from e1.numeric import Number, check_numbers
 
 THINK_FRACTIONS = (0.25, 0.5, 0.75, 1.0, 1.25)  # of the base model's median thinking length m
@@ -91,9 +91,7 @@ def run_demo(config: DemoConfig, progress=None) -> DemoResult:
     """Every stage, resuming finished ones; ``config.out`` is held by this process throughout
     (a second `e1 demo` into it is refused, naming this one)."""
     from e1 import __version__
-    from e1.store.lock import run_lock
-    from e1.store.preflight import check_writable
-    from e1.store.results import CONFIG, check_run_dir, write_json
+    from e1.store import CONFIG, check_run_dir, check_writable, run_lock, write_json
 
     out = Path(config.out)
     check_writable(out)
@@ -107,8 +105,7 @@ def run_demo(config: DemoConfig, progress=None) -> DemoResult:
 
 def _stages(config: DemoConfig, progress=None) -> DemoResult:
     from e1.data import prepare_benchmark
-    from e1.grpo.config import TrainConfig
-    from e1.grpo.trainer import checkpoints, train
+    from e1.grpo import TrainConfig, checkpoints, train
 
     out, sizes = Path(config.out), config.sizes
     data_dir = out / "data"
@@ -145,17 +142,17 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     baseline = _train_once(cosine, train, checkpoints, progress)
     _unconstrained(e1_model, out / "eval" / "e1-none", data_dir, sizes, sampling, progress)
 
-    from e1.eval.sweep import SweepConfig, sweep
+    from e1.eval import SweepConfig, run_sweep
 
     budgets = tuple(sorted({Budget(max(1, round(f * median)), SOLVE) for f in THINK_FRACTIONS}, key=lambda b: b.think))
-    from e1.eval.run import EvalConfig
+    from e1.eval import EvalConfig
 
     grid = EvalConfig(model=str(base), datasets=("digits",), budgets=budgets, modes=(Mode("elastic"), Mode("truncate")),
                       n=sizes.samples, sampling=sampling, batch_size=512, data_dir=data_dir)
-    sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
-          progress=progress)
-    from e1.report.plots import plot_curves
-    from e1.store.results import read_parquet
+    run_sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
+              progress=progress)
+    from e1.report import plot_curves
+    from e1.store import read_parquet
 
     plot_curves(read_parquet(out / "curves" / "curves.parquet"), out / "curves" / "curves.png",
                 names=model_names(base, e1_model, baseline))
@@ -176,7 +173,7 @@ def training_budget(median: float) -> int:
     """E1's largest think budget: t = m, raised where needed so that a concise trace of every problem
     fits. A problem that no trace can finish teaches GRPO to skip steps (10-digit problems at
     t = 28, seed 2 --fast: E1 stopped one step early and got 38% of them right)."""
-    from e1.data.digits_task import DigitSumTask
+    from e1.data import DigitSumTask
 
     return max(1, math.ceil(median), DigitSumTask().longest_concise_trace)
 
@@ -194,8 +191,8 @@ def training_range(median: float) -> str:
 def _initial_model(path: Path, config: DemoConfig) -> Path:
     if (path / "config.json").exists():
         return path
-    from e1.data.digits_task import ALPHABET
-    from e1.models.tiny import build_char_tokenizer, build_tiny_model
+    from e1.data import ALPHABET
+    from e1.models import build_char_tokenizer, build_tiny_model
 
     return build_tiny_model(path, tokenizer=build_char_tokenizer(ALPHABET), seed=config.seed,
                             hidden_size=config.hidden_size, layers=config.layers, heads=config.heads,
@@ -212,7 +209,7 @@ def _train_once(config, train, checkpoints, progress) -> Path:
 
 
 def _unconstrained(model: Path, out: Path, data_dir: Path, sizes: Scale, sampling: Sampling, progress):
-    from e1.eval.run import EvalConfig, evaluate
+    from e1.eval import EvalConfig, evaluate
 
     samples, _ = evaluate(EvalConfig(model=str(model), datasets=("digits",), budgets=(Budget(0, 1),),
                                      modes=(Mode("none"),), n=sizes.samples, sampling=sampling, out=out,

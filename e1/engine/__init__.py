@@ -16,13 +16,52 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings, OpenAIEngine, api_identity, check_api
+from e1.engine.api_client import RequestError
 from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
                                 check_backend, resolve_backend, vllm_available)
-from e1.engine.options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
+from e1.engine.base import Completion, Sampling
+from e1.engine.early_exit import EarlyExitState, replay_round, transition_ids
+from e1.engine.hosted import HostedEngine
+from e1.engine.markers import DEFAULT_END, Markers, exit_ids, resolve_markers, sentence_end_ids
+from e1.engine.modes import Mode
+from e1.engine.modes import names as mode_names
+from e1.engine.modes import usage as modes_usage
+from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
+from e1.engine.row_engine import new_row_state, state_for
+from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
+from e1.engine.seeds import derive_seed, problem_seed, sample_seed
+from e1.engine.spec import EngineSpec
+from e1.engine.stop import StopPattern
+from e1.engine.vllm_compat import server_entry, use_v1_runner
 
-__all__ = ["API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "Backend", "DEVICE_KINDS", "DTYPES", "HOSTED_BACKENDS",
-           "LOADERS", "LOCAL_BACKENDS", "LoadSettings", "check_backend", "check_device", "check_engine_options",
-           "check_markers", "load_engine", "resolve_backend", "vllm_available"]
+# Names from modules that import torch or vLLM at the top: loaded on first use (``__getattr__``),
+# so that importing e1.engine stays instant. "module:name" where the module's name differs.
+_LAZY = {
+    "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
+    "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
+    "VLLMEngine": "e1.engine.vllm",
+    "KEY": "e1.engine.vllm_processor", "BudgetProcessor": "e1.engine.vllm_processor",
+    "budget_args": "e1.engine.vllm_processor",
+}
+
+__all__ = ["API_BACKENDS", "API_FLAGS", "API_NUMBERS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+           "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
+           "ApiSettings", "Backend", "Completion", "EarlyExitState", "EngineSpec", "HostedEngine", "LoadSettings",
+           "Markers", "Mode", "OpenAIEngine", "RequestError", "RowState", "Sampling", "StopPattern", "api_identity",
+           "check_api", "check_backend", "check_device", "check_engine_options", "check_markers", "derive_seed",
+           "exit_ids", "load_engine", "mode_names", "modes_usage", "new_row_state", "problem_seed", "replay_round",
+           "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "state_for",
+           "transition_ids", "use_v1_runner", "vllm_available", "worst_case_tokens", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'e1.engine' has no attribute {name!r}")
+    import importlib
+
+    module, _, attribute = _LAZY[name].partition(":")
+    return getattr(importlib.import_module(module), attribute or name)
 
 
 @dataclass(frozen=True)
@@ -77,8 +116,6 @@ def _load_vllm(model: str, settings: LoadSettings):
 
 
 def _modes(settings: LoadSettings) -> list:
-    from e1.engine.base import Mode
-
     return [Mode.parse(mode) for mode in settings.modes]
 
 

@@ -125,7 +125,7 @@ def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ())
 
 def api_identity(model: str, api: ApiSettings) -> str:
     """What a served model is, to tell runs apart: the URL, the served name and the tokenizer."""
-    from e1.store.results import model_identity
+    from e1.store import model_identity
 
     tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
     where = api.url.rstrip("/") if api.url else "the vendor's endpoint"
@@ -214,7 +214,7 @@ class OpenAIEngine(RowEngine):
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
                  progress=None, seeds: Sequence[int] | None = None,
                  prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
-        from e1.engine.sampling import prompt_seeds, sample_seed
+        from e1.engine.seeds import prompt_seeds, sample_seed
 
         if prefixes is not None:
             raise ConfigError("the openai backend cannot follow another row's tokens",
@@ -242,7 +242,7 @@ class OpenAIEngine(RowEngine):
         return texts, prompt_ids, rows
 
     def _body(self, row_seed: int, call: int, sampling: Sampling, **fields) -> dict:
-        from e1.engine.sampling import derive_seed
+        from e1.engine.seeds import derive_seed
 
         body = {"model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p,
                 "seed": derive_seed(row_seed, call) >> 1, **fields}  # >> 1: a signed 64-bit value, as vLLM takes

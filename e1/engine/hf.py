@@ -33,9 +33,10 @@ from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf_cache import growing_cache, key_bucket
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.row_engine import RowEngine
-from e1.engine.sampling import prompt_seeds, row_uniforms, sample_seed, sample_tokens
+from e1.engine.sampling import row_uniforms, sample_tokens
+from e1.engine.seeds import prompt_seeds, sample_seed
 from e1.errors import ConfigError, ModelError
-from e1.store.preflight import CONTEXT_FIELDS
+from e1.store import CONTEXT_FIELDS
 
 Progress = Callable[[int], None]  # called with the number of sequences just finished
 
@@ -66,7 +67,7 @@ def load_tokenizer(model: str):
     """The tokenizer of a model folder or hub id, with a one-line error when it is missing."""
     from transformers import AutoTokenizer
 
-    from e1.store.preflight import check_model_path
+    from e1.store import check_model_path
 
     check_model_path(model)  # an empty folder, or one holding a GGUF, says so (not "no tokenizer files")
     folder = Path(model)

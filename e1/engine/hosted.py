@@ -59,7 +59,7 @@ class HostedEngine:
     def generate(self, prompts, budget: Budget, mode: Mode = Mode("none"), sampling: Sampling = Sampling(), n: int = 1,
                  progress=None, seeds: Sequence[int] | None = None,
                  prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
-        from e1.engine.sampling import prompt_seeds, sample_seed
+        from e1.engine.seeds import prompt_seeds, sample_seed
 
         if prefixes is not None:
             raise ConfigError(f"--backend {self.settings.backend} cannot follow another row's tokens",

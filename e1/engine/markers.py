@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e1.data.schema import THINK_END, THINK_START
+from e1.data import THINK_END, THINK_START
 from e1.errors import MarkerError
 
 DEFAULT_START, DEFAULT_END = THINK_START, THINK_END  # the defaults, overridable per model

@@ -45,7 +45,7 @@ from e1.engine.early_exit import replay_round
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer
 from e1.engine.markers import Markers, resolve_markers
-from e1.engine.sampling import derive_seed, prompt_seeds, sample_seed
+from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
 from e1.errors import ConfigError, ModelError
 

@@ -10,19 +10,13 @@
     >>> from e1.eval import EvalConfig, evaluate
 """
 
+from e1.eval.distributed import is_main_process
+from e1.eval.overlap import overlapped
 from e1.eval.run import EvalConfig, evaluate
+from e1.eval.sweep import (AREAS, DECODED_PLOT, PROBLEMS, SweepConfig, axis_budgets, display_names, effort_grid,
+                           parse_modes)
+from e1.eval.sweep import sweep as run_sweep  # its own name would hide the module e1.eval.sweep
 
-__all__ = ["EvalConfig", "evaluate"]
+__all__ = ["AREAS", "DECODED_PLOT", "PROBLEMS", "EvalConfig", "SweepConfig", "axis_budgets",
+           "display_names", "effort_grid", "evaluate", "is_main_process", "overlapped", "parse_modes", "run_sweep"]
 
-
-def __getattr__(name: str):
-    """``e1.eval``'s other names of e1 0.1 (it was one module): still found in :mod:`e1.eval.run`, with a warning."""
-    import warnings
-
-    from e1.eval import run
-
-    if name.startswith("__") or not hasattr(run, name):
-        raise AttributeError(f"module 'e1.eval' has no attribute {name!r}")
-    warnings.warn(f"e1.eval.{name} moved to e1.eval.run.{name}; the old name goes in the next release",
-                  DeprecationWarning, stacklevel=2)
-    return getattr(run, name)

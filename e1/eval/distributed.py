@@ -128,8 +128,7 @@ def is_main_process() -> bool:
 @contextmanager
 def group_lock(out: Path, command: str, group: Group):
     """:func:`e1.store.lock.run_lock` held by rank 0 for the duration; every rank raises its refusal."""
-    from e1.store.guard import guard
-    from e1.store.lock import run_lock
+    from e1.store import guard_dir, run_lock
 
     with ExitStack() as stack:
         refusal = None
@@ -142,7 +141,7 @@ def group_lock(out: Path, command: str, group: Group):
         if refusal is not None:
             raise ResultsError(*refusal)
         if not group.ranks.main and Path(out).is_dir():  # rank 0's lock guards it for rank 0
-            stack.enter_context(guard(out))
+            stack.enter_context(guard_dir(out))
         yield
 
 

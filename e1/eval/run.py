@@ -26,17 +26,13 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.engine.api import ApiSettings, api_identity, check_api
-from e1.engine.base import Mode, Sampling
-from e1.engine.spec import EngineSpec
-from e1.data.prompts import PromptOptions
+from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
+from e1.data import PromptOptions
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
-from e1.report.metrics import summarize
-from e1.report.reporting import parse_report_to, report_results
-from e1.store.results import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
-from e1.rewards.scoring import ScoringSpec
-from e1.report.ui import NullProgress
+from e1.report import NullProgress, parse_report_to, report_results, summarize
+from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
+from e1.rewards import ScoringSpec
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -115,8 +111,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
 
 
 def _evaluate(config: EvalConfig, engine, progress, group):
-    from e1.store.results import write_json, write_parquet
-    from e1.store.samples import SampleStore
+    from e1.store import SampleStore, write_json, write_parquet
 
     out, ranks = Path(config.out), group.ranks
     datasets, fingerprints = _load_datasets(config)
@@ -152,7 +147,7 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
     """The datasets by name (two datasets under one name are refused: :mod:`e1.data.identity`) and
     the fingerprint of each, taken over the whole dataset (``--limit`` does not change it)."""
-    from e1.data.identity import fingerprint, load_datasets
+    from e1.data import fingerprint, load_datasets
 
     datasets = load_datasets(config.datasets, config.data_dir)
     fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
@@ -164,7 +159,7 @@ def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
 def _record_datasets(out: Path, record: dict) -> None:
     """A run with nothing left to generate writes ``config.json`` only when it lacks something:
     when there is none, or its kind or a dataset's fingerprint is not recorded yet."""
-    from e1.store.results import write_json
+    from e1.store import write_json
 
     previous = json.loads((out / CONFIG).read_text()) if (out / CONFIG).exists() else None
     if previous is None:
@@ -216,7 +211,7 @@ def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
 def preflight(config: EvalConfig, model: bool = True) -> None:
     """What can be checked before the model loads: --out, and (``model``: it is to be loaded) the
     model path and the budgets against its context."""
-    from e1.store.preflight import check_context, check_model_path, check_writable
+    from e1.store import check_context, check_model_path, check_writable
 
     check_writable(config.out)
     if model and config.api is None:  # a served model is checked by asking its server
@@ -273,9 +268,8 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion, prompt) for every sample."""
-    from e1.engine.api_client import RequestError
-    from e1.engine.sampling import problem_seed
-    from e1.data.prompts import build_prompt
+    from e1.engine import RequestError, problem_seed
+    from e1.data import build_prompt
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared
@@ -302,8 +296,8 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
 
 def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     """Score a generated batch at once (code: all its programs through the sandbox); its sample rows."""
-    from e1.engine.markers import DEFAULT_END
-    from e1.rewards.scoring import gold_text
+    from e1.engine import DEFAULT_END
+    from e1.rewards import gold_text
 
     scores = scorer.score([g[2].task for g in generated], [g[3].text(DEFAULT_END) for g in generated],
                           [str(g[2].answer) for g in generated])

@@ -40,7 +40,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from e1.budget import Budget
-from e1.engine.modes import Mode
+from e1.engine import Mode
 
 ROOT = Mode("none")
 
@@ -58,7 +58,7 @@ def problem_batches(todo: list[tuple], problems_per_call: int) -> list[list[tupl
 
 def root_seed(seed: int, dataset: str, problem_id) -> int:
     """The seed of a problem's roots: the same for every cell (that is what pairs the cells)."""
-    from e1.engine.sampling import derive_seed
+    from e1.engine import derive_seed
 
     return derive_seed(seed, dataset, problem_id, "shared-root")
 
@@ -79,8 +79,8 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion, prompt)``
     for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`)."""
-    from e1.engine.sampling import problem_seed
-    from e1.data.prompts import build_prompt
+    from e1.engine import problem_seed
+    from e1.data import build_prompt
 
     problems, cells = {}, {}
     for mode, budget, problem in batch:

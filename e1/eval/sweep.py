@@ -43,11 +43,11 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget, parse_tokens
-from e1.engine.base import Mode
+from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.eval.run import RUN_IDENTITY, EvalConfig
-from e1.store.results import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, model_identity
-from e1.report.ui import NullProgress
+from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, model_identity
+from e1.report import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 DECODED_PLOT = "curves_decoded.png"  # x = every decoded token (early-exit's trials too), when a mode has trials
@@ -239,7 +239,7 @@ class SweepConfig:
 def _preflight(config: SweepConfig, models: bool) -> None:
     """Before the first model loads: --out is writable, and (``models``: they are loaded here) every
     --model exists and fits the grid's budgets, so a typo in the last model fails in seconds."""
-    from e1.store.preflight import check_context, check_model_path, check_writable
+    from e1.store import check_context, check_model_path, check_writable
 
     check_writable(config.out)
     for model in config.models if models and config.settings.api is None else ():  # served: checked at load
@@ -273,12 +273,9 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
     from e1.eval.run import evaluate
-    from e1.report.metrics import summarize
-    from e1.report.metrics import DIFFERENCES, mode_differences
-    from e1.report.plots import plot_curves
-    from e1.report.reporting import parse_report_to, report_results
-    from e1.report.spending import curve_areas, solving_budgets
-    from e1.store.results import write_json, write_parquet
+    from e1.report import (DIFFERENCES, curve_areas, mode_differences, parse_report_to, plot_curves, report_results,
+                           solving_budgets, summarize)
+    from e1.store import write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main
     if main:

@@ -14,7 +14,7 @@ import math
 
 
 def overthinking_tokens(generated: list[tuple], scorer) -> list[float]:
-    from e1.engine.markers import DEFAULT_END
+    from e1.engine import DEFAULT_END
 
     trials = [(i, trial) for i, g in enumerate(generated) for trial in g[3].trials]
     tasks = [generated[i][2].task for i, _ in trials]

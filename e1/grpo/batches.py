@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from e1.engine.base import Completion
-from e1.engine.sampling import derive_seed
+from e1.engine import Completion, derive_seed
 from e1.grpo.config import TrainConfig
 from e1.grpo.core import loss_mask
 from e1.grpo.problems import Instructed, prompt_of
@@ -118,7 +117,7 @@ def shared_prompt_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     completion tokens are forwarded, positions continuing from the prompt."""
     from transformers import DynamicCache
 
-    from e1.engine.hf import cache_keyword
+    from e1.engine import cache_keyword
 
     k, width = mb.group_size, mb.completion_ids.shape[1]
     keyword = cache_keyword(model)

@@ -31,7 +31,7 @@ import torch
 from e1.errors import ConfigError, ModelError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
-from e1.store.results import CHECKPOINTS, METRICS
+from e1.store import CHECKPOINTS, METRICS
 
 STATE = "trainer_state.pt"
 
@@ -51,8 +51,7 @@ def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel
     the trainer state; rank 0 writes the model folder from :meth:`full_weights` (a collective under
     ZeRO-3: all ranks enter) and renames it. A full disk is a :class:`e1.store.disk.DiskError` that
     names the checkpoints kept."""
-    from e1.store.disk import disk_errors
-    from e1.store.guard import check_alive
+    from e1.store import check_alive, disk_errors
 
     root = config.out / CHECKPOINTS
     final, tmp = root / f"step_{state.step}", root / f".step_{state.step}.tmp"
@@ -109,7 +108,7 @@ def _prune(config: TrainConfig) -> None:
 def load_checkpoint_model(checkpoint: Path, dtype: str, device: str):
     """The policy's weights in ``checkpoint``: a damaged or truncated one names itself and says to
     move it away (the run resumes from the one before), not to download the model again."""
-    from e1.engine.hf import load_model
+    from e1.engine import load_model
 
     try:
         return load_model(str(checkpoint), dtype, device)
@@ -142,7 +141,7 @@ def load_metrics(out: Path, step: int) -> list[dict]:
     path = out / METRICS
     if not path.exists():
         return []
-    from e1.store.results import read_parquet
+    from e1.store import read_parquet
 
     frame = read_parquet(path)
     return frame[frame["step"] <= step].to_dict("records")
@@ -151,7 +150,7 @@ def load_metrics(out: Path, step: int) -> list[dict]:
 def write_metrics(out: Path, rows: list[dict]) -> None:
     import pandas as pd
 
-    from e1.store.results import write_parquet
+    from e1.store import write_parquet
 
     kept, resume = _kept(out)
     write_parquet(pd.DataFrame(rows), out / METRICS, kept=f"{METRICS} is unchanged and {kept}", resume=resume)
@@ -176,7 +175,7 @@ RUN_IDENTITY = ("model", "data", "algo", "seed", "prompts_per_step", "samples_pe
 def check_run_dir(config: TrainConfig) -> Path | None:
     """The checkpoint to resume from (None = start fresh); refuses to mix two runs in one directory,
     and ``--resume`` of a directory that holds no run (a typo would silently start afresh)."""
-    from e1.store.results import check_run_dir as check_identity
+    from e1.store import check_run_dir as check_identity
 
     out = config.out
     previous = check_identity(out, config.to_json(), RUN_IDENTITY, kind="train")
@@ -195,7 +194,7 @@ def check_data(config: TrainConfig, problems) -> dict[str, str]:
     """The training problems' fingerprint (:func:`e1.data.identity.fingerprint`), refused when the run
     directory recorded another one: a resumed run must continue on the problems it began with.
     Returns the fingerprints ``config.json`` records."""
-    from e1.data.identity import fingerprint
-    from e1.store.results import check_datasets
+    from e1.data import fingerprint
+    from e1.store import check_datasets
 
     return check_datasets(config.out, {str(problems["dataset"].iloc[0]): fingerprint(problems)})

@@ -27,14 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
-from e1.engine import check_backend
-from e1.engine.spec import EngineSpec
+from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
 from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.numeric import Number, check_numbers
-from e1.rewards.scoring import ScoringSpec
-from e1.store.results import model_identity
+from e1.rewards import ScoringSpec
+from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")
 LR_SCHEDULES = ("constant", "cosine")
@@ -197,21 +196,21 @@ class TrainConfig:
     @cached_property
     def prompt(self):
         """The :class:`e1.data.prompts.PromptOptions` of every prompt (rollouts, SFT, validation)."""
-        from e1.data.prompts import PromptOptions
+        from e1.data import PromptOptions
 
         return PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs)
 
     @cached_property
     def length_shaping(self):
         """The parsed ``length_reward`` (:class:`e1.rewards.length.LengthShaping`), or None."""
-        from e1.rewards.length import LengthShaping
+        from e1.rewards import LengthShaping
 
         return LengthShaping.parse(self.length_reward) if self.length_reward else None
 
     @property
     def reporters(self) -> tuple[str, ...]:
         """The names in ``report_to`` (empty for "none")."""
-        from e1.report.reporting import parse_report_to
+        from e1.report import parse_report_to
 
         return parse_report_to(self.report_to)
 

@@ -98,7 +98,7 @@ class ThinkBudgets:
         if len(self.choices) == 1:
             drawn = self.choices[0]
         else:
-            from e1.engine.sampling import derive_seed  # imports torch: not at config time
+            from e1.engine import derive_seed
 
             rng = random.Random(derive_seed(seed, "think-budget", step, problem))
             drawn = rng.choice(self.choices) if self.choices else rng.randint(self.low, self.high)

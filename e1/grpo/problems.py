@@ -37,7 +37,7 @@ class Instructed:
     cache: dict[tuple[int, int], list[int]] = field(default_factory=dict)
 
     def __call__(self, problem: int, target_tokens: int) -> list[int]:
-        from e1.data.prompts import build_prompt
+        from e1.data import build_prompt
 
         key = (problem, target_tokens)
         if key not in self.cache:
@@ -58,15 +58,14 @@ def prompt_of(prompt_ids: list[list[int]], instruct: Instructed | None, config: 
 
 def prepare_inputs(config: TrainConfig) -> Inputs:
     """Everything cheap about the run's input, validated; raises an E1Error on the first problem."""
-    from e1.engine.hf import _generation_eos, load_tokenizer
-    from e1.engine.markers import resolve_markers
-    from e1.data.prompts import build_prompt
+    from e1.engine import generation_eos, load_tokenizer, resolve_markers
+    from e1.data import build_prompt
 
     problems = load_problems(config.data, config.data_dir)
     if config.eval_data:
         load_problems(config.eval_data, config.data_dir)
     tokenizer = load_tokenizer(config.model)
-    markers = resolve_markers(tokenizer, config.engine.think_start, config.engine.think_end, _generation_eos(config.model))
+    markers = resolve_markers(tokenizer, config.engine.think_start, config.engine.think_end, generation_eos(config.model))
     prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t, options=config.prompt), add_special_tokens=False)
                   for p, t in zip(problems["problem"], problems["task"])]
     targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []
@@ -98,7 +97,7 @@ def check_context(config: TrainConfig, max_prompt_tokens: int, marker_tokens: in
 
     from transformers import AutoConfig
 
-    from e1.engine.hf import context_length
+    from e1.engine import context_length
 
     try:
         model_config = AutoConfig.from_pretrained(config.model)

@@ -8,12 +8,12 @@
 from __future__ import annotations
 
 from e1.grpo.config import TrainConfig
-from e1.report import reporting
-from e1.report.reporting import REPORTERS, Reporters, TensorBoardReporter, WandbReporter
+from e1.report import REPORTERS, Reporters, TensorBoardReporter, WandbReporter
+from e1.report import open_reporters as open_named_reporters
 
 __all__ = ["REPORTERS", "Reporters", "TensorBoardReporter", "WandbReporter", "open_reporters"]
 
 
 def open_reporters(config: TrainConfig, rank: int = 0) -> Reporters:
     """The reporters named in ``config.report_to``; none on ranks other than 0."""
-    return reporting.open_reporters(config.reporters, config.out, config.to_json(), rank)
+    return open_named_reporters(config.reporters, config.out, config.to_json(), rank)

@@ -36,10 +36,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from e1.budget import Budget
-from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.sampling import derive_seed
+from e1.engine import Completion, Mode, Sampling, derive_seed
 from e1.errors import ConfigError
-from e1.eval.overlap import overlapped
+from e1.eval import overlapped
 from e1.grpo.config import TrainConfig
 from e1.grpo.problems import Inputs, Instructed, prompt_of
 
@@ -93,7 +92,7 @@ class Rollout:
     @classmethod
     def create(cls, config: TrainConfig, strategy, inputs: Inputs, model: str, device: str) -> Rollout:
         """The configured engine over ``model`` (a folder: the start or the resumed checkpoint)."""
-        from e1.engine.hf import HFEngine, load_model
+        from e1.engine import HFEngine, load_model
 
         ours = {"rank": strategy.rank, "world": strategy.world, "instruct": inputs.instruct}
         if uses_vllm(config, strategy.world):

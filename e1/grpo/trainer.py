@@ -49,8 +49,7 @@ import torch
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.engine.base import Completion, Sampling
-from e1.engine.markers import DEFAULT_END
+from e1.engine import DEFAULT_END, Completion, Sampling
 from e1.grpo.batches import Batcher, MicroBatch, completion_logits, epoch_order
 from e1.grpo.checkpoint import (
     TrainerState,
@@ -71,10 +70,9 @@ from e1.grpo.problems import prepare_inputs
 from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
-from e1.rewards.registry import Reward, reward_for
-from e1.rewards.scoring import Scorer
-from e1.report.ui import NullProgress
-from e1.store.results import FINGERPRINTS
+from e1.rewards import Reward, Scorer, reward_for
+from e1.report import NullProgress
+from e1.store import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
 PEAKED = ("rollout", "old_logprob", "ref_logprob", "update", "sync", "save")  # phases whose GPU peak is recorded
@@ -109,7 +107,7 @@ def owned(config: TrainConfig):
     """The run directory's lock (:mod:`e1.store.lock`), taken by the process that writes it: rank 0
     (``RANK`` as torchrun and deepspeed set it). A second launch's rank 0 is refused at once, and
     its launcher stops the other ranks; ranks of one run never contend for the lock."""
-    from e1.store.lock import run_lock
+    from e1.store import run_lock
 
     if config.deepspeed is not None and os.environ.get("RANK", "0") != "0":
         return nullcontext()
@@ -138,8 +136,8 @@ class Trainer:
     @classmethod
     def create(cls, config: TrainConfig, reward: Reward | None = None) -> Trainer:
         """Validate everything cheap first (run dir, data, rewards, tokenizer, context), then load weights."""
-        from e1.engine.hf import load_model
-        from e1.store.results import write_json
+        from e1.engine import load_model
+        from e1.store import write_json
 
         latest = check_run_dir(config)
         inputs = prepare_inputs(config)
@@ -364,8 +362,8 @@ class Trainer:
 
     def validate(self, step: int) -> float:
         """Evaluate the current policy on ``eval_data`` at the training budget; returns accuracy."""
-        from e1.engine.spec import EngineSpec
-        from e1.eval.run import EvalConfig, evaluate
+        from e1.engine import EngineSpec
+        from e1.eval import EvalConfig, evaluate
 
         config = self.config
         eval_config = EvalConfig(

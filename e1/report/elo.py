@@ -360,7 +360,7 @@ def fetch_contests(
     log: Callable[[str], None] = lambda message: None,
 ) -> list[Path]:
     """Store each contest's standings (official rows) and rating changes; files already there are kept."""
-    from e1.store.results import write_text
+    from e1.store import write_text
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

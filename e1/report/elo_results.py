@@ -40,7 +40,7 @@ def load_results(
     """
     path = Path(path)
     if path.is_dir():
-        from e1.store.results import SAMPLES
+        from e1.store import SAMPLES
 
         path = path / SAMPLES
     if not path.is_file():
@@ -62,7 +62,7 @@ def _results_from_json(path: Path) -> dict[str, list[bool]]:
 def _results_from_parquet(path: Path, wanted: dict[str, object]) -> dict[str, list[bool]]:
     import pandas as pd
 
-    from e1.store.results import GROUP_KEY
+    from e1.store import GROUP_KEY
 
     try:
         samples = pd.read_parquet(path)

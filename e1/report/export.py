@@ -46,7 +46,7 @@ from e1.report.run_results import (
     task_name,
     text,
 )
-from e1.store.results import atomic_write, write_json, write_text
+from e1.store import atomic_write, write_json, write_text
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
@@ -87,8 +87,7 @@ def _version(dataset: str) -> int:
 
 
 def _benchmark(dataset: str):
-    import e1.data  # noqa: F401  registers the benchmark families
-    from e1.data.registry import get_benchmark, is_registered
+    from e1.data import get_benchmark, is_registered
 
     return get_benchmark(dataset) if is_registered(dataset) else None
 

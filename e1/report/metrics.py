@@ -32,7 +32,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from e1.store.results import GROUP_KEY, SUMMARY_COLUMNS
+from e1.store import GROUP_KEY, SUMMARY_COLUMNS
 
 RESAMPLES = 1000  # bootstrap resamples per interval
 SEED = 0  # the bootstrap's seed: intervals are reproducible
@@ -76,7 +76,7 @@ def vote_key(answer: str | None, code: bool) -> str | None:
         return None
     if code:
         return "\n".join(line.rstrip() for line in answer.splitlines() if line.strip()) or None
-    from e1.rewards.math import answer_key
+    from e1.rewards import answer_key
 
     return answer_key(answer) or None
 

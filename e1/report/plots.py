@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from e1.budget import format_tokens
-from e1.engine.base import Mode
-from e1.store.results import atomic_write
+from e1.engine import Mode
+from e1.store import atomic_write
 
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}

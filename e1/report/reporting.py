@@ -94,7 +94,7 @@ class TensorBoardReporter:
 class WandbReporter:
     def __init__(self, out: Path, config: dict):
         wandb = _wandb()
-        from e1.engine.sampling import derive_seed
+        from e1.engine import derive_seed
 
         out = Path(out)
         (out / WANDB).mkdir(parents=True, exist_ok=True)
@@ -184,7 +184,7 @@ def report_results(names: tuple[str, ...], out: Path, summary, samples, config: 
 
 
 def _tensorboard_results(out: Path, summary, samples, prefix: str) -> None:
-    from e1.store.results import atomic_write
+    from e1.store import atomic_write
 
     def write(folder: Path) -> None:
         reporter = TensorBoardReporter(out, log_dir=folder)

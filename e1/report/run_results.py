@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from e1.errors import ConfigError
-from e1.store.results import CONFIG, SAMPLES, SUMMARY, read_parquet
+from e1.store import CONFIG, SAMPLES, SUMMARY, read_parquet
 
 SAMPLE_FIELDS = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_text",
                  "solution_text", "extracted_answer", "gold", "correct", "forced", "think_tokens", "solve_tokens",

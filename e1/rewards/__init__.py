@@ -5,6 +5,13 @@
     1.0
 """
 
-from e1.rewards.registry import Scored, ScoringContext, register_reward, reward_for, reward_tasks
+# The built-in rewards register themselves on import: a new one is a module plus a name on this line.
+from e1.rewards import choice, code, exact, math  # noqa: F401
+from e1.rewards.code import DEFAULT_TIME_LIMIT_S
+from e1.rewards.length import LengthShaping
+from e1.rewards.math import answer_key
+from e1.rewards.registry import Reward, Scored, ScoringContext, register_reward, reward_for, reward_tasks
+from e1.rewards.scoring import Scorer, ScoringSpec, default_workers, gold_text
 
-__all__ = ["Scored", "ScoringContext", "register_reward", "reward_for", "reward_tasks"]
+__all__ = ["DEFAULT_TIME_LIMIT_S", "LengthShaping", "Reward", "Scored", "Scorer", "ScoringSpec", "ScoringContext", "answer_key", "default_workers",
+           "gold_text", "register_reward", "reward_for", "reward_tasks"]

@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from e1.data.schema import THINK_END as DEFAULT_END
+from e1.data import THINK_END as DEFAULT_END
 from e1.errors import RewardError
 from e1.rewards.code_tests import (
     DEFAULT_SANDBOX,

@@ -23,13 +23,12 @@ reward that needs none of it takes ``**columns`` and ignores it.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from e1.data.schema import THINK_END as DEFAULT_END
+from e1.data import THINK_END as DEFAULT_END
 from e1.errors import RewardError, did_you_mean
 
 if TYPE_CHECKING:
@@ -58,9 +57,7 @@ class ScoringContext:
 
 Reward = Callable[..., Sequence["float | Scored | None"]]
 
-# Modules whose import registers the built-in rewards; imported on first lookup so that
-# listing commands stay fast and a heavy reward (code) costs nothing until it is used.
-_BUILTIN_MODULES = ("e1.rewards.math", "e1.rewards.code", "e1.rewards.exact", "e1.rewards.choice")
+# The built-in rewards register themselves when e1.rewards (this module's package) imports them.
 _REWARDS: dict[str, Reward] = {}
 
 
@@ -82,7 +79,6 @@ def register_reward(task: str) -> Callable[[Reward], Reward]:
 
 def reward_for(task: str) -> Reward:
     """The reward registered for ``task``; RewardError naming the closest tasks if none."""
-    _load_builtins()
     if task in _REWARDS:
         return _REWARDS[task]
     hint = did_you_mean(task, reward_tasks(), listing="known tasks:")
@@ -91,7 +87,6 @@ def reward_for(task: str) -> Reward:
 
 def reward_tasks() -> list[str]:
     """Names of all registered reward tasks, sorted."""
-    _load_builtins()
     return sorted(_REWARDS)
 
 
@@ -105,8 +100,3 @@ def solution_of(completion: str) -> str | None:
     """The text after the last ``</think>``; None when thinking never ended."""
     end = completion.rfind(DEFAULT_END)
     return None if end < 0 else completion[end + len(DEFAULT_END) :]
-
-
-def _load_builtins() -> None:
-    for module in _BUILTIN_MODULES:
-        importlib.import_module(module)

@@ -7,3 +7,8 @@
 
 Nothing here imports vLLM at import time; the processor module does (vLLM loads it by name).
 """
+
+from e1.serve.budgets import ServeDefaults
+from e1.serve.server import ServeConfig, command_line, serve
+
+__all__ = ["ServeConfig", "ServeDefaults", "command_line", "serve"]

@@ -29,10 +29,7 @@ from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
-from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.modes import Mode
-from e1.engine.row_engine import new_row_state
-from e1.engine.row_state import RowState
+from e1.engine import Markers, Mode, RowState, exit_ids, new_row_state, sentence_end_ids
 from e1.errors import ConfigError
 from e1.numeric import Number
 
@@ -224,8 +221,7 @@ class Served:
 def load_served(vllm_config) -> Served:
     """The served model's tokenizer and markers (from its own tokenizer, never hard-coded), and
     the server's defaults, from vLLM's config."""
-    from e1.engine.hf import _generation_eos, load_tokenizer
-    from e1.engine.markers import resolve_markers
+    from e1.engine import generation_eos as _generation_eos, load_tokenizer, resolve_markers
 
     model_config, defaults = vllm_config.model_config, ServeDefaults.from_vllm_config(vllm_config)
     tokenizer = load_tokenizer(model_config.tokenizer)

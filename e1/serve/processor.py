@@ -20,8 +20,7 @@ from __future__ import annotations
 import secrets
 import sys
 
-from e1.engine.row_state import RowState
-from e1.engine.vllm_processor import KEY, BudgetProcessor
+from e1.engine import KEY, BudgetProcessor, RowState
 from e1.errors import E1Error
 from e1.serve.budgets import (
     ROUNDS_FIELD,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from e1.engine.row_state import RowState
+from e1.engine import RowState
 from e1.errors import ConfigError
 from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
                               check_context, feed, report, request_budget, room_field, worst_case_tokens)

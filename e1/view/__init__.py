@@ -7,3 +7,7 @@ parquet files (only the columns and rows a request needs), :mod:`e1.view.server`
 with Starlette and uvicorn; the page (``static/``) draws with Plotly, whose bundled
 ``plotly.min.js`` is served from the installed package, so nothing is fetched from the network.
 """
+
+from e1.view.server import ViewConfig, serve
+
+__all__ = ["ViewConfig", "serve"]

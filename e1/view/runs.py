@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e1.errors import ConfigError
-from e1.store.results import CONFIG, SAMPLES, SUMMARY
+from e1.store import CONFIG, SAMPLES, SUMMARY
 
 CURVES, METRICS, PARTS = "curves.parquet", "metrics.parquet", "samples"
 _SKIP = {"checkpoints", "data", "tensorboard", "wandb", PARTS}

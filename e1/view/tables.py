@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from e1.data.schema import PROBLEM
+from e1.data import PROBLEM
 from e1.view.runs import Run
 
 ORDER = ["model", "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
@@ -202,8 +202,7 @@ def _problems(path: str, stamp: int) -> dict:
     """(dataset, id) → problem statement for one local dataset file (ids and statements only)."""
     import pyarrow.parquet as pq
 
-    from e1.data import load_dataset
-    from e1.data.schema import DATASET, ID
+    from e1.data import DATASET, ID, load_dataset
 
     wanted = [DATASET, ID, PROBLEM]
     if path.endswith(".parquet") and set(wanted) <= set(pq.read_schema(path).names):

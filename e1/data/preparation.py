@@ -42,7 +42,7 @@ from e1.data.registry import (
     is_registered,
 )
 from e1.errors import DataError, did_you_mean
-from e1.store.preflight import missing_file
+from e1.store import missing_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -244,7 +244,7 @@ def _canonical_frame(
 
 def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
     """Write atomically (:func:`e1.store.results.write_parquet`); a failure is a one-line DataError."""
-    from e1.store.results import write_parquet
+    from e1.store import write_parquet
 
     try:
         write_parquet(frame, path)
