@@ -251,8 +251,8 @@ PEER_CHANNELS = {  # name -> (publisher, thief); {key} is a fresh number per exa
     "udp on loopback": (
         _retry(f"import socket\nfor _ in range(40):\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto("
                f"b'{PEER_SECRET}', ('127.0.0.1', {{key}}))\n    time.sleep(0.05)"),
-        "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(2)\n"
-        "try:\n    s.bind(('127.0.0.1', {key}))\n    print('GOT', s.recv(100).decode())\nexcept OSError:\n    pass"),
+        ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(2)\n"
+         "try:\n    s.bind(('127.0.0.1', {key}))\n    print('GOT', s.recv(100).decode())\nexcept OSError:\n    pass")),
     "abstract unix socket": (_serve("socket.AF_UNIX", "'\\0e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'\\0e1-peer-{key}'")),
     "unix socket in /tmp": (_serve("socket.AF_UNIX", "'/tmp/e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'/tmp/e1-peer-{key}'")),
     "file in /tmp": (f"open('/tmp/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
@@ -292,7 +292,8 @@ def _one_run(publisher: str, thief: str) -> str:
 
 @pytest.mark.parametrize("name", PEER_CHANNELS)
 def test_concurrent_runs_cannot_pass_data_to_each_other(name):
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     publisher, thief = PEER_CHANNELS[name]
     stolen = []

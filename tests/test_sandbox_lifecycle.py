@@ -251,7 +251,8 @@ print(json.dumps([[r.passed, r.first_failure] for r in results]))
 def test_honest_call_and_code_tests_pass_whatever_fds_e1_held_when_the_sandbox_started():
     """A stale socket object of the fork server, finalised inside a run, once closed the run's
     harness channel when fds 3-6 were free at start-up (EBADF: honest code failed)."""
-    from hypothesis import given, settings, strategies as st
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
 
     @settings(max_examples=5, deadline=None, database=None)
     @given(st.sets(st.integers(3, 9), max_size=4), st.booleans(), st.booleans())
