@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from e1.rewards.code import compare_output, run_code_tests, same_value
-from e1.rewards.harness import BadReply, encode, read_reply
+from e1.rewards.harness import BadReply, SetItems, encode, read_reply
 from e1.rewards.scoring import Scorer
 from e1.sandbox import Limits, Sandbox
 
@@ -180,11 +180,105 @@ def test_deep_values_compare_without_recursion():
     assert same_value(deep, deep) and not same_value(deep, [])
 
 
+# returned values compare by type: the rule of e1/rewards/verdicts.py, written out plainly
+typed_scalars = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.floats(allow_nan=False) | any_text
+typed_keys = st.booleans() | st.integers(-5, 5) | st.floats(-5, 5) | st.text(max_size=3)
+typed_values = st.recursive(
+    typed_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
+    | st.sets(typed_keys, max_size=4) | st.frozensets(typed_keys, max_size=4)
+    | st.dictionaries(typed_keys, inner, max_size=4),
+    max_leaves=20,
+)
+RETYPES = {  # how a wrong answer could differ only in its types
+    list: [tuple, set, lambda v: {str(i): x for i, x in enumerate(v)}],
+    tuple: [list, set],
+    set: [lambda v: sorted(v, key=repr), frozenset, lambda v: {x: None for x in v}],
+    frozenset: [lambda v: sorted(v, key=repr), set],
+    dict: [lambda v: {str(k): x for k, x in v.items()}, lambda v: sorted(v, key=repr), lambda v: list(v.values())],
+    bool: [int, str], int: [float, str, bool], float: [int, str], str: [lambda v: [v]], type(None): [lambda v: 0],
+}
+
+
+def key_of(value):
+    """The documented identity of a dict key or set item: type and value, all the way down."""
+    if type(value) in (tuple, frozenset):
+        return type(value), type(value)(map(key_of, value))
+    return type(value), value
+
+
+def typed_equal(got, expected) -> bool:
+    """The rule of e1.rewards.verdicts' docstring, read literally (small values: recursion and
+    hashing are fine here)."""
+    if type(expected) is bool or type(got) is bool:
+        return type(got) is type(expected) and got == expected
+    if type(expected) is int:
+        return type(got) in (int, float) and got == expected
+    if type(expected) is float:
+        if type(got) not in (int, float):
+            return False
+        if math.isfinite(expected) and math.isfinite(float(got)):
+            return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6)
+        return got == expected
+    if type(expected) in (list, tuple):
+        return (type(got) in ((list, tuple) if type(expected) is list else (tuple,)) and len(got) == len(expected)
+                and all(map(typed_equal, got, expected)))
+    if type(expected) is dict:
+        if type(got) is not dict or {key_of(k) for k in got} != {key_of(k) for k in expected}:
+            return False
+        wanted = {key_of(k): v for k, v in expected.items()}
+        return all(typed_equal(v, wanted[key_of(k)]) for k, v in got.items())
+    if type(expected) in (set, frozenset):
+        return type(got) in (set, frozenset) and {key_of(x) for x in got} == {key_of(x) for x in expected}
+    return type(got) is type(expected) and got == expected
+
+
+@st.composite
+def retyped(draw, value):
+    """``value`` with some of its parts changed in type only."""
+    change = RETYPES.get(type(value), [])
+    if change and draw(st.booleans()):
+        try:
+            return draw(st.sampled_from(change))(value)
+        except (TypeError, ValueError):  # items that cannot be a set's, text that is no number
+            return value
+    if type(value) in (list, tuple):
+        return type(value)([draw(retyped(item)) for item in value])
+    if type(value) is dict:
+        return {key: draw(retyped(item)) for key, item in value.items()}
+    return value
+
+
+def over_the_wire(value):
+    """``value`` returned by a solution, as the parent reads it."""
+    return read_reply(json.dumps({"ok": encode(value)}), 1 << 20, hashless=True)[1]
+
+
+@PURE
+@given(typed_values, st.data())
+def test_returned_values_compare_by_type(expected, data):
+    got = data.draw(retyped(expected))
+    assert same_value(over_the_wire(expected), expected)  # equal values of the same types always match
+    assert same_value(expected, expected)
+    assert same_value(over_the_wire(got), expected) == typed_equal(got, expected)  # else only as the rule says
+    assert same_value(got, expected) == typed_equal(got, expected)
+
+
+def test_sets_and_retyped_keys_never_stand_for_what_json_writes():
+    assert not same_value(over_the_wire({2, 1}), [1, 2])  # once sorted into a list and passed
+    assert not same_value(over_the_wire({1: "a"}), {"1": "a"})  # once keys were made strings and passed
+    assert not same_value(over_the_wire({1: "a", "1": "b"}), {"1": "b"})
+    assert not same_value(over_the_wire({True: 1}), {1: 1}) and not same_value(over_the_wire({1.0: 1}), {1: 1})
+    assert same_value(over_the_wire((1, [2, (3,)])), [1, [2, [3]]])  # JSON has no tuples: a tuple is a list
+    assert same_value(over_the_wire({"a": (1,)}), {"a": [1]}) and same_value(over_the_wire({3, 1}), {1, 3})
+    assert not same_value(over_the_wire([1, 2]), (1, 2))  # but a list is no tuple
+
+
 # --- 2. replies ----------------------------------------------------------------------------------
 
 
-def read(line: bytes | str, as_json: bool = True):
-    return read_reply(line, 1 << 20, as_json=as_json)
+def read(line: bytes | str, hashless: bool = True):
+    return read_reply(line, 1 << 20, hashless=hashless)
 
 
 long_replies = st.integers(0, 2 << 20).map(lambda n: b'{"ok": "' + b"a" * n + b'"}')  # around the cap
@@ -194,9 +288,9 @@ deep_replies = st.integers(0, 5000).map(lambda depth: b'{"ok": ' + b"[" * depth 
 @PURE
 @given(st.binary(max_size=2000) | json_like.map(lambda v: json.dumps({"ok": v}).encode()) | long_replies | deep_replies)
 def test_any_reply_is_a_value_or_bad_reply(line):
-    for as_json in (True, False):
+    for hashless in (True, False):
         try:
-            returned, value = read(line, as_json)
+            returned, value = read(line, hashless)
         except BadReply as err:
             assert str(err)
         else:
@@ -215,9 +309,9 @@ raw_json = st.recursive(
 @given(raw_json)
 def test_hostile_reply_structures_are_a_value_or_bad_reply(body):
     for reply in ({"ok": body}, {"error": body}, body):
-        for as_json in (True, False):
+        for hashless in (True, False):
             try:
-                read(json.dumps(reply), as_json)
+                read(json.dumps(reply), hashless)
             except BadReply:
                 pass
 
@@ -234,7 +328,7 @@ plain = st.recursive(
 @PURE
 @given(plain)
 def test_plain_data_crosses_unchanged(value):
-    assert read(json.dumps({"ok": encode(value)}), as_json=False) == (True, value)
+    assert read(json.dumps({"ok": encode(value)}), hashless=False) == (True, value)
 
 
 @pytest.mark.parametrize("line, reason", [
@@ -270,7 +364,8 @@ def test_a_set_of_colliding_integers_is_read_in_linear_time():
     colliding = [k * (2**61 - 1) for k in range(40_000)]  # hash(k * (2**61 - 1)) == 0 for all k
     start = time.monotonic()
     returned, value = read(json.dumps({"ok": {"s": colliding}}).encode())
-    assert returned and value == colliding and time.monotonic() - start < 1
+    assert returned and value == SetItems(colliding) and time.monotonic() - start < 1
+    assert not same_value(value, colliding)  # a set is not a list
 
 
 # --- 3. through the sandbox: each case that once scored a wrong answer 1.0 ------------------------

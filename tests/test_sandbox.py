@@ -101,7 +101,7 @@ def _nothing_left():
 def test_full_isolation_where_root_has_namespaces():
     if os.geteuid() != 0 or subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode != 0:
         pytest.skip("not root with namespaces")
-    assert ISOLATION.mode == "unshare" and [name for name in ISOLATION.missing() if name != "tree_limits"] == []
+    assert ISOLATION.mode == "unshare" and [n for n in ISOLATION.missing() if n not in ("tree_limits", "cpu_share")] == []
 
 
 # --- correct programs -------------------------------------------------------------------------
@@ -353,6 +353,38 @@ print(sum(os.waitpid(pid, 0)[1] == 0 for pid in children))
     assert result.stdout != b"6\n"  # 600 MiB in total never fits
 
 
+@pytest.mark.skipif(not ISOLATION.cpu_share, reason="no cgroup with the cpu controller here: runs get no CPU share")
+@pytest.mark.parametrize("cpus", [0.25, 1.0])
+def test_a_run_gets_its_cpu_share_however_many_processes_spin(cpus):
+    # 8 processes spin for a second of wall time: the whole run gets ``cpus`` CPU-seconds per
+    # second at most (on an idle machine of 8+ cores they would take 8), so a neighbour keeps its share.
+    program = """
+import os, resource, time
+start = time.time()
+for _ in range(8):
+    if os.fork() == 0:
+        while time.time() - start < 1:
+            pass
+        os._exit(0)
+while True:
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(used.ru_utime + used.ru_stime, time.time() - start)
+"""
+    result = run_sandboxed(program, b"", Limits(wall_s=20, cpus=cpus))
+    cpu_s, wall_s = map(float, result.stdout.split())
+    assert cpu_s <= cpus * wall_s * 1.2 + 0.05, (cpu_s, wall_s)
+
+
+def test_cpus_is_checked():
+    for bad in (0, -1, 0.001, True, "1", 5000):
+        with pytest.raises(SandboxError, match="cpus"):
+            Limits(cpus=bad)
+
+
 def test_extra_fds_reach_the_program_as_a_channel():
     read_fd, write_fd = os.pipe()
     program = "import os\nfd = int(os.environ['E1_FDS'])\nos.write(fd, b'over the channel')"
@@ -374,7 +406,8 @@ def test_none_is_an_explicit_opt_in_that_still_limits_and_warns(monkeypatch, cap
         assert box.run("print(input())", b"hi\n").stdout == b"hi\n"
     assert box.isolation.mode == "none" and "UNCONFINED" in caplog.text
     slow = box.run("import time\ntime.sleep(30)", b"", Limits(wall_s=0.5))
-    assert slow.timed_out and slow.isolation.missing() == ["network", "processes", "user", "filesystem", "tree_limits"]
+    assert slow.timed_out and slow.isolation.missing() == ["network", "processes", "user", "filesystem", "tree_limits",
+                                                          "cpu_share"]
 
 
 def test_without_root_the_unshare_backend_refuses(monkeypatch):
@@ -408,6 +441,17 @@ def test_without_root_or_bubblewrap_auto_refuses_naming_both(monkeypatch):
     with pytest.raises(SandboxError, match="not root .* bubblewrap is not installed") as error:
         run_sandboxed("print(1)")
     assert "apt-get install bubblewrap" in error.value.hint and "E1_SANDBOX=none" in error.value.hint
+
+
+def test_bwrap_refuses_root_naming_what_root_uses(monkeypatch):
+    # as root, bwrap leaves the program uid 0 of the host: /proc/sys/kernel/core_pattern writable
+    from e1.sandbox import backends
+
+    monkeypatch.setattr(backends, "_INSTANCES", {})
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    with pytest.raises(SandboxError, match="bwrap sandbox refuses to run as root") as error:
+        Sandbox(backend="bwrap").run("print(1)")
+    assert "--sandbox unshare" in error.value.hint
 
 
 def test_tools_are_found_outside_a_trimmed_path(monkeypatch):

@@ -19,6 +19,13 @@ from e1.sandbox import UID_BASE, Limits, MiB, Sandbox, isolation, run_sandboxed
 from e1.sandbox.backends import get_backend
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def skip_unusable(backend: str) -> None:
+    if backend == "bwrap" and not shutil.which("bwrap"):
+        pytest.skip("no bubblewrap here")
+    if backend == "bwrap" and os.geteuid() == 0:
+        pytest.skip("bwrap refuses root (tests/test_hostile_bwrap.py runs its checks under another uid)")
 unshare_only = pytest.mark.skipif(isolation().mode != "unshare", reason="the root (unshare) backend's machinery")
 
 E1 = """
@@ -149,12 +156,11 @@ for program, site in [("import os, sys; print(os.path.isfile(sys.executable))", 
 
 @pytest.mark.parametrize("backend", ["unshare", "bwrap"])
 def test_an_interpreter_in_a_venv_under_tmp_works(tmp_path, backend):
+    skip_unusable(backend)
     venv = tmp_path / "venv"  # tmp_path is under /tmp, which every run has its own of
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
     ran = subprocess.run([str(venv / "bin" / "python"), "-c", VENV_E1, backend], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
-    if backend == "bwrap" and not shutil.which("bwrap"):
-        pytest.skip("no bubblewrap here")
     assert ran.stdout.split("\n")[:3] == ["True", str(venv), str(venv)], ran.stderr[-2000:]
 
 
@@ -181,10 +187,9 @@ os.write(2, result.stderr + json.dumps([into, result.returncode, os.read(answer,
 def test_runs_get_their_fds_when_e1_started_with_stdin_and_stdout_closed(backend, when):
     """``before``: the fds handed to the run are 0 and 1; ``after``: the backend started (its
     own sockets and memfds made) while 0 and 1 were closed."""
+    skip_unusable(backend)
     ran = subprocess.run([sys.executable, "-c", CLOSED_STDIO_E1, backend, when], capture_output=True, text=True,
                          timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
-    if backend == "bwrap" and not shutil.which("bwrap"):
-        pytest.skip("no bubblewrap here")
     into, returncode, answer = json.loads(ran.stderr[ran.stderr.rindex("["):])
     assert (returncode, answer) == (0, "gnip"), ran.stderr[-2000:]
     assert into < 3 or when == "after"
@@ -206,8 +211,7 @@ print(starved.returncode, later.returncode, later.stdout.decode().strip(), starv
 
 @pytest.mark.parametrize("backend", ["unshare", "bwrap", "none"])
 def test_a_run_the_machinery_cannot_start_is_a_failed_result_on_every_backend(backend):
-    if backend == "bwrap" and not shutil.which("bwrap"):
-        pytest.skip("no bubblewrap here")
+    skip_unusable(backend)
     ran = subprocess.run([sys.executable, "-c", STARVED_E1, backend], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert ran.stdout.split(" ", 3)[:3] == ["127", "0", "2"], ran.stderr[-2000:]
@@ -220,3 +224,42 @@ def test_extra_fds_reach_a_run_whose_open_files_limit_is_small():
         "import os\nos.write(int(os.environ['E1_FDS']), b'over')", fds=[write_fd])
     assert (result.returncode, result.stderr, os.read(read_fd, 10)) == (0, b"", b"over")
     os.close(read_fd)
+
+
+FD_LAYOUT_E1 = """
+import json, os, sys
+held, cgroups_too, release = json.loads(sys.argv[1])
+for fd in held:  # the fds this process happens to hold when the sandbox starts (0-2 only, else)
+    os.dup2(0, fd)
+if not cgroups_too:
+    from e1.sandbox import cgroups
+    cgroups.make_parents = lambda name: (None, [])
+from e1.sandbox import isolation
+from e1.rewards.code_tests import run_code_tests
+isolation()  # as e1 eval does before scoring: the fork server starts with this layout
+if release:
+    for fd in held:
+        os.close(fd)
+call = [{"kind": "call", "fn": "square", "args": [3], "expected": 9}]
+code = [{"kind": "code", "code": "def check(candidate):\\n    assert candidate(3) == 9\\n", "entry_point": "square"}]
+results = [run_code_tests("def square(x):\\n    return x * x", tests) for tests in (call, code) for _ in range(3)]
+print(json.dumps([[r.passed, r.first_failure] for r in results]))
+"""
+
+
+@unshare_only
+def test_honest_call_and_code_tests_pass_whatever_fds_e1_held_when_the_sandbox_started():
+    """A stale socket object of the fork server, finalised inside a run, once closed the run's
+    harness channel when fds 3-6 were free at start-up (EBADF: honest code failed)."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=5, deadline=None, database=None)
+    @given(st.sets(st.integers(3, 9), max_size=4), st.booleans(), st.booleans())
+    def any_layout(held, cgroups_too, release):
+        ran = subprocess.run([sys.executable, "-c", FD_LAYOUT_E1, json.dumps([sorted(held), cgroups_too, release])],
+                             capture_output=True, text=True, timeout=120, close_fds=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert json.loads(ran.stdout.splitlines()[-1]) == [[1, None]] * 6, ran.stderr[-2000:]
+
+    any_layout()

@@ -27,8 +27,9 @@ decides: the parent for ``stdio`` and ``call``, the checker run for ``code``.
 *The judge guarantees*:
 
 1. Verdicts follow fixed rules (:mod:`e1.rewards.verdicts`). Integers compare exactly: digit
-   by digit in output (``3.0`` does not match ``3``), by Python's exact ``==`` for returned
-   values (``1e18`` is not ``10**18 + 7``). A tolerance of 1e-6 applies only where the
+   by digit in output (``3.0000001`` does not match ``3``), by Python's exact ``==`` for returned
+   values (``1e18`` is not ``10**18 + 7``). Returned values compare by type: a set is never a
+   list, a dict key ``1`` never ``"1"`` (a tuple stands for a list: JSON has no tuples). A tolerance of 1e-6 applies only where the
    expected answer is a decimal or a float. A non-finite number never equals a finite one;
    NaN equals nothing. HumanEval+ checks keep EvalPlus's type-and-length rule.
 2. Nothing the solution does changes a ``code`` test's control flow: an exception it raises,
@@ -286,7 +287,7 @@ def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str 
     if line is None:
         return _run_failure(served, limits) or "exited before the tests finished"
     try:
-        returned, value = harness.read_reply(line, _reply_bytes(limits), as_json=True)
+        returned, value = harness.read_reply(line, _reply_bytes(limits), hashless=True)
     except harness.BadReply as err:
         return str(err)
     if not returned:

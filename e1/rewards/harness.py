@@ -42,6 +42,29 @@ class BadReply(Exception):
     """A reply that is not one line of plain data within the bounds; ``str()`` is the failure."""
 
 
+class SetItems:
+    """A set as :func:`read_reply` reads it with ``hashless``: its items, in reply order, never hashed."""
+
+    __slots__ = ("items",)
+    __hash__ = None
+
+    def __init__(self, items):
+        self.items = items
+
+    def __eq__(self, other):
+        return type(other) is type(self) and self.items == other.items
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.items!r})"
+
+
+class DictItems(SetItems):
+    """A dict as :func:`read_reply` reads it with ``hashless``: its ``(key, value)`` pairs, keys
+    of their own types, in reply order, never hashed."""
+
+    __slots__ = ()
+
+
 def encode(value, depth=0):
     """Plain data -> its JSON form (tuples, sets, dicts tagged); raises TypeError on anything else.
 
@@ -70,12 +93,13 @@ def encode(value, depth=0):
     raise TypeError(f"returned a {type(value).__name__}, not plain data")
 
 
-def read_reply(line, max_bytes, as_json=False):
+def read_reply(line, max_bytes, hashless=False):
     """One reply line (str or bytes) -> ``(True, value)`` or ``(False, "Kind: message")``.
 
-    ``as_json``: the value as JSON sees it (tuples lists, sets sorted lists, dict keys strings),
-    built without hashing anything the solution chose; else the Python value. Raises
-    :class:`BadReply` for anything that is not a reply within the bounds.
+    ``hashless``: every type kept, but sets as :class:`SetItems` and dicts as :class:`DictItems`,
+    built without hashing anything the solution chose (a set of integers that all hash alike
+    would take quadratic time); else the Python value. Raises :class:`BadReply` for anything
+    that is not a reply within the bounds.
     """
     if len(line) > max_bytes:
         raise BadReply(f"reply longer than {max_bytes} bytes")
@@ -89,30 +113,31 @@ def read_reply(line, max_bytes, as_json=False):
         raise BadReply(f"unreadable reply: not a reply ({type(reply).__name__})")
     (kind, body), = reply.items()
     if kind == "ok":
-        return True, decode(body, as_json=as_json)
+        return True, decode(body, hashless=hashless)
     if kind == "error" and isinstance(body, list) and len(body) == 2 and all(isinstance(p, str) for p in body):
         return False, f"{body[0]}: {body[1]}" if body[1] else body[0]
     raise BadReply("unreadable reply: neither a value nor an error")
 
 
-def decode(value, depth=0, as_json=False):
-    """The inverse of :func:`encode` (see :func:`read_reply` for ``as_json``); builds nothing but
+def decode(value, depth=0, hashless=False):
+    """The inverse of :func:`encode` (see :func:`read_reply` for ``hashless``); builds nothing but
     plain data; :class:`BadReply` if ``value`` is not plain data or nests deeper than MAX_DEPTH."""
     if depth > MAX_DEPTH:
         raise BadReply(f"unreadable reply: nested more than {MAX_DEPTH} deep")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, list):
-        return [decode(item, depth + 1, as_json) for item in value]
+        return [decode(item, depth + 1, hashless) for item in value]
     if isinstance(value, dict) and len(value) == 1:
         (tag, body), = value.items()
         if tag in ("t", "s") and isinstance(body, list):
-            items = [decode(item, depth + 1, as_json) for item in body]
+            items = [decode(item, depth + 1, hashless) for item in body]
             if tag == "t":
-                return items if as_json else tuple(items)
-            return _sorted(items) if as_json else _hashed(set, map(_key, items))
+                return tuple(items)
+            return SetItems(items) if hashless else _hashed(set, map(_key, items))
         if tag == "d" and isinstance(body, list):
-            return _hashed(dict, [_pair(pair, depth, as_json) for pair in body])
+            pairs = [_pair(pair, depth, hashless) for pair in body]
+            return DictItems(pairs) if hashless else _hashed(dict, pairs)
     raise BadReply(f"unreadable reply: not plain data ({type(value).__name__})")
 
 
@@ -123,26 +148,17 @@ def _hashed(kind, items):
         raise BadReply("unreadable reply: an unhashable set item or dict key") from None
 
 
-def _pair(pair, depth, as_json):
+def _pair(pair, depth, hashless):
     if not (isinstance(pair, list) and len(pair) == 2):
         raise BadReply("unreadable reply: a dict item that is not a pair")
-    key, value = (decode(part, depth + 1, as_json) for part in pair)
-    if as_json:
-        return (key if isinstance(key, str) else str(key)), value  # str keys: hashes no one can aim
-    return _key(key), value
+    key, value = (decode(part, depth + 1, hashless) for part in pair)
+    return (key if hashless else _key(key)), value
 
 
 def _bounded_int(text):
     if len(text) > MAX_INT_DIGITS + 1:  # a sign and MAX_INT_DIGITS digits; int() is quadratic beyond
         raise ValueError(f"an integer of more than {MAX_INT_DIGITS} digits")
     return int(text)
-
-
-def _sorted(items):
-    try:
-        return sorted(items)
-    except TypeError:
-        return items
 
 
 def _key(value):

@@ -8,6 +8,8 @@
     (True, "expected '3', got '3.0000001'")
     >>> same_value(0.1 + 0.2, 0.3), same_value(1e18, 10**18 + 7), same_value(3.0, 3)
     (True, False, True)
+    >>> same_value((1, 2), [1, 2]), same_value({2, 1}, [1, 2]), same_value({1: "a"}, {"1": "a"})
+    (True, False, False)
 
 Output (``stdio`` tests, :func:`compare_output`): ``\\r\\n`` is ``\\n``, trailing whitespace on
 each line and trailing blank lines are ignored, and lines are compared token by token (split on
@@ -22,7 +24,10 @@ whitespace). Two tokens match when their texts are equal, or:
   both finite as float64; a number beyond float64 (``1e999``) matches only its own text;
 - anything else matches only itself.
 
-Values (``call`` tests, :func:`same_value`), ``got`` against ``expected``:
+Values (``call`` tests, :func:`same_value`), ``got`` against ``expected``, by type, as
+LiveCodeBench and EvalPlus compare them (Python's ``==`` of the returned value, where a set is
+never a list and ``{1: x}`` is never ``{"1": x}``); ``got`` keeps the types the solution
+returned (:func:`e1.rewards.harness.read_reply` with ``hashless``):
 
 - booleans equal only booleans;
 - an expected integer equals an exactly equal number (Python's exact ``==`` of int and float:
@@ -30,8 +35,15 @@ Values (``call`` tests, :func:`same_value`), ``got`` against ``expected``:
 - an expected float equals a number within 1e-6 (relative or absolute) when both are finite,
   else only an exactly equal one: ``inf`` equals ``inf``, NaN equals nothing, and neither an
   infinity nor an integer beyond float64 equals a finite float;
-- lists have the same length and equal items, dicts the same keys and equal values; anything
-  else must be of the same type and ``==``.
+- an expected list equals a list or a tuple of the same length and equal items (JSON, in which
+  tests are written, has no tuples; LiveCodeBench reads a returned tuple as a list too); an
+  expected tuple only a tuple;
+- an expected dict equals a dict with the same keys and equal values; an expected set or
+  frozenset a set or frozenset with the same items. Keys and set items compare by type and
+  value, exactly: ``1`` is not ``"1"``, ``1.0`` nor ``True``. So a returned set equals no
+  value written in JSON (no sorting makes it a list), nor does a dict with a key that is not
+  a string; a set inside a returned set or dict key equals nothing;
+- anything else must be of the same type and ``==``.
 
 Both take untrusted input: time linear in its size (no backtracking, no int <-> str
 conversion), no recursion, and a verdict, never an exception.
@@ -45,6 +57,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from itertools import zip_longest
 from typing import Any
+
+from e1.rewards.harness import DictItems, SetItems
 
 FLOAT_TOLERANCE = 1e-6  # relative or absolute, for decimals only
 
@@ -74,21 +88,70 @@ def compare_output(expected: str, got: str) -> str | None:
 
 
 def same_value(got: Any, expected: Any) -> bool:
-    """Whether the plain data ``got`` equals ``expected`` (see the module docstring)."""
+    """Whether the plain data ``got`` (Python values, or as a reply is read: sets as ``SetItems``,
+    dicts as ``DictItems``) equals ``expected`` (see the module docstring)."""
     pending = [(got, expected)]
     while pending:  # a stack, not recursion: any depth is fine
         got, expected = pending.pop()
-        if isinstance(got, list) and isinstance(expected, list):
-            if len(got) != len(expected):
+        if type(expected) in (list, tuple):
+            if type(got) not in ((list, tuple) if type(expected) is list else (tuple,)) or len(got) != len(expected):
                 return False
             pending.extend(zip(got, expected))
-        elif isinstance(got, dict) and isinstance(expected, dict):
-            if got.keys() != expected.keys():
+        elif type(expected) is dict:
+            values = _matched(_items(got, dict, DictItems), expected.items())
+            if values is None:
                 return False
-            pending.extend((got[key], expected[key]) for key in expected)
+            pending.extend(values)
+        elif type(expected) in (set, frozenset):
+            items = _items(got, (set, frozenset), SetItems)
+            if items is None or _matched([(item, None) for item in items], [(item, None) for item in expected]) is None:
+                return False
         elif not _same_scalar(got, expected):
             return False
     return True
+
+
+def _items(got: Any, python: type | tuple[type, ...], read: type) -> list | None:
+    """``got``'s items (a dict's pairs) if it is a ``python`` value or ``read`` from a reply."""
+    if type(got) is read:
+        return got.items
+    if type(got) in (python if isinstance(python, tuple) else (python,)):
+        return list(got.items()) if type(got) is dict else list(got)
+    return None
+
+
+def _matched(got: list | None, expected) -> list | None:
+    """Pair each ``(key, value)`` of ``got`` with the one of ``expected`` whose key has the same
+    type and value: the ``(got value, expected value)`` pairs, or None if the keys differ.
+    Only the trusted ``expected`` keys are hashed into a table (looking a key up costs what
+    ``expected``'s own keys make it cost, whatever the solution chose)."""
+    if got is None:
+        return None
+    table = {_typed(key): value for key, value in expected}
+    if len(got) != len(table) or None in table:
+        return None
+    seen, pairs = set(), []
+    for key, value in got:
+        typed = _typed(key)
+        if typed is None or typed in seen or typed not in table:
+            return None
+        seen.add(typed)
+        pairs.append((value, table[typed]))
+    return pairs
+
+
+def _typed(key: Any) -> tuple | None:
+    """A stand-in for a dict key or set item, equal only to one of the same types and values
+    (``1``, ``1.0``, ``True`` and ``"1"`` all differ); None for what cannot be one."""
+    if type(key) in (type(None), bool, int, float, str):
+        return type(key).__name__, key
+    if type(key) is tuple:
+        items = tuple(map(_typed, key))
+        return None if any(item is None for item in items) else ("tuple", items)
+    if type(key) is frozenset:
+        items = frozenset(map(_typed, key))
+        return None if None in items else ("frozenset", items)
+    return None
 
 
 def short(text: str, width: int = 60) -> str:
@@ -96,11 +159,22 @@ def short(text: str, width: int = 60) -> str:
 
 
 def show(value: Any) -> str:
-    """A value as JSON, shortened for a failure message."""
+    """A value as JSON (a set read from a reply as ``{"set": [...]}``, a dict whose keys are not
+    all strings as ``{"dict": [[key, value], ...]}``), shortened for a failure message."""
     try:
-        return short(json.dumps(value))
+        return short(json.dumps(value, default=_shown))
     except (TypeError, ValueError, RecursionError):  # not JSON, too deep, an int past the digit limit
         return f"a {type(value).__name__}"
+
+
+def _shown(value: Any) -> Any:
+    if isinstance(value, DictItems):
+        if all(type(key) is str for key, _ in value.items):
+            return {key: item for key, item in value.items}
+        return {"dict": [list(pair) for pair in value.items]}
+    if isinstance(value, (SetItems, set, frozenset)):
+        return {"set": list(value.items if isinstance(value, SetItems) else value)}
+    raise TypeError(type(value).__name__)
 
 
 def printable(text: str, width: int = 300) -> str:

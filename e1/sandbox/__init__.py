@@ -14,16 +14,17 @@ cwd and ``HOME``, and run with this interpreter as ``python -S -B main.py``;
 Backends (``backend=`` or the ``E1_SANDBOX`` environment variable; default ``auto``):
 
 - ``unshare`` (root; what ``auto`` picks for root): every run is PID 1 of fresh mount, PID, IPC,
-  UTS and cgroup namespaces inside one empty network namespace, under a throwaway uid with
+  UTS, cgroup and (empty) network namespaces of its own, under a throwaway uid with
   ``no_new_privs`` and the seccomp filter of :mod:`e1.sandbox.seccomp`. Its root is a tmpfs
   with read-only binds of /usr, /bin, /lib*, /etc and this interpreter only: no /home,
   /root, /run, /var, so no host files or pathname sockets; /tmp and /dev/shm are private
   tmpfs of ``Limits.scratch_bytes`` and ``scratch_inodes``. Memory and processes are
   bounded per run by a cgroup (v2, else v1) where the machine has one, and per process by
-  rlimits always. Nothing of it outlives this process, even killed. See :mod:`e1.sandbox.server`.
+  rlimits always; where that cgroup has the cpu controller, the run gets ``Limits.cpus`` CPUs. Nothing of it outlives this process, even killed. See :mod:`e1.sandbox.server`.
 - ``bwrap`` (bubblewrap, for users without root where user namespaces are allowed; what
-  ``auto`` picks for them): the same namespaces, seccomp filter, minimal root and private scratch, but the
-  caller's uid and no cgroup tree limits. See :mod:`e1.sandbox.local`.
+  ``auto`` picks for them; it refuses root): the same namespaces, seccomp filter, minimal root
+  and private scratch, but the caller's uid, no cgroup tree limits and no CPU share. See
+  :mod:`e1.sandbox.local`.
 - ``none``: the explicit opt-out. A private temporary directory, rlimits, a wall-clock limit
   and a process group killed afterwards; nothing else. It logs a warning saying so.
 

@@ -4,8 +4,10 @@
 user without root what the root backend gives (namespaces, the seccomp filter of
 :mod:`e1.sandbox.seccomp`, a read-only root, private scratch), minus two things: the program
 keeps the caller's uid (hidden in a user namespace), and there are no cgroup tree limits, so
-memory holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC, which the kernel
-does not apply to root: run as root, use ``unshare``). Memory outside address spaces: tmpfs
+memory holds per process (RLIMIT_AS) and processes per user (RLIMIT_NPROC). It refuses to run
+as root: the program would keep the host's uid 0, for which ``/proc/sys`` (``kernel.core_pattern``
+among it) stays writable without any capability, and RLIMIT_NPROC does not hold; root uses
+``unshare`` (what ``auto`` picks for root). Memory outside address spaces: tmpfs
 pages are capped by ``--size``, memfds, xattrs and SysV shm refused by the filter; tmpfs inodes (bwrap
 cannot cap them), pipe and socket buffers are bounded only by open files and the wall limit.
 """
@@ -69,6 +71,10 @@ class BwrapBackend:
     isolation = Isolation("bwrap", network=True, processes=True, user=False, filesystem=True)
 
     def __init__(self):
+        if os.geteuid() == 0:
+            raise SandboxError("the bwrap sandbox refuses to run as root: model code would keep uid 0, "
+                               "with /proc/sys (kernel.core_pattern) writable",
+                               hint="as root use --sandbox unshare (what auto picks for root), or run e1 as another user")
         self._bwrap = _find_bwrap()
         self._prlimit = _need_prlimit("the bwrap sandbox")
         self._fixed, self._after_scratch = self._fixed_arguments()

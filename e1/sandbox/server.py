@@ -15,12 +15,15 @@ model code exists) forks those with site-packages (``python -s``): neither pays 
 
 Per run, prepared before its request arrives (a few "zygotes" wait, so a run starts at once):
 
-    fork -> unshare(mount, pid, ipc, uts) -> fork -> PID 1 of a fresh PID namespace, which
+    fork -> unshare(mount, pid, ipc, uts, net) -> fork -> PID 1 of a fresh PID namespace, which
         joins a cgroup slot (and a cgroup namespace rooted there) and waits. On the request (a
         JSON header plus the run's pipes, passed on by the middle process after it set the
         slot's limits): mount a private tmpfs on /tmp and /dev/shm (size and inode capped)
         and a fresh /proc, write main.py, set rlimits, drop to the throwaway uid, arm the
         parent-death signal again, no_new_privs, the seccomp filter of :mod:`e1.sandbox.seccomp`.
+        Each run has its own network namespace (an empty one: no loopback, no abstract unix
+        socket of another run) and IPC namespace (SysV IPC, POSIX message queues), so runs of
+        one batch (a GRPO group's samples) cannot hand each other an answer.
         Then an argv is exec'd; Python source runs in this very interpreter
         (started with a run's flags and environment, so only __main__, argv, the environment
         and the standard streams need making): no interpreter start-up per run. It ends as
@@ -52,6 +55,7 @@ import site
 import socket
 import struct
 import sys
+import weakref
 from importlib.machinery import SourceFileLoader
 
 
@@ -66,12 +70,13 @@ def load(name):
 slots, rootfs = load("slots"), load("rootfs")
 LIBC, check, unshare = rootfs.LIBC, rootfs.check, rootfs.unshare
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWCGROUP = 0x20000, 0x04000000, 0x08000000, 0x02000000
-CLONE_NEWPID = 0x20000000
+CLONE_NEWPID, CLONE_NEWNET = 0x20000000, rootfs.CLONE_NEWNET
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP, PR_SET_CHILD_SUBREAPER = 1, 38, 22, 36
 MAIN = "/tmp/main.py"
 SECCOMP = None  # (buffer, sock_fprog) of the filter e1.sandbox.seccomp built: set by main() from the config
 READY = 4  # zygotes kept waiting: joining a cgroup v1 can take ~10 ms, longer than a short run
 STDIO = (("stdin", "r", "strict"), ("stdout", "w", "strict"), ("stderr", "w", "backslashreplace"))  # fds 0, 1, 2
+SOCKETS = weakref.WeakSet()  # every socket object this server made (see forget_sockets)
 
 
 def prctl(option, value):
@@ -111,6 +116,7 @@ def confine(request, fds, middle):
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if select.select([middle], [], [], 0)[0]:  # EOF: the middle died before the line above
             os._exit(127)
+        forget_sockets()
         place_fds([stdin, stdout, stderr, *extra])
         for name, value in request["rlimits"].items():  # after the fds are placed: open_files may be small
             resource.setrlimit(getattr(resource, name), (value, value))
@@ -119,6 +125,26 @@ def confine(request, fds, middle):
     except BaseException as err:  # noqa: BLE001 - report anything, never return into the server
         os.write(2, f"e1 sandbox: setting up the run failed: {err!r}\n".encode())
         os._exit(127)
+
+
+def tracked(*sockets):
+    """``sockets``, remembered so that a run can forget them (:func:`forget_sockets`)."""
+    SOCKETS.update(sockets)
+    return sockets if len(sockets) > 1 else sockets[0]
+
+
+def socketpair():
+    return tracked(*socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET))
+
+
+def forget_sockets():
+    """In a run's PID 1, before its fds are placed: detach every socket object of the server's
+    that this fork still holds (links of other zygotes, control sockets). Their fds are closed
+    by :func:`place_fds` with the rest; without this, such an object, finalised when the
+    server's frames unwind into the program, would close whatever fd of the run has taken its
+    number since (the harness channel, on a host whose fds 3-6 were free)."""
+    for sock in list(SOCKETS):
+        sock.detach()
 
 
 def place_fds(fds):
@@ -250,8 +276,8 @@ def zygote(link, cgroups, slot):
     fds on to PID 1, sends the run's pidfd, waits, and sends the exit status. Never returns."""
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     cgroup_fds = [os.open(slot, os.O_RDONLY | os.O_DIRECTORY, dir_fd=parent_fd) for parent_fd, _ in cgroups]
-    unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS)
-    to_program, from_middle = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
+    to_program, from_middle = socketpair()
     pid = os.fork()
     if pid == 0:
         link.close()
@@ -263,7 +289,7 @@ def zygote(link, cgroups, slot):
     if not header:
         os._exit(0)  # the server is gone
     request = json.loads(header)
-    channel, fds = socket.socket(fileno=fds[0]), fds[1:]
+    channel, fds = tracked(socket.socket(fileno=fds[0])), fds[1:]
     status = {"returncode": 127}
     try:
         slots.set_limits(cgroups, cgroup_fds, request["limits"])
@@ -340,7 +366,7 @@ def dispatch(header, fds, ready, control, pool):
 
 def spawn_zygote(control, pool):
     slot = pool.take()
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    ours, theirs = socketpair()
     pid = os.fork()
     if pid == 0:
         control.close()
@@ -373,7 +399,7 @@ def main():
     global SECCOMP
     config = json.loads(sys.argv[1])
     SECCOMP = seccomp_filter(bytes.fromhex(config["seccomp"]))
-    control, site_control = (socket.socket(fileno=fd) for fd in config["control_fds"])
+    control, site_control = (tracked(socket.socket(fileno=fd)) for fd in config["control_fds"])
     try:
         cgroups = slots.open_cgroups(config["cgroups"])
         grandparents = slots.open_grandparents(config["cgroups"])

@@ -21,6 +21,9 @@ class Limits:
 
     ``memory_bytes`` and ``processes`` hold for the run's whole process tree where cgroups
     are available (``Isolation.tree_limits``), and per process / per uid always (rlimits).
+    ``cpus`` holds for the whole tree where the cgroup has the cpu controller
+    (``Isolation.cpu_share``): a run that spins 60 children still gets one CPU's time, so
+    its neighbours' wall-clock limits stay honest.
     """
 
     wall_s: float = 6.0
@@ -32,6 +35,7 @@ class Limits:
     output_bytes: int = 1 * MiB  # stdout and stderr each; the run is killed past this
     scratch_bytes: int = 64 * MiB  # size of the private /tmp (the cwd) and of /dev/shm
     scratch_inodes: int = 4096  # files and directories in each of them
+    cpus: float = 1.0  # CPUs the whole run may use at once (cgroup cpu.max)
 
     def __post_init__(self):
         if not isinstance(self.wall_s, (int, float)) or isinstance(self.wall_s, bool) or self.wall_s <= 0:
@@ -39,6 +43,9 @@ class Limits:
                 f"sandbox limit wall_s must be a positive number, got {self.wall_s!r}",
                 hint="seconds, e.g. Limits(wall_s=6)",
             )
+        if not isinstance(self.cpus, (int, float)) or isinstance(self.cpus, bool) or not 0.01 <= self.cpus <= 1024:
+            raise SandboxError(f"sandbox limit cpus must be a number from 0.01 to 1024, got {self.cpus!r}",
+                               hint="CPUs the whole run may use at once, e.g. Limits(cpus=1)")
         for name in ("cpu_s", "memory_bytes", "file_bytes", "processes", "open_files", "output_bytes",
                      "scratch_bytes", "scratch_inodes"):
             value = getattr(self, name)
@@ -74,10 +81,11 @@ class Isolation:
     user: bool  # a throwaway uid: host files read-only, our processes unsignalable
     filesystem: bool  # a minimal root: system dirs read-only, private /tmp and /dev/shm, no host sockets
     tree_limits: str | None = None  # "cgroup v2" | "cgroup v1": memory and pids for the whole run
+    cpu_share: bool = False  # the cgroup's cpu controller caps the whole run at Limits.cpus
 
     def missing(self) -> list[str]:
         flags = [name for name in ("network", "processes", "user", "filesystem") if not getattr(self, name)]
-        return flags + ([] if self.tree_limits else ["tree_limits"])
+        return flags + ([] if self.tree_limits else ["tree_limits"]) + ([] if self.cpu_share else ["cpu_share"])
 
 
 @dataclass(frozen=True)

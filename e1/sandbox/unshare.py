@@ -53,7 +53,7 @@ class UnshareBackend:
         """Make the parent cgroups and start the fork server (again, if it died)."""
         tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
         self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
-                                   tree_limits=tree)
+                                   tree_limits=tree, cpu_share=cgroups.has_cpu_share(self._cgroups))
         self._broken = False
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
         self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
@@ -107,7 +107,8 @@ class UnshareBackend:
             "fresh": self.fresh,
             "rlimits": limits.rlimits(),
             "limits": {"memory_bytes": limits.memory_bytes, "processes": limits.processes, "zero": 0,
-                       "scratch_bytes": limits.scratch_bytes, "scratch_inodes": limits.scratch_inodes},
+                       "scratch_bytes": limits.scratch_bytes, "scratch_inodes": limits.scratch_inodes,
+                       **cgroups.cpu_limits(limits.cpus)},
         }
         theirs_fds = [theirs.fileno(), pipes[0][0], pipes[1][1], pipes[2][1], source if source >= 0 else pipes[0][0], *fds]
         try:
