@@ -86,7 +86,8 @@ def host_services(tmp_path, monkeypatch):
     """Servers on the host that hand SECRET to whoever connects, and files holding it."""
     monkeypatch.setenv("E1_HOSTILE_SECRET", SECRET)
     servers, contacted, tag = [], [], uuid.uuid4().hex[:12]
-    paths = {"unix": f"/run/e1-hostile-{tag}.sock", "tmp_unix": str(tmp_path / "s.sock"), "abstract": f"\0e1-{tag}"}
+    run = "/run" if os.access("/run", os.W_OK) else str(tmp_path)  # an unprivileged rerun (test_hostile_bwrap) has no /run
+    paths = {"unix": f"{run}/e1-hostile-{tag}.sock", "tmp_unix": str(tmp_path / "s.sock"), "abstract": f"\0e1-{tag}"}
     for address in paths.values():
         server = socket.socket(socket.AF_UNIX)
         server.bind(address)
@@ -97,7 +98,7 @@ def host_services(tmp_path, monkeypatch):
     for server in servers:
         server.listen()
         threading.Thread(target=_answer, args=(server, contacted), daemon=True).start()
-    files = [Path("/root", f".e1-hostile-{tag}"), Path.cwd() / f".e1-hostile-{tag}", Path(f"/tmp/e1-hostile-{tag}")]
+    files = [Path.home() / f".e1-hostile-{tag}", Path.cwd() / f".e1-hostile-{tag}", Path(f"/tmp/e1-hostile-{tag}")]
     for file in files:
         file.write_text(SECRET)
     yield {**paths, "tcp_port": tcp.getsockname()[1], "files": [str(f) for f in files]}, contacted

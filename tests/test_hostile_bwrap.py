@@ -83,7 +83,18 @@ def test_bwrap_reports_what_it_does_not_isolate():
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="run directly: not root")
-def test_the_bwrap_checks_pass_as_an_unprivileged_user(tmp_path):
+def test_the_bwrap_checks_pass_as_an_unprivileged_user():
+    import shutil
+    import tempfile
+
+    work = Path(tempfile.mkdtemp(prefix="e1-bwrap-"))  # pytest's tmp_path sits under root's 0700 folder
+    try:
+        _rerun_as_an_unprivileged_user(work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _rerun_as_an_unprivileged_user(tmp_path: Path) -> None:
     uid = UID_BASE + os.getpid() % 1000
     as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "HOME": str(tmp_path), "E1_SANDBOX": "bwrap"}
@@ -93,7 +104,7 @@ def test_the_bwrap_checks_pass_as_an_unprivileged_user(tmp_path):
     if reachable.returncode != 0:
         pytest.skip(f"uid {uid} cannot run this interpreter and repository: {reachable.stderr.strip()[-200:]}")
     ran = subprocess.run([*as_user, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                          str(ROOT / "tests" / "test_hostile_bwrap.py")], env=env, cwd=tmp_path, capture_output=True,
+                          "--basetemp", str(tmp_path / "basetemp"), str(ROOT / "tests" / "test_hostile_bwrap.py")], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=600)
     if "bwrap unavailable" in ran.stdout:
         pytest.skip(f"bwrap cannot run for uid {uid} here: {ran.stdout[-300:]}")
