@@ -27,7 +27,7 @@ from e1.data.code import (
     tests_json,
     unwrap_single,
 )
-from e1.data.preparation import hub_records
+from e1.data.hub import hub_records
 from e1.data.registry import Benchmark, Fields, RowError, field_text, register
 
 CONFIGS = ("primeintellect", "taco", "lcbv5")

@@ -25,7 +25,8 @@ from typing import Any
 
 from e1.data import schema
 from e1.data.code import decode_lcb_tests, lcb_tests, parse_json_field, tests_json
-from e1.data.preparation import hub_files, read_records
+from e1.data.hub import hub_files
+from e1.data.preparation import read_records
 from e1.data.registry import Benchmark, Fields, Option, RowError, field_text, register
 from e1.errors import DataError
 

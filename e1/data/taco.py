@@ -17,7 +17,8 @@ from typing import Any
 
 from e1.data import schema
 from e1.data.code import io_pairs_tests, parse_json_field, tests_json
-from e1.data.preparation import hub_files, read_records
+from e1.data.hub import hub_files
+from e1.data.preparation import read_records
 from e1.data.registry import Benchmark, Fields, field_text, register
 
 TEST_FILE = "ALL/test-00000-of-00001.parquet"
