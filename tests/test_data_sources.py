@@ -141,7 +141,7 @@ def test_preparing_again_keeps_the_recorded_options(monkeypatch):
     bumped = replace(e1.data.get_benchmark("digits"), task_version=99)  # a new row mapping: prepare again
     monkeypatch.setitem(registry._REGISTRY, "digits", bumped)
     frame = load_dataset("digits")
-    assert len(frame) == 5 and set(frame["task_version"]) == {99}  # not the default 200 rows
+    assert len(frame) == 5 and set(frame["task_version"]) == {99}  # not the default 500 rows
 
 
 def test_a_file_prepared_under_a_registered_name_is_not_replaced_by_the_mirror(mirror_rows, tmp_path):
