@@ -156,8 +156,9 @@ def _load_registered(benchmark: Benchmark, data_dir: Path) -> pd.DataFrame:
         prepare_benchmark(benchmark.name, data_dir)
         return _read_canonical(path)
     recorded = prepared_source(path)
-    options = {key: value for key, value in recorded.get("options", {}).items()
-               if key in {option.name for option in benchmark.options}}
+    stored = recorded.get("options")
+    taken = {option.name for option in benchmark.options}  # an option since removed is left out
+    options = {key: str(value) for key, value in stored.items() if key in taken} if isinstance(stored, dict) else {}
     if _mirror_changed(benchmark, recorded):
         prepare_benchmark(benchmark.name, data_dir, options)
     frame = _read_canonical(path)
