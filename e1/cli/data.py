@@ -102,6 +102,8 @@ def prepare_command(
 
     DIR/HuggingFaceH4/aime_2024/data/train-00000-of-00001.parquet; a config also needs the repo's README.md.
 
+    The mirror is read afresh each time; a dataset prepared from it is prepared again when it changes.
+
     Or prepare a downloaded file with --from; a registered --name keeps that dataset's fields and task.
 
     Example: [cyan]e1 data prepare aime math500 --out ./data[/cyan]

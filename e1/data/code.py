@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import pickletools
 import re
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from e1.data.registry import RowError
@@ -76,6 +77,8 @@ def lcb_tests(tests: Sequence[Mapping[str, Any]], fn_name: str | None, starter_c
     """Tests from LiveCodeBench-style ``{"input", "output", "testtype": "stdin" | "functional"}`` items."""
     converted = []
     for test in tests:
+        if not isinstance(test, Mapping):
+            raise TypeError(f"a test is a {type(test).__name__}, not an object")
         if test.get("testtype") == "functional":
             if not fn_name:
                 raise RowError("metadata", "has no func_name for a functional test")
@@ -97,11 +100,14 @@ def unwrap_single(value: Any) -> Any:
 
 def decode_lcb_tests(text: str) -> list[dict]:
     """LiveCodeBench test cases: plain JSON, or base64(zlib(pickle(JSON string))), read without unpickling."""
-    text = (text or "").strip()
+    text = "" if text is None else text
+    if not isinstance(text, str):
+        raise RowError("private_test_cases", f"is a {type(text).__name__}, not text")
+    text = text.strip()
     if not text:
         return []
     if text.startswith("["):
-        return json.loads(text)
+        return _json_list(text, "private_test_cases")
     try:
         packed = base64.b64decode(text, validate=True)
         inflater = zlib.decompressobj()
@@ -110,7 +116,17 @@ def decode_lcb_tests(text: str) -> list[dict]:
         raise RowError("private_test_cases", f"is neither JSON nor base64+zlib ({err})") from None
     if inflater.unconsumed_tail:
         raise RowError("private_test_cases", f"decompresses to more than {MAX_DECOMPRESSED_BYTES} bytes")
-    return json.loads(pickled_string(raw))
+    return _json_list(pickled_string(raw), "private_test_cases")
+
+
+def _json_list(text: str, field: str) -> list:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RowError(field, f"is not valid JSON ({err.msg})") from None
+    if not isinstance(value, list):
+        raise RowError(field, f"holds a JSON {type(value).__name__}, not a list of tests")
+    return value
 
 
 def pickled_string(data: bytes) -> str:
@@ -138,17 +154,42 @@ def pickled_string(data: bytes) -> str:
     return found[0]
 
 
-def parse_json_field(record: Mapping[str, Any], field: str, default: Any = None) -> Any:
-    """``record[field]`` parsed if it is a JSON string (sources store objects both ways)."""
+def parse_json_field(record: Mapping[str, Any], field: str, default: Any, kind: type | tuple[type, ...]) -> Any:
+    """``record[field]`` parsed if it is a JSON string (sources store objects both ways); a value
+    that is not of ``kind`` (``list``, ``dict``, ...) is a RowError; missing or null: ``default``."""
     value = record.get(field)
-    if value is None or value == "":
-        return default
     if isinstance(value, str):
         try:
-            return json.loads(value)
+            value = json.loads(value) if value.strip() else None
         except json.JSONDecodeError as err:
             raise RowError(field, f"is not valid JSON ({err.msg})") from None
+    if value is None:
+        return default
+    if not isinstance(value, kind):
+        wanted = " or ".join(t.__name__ for t in (kind if isinstance(kind, tuple) else (kind,)))
+        raise RowError(field, f"holds a {type(value).__name__}, not a {wanted}")
     return value
+
+
+def optional_text(record: Mapping[str, Any], field: str) -> str:
+    """``record[field]`` as text: "" when missing or null; any other non-text value is a RowError."""
+    value = record.get(field)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RowError(field, f"is a {type(value).__name__}, not text")
+    return value
+
+
+@contextlib.contextmanager
+def converting_tests(field: str) -> Iterator[None]:
+    """Turn a failure while converting a row's tests (a test without input, an argument list that
+    is a number, ...) into a RowError naming ``field``, the tests' source field."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as err:
+        detail = " ".join(f"{type(err).__name__}: {err}".split())  # one line, whatever the data held
+        raise RowError(field, f"holds a malformed test ({detail[:120]})") from None
 
 
 def _arguments(value: Any) -> list:

@@ -51,7 +51,7 @@ def statement(record: Mapping[str, Any], fields: Fields) -> str:
         text = str(record.get(key) or "").strip()
         if text:
             parts.append(f"{heading}\n{text}")
-    examples = [_example(pair) for pair in record.get("examples") or []]
+    examples = _examples(record, fields.answer)
     if examples:
         parts.append("Examples\n" + "\n".join(
             f"Input\n```\n{given.rstrip()}\n```\nOutput\n```\n{wanted.rstrip()}\n```" for given, wanted in examples))
@@ -63,7 +63,7 @@ def statement(record: Mapping[str, Any], fields: Fields) -> str:
 
 def to_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
     contest, index = problem_id(record, fields.id or "problem_id")
-    tests = [stdio_test(given, wanted) for given, wanted in map(_example, record.get(fields.answer) or [])]
+    tests = [stdio_test(given, wanted) for given, wanted in _examples(record, fields.answer)]
     return {
         schema.ID: f"{contest}{index}",
         schema.PROBLEM: statement(record, fields),
@@ -86,12 +86,22 @@ def _limits(record: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _example(pair: Any) -> tuple[str, str]:
+def _examples(record: Mapping[str, Any], field: str) -> list[tuple[str, str]]:
+    """The statement's examples as (input, output) pairs; missing or null: none."""
+    pairs = record.get(field)
+    if pairs is None:
+        return []
+    if not isinstance(pairs, (list, tuple)):
+        raise RowError(field, f"is a {type(pairs).__name__}, not a list of [input, output] pairs")
+    return [_example(pair, field) for pair in pairs]
+
+
+def _example(pair: Any, field: str) -> tuple[str, str]:
     if isinstance(pair, Mapping):
         return str(pair.get("input", "")), str(pair.get("output", ""))
     if isinstance(pair, (list, tuple)) and len(pair) == 2:
         return str(pair[0]), str(pair[1])
-    raise RowError("examples", f"holds {type(pair).__name__} {pair!r:.40}, not an [input, output] pair")
+    raise RowError(field, f"holds {type(pair).__name__} {pair!r:.40}, not an [input, output] pair")
 
 
 def _number(value: Any, scale: float = 1.0) -> float:

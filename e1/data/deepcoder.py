@@ -20,15 +20,17 @@ from e1.data import schema
 from e1.data.code import (
     call_name,
     call_test,
+    converting_tests,
     io_pairs_tests,
     json_lines,
+    optional_text,
     parse_json_field,
     stdio_test,
     tests_json,
     unwrap_single,
 )
-from e1.data.preparation import hub_records
-from e1.data.registry import Benchmark, Fields, RowError, field_text, register
+from e1.data.hub import hub_records
+from e1.data.registry import Benchmark, Fields, field_text, register
 
 CONFIGS = ("primeintellect", "taco", "lcbv5")
 _CALL_KINDS = ("functional", "function_call")
@@ -43,18 +45,16 @@ def load(benchmark: Benchmark, options: Mapping[str, str]) -> list[dict[str, Any
 
 
 def to_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
-    starter_code = record.get("starter_code") or ""
-    metadata = parse_json_field(record, "metadata", {}) or {}
-    tests = parse_json_field(record, fields.answer, []) or []
-    try:
+    starter_code = optional_text(record, "starter_code")
+    metadata = parse_json_field(record, "metadata", {}, dict)
+    tests = parse_json_field(record, fields.answer, [], (list, dict))
+    with converting_tests(fields.answer):
         if isinstance(tests, Mapping):
             converted = io_pairs_tests(tests, starter_code)
             fn_name = tests.get("fn_name") or ""
         else:
             converted = [_test(test, metadata, starter_code) for test in tests]
             fn_name = next((t["fn"].rpartition(".")[2] for t in converted if t["kind"] == "call"), "")
-    except (KeyError, TypeError, ValueError) as err:
-        raise RowError(fields.answer, f"holds a malformed test ({err})") from None
     return {
         schema.PROBLEM: field_text(record, fields.problem),
         schema.ANSWER: tests_json(converted, fields.answer),
@@ -65,6 +65,8 @@ def to_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
 
 
 def _test(test: Mapping[str, Any], metadata: Mapping[str, Any], starter_code: str) -> dict:
+    if not isinstance(test, Mapping):
+        raise TypeError(f"a test is a {type(test).__name__}, not an object")
     kind = test.get("testtype") or test.get("type")
     if kind not in _CALL_KINDS:
         return stdio_test(test["input"], test["output"])

@@ -24,9 +24,17 @@ from datetime import datetime
 from typing import Any
 
 from e1.data import schema
-from e1.data.code import decode_lcb_tests, lcb_tests, parse_json_field, tests_json
-from e1.data.preparation import hub_files, read_records
-from e1.data.registry import Benchmark, Fields, Option, RowError, field_text, register
+from e1.data.code import (
+    converting_tests,
+    decode_lcb_tests,
+    lcb_tests,
+    optional_text,
+    parse_json_field,
+    tests_json,
+)
+from e1.data.hub import hub_files
+from e1.data.preparation import read_records
+from e1.data.registry import Benchmark, Fields, Option, field_text, register
 from e1.errors import DataError
 
 _RELEASE = re.compile(r"(?:release_)?v(\d+)")
@@ -70,24 +78,24 @@ def load(benchmark: Benchmark, options: Mapping[str, str]) -> list[dict[str, Any
 
 
 def _in_window(record: Mapping[str, Any], start: datetime | None, end: datetime | None) -> bool:
+    value = record.get("contest_date")
     try:
-        date = datetime.fromisoformat(str(record.get("contest_date", "")))
+        date = datetime.fromisoformat(str(value)).replace(tzinfo=None)  # the contest's own calendar day
     except ValueError:
         raise DataError(
-            f"livecodebench: problem {record.get('question_id')!r} has no readable contest_date",
+            f"livecodebench/code_generation_lite: problem {record.get('question_id')!r}: "
+            f"field 'contest_date' holds {value!r:.40}, not a date",
             hint="the hub dataset may have changed; prepare from a file: e1 data prepare --from FILE",
         ) from None
     return (start is None or start <= date) and (end is None or date <= end)
 
 
 def to_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
-    starter_code = record.get("starter_code") or ""
-    metadata = parse_json_field(record, "metadata", {}) or {}
-    cases = (parse_json_field(record, fields.answer, []) or []) + decode_lcb_tests(record.get("private_test_cases", ""))
-    try:
+    starter_code = optional_text(record, "starter_code")
+    metadata = parse_json_field(record, "metadata", {}, dict)
+    cases = parse_json_field(record, fields.answer, [], list) + decode_lcb_tests(record.get("private_test_cases"))
+    with converting_tests(fields.answer):  # a test without input/output, or unreadable JSON in one
         tests = lcb_tests(cases, metadata.get("func_name"), starter_code)
-    except (KeyError, ValueError) as err:  # a test without input/output, or unreadable JSON in one
-        raise RowError(fields.answer, f"holds a malformed test ({err})") from None
     return {
         schema.PROBLEM: field_text(record, fields.problem),
         schema.ANSWER: tests_json(tests, fields.answer),

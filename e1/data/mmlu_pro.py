@@ -15,8 +15,10 @@ from e1.data.registry import Benchmark, Fields, RowError, field_text, register
 
 def mmlu_pro_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
     options = record.get("options")
-    if options is None or isinstance(options, str) or len(options) < 2:
+    if not isinstance(options, (list, tuple)) or len(options) < 2:
         raise RowError("options", "is not a list of two or more options")
+    if len(options) > len(LETTERS):
+        raise RowError("options", f"holds {len(options)} options, more than the {len(LETTERS)} letters A-{LETTERS[-1]}")
     letter = field_text(record, fields.answer).upper()
     if len(letter) != 1 or letter not in LETTERS[: len(options)]:
         raise RowError(fields.answer, f"is {letter!r}, not a letter of its {len(options)} options")

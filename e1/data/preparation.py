@@ -7,14 +7,15 @@
     ['id', 'dataset', 'problem', 'answer', 'task', 'task_version']
 
 Prepared files live in the data dir (``$E1_DATA_DIR``, else ``~/.cache/e1/data``) as
-``<name>.parquet``. Without the hub, set ``E1_HUB_MIRROR=DIR``: a hub id is then read from
-``DIR/<hub_id>/``, a copy of the hub repository in its own layout, e.g.
+``<name>.parquet``. Without the hub, set ``E1_HUB_MIRROR=DIR`` (:mod:`e1.data.hub`): a hub id is
+then read from ``DIR/<hub_id>/``, a copy of the hub repository in its own layout, e.g.
 ``hf download HuggingFaceH4/aime_2024 --repo-type dataset --local-dir DIR/HuggingFaceH4/aime_2024``.
 
-A benchmark with its own ``load`` function reads its records with the helpers here:
-:func:`hub_records` (one config and split through ``datasets``) or :func:`hub_files` (named
-files of the hub repository, for repositories that still carry a loading script, which
-``datasets`` no longer runs), both honouring ``E1_HUB_MIRROR``.
+Prepared rows come from the source as it is now. Each prepared file records where its rows came
+from (:func:`source_fingerprint`; for a mirror, a digest of its files' names, sizes and
+modification times) and the options it was prepared with; :func:`load_dataset` prepares a
+registered name again, with those options, when its mirror has changed since, and otherwise
+reads the prepared file as it is. ``e1 data prepare`` always reads the source afresh.
 
 pandas, pyarrow and datasets are imported inside the functions that need them, so importing
 this module (and ``e1 --help``) stays fast.
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from e1.data import schema
+from e1.data.hub import hub_records, mirror_fingerprint
 from e1.data.registry import (
     NAME_PATTERN,
     Benchmark,
@@ -48,8 +50,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 DATA_DIR_ENV = "E1_DATA_DIR"
-HUB_MIRROR_ENV = "E1_HUB_MIRROR"
 FILE_HINT = "choose the fields with --problem-field, --answer-field and --id-field"
+SOURCE_KEY = "e1.source"  # a prepared parquet's metadata: {"source": fingerprint, "options": {name: value}}
+FILE_SOURCE = "file "  # the fingerprint of a file prepared with --from: "file /abs/path"
 
 Records = list[dict[str, Any]]
 
@@ -93,12 +96,13 @@ def prepare_benchmark(name: str, out_dir: Path | None = None, options: dict[str,
     ``datasets.load_dataset``) and write its parquet."""
     benchmark = get_benchmark(name)
     values = benchmark.resolve_options(options)  # a wrong option fails before anything is downloaded
+    source = source_fingerprint(benchmark)  # taken before reading: a change while reading shows next time
     records = benchmark.load(benchmark, values) if benchmark.load else hub_records(benchmark)
     labels = [f"row {number}" for number in range(1, len(records) + 1)]
     hint = "the hub dataset may have changed; prepare from a file instead: e1 data prepare --from FILE"
     frame, skipped = _canonical_frame(records, labels, benchmark, benchmark.source, hint, skip_blank=True)
     path = prepared_path(name, out_dir)
-    _write_parquet(frame, path)
+    _write_parquet(frame, path, {"source": source, "options": values})
     return Prepared(name, path, len(frame), skipped)
 
 
@@ -123,7 +127,7 @@ def prepare_file(
     benchmark = _file_benchmark(name, path, records, problem_field, answer_field, id_field)
     frame, _ = _canonical_frame(records, labels, benchmark, str(path), FILE_HINT, skip_blank=False)
     out = prepared_path(name, out_dir)
-    _write_parquet(frame, out)
+    _write_parquet(frame, out, {"source": f"{FILE_SOURCE}{path.resolve()}", "options": {}})
     return Prepared(name, out, len(frame))
 
 
@@ -145,14 +149,54 @@ def load_dataset(spec: str, data_dir: Path | None = None) -> pd.DataFrame:
 
 
 def _load_registered(benchmark: Benchmark, data_dir: Path) -> pd.DataFrame:
+    """The prepared file of ``benchmark``, prepared first when there is none, when its mirror has
+    changed since (prepared again with the options it was prepared with), or when the row mapping has."""
     path = prepared_path(benchmark.name, data_dir)
     if not path.is_file():
         prepare_benchmark(benchmark.name, data_dir)
+        return _read_canonical(path)
+    recorded = prepared_source(path)
+    stored = recorded.get("options")
+    taken = {option.name for option in benchmark.options}  # an option since removed is left out
+    options = {key: str(value) for key, value in stored.items() if key in taken} if isinstance(stored, dict) else {}
+    if _mirror_changed(benchmark, recorded):
+        prepare_benchmark(benchmark.name, data_dir, options)
     frame = _read_canonical(path)
     if len(frame) and int(frame[schema.TASK_VERSION].iloc[0]) != benchmark.task_version:
-        prepare_benchmark(benchmark.name, data_dir)  # the row mapping changed since it was prepared
+        prepare_benchmark(benchmark.name, data_dir, options)  # the row mapping changed since it was prepared
         frame = _read_canonical(path)
     return frame
+
+
+def source_fingerprint(benchmark: Benchmark) -> str:
+    """What ``benchmark``'s rows are read from now: its ``E1_HUB_MIRROR`` folder and a digest of
+    the names, sizes and modification times of the files there; else its hub id (the hub's
+    revision is ``datasets``' concern) or, for data not on the hub, its origin."""
+    return mirror_fingerprint(benchmark) or (f"hub {benchmark.hub_id}" if benchmark.hub_id else benchmark.source)
+
+
+def prepared_source(path: Path) -> dict[str, Any]:
+    """What a prepared file records of its source: ``{"source": fingerprint, "options": {...}}``;
+    empty for a file prepared before e1 recorded it."""
+    from e1.store import parquet_metadata
+
+    try:
+        stored = parquet_metadata(path, SOURCE_KEY)
+        recorded = json.loads(stored) if stored else {}
+    except (OSError, ValueError):
+        return {}  # unreadable: _read_canonical says so, or the file is prepared again
+    return recorded if isinstance(recorded, dict) else {}
+
+
+def _mirror_changed(benchmark: Benchmark, recorded: dict[str, Any]) -> bool:
+    """True when the mirror now holds other files than those ``recorded`` was prepared from. A file
+    prepared with --from under this name is the user's choice and stays; without a mirror (or
+    without this dataset in it) the prepared file cannot be checked and is used as it is."""
+    source = str(recorded.get("source", ""))
+    if source.startswith(FILE_SOURCE):
+        return False
+    current = mirror_fingerprint(benchmark)
+    return current is not None and current != source
 
 
 def _load_file(path: Path) -> pd.DataFrame:
@@ -242,109 +286,15 @@ def _canonical_frame(
     return frame, skipped
 
 
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    """Write atomically (:func:`e1.store.results.write_parquet`); a failure is a one-line DataError."""
+def _write_parquet(frame: pd.DataFrame, path: Path, source: dict[str, Any]) -> None:
+    """Write atomically (:func:`e1.store.results.write_parquet`) with ``source`` as the file's
+    :data:`SOURCE_KEY` metadata; a failure is a one-line DataError."""
     from e1.store import write_parquet
 
     try:
-        write_parquet(frame, path)
+        write_parquet(frame, path, metadata={SOURCE_KEY: json.dumps(source, sort_keys=True)})
     except OSError as err:
         raise DataError(f"cannot write {path}: {err.strerror or err}", hint="check --out / $E1_DATA_DIR") from None
-
-
-def hub_records(benchmark: Benchmark, config: str | None = None, split: str | None = None) -> Records:
-    """One split of the benchmark's hub dataset as plain records, read through ``datasets.load_dataset``.
-
-    ``config`` and ``split`` default to the benchmark's own.
-    """
-    import datasets
-    from datasets.exceptions import DatasetNotFoundError
-
-    config, split = config or benchmark.config, split or benchmark.split
-    source = str(_mirror_dir(benchmark) or benchmark.hub_id)
-    bars_were_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()  # the CLI shows its own status line
-    try:
-        dataset = datasets.load_dataset(source, config, split=split)
-    except (ConnectionError, TimeoutError):  # includes huggingface_hub's OfflineModeIsEnabled
-        raise _offline_error(benchmark) from None
-    except DatasetNotFoundError:
-        raise _not_on_hub(benchmark) from None
-    except (ValueError, FileNotFoundError) as err:
-        described = f"config {config}, " if config else ""
-        raise DataError(
-            f"{benchmark.name}: cannot load {source} ({described}split {split}): {err}",
-            hint="a mirror must keep the hub layout (data/<split>-*.parquet, README.md listing configs)",
-        ) from None
-    finally:
-        if bars_were_on:
-            datasets.enable_progress_bars()
-    return dataset.to_list()
-
-
-def hub_files(benchmark: Benchmark, filenames: Sequence[str]) -> list[Path]:
-    """Local paths of files of the benchmark's hub repository (downloaded once into the hub cache)."""
-    mirror = _mirror_dir(benchmark)
-    if mirror is not None:
-        missing = [name for name in filenames if not (mirror / name).is_file()]
-        if missing:
-            raise DataError(
-                f"{benchmark.name}: {mirror} has no {', '.join(missing)} ({HUB_MIRROR_ENV} is set)",
-                hint=f"copy those files of {benchmark.hub_id} there, in the hub repository's layout",
-            )
-        return [mirror / name for name in filenames]
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        LocalEntryNotFoundError,
-        RepositoryNotFoundError,
-    )
-
-    paths = []
-    for name in filenames:
-        try:
-            paths.append(Path(hf_hub_download(benchmark.hub_id, name, repo_type="dataset")))
-        except (LocalEntryNotFoundError, ConnectionError, TimeoutError):  # offline, or no connection
-            raise _offline_error(benchmark) from None
-        except RepositoryNotFoundError:
-            raise _not_on_hub(benchmark) from None
-        except EntryNotFoundError:
-            raise DataError(
-                f"{benchmark.name}: {benchmark.hub_id} has no file {name}",
-                hint=f"the hub dataset may have changed; prepare from a file: e1 data prepare --from FILE "
-                f"--name {benchmark.name}",
-            ) from None
-    return paths
-
-
-def _mirror_dir(benchmark: Benchmark) -> Path | None:
-    """``$E1_HUB_MIRROR/<hub_id>`` if the mirror is set (it must then hold the dataset), else None."""
-    mirror = os.environ.get(HUB_MIRROR_ENV, "")
-    if not mirror:
-        return None
-    local = Path(mirror).expanduser() / benchmark.hub_id
-    if not local.is_dir():
-        raise DataError(
-            f"{benchmark.name}: {local} does not exist ({HUB_MIRROR_ENV} is set)",
-            hint=f"copy the hub repo there (hf download {benchmark.hub_id} --repo-type dataset "
-            f"--local-dir {local}) or unset {HUB_MIRROR_ENV}",
-        )
-    return local
-
-
-def _offline_error(benchmark: Benchmark) -> DataError:
-    return DataError(
-        f"could not reach the Hugging Face hub for {benchmark.name} ({benchmark.hub_id})",
-        hint=f"offline? use a local copy: e1 data prepare --from FILE --name {benchmark.name}, "
-        f"or set {HUB_MIRROR_ENV}=DIR with DIR/{benchmark.hub_id} a copy of the hub repo",
-    )
-
-
-def _not_on_hub(benchmark: Benchmark) -> DataError:
-    return DataError(
-        f"{benchmark.name}: {benchmark.hub_id} is not on the hub (or needs a login)",
-        hint=f"prepare from a file instead: e1 data prepare --from FILE --name {benchmark.name}",
-    )
 
 
 # ---- local files: each reader returns (records, row labels used in messages) ----

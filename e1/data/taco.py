@@ -16,8 +16,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from e1.data import schema
-from e1.data.code import io_pairs_tests, parse_json_field, tests_json
-from e1.data.preparation import hub_files, read_records
+from e1.data.code import (
+    converting_tests,
+    io_pairs_tests,
+    optional_text,
+    parse_json_field,
+    tests_json,
+)
+from e1.data.hub import hub_files
+from e1.data.preparation import read_records
 from e1.data.registry import Benchmark, Fields, field_text, register
 
 TEST_FILE = "ALL/test-00000-of-00001.parquet"
@@ -29,11 +36,13 @@ def load(benchmark: Benchmark, options: Mapping[str, str]) -> list[dict[str, Any
 
 
 def to_row(record: Mapping[str, Any], fields: Fields) -> dict[str, Any]:
-    starter_code = record.get("starter_code") or ""
-    io = parse_json_field(record, fields.answer, {}) or {}
+    starter_code = optional_text(record, "starter_code")
+    io = parse_json_field(record, fields.answer, {}, dict)
+    with converting_tests(fields.answer):
+        tests = io_pairs_tests(io, starter_code)
     return {
         schema.PROBLEM: field_text(record, fields.problem),
-        schema.ANSWER: tests_json(io_pairs_tests(io, starter_code), fields.answer),
+        schema.ANSWER: tests_json(tests, fields.answer),
         "starter_code": starter_code,
         "fn_name": str(io.get("fn_name") or ""),
         "difficulty": str(record.get("difficulty") or ""),

@@ -114,11 +114,30 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
 ROW_GROUP_ROWS = 4096
 
 
-def write_parquet(frame, path: Path, **what_is_kept: str) -> Path:
-    """``frame`` as ``path``, atomically, in row groups of :data:`ROW_GROUP_ROWS`; ``what_is_kept``:
+def write_parquet(frame, path: Path, metadata: dict[str, str] | None = None, **what_is_kept: str) -> Path:
+    """``frame`` as ``path``, atomically, in row groups of :data:`ROW_GROUP_ROWS`, with ``metadata``
+    added to the file's key-value metadata (read back by :func:`parquet_metadata`); ``what_is_kept``:
     :func:`atomic_write`'s ``kept`` and ``resume``."""
-    return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS),
-                        **what_is_kept)
+    if not metadata:
+        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS),
+                            **what_is_kept)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    added = {key.encode(): value.encode() for key, value in metadata.items()}
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **added})
+    return atomic_write(path, lambda tmp: pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS), **what_is_kept)
+
+
+def parquet_metadata(path: Path, key: str) -> str | None:
+    """The value :func:`write_parquet` stored under ``key`` in ``path`` (None: no such key); reads
+    only the file's footer."""
+    import pyarrow.parquet as pq
+
+    stored = pq.read_schema(path).metadata or {}
+    value = stored.get(key.encode())
+    return None if value is None else value.decode()
 
 
 def write_text(text: str, path: Path) -> Path:
