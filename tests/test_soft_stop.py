@@ -16,7 +16,7 @@ from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState, soft_bias
-from e1.engine.stop import StopPattern
+from e1.engine.stop import StopPattern, compile_stop
 from e1.errors import ConfigError
 from e1.eval.shared import followable_tokens
 from tests.fakes import assert_engine_invariants
@@ -162,14 +162,15 @@ class CountingTokenizer:
 
 
 class SearchRecorder:
-    """A compiled pattern that records the length of every string it is asked to search."""
+    """The RE2 pattern the scanner searches with, recording the length in characters of every text (UTF-8
+    bytes) it is asked to search; ``regex``: Python's ``re``, the reference it is compared with."""
 
     def __init__(self, pattern: str):
-        self.regex, self.lengths = re.compile(pattern), []
+        self.regex, self.compiled, self.lengths = re.compile(pattern), compile_stop(pattern), []
 
-    def search(self, text):
-        self.lengths.append(len(text))
-        return self.regex.search(text)
+    def search(self, text: bytes):
+        self.lengths.append(len(text.decode()))
+        return self.compiled.search(text)
 
 
 # ASCII, the pattern's characters, and characters a byte-level tokenizer splits into several ids
@@ -256,7 +257,7 @@ def test_new_options_parse_round_trip_and_refuse():
     assert Mode.parse(r"elastic:stop='\\boxed\{'").stop == r"\\boxed\{"
     assert Mode.split_list("soft:stop='a,b',elastic") == ["soft:stop='a,b'", "elastic"]
     for bad, message in [("soft:strat=0.5", "did you mean 'start'"), ("elastic:start=0.5", "does not fit"),
-                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "invalid stop pattern"),
+                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "stop= pattern .* is not a regex"),
                          ("none:stop=x", "does not fit"), ("soft:strength=nan", "finite"),
                          ("soft:ceiling=0.5", ">= 1|in \\[1"), ("soft:start=x", "invalid mode option")]:
         with pytest.raises(ConfigError, match=message):
