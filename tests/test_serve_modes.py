@@ -113,7 +113,7 @@ def test_soft_and_stop_requests_get_the_state_e1_eval_builds(served, tiny_engine
         check_fields({"budget_mode": "elastic:stop='('"})
 
 
-WAIT_REFUSED = ("mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
+WAIT_REFUSED = ("budget_mode: mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
                 " (use budget-forcing (without wait) or elastic)")  # one line: the error and its hint
 
 
