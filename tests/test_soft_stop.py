@@ -334,3 +334,41 @@ def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metr
     pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
     assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
     assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}
+
+
+# -- the gate of a stop pattern (outside input: a client's, a config's): RE2, linear time --------------------
+
+REGEX_PIECES = st.sampled_from(["a", "b", ".", "\\w", "\\d", "\\s", "é", "(", ")", "(?:", "|", "*", "+", "?", "{2}",
+                                "{0,999}", "{1000}", "[a-z]", "[^x]", "^", "$", "\\1", "(?=", "(?<!", "\\Z", "\\p{L}", "++"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.one_of(st.lists(REGEX_PIECES, max_size=40).map("".join), st.text(max_size=80)),
+       text=st.text(st.sampled_from(list("ab é→\n{}\\x1")), min_size=500, max_size=512))
+def test_any_pattern_compiles_to_a_bounded_search_or_is_one_line_naming_stop(pattern, text):
+    """Invariant: every pattern a client can send is compiled by RE2 or refused in one line naming stop=;
+    a compiled one searches the 512-character window in well under a millisecond (linear time, bounded program)."""
+    import time
+
+    try:
+        compiled = compile_stop(pattern)
+    except ConfigError as err:
+        assert str(err).startswith("stop= pattern ") and "\n" not in str(err)
+        return
+    start = time.perf_counter()
+    compiled.search(text.encode())
+    assert time.perf_counter() - start < 0.01
+
+
+def test_nested_quantifiers_run_in_linear_time_and_backreferences_are_named():
+    import time
+
+    text = ("a" * 100_000 + "b").encode()
+    start = time.perf_counter()
+    assert compile_stop(r"(a+)+$").search(text) is None and compile_stop(r"(a|aa)*c").search(text) is None
+    assert time.perf_counter() - start < 0.5  # Python's re: minutes (exponential backtracking)
+    for pattern, says in [(r"(\w)\1", r"a backreference \1"), ("a(?!b)", "a lookahead (?!...)"),
+                          ("(?<=a)b", "a lookbehind"), ("a++", "a possessive quantifier"), (r"a\Z", r"RE2 writes the end of text \z"),
+                          ("(.{0,500}){3}", "a repetition of more than 1000"), (".{300}", "more than 2000")]:
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            Mode.parse(f"elastic:stop='{pattern}'")
