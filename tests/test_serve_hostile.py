@@ -129,20 +129,28 @@ def test_hostile_bodies_get_2xx_or_4xx_and_honest_latency_stays_within_2x(server
     url, model, log = server
     honest = honest_body(model)
     honest_latencies(url, honest, 3)  # warm: the middleware loads the tokenizer at the first request
-    solo = statistics.median(honest_latencies(url, honest, 9))
+    for kind, body in hostile_bodies(model, 0):  # and each kind once: vLLM's first batch of a new shape is slow
+        if kind in ("early-exit rounds", "nested-quantifier stop="):
+            assert send_hostile(url, kind, body)[1] == 200
+    solos = honest_latencies(url, honest, 9)
+    solo = statistics.median(solos)
     bodies = hostile_bodies(model, HOSTILE_BODIES)
-    with ThreadPoolExecutor(8) as pool:
+    with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(send_hostile, url, kind, body) for kind, body in bodies]
         loaded = honest_latencies(url, honest, 9)
+        while not all(future.done() for future in futures):  # timed for as long as hostile bodies are in flight
+            loaded += honest_latencies(url, honest, 1)
         results = [future.result(timeout=BOUND_SECONDS * 2) for future in futures]
     under_load = statistics.median(loaded)
     for kind, status, seconds in results:
         assert status is None or 200 <= status < 500, (kind, status)
         assert seconds < BOUND_SECONDS, (kind, seconds)
+    slowest = sorted(results, key=lambda result: -result[2])[:3]
     with capsys.disabled():
-        print(f"\nhonest latency: solo median {solo * 1e3:.0f} ms, with {len(bodies)} hostile bodies in flight median "
+        print(f"\nhonest latency: solo median {solo * 1e3:.0f} ms (max {max(solos) * 1e3:.0f}), with {len(bodies)} hostile bodies in flight ({len(loaded)} timed) median "
               f"{under_load * 1e3:.0f} ms (x{under_load / solo:.2f}; max {max(loaded) * 1e3:.0f} ms); statuses: "
-              + ", ".join(sorted({f'{kind}={status}' for kind, status, _ in results})))
+              + ", ".join(sorted({f'{kind}={status}' for kind, status, _ in results}))
+              + "; slowest hostile: " + ", ".join(f"{kind} {seconds * 1e3:.0f} ms" for kind, _, seconds in slowest))
     assert under_load <= 2 * solo, (solo, loaded)
     # the server lives on, answers at once, and logged the hang-ups in a line each, with no traceback
     assert honest_latencies(url, honest, 1)[0] < 2 * solo + 1
