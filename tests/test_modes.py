@@ -119,7 +119,7 @@ def test_every_text_is_a_mode_that_round_trips_or_one_config_error(text):
     ("early-exit:at='\\x'", "bad escape"), ("elastic:grace", "has no value"), ("elastic:grace=²", "write grace=2"),
     ("soft:strength=nan", "finite"), ("elastic:wait=1", "option of budget-forcing"), ("elastik", "did you mean 'elastic'"),
     ("elastic:stop='" + "a" * 600 + "'", "more than 512"), ("elastic:exit='\ud800'", "lone surrogate"),
-    ("elastic:stop='('", "invalid stop pattern"), ("soft:shape=cubic", "unknown shape"),
+    ("elastic:stop='('", "stop= pattern '(' is not a regex"), ("soft:shape=cubic", "unknown shape"),
 ])
 def test_bad_options_are_one_line_errors_naming_the_option(text, says):
     with pytest.raises(ConfigError, match=re.escape(says)):

@@ -330,7 +330,8 @@ def test_completions_endpoint_is_budgeted_too(server):
     ({"budget_mode": "none", "vllm_xargs": {"thinking_budget": 4}}, "thinking_budget needs solution_budget"),
     # numbers checked for what they are: a 400-digit budget (was an OverflowError: a 500 naming no field) and
     # a budget_room of the wrong type (was a TypeError: HTTP 500), at the middleware and at vLLM's admission
-    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
+    ({"thinking_budget": 10 ** 400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
+    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget holds 400 characters, more than 32"),
     ({"vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
     ({"budget_mode": "none", "vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
 ])

@@ -109,11 +109,11 @@ def test_soft_and_stop_requests_get_the_state_e1_eval_builds(served, tiny_engine
     # t + s + (ceiling - 1) t + <think> + </think> + the forced EOS: soft may think on to 2t
     markers = len(served.markers.start_ids) + len(served.markers.end_ids)
     assert request["max_tokens"] == 6 + 4 + 6 + markers + 1
-    with pytest.raises(E1Error, match="invalid stop pattern"):
+    with pytest.raises(E1Error, match="stop= pattern .* is not a regex"):
         check_fields({"budget_mode": "elastic:stop='('"})
 
 
-WAIT_REFUSED = ("mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
+WAIT_REFUSED = ("budget_mode: mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
                 " (use budget-forcing (without wait) or elastic)")  # one line: the error and its hint
 
 

@@ -16,7 +16,7 @@ from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.markers import Markers
 from e1.engine.row_state import RowState, soft_bias
-from e1.engine.stop import StopPattern
+from e1.engine.stop import StopPattern, compile_stop
 from e1.errors import ConfigError
 from e1.eval.shared import followable_tokens
 from tests.fakes import assert_engine_invariants
@@ -162,14 +162,15 @@ class CountingTokenizer:
 
 
 class SearchRecorder:
-    """A compiled pattern that records the length of every string it is asked to search."""
+    """The RE2 pattern the scanner searches with, recording the length in characters of every text (UTF-8
+    bytes) it is asked to search; ``regex``: Python's ``re``, the reference it is compared with."""
 
     def __init__(self, pattern: str):
-        self.regex, self.lengths = re.compile(pattern), []
+        self.regex, self.compiled, self.lengths = re.compile(pattern), compile_stop(pattern), []
 
-    def search(self, text):
-        self.lengths.append(len(text))
-        return self.regex.search(text)
+    def search(self, text: bytes):
+        self.lengths.append(len(text.decode()))
+        return self.compiled.search(text)
 
 
 # ASCII, the pattern's characters, and characters a byte-level tokenizer splits into several ids
@@ -256,7 +257,7 @@ def test_new_options_parse_round_trip_and_refuse():
     assert Mode.parse(r"elastic:stop='\\boxed\{'").stop == r"\\boxed\{"
     assert Mode.split_list("soft:stop='a,b',elastic") == ["soft:stop='a,b'", "elastic"]
     for bad, message in [("soft:strat=0.5", "did you mean 'start'"), ("elastic:start=0.5", "does not fit"),
-                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "invalid stop pattern"),
+                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "stop= pattern .* is not a regex"),
                          ("none:stop=x", "does not fit"), ("soft:strength=nan", "finite"),
                          ("soft:ceiling=0.5", ">= 1|in \\[1"), ("soft:start=x", "invalid mode option")]:
         with pytest.raises(ConfigError, match=message):
@@ -333,3 +334,41 @@ def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metr
     pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
     assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
     assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}
+
+
+# -- the gate of a stop pattern (outside input: a client's, a config's): RE2, linear time --------------------
+
+REGEX_PIECES = st.sampled_from(["a", "b", ".", "\\w", "\\d", "\\s", "é", "(", ")", "(?:", "|", "*", "+", "?", "{2}",
+                                "{0,999}", "{1000}", "[a-z]", "[^x]", "^", "$", "\\1", "(?=", "(?<!", "\\Z", "\\p{L}", "++"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(pattern=st.one_of(st.lists(REGEX_PIECES, max_size=40).map("".join), st.text(max_size=80)),
+       text=st.text(st.sampled_from(list("ab é→\n{}\\x1")), min_size=500, max_size=512))
+def test_any_pattern_compiles_to_a_bounded_search_or_is_one_line_naming_stop(pattern, text):
+    """Invariant: every pattern a client can send is compiled by RE2 or refused in one line naming stop=;
+    a compiled one searches the 512-character window in well under a millisecond (linear time, bounded program)."""
+    import time
+
+    try:
+        compiled = compile_stop(pattern)
+    except ConfigError as err:
+        assert str(err).startswith("stop= pattern ") and "\n" not in str(err)
+        return
+    start = time.perf_counter()
+    compiled.search(text.encode())
+    assert time.perf_counter() - start < 0.01
+
+
+def test_nested_quantifiers_run_in_linear_time_and_backreferences_are_named():
+    import time
+
+    text = ("a" * 100_000 + "b").encode()
+    start = time.perf_counter()
+    assert compile_stop(r"(a+)+$").search(text) is None and compile_stop(r"(a|aa)*c").search(text) is None
+    assert time.perf_counter() - start < 0.5  # Python's re: minutes (exponential backtracking)
+    for pattern, says in [(r"(\w)\1", r"a backreference \1"), ("a(?!b)", "a lookahead (?!...)"),
+                          ("(?<=a)b", "a lookbehind"), ("a++", "a possessive quantifier"), (r"a\Z", r"RE2 writes the end of text \z"),
+                          ("(.{0,500}){3}", "a repetition of more than 1000"), (".{300}", "more than 2000")]:
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            Mode.parse(f"elastic:stop='{pattern}'")

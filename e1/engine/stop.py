@@ -1,5 +1,14 @@
 """Stop on pattern: end thinking when a regex appears in the thinking text.
 
+A stop pattern is outside input (a client of ``e1 serve`` sends it; a sweep's config names it), and
+it runs on text a model wrote, so it runs on RE2 (``google-re2``), whose matching is linear in the
+text whatever the pattern: a pattern with nested quantifiers such as ``(a+)+$`` cannot stall the
+engine. :func:`compile_stop` is its one gate (:meth:`e1.engine.modes.options.Pattern.check` calls it):
+RE2 syntax (https://github.com/google/re2/wiki/Syntax), and what RE2 refuses (backreferences,
+lookarounds, possessive quantifiers, a repetition over 1000), and a pattern over ``STOP_MAX_PROGRAM``
+instructions (which bounds one search's time), are a one-line :class:`~e1.errors.ConfigError` naming
+``stop=`` and the construct.
+
 RowState works on token ids; a :class:`StopPattern`, built once by the backend with its
 tokenizer, gives each row a :class:`StopScanner` that is pushed every thinking id as it arrives
 and says whether the thinking written so far now contains a match.
@@ -16,7 +25,7 @@ start, not the thinking's; a match longer than the window is not seen.
 
 What it costs: one incremental detokenizer step per id (``tokenizers``' ``DecodeStream``, the
 streaming decoder Hugging Face's servers use) and one regex search over at most ``window``
-characters, whatever the thinking's length: about a microsecond, where decoding a tail of ids
+characters, whatever the thinking's length: a few microseconds, where decoding a tail of ids
 afresh for every token cost tens (on an H200 at batch 256 that made ``stop=`` 2.45x plain
 vLLM per token; ``benchmarks/stop.py`` times both side by side). A tokenizer without a Rust
 backend (a "slow" one) falls back to decoding the last ``window // 4`` ids per token.
@@ -24,17 +33,72 @@ backend (a "slow" one) falls back to decoding the last ``window // 4`` ids per t
 
 from __future__ import annotations
 
-import re
 from collections import deque
 
+import re2
+
+from e1.errors import ConfigError
+
 STOP_WINDOW_CHARS = 512
+STOP_MAX_MEM = 1 << 20  # bytes of one compiled pattern and its DFA cache (RE2 falls back to its NFA past it)
+# RE2 instructions of one pattern: a search's worst case grows with it (linear in the text either way). At 2000,
+# the worst pattern found (.{249}) takes ~70 us over the 512-character window, where \\boxed\{ (11) takes ~1;
+# \p{L} alone is 1201 (Unicode classes are large)
+STOP_MAX_PROGRAM = 2000
+_REFUSED = {"(?=": "a lookahead (?=...)", "(?!": "a lookahead (?!...)", "(?<": "a lookbehind (?<=...)",
+            "(?P": "a backreference (?P=...)", "(?>": "an atomic group (?>...)"}  # RE2's "invalid perl operator"s
+
+
+def compile_stop(pattern: str):
+    r"""``pattern`` compiled by RE2 (matching in time linear in the text), or a one-line ConfigError
+    naming ``stop=`` and the construct RE2 refuses. The gate of every stop pattern (RE2 caches compiled ones).
+
+    >>> compile_stop(r"(a+)+$").search(b"a" * 100_000 + b"b") is None   # no catastrophic backtracking
+    True
+    >>> compile_stop(r"(\w+) \1")
+    Traceback (most recent call last):
+    e1.errors.ConfigError: stop= pattern '(\\w+) \\1' uses a backreference \1, which RE2 does not run (stop patterns run on RE2, in linear time: https://github.com/google/re2/wiki/Syntax)
+    """
+    options = re2.Options()
+    options.never_capture, options.log_errors, options.max_mem = True, False, STOP_MAX_MEM
+    try:
+        compiled = re2.compile(pattern, options)
+    except re2.error as err:
+        reason = err.args[0].decode("utf-8", "replace") if err.args and isinstance(err.args[0], bytes) else str(err)
+        shown, construct = pattern if len(pattern) <= 60 else pattern[:57] + "...", _construct(reason)
+        raise ConfigError(f"stop= pattern {shown!r} uses {construct}, which RE2 does not run" if construct else
+                          f"stop= pattern {shown!r} is not a regex: {reason[:80]}",
+                          hint="stop patterns run on RE2, in linear time: https://github.com/google/re2/wiki/Syntax") from None
+    if compiled.programsize > STOP_MAX_PROGRAM:
+        raise ConfigError(f"stop= pattern {pattern[:57]!r} compiles to {compiled.programsize} RE2 instructions, "
+                          f"more than {STOP_MAX_PROGRAM}", hint="a smaller pattern: fewer or shorter repeats")
+    return compiled
+
+
+def _construct(reason: str) -> str | None:
+    r"""The construct that RE2's error ``reason`` names, in words (None: a plain syntax error)."""
+    said, _, where = reason.partition(": ")
+    where = where[:20]
+    if said == "invalid escape sequence":
+        if where[1:].isdigit():
+            return f"a backreference {where}"
+        return r"\Z (RE2 writes the end of text \z)" if where == r"\Z" else f"the escape {where}"
+    if said == "invalid perl operator":
+        return _REFUSED.get(where[:3], f"the group {where}")
+    if said == "bad repetition operator":
+        return f"a possessive quantifier {where}"
+    if said == "invalid repetition size":
+        return f"a repetition of more than 1000 ({where}; nested repeats multiply)"
+    if said.startswith("pattern too large"):
+        return f"a pattern larger than {STOP_MAX_MEM >> 10} KiB once compiled"
+    return None
 
 
 class StopPattern:
     """``pattern`` (a regex) matched against the last ``window`` characters of the thinking text."""
 
     def __init__(self, tokenizer, pattern: str, window: int = STOP_WINDOW_CHARS):
-        self.tokenizer, self.pattern, self.window = tokenizer, re.compile(pattern), window
+        self.tokenizer, self.pattern, self.window = tokenizer, compile_stop(pattern), window
         self.backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust tokenizer of a "fast" one
 
     def scanner(self) -> StopScanner:
@@ -50,7 +114,7 @@ class StopScanner:
     def __init__(self, stop: StopPattern):
         from tokenizers.decoders import DecodeStream
 
-        self.search, self.window, self.backend = stop.pattern.search, stop.window, stop.backend
+        self.search, self.window, self.backend = stop.pattern.search, stop.window, stop.backend  # RE2's
         self.stream = DecodeStream(skip_special_tokens=True)
         self.text = ""
 
@@ -63,7 +127,7 @@ class StopScanner:
         if len(text) > 2 * self.window:  # trimmed now and then, so a push copies at most 2 windows
             text = text[-self.window :]
         self.text = text
-        return self.search(text[-self.window :]) is not None
+        return self.search(text[-self.window :].encode()) is not None  # RE2 reads UTF-8 bytes faster than str
 
 
 class _IdWindowScanner:
@@ -77,4 +141,4 @@ class _IdWindowScanner:
 
     def push(self, token: int) -> bool:
         self.ids.append(token)
-        return self.search(self.decode(list(self.ids), skip_special_tokens=True)) is not None
+        return self.search(self.decode(list(self.ids), skip_special_tokens=True).encode()) is not None

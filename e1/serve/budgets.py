@@ -91,10 +91,18 @@ def _servable(mode: Mode) -> Mode:
     return mode
 
 
+def mode_field(value) -> Mode:
+    """A request's ``budget_mode`` as this server decodes it; a ConfigError names the field."""
+    try:
+        return _servable(Mode.parse(value))
+    except ConfigError as err:
+        raise ConfigError(f"{MODE_FIELD}: {err.message}", hint=err.hint) from None
+
+
 def request_budget(xargs: Mapping, defaults: ServeDefaults) -> RequestBudget | None:
     """The request's budget and mode, the server's defaults filling what it leaves out; None
     when it is served plainly (mode ``none``, or no budget given and no server default)."""
-    mode = _servable(Mode.parse(xargs.get(MODE_FIELD, defaults.mode)))
+    mode = mode_field(xargs[MODE_FIELD]) if MODE_FIELD in xargs else _servable(Mode.parse(defaults.mode))
     think = xargs.get(THINK_FIELD, defaults.think)
     solve = xargs.get(SOLVE_FIELD, defaults.solve)
     if not mode.bounded or (think is None and solve is None):
@@ -153,7 +161,7 @@ def check_fields(xargs: Mapping) -> None:
     and budgets come both or neither. The logits processor's check: early-exit never reaches it as
     a field (e1's middleware drives it in rounds, :mod:`e1.serve.rounds`), so there it is refused."""
     if MODE_FIELD in xargs:
-        mode = _servable(Mode.parse(xargs[MODE_FIELD]))
+        mode = mode_field(xargs[MODE_FIELD])
         if mode.trials:
             raise ConfigError(f"mode {mode} needs e1's middleware: each trial answer ends a request and the next "
                               "continues from the real prefix, which one vLLM request cannot do",

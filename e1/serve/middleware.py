@@ -8,8 +8,8 @@ Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMi
   so this runs before that check would,
 - refuses a body larger than ``MAX_BODY_BYTES`` (``$E1_SERVE_MAX_BODY_BYTES``) with HTTP 413,
   from its Content-Length before reading it, or once that much has arrived,
-- validates the request's budget fields and answers HTTP 400 with one clear message (a bad
-  request never reaches the engine),
+- passes the body through the gate (:func:`e1.serve.gate.admit`: every field bounded, a malformed
+  one a one-line HTTP 400 naming it; a bad request never reaches the engine),
 - fills in the server's defaults and hands vLLM the complete settings in ``vllm_xargs``,
 - adds per-phase counts to every choice and to ``usage``, non-streamed or streamed (see
   :mod:`e1.serve.responses`), and splits the chat text where e1 split the tokens: a whole
@@ -17,21 +17,30 @@ Load it into any ``vllm serve`` with ``--middleware e1.serve.middleware.BudgetMi
 - serves early-exit itself, in several requests per sample to the app inside it
   (:mod:`e1.serve.rounds`): one vLLM request cannot roll a trial answer back.
 
-Other routes pass through untouched.
+Other routes pass through untouched. No tokenization, regex or JSON work on a request runs on the
+event loop that answers every client: the gate, the rewriting of replies and stream events, and the
+rounds' bookkeeping run in worker threads (``anyio.to_thread``). A client that hangs up is logged in
+one line (vLLM's logger), never a traceback.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import logging
 import os
 import secrets
 
+from anyio import to_thread
+
 from e1.errors import E1Error
-from e1.serve.responses import Plan, Served, error_body, prepare, rewrite_response
+from e1.serve.gate import MAX_BODY_BYTES, Refused, admit
+from e1.serve.responses import Plan, Served, error_body, rewrite_response
 
 PATHS = ("/v1/chat/completions", "/v1/completions")
-MAX_BODY_BYTES = int(os.environ.get("E1_SERVE_MAX_BODY_BYTES", 32 << 20))
+_GONE = object()  # what _read_body returns when the client hung up before its body arrived
+log = logging.getLogger("vllm.e1.serve")  # a child of vLLM's logger: its lines appear among vLLM's, formatted alike
 
 
 class BudgetMiddleware:
@@ -39,6 +48,7 @@ class BudgetMiddleware:
         self.app = app
         self.served: Served | None = None  # loaded at the first request: the app state exists only then
         self.keys: list[bytes] | None = None  # sha256 of each API key; [] for none (also loaded then)
+        self._loading = asyncio.Lock()
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("method") != "POST" or scope.get("path") not in PATHS:
@@ -48,33 +58,36 @@ class BudgetMiddleware:
             await _send_json(send, 401, {"error": "Unauthorized"})  # vLLM's own answer
             return
         body = await _read_body(scope, receive, MAX_BODY_BYTES)
+        if body is _GONE:
+            log.info("%s %s: the client hung up before its request arrived", scope.get("method"), scope.get("path"))
+            return
         if body is None:
             await _send_json(send, 413, {"error": {
                 "message": f"the request body is larger than this server's limit of {MAX_BODY_BYTES} bytes",
                 "type": "RequestTooLargeError", "param": None, "code": 413}})
             return
         try:
-            request = json.loads(body)
-        except ValueError:
-            request = None
-        if not isinstance(request, dict):  # vLLM answers malformed JSON itself
-            await self.app(scope, _replay(body, receive), send)
+            served = self.served or await self._load(scope)
+            admitted = await to_thread.run_sync(_admit, body, served)
+        except Refused as err:
+            await _send_json(send, err.status, error_body(str(err), err.status))
             return
-        try:
-            served = self.served or self._load(scope)
-            request, plan = prepare(request, served)
         except E1Error as err:
             await _send_json(send, 400, error_body(str(err)))
             return
+        if admitted is None:  # not a JSON object: vLLM answers it itself
+            await self.app(scope, _replay(body, receive), send)
+            return
+        request, plan, data = admitted
         if plan.rounds:
             await self._rounds(scope, receive, send, request, plan, served)
             return
-        rewriter = _Rewriter(send, plan, served)
-        await self.app(scope, _replay(json.dumps(request).encode(), receive), rewriter.send)
+        rewriter = _Rewriter(send, plan, served, scope)
+        await self.app(scope, _replay(data, receive), rewriter.send)
 
     async def _rounds(self, scope, receive, send, request: dict, plan: Plan, served: Served) -> None:
         """early-exit: several requests per sample to the app inside (:mod:`e1.serve.rounds`), one reply."""
-        from e1.serve.rounds import RoundFailed, serve_rounds
+        from e1.serve.rounds import Disconnected, RoundFailed, serve_rounds
 
         try:
             response = await serve_rounds(self.app, scope, receive, request, plan, served)
@@ -82,6 +95,8 @@ class BudgetMiddleware:
             await _send_json(send, 400, error_body(str(err)))
         except RoundFailed as failed:  # a round's own error (a wrong model name, a dead engine): as vLLM said it
             await _send_json(send, failed.status, failed.body)
+        except Disconnected:
+            log.info("%s: the client hung up during its early-exit rounds; they were cancelled", scope.get("path"))
         else:
             await _send_json(send, 200, response)
 
@@ -102,10 +117,13 @@ class BudgetMiddleware:
             matched |= secrets.compare_digest(digest, known)
         return scheme.lower() == "bearer" and matched
 
-    def _load(self, scope) -> Served:
+    async def _load(self, scope) -> Served:
+        """The served model's tokenizer and markers, loaded once, in a thread (the first requests wait for it)."""
         from e1.serve.budgets import load_served
 
-        self.served = load_served(scope["app"].state.vllm_config)
+        async with self._loading:
+            if self.served is None:
+                self.served = await to_thread.run_sync(load_served, scope["app"].state.vllm_config)
         return self.served
 
 
@@ -113,8 +131,8 @@ class _Rewriter:
     """Wraps ``send``: a JSON response is held until complete and rewritten whole; a stream is
     rewritten event by event (events may straddle body messages)."""
 
-    def __init__(self, send, plan: Plan, served: Served):
-        self._send, self.plan, self.served = send, plan, served
+    def __init__(self, send, plan: Plan, served: Served, scope: dict):
+        self._send, self.plan, self.served, self.path = send, plan, served, scope.get("path")
         self.start: dict | None = None
         self.streaming = self.passthrough = False
         self.buffer = b""
@@ -138,13 +156,27 @@ class _Rewriter:
                 events, _, self.buffer = self.buffer.rpartition(b"\n\n")
             else:
                 events, self.buffer = self.buffer.rstrip(b"\n"), b""
-            await self._send({"type": "http.response.body", "body": self._events(events), "more_body": more})
+            events = await to_thread.run_sync(self._events, events)
+            await self._send({"type": "http.response.body", "body": events, "more_body": more})
         elif not more:
-            body = json.dumps(rewrite_response(json.loads(self.buffer), self.plan, self.served)).encode()
+            body = await to_thread.run_sync(self._whole, self.buffer)
+            if body is None:  # vLLM's reply when the client hung up mid-request (a JSON null): nobody to answer
+                log.info("%s: the client hung up before its reply was ready", self.path)
+                body = self.buffer
             start = _without_length(self.start)
             start["headers"].append((b"content-length", str(len(body)).encode()))
             await self._send(start)
             await self._send({"type": "http.response.body", "body": body, "more_body": False})
+
+    def _whole(self, data: bytes) -> bytes | None:
+        """A whole reply rewritten (None: it is not a JSON object, so not a reply to rewrite)."""
+        try:
+            response = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(response, dict):
+            return None
+        return json.dumps(rewrite_response(response, self.plan, self.served)).encode()
 
     def _events(self, events: bytes) -> bytes:
         out = []
@@ -161,8 +193,18 @@ def _without_length(start: dict) -> dict:
     return {**start, "headers": headers}
 
 
-async def _read_body(scope, receive, limit: int) -> bytes | None:
-    """The whole request body, or None if it is (or says it is) longer than ``limit`` bytes."""
+def _admit(body: bytes, served: Served) -> tuple[dict, Plan, bytes] | None:
+    """The gate, and the body vLLM is handed, written (in a worker thread)."""
+    admitted = admit(body, served)
+    if admitted is None:
+        return None
+    request, plan = admitted
+    return request, plan, json.dumps(request).encode()
+
+
+async def _read_body(scope, receive, limit: int):
+    """The whole request body; None if it is (or says it is) longer than ``limit`` bytes; ``_GONE``
+    if the client hung up before it all arrived."""
     headers = {name.lower(): value for name, value in scope.get("headers") or []}
     length = headers.get(b"content-length", b"0")
     if not length.isdigit() or int(length) > limit:
@@ -171,7 +213,7 @@ async def _read_body(scope, receive, limit: int) -> bytes | None:
     while more:
         message = await receive()
         if message["type"] != "http.request":
-            break
+            return _GONE
         parts.append(message.get("body", b""))
         size += len(parts[-1])
         if size > limit:

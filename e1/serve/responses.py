@@ -99,6 +99,10 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
     plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials)
+    if plan.rounds:
+        from e1.serve.rounds import check_request
+
+        check_request(request, budget.mode)  # what the rounds cannot honour, refused before any round
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
 

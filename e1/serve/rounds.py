@@ -29,6 +29,8 @@ import math
 import time
 import uuid
 
+from anyio import to_thread
+
 from e1.budget import MAX_TOKENS
 from e1.engine import EarlyExitState, replay_round
 from e1.errors import ConfigError
@@ -48,6 +50,10 @@ _DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
 _COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
            "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
            "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
+
+
+class Disconnected(Exception):
+    """The client hung up: vLLM answered a round with no reply (its handler was cancelled)."""
 
 
 class RoundFailed(Exception):
@@ -78,9 +84,6 @@ def check_request(request: dict, mode) -> None:
 
 async def serve_rounds(app, scope, receive, request: dict, plan, served: Served) -> dict:
     """The whole reply to an early-exit request (``plan`` from :func:`~e1.serve.responses.prepare`)."""
-    from e1.serve.responses import rewrite_response
-
-    check_request(request, plan.budget.mode)
     call = _Caller(app, scope, receive)
     chat = scope["path"].endswith("/chat/completions")
     prompt_ids = await _prompt_ids(call, request, chat)
@@ -95,6 +98,13 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
         for row in rows:
             row.cancel()
         raise
+    return await to_thread.run_sync(_reply, request, plan, served, chat, prompt_ids, states)
+
+
+def _reply(request: dict, plan, served: Served, chat: bool, prompt_ids: list[int], states) -> dict:
+    """The reply built from the samples' finished states (in a worker thread: it decodes every text)."""
+    from e1.serve.responses import rewrite_response
+
     plan.states.update(enumerate(states))  # done: the replay in rewrite_response adds nothing
     response = _skeleton(request, chat, prompt_ids, states, served)
     response = rewrite_response(response, plan, served)
@@ -125,21 +135,25 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
     from e1.engine import KEY, budget_args, derive_seed, sample_seed
 
     budget, markers = plan.budget, served.markers
-    state = served.state(budget, prompt_ids, room)
+    state = await to_thread.run_sync(served.state, budget, prompt_ids, room)  # tokenizes the exit text
     opens, sampling = markers.opens_thinking(prompt_ids), {key: request[key] for key in SAMPLING if key in request}
     round_index = 0
+
+    def settings() -> str:  # the offline engine's settings for the next round (its history: the tokens so far)
+        return json.dumps(budget_args(budget.budget, budget.mode, markers, opens, state.max_new_tokens, state.tokens,
+                                      state.exit_ids, state))
+
     while not state.done:
-        args = budget_args(budget.budget, budget.mode, markers, opens, state.max_new_tokens, state.tokens,
-                           state.exit_ids, state)
+        args = await to_thread.run_sync(settings)
         seed = None if request.get("seed") is None else derive_seed(sample_seed(request["seed"], sample), round_index) >> 1
         body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
                 "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + budget.mode.trial_room(markers)),
                 "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
-                "vllm_xargs": {KEY: json.dumps(args), ROUNDS_FIELD: ROUNDS_SECRET}}
+                "vllm_xargs": {KEY: args, ROUNDS_FIELD: ROUNDS_SECRET}}
         choice = (await call("/v1/completions", body))["choices"][0]
         ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
         before = (len(state.tokens), state.trial_decoded)
-        replay_round(state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
+        await to_thread.run_sync(replay_round, state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
         if (len(state.tokens), state.trial_decoded) == before and not state.done:
             raise RoundFailed(500, error_body(f"an early-exit round made no progress ({len(ids)} ids)", 500))
         round_index += 1
@@ -208,6 +222,8 @@ class _Caller:
             reply = json.loads(b"".join(parts) or b"null")
         except ValueError:
             reply = None
+        if status == 200 and reply is None:  # vLLM's handler was cancelled: the client hung up
+            raise Disconnected(path)
         if status != 200 or not isinstance(reply, dict):
             raise RoundFailed(status if status != 200 else 500, reply if isinstance(reply, dict) else
                               error_body(f"{path} answered {status} without JSON", 500))
