@@ -14,7 +14,7 @@ import pytest
 
 from e1.budget import Budget
 from e1.engine.base import Sampling
-from e1.engine.modes import PLUGINS_ENV, Mode, names
+from e1.engine.modes import PLUGINS_ENV, REGISTRY, Mode, names
 from e1.errors import ConfigError
 
 TOY = str(Path(__file__).parent / "modes" / "halfway.py")
@@ -28,6 +28,10 @@ def toy_mode():
     patch.setenv(PLUGINS_ENV, TOY)
     yield
     patch.undo()
+    from e1.engine.modes import base
+
+    REGISTRY.pop("halfway", None)  # the other modules' tests see the built-in modes only
+    base._loaded.discard(TOY)
 
 
 def test_the_toy_mode_is_registered_parsed_and_bounded():

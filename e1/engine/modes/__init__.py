@@ -1,7 +1,7 @@
 """Decoding modes: one small module per mode, one registry, one wire format (``str`` / ``Mode.parse``).
 
     >>> from e1.budget import Budget
-    >>> names()
+    >>> names()[:6]
     ('elastic', 'truncate', 'budget-forcing', 'soft', 'early-exit', 'none')
     >>> Mode.parse("soft:strength=4").think_limit(Budget(100, 10))
     150
