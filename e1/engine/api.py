@@ -40,7 +40,7 @@ from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
-from e1.errors import ConfigError, ModelError
+from e1.errors import ConfigError, ModelError, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
@@ -93,9 +93,10 @@ class ApiSettings:
     def api_key(self) -> str:
         """The key, read from its variable at load (never stored, logged or put in an error)."""
         if self.api_key_env is None and self.backend == API_BACKEND:
-            return os.environ.get(KEY_ENVS[API_BACKEND]) or "none"  # local servers take any key
+            return register_secret(os.environ.get(KEY_ENVS[API_BACKEND])) or "none"  # local servers take any key
         variable = self.api_key_env or KEY_ENVS[self.backend]
         key = os.environ.get(variable)
+        register_secret(key)  # masked in every message e1 prints (e1.errors.redact)
         if not key:
             flag = f"--api-key-env {variable}" if self.api_key_env else f"--backend {self.backend} reads {variable}"
             raise ConfigError(f"{flag}: the variable is not set", hint=f"export {variable}=... before running")
@@ -149,8 +150,9 @@ class OpenAIEngine(RowEngine):
         """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
         import openai
 
+        http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
         client = openai.OpenAI(base_url=settings.url, api_key=settings.api_key(), timeout=settings.request_timeout_s,
-                               max_retries=settings.max_retries, http_client=bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient))
+                               max_retries=settings.max_retries, http_client=http)
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf import _generation_eos, load_tokenizer
@@ -249,10 +251,10 @@ class OpenAIEngine(RowEngine):
             body["top_k"] = sampling.top_k
         return body
 
-    def _call(self, endpoint: str, body: dict) -> tuple[Choice, Usage]:
-        """(the first choice, usage) of a reply the gate accepted (:mod:`e1.engine.replies`)."""
-        reply = self.caller.call(endpoint, body)
-        return reply.choice, reply.usage
+    def _call(self, endpoint: str, body: dict, read=None):
+        """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.replies`), by default
+        the pair itself; ``read`` runs before the reply is journalled, so what it refuses is sent again."""
+        return self.caller.call(endpoint, body, lambda reply: (read or _pair)(reply.choice, reply.usage))
 
     # ---- a server that takes e1's budgets: one request, exact -------------------------------
 
@@ -264,12 +266,15 @@ class OpenAIEngine(RowEngine):
         else:
             fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
         if ids is None:
-            choice, usage = self._call("chat/completions", self._body(
-                row_seed, 0, sampling, **ChatMessages.request(text), **fields))
-            return reported_completion(choice, usage, row)
+            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **fields),
+                              lambda choice, usage: reported_completion(choice, usage, row))
         # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
-        choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True,
-                                                          **fields))
+        body = self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True, **fields)
+        return self._call("completions", body, lambda choice, _: self._replayed(choice, ids, row, budget, mode, sampling))
+
+    def _replayed(self, choice: Choice, ids, row: tuple[int, int], budget: Budget, mode: Mode,
+                  sampling: Sampling) -> Completion:
+        """A budget server's token ids replayed through the row's state, its report checked against e1's counts."""
         if choice.token_ids is None:
             raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
                                hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer")
@@ -279,6 +284,14 @@ class OpenAIEngine(RowEngine):
         completion.finish_reason = completion.finish_reason or choice.stopped
         check_report(choice.budget, completion)
         return completion
+
+    def _thinking_read(self, choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+        """The thinking call's reply: its token ids, or its usage and (at a stop) why it stopped."""
+        if choice.token_ids is None:
+            usage.completion()
+            if choice.finish_reason == "stop":
+                choice.stopped_at(self.markers.end_text)
+        return choice, usage
 
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
         """The record of one replayed row (prompt ``row[0]``, sample ``row[1]``)."""
@@ -295,7 +308,7 @@ class OpenAIEngine(RowEngine):
         if budget.think > 0:
             choice, usage = self._call("completions", self._body(
                 row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False, return_token_ids=True))
+                skip_special_tokens=False, return_token_ids=True), self._thinking_read)
             if choice.token_ids is not None:
                 return self._replay_two_calls(list(choice.token_ids), ids, row, budget, mode, sampling, row_seed)
             think, think_tokens = choice.text or "", usage.completion()
@@ -308,7 +321,8 @@ class OpenAIEngine(RowEngine):
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
         answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False))
+            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
+            _counted)
         return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
                                      forced, True, choice.stopped, seam if forced else "")
 
@@ -338,12 +352,11 @@ class OpenAIEngine(RowEngine):
             # reasoning models take max_completion_tokens (reasoning included), not max_tokens
             cap = {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens} if mode.effort else {
                 "max_tokens": max_tokens}
-            choice, usage = self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text),
-                                                                      **cap))
-            return chat_completion(choice, usage, row)
+            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
+                              lambda choice, usage: chat_completion(choice, usage, row))
         max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
         choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
-                                                              skip_special_tokens=False))
+                                                              skip_special_tokens=False), _counted)
         output, total = choice.text or "", usage.completion()
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
@@ -366,6 +379,16 @@ class OpenAIEngine(RowEngine):
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
             closed=closed, think_end="budget" if forced else "natural" if closed else "open")
+
+
+def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+    return choice, usage
+
+
+def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+    """A plain server's text reply, which e1 counts by its usage: refused (never journalled) without it."""
+    usage.completion()
+    return choice, usage
 
 
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:

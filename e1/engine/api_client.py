@@ -83,7 +83,8 @@ class ReplyJournal:
                 self.path.unlink(missing_ok=True)
 
     def replay(self, key: str, check: Callable):
-        """The journalled reply of ``key`` as ``check`` (the gate) accepts it, or None: send the request."""
+        """``check`` (the gate, then what the sample reads) of the journalled reply of ``key``, or
+        None: none is journalled, or ``check`` refuses it (send the request again)."""
         raw = self.get(key)
         if raw is None:
             return None
@@ -103,15 +104,18 @@ class Caller:
         self.client, self.journal = client, journal or ReplyJournal(None)
         self.markers, self.deadline_s = markers, deadline_s
 
-    def call(self, endpoint: str, body: dict) -> Reply:
-        """The reply to ``POST /<endpoint>`` (``completions`` or ``chat/completions``), accepted by the gate."""
-        limits = limits_of(body)
+    def call(self, endpoint: str, body: dict, read: Callable[[Reply], object] | None = None):
+        """The reply to ``POST /<endpoint>`` (``completions`` or ``chat/completions``) as the gate
+        accepted it, or ``read(reply)``: what the sample takes from it (its record, or the fields
+        its method needs), refused before the reply is journalled if the reply lacks them."""
+        limits, markers, read = limits_of(body), self._markers(endpoint), read or (lambda reply: reply)
         key = self.journal.key(endpoint, body)
-        reply = self.journal.replay(key, lambda raw: accept(Reply, raw, limits, self._markers(endpoint)))
-        if reply is None:
-            reply = accept(Reply, self._post(endpoint, body), limits, self._markers(endpoint))
-            self.journal.put(key, reply)  # only now: a rejected reply is sent again on resume
-        return reply
+        done = self.journal.replay(key, lambda raw: read(accept(Reply, raw, limits, markers)))
+        if done is None:
+            reply = accept(Reply, self._post(endpoint, body), limits, markers)
+            done = read(reply)
+            self.journal.put(key, reply)  # only now: a refused reply is sent again on resume
+        return done
 
     def _markers(self, endpoint: str) -> tuple[str, ...]:
         return self.markers if endpoint.startswith("chat") else ()

@@ -84,10 +84,11 @@ class HostedEngine:
     def _row(self, request: dict, row: tuple[int, int]) -> Completion:
         """One parse through the vendor's gate, then the journal: a refused reply is sent again on resume."""
         key = self.journal.key(self.settings.backend, request)
-        reply = self.journal.replay(key, lambda raw: self.vendor.accept(raw, request))
-        if reply is None:
+        done = self.journal.replay(key, lambda raw: self.vendor.completion(self.vendor.accept(raw, request), row))
+        if done is None:
             raw = self.vendor.send(self.client, request)  # RequestError: failed for good, or cut
             reply = self.vendor.accept(raw, request)  # RequestError: its shape or counts are not the vendor's
+            done = self.vendor.completion(reply, row)  # RequestError: a count it needs is missing
             self.journal.put(key, reply)
-        return self.vendor.completion(reply, row)
+        return done
 
