@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from e1.errors import ModelError
 
@@ -230,6 +230,11 @@ class Reply(Shape):
     choices: list[Choice] = Field(min_length=1)
     usage: Usage = Usage()
 
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _null_usage(cls, value):
+        return {} if value is None else value  # "usage": null, as some servers send: no counts
+
     @property
     def choice(self) -> Choice:
         return self.choices[0]
@@ -284,8 +289,9 @@ def _shape_error(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
         return f"the reply is not JSON ({first['msg']})"
-    where = ".".join(str(part) for part in first["loc"]) or "the reply"
-    return f"the reply's {where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"
+    where = ".".join(str(part) for part in first["loc"])
+    where = f"the reply's {where}" if where else "the reply"
+    return f"{where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"
 
 
 def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str | None:
