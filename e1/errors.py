@@ -33,6 +33,7 @@ _SECRET_NAME = re.compile(r"(^|[_-])(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|C
 _SECRET_FIELD = re.compile(r"(?i)((?<![\w-])(?:(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|token)|[?&]key)"
                            r"([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"',;&]+)")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{%d,})" % MIN_SECRET_CHARS)
+_NAMING = ("-env", "-file", "-path", "-dir")  # --api-key-env NAME names where a key is, and is no secret
 _registered: set[str] = set()
 
 
@@ -109,7 +110,7 @@ def known_secrets() -> set[str]:
     argv = sys.argv[1:]
     for at, arg in enumerate(argv):
         name, equals, value = arg.partition("=")
-        if name.startswith("-") and _SECRET_NAME.search(name.lstrip("-")):
+        if name.startswith("-") and _SECRET_NAME.search(name.lstrip("-")) and not name.endswith(_NAMING):
             found.add(value if equals else argv[at + 1] if at + 1 < len(argv) else "")
     return {value for value in found if len(value) >= MIN_SECRET_CHARS}
 

@@ -44,9 +44,12 @@ def test_a_header_carrying_a_key_is_masked_even_when_the_key_is_unknown(key, hea
     assert key not in redact(f"sent {header.format(key)} and failed")
 
 
-def test_ordinary_text_is_left_alone():
+def test_ordinary_text_is_left_alone(monkeypatch):
     text = "the reply counts 900 reasoning tokens of 5 completion tokens; basic arithmetic; max_tokens=50"
     assert redact(text) == text
+    monkeypatch.setattr(sys, "argv", ["e1", "eval", "--api-key-env", "E1_TEST_API_KEY"])  # a name, not a key
+    unset = "--api-key-env E1_TEST_API_KEY: the variable is not set (export E1_TEST_API_KEY=... before running)"
+    assert redact(unset) == unset
 
 
 def test_log_records_and_progress_lines_are_redacted(monkeypatch, caplog):
