@@ -248,10 +248,10 @@ class Reply(Shape):
 class Limits:
     """What a request allows its reply: ``max_tokens``, stop strings, and e1's budget fields if sent."""
 
-    max_tokens: int | None = None
+    max_tokens: int | None = None  # max_tokens, or truncate's t + s: the whole output
     stop: tuple[str, ...] = ()
-    think_limit: int | None = None  # t (soft: its ceiling) plus the grace window
-    solve_limit: int | None = None
+    think_limit: int | None = None  # a mode with a thinking budget: t (soft: its ceiling) plus the grace window
+    solve_limit: int | None = None  # ... and s
 
 
 def limits_of(body: dict) -> Limits:
@@ -264,6 +264,10 @@ def limits_of(body: dict) -> Limits:
     from e1.engine.modes import Mode
 
     budget, mode = Budget(body[THINK_FIELD], body[SOLVE_FIELD]), Mode.parse(body[MODE_FIELD])
+    if not mode.separate:  # truncate: one budget t + s over the whole output (none: only max_tokens)
+        total = mode.output_cap(budget)
+        cap = total if cap is None else cap if total is None else min(cap, total)
+        return Limits(cap, tuple(stop))
     return Limits(cap, tuple(stop), mode.think_limit(budget) + mode.grace, budget.solve)
 
 
