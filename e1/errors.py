@@ -3,6 +3,14 @@
 Library code raises an :class:`E1Error` subclass; the CLI turns it into one red line
 (``message`` plus ``hint``) and a non-zero exit. ``E1_DEBUG=1`` shows the traceback.
 
+Every message passes :func:`redact` (an error's message and hint as it is made, the CLI's error
+line, log records and progress lines): the secrets e1 knows (values of key-like environment
+variables, of ``--api-key``-style options, keys registered as read, ``Authorization``-style
+headers and bearer tokens) are masked, so a server that echoes a key back never gets it printed.
+
+    >>> register_secret("sk-test-0123456789") and redact("401: bad key sk-test-0123456789")
+    '401: bad key ***'
+
     >>> str(BudgetError("bad think budget '1x'", hint="use 512, 1k, 1.5k"))
     "bad think budget '1x' (use 512, 1k, 1.5k)"
     >>> str(ConfigError("unknown mode 'trunc'", hint=did_you_mean("trunc", ["elastic", "truncate"])))
@@ -12,7 +20,21 @@ Library code raises an :class:`E1Error` subclass; the CLI turns it into one red 
 from __future__ import annotations
 
 import difflib
+import os
+import re
+import sys
 from collections.abc import Iterable
+
+MASK = "***"
+MIN_SECRET_CHARS = 8  # shorter values ("none", "1") are no secrets, and masking them would garble text
+# a variable or option named like a secret: OPENAI_API_KEY, HF_TOKEN, --api-key, --hf-token=...
+_SECRET_NAME = re.compile(r"(^|[_-])(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|[_-])", re.I)
+# a header or query field that carries a secret, whatever its value: `Authorization: Bearer x`, `x-api-key=x`, `?key=x`
+_SECRET_FIELD = re.compile(r"(?i)((?<![\w-])(?:(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|token)|[?&]key)"
+                           r"([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"',;&]+)")
+_BEARER = re.compile(r"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{%d,})" % MIN_SECRET_CHARS)
+_NAMING = ("-env", "-file", "-path", "-dir")  # --api-key-env NAME names where a key is, and is no secret
+_registered: set[str] = set()
 
 
 class E1Error(Exception):
@@ -21,6 +43,7 @@ class E1Error(Exception):
     exit_code = 1
 
     def __init__(self, message: str, hint: str | None = None):
+        message, hint = redact(message), None if hint is None else redact(hint)
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -70,3 +93,57 @@ def did_you_mean(name: str, candidates: Iterable[str], listing: str = "choose on
     if close:
         return f"did you mean {' or '.join(repr(c) for c in close)}?"
     return f"{listing} {', '.join(names)}"
+
+
+def register_secret(value: str | None) -> str | None:
+    """Remember ``value`` (a key e1 read) as a secret :func:`redact` masks; returns it unchanged."""
+    if value and len(value) >= MIN_SECRET_CHARS:
+        _registered.add(value)
+    return value
+
+
+def known_secrets() -> set[str]:
+    """The secret values e1 knows now: registered keys, key-like environment variables, and the
+    values of key-like options on the command line (``--api-key VALUE``, ``--api-key=VALUE``)."""
+    found = set(_registered)
+    found.update(value for name, value in os.environ.items() if _SECRET_NAME.search(name))
+    argv = sys.argv[1:]
+    for at, arg in enumerate(argv):
+        name, equals, value = arg.partition("=")
+        if name.startswith("-") and _SECRET_NAME.search(name.lstrip("-")) and not name.endswith(_NAMING):
+            found.add(value if equals else argv[at + 1] if at + 1 < len(argv) else "")
+    return {value for value in found if len(value) >= MIN_SECRET_CHARS}
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret e1 knows masked (see the module's docstring).
+
+    >>> redact("Authorization: Bearer abcdefgh12345 and x-api-key=zzz")
+    'Authorization: Bearer *** and x-api-key=***'
+    """
+    text = str(text)
+    for secret in sorted(known_secrets(), key=len, reverse=True):
+        while secret in text:  # a key holding the mask's characters cannot reappear around it
+            text = text.replace(secret, MASK)
+    text = _SECRET_FIELD.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) + " " if m.group(3) else "") + MASK, text)
+    return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+
+
+def redact_logs() -> None:
+    """Pass every log record and warning (e1's, and every library's) through :func:`redact` as it is made."""
+    import logging
+    import warnings
+
+    make_record = logging.getLogRecordFactory()
+    if getattr(make_record, "redacts", False):
+        return
+
+    def redacted_record(*args, **kwargs):
+        record = make_record(*args, **kwargs)
+        record.msg, record.args = redact(record.getMessage()), ()
+        return record
+
+    redacted_record.redacts = True
+    logging.setLogRecordFactory(redacted_record)
+    format_warning = warnings.formatwarning
+    warnings.formatwarning = lambda *args, **kwargs: redact(format_warning(*args, **kwargs))

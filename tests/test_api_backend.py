@@ -31,7 +31,8 @@ END = "</think>"
 
 class StandIn:
     """A plain OpenAI-compatible server (``/v1/models``, ``/v1/completions``, ``/v1/chat/completions``)
-    in a thread; ``fault(path, body)`` may return (status, headers, raw body) instead of the reply."""
+    in a thread; ``fault(path, body)`` may return (status, headers, raw body) instead of the reply, "drop",
+    or a callable that writes the reply itself through the request handler."""
 
     def __init__(self, port: int | None = None):
         self.port = port or free_port()
@@ -64,6 +65,13 @@ class StandIn:
                 fault = stand_in.fault(self.path, body)
                 if fault == "drop":
                     self.close_connection = True
+                    return
+                if callable(fault):  # a behaviour that writes the reply itself: drips, endless bodies
+                    self.close_connection = True
+                    try:
+                        fault(self)
+                    except OSError:  # the client cut the reply
+                        pass
                     return
                 if fault is not None:
                     status, headers, raw = fault

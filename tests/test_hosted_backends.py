@@ -194,10 +194,11 @@ def test_a_reply_without_its_thinking_count_is_refused_never_guessed(vendor, thi
         expected = None if thought else 0
     else:
         expected = thinking if isinstance(thinking, int) and thinking >= 0 else None
-    reply = _reply(vendor, thinking, thought, answer_tokens)
+    reply, gate = _reply(vendor, thinking, thought, answer_tokens), VENDORS[vendor]
+    request = {"max_tokens": 200} if vendor == "anthropic" else {"config": {"max_output_tokens": 200}}
     if expected is None:
-        with pytest.raises(RequestError, match="token"):
-            VENDORS[vendor].completion(reply, (0, 0))
+        with pytest.raises(RequestError, match="token|integer"):
+            gate.completion(gate.accept(reply, request), (0, 0))
         return
-    c = VENDORS[vendor].completion(reply, (0, 0))
+    c = gate.completion(gate.accept(reply, request), (0, 0))
     assert (c.think_tokens, c.solve_tokens) == (expected, answer_tokens)

@@ -24,7 +24,7 @@ from e1.cli import sweep as sweep_cmd
 from e1.cli import train as train_cmd
 from e1.cli import view as view_cmd
 from e1.cli.help import Command, Group
-from e1.errors import E1Error
+from e1.errors import E1Error, redact, redact_logs
 
 app = typer.Typer(
     name="e1",
@@ -73,7 +73,7 @@ def _fail(message: str, code: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    line = " ".join(message.split())
+    line = redact(" ".join(message.split()))  # a server may echo the key back in its message
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
     sys.exit(code)
 
@@ -112,6 +112,7 @@ def unexpected(err: Exception) -> tuple[str, int]:
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
+    redact_logs()  # every log record and warning, e1's and the libraries', masks the keys e1 knows
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
     try:

@@ -34,18 +34,17 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
-                                  completion_tokens, reported_completion, row_task, run_rows, stopped_at)
+                                  reported_completion, row_task, run_rows)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
+from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
-from e1.errors import ConfigError, ModelError
+from e1.errors import ConfigError, ModelError, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
-# e1 serve's request fields (e1.serve.budgets; the engine layer may not import e1.serve)
-THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
@@ -94,9 +93,10 @@ class ApiSettings:
     def api_key(self) -> str:
         """The key, read from its variable at load (never stored, logged or put in an error)."""
         if self.api_key_env is None and self.backend == API_BACKEND:
-            return os.environ.get(KEY_ENVS[API_BACKEND]) or "none"  # local servers take any key
+            return register_secret(os.environ.get(KEY_ENVS[API_BACKEND])) or "none"  # local servers take any key
         variable = self.api_key_env or KEY_ENVS[self.backend]
         key = os.environ.get(variable)
+        register_secret(key)  # masked in every message e1 prints (e1.errors.redact)
         if not key:
             flag = f"--api-key-env {variable}" if self.api_key_env else f"--backend {self.backend} reads {variable}"
             raise ConfigError(f"{flag}: the variable is not set", hint=f"export {variable}=... before running")
@@ -150,8 +150,9 @@ class OpenAIEngine(RowEngine):
         """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
         import openai
 
+        http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
         client = openai.OpenAI(base_url=settings.url, api_key=settings.api_key(), timeout=settings.request_timeout_s,
-                               max_retries=settings.max_retries)
+                               max_retries=settings.max_retries, http_client=http)
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf import _generation_eos, load_tokenizer
@@ -160,9 +161,9 @@ class OpenAIEngine(RowEngine):
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
         max_context = _served_context(client, model, settings.url)
-        server = _probe(Caller(client), model, chat=settings.tokenizer is None)
-        return cls(Caller(client, ReplyJournal(journal)), settings, model, tokenizer, markers, server, max_context,
-                   [Mode.parse(m) for m in modes])
+        server = _probe(Caller(client, deadline_s=settings.request_timeout_s), model, chat=settings.tokenizer is None)
+        caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
+        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes])
 
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
@@ -250,13 +251,10 @@ class OpenAIEngine(RowEngine):
             body["top_k"] = sampling.top_k
         return body
 
-    def _call(self, endpoint: str, body: dict) -> tuple[dict, dict]:
-        """(the first choice, usage) of a reply."""
-        reply = self.caller.call(endpoint, body)
-        choice = reply["choices"][0]
-        if not isinstance(choice, dict):
-            raise RequestError(f"the reply's choice is not an object: {str(choice)[:200]!r}")
-        return choice, reply.get("usage") if isinstance(reply.get("usage"), dict) else {}
+    def _call(self, endpoint: str, body: dict, read=None):
+        """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.replies`), by default
+        the pair itself; ``read`` runs before the reply is journalled, so what it refuses is sent again."""
+        return self.caller.call(endpoint, body, lambda reply: (read or _pair)(reply.choice, reply.usage))
 
     # ---- a server that takes e1's budgets: one request, exact -------------------------------
 
@@ -268,21 +266,32 @@ class OpenAIEngine(RowEngine):
         else:
             fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
         if ids is None:
-            choice, usage = self._call("chat/completions", self._body(
-                row_seed, 0, sampling, **ChatMessages.request(text), **fields))
-            return reported_completion(choice, usage, row)
+            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **fields),
+                              lambda choice, usage: reported_completion(choice, usage, row))
         # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
-        choice, _ = self._call("completions", self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True,
-                                                          **fields))
-        if not isinstance(choice.get("token_ids"), list):
+        body = self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True, **fields)
+        return self._call("completions", body, lambda choice, _: self._replayed(choice, ids, row, budget, mode, sampling))
+
+    def _replayed(self, choice: Choice, ids, row: tuple[int, int], budget: Budget, mode: Mode,
+                  sampling: Sampling) -> Completion:
+        """A budget server's token ids replayed through the row's state, its report checked against e1's counts."""
+        if choice.token_ids is None:
             raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
                                hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer")
         state = self.row_state(ids, budget, mode, sampling)
-        state.extend([int(token) for token in choice["token_ids"]])
+        state.extend(list(choice.token_ids))
         completion = self._record(state, row, ids)
-        completion.finish_reason = completion.finish_reason or ("stop" if choice.get("finish_reason") == "stop" else "length")
-        check_report(choice.get("budget"), completion)
+        completion.finish_reason = completion.finish_reason or choice.stopped
+        check_report(choice.budget, completion)
         return completion
+
+    def _thinking_read(self, choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+        """The thinking call's reply: its token ids, or its usage and (at a stop) why it stopped."""
+        if choice.token_ids is None:
+            usage.completion()
+            if choice.finish_reason == "stop":
+                choice.stopped_at(self.markers.end_text)
+        return choice, usage
 
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
         """The record of one replayed row (prompt ``row[0]``, sample ``row[1]``)."""
@@ -299,12 +308,12 @@ class OpenAIEngine(RowEngine):
         if budget.think > 0:
             choice, usage = self._call("completions", self._body(
                 row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False, return_token_ids=True))
-            if isinstance(choice.get("token_ids"), list):
-                return self._replay_two_calls(choice["token_ids"], ids, row, budget, mode, sampling, row_seed)
-            think, think_tokens = str(choice.get("text") or ""), completion_tokens(usage)
-            if choice.get("finish_reason") == "stop":
-                natural = stopped_at(choice, markers.end_text)
+                skip_special_tokens=False, return_token_ids=True), self._thinking_read)
+            if choice.token_ids is not None:
+                return self._replay_two_calls(list(choice.token_ids), ids, row, budget, mode, sampling, row_seed)
+            think, think_tokens = choice.text or "", usage.completion()
+            if choice.finish_reason == "stop":
+                natural = choice.stopped_at(markers.end_text)
                 if not natural:  # the end of sequence while thinking: the row is done
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
@@ -312,10 +321,10 @@ class OpenAIEngine(RowEngine):
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
         answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False))
-        finish = "stop" if choice.get("finish_reason") == "stop" else "length"
-        return self._text_completion(row, ids, think, answer + str(choice.get("text") or ""), think_tokens,
-                                     completion_tokens(usage), forced, True, finish, seam if forced else "")
+            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
+            _counted)
+        return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
+                                     forced, True, choice.stopped, seam if forced else "")
 
     def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
                           sampling: Sampling, row_seed: int) -> Completion:
@@ -329,7 +338,7 @@ class OpenAIEngine(RowEngine):
         if not state.done:
             choice, _ = self._call("completions", self._body(
                 row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
-            state.extend([int(token) for token in choice.get("token_ids") or []])
+            state.extend(list(choice.token_ids or []))
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
@@ -343,19 +352,17 @@ class OpenAIEngine(RowEngine):
             # reasoning models take max_completion_tokens (reasoning included), not max_tokens
             cap = {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens} if mode.effort else {
                 "max_tokens": max_tokens}
-            choice, usage = self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text),
-                                                                      **cap))
-            return chat_completion(choice, usage, row)
+            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
+                              lambda choice, usage: chat_completion(choice, usage, row))
         max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
         choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
-                                                              skip_special_tokens=False))
-        output, total = str(choice.get("text") or ""), completion_tokens(usage)
+                                                              skip_special_tokens=False), _counted)
+        output, total = choice.text or "", usage.completion()
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
         think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
-        finish = "stop" if choice.get("finish_reason") == "stop" else "length"
         return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
-                                     finish)
+                                     choice.stopped)
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
                          forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
@@ -372,6 +379,16 @@ class OpenAIEngine(RowEngine):
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
             closed=closed, think_end="budget" if forced else "natural" if closed else "open")
+
+
+def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+    return choice, usage
+
+
+def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
+    """A plain server's text reply, which e1 counts by its usage: refused (never journalled) without it."""
+    usage.completion()
+    return choice, usage
 
 
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:
@@ -415,5 +432,4 @@ def _probe(caller: Caller, model: str, chat: bool) -> str:
             return PLAIN_SERVER  # a server that refuses fields it does not know
         raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
                          hint="check --api-url, --model (the served name) and --api-key-env") from err
-    choice = reply["choices"][0]
-    return BUDGET_SERVER if isinstance(choice, dict) and isinstance(choice.get("budget"), dict) else PLAIN_SERVER
+    return BUDGET_SERVER if reply.choice.budget is not None else PLAIN_SERVER

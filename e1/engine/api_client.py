@@ -6,13 +6,16 @@
 
 Retries are the ``openai`` client's own (``max_retries``): exponential backoff from 0.5 s (at most
 8 s, with jitter) on connection errors, timeouts, 408, 409, 429 and 5xx, a ``Retry-After`` /
-``retry-after-ms`` header of up to two minutes honoured instead. A request that still fails, or a
-reply that is not a JSON object, raises :class:`RequestError`, which names the sample.
+``retry-after-ms`` header of up to two minutes honoured instead; a reply cut at the deadline or the
+size cap is a failed try too. A request that still fails, or a reply the gate refuses
+(:mod:`e1.engine.replies`: its types, its counts against the request), raises :class:`RequestError`,
+which names the sample.
 
-The journal makes resuming safe for paid APIs: every reply is appended (and flushed to disk) as it
-arrives, keyed by a hash of its request, so a rerun after a crash answers a request it already
-sent from the journal instead of sending it again, even for samples whose batch was not yet
-written to the run store. A torn last line (a kill mid-write) is skipped.
+The journal makes resuming safe for paid APIs: every reply the gate accepted is appended (and
+flushed to disk) as it arrives, keyed by a hash of its request, so a rerun after a crash answers a
+request it already sent from the journal instead of sending it again, even for samples whose batch
+was not yet written to the run store. A refused reply is never journalled, so a rerun sends its
+request again; a torn last line (a kill mid-write) is skipped.
 
 Also here: :class:`ChatMessages` (the prompts of an engine without a tokenizer are chat messages)
 and the functions that read a reply's counts (``usage``, a budget server's ``budget``) into a record.
@@ -31,34 +34,15 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from e1.engine.base import Completion
-from e1.errors import ModelError
-
-
-class RequestError(ModelError):
-    """A request that failed for good (retries spent) or got a reply e1 cannot read, for one sample.
-    ``where`` names the sample; :meth:`about` lets the caller name its problem too."""
-
-    def __init__(self, reason: str, prompt_index: int = -1, sample_index: int = -1, hint: str | None = None):
-        self.reason, self.prompt_index, self.sample_index = reason, prompt_index, sample_index
-        where = f"prompt {prompt_index}, sample {sample_index}" if prompt_index >= 0 else "a request"
-        super().__init__(f"the request for {where} failed: {reason}", hint=hint or _HINT)
-
-    def for_sample(self, prompt_index: int, sample_index: int) -> RequestError:
-        return RequestError(self.reason, prompt_index, sample_index, self.hint)
-
-    def about(self, name: str) -> RequestError:
-        """The same error naming the sample as ``name`` (e.g. ``aime problem 7``) and its sample index."""
-        error = RequestError(self.reason, self.prompt_index, self.sample_index, self.hint)
-        error.message = f"the request for {name}, sample {self.sample_index} failed: {self.reason}"
-        return error
-
-
-_HINT = "finished samples are kept; rerun the same command to resume"
+from e1.engine.replies import Choice, Reply, RequestError, Usage, accept, limits_of, transport_reason
 
 
 class ReplyJournal:
-    """Replies by request, appended to a JSON-lines file as they arrive (None: keep nothing). Only
-    the replies of an earlier, interrupted run are held in memory: a run sends each request once."""
+    """Accepted replies by request, appended to a JSON-lines file as they arrive (None: keep nothing).
+    Only the replies of an earlier, interrupted run are held in memory: a run sends each request once.
+    A reply enters only once it passed the gate (:mod:`e1.engine.replies`), and :meth:`get` hands
+    back raw entries that the caller passes through the gate again, so a rejected reply (or a line
+    from an older e1 that stored replies unchecked) is never replayed: its request is sent again."""
 
     def __init__(self, path: Path | None):
         self.path = None if path is None else Path(path)
@@ -79,13 +63,15 @@ class ReplyJournal:
     def get(self, key: str) -> dict | None:
         return self._replies.get(key)
 
-    def put(self, key: str, reply: dict) -> None:
+    def put(self, key: str, reply) -> None:
+        """Append an accepted reply (a :class:`~e1.engine.replies.Shape`): the fields e1 reads, as the server set them."""
         if self.path is None:
             return
+        line = json.dumps({"key": key, "reply": reply.model_dump(mode="json", exclude_unset=True)}) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps({"key": key, "reply": reply}) + "\n")
+                handle.write(line)
                 handle.flush()
                 os.fsync(handle.fileno())
 
@@ -96,33 +82,55 @@ class ReplyJournal:
             if self.path is not None:
                 self.path.unlink(missing_ok=True)
 
+    def replay(self, key: str, check: Callable):
+        """``check`` (the gate, then what the sample reads) of the journalled reply of ``key``, or
+        None: none is journalled, or ``check`` refuses it (send the request again)."""
+        raw = self.get(key)
+        if raw is None:
+            return None
+        try:
+            return check(raw)
+        except RequestError:
+            return None
+
 
 class Caller:
-    """POSTs JSON bodies through an ``openai.OpenAI`` client (its retries, timeout and key)."""
+    """POSTs JSON bodies through an ``openai.OpenAI`` client (its retries, its key; its ``http_client``
+    :func:`~e1.engine.replies.bounded_client`, which cuts a reply at the deadline and the size cap).
+    ``markers``: the thinking markers a chat reply's split may not hold."""
 
-    def __init__(self, client, journal: ReplyJournal | None = None):
+    def __init__(self, client, journal: ReplyJournal | None = None, markers: tuple[str, ...] = (),
+                 deadline_s: float = 600.0):
         self.client, self.journal = client, journal or ReplyJournal(None)
+        self.markers, self.deadline_s = markers, deadline_s
 
-    def call(self, endpoint: str, body: dict) -> dict:
-        """The reply to ``POST /<endpoint>`` (``completions`` or ``chat/completions``) as a dict."""
+    def call(self, endpoint: str, body: dict, read: Callable[[Reply], object] | None = None):
+        """The reply to ``POST /<endpoint>`` (``completions`` or ``chat/completions``) as the gate
+        accepted it, or ``read(reply)``: what the sample takes from it (its record, or the fields
+        its method needs), refused before the reply is journalled if the reply lacks them."""
+        limits, markers, read = limits_of(body), self._markers(endpoint), read or (lambda reply: reply)
+        key = self.journal.key(endpoint, body)
+        done = self.journal.replay(key, lambda raw: read(accept(Reply, raw, limits, markers)))
+        if done is None:
+            reply = accept(Reply, self._post(endpoint, body), limits, markers)
+            done = read(reply)
+            self.journal.put(key, reply)  # only now: a refused reply is sent again on resume
+        return done
+
+    def _markers(self, endpoint: str) -> tuple[str, ...]:
+        return self.markers if endpoint.startswith("chat") else ()
+
+    def _post(self, endpoint: str, body: dict) -> bytes:
+        import httpx
         import openai
 
-        key = self.journal.key(endpoint, body)
-        reply = self.journal.get(key)
-        if reply is not None:
-            return reply
         try:
-            reply = self.client.post(f"/{endpoint}", body=body, cast_to=object)
+            return self.client.post(f"/{endpoint}", body=body, cast_to=httpx.Response).content
         except openai.APIStatusError as err:
             raise RequestError(f"HTTP {err.status_code} from the server: {_message(err)}") from err
         except openai.APIConnectionError as err:
-            raise RequestError(f"cannot reach {self.client.base_url} ({err.__class__.__name__}: {err})") from err
-        except ValueError as err:  # a 200 whose body does not parse as JSON
-            raise RequestError(f"the reply is not JSON ({err})") from err
-        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list) or not reply["choices"]:
-            raise RequestError(f"the reply is not a completion: {str(reply)[:200]!r}")
-        self.journal.put(key, reply)
-        return reply
+            reason = transport_reason(err, self.deadline_s)
+            raise RequestError(reason or f"cannot reach {self.client.base_url} ({err.__class__.__name__}: {err})") from err
 
 
 def _message(err) -> str:
@@ -198,65 +206,42 @@ class ChatMessages:
 # ---- replies to records ------------------------------------------------------------------------
 
 
-def completion_tokens(usage: dict) -> int:
-    tokens = usage.get("completion_tokens")
-    if not isinstance(tokens, int):
-        raise RequestError("the reply has no usage.completion_tokens, so its tokens cannot be counted")
-    return tokens
-
-
-def stopped_at(choice: dict, end_text: str) -> bool:
-    """Whether a ``stop`` finish was the end marker (vLLM: ``stop_reason``; SGLang: ``matched_stop``;
-    llama.cpp: ``stopping_word``) rather than the end of sequence."""
-    for key in ("stop_reason", "matched_stop", "stopping_word"):
-        if key in choice:
-            return choice[key] == end_text
-    raise RequestError("the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
-                       "the end marker from the end of sequence", hint="use a vLLM, SGLang or llama.cpp server")
-
-
 def check_report(report, completion: Completion) -> None:
     """The server's counts must be e1's: else its markers are not the tokenizer's."""
-    if not isinstance(report, dict):
+    if report is None:
         return
-    theirs = (report.get("thinking_tokens"), report.get("solution_tokens"))
+    theirs = (report.thinking_tokens, report.solution_tokens)
     ours = (completion.think_tokens, completion.solve_tokens)
     if theirs != ours:
         raise RequestError(f"the server counted thinking/solution tokens {theirs}, e1's replay of its tokens {ours}",
                            hint="pass the served model's own tokenizer and the server's --think-start/--think-end")
 
 
-def reported_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
-    """A chat reply from a budget server: counts from its ``budget``, texts from its message."""
-    report, message = choice.get("budget"), choice.get("message")
-    if not isinstance(report, dict) or not isinstance(message, dict):
+def reported_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> Completion:
+    """A chat reply from a budget server: counts from its ``budget`` (checked by the gate), texts from its message."""
+    report, message = choice.budget, choice.message
+    if report is None or message is None:
         raise RequestError("the reply has no budget report or no message")
-    thinking, solution = int(report["thinking_tokens"]), int(report["solution_tokens"])
-    forced = bool(report.get("thinking_forced"))
+    thinking, solution, forced = report.thinking_tokens, report.solution_tokens, report.thinking_forced
     return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=message.get("content") or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=solution, forced=forced,
-        finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[], forced_mask=[],
-        closed=forced or solution > 0 or report.get("thinking_end") in ("natural", "pattern"),
-        think_end=str(report.get("thinking_end") or ""))
+        prompt_index=row[0], sample_index=row[1], think_text=message.thinking, solution_text=message.content or "",
+        prompt_tokens=usage.prompt_tokens or 0, think_tokens=thinking, solve_tokens=solution, forced=forced,
+        finish_reason=choice.stopped, token_ids=[], forced_mask=[],
+        closed=forced or solution > 0 or report.thinking_end in ("natural", "pattern"),
+        think_end=report.thinking_end or "")
 
 
-def chat_completion(choice: dict, usage: dict, row: tuple[int, int]) -> Completion:
+def chat_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> Completion:
     """A chat reply from a plain server: thinking tokens from ``reasoning_tokens``, never guessed."""
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
-    details = usage.get("completion_tokens_details") or {}
-    thinking = details.get("reasoning_tokens") if isinstance(details, dict) else None
-    if not isinstance(thinking, int):
+    message = choice.message
+    thinking = usage.reasoning_tokens
+    if thinking is None:
         raise RequestError("the reply does not report usage.completion_tokens_details.reasoning_tokens, so its "
                            "thinking cannot be counted", hint="pass --tokenizer (the served model's)")
-    total = completion_tokens(usage)
-    content = message.get("content")
+    if message is None:
+        raise RequestError("the chat reply has no message")
+    total = usage.completion()
     return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=_reasoning(message), solution_text=content or "",
-        prompt_tokens=int(usage.get("prompt_tokens") or 0), think_tokens=thinking, solve_tokens=total - thinking,
-        forced=False, finish_reason="stop" if choice.get("finish_reason") == "stop" else "length", token_ids=[],
-        forced_mask=[], closed=content is not None)
-
-
-def _reasoning(message: dict) -> str:
-    return str(message.get("reasoning") or message.get("reasoning_content") or "")
+        prompt_index=row[0], sample_index=row[1], think_text=message.thinking, solution_text=message.content or "",
+        prompt_tokens=usage.prompt_tokens or 0, think_tokens=thinking, solve_tokens=total - thinking,
+        forced=False, finish_reason=choice.stopped, token_ids=[], forced_mask=[], closed=message.content is not None)

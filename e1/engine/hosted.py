@@ -7,8 +7,10 @@
 Prompts are chat messages (the engine's ``tokenizer`` is :class:`~e1.engine.api_client.ChatMessages`);
 each sample is one request built by its vendor (:mod:`e1.engine.vendors`: the fields and their
 documentation), sent through the vendor's official SDK (its retries on 429 and 5xx, its timeout),
-journalled as it arrives (:class:`~e1.engine.api_client.ReplyJournal`: a resumed run sends no
-finished request twice), and read back with the vendor's own token counts. Every request is
+read through the vendor's gate (its shape, strictly typed, and its counts against the request:
+:mod:`e1.engine.replies`), journalled once accepted (:class:`~e1.engine.api_client.ReplyJournal`:
+a resumed run sends no accepted request twice, and every refused one again), and read back with
+the vendor's own token counts. Every request is
 built, and refused if the vendor cannot take it, before the first one is sent.
 """
 
@@ -80,10 +82,13 @@ class HostedEngine:
         return run_rows(tasks, self.settings.concurrency, progress)
 
     def _row(self, request: dict, row: tuple[int, int]) -> Completion:
+        """One parse through the vendor's gate, then the journal: a refused reply is sent again on resume."""
         key = self.journal.key(self.settings.backend, request)
-        reply = self.journal.get(key)
-        if reply is None:
-            reply = self.vendor.send(self.client, request)  # RequestError: failed for good, or unreadable
+        done = self.journal.replay(key, lambda raw: self.vendor.completion(self.vendor.accept(raw, request), row))
+        if done is None:
+            raw = self.vendor.send(self.client, request)  # RequestError: failed for good, or cut
+            reply = self.vendor.accept(raw, request)  # RequestError: its shape or counts are not the vendor's
+            done = self.vendor.completion(reply, row)  # RequestError: a count it needs is missing
             self.journal.put(key, reply)
-        return self.vendor.completion(reply, row)
+        return done
 

@@ -26,12 +26,15 @@ no longer documents.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from pydantic import Field
+
 from e1.budget import Budget
-from e1.engine.api_client import ChatMessages, RequestError
+from e1.engine.api_client import ChatMessages
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.markers import DEFAULT_END, DEFAULT_START
+from e1.engine.replies import Count, RequestError, Shape, accept, bounded_client, transport_reason
 from e1.errors import ConfigError, did_you_mean
 
 OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -54,10 +57,82 @@ def _split_messages(text: str) -> tuple[str, list[dict]]:
     return system, [m for m in messages if m.get("role") != "system"]
 
 
-def _count(value, what: str) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise RequestError(f"the reply has no {what} (got {value!r}), so its tokens cannot be counted")
+def _count(value: int | None, what: str) -> int:
+    if value is None:
+        raise RequestError(f"the reply has no {what}, so its tokens cannot be counted")
     return value
+
+
+def _unsplit(thoughts: str, answer: str) -> str | None:
+    """A vendor's split that holds e1's thinking markers: scored, its answer could sit inside thinking."""
+    for marker in (DEFAULT_START, DEFAULT_END):
+        if marker in thoughts or marker in answer:
+            return f"the reply's texts hold the thinking marker {marker!r}"
+    return None
+
+
+# ---- the replies' shapes, as the SDKs dump them (the gate: e1.engine.replies.accept) ---------
+
+
+class GeminiPart(Shape):
+    text: str | None = None
+    thought: bool | None = None
+
+
+class GeminiContent(Shape):
+    parts: list[GeminiPart] = []
+
+
+class GeminiCandidate(Shape):
+    content: GeminiContent = GeminiContent()
+    finish_reason: str | None = None
+
+
+class GeminiUsage(Shape):
+    prompt_token_count: Count | None = None
+    candidates_token_count: Count | None = None
+    thoughts_token_count: Count | None = None  # documented: left out when the model did not think
+
+
+class GeminiReply(Shape):
+    candidates: list[GeminiCandidate] = Field(min_length=1)
+    usage_metadata: GeminiUsage = GeminiUsage()
+
+    def split(self) -> tuple[str, str]:
+        parts = self.candidates[0].content.parts
+        return ("".join(p.text or "" for p in parts if p.thought), "".join(p.text or "" for p in parts if not p.thought))
+
+    def texts(self) -> str:
+        return "".join(self.split())
+
+
+class AnthropicBlock(Shape):
+    type: str
+    text: str | None = None
+    thinking: str | None = None
+
+
+class AnthropicDetails(Shape):
+    thinking_tokens: Count | None = None
+
+
+class AnthropicUsage(Shape):
+    input_tokens: Count = 0
+    output_tokens: Count | None = None
+    output_tokens_details: AnthropicDetails | None = None
+
+
+class AnthropicReply(Shape):
+    content: list[AnthropicBlock]
+    usage: AnthropicUsage
+    stop_reason: str | None = None
+
+    def split(self) -> tuple[str, str]:
+        return ("".join(b.thinking or "" for b in self.content if b.type == "thinking"),
+                "".join(b.text or "" for b in self.content if b.type == "text"))
+
+    def texts(self) -> str:
+        return "".join(self.split())
 
 
 def _sdk(module: str, extra: str):
@@ -103,7 +178,7 @@ class Gemini(Vendor):
         retry = types.HttpRetryOptions(attempts=settings.max_retries + 1, initial_delay=0.5, max_delay=8,
                                        http_status_codes=[408, 409, 429, 500, 502, 503, 504])
         options = types.HttpOptions(base_url=settings.url, api_version="v1beta", timeout=int(settings.request_timeout_s * 1000),
-                                    retry_options=retry)
+                                    retry_options=retry, httpx_client=bounded_client(settings.request_timeout_s))
         return genai.Client(api_key=key, vertexai=False, http_options=options)
 
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
@@ -138,26 +213,41 @@ class Gemini(Vendor):
             raise _unread(err) from err
         return reply.model_dump(mode="json", exclude_none=True, exclude={"sdk_http_response"})
 
-    def completion(self, reply: dict, row: tuple[int, int]) -> Completion:
-        candidates = reply.get("candidates")
-        if not isinstance(candidates, list) or not candidates or not isinstance(candidates[0], dict):
-            raise RequestError(f"the reply has no candidates: {json.dumps(reply)[:200]}")
-        parts = (candidates[0].get("content") or {}).get("parts") or []
-        thoughts = "".join(str(p.get("text") or "") for p in parts if p.get("thought"))
-        answer = "".join(str(p.get("text") or "") for p in parts if not p.get("thought"))
-        usage = reply.get("usage_metadata") or {}
-        thinking = usage.get("thoughts_token_count")
+    def accept(self, raw: dict, request: dict) -> GeminiReply:
+        """The gate: the reply's shape, and its counts against the request's cap."""
+        from e1.engine.replies import Limits
+
+        reply = accept(GeminiReply, raw, Limits(), counted=self._counted(raw))
+        thoughts, answer = reply.split()
+        usage, cap = reply.usage_metadata, request["config"]["max_output_tokens"]
+        problem = _unsplit(thoughts, answer)
+        if usage.candidates_token_count is not None and usage.candidates_token_count > cap:
+            problem = f"usageMetadata.candidatesTokenCount {usage.candidates_token_count} exceeds maxOutputTokens {cap}"
+        if problem:
+            raise RequestError(f"the reply is inconsistent: {problem}")
+        return reply
+
+    @staticmethod
+    def _counted(raw) -> int | None:
+        usage = raw.get("usage_metadata") if isinstance(raw, dict) else None
+        counts = [usage.get(k) for k in ("candidates_token_count", "thoughts_token_count")] if isinstance(usage, dict) else []
+        counts = [c for c in counts if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**31]
+        return sum(counts) if counts else None
+
+    def completion(self, reply: GeminiReply, row: tuple[int, int]) -> Completion:
+        thoughts, answer = reply.split()
+        usage = reply.usage_metadata
+        thinking = usage.thoughts_token_count
         if thinking is None and not thoughts:
             thinking = 0  # documented: left out when the model did not think
-        finish = candidates[0].get("finish_reason")
+        solve = usage.candidates_token_count if usage.candidates_token_count is not None or answer else 0
         return Completion(
             prompt_index=row[0], sample_index=row[1], think_text=thoughts, solution_text=answer,
-            prompt_tokens=_count(usage.get("prompt_token_count", 0), "usageMetadata.promptTokenCount"),
+            prompt_tokens=usage.prompt_token_count or 0,
             think_tokens=_count(thinking, "usageMetadata.thoughtsTokenCount"),
-            solve_tokens=_count(usage.get("candidates_token_count", 0 if not answer else None),
-                                "usageMetadata.candidatesTokenCount"),
-            forced=False, finish_reason="stop" if finish == "STOP" else "length", token_ids=[], forced_mask=[],
-            closed=bool(answer))
+            solve_tokens=_count(solve, "usageMetadata.candidatesTokenCount"),
+            forced=False, finish_reason="stop" if reply.candidates[0].finish_reason == "STOP" else "length",
+            token_ids=[], forced_mask=[], closed=bool(answer))
 
 
 class Anthropic(Vendor):
@@ -166,6 +256,7 @@ class Anthropic(Vendor):
     def client(self, settings, key: str):
         anthropic = _sdk("anthropic", self.extra)
         return anthropic.Anthropic(api_key=key, base_url=settings.url, timeout=settings.request_timeout_s,
+                                   http_client=bounded_client(settings.request_timeout_s, like=anthropic.DefaultHttpxClient),
                                    max_retries=settings.max_retries)
 
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
@@ -196,23 +287,36 @@ class Anthropic(Vendor):
             raise _unread(err) from err
         return reply.model_dump(mode="json", exclude_none=True)
 
-    def completion(self, reply: dict, row: tuple[int, int]) -> Completion:
-        blocks, usage = reply.get("content"), reply.get("usage")
-        if not isinstance(blocks, list) or not isinstance(usage, dict):
-            raise RequestError(f"the reply is not a message: {json.dumps(reply)[:200]}")
-        thoughts = "".join(str(b.get("thinking") or "") for b in blocks if b.get("type") == "thinking")
-        answer = "".join(str(b.get("text") or "") for b in blocks if b.get("type") == "text")
-        thought = any(b.get("type") in ("thinking", "redacted_thinking") for b in blocks)
-        output = _count(usage.get("output_tokens"), "usage.output_tokens")
-        thinking = (usage.get("output_tokens_details") or {}).get("thinking_tokens", None if thought else 0)
-        thinking = _count(thinking, "usage.output_tokens_details.thinking_tokens")
-        if thinking > output:
-            raise RequestError(f"the reply counts {thinking} thinking tokens of {output} output tokens")
+    def accept(self, raw: dict, request: dict) -> AnthropicReply:
+        """The gate: the reply's shape, and its counts against each other and the request's ``max_tokens``."""
+        from e1.engine.replies import Limits
+
+        usage = raw.get("usage") if isinstance(raw, dict) else None
+        counted = usage.get("output_tokens") if isinstance(usage, dict) else None
+        counted = counted if isinstance(counted, int) and not isinstance(counted, bool) and 0 <= counted < 2**31 else None
+        reply = accept(AnthropicReply, raw, Limits(), counted=counted)
+        output = _count(reply.usage.output_tokens, "usage.output_tokens")
+        thinking = reply.usage.output_tokens_details.thinking_tokens if reply.usage.output_tokens_details else None
+        problem = _unsplit(*reply.split())
+        if thinking is not None and thinking > output:
+            problem = f"it counts {thinking} thinking tokens of {output} output tokens"
+        if output > request["max_tokens"]:
+            problem = f"usage.output_tokens {output} exceeds max_tokens {request['max_tokens']}"
+        if problem:
+            raise RequestError(f"the reply is inconsistent: {problem}")
+        return reply
+
+    def completion(self, reply: AnthropicReply, row: tuple[int, int]) -> Completion:
+        thoughts, answer = reply.split()
+        thought = any(b.type in ("thinking", "redacted_thinking") for b in reply.content)
+        output = _count(reply.usage.output_tokens, "usage.output_tokens")
+        details = reply.usage.output_tokens_details
+        thinking = details.thinking_tokens if details else None
+        thinking = _count(0 if thinking is None and not thought else thinking, "usage.output_tokens_details.thinking_tokens")
         return Completion(
             prompt_index=row[0], sample_index=row[1], think_text=thoughts, solution_text=answer,
-            prompt_tokens=_count(usage.get("input_tokens", 0), "usage.input_tokens"), think_tokens=thinking,
-            solve_tokens=output - thinking, forced=False,
-            finish_reason="stop" if reply.get("stop_reason") == "end_turn" else "length", token_ids=[],
+            prompt_tokens=reply.usage.input_tokens, think_tokens=thinking, solve_tokens=output - thinking, forced=False,
+            finish_reason="stop" if reply.stop_reason == "end_turn" else "length", token_ids=[],
             forced_mask=[], closed=bool(answer))
 
 
@@ -228,6 +332,9 @@ def _unread(err: Exception) -> RequestError:
     """A reply never read (after the SDK's retries), or not JSON (json's errors are ValueErrors)."""
     if isinstance(err, ValueError):
         return RequestError(f"the reply is not JSON ({err.__class__.__name__}: {str(err)[:200]})")
+    cut = transport_reason(err)
+    if cut:
+        return RequestError(cut)
     return RequestError(f"cannot reach the server ({err.__class__.__name__}: {str(err)[:200]})")
 
 

@@ -17,6 +17,8 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator, Protocol
 
+from e1.errors import redact
+
 BARS = " ▁▂▃▄▅▆▇█"
 
 
@@ -71,7 +73,7 @@ class RichProgress:
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
         with Progress(*columns, console=self.console, transient=False) as bar:
-            self._bar, self._task = bar, bar.add_task(description, total=total, status="")
+            self._bar, self._task = bar, bar.add_task(redact(description), total=total, status="")
             try:
                 yield self
             finally:
@@ -80,6 +82,7 @@ class RichProgress:
     @contextmanager
     def stage(self, description: str):
         """A spinner on a terminal; elsewhere a line when it starts and one with its duration."""
+        description = redact(description)
         if self.console.is_terminal:
             with self.console.status(description):
                 yield
@@ -97,6 +100,7 @@ class RichProgress:
 
     def status(self, text: str) -> None:
         """Show ``text`` after the running task's bar (nothing happens between tasks)."""
+        text = redact(text)  # statuses and lines pass the redactor: no key reaches the terminal
         if self._plain is not None:
             self._plain.status = text
         elif self._bar is not None:
@@ -131,7 +135,7 @@ class PlainTask:
 
     def _print(self, text: str) -> None:
         self.shown_at = time.monotonic()
-        self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+        self.console.print(redact(text), markup=False, highlight=False, soft_wrap=True)
 
 
 def _clock(seconds: float) -> str:

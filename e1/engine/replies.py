@@ -1,0 +1,332 @@
+"""The one gate for a remote server's reply: read within a deadline and a size cap, parsed into one
+typed shape, and checked against the request that asked for it.
+
+    client = openai.OpenAI(base_url=url, http_client=bounded_client(600.0))   # each reply: <= 600 s, <= 8 MiB
+    reply = accept(Reply, raw_bytes, limits_of(body), markers=("<think>", "</think>"))   # a Reply, or RequestError
+
+What a reply may be, whatever the server sends:
+
+- **time**: the whole reply within the request's deadline (``--request-timeout``), however slowly
+  its bytes arrive (a per-read timeout alone lets a server dripping one byte a second run forever);
+- **size**: at most :data:`MAX_REPLY_BYTES`, refused from its ``content-length`` or as the bytes
+  pass the cap (an endless body is cut there, never held);
+- **types**: every field e1 reads has its type, strictly: a count is an ``int`` in [0, 2**31), never
+  a bool, float or string (``"false"`` is no boolean, ``1e30`` no count), a text is a ``str``;
+- **counts**: each agrees with the request and with the others: completion tokens within
+  ``max_tokens``; reasoning tokens within completion tokens; a budget report's thinking within
+  the mode's limit (t, soft's ceiling, the grace window) and its solution within s, both within
+  the completion; a text at most :data:`MAX_CHARS_PER_TOKEN` characters per token it counts;
+- **texts**: a text never runs past the stop string it was asked to stop at, and a chat reply's
+  split holds no thinking marker (an answer inside unclosed thinking would otherwise be scored).
+
+Anything else is a :class:`RequestError` for that request, so it is never journalled and never
+stored: a resumed run sends it again. Nothing past the gate re-checks a reply.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import reprlib
+import time
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from e1.errors import ModelError
+
+MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
+MAX_CHARS_PER_TOKEN = 256  # longer than any vocabulary entry; a longer text does not fit its count
+MAX_COUNT = 2**31 - 1
+THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"  # e1 serve's fields
+_HINT = "finished samples are kept; rerun the same command to resume"
+
+
+class RequestError(ModelError):
+    """A request that failed for good (retries spent) or got a reply e1 cannot read, for one sample.
+    ``where`` names the sample; :meth:`about` lets the caller name its problem too."""
+
+    def __init__(self, reason: str, prompt_index: int = -1, sample_index: int = -1, hint: str | None = None):
+        self.prompt_index, self.sample_index = prompt_index, sample_index
+        where = f"prompt {prompt_index}, sample {sample_index}" if prompt_index >= 0 else "a request"
+        super().__init__(f"the request for {where} failed: {reason}", hint=hint or _HINT)
+        self.reason = self.message.partition(" failed: ")[2]  # redacted with the message (e1.errors)
+
+    def for_sample(self, prompt_index: int, sample_index: int) -> RequestError:
+        return RequestError(self.reason, prompt_index, sample_index, self.hint)
+
+    def about(self, name: str) -> RequestError:
+        """The same error naming the sample as ``name`` (e.g. ``aime problem 7``) and its sample index."""
+        error = RequestError(self.reason, self.prompt_index, self.sample_index, self.hint)
+        error.message = f"the request for {name}, sample {self.sample_index} failed: {self.reason}"
+        return error
+
+
+# ---- time and size: below the SDKs, so their retries see a cut reply as a failed try -----------
+
+
+def bounded_client(deadline_s: float, like: type | None = None):
+    """The HTTP client an API backend's SDK sends through (``deadline_s``: ``--request-timeout``):
+    an ``httpx`` client, or one of the fork ``like`` (an SDK's default client class) is built on."""
+    module = importlib.import_module(_package(like) if like is not None else "httpx")
+    return module.Client(transport=_transport_class(module.__name__)(deadline_s), timeout=deadline_s)
+
+
+def transport_reason(err: BaseException | None, deadline_s: float | None = None) -> str | None:
+    """What a cut reply was, from an SDK's error and its causes (None: not a cut reply)."""
+    while err is not None:
+        names = {cls.__name__ for cls in type(err).__mro__ if _package(cls).startswith("httpx")}
+        if "ReplyTooLarge" in names:
+            return str(err)
+        if "TimeoutException" in names:
+            within = f"{deadline_s:g} s" if deadline_s else "the deadline"
+            return f"no complete reply within {within} (--request-timeout bounds each request, all its bytes)"
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _package(cls: type) -> str:
+    return next((c.__module__.partition(".")[0] for c in cls.__mro__ if c.__module__.startswith("httpx")), "")
+
+
+@functools.cache
+def _transport_class(name: str) -> type:
+    """A transport of the ``httpx`` fork ``name`` (SDKs ship their own) whose every reply arrives
+    whole within the deadline and :data:`MAX_REPLY_BYTES`. A per-read timeout alone lets a server
+    dripping a byte at a time run forever: the body is cut at the deadline as it passes."""
+    httpx = importlib.import_module(name)
+
+    class ReplyTooLarge(httpx.TransportError):
+        pass
+
+    def too_large(request, size: str = "") -> Exception:
+        return ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB{size}", request=request)
+
+    class Bounded(httpx.SyncByteStream):
+        def __init__(self, inner, request, deadline: float):
+            self.inner, self.request, self.deadline = inner, request, deadline
+
+        def __iter__(self):
+            read = 0
+            for chunk in self.inner:
+                read += len(chunk)
+                if read > MAX_REPLY_BYTES:
+                    raise too_large(self.request)
+                if time.monotonic() > self.deadline:
+                    raise httpx.ReadTimeout("the reply was not complete within its deadline", request=self.request)
+                yield chunk
+
+        def close(self) -> None:
+            self.inner.close()
+
+    class BoundedTransport(httpx.BaseTransport):
+        def __init__(self, deadline_s: float):
+            self.inner, self.deadline_s = httpx.HTTPTransport(), deadline_s
+
+        def handle_request(self, request):
+            deadline = time.monotonic() + self.deadline_s
+            _read_within(request, deadline)
+            response = self.inner.handle_request(request)
+            length = response.headers.get("content-length", "")
+            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+                response.close()
+                raise too_large(request, f" ({int(length) >> 20} MiB)")
+            _read_within(request, deadline)  # the body's reads: httpcore reads the timeout as the body starts
+            return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
+                                  stream=Bounded(response.stream, request, deadline))
+
+        def close(self) -> None:
+            self.inner.close()
+
+    return BoundedTransport
+
+
+def _read_within(request, deadline: float) -> None:
+    timeouts = dict(request.extensions.get("timeout") or {})
+    timeouts["read"] = max(0.001, deadline - time.monotonic())
+    request.extensions["timeout"] = timeouts
+
+
+# ---- types ---------------------------------------------------------------------------------------
+
+Count = Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT)]
+
+
+class Shape(BaseModel):
+    """A reply's shape: strict types, frozen, fields e1 does not read ignored (and not journalled)."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    def texts(self) -> str:
+        """The texts whose length must fit the counted tokens."""
+        return ""
+
+
+class Details(Shape):
+    reasoning_tokens: Count | None = None
+
+
+class Usage(Shape):
+    prompt_tokens: Count | None = None
+    completion_tokens: Count | None = None
+    completion_tokens_details: Details | None = None
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        return self.completion_tokens_details.reasoning_tokens if self.completion_tokens_details else None
+
+    def completion(self) -> int:
+        if self.completion_tokens is None:
+            raise RequestError("the reply has no usage.completion_tokens, so its tokens cannot be counted")
+        return self.completion_tokens
+
+
+class Message(Shape):
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None
+
+    @property
+    def thinking(self) -> str:
+        return self.reasoning or self.reasoning_content or ""
+
+
+class BudgetReport(Shape):
+    """A budget server's per-choice ``budget`` (e1 serve: :func:`e1.serve.budgets.report`)."""
+
+    thinking_tokens: Count
+    solution_tokens: Count
+    thinking_forced: bool = False
+    thinking_end: Literal["natural", "budget", "pattern", "trial", "open", ""] | None = None
+
+
+class Choice(Shape):
+    text: str | None = None
+    message: Message | None = None
+    finish_reason: str | None = None
+    stop_reason: str | int | None = None  # vLLM
+    matched_stop: str | int | None = None  # SGLang
+    stopping_word: str | None = None  # llama.cpp
+    token_ids: list[Count] | None = None
+    budget: BudgetReport | None = None
+
+    def stopped_at(self, end_text: str) -> bool:
+        """Whether a ``stop`` finish was the end marker rather than the end of sequence."""
+        for key in ("stop_reason", "matched_stop", "stopping_word"):
+            if key in self.model_fields_set:
+                return getattr(self, key) == end_text
+        raise RequestError("the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
+                           "the end marker from the end of sequence", hint="use a vLLM, SGLang or llama.cpp server")
+
+    @property
+    def stopped(self) -> str:
+        return "stop" if self.finish_reason == "stop" else "length"
+
+
+class Reply(Shape):
+    """An OpenAI-compatible ``/v1/completions`` or ``/v1/chat/completions`` reply: its first choice is read."""
+
+    choices: list[Choice] = Field(min_length=1)
+    usage: Usage = Usage()
+
+    @field_validator("usage", mode="before")
+    @classmethod
+    def _null_usage(cls, value):
+        return {} if value is None else value  # "usage": null, as some servers send: no counts
+
+    @property
+    def choice(self) -> Choice:
+        return self.choices[0]
+
+    def texts(self) -> str:
+        message = self.choice.message or Message()
+        return (self.choice.text or "") + (message.content or "") + message.thinking
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a request allows its reply: ``max_tokens``, stop strings, and e1's budget fields if sent."""
+
+    max_tokens: int | None = None  # max_tokens, or truncate's t + s: the whole output
+    stop: tuple[str, ...] = ()
+    think_limit: int | None = None  # a mode with a thinking budget: t (soft: its ceiling) plus the grace window
+    solve_limit: int | None = None  # ... and s
+
+
+def limits_of(body: dict) -> Limits:
+    """The limits of an OpenAI-compatible request body e1 built."""
+    cap = body.get("max_tokens", body.get("max_completion_tokens"))
+    stop = body.get("stop") or ()
+    if THINK_FIELD not in body:
+        return Limits(cap, tuple(stop))
+    from e1.budget import Budget
+    from e1.engine.modes import Mode
+
+    budget, mode = Budget(body[THINK_FIELD], body[SOLVE_FIELD]), Mode.parse(body[MODE_FIELD])
+    if not mode.separate:  # truncate: one budget t + s over the whole output (none: only max_tokens)
+        total = mode.output_cap(budget)
+        cap = total if cap is None else cap if total is None else min(cap, total)
+        return Limits(cap, tuple(stop))
+    return Limits(cap, tuple(stop), mode.think_limit(budget) + mode.grace, budget.solve)
+
+
+def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (), counted: int | None = None):
+    """``raw`` (JSON bytes, or a dict: a journal's line, an SDK's dump) as ``shape``, checked
+    against ``limits``; ``markers``: the thinking markers a chat split may not hold; ``counted``:
+    the tokens its texts must fit (None: the reply's usage)."""
+    try:
+        reply = shape.model_validate_json(raw) if isinstance(raw, (bytes, str)) else shape.model_validate(raw)
+    except ValidationError as err:
+        raise RequestError(_shape_error(err)) from None
+    problem = _inconsistent(reply, limits, markers) if isinstance(reply, Reply) else None
+    counted = reply.usage.completion_tokens if counted is None and isinstance(reply, Reply) else counted
+    texts = reply.texts()
+    if problem is None and counted is not None and len(texts) > MAX_CHARS_PER_TOKEN * (counted + 1):
+        problem = f"its texts hold {len(texts)} characters for {counted} tokens"
+    if problem is not None:
+        raise RequestError(f"the reply is inconsistent: {problem}")
+    return reply
+
+
+def _shape_error(err: ValidationError) -> str:
+    first = err.errors(include_url=False)[0]
+    if first["type"] == "json_invalid":
+        return f"the reply is not JSON ({first['msg']})"
+    where = ".".join(str(part) for part in first["loc"])
+    where = f"the reply's {where}" if where else "the reply"
+    return f"{where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"
+
+
+def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str | None:
+    """The first way ``reply`` disagrees with its request or with itself, or None."""
+    usage, choice = reply.usage, reply.choice
+    completion, reasoning = usage.completion_tokens, usage.reasoning_tokens
+    if completion is not None and limits.max_tokens is not None and completion > limits.max_tokens:
+        return f"usage.completion_tokens {completion} exceeds the request's max_tokens {limits.max_tokens}"
+    if reasoning is not None and (completion is None or reasoning > completion):
+        return f"usage counts {reasoning} reasoning tokens of {completion} completion tokens"
+    if choice.token_ids is not None and limits.max_tokens is not None and len(choice.token_ids) > limits.max_tokens:
+        return f"{len(choice.token_ids)} token ids exceed the request's max_tokens {limits.max_tokens}"
+    if any(stop and stop in (choice.text or "") for stop in limits.stop):
+        return "its text runs past the stop string it was asked to stop at"
+    message = choice.message or Message()
+    for marker in markers if choice.message is not None else ():
+        if marker and (marker in (message.content or "") or marker in message.thinking):
+            return f"its message holds the thinking marker {marker!r}: the server did not split thinking from the answer"
+    return _report_problem(choice.budget, limits, completion) if choice.budget is not None else None
+
+
+def _report_problem(report: BudgetReport, limits: Limits, completion: int | None) -> str | None:
+    think, solve = report.thinking_tokens, report.solution_tokens
+    if limits.think_limit is not None and think > limits.think_limit:
+        return f"the budget report counts {think} thinking tokens under a thinking limit of {limits.think_limit}"
+    if limits.solve_limit is not None and solve > limits.solve_limit:
+        return f"the budget report counts {solve} solution tokens under s = {limits.solve_limit}"
+    if limits.max_tokens is not None and think + solve > limits.max_tokens:
+        return f"the budget report counts {think + solve} tokens under max_tokens {limits.max_tokens}"
+    if completion is not None and think + solve > completion:
+        return f"the budget report counts {think} + {solve} tokens of {completion} completion tokens"
+    if report.thinking_end and report.thinking_forced != (report.thinking_end == "budget"):
+        return f"the budget report says thinking_forced={report.thinking_forced} but thinking_end={report.thinking_end!r}"
+    return None

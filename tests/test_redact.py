@@ -1,0 +1,96 @@
+"""Secrets never reach the terminal: every message e1 prints or logs passes one redactor
+(:func:`e1.errors.redact`), which masks the keys it knows: key-like environment variables,
+``--api-key``-style options, keys e1 read, ``Authorization``-style headers and bearer tokens."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e1.errors import MASK, E1Error, redact, redact_logs, register_secret
+
+KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+/=*", min_size=8,
+               max_size=64)
+AROUND = st.text(max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=KEYS, before=AROUND, after=AROUND, where=st.sampled_from(["env", "option", "option=", "registered"]))
+def test_a_known_key_is_masked_wherever_it_sits_in_a_message(key, before, after, where):
+    saved_argv = sys.argv
+    with pytest.MonkeyPatch.context() as patch:
+        if where == "env":
+            patch.setenv("E1_TEST_PROVIDER_API_KEY", key)
+        elif where.startswith("option"):
+            patch.setattr(sys, "argv", ["e1", "serve", *([f"--api-key={key}"] if where == "option=" else ["--api-key", key])])
+        else:
+            register_secret(key)
+        message = f"{before}Incorrect API key provided: {key}{after}"
+        assert key not in redact(message) and MASK in redact(message)
+        assert key not in str(E1Error(message, hint=f"try another key than {key}"))
+    assert sys.argv is saved_argv
+
+
+@settings(max_examples=100, deadline=None)
+@given(key=KEYS.filter(lambda k: k[0].isalnum() and not set(k) & set("*=")), header=st.sampled_from([
+    "Authorization: Bearer {}", "authorization: {}", "x-api-key: {}", "x-goog-api-key={}", "?key={}&alt=json",
+    "headers={{'Authorization': 'Bearer {}'}}"]))
+def test_a_header_carrying_a_key_is_masked_even_when_the_key_is_unknown(key, header):
+    assert key not in redact(f"sent {header.format(key)} and failed")
+
+
+def test_ordinary_text_is_left_alone(monkeypatch):
+    text = "the reply counts 900 reasoning tokens of 5 completion tokens; basic arithmetic; max_tokens=50"
+    assert redact(text) == text
+    monkeypatch.setattr(sys, "argv", ["e1", "eval", "--api-key-env", "E1_TEST_API_KEY"])  # a name, not a key
+    unset = "--api-key-env E1_TEST_API_KEY: the variable is not set (export E1_TEST_API_KEY=... before running)"
+    assert redact(unset) == unset
+
+
+def test_log_records_and_progress_lines_are_redacted(monkeypatch, caplog):
+    from rich.console import Console
+
+    from e1.report import RichProgress
+
+    key = "sk-live-a1b2c3d4e5f6g7h8"
+    monkeypatch.setenv("E1_TEST_API_KEY", key)
+    redact_logs()
+    with caplog.at_level(logging.WARNING):
+        logging.getLogger("httpx").warning("POST %s failed", f"https://x/v1?key={key}")
+        logging.getLogger("e1").warning("key %s refused", key)
+    assert caplog.records and not any(key in record.getMessage() for record in caplog.records)
+    console = Console(record=True, force_terminal=False, width=200)
+    progress = RichProgress(console=console, interval_s=0)
+    with progress.task(f"asking with {key}", total=1):
+        progress.status(f"401: {key}")
+        progress.advance()
+    shown = console.export_text()
+    assert key not in shown and f"401: {MASK}" in shown
+
+
+def test_a_server_that_echoes_the_key_in_its_401_never_gets_it_printed(monkeypatch, tmp_path, capsys):
+    """The CLI's one red line, end to end: the key is sent, the server's message echoes it, e1 masks it."""
+    from e1.cli.app import main
+    from tests.test_api_backend import MODEL, StandIn, _dataset
+
+    key = "sk-proj-Zq8c1Xb2Vn3Mm4Ll5Kk6"
+    server = StandIn().start()
+    echoed = json.dumps({"error": {"message": f"Incorrect API key provided: {key}. Header was 'Bearer {key}'"}})
+    server.fault = lambda path, body: (401, {}, echoed.encode())
+    monkeypatch.setenv("E1_TEST_API_KEY", key)
+    monkeypatch.setattr(sys, "argv", ["e1", "eval", "--backend", "openai", "--api-url", server.url, "--api-key-env",
+                                      "E1_TEST_API_KEY", "--model", MODEL, "--mode", "none", "--datasets",
+                                      str(_dataset(tmp_path)), "--out", str(tmp_path / "run")])
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            main()
+    finally:
+        server.stop()
+    err = capsys.readouterr().err
+    assert exit_.value.code == 1 and "HTTP 401" in err and "Incorrect API key provided: ***" in err
+    assert key not in err and server.keys == {f"Bearer {key}"}  # sent to the server, never printed
