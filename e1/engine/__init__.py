@@ -25,6 +25,7 @@ from e1.engine.early_exit import EarlyExitState, replay_round, transition_ids
 from e1.engine.hosted import HostedEngine
 from e1.engine.markers import DEFAULT_END, Markers, exit_ids, resolve_markers, sentence_end_ids
 from e1.engine.modes import Mode
+from e1.engine.modes.base import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import usage as modes_usage
 from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
@@ -45,7 +46,7 @@ _LAZY = {
     "budget_args": "e1.engine.vllm_processor",
 }
 
-__all__ = ["API_BACKENDS", "API_FLAGS", "API_NUMBERS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
            "ApiSettings", "Backend", "Completion", "EarlyExitState", "EngineSpec", "HostedEngine", "LoadSettings",
            "Markers", "Mode", "OpenAIEngine", "RequestError", "RowState", "Sampling", "StopPattern", "api_identity",

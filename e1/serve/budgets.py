@@ -235,3 +235,9 @@ def load_served(vllm_config) -> Served:
     tokenizer = load_tokenizer(model_config.tokenizer)
     markers = resolve_markers(tokenizer, defaults.think_start, defaults.think_end, _generation_eos(model_config.model))
     return Served(defaults, tokenizer, markers, model_config.max_model_len)
+
+
+def error_body(message: str, code: int = 400) -> dict:
+    """An error reply's JSON, shaped as vLLM's OpenAI server shapes its own."""
+    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
+                      "param": None, "code": code}}

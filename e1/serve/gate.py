@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 
-from e1.engine.modes.base import MAX_MODE_TEXT
+from e1.engine import MAX_MODE_TEXT
 from e1.errors import E1Error
 from e1.serve.budgets import FIELDS, MODE_FIELD, ROOM_FIELD, Served
 from e1.serve.responses import Plan, prepare

@@ -18,18 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from e1.engine import RowState
+from e1.budget import MAX_TOKENS
 from e1.errors import ConfigError
+from e1.numeric import Number
 from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
                               check_context, feed, report, request_budget, room_field, worst_case_tokens)
 from e1.serve.stream import ChoiceText
 
 KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm_processor reads them (its KEY)
-
-
-def error_body(message: str, code: int = 400) -> dict:
-    """An error reply's JSON, shaped as vLLM's OpenAI server shapes its own."""
-    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
-                      "param": None, "code": code}}
 
 
 @dataclass
@@ -100,8 +96,6 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
     plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials)
     if plan.rounds:
-        from e1.serve.rounds import check_request
-
         check_request(request, budget.mode)  # what the rounds cannot honour, refused before any round
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
 
@@ -150,3 +144,32 @@ def _hide_ids(obj: dict, wanted: bool, *keys: str) -> None:
         for key in keys:
             if key in obj:
                 obj[key] = None
+
+
+# request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
+REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
+           "stop_token_ids", "ignore_eos", "min_tokens", "presence_penalty", "frequency_penalty",
+           "repetition_penalty", "min_p", "logit_bias", "allowed_token_ids", "bad_words", "tools",
+           "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+_DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
+_COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+           "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
+
+
+def check_request(request: dict, mode) -> None:
+    """Refuse, in one line, what an early-exit request cannot have: a stream, or a field in ``REFUSED``."""
+    if request.get("stream"):
+        raise ConfigError(f"mode {mode} is not streamed: its samples are decoded in rounds, one per trial answer",
+                          hint="send stream: false, or stream another mode")
+    given = [key for key in REFUSED if request.get(key) not in (None, False, [], {}, "", _DEFAULTS.get(key, None))]
+    if given:
+        raise ConfigError(f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain "
+                          "completions", hint=f"leave out {given[0]}, or use another mode")
+    for key, number in _COUNTS.items():
+        number.check(request.get(key), key)
+    if not isinstance(request.get("skip_special_tokens", True), bool):  # the driver decodes the text itself
+        raise ConfigError("skip_special_tokens must be true or false", hint="send a JSON boolean")
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
+        raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")

@@ -31,25 +31,13 @@ import uuid
 
 from anyio import to_thread
 
-from e1.budget import MAX_TOKENS
 from e1.engine import EarlyExitState, replay_round
-from e1.errors import ConfigError
-from e1.numeric import Number
 from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
-from e1.serve.responses import error_body
+from e1.serve.budgets import error_body
 
-# request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
-REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
-           "stop_token_ids", "ignore_eos", "min_tokens", "presence_penalty", "frequency_penalty",
-           "repetition_penalty", "min_p", "logit_bias", "allowed_token_ids", "bad_words", "tools",
-           "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
 SAMPLING = ("temperature", "top_p", "top_k")  # passed on to every round as the client gave them
 _TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template",
              "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
-_DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
-_COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
 
 
 class Disconnected(Exception):
@@ -62,24 +50,6 @@ class RoundFailed(Exception):
     def __init__(self, status: int, body: dict):
         super().__init__(f"HTTP {status}: {body}")
         self.status, self.body = status, body
-
-
-def check_request(request: dict, mode) -> None:
-    """Refuse, in one line, what an early-exit request cannot have: a stream, or a field in ``REFUSED``."""
-    if request.get("stream"):
-        raise ConfigError(f"mode {mode} is not streamed: its samples are decoded in rounds, one per trial answer",
-                          hint="send stream: false, or stream another mode")
-    given = [key for key in REFUSED if request.get(key) not in (None, False, [], {}, "", _DEFAULTS.get(key, None))]
-    if given:
-        raise ConfigError(f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain "
-                          "completions", hint=f"leave out {given[0]}, or use another mode")
-    for key, number in _COUNTS.items():
-        number.check(request.get(key), key)
-    if not isinstance(request.get("skip_special_tokens", True), bool):  # the driver decodes the text itself
-        raise ConfigError("skip_special_tokens must be true or false", hint="send a JSON boolean")
-    prompt = request.get("prompt")
-    if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) and len(prompt) > 1:
-        raise ConfigError(f"mode {mode} takes one prompt per request", hint="send the prompts one by one")
 
 
 async def serve_rounds(app, scope, receive, request: dict, plan, served: Served) -> dict:
