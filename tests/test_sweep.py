@@ -54,7 +54,7 @@ def test_bad_budgets_are_refused(kw, error, match):
 
 def test_modes_parse_and_unknown_mode_suggests():
     assert parse_modes("elastic, truncate,budget-forcing:wait=1,elastic") == (
-        Mode("elastic"), Mode("truncate"), Mode("budget-forcing", 1))
+        Mode("elastic"), Mode("truncate"), Mode("budget-forcing", wait=1))
     with pytest.raises(ConfigError, match="did you mean 'truncate'"):
         parse_modes("elastic,trunc")
     with pytest.raises(ConfigError, match="empty mode list"):
