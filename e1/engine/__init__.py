@@ -16,13 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from e1.engine.api import API_FLAGS, API_NUMBERS, ApiSettings, OpenAIEngine, api_identity, check_api
-from e1.engine.api_client import RequestError
 from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
                                 check_backend, resolve_backend, vllm_available)
 from e1.engine.base import Completion, Sampling
 from e1.engine.early_exit import EarlyExitState, replay_round, transition_ids
-from e1.engine.hosted import HostedEngine
 from e1.engine.markers import DEFAULT_END, Markers, exit_ids, resolve_markers, sentence_end_ids
 from e1.engine.modes import Mode
 from e1.engine.modes.base import MAX_MODE_TEXT
@@ -36,9 +33,12 @@ from e1.engine.spec import EngineSpec
 from e1.engine.stop import StopPattern
 from e1.engine.vllm_compat import server_entry, use_v1_runner
 
-# Names from modules that import torch or vLLM at the top: loaded on first use (``__getattr__``),
-# so that importing e1.engine stays instant. "module:name" where the module's name differs.
+# Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
+# loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
+# completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
+    **dict.fromkeys(("API_FLAGS", "API_NUMBERS", "ApiSettings", "OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
+    "RequestError": "e1.engine.replies", "HostedEngine": "e1.engine.hosted",
     "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
     "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
     "VLLMEngine": "e1.engine.vllm",
@@ -46,11 +46,11 @@ _LAZY = {
     "budget_args": "e1.engine.vllm_processor",
 }
 
-__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
-           "ApiSettings", "Backend", "Completion", "EarlyExitState", "EngineSpec", "HostedEngine", "LoadSettings",
-           "Markers", "Mode", "OpenAIEngine", "RequestError", "RowState", "Sampling", "StopPattern", "api_identity",
-           "check_api", "check_backend", "check_device", "check_engine_options", "check_markers", "derive_seed",
+           "Backend", "Completion", "EarlyExitState", "EngineSpec", "LoadSettings",
+           "Markers", "Mode", "RowState", "Sampling", "StopPattern",
+           "check_backend", "check_device", "check_engine_options", "check_markers", "derive_seed",
            "exit_ids", "load_engine", "mode_names", "modes_usage", "new_row_state", "problem_seed", "replay_round",
            "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "state_for",
            "transition_ids", "use_v1_runner", "vllm_available", "worst_case_tokens", *_LAZY]
