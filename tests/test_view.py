@@ -40,14 +40,14 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
     return rows
 
 
-def eval_run(path, rows=None, datasets=("toy.jsonl",)):
+def eval_run(path, rows=None, datasets=("toy.jsonl",), root=None):
     write_json({"model": "m/A", "datasets": list(datasets), "data_dir": None}, path / "config.json")
     write_parquet(samples_frame(rows or sample_rows()), path / "samples.parquet")
     summary = pd.DataFrame([{"dataset": "toy", "mode": "elastic", "think_budget": t, "solve_budget": 2, "problems": 2,
                              "samples_per_problem": 2, "accuracy": 0.5, "accuracy_ci_low": 0.0, "accuracy_ci_high": 1.0,
                              "mean_total_tokens": t + 2.0, "forced_rate": 1.0} for t in (4, 8)])
     write_parquet(summary, path / "summary.parquet")
-    return Run(str(path), path)
+    return Run(str(path), path, root)
 
 
 def test_find_runs_walks_a_demo_folder_and_skips_a_sweeps_per_model_runs(tmp_path):
@@ -100,7 +100,7 @@ def test_texts_are_read_one_problem_at_a_time(tmp_path):
 
 
 def test_problem_text_is_the_stored_prompt_else_the_local_dataset_else_said_missing(tmp_path):
-    run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),))
+    run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),), root=tmp_path)  # e1 view tmp_path
     assert problem_text(run, "toy", "p1") == {
         "text": None, "source": "not stored: neither the prompt nor the run's dataset is on this machine"}
     (tmp_path / "toy.jsonl").write_text("".join(json.dumps({"id": pid, "problem": f"Solve {pid}.", "answer": "1"}) + "\n"

@@ -19,13 +19,13 @@ from pathlib import Path
 from e1.errors import ResultsError
 
 HASH_MARK = "~"  # never in a name kept as it is, so a changed name cannot meet a kept one
-MAX_NAME_BYTES, KEPT_PREFIX_BYTES = 120, 64  # file systems allow 255 bytes per name
-_RESERVED = set('/\\<>:"|?*' + HASH_MARK)  # separators, and what Windows refuses (lm-eval strips those too)
+MAX_NAME_BYTES, KEPT_PREFIX_BYTES = 200, 64  # file systems allow 255 bytes per name
+_RESERVED = set("/\\" + HASH_MARK)  # separators (lighteval's own names hold '|', so it is kept)
 
 
 def _plain(name: str) -> bool:
     """A name that is a safe file name as it is: not empty, not hidden (so never '.' or '..'), no
-    separator, control or reserved character, no space at either end, and short enough."""
+    separator ('/' or '\\'), no control character, no ``~``, no space at either end, and short enough."""
     return (bool(name) and not name.startswith(".") and name == name.strip()
             and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
             and not any(ch in _RESERVED or unicodedata.category(ch).startswith("C") for ch in name))
