@@ -149,6 +149,69 @@ def test_the_api_answers_bad_queries_with_one_line(client):
     assert bundled.status_code == 200 and "plotly.js" in bundled.text[:1000].lower()
 
 
+def _app(runs):
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    from starlette.testclient import TestClient
+
+    from e1.view.server import build_app
+
+    return TestClient(build_app(runs, None, {"testserver"}, 8765))
+
+
+def test_a_damaged_run_is_listed_as_bad_and_the_others_still_load(tmp_path):
+    good = eval_run(tmp_path / "good")
+    broken = eval_run(tmp_path / "broken")
+    (broken.path / "samples").mkdir()
+    (broken.path / "samples" / "part-r0-bad.parquet").write_bytes(b"not parquet")
+    strings = eval_run(tmp_path / "strings")
+    write_parquet(pd.DataFrame([dict(r, think_budget=f"{r['think_budget']}k") for r in sample_rows()]),
+                  strings.path / "samples.parquet")  # a budget column of strings: not an e1 samples file
+    metrics = eval_run(tmp_path / "metrics")
+    write_parquet(pd.DataFrame({"loss": [1.0]}), metrics.path / "metrics.parquet")  # no step column
+    api = _app([broken, good, strings, metrics])
+    listed = api.get("/api/runs")
+    assert listed.status_code == 200
+    runs = listed.json()
+    assert [run["error"] is None for run in runs] == [False, True, False, False]
+    assert "cannot read the parts" in runs[0]["error"] and "think_budget" in runs[2]["error"]
+    assert runs[1]["facets"]["samples"] == 16 and runs[0]["facets"]["samples"] == 0
+    assert {p["run_id"] for p in api.get("/api/curves").json()} == {1}  # the good run's curves still draw
+    assert api.get("/api/metrics").status_code == 200
+    for run in (0, 2):  # asking a bad run for samples is one line, not a traceback
+        response = api.get("/api/samples", params={"run": run, "think": 4})
+        assert response.status_code == 400 and "\n" not in response.json()["error"]
+    for think in ("1" + "0" * 26, "-" + "9" * 19, "9" * 5000):  # past int64: 400, never 500
+        response = api.get("/api/samples", params={"run": 1, "think": think})
+        assert response.status_code == 400 and "whole number" in response.json()["error"]
+
+
+def test_a_kill_between_compaction_and_cleanup_shows_each_sample_once(tmp_path):
+    run = eval_run(tmp_path / "run")  # 16 samples in samples.parquet
+    (run.path / "samples").mkdir()
+    write_parquet(samples_frame(sample_rows()[:8]), run.path / "samples" / "part-r0-0.parquet")  # not yet removed
+    assert facets(run)["samples"] == 16 and sample_page(run, SampleFilter())["total"] == 16
+    assert len(problem_samples(run, SampleFilter(dataset="toy", problem_id="p1"))) == 8
+
+
+def test_a_dataset_file_outside_the_folders_given_is_never_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("E1_DATA_DIR", str(tmp_path / "data"))
+    secret = tmp_path / "elsewhere" / "toy.jsonl"
+    secret.parent.mkdir()
+    secret.write_text(json.dumps({"id": "p1", "problem": "SECRET", "answer": "1"}) + "\n")
+    for spec, data_dir in ((str(secret), None), ("../elsewhere/toy.jsonl", None), ("toy", str(secret.parent))):
+        run = eval_run(tmp_path / "views" / "run", datasets=(spec,), root=tmp_path / "views")
+        config = json.loads((run.path / "config.json").read_text())
+        write_json({**config, "data_dir": data_dir}, run.path / "config.json")
+        monkeypatch.chdir(run.path)
+        (secret.parent / "toy.parquet").write_bytes(b"")  # a prepared-looking file in the config's data_dir
+        assert problem_text(run, "toy", "p1")["text"] is None, spec
+    inside = tmp_path / "views" / "toy.jsonl"  # under the folder given to e1 view: read
+    inside.write_text(json.dumps({"id": "p1", "problem": "Solve p1.", "answer": "1"}) + "\n")
+    run = eval_run(tmp_path / "views" / "run", datasets=(str(inside),), root=tmp_path / "views")
+    assert problem_text(run, "toy", "p1")["text"] == "Solve p1."
+
+
 def test_loopback_serving_refuses_foreign_host_headers(client):
     api = client(hosts={"127.0.0.1", "localhost"})
     assert api.get("/api/runs", headers={"host": "127.0.0.1:8765"}).status_code == 200
