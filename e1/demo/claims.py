@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from e1.errors import ConfigError
-from e1.store import SampleStore, read_parquet
+from e1.store import read_parquet
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,7 +50,7 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
                for name, frame in at.items()}
         claims.append(_claim(f"elastic t={think} (≈{fraction:g}·m): E1 − base ≥ {100 * margin:g} points",
                              acc["base"], acc["e1"], acc["e1"] - acc["base"], acc["e1"] - acc["base"] >= margin))
-    free = {name: SampleStore(out / "eval" / f"{name}-none").read() for name in models}
+    free = {name: read_parquet(out / "eval" / f"{name}-none" / "samples.parquet") for name in models}
     think = {name: float(frame["think_tokens"].mean()) for name, frame in free.items()}
     acc = {name: _accuracy(frame) for name, frame in free.items()}
     cut = 1 - think["e1"] / think["base"] if think["base"] else float("nan")
@@ -86,7 +86,7 @@ def paired_difference(samples: pd.DataFrame, model: str, other: str) -> dict:
 
 
 def _against_baseline(out: Path, e1: str, baseline: str) -> dict:
-    samples = SampleStore(out / "curves").read()
+    samples = read_parquet(out / "curves" / "samples.parquet")
     elastic = samples[samples["mode"] == "elastic"]
     think = int(elastic["think_budget"].min())  # the tightest budget of the grid
     paired = paired_difference(elastic[elastic["think_budget"] == think], e1, baseline)
