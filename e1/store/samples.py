@@ -11,9 +11,13 @@ directory holds ``samples.parquet`` (compacted rows; also today's single-file fo
 ``samples/part-*.parquet`` (batches written since). Readers take both and drop rows whose
 :data:`~e1.store.results.SAMPLE_KEY` was already seen, so a kill at any moment leaves a readable
 state: a part is renamed into place only when complete (leftover ``.*.tmp`` files are
-ignored), and a kill between writing the compacted file and removing the parts only leaves
-duplicates that the next read drops. Every sample is drawn from its own seed, so two copies
-of one key are the same row.
+ignored, and removed when the run is next taken: :func:`e1.store.lock.run_lock`), and a kill
+between writing the compacted file and removing the parts only leaves duplicates that the next
+read drops. Every sample is drawn from its own seed, so two copies of one key are the same row.
+
+Every reader of a run (a resume, ``e1 view``, ``e1 export``, ``e1 elo``) reads it through
+:meth:`SampleStore.table` (a pyarrow Table: only the columns asked for, the filter pushed into
+the scan) or :meth:`SampleStore.read` (a DataFrame), so each sees the same rows.
 
 Parts are named by their ``writer`` (a rank under torchrun) and a random id, so several
 processes append into one run directory without coordinating.
@@ -74,21 +78,21 @@ class SampleStore:
         """
         import pyarrow as pa
 
-        schema = self._schema()
+        schema, parts = self._schema(), self.parts()
         key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
         wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
-        read = list(dict.fromkeys(wanted + key)) if self.parts() else wanted
+        read = list(dict.fromkeys(wanted + key)) if parts else wanted
         tables = []
         if (self.out / SAMPLES).is_file():
             tables.append(_scan([self.out / SAMPLES], schema, read, where, f"cannot read {self.out / SAMPLES}",
                                 "move the damaged file away and rerun"))
-        if self.parts():
-            tables.append(_scan(self.parts(), schema, read, where, f"cannot read the parts in {self.parts_dir}",
+        if parts:
+            tables.append(_scan(parts, schema, read, where, f"cannot read the parts in {self.parts_dir}",
                                 "move the damaged part away and rerun (its samples are generated again)"))
         if not tables:
             return schema.empty_table().select(wanted)
         table = pa.concat_tables(tables)
-        if self.parts():  # the compacted file holds each key once: only parts can repeat one
+        if parts:  # the compacted file holds each key once: only parts can repeat one
             table = _first_of_each(table, key)
         return table.select(wanted)
 
@@ -115,7 +119,7 @@ class SampleStore:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = _SCHEMA()
+        schema = _e1_schema()
         compacted = self.out / SAMPLES
         if not compacted.is_file():
             return schema
@@ -136,7 +140,7 @@ class SampleStore:
         return pa.schema(extra + list(schema))
 
 
-def _SCHEMA():
+def _e1_schema():
     import pyarrow as pa
 
     return pa.Schema.from_pandas(samples_frame(), preserve_index=False)
