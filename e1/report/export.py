@@ -305,7 +305,7 @@ def _model_card(run: RunResults, model: str, cells: list, path: Path) -> Path:
 
 
 def markdown_text(text: str) -> str:
-    """``text`` shown as itself in Markdown and HTML: on one line, entities for ``& < > " '``, and a
+    r"""``text`` shown as itself in Markdown and HTML: on one line, entities for ``& < > " '``, and a
     backslash before each character Markdown (or the Hub's math) would read as markup.
 
     >>> markdown_text("org/m_1 <script>")
