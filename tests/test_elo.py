@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import gzip
 import json
+import math
 import random
 import threading
 import urllib.parse
@@ -20,6 +21,7 @@ import e1.report.elo
 from e1.cli import elo as elo_cmd
 from e1.report.elo import FetchConfig, estimate_rating, fetch_contests, load_results
 from e1.errors import ConfigError, DataError
+from e1.store.results import SAMPLE_DTYPES, samples_frame
 
 # --- synthetic contests in the API's format ---------------------------------------------------
 
@@ -210,10 +212,13 @@ def test_results_from_json_and_parquet_agree(tmp_path, contests):
                 rows.append(("codeforces", problem_id, index, correct or budget == 2048, "elastic", budget, 1024))
     rows.append(("aime", "aime-1", 0, True, "elastic", 1024, 1024))  # another dataset in the same run
     columns = ["dataset", "problem_id", "sample_index", "correct", "mode", "think_budget", "solve_budget"]
-    samples = pd.DataFrame(rows, columns=columns)
+    samples = pd.DataFrame(rows, columns=columns).sample(frac=1, random_state=0)  # shuffled rows
     run = tmp_path / "run"
     run.mkdir()
-    samples.sample(frac=1, random_state=0).to_parquet(run / "samples.parquet")  # shuffled rows
+    blank = {"int64": 0, "bool": False, "float64": math.nan, "string": ""}  # the columns elo does not read
+    samples_frame(frame=samples.assign(**{column: blank[dtype] for column, dtype in SAMPLE_DTYPES.items()
+                                          if column not in columns})).to_parquet(run / "samples.parquet")
+    samples.to_parquet(tmp_path / "results.parquet")  # a parquet of results that is not a run's: its columns only
 
     assert load_results(tmp_path / "results.json") == RESULTS
     with pytest.raises(ConfigError, match="several runs"):
@@ -225,6 +230,7 @@ def test_results_from_json_and_parquet_agree(tmp_path, contests):
     assert load_results(parquet, dataset="codeforces", mode="elastic", think=1024, solve=1024) == RESULTS
     all_solved = {problem_id: [True] * len(attempts) for problem_id, attempts in RESULTS.items()}
     assert load_results(parquet, dataset="codeforces", think=2048) == all_solved
+    assert load_results(tmp_path / "results.parquet", dataset="codeforces", think=1024) == RESULTS
 
     args = ["elo", "-r", str(run), "-c", str(contests), "--dataset", "codeforces", "--think", "1k", "--json"]
     result = CliRunner().invoke(cli(), args)

@@ -200,3 +200,36 @@ def test_bad_input_is_one_clear_line(run_dir, tmp_path):
     result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "hub", "--out", str(tmp_path / "c")])
     assert result.exit_code == 0 and "wrote" in result.output and "skipped" in result.output
     assert "Examples" in CliRunner().invoke(app, ["export", "--help"]).output
+
+
+def _as_model(run_dir: Path, model: str, into: Path) -> Path:
+    """A copy of the run whose config names ``model`` (an eval run's samples take their model from it)."""
+    import shutil
+
+    copy = shutil.copytree(run_dir, into)
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "model": model}))
+    return copy
+
+
+@pytest.mark.parametrize("model", ["../../../../x", "..", ".", "/abs/../../../y", "a/./../../z", "x\n# <b>y</b> [l](j:1)"])
+def test_a_model_name_never_writes_outside_out(run_dir, tmp_path, model):
+    run = _as_model(run_dir, model, tmp_path / "nest" / "deeper" / "run")
+    before = {p for p in tmp_path.rglob("*")}
+    for fmt in ("lm-eval", "lighteval", "hub"):
+        out = tmp_path / "nest" / "deeper" / "out" / fmt
+        written, _ = export(run, fmt, out)
+        assert written and all(out.resolve() in path.resolve().parents for path in written), fmt
+    made = {p.resolve() for p in tmp_path.rglob("*")} - {p.resolve() for p in before}
+    outs = (tmp_path / "nest" / "deeper" / "out").resolve()
+    assert all(p == outs or outs in p.parents for p in made)  # nothing made anywhere else
+    body = next(p for p in made if p.name == "README.md").read_text().split("\n---\n", 1)[1]  # after the YAML
+    assert body.count("\n# ") == 1 and "<b>" not in body and "[l](" not in body  # the name is one heading, as text
+
+
+def test_out_naming_a_file_is_one_line_naming_the_option(run_dir, tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "lm-eval", "--out", str(tmp_path / "file")])
+    assert result.exit_code != 0 and "--out" in str(result.exception) and "is a file" in str(result.exception)
+    under = CliRunner().invoke(app, ["export", str(run_dir), "-f", "hub", "-o", str(tmp_path / "file" / "sub")])
+    assert under.exit_code != 0 and "--out" in str(under.exception)

@@ -40,14 +40,14 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
     return rows
 
 
-def eval_run(path, rows=None, datasets=("toy.jsonl",)):
+def eval_run(path, rows=None, datasets=("toy.jsonl",), root=None):
     write_json({"model": "m/A", "datasets": list(datasets), "data_dir": None}, path / "config.json")
     write_parquet(samples_frame(rows or sample_rows()), path / "samples.parquet")
     summary = pd.DataFrame([{"dataset": "toy", "mode": "elastic", "think_budget": t, "solve_budget": 2, "problems": 2,
                              "samples_per_problem": 2, "accuracy": 0.5, "accuracy_ci_low": 0.0, "accuracy_ci_high": 1.0,
                              "mean_total_tokens": t + 2.0, "forced_rate": 1.0} for t in (4, 8)])
     write_parquet(summary, path / "summary.parquet")
-    return Run(str(path), path)
+    return Run(str(path), path, root)
 
 
 def test_find_runs_walks_a_demo_folder_and_skips_a_sweeps_per_model_runs(tmp_path):
@@ -100,7 +100,7 @@ def test_texts_are_read_one_problem_at_a_time(tmp_path):
 
 
 def test_problem_text_is_the_stored_prompt_else_the_local_dataset_else_said_missing(tmp_path):
-    run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),))
+    run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),), root=tmp_path)  # e1 view tmp_path
     assert problem_text(run, "toy", "p1") == {
         "text": None, "source": "not stored: neither the prompt nor the run's dataset is on this machine"}
     (tmp_path / "toy.jsonl").write_text("".join(json.dumps({"id": pid, "problem": f"Solve {pid}.", "answer": "1"}) + "\n"
@@ -147,6 +147,69 @@ def test_the_api_answers_bad_queries_with_one_line(client):
     pytest.importorskip("plotly")
     bundled = api.get("/static/plotly.min.js")  # the plotly package's own copy: no network needed
     assert bundled.status_code == 200 and "plotly.js" in bundled.text[:1000].lower()
+
+
+def _app(runs):
+    pytest.importorskip("starlette")
+    pytest.importorskip("httpx")
+    from starlette.testclient import TestClient
+
+    from e1.view.server import build_app
+
+    return TestClient(build_app(runs, None, {"testserver"}, 8765))
+
+
+def test_a_damaged_run_is_listed_as_bad_and_the_others_still_load(tmp_path):
+    good = eval_run(tmp_path / "good")
+    broken = eval_run(tmp_path / "broken")
+    (broken.path / "samples").mkdir()
+    (broken.path / "samples" / "part-r0-bad.parquet").write_bytes(b"not parquet")
+    strings = eval_run(tmp_path / "strings")
+    write_parquet(pd.DataFrame([dict(r, think_budget=f"{r['think_budget']}k") for r in sample_rows()]),
+                  strings.path / "samples.parquet")  # a budget column of strings: not an e1 samples file
+    metrics = eval_run(tmp_path / "metrics")
+    write_parquet(pd.DataFrame({"loss": [1.0]}), metrics.path / "metrics.parquet")  # no step column
+    api = _app([broken, good, strings, metrics])
+    listed = api.get("/api/runs")
+    assert listed.status_code == 200
+    runs = listed.json()
+    assert [run["error"] is None for run in runs] == [False, True, False, False]
+    assert "cannot read the parts" in runs[0]["error"] and "think_budget" in runs[2]["error"]
+    assert runs[1]["facets"]["samples"] == 16 and runs[0]["facets"]["samples"] == 0
+    assert {p["run_id"] for p in api.get("/api/curves").json()} == {1}  # the good run's curves still draw
+    assert api.get("/api/metrics").status_code == 200
+    for run in (0, 2):  # asking a bad run for samples is one line, not a traceback
+        response = api.get("/api/samples", params={"run": run, "think": 4})
+        assert response.status_code == 400 and "\n" not in response.json()["error"]
+    for think in ("1" + "0" * 26, "-" + "9" * 19, "9" * 5000):  # past int64: 400, never 500
+        response = api.get("/api/samples", params={"run": 1, "think": think})
+        assert response.status_code == 400 and "whole number" in response.json()["error"]
+
+
+def test_a_kill_between_compaction_and_cleanup_shows_each_sample_once(tmp_path):
+    run = eval_run(tmp_path / "run")  # 16 samples in samples.parquet
+    (run.path / "samples").mkdir()
+    write_parquet(samples_frame(sample_rows()[:8]), run.path / "samples" / "part-r0-0.parquet")  # not yet removed
+    assert facets(run)["samples"] == 16 and sample_page(run, SampleFilter())["total"] == 16
+    assert len(problem_samples(run, SampleFilter(dataset="toy", problem_id="p1"))) == 8
+
+
+def test_a_dataset_file_outside_the_folders_given_is_never_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("E1_DATA_DIR", str(tmp_path / "data"))
+    secret = tmp_path / "elsewhere" / "toy.jsonl"
+    secret.parent.mkdir()
+    secret.write_text(json.dumps({"id": "p1", "problem": "SECRET", "answer": "1"}) + "\n")
+    for spec, data_dir in ((str(secret), None), ("../elsewhere/toy.jsonl", None), ("toy", str(secret.parent))):
+        run = eval_run(tmp_path / "views" / "run", datasets=(spec,), root=tmp_path / "views")
+        config = json.loads((run.path / "config.json").read_text())
+        write_json({**config, "data_dir": data_dir}, run.path / "config.json")
+        monkeypatch.chdir(run.path)
+        (secret.parent / "toy.parquet").write_bytes(b"")  # a prepared-looking file in the config's data_dir
+        assert problem_text(run, "toy", "p1")["text"] is None, spec
+    inside = tmp_path / "views" / "toy.jsonl"  # under the folder given to e1 view: read
+    inside.write_text(json.dumps({"id": "p1", "problem": "Solve p1.", "answer": "1"}) + "\n")
+    run = eval_run(tmp_path / "views" / "run", datasets=(str(inside),), root=tmp_path / "views")
+    assert problem_text(run, "toy", "p1")["text"] == "Solve p1."
 
 
 def test_loopback_serving_refuses_foreign_host_headers(client):

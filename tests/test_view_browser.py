@@ -78,8 +78,13 @@ def code_run(path):
 @pytest.fixture(scope="module")
 def url(runs):
     """`e1 view` on a free loopback port (it prints the URL it listens on)."""
-    command = [sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "code", "--port", "0"]
-    server = subprocess.Popen(command, cwd=runs, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield from serving(runs, "sweep", "sweep/models/m--A", "train", "code")
+
+
+def serving(cwd, *folders):
+    """Run `e1 view FOLDERS` from ``cwd``; yields its URL, then stops it with Ctrl-C."""
+    command = [sys.executable, "-m", "e1", "view", *map(str, folders), "--port", "0"]
+    server = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)
         line = server.stdout.readline() if ready else ""
@@ -225,6 +230,29 @@ def test_a_code_sample_shows_its_tests(page):
     expect(card.locator(".gold")).to_have_text("6 tests")
     expect(card.locator(".cut.natural")).to_have_count(1)  # thinking ended by itself: nothing forced
     expect(page.locator("#sample-detail .problem .source")).to_contain_text("not stored")  # no humaneval in its data_dir
+
+
+def test_a_damaged_run_is_shown_as_bad_and_the_others_still_load(browser, runs, tmp_path):
+    from playwright.sync_api import expect
+
+    from e1.store.results import write_json
+
+    bad = tmp_path / "bad"
+    write_json({"model": "broken"}, bad / "config.json")
+    (bad / "samples.parquet").write_bytes(b"PAR1 not a parquet file")  # a disk that lost its blocks, say
+    served = serving(runs, "code", bad)
+    page = browser.new_page()
+    try:
+        page.goto(next(served))
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(page.locator("#bad-runs")).to_contain_text(f"cannot read {bad}")
+        expect(page.locator("#runs-line")).to_contain_text("2 runs")
+        page.click("button[data-tab=samples]")
+        page.wait_for_selector("#sample-table[data-loaded]")
+        expect(page.locator("#sample-count")).to_contain_text("1 samples")  # the good run loads as usual
+    finally:
+        page.close()
+        next(served, None)
 
 
 def test_side_by_side_shows_both_runs_on_one_problem(page, runs):

@@ -44,7 +44,7 @@ from e1.data.registry import (
     is_registered,
 )
 from e1.errors import DataError, did_you_mean
-from e1.store import missing_file
+from e1.store import file_name, inside, missing_file
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,8 +74,8 @@ def default_data_dir() -> Path:
 
 
 def prepared_path(name: str, data_dir: Path | None = None) -> Path:
-    """Where the canonical parquet of dataset ``name`` lives."""
-    return (data_dir or default_data_dir()) / f"{name}.parquet"
+    """Where the canonical parquet of dataset ``name`` lives: always a file in the data dir."""
+    return inside(data_dir or default_data_dir(), f"{file_name(name)}.parquet")
 
 
 def prepared_names(data_dir: Path | None = None) -> list[str]:
@@ -123,6 +123,8 @@ def prepare_file(
     """
     path = Path(path).expanduser()
     name = name or _name_from_stem(path)
+    if not NAME_PATTERN.match(name):  # how the dataset is asked for later (--data NAME)
+        raise DataError(f"--name {name!r} is not a dataset name", hint="use letters, digits, . _ - (a letter first)")
     records, labels = read_records(path)
     benchmark = _file_benchmark(name, path, records, problem_field, answer_field, id_field)
     frame, _ = _canonical_frame(records, labels, benchmark, str(path), FILE_HINT, skip_blank=False)
@@ -216,15 +218,13 @@ def _read_canonical(path: Path) -> pd.DataFrame:
     frame = pd.read_parquet(path)
     missing = schema.missing_columns(frame.columns)
     if missing:
-        raise DataError(
-            f"{path}: not a prepared dataset (no column {', '.join(missing)})",
-            hint="prepare it again with e1 data prepare",
-        )
+        raise DataError(f"{path}: not a prepared dataset (no column {', '.join(missing)})",
+                        hint="prepare it again with e1 data prepare")
     return frame
 
 
 def _name_from_stem(path: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-.") or "local"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", path.stem).strip("-._") or "local"
 
 
 def _file_benchmark(

@@ -104,13 +104,13 @@ def run_demo(config: DemoConfig, progress=None) -> DemoResult:
 
 
 def _stages(config: DemoConfig, progress=None) -> DemoResult:
-    from e1.data import prepare_benchmark
+    from e1.data import prepare_benchmark, prepared_path
     from e1.grpo import TrainConfig, checkpoints, train
 
     out, sizes = Path(config.out), config.sizes
     data_dir = out / "data"
     for name, rows in (("digits", sizes.test_rows), ("digits-train", max(sizes.sft_steps * sizes.sft_batch, 64))):
-        if not (data_dir / f"{name}.parquet").exists():
+        if not prepared_path(name, data_dir).exists():
             prepare_benchmark(name, data_dir, options={"seed": str(config.seed), "rows": str(rows)})
     init = _initial_model(out / "models" / "init", config)
 

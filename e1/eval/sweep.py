@@ -46,7 +46,7 @@ from e1.budget import Budget, parse_tokens
 from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.eval.run import RUN_IDENTITY, EvalConfig
-from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, model_identity
+from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
 from e1.report import NullProgress
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
@@ -145,7 +145,9 @@ def effort_grid(modes: tuple[Mode, ...], efforts: str | None, budget_axis: str =
 
 
 def model_slug(model: str) -> str:
-    """A folder name for a model id or path: readable, stable, and distinct for distinct ids.
+    """A folder name for a model id or path: readable, stable, and distinct for distinct ids. The
+    readable form (``org--name``; a path without its leading ``./``, ``/`` or ``~/``) is what sweeps
+    have always named their folders; :func:`e1.store.file_name` is the gate that makes it a file name.
 
     >>> model_slug("Salesforce/E1-Math-1.5B")
     'Salesforce--E1-Math-1.5B'
@@ -154,7 +156,7 @@ def model_slug(model: str) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text.replace("/", "--")).strip("-.") or "model"
     if len(slug) > 60 or slug != model.strip().replace("/", "--"):  # shortened or lossy: a hash keeps ids apart
         slug = f"{slug[-48:].lstrip('-.')}-{zlib.crc32(model.encode()):08x}"
-    return slug
+    return file_name(slug)
 
 
 def display_names(models) -> dict[str, str]:
@@ -214,7 +216,7 @@ class SweepConfig:
         return self.settings.modes
 
     def run_dir(self, model: str) -> Path:
-        return Path(self.out) / MODELS_DIR / model_slug(model)
+        return inside(Path(self.out), MODELS_DIR, model_slug(model))
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""

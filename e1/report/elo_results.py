@@ -38,16 +38,24 @@ def load_results(
     A parquet holding several (dataset, mode, think_budget, solve_budget) groups needs
     ``dataset``, ``mode``, ``think`` and/or ``solve`` to pick one.
     """
-    path = Path(path)
-    if path.is_dir():
-        from e1.store import SAMPLES
+    from e1.store import SAMPLES, SampleStore
 
-        path = path / SAMPLES
-    if not path.is_file():
+    path = Path(path)
+    if path.is_dir() or path.name == SAMPLES:  # a run: read as every reader of a run reads it (parts included)
+        run = path if path.is_dir() else path.parent
+        store = SampleStore(run)
+        if not store.files():
+            raise DataError(f"no results at {run / SAMPLES}",
+                            hint="pass an e1 run directory, samples.parquet or a JSON file")
+        samples = store.read()
+    elif not path.is_file():
         raise DataError(f"no results at {path}", hint="pass an e1 run directory, samples.parquet or a JSON file")
-    if path.suffix == ".json":
+    elif path.suffix == ".json":
         return _results_from_json(path)
-    return _results_from_parquet(path, {"dataset": dataset, "mode": mode, "think_budget": think, "solve_budget": solve})
+    else:
+        samples = _read_parquet(path)
+    return _results_from_samples(path, samples, {"dataset": dataset, "mode": mode, "think_budget": think,
+                                                 "solve_budget": solve})
 
 
 def _results_from_json(path: Path) -> dict[str, list[bool]]:
@@ -59,16 +67,20 @@ def _results_from_json(path: Path) -> dict[str, list[bool]]:
     return results
 
 
-def _results_from_parquet(path: Path, wanted: dict[str, object]) -> dict[str, list[bool]]:
+def _read_parquet(path: Path):
+    """A parquet file of samples that is not a run's (a run is read by :class:`e1.store.SampleStore`)."""
     import pandas as pd
 
-    from e1.store import GROUP_KEY
-
     try:
-        samples = pd.read_parquet(path)
+        return pd.read_parquet(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise DataError(f"--results file {path} is not a readable parquet file ({str(err).splitlines()[0][:200]})",
                         hint="pass an e1 run directory or its samples.parquet; a damaged one: rerun e1 eval") from None
+
+
+def _results_from_samples(path: Path, samples, wanted: dict[str, object]) -> dict[str, list[bool]]:
+    from e1.store import GROUP_KEY
+
     missing = {"problem_id", "sample_index", "correct"} - set(samples.columns)
     if missing:
         raise DataError(f"{path}: missing column(s) {', '.join(sorted(missing))}")

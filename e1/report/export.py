@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from e1 import __version__
@@ -46,7 +47,7 @@ from e1.report.run_results import (
     task_name,
     text,
 )
-from e1.store import atomic_write, write_json, write_text
+from e1.store import atomic_write, check_out, check_writable, file_name, inside, write_json, write_text
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
@@ -58,6 +59,8 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path]
     ``run_dir/export/<fmt>``); returns the files written and what was skipped (with why)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}", hint=did_you_mean(fmt, FORMATS))
+    if out is not None:
+        check_writable(check_out(out))  # --out FILE: one line naming the option
     run = load_run(run_dir)
     out = Path(out) if out is not None else Path(run_dir) / EXPORT_DIR / fmt
     writer = {"lm-eval": lm_eval, "lighteval": lighteval, "hub": hub}[fmt]
@@ -102,12 +105,14 @@ def _end_marker(run: RunResults) -> str:
 def lm_eval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
     written = []
     for model in run.models:
-        folder = out / model_folder(model)
+        folder = inside(out, file_name(model_folder(model)))
         cells = run.of(model)
         for cell in cells:
             lines = [json.dumps(doc, ensure_ascii=False) for doc in _lm_eval_docs(run, cell)]
-            written.append(write_text("\n".join(lines) + "\n", folder / f"samples_{cell.task}_{run.date_id}.jsonl"))
-        written.append(write_json(_lm_eval_results(run, model, cells), folder / f"results_{run.date_id}.json"))
+            path = inside(folder, file_name(f"samples_{cell.task}_{run.date_id}.jsonl"))
+            written.append(write_text("\n".join(lines) + "\n", path))
+        written.append(write_json(_lm_eval_results(run, model, cells),
+                                  inside(folder, file_name(f"results_{run.date_id}.json"))))
     return written, []
 
 
@@ -170,12 +175,19 @@ def lighteval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
     written = []
     for model in run.models:
         cells = run.of(model)
-        folder = out / "details" / model.strip("/") / run.date_id
+        folder = inside(out, "details", *_model_folders(model), file_name(run.date_id))
         for cell in cells:
-            written.append(_details_parquet(run, cell, folder / f"details_{cell.task}|0_{run.date_id}.parquet"))
+            path = inside(folder, file_name(f"details_{cell.task}|0_{run.date_id}.parquet"))
+            written.append(_details_parquet(run, cell, path))
         written.append(write_json(_lighteval_results(run, model, cells),
-                                  out / "results" / model.strip("/") / f"results_{run.date_id}.json"))
+                                  inside(out, "results", *_model_folders(model), file_name(f"results_{run.date_id}.json"))))
     return written, []
+
+
+def _model_folders(model: str) -> list[str]:
+    """lighteval's folders for a model: one per part of its name (``org/name`` -> ``org``, ``name``;
+    an absolute path's leading '/' and '.' parts dropped, any other part as a safe file name)."""
+    return [file_name(part) for part in model.strip("/").split("/") if part not in ("", ".")] or [file_name(model)]
 
 
 def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
@@ -252,12 +264,12 @@ def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
                 skipped.append(f"{cell.dataset} (not a registered hub dataset: the Hub cannot name it)")
                 continue
             by_dataset.setdefault(cell.dataset, []).append((cell, benchmark))
-        folder = out / model_folder(model)
+        folder = inside(out, file_name(model_folder(model)))
         for dataset, cells in by_dataset.items():
-            written.append(_eval_results_yaml(run, cells, folder / ".eval_results" / f"{dataset}.yaml"))
+            written.append(_eval_results_yaml(run, cells, inside(folder, ".eval_results", file_name(f"{dataset}.yaml"))))
         if by_dataset:
             written.append(_model_card(run, model, [c for cells in by_dataset.values() for c in cells],
-                                       folder / "README.md"))
+                                       inside(folder, "README.md")))
     if not written:
         raise ConfigError("nothing to export to the hub: none of the run's datasets is a registered hub dataset",
                           hint="the Hub names a benchmark by its hub id (`e1 data list` shows them); for other data use lm-eval or lighteval")
@@ -287,6 +299,19 @@ def _model_card(run: RunResults, model: str, cells: list, path: Path) -> Path:
                           metric_value=round(100 * float(cell.summary["accuracy"]), 2), metric_name=_notes(cell))
                for cell, benchmark in cells]
     data = ModelCardData(model_name=model, eval_results=results)
-    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {model}\n\nEvaluated with e1 {__version__} "
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {markdown_text(model)}\n\nEvaluated with e1 {__version__} "
                      f"(Elastic Reasoning under token budgets).\n")
     return write_text(str(card), path)
+
+
+def markdown_text(text: str) -> str:
+    r"""``text`` shown as itself in Markdown and HTML: on one line, entities for ``& < > " '``, and a
+    backslash before each character Markdown (or the Hub's math) would read as markup.
+
+    >>> markdown_text("org/m_1 <script>")
+    'org/m\\_1 &lt;script&gt;'
+    """
+    import html
+
+    line = " ".join(str(text).split())  # a newline would end the heading and start markup of its own
+    return html.escape(re.sub(r"([\\`*_\[\]#|~$])", r"\\\1", line), quote=True)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from e1.errors import ConfigError
-from e1.store import CONFIG, SAMPLES, SUMMARY, read_parquet
+from e1.store import CONFIG, SAMPLES, SUMMARY, SampleStore, read_parquet
 
 SAMPLE_FIELDS = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_text",
                  "solution_text", "extracted_answer", "gold", "correct", "forced", "think_tokens", "solve_tokens",
@@ -111,7 +111,9 @@ def load_run(path: Path) -> RunResults:
         config = json.loads((path / CONFIG).read_text())
     except ValueError as err:
         raise ConfigError(f"cannot read {path / CONFIG}: {err}", hint=hint) from None
-    samples, summary = read_parquet(path / SAMPLES), read_parquet(path / SUMMARY)
+    if not isinstance(config, dict):
+        raise ConfigError(f"cannot read {path / CONFIG}: not a JSON object", hint=hint)
+    samples, summary = SampleStore(path).read(), read_parquet(path / SUMMARY)  # read as every reader of a run
     if "model" not in samples.columns:  # an eval run: one model, named in its config
         samples, summary = samples.assign(model=str(config.get("model", ""))), summary.assign(model=str(config.get("model", "")))
     stamp = datetime.fromtimestamp((path / SUMMARY).stat().st_mtime, tz=timezone.utc).replace(microsecond=0)

@@ -10,7 +10,8 @@ included), so there is no stale lock to clean up (the file itself is removed on 
 after a kill it stays, unlocked, and is reused). On NFS the lock is held by the server (NLM or
 NFSv4 locking), so it also keeps apart processes on two nodes of a cluster; a filesystem that
 has no locking at all is reported, never silently ignored. The file names the holder (host,
-pid, command, start time) for the error the second process prints.
+pid, command, start time) for the error the second process prints. Taking the lock removes the
+temporary files a killed write left behind (:func:`e1.store.results.remove_leftovers`).
 
 POSIX locks belong to a process, not to a file descriptor, so a second lock of the same
 directory from the same process is refused by a registry of the directories this process holds.
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from e1.errors import ResultsError
 from e1.store.guard import check_alive, guard
+from e1.store.results import remove_leftovers
 
 LOCK_NAME = ".e1.lock"
 _HELD: set[str] = set()  # directories this process holds (POSIX locks do not conflict within one process)
@@ -48,6 +50,7 @@ def run_lock(out: Path, command: str):
     _HELD.add(key)
     try:
         _write_holder(fd, command)
+        remove_leftovers(out)  # a kill mid-write left a temporary file: nobody else writes here now
         with guard(out):  # every write into out checks it is still this directory (e1.store.guard)
             yield
     finally:

@@ -22,6 +22,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import secrets
 import shutil
 from collections.abc import Callable, Sequence
@@ -106,6 +107,28 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
             tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+_LEFTOVER = re.compile(r"\..+\.[0-9a-f]{8}\.tmp")  # atomic_write's sibling: .<name>.<8 hex>.tmp
+
+
+def remove_leftovers(out: Path) -> list[Path]:
+    """Remove the temporary siblings that :func:`atomic_write`s killed mid-write left in run directory
+    ``out`` and its folders (not in a folder that is a run of its own: its run cleans it); returns
+    them. Only the process holding ``out``'s lock calls this (:func:`e1.store.lock.run_lock`), so
+    none of them is a write in flight."""
+    removed = []
+    for folder, dirs, files in os.walk(out):
+        for name in [*files, *dirs]:
+            if _LEFTOVER.fullmatch(name):
+                path = Path(folder) / name
+                if name in dirs:
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+                removed.append(path)
+        dirs[:] = [d for d in dirs if not _LEFTOVER.fullmatch(d) and not (Path(folder) / d / CONFIG).exists()]
+    return removed
 
 
 # Parquet files are written in row groups of at most this many rows: a reader after a few rows (one
@@ -299,7 +322,8 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None):
 
 def samples_frame(rows=None, frame=None):
     """Samples as a DataFrame with the schema's columns and dtypes, from rows (dicts keyed by
-    :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`)."""
+    :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`;
+    columns beyond the schema, a sweep's ``model``, are kept in front)."""
     import pandas as pd
 
     if frame is None:
@@ -314,4 +338,5 @@ def samples_frame(rows=None, frame=None):
                            hint="it is not an e1 run's samples.parquet: move it away or use another --out")
     if missing:
         frame = frame.assign(**missing)
-    return frame[SAMPLE_COLUMNS].astype(SAMPLE_DTYPES)
+    extra = [column for column in frame.columns if column not in SAMPLE_COLUMNS]  # a sweep's model, first
+    return frame[extra + SAMPLE_COLUMNS].astype(SAMPLE_DTYPES)

@@ -11,9 +11,13 @@ directory holds ``samples.parquet`` (compacted rows; also today's single-file fo
 ``samples/part-*.parquet`` (batches written since). Readers take both and drop rows whose
 :data:`~e1.store.results.SAMPLE_KEY` was already seen, so a kill at any moment leaves a readable
 state: a part is renamed into place only when complete (leftover ``.*.tmp`` files are
-ignored), and a kill between writing the compacted file and removing the parts only leaves
-duplicates that the next read drops. Every sample is drawn from its own seed, so two copies
-of one key are the same row.
+ignored, and removed when the run is next taken: :func:`e1.store.lock.run_lock`), and a kill
+between writing the compacted file and removing the parts only leaves duplicates that the next
+read drops. Every sample is drawn from its own seed, so two copies of one key are the same row.
+
+Every reader of a run (a resume, ``e1 view``, ``e1 export``, ``e1 elo``) reads it through
+:meth:`SampleStore.table` (a pyarrow Table: only the columns asked for, the filter pushed into
+the scan) or :meth:`SampleStore.read` (a DataFrame), so each sees the same rows.
 
 Parts are named by their ``writer`` (a rank under torchrun) and a random id, so several
 processes append into one run directory without coordinating.
@@ -25,7 +29,9 @@ import secrets
 import shutil
 from pathlib import Path
 
-from e1.store.results import SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, read_parquet, samples_frame, write_parquet
+from e1.errors import ResultsError
+from e1.store.results import (SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, samples_frame,
+                              write_parquet)
 
 PARTS_DIR = "samples"
 
@@ -41,13 +47,54 @@ class SampleStore:
         """Complete parts, in name order (temporary files of a write in flight are not listed)."""
         return sorted(self.parts_dir.glob("part-*.parquet")) if self.parts_dir.is_dir() else []
 
+    def files(self) -> list[Path]:
+        """What the samples are read from: ``samples.parquet`` (if there), then the parts."""
+        compacted = self.out / SAMPLES
+        return ([compacted] if compacted.is_file() else []) + self.parts()
+
     def keys(self):
         """The :data:`SAMPLE_KEY` columns of every stored sample, duplicates dropped (no texts read)."""
-        return self._read(SAMPLE_KEY)
+        return self.read(SAMPLE_KEY)
 
-    def read(self):
-        """Every stored sample (schema of :func:`e1.store.results.samples_frame`), duplicates dropped."""
-        return self._read(None)
+    def read(self, columns: list[str] | None = None, where=None):
+        """The stored samples (schema of :func:`e1.store.results.samples_frame`, with a sweep's
+        ``model`` column), duplicates dropped; ``columns`` and ``where`` as in :meth:`table`."""
+        frame = self.table(columns, where).to_pandas()
+        if columns is None:
+            return samples_frame(frame=frame)
+        return frame.astype({column: SAMPLE_DTYPES[column] for column in frame.columns if column in SAMPLE_DTYPES})
+
+    def names(self) -> list[str]:
+        """The columns the samples have (the schema's, and a sweep's ``model``)."""
+        return self._schema().names
+
+    def table(self, columns: list[str] | None = None, where=None):
+        """The stored samples as a pyarrow Table: only ``columns`` (those the samples have), only the
+        rows the pyarrow expression ``where`` keeps (pushed into the scan), each sample once.
+
+        Every reader of a run (resume, e1 view, export, elo) reads through here, so each sees the
+        same rows: ``samples.parquet`` first, then the parts, and a key already seen is dropped
+        (a kill between compaction and part cleanup leaves both copies on disk).
+        """
+        import pyarrow as pa
+
+        schema, parts = self._schema(), self.parts()
+        key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
+        wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
+        read = list(dict.fromkeys(wanted + key)) if parts else wanted
+        tables = []
+        if (self.out / SAMPLES).is_file():
+            tables.append(_scan([self.out / SAMPLES], schema, read, where, f"cannot read {self.out / SAMPLES}",
+                                "move the damaged file away and rerun"))
+        if parts:
+            tables.append(_scan(parts, schema, read, where, f"cannot read the parts in {self.parts_dir}",
+                                "move the damaged part away and rerun (its samples are generated again)"))
+        if not tables:
+            return schema.empty_table().select(wanted)
+        table = pa.concat_tables(tables)
+        if parts:  # the compacted file holds each key once: only parts can repeat one
+            table = _first_of_each(table, key)
+        return table.select(wanted)
 
     def append(self, rows: list[dict]) -> Path | None:
         """Write ``rows`` as one new part, atomically; None when there are none."""
@@ -66,41 +113,65 @@ class SampleStore:
             shutil.rmtree(self.parts_dir)  # a kill before this line leaves duplicates the next read drops
         return samples
 
-    def _read(self, columns: list[str] | None):
-        import pandas as pd
+    def _schema(self):
+        """The samples' schema: e1's columns, and the extra columns of the compacted file (a sweep's
+        ``model``); a file whose columns are not e1's, or hold other types, is refused in one line."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-        frames = []
-        if (self.out / SAMPLES).exists():
-            frames.append(_whole(read_parquet(self.out / SAMPLES, columns), columns))  # keys: no texts read
-        parts = self.parts()
-        if parts:
-            frames.append(_read_parts(parts, columns))
-        if not frames:
-            return _whole(samples_frame(), columns)
-        frame = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        return frame.drop_duplicates(SAMPLE_KEY, ignore_index=True)
+        schema = _e1_schema()
+        compacted = self.out / SAMPLES
+        if not compacted.is_file():
+            return schema
+        try:
+            found = pq.read_schema(compacted)
+        except (OSError, pa.ArrowException) as err:
+            raise ResultsError(f"cannot read {compacted}: {err}", hint="move the damaged file away and rerun") from err
+        missing = [name for name in SAMPLE_COLUMNS if name not in found.names and name not in SAMPLE_DEFAULTS]
+        if missing:
+            raise ResultsError(f"{compacted} is a samples file without e1's columns ({', '.join(missing[:3])}, ...)",
+                               hint="it is not an e1 run's samples.parquet: move it away or use another --out")
+        for field in found:
+            if field.name in schema.names and not _fits(field.type, schema.field(field.name).type):
+                raise ResultsError(f"{compacted}: column {field.name} holds {field.type}, not "
+                                   f"{schema.field(field.name).type}", hint="it is not an e1 run's samples.parquet: "
+                                   "move it away or use another --out")
+        extra = [field for field in found if field.name not in schema.names]
+        return pa.schema(extra + list(schema))
 
 
-def _whole(frame, columns: list[str] | None):
-    """A frame read back in the schema's dtypes (older files gain their missing columns; a file
-    without e1's columns is refused by :func:`e1.store.results.samples_frame`)."""
-    if columns is None or not set(columns) <= set(frame.columns):
-        frame = samples_frame(frame=frame)
-        return frame if columns is None else frame[columns]
-    return frame[columns].astype({column: SAMPLE_DTYPES[column] for column in columns})
+def _e1_schema():
+    import pyarrow as pa
+
+    return pa.Schema.from_pandas(samples_frame(), preserve_index=False)
 
 
-def _read_parts(parts: list[Path], columns: list[str] | None):
-    """All parts as one frame, read as one pyarrow dataset (in parallel, only ``columns``)."""
+def _fits(found, wanted) -> bool:
+    """A column type e1 reads as the schema's: the same, a string either size, or all-null."""
+    import pyarrow as pa
+
+    strings = (pa.string(), pa.large_string())
+    return found == wanted or found == pa.null() or (found in strings and wanted in strings) or (
+        pa.types.is_floating(wanted) and (pa.types.is_integer(found) or pa.types.is_floating(found)))
+
+
+def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hint: str):
+    """``paths`` as one pyarrow dataset in ``schema`` (a column a file lacks reads as null)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from e1.errors import ResultsError
-
-    schema = pa.Schema.from_pandas(samples_frame(), preserve_index=False)
     try:
-        table = ds.dataset([str(p) for p in parts], schema=schema, format="parquet").to_table(columns=columns)
+        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(columns=columns,
+                                                                                           filter=where)
     except (OSError, pa.ArrowException) as err:
-        raise ResultsError(f"cannot read the parts in {parts[0].parent}: {err}",
-                           hint="move the damaged part away and rerun (its samples are generated again)") from err
-    return _whole(table.to_pandas(), columns)
+        raise ResultsError(f"{failed}: {err}", hint=hint) from err
+
+
+def _first_of_each(table, key: list[str]):
+    """The rows of ``table`` whose ``key`` was not seen in an earlier row, in table order."""
+    import numpy as np
+    import pyarrow as pa
+
+    numbered = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
+    first = numbered.group_by(key, use_threads=False).aggregate([("__row", "min")]).column("__row_min")
+    return table.take(pa.array(np.sort(first.to_numpy())))

@@ -49,11 +49,20 @@ def _json(handler):
     def endpoint(request):
         try:
             return JSONResponse(handler(request.query_params))
-        except (ValueError, KeyError, IndexError, OSError, E1Error) as err:  # OSError: a part compacted away meanwhile
-            message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)  # KeyError quotes itself
-            return JSONResponse({"error": str(message)}, 400)
+        except READ_ERRORS as err:  # OSError: a part compacted away meanwhile
+            return JSONResponse({"error": _line(err)}, 400)
 
     return endpoint
+
+
+# what a bad query or a damaged run raises (pyarrow's errors subclass these): one line, never a traceback
+READ_ERRORS = (E1Error, ValueError, KeyError, IndexError, TypeError, OSError, ArithmeticError, NotImplementedError)
+INT64 = 2**63
+
+
+def _line(err: BaseException) -> str:
+    message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)  # KeyError quotes itself
+    return (str(message).strip().splitlines() or [type(err).__name__])[0][:300]
 
 
 def _text(query, name: str) -> str | None:
@@ -65,8 +74,9 @@ def _int(query, name: str) -> int | None:
     value = _text(query, name)
     if value is None:
         return None
-    if not value.lstrip("-").isdigit():
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if not (value.lstrip("-").isascii() and value.lstrip("-").isdigit()) or len(value) > 20 or not (
+            -INT64 <= int(value) < INT64):  # a budget is an int64 column: 10**26 matches nothing and fails the scan
+        raise ValueError(f"{name} must be a whole number below 2^63, got {value[:30]!r}")
     return int(value)
 
 
@@ -113,12 +123,24 @@ class Api:
         return FileResponse(path, media_type=STATIC_TYPES[path.suffix])
 
     def runs(self, query) -> list[dict]:
-        return [{"id": i, "name": run.name, "kind": run.kind, "model": run.model(), "facets": tables.facets(run),
-                 "curves": run.summary_file is not None, "metrics": run.metrics_file is not None}
-                for i, run in enumerate(self.known)]
+        """Every run; one whose files cannot be read is listed with its ``error`` and nothing to show,
+        and the others load as usual."""
+        listed = []
+        for i, run in enumerate(self.known):
+            entry = {"id": i, "name": run.name, "kind": run.kind, "model": run.model(), "facets": tables.EMPTY_FACETS,
+                     "curves": False, "metrics": False, "error": _unreadable(run)}
+            if entry["error"] is None:
+                entry.update(facets=tables.facets(run), curves=run.summary_file is not None,
+                             metrics=run.metrics_file is not None)
+            listed.append(entry)
+        return listed
+
+    def readable(self) -> list[tuple[int, Run]]:
+        """The runs whose files read (/api/runs names what is wrong with the others)."""
+        return [(i, run) for i, run in enumerate(self.known) if _unreadable(run) is None]
 
     def curves(self, query) -> list[dict]:
-        return [dict(point, run_id=i) for i, run in enumerate(self.known) for point in tables.curve_points(run)]
+        return [dict(point, run_id=i) for i, run in self.readable() for point in tables.curve_points(run)]
 
     def samples(self, query):
         run, where = self.run(query), sample_filter(query)
@@ -136,4 +158,16 @@ class Api:
         return tables.problem_text(self.run(query), dataset, problem_id, cell=sample_filter(query))
 
     def metrics(self, query) -> list[dict]:
-        return [tables.metrics(run) for run in self.known if run.metrics_file is not None]
+        return [tables.metrics(run) for _, run in self.readable() if run.metrics_file is not None]
+
+
+def _unreadable(run: Run) -> str | None:
+    """What is wrong with a run's files, in one line (None: its samples, summary and metrics read)."""
+    try:
+        tables.facets(run)  # cached while the files are unchanged
+        tables.curve_points(run)
+        if run.metrics_file is not None:
+            tables.metrics(run)
+    except READ_ERRORS as err:
+        return _line(err)
+    return None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e1.errors import ConfigError
-from e1.store import CONFIG, SAMPLES, SUMMARY
+from e1.store import CONFIG, SAMPLES, SUMMARY, SampleStore
 
 CURVES, METRICS, PARTS = "curves.parquet", "metrics.parquet", "samples"
 _SKIP = {"checkpoints", "data", "tensorboard", "wandb", PARTS}
@@ -29,6 +29,12 @@ class Run:
 
     name: str
     path: Path
+    root: Path | None = None  # the folder given to e1 view it was found under (None: ``path`` itself)
+
+    @property
+    def store(self) -> SampleStore:
+        """The run's samples, read as every reader of a run reads them (duplicates dropped)."""
+        return SampleStore(self.path)
 
     @property
     def kind(self) -> str:
@@ -39,8 +45,7 @@ class Run:
     @property
     def sample_files(self) -> list[Path]:
         """``samples.parquet`` and the parts of an unfinished run (a resumed run may have both)."""
-        parts = sorted((self.path / PARTS).glob("part-*.parquet")) if (self.path / PARTS).is_dir() else []
-        return ([self.path / SAMPLES] if (self.path / SAMPLES).is_file() else []) + parts
+        return self.store.files()
 
     @property
     def summary_file(self) -> Path | None:
@@ -52,9 +57,10 @@ class Run:
 
     def config(self) -> dict:
         try:
-            return json.loads((self.path / CONFIG).read_text())
+            config = json.loads((self.path / CONFIG).read_text())
         except (OSError, ValueError):
             return {}
+        return config if isinstance(config, dict) else {}
 
     def model(self) -> str:
         """The model an eval or training run used ('' if its config does not say)."""
@@ -75,7 +81,7 @@ def find_runs(paths: list[Path]) -> list[Run]:
         root = Path(given).expanduser()
         if not root.is_dir():
             raise ConfigError(f"{given}: no such directory", hint="pass run directories written by e1 eval, sweep, train or demo")
-        found = [Run(_name(given, folder.relative_to(root)), folder) for folder in _walk(root, 0)]
+        found = [Run(_name(given, folder.relative_to(root)), folder, root) for folder in _walk(root, 0)]
         if not found:
             raise ConfigError(f"{given}: no e1 run in it (no config.json beside samples, curves or metrics)",
                               hint="pass a directory written by e1 eval, sweep, train or demo")

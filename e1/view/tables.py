@@ -26,6 +26,7 @@ CURVE_FIELDS = ["model", "dataset", "mode", "think_budget", "solve_budget", "acc
                 "accuracy_ci_high", "mean_total_tokens", "mean_think_tokens", "forced_rate", "problems",
                 "samples_per_problem"]
 PAGE_MAX, PROBLEM_SAMPLES_MAX = 200, 64
+EMPTY_FACETS = {"samples": 0, "models": [], "datasets": [], "modes": [], "budgets": []}
 
 
 @dataclass(frozen=True)
@@ -52,12 +53,6 @@ class SampleFilter:
         return functools.reduce(lambda a, b: a & b, terms) if terms else None
 
 
-def _scan(run: Run):
-    import pyarrow.dataset as ds
-
-    return ds.dataset([str(path) for path in run.sample_files], format="parquet")
-
-
 def _stamp(run: Run) -> tuple:
     """What changes when a run's files do: cached reads are keyed by it, so a growing run stays current."""
     return tuple((str(p), p.stat().st_mtime_ns) for p in run.sample_files if p.exists())
@@ -71,10 +66,9 @@ def facets(run: Run) -> dict:
 @functools.lru_cache(maxsize=64)
 def _facets(run: Run, stamp: tuple) -> dict:
     if not run.sample_files:
-        return {"samples": 0, "models": [], "datasets": [], "modes": [], "budgets": []}
-    scan = _scan(run)
-    columns = [c for c in FACETS if c in scan.schema.names]
-    table = scan.to_table(columns=columns)
+        return EMPTY_FACETS
+    table = run.store.table(FACETS)
+    columns = table.column_names
     cells = table.group_by(columns).aggregate([]).to_pandas()
     given = [str(m) for m in run.config().get("models") or []]  # a sweep's models in the order given (base first)
     models = (sorted(map(str, cells["model"].unique()), key=lambda m: (given.index(m) if m in given else len(given), m))
@@ -90,9 +84,7 @@ def sample_page(run: Run, where: SampleFilter, offset: int = 0, limit: int = 50)
     how many match, and how many of those are correct and forced."""
     import pyarrow.compute as pc
 
-    scan = _scan(run)
-    names = scan.schema.names
-    table = scan.to_table(columns=[c for c in INDEX if c in names], filter=where.expression(names))
+    table = run.store.table(INDEX, where.expression(run.store.names()))
     order = [(c, "ascending") for c in ORDER if c in table.column_names]
     page = table.sort_by(order).slice(max(0, offset), max(0, min(limit, PAGE_MAX))) if table.num_rows else table
     return {"total": table.num_rows, "correct": int(pc.sum(table["correct"]).as_py() or 0),
@@ -105,16 +97,14 @@ def problem_samples(run: Run, where: SampleFilter) -> list[dict]:
     name the problem, so a request never reads more than one problem's texts."""
     if where.problem_id is None or where.dataset is None:
         raise ValueError("texts are read one problem at a time: give dataset and problem_id")
-    scan = _scan(run)
-    table = scan.to_table(filter=where.expression(scan.schema.names))
+    table = run.store.table(where=where.expression(run.store.names()))
     order = [(c, "ascending") for c in ORDER if c in table.column_names]
     return _records(_with_model(table.sort_by(order).slice(0, PROBLEM_SAMPLES_MAX).to_pandas(), run))
 
 
 def problem_ids(run: Run, where: SampleFilter) -> list[str]:
     """The problems ``where`` keeps, in results order (ids only)."""
-    scan = _scan(run)
-    table = scan.to_table(columns=["problem_id"], filter=where.expression(scan.schema.names))
+    table = run.store.table(["problem_id"], where.expression(run.store.names()))
     return sorted({str(v) for v in table["problem_id"].to_pylist()}, key=_natural)
 
 
@@ -159,13 +149,13 @@ def problem_text(run: Run, dataset: str, problem_id: str, cell: SampleFilter | N
     """What the model was asked: the prompt stored with the problem's samples (the one of ``cell``
     when given: prompts stating the budget differ by cell), else the problem statement from the
     run's dataset if it is on this machine (never downloaded), else nothing."""
-    scan = _scan(run)
-    if "prompt" in scan.schema.names:
+    names = run.store.names()
+    if "prompt" in names:
         problem = SampleFilter(dataset=dataset, problem_id=problem_id)
         within = replace(cell, dataset=dataset, problem_id=problem_id) if cell is not None else problem
         for chosen in (within, problem):  # the cell's prompt, else any of the problem's
-            expression = chosen.expression(scan.schema.names) & ds_field("prompt").is_valid()
-            stored = scan.to_table(columns=["prompt"], filter=expression)["prompt"].to_pylist()[:1]
+            expression = chosen.expression(names) & ds_field("prompt").is_valid()
+            stored = run.store.table(["prompt"], expression)["prompt"].to_pylist()[:1]
             if stored:
                 return {"text": stored[0], "source": "prompt"}
     for path in _dataset_files(run):
@@ -182,19 +172,37 @@ def ds_field(name: str):
 
 
 def _dataset_files(run: Run) -> list[Path]:
-    """The local files of the datasets the run's config names: given files, or prepared parquet files."""
+    """The local files of the datasets the run's config names (given files, or prepared parquet files),
+    only where they lie under the folder given to e1 view or in this machine's data directory: a
+    config names any path, and the viewer serves only what it was pointed at."""
     from e1.data import default_data_dir, prepared_path
 
     config = run.config()
     specs = config.get("datasets") or [config.get("data")]
-    data_dir = Path(config["data_dir"]) if config.get("data_dir") else default_data_dir()
+    specs = specs if isinstance(specs, list) else [specs]
+    roots = (run.root or run.path, default_data_dir())
     found = []
     for spec in [str(s) for s in specs if s]:
-        for candidate in (Path(spec).expanduser(), prepared_path(spec, data_dir) if "/" not in spec else None):
-            if candidate is not None and candidate.is_file():
-                found.append(candidate)
-                break
+        candidates = [Path(spec).expanduser().absolute()]
+        if "/" not in spec:
+            candidates += [prepared_path(spec, Path(str(config["data_dir"]))) if config.get("data_dir") else None,
+                           prepared_path(spec)]
+        allowed = [path for path in candidates if path is not None and _under(path, roots) and path.is_file()]
+        found.extend(allowed[:1])
     return found
+
+
+def _under(path: Path, roots) -> bool:
+    from e1.errors import E1Error
+    from e1.store import inside
+
+    for root in roots:
+        try:
+            inside(root, path)
+            return True
+        except E1Error:
+            continue
+    return False
 
 
 @functools.lru_cache(maxsize=16)

@@ -75,8 +75,11 @@ async function main() {
   state.points = await api("curves");
   const models = [...new Set([...state.runs.flatMap((run) => run.facets.models), ...state.points.map((p) => p.model)])];
   state.names = modelNames(models.filter(Boolean));
-  const kinds = state.runs.map((run) => `${run.name} (${run.kind})`).join(", ");
+  const kinds = state.runs.map((run) => `${run.name} (${run.kind}${run.error ? ", unreadable" : ""})`).join(", ");
   $("runs-line").textContent = `${state.runs.length} run${state.runs.length === 1 ? "" : "s"}: ${kinds}`;
+  const bad = state.runs.filter((run) => run.error);  // shown as bad; the others load as usual
+  $("bad-runs").hidden = bad.length === 0;
+  $("bad-runs").textContent = bad.map((run) => `cannot read ${run.name}: ${run.error}`).join("\n");
   const has = { curves: state.points.length > 0, samples: sampleRuns().length > 0,
                 compare: sampleRuns().length > 0, training: state.runs.some((run) => run.metrics) };
   for (const button of document.querySelectorAll("#tabs button")) {

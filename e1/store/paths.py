@@ -1,0 +1,71 @@
+"""Names that become paths: one sanitiser for a file name, one helper that keeps a path inside its root.
+
+    folder = inside(out, file_name(model))          # out/<one safe name>; never outside out
+    inside(out, "../x")                             # ResultsError: it would lie outside out
+
+A model id, a dataset name, a task or a value read from a run's ``config.json`` is outside input:
+it becomes one path component only through :func:`file_name`, and every path e1 writes or serves
+from such a name is checked by :func:`inside` against the folder it must stay in. Nothing past
+these two re-checks a name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from pathlib import Path
+
+from e1.errors import ResultsError
+
+HASH_MARK = "~"  # never in a name kept as it is, so a changed name cannot meet a kept one
+MAX_NAME_BYTES, KEPT_PREFIX_BYTES = 200, 64  # file systems allow 255 bytes per name
+_RESERVED = set("/\\" + HASH_MARK)  # separators (lighteval's own names hold '|', so it is kept)
+
+
+def _plain(name: str) -> bool:
+    """A name that is a safe file name as it is: not empty, not hidden (so never '.' or '..'), no
+    separator ('/' or '\\'), no control character, no ``~``, no space at either end, and short enough."""
+    return (bool(name) and not name.startswith(".") and name == name.strip()
+            and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+            and not any(ch in _RESERVED or unicodedata.category(ch).startswith("C") for ch in name))
+
+
+def file_name(name: str) -> str:
+    """``name`` as one file name: itself when it already is a safe one; else its safe characters (at
+    most 64 bytes, each run of others as '-') then ``~`` and 16 hex digits of its SHA-256. Never
+    empty, never '.' or '..', no '/', and distinct names give distinct file names (a name kept as it
+    is has no ``~``; a changed one ends in the digest of the whole name).
+
+    >>> file_name("Salesforce__E1-Math-1.5B")
+    'Salesforce__E1-Math-1.5B'
+    >>> file_name("../../x")
+    '-..-x~9cdf6a50100a862e'
+    """
+    name = str(name)
+    if _plain(name):
+        return name
+    kept = "".join("-" if ch in _RESERVED or unicodedata.category(ch).startswith("C") else ch for ch in name)
+    kept = re.sub(r"-{2,}", "-", kept).strip().lstrip(".")
+    while len(kept.encode("utf-8", "surrogatepass")) > KEPT_PREFIX_BYTES:
+        kept = kept[:-1]
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{kept.strip() or '_'}{HASH_MARK}{digest}"
+
+
+def inside(root: Path, *parts: str | Path) -> Path:
+    """``root / parts`` when it lies under ``root`` once resolved ('..' and symlinks followed), else a
+    one-line :class:`ResultsError`; with no parts, ``root`` itself. The path returned is as joined
+    (not resolved), so it reads as the user typed ``root``.
+
+        inside(Path("runs/x/export"), "org__m", "results.json")   # runs/x/export/org__m/results.json
+    """
+    root = Path(root).expanduser()
+    path = root.joinpath(*parts)
+    if not parts:
+        return path
+    base, resolved = root.resolve(), path.resolve()
+    if base not in resolved.parents:
+        raise ResultsError(f"{Path(*parts)} would lie outside {root}",
+                           hint="a name from a run or a config became a path: rename it")
+    return path
