@@ -20,6 +20,7 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.delenv("E1_DEBUG", raising=False)
+    monkeypatch.setattr("e1.errors._registered", set())  # API keys a test's run read are masked in that test only
     yield
 
 

@@ -24,6 +24,7 @@ AROUND = st.text(max_size=40)
 def test_a_known_key_is_masked_wherever_it_sits_in_a_message(key, before, after, where):
     saved_argv = sys.argv
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())  # a key registered here is masked in this example only
         if where == "env":
             patch.setenv("E1_TEST_PROVIDER_API_KEY", key)
         elif where.startswith("option"):

@@ -8,7 +8,9 @@ bound; and the middleware answers it 2xx/4xx, or logs a client that hung up, nev
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
 
 import pytest
@@ -147,12 +149,23 @@ def run_middleware(served, app, messages, body: bytes = b"{}"):
     asyncio.run(middleware(scope, receive, send))
     return sent
 
+@contextlib.contextmanager
+def serve_log_to(caplog):
+    """The middleware's logger sends its lines to ``caplog`` too: it is a child of vLLM's logger, which
+    stops propagation to the root (where caplog listens) once vLLM has configured its logging."""
+    logger = logging.getLogger("vllm.e1.serve")
+    logger.addHandler(caplog.handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(caplog.handler)
+
 
 def test_a_client_that_hangs_up_before_its_body_arrives_is_logged_not_answered(served, caplog):
     async def app(scope, receive, send):
         raise AssertionError("reached vLLM")
 
-    with caplog.at_level("INFO", logger="vllm.e1.serve"):
+    with caplog.at_level("INFO", logger="vllm.e1.serve"), serve_log_to(caplog):
         sent = run_middleware(served, app, [{"type": "http.request", "body": b'{"messa', "more_body": True},
                                             {"type": "http.disconnect"}])
     assert sent == [] and "hung up before its request arrived" in caplog.text
@@ -167,6 +180,6 @@ def test_vllms_empty_reply_to_a_client_that_hung_up_is_passed_on_not_a_traceback
         await send({"type": "http.response.body", "body": b"null", "more_body": False})
 
     body = json.dumps({"messages": [{"role": "user", "content": "hi"}]}).encode()
-    with caplog.at_level("INFO", logger="vllm.e1.serve"):
+    with caplog.at_level("INFO", logger="vllm.e1.serve"), serve_log_to(caplog):
         sent = run_middleware(served, app, [{"type": "http.request", "body": body}])
     assert sent[1]["body"] == b"null" and "hung up before its reply was ready" in caplog.text
