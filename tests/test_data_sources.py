@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import e1.data
 from e1.data import load_dataset, preparation, prepare_benchmark, prepare_file, registry
+from tests.test_data_choice import GPQA_README
 
 GSM8K_README = """---
 configs:
@@ -23,14 +24,6 @@ configs:
   data_files:
   - split: test
     path: main/test-*
----
-"""
-GPQA_README = """---
-configs:
-- config_name: gpqa_diamond
-  data_files:
-  - split: train
-    path: gpqa_diamond.csv
 ---
 """
 

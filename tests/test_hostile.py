@@ -257,9 +257,9 @@ PEER_CHANNELS = {  # name -> (publisher, thief); {key} is a fresh number per exa
     "abstract unix socket": (_serve("socket.AF_UNIX", "'\\0e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'\\0e1-peer-{key}'")),
     "unix socket in /tmp": (_serve("socket.AF_UNIX", "'/tmp/e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'/tmp/e1-peer-{key}'")),
     "file in /tmp": (f"open('/tmp/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
-                     _retry("print('GOT', open('/tmp/e1-peer-{key}').read(), flush=True)")),
+                     _retry("data = open('/tmp/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)")),
     "POSIX shm (/dev/shm)": (f"open('/dev/shm/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
-                             _retry("print('GOT', open('/dev/shm/e1-peer-{key}').read(), flush=True)")),
+                             _retry("data = open('/dev/shm/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)")),
     "SysV semaphore": (
         _LIBC + f"sem = libc.semget({{key}}, 1, 0o1666)\nlibc.semctl(sem, 0, 16, ctypes.c_int({PEER_SECRET % 30_000}))\n"
         "import time\ntime.sleep(2)",
