@@ -120,6 +120,10 @@ def test_every_text_is_a_mode_that_round_trips_or_one_config_error(text):
     ("soft:strength=nan", "finite"), ("elastic:wait=1", "option of budget-forcing"), ("elastik", "did you mean 'elastic'"),
     ("elastic:stop='" + "a" * 600 + "'", "more than 512"), ("elastic:exit='\ud800'", "lone surrogate"),
     ("elastic:stop='('", "stop= pattern '(' is not a regex"), ("soft:shape=cubic", "unknown shape"),
+    # the red team's: int() refuses 4,301 digits itself; a stray quote was dropped; a DFA-busting repeat
+    ("elastic:grace=" + "9" * 5000, "a number of 5000 digits"), ("elastic:stop=a'", "malformed mode"),
+    ("elastic:grace=1:'", "malformed mode"), ("elastic::grace=1", "malformed mode"),
+    ("elastic:stop='(?:[ -~]?){900}Q'", "more than 500"),
 ])
 def test_bad_options_are_one_line_errors_naming_the_option(text, says):
     with pytest.raises(ConfigError, match=re.escape(says)):
@@ -139,6 +143,21 @@ def test_modes_answer_for_their_budgets_by_hand():
     assert Mode.parse("truncate").worst_case(budget, markers) == 15 and Mode.parse("none").worst_case(budget, markers) is None
     assert Mode.parse("early-exit:trial=8").trial_room(markers) == 2 + 2 + 8 + 1 and Mode.parse("elastic").trial_room(markers) == 0
     assert [Mode.parse(m).followable_tokens(budget, 12) for m in ("elastic", "truncate", "none", "soft")] == [12, 12, 12, 9 + 5 - 2]
+
+
+def test_a_preset_s_name_in_quotes_is_the_preset_and_odd_python_values_read_as_parsed_ones():
+    import numpy as np
+
+    assert Mode.parse("elastic:exit='marker'") == Mode("elastic", exit="marker") == Mode.parse("elastic")
+    assert Mode.parse("elastic:exit='qwen'") == Mode.parse("elastic:exit=qwen")
+    assert repr(Mode("elastic", grace=np.int64(3))) == "Mode('elastic', grace=3)"
+    assert str(Mode.parse("soft:strength=-0")) == "soft:strength=0"
+    separated = Mode("elastic", exit=f"a{chr(0x2028)}b")
+    assert chr(0x2028) not in str(separated) and Mode.parse(str(separated)) == separated  # one line, round trip
+    with pytest.raises(ConfigError, match="a text such as 'elastic'"):
+        Mode([1])
+    many = ",".join(["elastic:exit='a, b'"] * 2000)
+    assert Mode.split_list(many) == ["elastic:exit='a, b'"] * 2000
 
 
 def test_pickling_a_mode_goes_through_its_text():

@@ -106,7 +106,7 @@ def test_any_body_at_all_is_answered_within_a_bound(served, body):
     ({"budget_mode": "elastic:stop='(a+)+$'"}, None),  # accepted: RE2 matches it in linear time
     ({"budget_mode": r"elastic:stop='(\w)\1'"}, r"budget_mode: stop= pattern '(\\w)\\1' uses a backreference \1"),
     ({"budget_mode": "elastic:stop='a(?=b)'"}, "uses a lookahead (?=...)"),
-    ({"budget_mode": "elastic:stop='.{300}'"}, "RE2 instructions, more than 2000"),
+    ({"budget_mode": "elastic:stop='.{300}'"}, "RE2 instructions, more than 500"),
     ({"budget_mode": "\ud800"}, "budget_mode holds a lone surrogate"),
     ({"messages": [{"role": "user", "content": "hi \udc00"}]}, "messages[0].content holds a lone surrogate"),
     ({"budget_mode": "elastic:exit='" + "x" * 3000 + "'"}, "mode option exit= holds 3000 characters, more than 2048"),

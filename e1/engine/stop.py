@@ -41,10 +41,12 @@ from e1.errors import ConfigError
 
 STOP_WINDOW_CHARS = 512
 STOP_MAX_MEM = 1 << 20  # bytes of one compiled pattern and its DFA cache (RE2 falls back to its NFA past it)
-# RE2 instructions of one pattern: a search's worst case grows with it (linear in the text either way). At 2000,
-# the worst pattern found (.{249}) takes ~70 us over the 512-character window, where \\boxed\{ (11) takes ~1;
-# \p{L} alone is 1201 (Unicode classes are large)
-STOP_MAX_PROGRAM = 2000
+# RE2 instructions of one pattern: a search's worst case grows with it (linear in the text either way), and
+# past ~500 nested counted repeats such as (?:[ -~]?){900}Q outgrow the DFA's 1 MiB cache, so every search
+# over the 512-character window falls back to the NFA: 5-9 ms per thinking token (red team). At 500 the
+# worst found takes ~2 us a search once warm (~2 ms while its DFA fills); \\boxed\{ is 11 instructions,
+# \\boxed\{[^}]{0,40}\} 372; a Unicode class is large (\p{L} alone is 1201: write [A-Za-z] instead)
+STOP_MAX_PROGRAM = 500
 _REFUSED = {"(?=": "a lookahead (?=...)", "(?!": "a lookahead (?!...)", "(?<": "a lookbehind (?<=...)",
             "(?P": "a backreference (?P=...)", "(?>": "an atomic group (?>...)"}  # RE2's "invalid perl operator"s
 

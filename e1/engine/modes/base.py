@@ -39,7 +39,6 @@ REGISTRY: dict[str, type[Mode]] = {}
 PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
 MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
-_LIST_COMMA = re.compile(r""",(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a comma outside quotes
 _NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
@@ -74,6 +73,8 @@ def usage() -> str:
 
 
 def lookup(name: str) -> type[Mode]:
+    if not isinstance(name, str):
+        raise ConfigError(f"a mode's name is a text such as 'elastic', not {type(name).__name__}")
     if name not in REGISTRY:
         load_plugins()
     if name not in REGISTRY:
@@ -169,7 +170,10 @@ class Mode:
         kind = lookup(name)
         declared = {option.name: option for option in kind.options}
         values: dict[str, object] = {}
-        for item in _OPTION.findall(rest):
+        items = _OPTION.findall(rest)
+        if ":".join(items) != rest:  # a stray quote or an empty option: the items do not spell the text
+            raise ConfigError(f"malformed mode {_short(text)!r}", hint="write name:key=value:..., a text in paired quotes")
+        for item in items:
             key, equals, value = item.partition("=")
             if key not in declared:
                 raise _not_an_option(key, kind, text)
@@ -191,7 +195,18 @@ class Mode:
         >>> Mode.split_list("elastic,elastic:exit='a, b'")
         ['elastic', "elastic:exit='a, b'"]
         """
-        return [item.strip() for item in _LIST_COMMA.split(str(text))]
+        items, current, quote = [], [], ""
+        for char in str(text):  # one pass: a regex that looks ahead for balanced quotes is quadratic
+            if quote:
+                quote = "" if char == quote else quote
+            elif char in "'\"":
+                quote = char
+            elif char == ",":
+                items.append("".join(current).strip())
+                current = []
+                continue
+            current.append(char)
+        return [*items, "".join(current).strip()]
 
     @property
     def values(self) -> dict[str, object]:

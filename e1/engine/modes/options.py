@@ -27,7 +27,7 @@ from e1.numeric import Number
 
 MAX_TEXT = 2048  # characters of an exit or transition text (Qwen3's exit text is 129)
 MAX_PATTERN = 512  # characters of a stop= regex
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")  # characters a quoted text writes as escapes
+_CONTROL = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")  # characters a quoted text writes as escapes
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,15 @@ class Count(Option):
     def parse(self, text: str, mode_text: str) -> object:
         if not (text.isascii() and text.isdigit()):
             raise self.invalid(text, mode_text, hint=f"write {self.name}=2")
+        if len(text.lstrip("0")) > len(str(self.max)):  # int() of 4,301 digits is itself an error
+            raise ConfigError(f"mode option {self.name} must be <= {self.max}, got a number of {len(text)} digits",
+                              hint=self.help)
         return self.check(int(text), mode_text)
 
     def check(self, value, mode_text: str) -> object:
         spec = Number(int, min=self.min, max=self.max, optional=self.default is None, hint=self.help)
-        return spec.check(value, f"mode option {self.name}")
+        value = spec.check(value, f"mode option {self.name}")
+        return None if value is None else int(value)  # numpy's ints too: one type, one repr
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class Real(Option):
     def check(self, value, mode_text: str) -> object:
         spec = Number(float, min=self.min, max=self.max, above=self.above, optional=self.default is None, hint=self.help)
         value = spec.check(value, f"mode option {self.name}")
-        return None if value is None else float(value)
+        return None if value is None else float(value) + 0.0  # -0 is 0
 
     def format(self, value) -> str:
         short = f"{value:g}"
@@ -149,8 +153,8 @@ class Text(Option):
     def check(self, value, mode_text: str) -> object:
         if not isinstance(value, str):
             raise self.invalid(value, mode_text)
-        if value == self.default:
-            return value
+        if value == self.default or value == self.blank:
+            return self.default  # exit='marker' is the bare marker, as exit=marker is
         if len(value) > self.most:
             raise ConfigError(f"mode option {self.name}= holds {len(value)} characters, more than {self.most}",
                               hint="a shorter text")
