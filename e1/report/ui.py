@@ -215,13 +215,14 @@ def _pass_figures(summary, k: int) -> dict[str, list[str]]:
 
 class FittedTable:
     """A table that fits the width it is printed at by leaving out whole columns, least needed
-    first (``shed``), and never by cutting the cells of its ``keys`` columns."""
+    first (``shed``), and never by cutting the cells of its ``keys`` columns (where the keys alone
+    are wider than the terminal, a key cell folds onto a second line rather than lose its end)."""
 
     def __init__(self, title: str, caption: str, keys: dict[str, list[str]], figures: dict[str, list[str]],
                  shed: list[str]):
         self.title, self.caption, self.keys, self.figures, self.shed = title, caption, keys, figures, shed
 
-    def table(self, hidden: frozenset = frozenset()):
+    def table(self, hidden: frozenset = frozenset(), fold: bool = False):
         from rich import box
         from rich.table import Table
 
@@ -230,7 +231,10 @@ class FittedTable:
         table = Table(title=self.title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
                       padding=(0, 1, 0, 0), show_edge=False)
         for header, cells in self.keys.items():
-            table.add_column(header, no_wrap=True, min_width=max(map(len, cells), default=0))
+            if fold:  # the keys alone are wider than the terminal: fold their cells, never cut them
+                table.add_column(header, overflow="fold")
+            else:
+                table.add_column(header, no_wrap=True, min_width=max(map(len, cells), default=0))
         shown = [header for header in self.figures if header not in hidden]
         for header in shown:
             table.add_column(header, justify="right", no_wrap=True)
@@ -245,6 +249,8 @@ class FittedTable:
             table = self.table(hidden)
             if console.measure(table, options=options.update_width(1 << 16)).maximum <= options.max_width:
                 break
+        else:
+            table = self.table(hidden, fold=True)
         yield table
 
 
