@@ -139,11 +139,15 @@ class Mode:
         for key in values:
             if key not in declared:
                 raise _not_an_option(key, cls)
-        self = object.__new__(cls)
         text = f"{cls.name}:{':'.join(f'{key}={value!r}' for key, value in values.items())}"
+        return cls._made({key: declared[key].check(value, text) for key, value in values.items()})
+
+    @classmethod
+    def _made(cls, values: dict[str, object]) -> Mode:
+        """The mode holding ``values`` (each checked already), defaults for the rest, its rules checked."""
+        self = object.__new__(cls)
         for option in cls.options:
-            value = values.get(option.name, option.default)
-            object.__setattr__(self, option.name, option.check(value, text) if option.name in values else value)
+            object.__setattr__(self, option.name, values.get(option.name, option.default))
         self.check()
         return self
 
@@ -182,11 +186,7 @@ class Mode:
             if key in values:
                 raise ConfigError(f"mode option {key}= is given twice in {_short(text)!r}", hint="give each option once")
             values[key] = declared[key].parse(value, text)
-        mode = object.__new__(kind)
-        for option in kind.options:
-            object.__setattr__(mode, option.name, values.get(option.name, option.default))
-        mode.check()
-        return mode
+        return kind._made(values)
 
     @staticmethod
     def split_list(text: str) -> list[str]:
