@@ -108,6 +108,10 @@ class RowState:
     def forced_token(self) -> int | None:
         return self._queue[0][0] if self._queue else None
 
+    def queued(self) -> list[tuple[int, int]]:
+        """The forced (token, kind) pairs still to append, first due first."""
+        return list(self._queue)
+
     def end_bias(self) -> float:
         """What to add to the logit of the end marker's first token before the next sample (soft;
         0 otherwise): :func:`soft_bias` of the thinking written so far, while thinking and nothing is forced."""

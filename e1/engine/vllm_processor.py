@@ -132,12 +132,11 @@ class _Row:
         return ARGMAX if state.trial_answering else state.forced_token()
 
 
-class BudgetProcessor(LogitsProcessor):
-    """Forces end markers and EOS per request, as the request's RowState says."""
+class RequestStates:
+    """Each request's RowState from its ``extra_args`` (both runners' processors build them so), and the
+    served model's tokenizer, read once, for what a mode needs of it (sentence ends, a stop pattern)."""
 
-    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
-        self.device = device
-        self.rows: dict[int, _Row] = {}  # batch index -> row
+    def __init__(self, vllm_config):
         self.tokenizer_name = vllm_config.model_config.tokenizer if vllm_config is not None else None
         self._sentence_ends: frozenset[int] | None = None
         self._tokenizer = None
@@ -172,6 +171,15 @@ class BudgetProcessor(LogitsProcessor):
             return None
         mode = Mode.parse(args["mode"])
         return row_state(args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if mode.stop else None)
+
+
+class BudgetProcessor(RequestStates, LogitsProcessor):
+    """Forces end markers and EOS per request, as the request's RowState says (vLLM's V1 interface)."""
+
+    def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
+        super().__init__(vllm_config)
+        self.device = device
+        self.rows: dict[int, _Row] = {}  # batch index -> row
 
     def is_argmax_invariant(self) -> bool:
         return False  # forcing changes the argmax

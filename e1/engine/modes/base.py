@@ -267,6 +267,14 @@ class Mode:
         """The first thinking count at which :meth:`end_bias` may be non-zero (None: never)."""
         return None
 
+    def bias_curve(self, t: int) -> tuple[float, float, float] | None:
+        """:meth:`end_bias` as numbers a batched backend evaluates on its own (vLLM's runner V2 processor):
+        ``(begin, strength, rate)``, the bias being 0 up to ``begin`` thinking tokens, then
+        ``strength * p`` (``rate`` 0) or ``strength * expm1(rate * p) / expm1(rate)``, ``p`` rising
+        linearly from 0 at ``begin`` to 1 at ``t`` and staying 1. None: a bias no such triple describes
+        (the backend then asks :meth:`end_bias` itself). The base mode adds none: ``(0, 0, 0)``."""
+        return None if type(self).end_bias is not Mode.end_bias else (0.0, 0.0, 0.0)
+
     @property
     def per_token(self) -> bool:
         """Whether the mode acts on the logits during thinking (a bias or a pattern): a plain server can't."""

@@ -40,6 +40,9 @@ class Soft(Mode):
             progress = math.expm1(EXP_RATE * progress) / math.expm1(EXP_RATE)
         return self.strength * progress
 
+    def bias_curve(self, t: int) -> tuple[float, float, float]:
+        return self.start * t, self.strength, EXP_RATE if self.shape == "exp" else 0.0
+
     def bias_start(self, t: int) -> int | None:
         return math.floor(self.start * t) + 1 if self.strength else None
 

