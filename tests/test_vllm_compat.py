@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from e1.engine import vllm_compat
-from e1.engine.vllm_compat import NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, missing, server_entry, use_v1_runner
+from e1.engine.vllm_compat import (NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, check_runner, missing, processor_class,
+                                   server_entry, use_v1_runner)
 from e1.errors import ModelError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,18 +78,52 @@ def test_missing_names_each_gap():
     assert any("--middleware" in gap for gap in gaps) and any("server entries" in gap for gap in gaps)
 
 
-def test_e1_picks_the_v1_runner_and_says_so(monkeypatch, caplog):
+@pytest.mark.parametrize("env", [None, "0", "1", "true"])
+def test_the_engine_leaves_the_runner_to_vllm_where_its_runner_v2_loads_processors(monkeypatch, env):
+    """vLLM 0.32+: one class serves either runner, so e1 neither refuses nor sets the runner variable;
+    0.26 (a runner V2 without processors): only an explicit V2 is refused, and nothing is set either."""
+    import os
+
+    if env is None:
+        monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", env)
+    runner = {vllm_compat.V2_RUNNER: "class GPUModelRunner: ..."}
+    check_runner(tree({**runner, vllm_compat.V2_PROCESSORS: "class LogitsProcessor: ..."}))
+    check_runner(tree({}))  # no runner V2 at all
+    if env in ("1", "true"):
+        with pytest.raises(ModelError, match="loads no custom logits processors"):
+            check_runner(tree(runner))
+    else:
+        check_runner(tree(runner))
+    assert os.environ.get("VLLM_USE_V2_MODEL_RUNNER") == env
+
+
+def test_the_engine_gets_the_processor_of_what_the_installed_vllm_offers():
+    pytest.importorskip("vllm")
+    from e1.engine.vllm_processor import BudgetProcessor
+
+    assert processor_class(tree({})) is BudgetProcessor  # 0.26: the V1 interface only
+    with_v2 = tree({vllm_compat.V2_PROCESSORS: "class LogitsProcessor: ..."})
+    if not vllm_compat.has_v2_processors():
+        pytest.skip("the installed vLLM predates runner V2's processor interface")
+    from e1.engine.vllm_v2_processor import AnyRunnerProcessor
+
+    assert processor_class(with_v2) is AnyRunnerProcessor and processor_class() is AnyRunnerProcessor
+
+
+def test_e1_serve_picks_the_v1_runner_and_says_so(monkeypatch, caplog):
     with_v2 = tree({vllm_compat.V2_RUNNER: "class GPUModelRunner: ..."})
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
     with caplog.at_level(logging.WARNING, logger="e1.engine"):
         use_v1_runner(with_v2)
     assert [r.message for r in caplog.records] == [vllm_compat.V2_MESSAGE]
-    assert "does not run e1's logits processor" in vllm_compat.V2_MESSAGE
+    assert "does not run e1's server processor" in vllm_compat.V2_MESSAGE
     import os
 
     assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
-    with pytest.raises(ModelError, match="does not run e1's logits processor"):
+    with pytest.raises(ModelError, match="does not run e1's server processor"):
         use_v1_runner(with_v2)
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
     use_v1_runner(tree({}))  # a vLLM without V2: nothing to say, nothing set

@@ -9,9 +9,10 @@ Scripts that start vLLM need an ``if __name__ == "__main__":`` guard (its worker
 How each mode runs:
 
 - ``elastic`` and ``budget-forcing`` — one pass. Every request carries its settings in
-  ``SamplingParams.extra_args``; :class:`~e1.engine.vllm_processor.BudgetProcessor` keeps a
-  :class:`~e1.engine.row_state.RowState` per request and masks the logits to the forced token (the end
-  marker at ``t``, s1's "Final Answer:", EOS once the solution reached ``s``).
+  ``SamplingParams.extra_args``; e1's logits processor keeps a :class:`~e1.engine.row_state.RowState`
+  per request (runner V1: :class:`~e1.engine.vllm_processor.BudgetProcessor`; runner V2, vLLM 0.32+:
+  the same state as device tensors, :mod:`e1.engine.vllm_v2_processor`) and masks the logits to the
+  forced token (the end marker at ``t``, s1's "Final Answer:", EOS once the solution reached ``s``).
 - ``budget-forcing:wait=k`` — a natural end must be *replaced* by "Wait" after it was sampled,
   which a logits processor cannot undo; such a request stops on the end marker, its state
   replaces the end, and it continues in a new call from prompt + tokens so far (prefix caching
@@ -52,7 +53,7 @@ from e1.errors import ConfigError, ModelError
 
 
 class VLLMEngine(RowEngine):
-    """Budgeted decoding with a ``vllm.LLM`` built with :class:`BudgetProcessor`."""
+    """Budgeted decoding with a ``vllm.LLM`` built with e1's logits processor (:func:`~e1.engine.vllm_compat.processor_class`)."""
 
     def __init__(self, llm, tokenizer, markers: Markers):
         self.llm, self.tokenizer, self.markers = llm, tokenizer, markers
@@ -84,15 +85,14 @@ class VLLMEngine(RowEngine):
         import torch
         from vllm import LLM
 
-        from e1.engine.vllm_compat import use_v1_runner
-        from e1.engine.vllm_processor import BudgetProcessor
+        from e1.engine.vllm_compat import check_runner, processor_class
 
-        use_v1_runner()  # before the engine is built: vLLM reads it then
+        check_runner()  # the runner stays vLLM's choice (or the user's): e1's processor serves either
         on_cpu = not torch.cuda.is_available()
         dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
         options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                       enable_prefix_caching=True, logits_processors=[BudgetProcessor],
+                       enable_prefix_caching=True, logits_processors=[processor_class()],
                        enable_sleep_mode=sleep_mode, enforce_eager=on_cpu)
         try:
             llm = LLM(**{**options, **llm_options})

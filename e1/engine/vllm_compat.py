@@ -29,7 +29,8 @@ SERVER_ENTRIES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoin
 SERVER_FLAG_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
                      "vllm/entrypoints/openai/cli_args.py")
 V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"  # model runner V2 (the default for dense models from 0.26)
-V2_MESSAGE = ("e1: vLLM's model runner V2 does not run e1's logits processor (vLLM's V1 interface); "
+V2_PROCESSORS = "vllm/v1/worker/gpu/sample/logits_processor/interface.py"  # runner V2's processor interface (0.32+)
+V2_MESSAGE = ("e1: vLLM's model runner V2 does not run e1's server processor (vLLM's V1 interface); "
               "using the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)")
 
 # (what e1 uses, the file that defines it, the texts that file must contain)
@@ -103,14 +104,44 @@ def has_thinking_token_budget(source: Source | None = None) -> bool:
     return text is not None and "thinking_token_budget" in text
 
 
+def has_v2_processors(source: Source | None = None) -> bool:
+    """Whether this vLLM's model runner V2 loads custom logits processors (its own interface, 0.32+)."""
+    return (source or installed_source())(V2_PROCESSORS) is not None
+
+
+def processor_class(source: Source | None = None) -> type:
+    """The class e1 gives vLLM as its logits processor: where runner V2 has a processor interface, the
+    one that serves whichever runner vLLM picks (:class:`~e1.engine.vllm_v2_processor.AnyRunnerProcessor`);
+    before that, the V1-interface :class:`~e1.engine.vllm_processor.BudgetProcessor`, which such a
+    vLLM runs on runner V1 (0.26 falls back to V1 by itself when given one)."""
+    if has_v2_processors(source):
+        from e1.engine.vllm_v2_processor import AnyRunnerProcessor
+
+        return AnyRunnerProcessor
+    from e1.engine.vllm_processor import BudgetProcessor
+
+    return BudgetProcessor
+
+
+def check_runner(source: Source | None = None) -> None:
+    """Refuse, in one line, the one runner choice that cannot run e1's processor: runner V2 asked for
+    (``VLLM_USE_V2_MODEL_RUNNER=1``) on a vLLM whose runner V2 loads no custom processors. Sets nothing."""
+    source = source or installed_source()
+    if source(V2_RUNNER) is None or has_v2_processors(source):
+        return
+    if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
+        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but this vLLM's model runner V2 loads no custom logits "
+                         "processors (vLLM 0.32 added them)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
+
+
 def use_v1_runner(source: Source | None = None) -> None:
-    """Pick model runner V1 and say so, once: V2 (the default for dense models) runs no V1-interface
-    logits processor — 0.26 falls back to V1 by itself, 0.32+ load only V2-interface processors and
-    would refuse e1's. An explicit V2 cannot work: refuse it."""
+    """``e1 serve`` only: pick model runner V1 and say so, once. The server's processor
+    (e1.serve.processor) has the V1 interface only, and 0.32+ runner V2 would refuse it. An explicit V2
+    cannot work: refuse it. (The offline engine needs none of this: :func:`processor_class`.)"""
     if (source or installed_source())(V2_RUNNER) is None:
         return  # a vLLM without model runner V2
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
-        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but vLLM's model runner V2 does not run e1's logits processor "
+        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but vLLM's model runner V2 does not run e1's server processor "
                          "(vLLM's V1 interface)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER") is None:
         log.warning(V2_MESSAGE)
