@@ -36,11 +36,13 @@ NONE = 1 << 62  # "no cap" (truncate's t + s is the only whole-output cap)
 MUTABLE = ("phase", "think", "solve", "written", "waits", "seen", "opened", "qh", "qn")
 CONSTANT = ("active", "t", "s", "limit", "room", "cap", "budgeted", "grace", "eos", "end_first", "end_last",
             "end_len", "start_len", "ls", "lx", "le", "la", "lw")
+INTS = MUTABLE + CONSTANT
 CURVE = ("begin", "strength", "rate")  # soft's bias (float64)
-# per-slot id rows: the last ids; end marker, its all-but-last prefix and start marker, right-aligned;
-# EOS ids; the forced texts (start | exit | end | answer | wait); the forced queue and its kinds
-ROWS = {"tail": "L", "end_r": "L", "endp_r": "L", "start_r": "L", "eos_set": "E", "template": "W",
-        "qbuf": "W", "qkind": "W"}
+# per-slot id rows, in three tables by width: "L" the last ids, the end marker, its all-but-last prefix
+# and the start marker, right-aligned; "W" the forced texts (start | exit | end | answer | wait), the
+# forced queue and its kinds; "E" the EOS ids
+TABLES = {"L": ("tail", "end_r", "endp_r", "start_r"), "W": ("template", "qbuf", "qkind"), "E": ("eos_set",)}
+ROWS = {name: key for key, names in TABLES.items() for name in names}
 
 
 class AnyRunnerProcessor(V1Interface, LogitsProcessor):
@@ -63,10 +65,10 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
                              "it does not run with speculative decoding")
         super().__init__(vllm_config)
         self.req, self.device, n = req_states, req_states.device, req_states.max_num_reqs
-        self.widths = {"L": 1, "E": 1, "W": 1}
-        self.ints = {name: torch.zeros(n, dtype=torch.int64, device=self.device) for name in MUTABLE + CONSTANT}
-        self.floats = {name: torch.zeros(n, dtype=torch.float64, device=self.device) for name in CURVE}
-        self.rows = {name: torch.full((n, 1), -1, dtype=torch.int64, device=self.device) for name in ROWS}
+        self.ints = torch.zeros(n, len(INTS), dtype=torch.int64, device=self.device)  # [S, F]
+        self.floats = torch.zeros(n, len(CURVE), dtype=torch.float64, device=self.device)  # [S, 3]
+        self.tables = {key: torch.full((n, len(names), 1), -1, dtype=torch.int64, device=self.device)  # [S, k, width]
+                       for key, names in TABLES.items()}
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
@@ -113,31 +115,21 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
     def _write(self, slots: list[int], states: list[RowState | None], seen: list[int]) -> None:
         """Slot numbers from host states (None: a slot this processor leaves alone), one copy per table."""
         exported = [export(state, seen_at) for state, seen_at in zip(states, seen)]
-        for key in self.widths:
-            self._widen(key, max((len(row) for e in exported for name, row in e[2].items() if ROWS[name] == key),
-                                 default=1))
         index = torch.tensor(slots, dtype=torch.int64, device=self.device)
-        ints = torch.tensor([e[0] for e in exported], dtype=torch.int64).to(self.device)  # [n, F]
-        for column, name in enumerate(MUTABLE + CONSTANT):
-            self.ints[name][index] = ints[:, column]
-        floats = torch.tensor([e[1] for e in exported], dtype=torch.float64).to(self.device)  # [n, 3]
-        for column, name in enumerate(CURVE):
-            self.floats[name][index] = floats[:, column]
-        for name, table in self.rows.items():
-            width = table.shape[1]
-            values = [pad(e[2][name], width, right=ROWS[name] == "L") for e in exported]
-            table[index] = torch.tensor(values, dtype=torch.int64).reshape(len(slots), width).to(self.device)
+        self.ints[index] = torch.tensor([e[0] for e in exported], dtype=torch.int64).to(self.device)
+        self.floats[index] = torch.tensor([e[1] for e in exported], dtype=torch.float64).to(self.device)
+        for key, names in TABLES.items():
+            self._widen(key, max((len(e[2][name]) for e in exported for name in names), default=1))
+            width = self.tables[key].shape[2]
+            values = [[pad(e[2][name], width, right=key == "L") for name in names] for e in exported]
+            self.tables[key][index] = torch.tensor(values, dtype=torch.int64).reshape(len(slots), len(names), width).to(self.device)
 
     def _widen(self, key: str, width: int) -> None:
-        """Grow every table of width ``key`` to ``width`` columns (ids padded with -1: right-aligned tables on the left)."""
-        if width <= self.widths[key]:
-            return
-        grow = width - self.widths[key]
-        for name, table in self.rows.items():
-            if ROWS[name] == key:
-                filler = torch.full((table.shape[0], grow), -1, dtype=table.dtype, device=self.device)
-                self.rows[name] = torch.cat([filler, table] if key == "L" else [table, filler], dim=1)
-        self.widths[key] = width
+        """Grow table ``key`` to ``width`` columns (ids padded with -1: the right-aligned table on the left)."""
+        table = self.tables[key]
+        if width > table.shape[2]:
+            filler = torch.full((*table.shape[:2], width - table.shape[2]), -1, dtype=table.dtype, device=self.device)
+            self.tables[key] = torch.cat([filler, table] if key == "L" else [table, filler], dim=2)
 
     def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
         if self.on_host and any(slot in self.on_host for slot in ctx.idx_mapping_np.tolist()):
@@ -147,16 +139,21 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         slots = ctx.expanded_idx_mapping.long()  # [R] row -> slot
         state = self._gather(slots)
         step(state, ctx.input_ids.long(), ctx.pos.long(), self.sentence_mask)
-        for name in MUTABLE:
-            self.ints[name][slots] = state[name]
-        for name in ("tail", "qbuf", "qkind"):
-            self.rows[name][slots] = state[name]
+        self.ints[slots] = torch.stack([state[name] for name in INTS], dim=1)  # [R, F]
+        self.tables["L"][slots, 0] = state["tail"]
+        self.tables["W"][slots, 1:] = torch.stack([state["qbuf"], state["qkind"]], dim=1)
         force(logits, state)
         return logits
 
     def _gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
-        tables = (self.ints, self.floats, self.rows)
-        return {name: table[slots] for tables_ in tables for name, table in tables_.items()}
+        """The batch's slots as named columns (views of one gather per table)."""
+        ints, floats = self.ints[slots], self.floats[slots]  # [R, F], [R, 3]
+        state = {name: ints[:, i] for i, name in enumerate(INTS)}
+        state.update((name, floats[:, i]) for i, name in enumerate(CURVE))
+        for key, names in TABLES.items():
+            table = self.tables[key][slots]  # [R, k, width]
+            state.update((name, table[:, i]) for i, name in enumerate(names))
+        return state
 
     def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
         """The rows whose state is on the host: their ids read back (one sync), then as the V1 processor."""
@@ -206,7 +203,7 @@ class HostRow:
 def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], dict[str, list[int]]]:
     """A host RowState as a slot's numbers: (MUTABLE + CONSTANT ints, CURVE floats, ROWS ids)."""
     if state is None:
-        return [0] * (len(MUTABLE) + len(CONSTANT)), [0.0] * len(CURVE), {name: [] for name in ROWS}
+        return [0] * len(INTS), [0.0] * len(CURVE), {name: [] for name in ROWS}
     markers, mode, budget = state.markers, state.mode, state.budget
     start, end, wait = list(markers.start_ids), list(markers.end_ids), list(markers.wait_ids)
     answer = list(markers.answer_ids) if mode.answer_prompt else []
@@ -222,7 +219,7 @@ def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], d
     rows = {"tail": state.tokens[-width:], "end_r": end, "endp_r": end[:-1], "start_r": start,
             "eos_set": sorted(markers.eos_ids), "template": start + list(state.exit_ids) + end + answer + wait,
             "qbuf": [token for token, _ in queue], "qkind": [kind for _, kind in queue]}
-    return [ints[name] for name in MUTABLE + CONSTANT], list(mode.bias_curve(budget.think)), rows
+    return [ints[name] for name in INTS], list(mode.bias_curve(budget.think)), rows
 
 
 def pad(ids: list[int], width: int, right: bool) -> list[int]:
@@ -238,8 +235,8 @@ def ends_with(tail: torch.Tensor, pattern: torch.Tensor, length: torch.Tensor) -
     return ((tail == pattern) | outside).all(dim=1) & (length > 0)  # [R]
 
 
-def set_queue(s: dict, mask: torch.Tensor, before: torch.Tensor, start: torch.Tensor, stop: torch.Tensor) -> None:
-    """Rows in ``mask`` get a fresh forced queue: template[:before] then template[start:stop]."""
+def set_queue(s: dict, mask: torch.Tensor, before, start, stop, head) -> None:
+    """Rows in ``mask`` get a fresh forced queue, template[:before] then template[start:stop], from ``head`` on."""
     columns = torch.arange(s["template"].shape[1], device=mask.device)[None, :]  # [1, W]
     source = torch.where(columns < before[:, None], columns, start[:, None] + columns - before[:, None])  # [R, W]
     source = source.clamp(0, s["template"].shape[1] - 1)
@@ -247,13 +244,14 @@ def set_queue(s: dict, mask: torch.Tensor, before: torch.Tensor, start: torch.Te
     kinds = torch.where(source >= answer_at + s["la"][:, None], T_THINK, torch.where(source >= answer_at, T_ANSWER, T_MARKER))
     s["qbuf"] = torch.where(mask[:, None], s["template"].gather(1, source), s["qbuf"])
     s["qkind"] = torch.where(mask[:, None], kinds, s["qkind"])
-    s["qh"] = torch.where(mask, 0, s["qh"])
+    s["qh"] = torch.where(mask, head, s["qh"])
     s["qn"] = torch.where(mask, before + stop - start, s["qn"])
 
 
-def force_end(s: dict, mask: torch.Tensor) -> None:
-    """RowState._force_end for rows in ``mask``: the exit text and end marker (or the rest of a partly
-    written marker), the start marker first if thinking never opened, s1's answer prompt after."""
+def end_queue(s: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """RowState._force_end's queue as template spans (before, start, stop): the exit text and end marker
+    (or the rest of a partly written marker), the start marker first if thinking never opened, s1's
+    answer prompt after."""
     tail, width = s["tail"], s["tail"].shape[1]
     at_end = s["ls"] + s["lx"]  # the end marker's place in the template
     partial = torch.zeros_like(s["le"])
@@ -263,7 +261,7 @@ def force_end(s: dict, mask: torch.Tensor) -> None:
         partial = torch.where(match, k, partial)
     before = torch.where(s["opened"] > 0, 0, s["ls"])
     start = torch.where(partial > 0, at_end + partial, s["ls"])
-    set_queue(s, mask, before, start, at_end + s["le"] + s["la"])
+    return before, start, at_end + s["le"] + s["la"]
 
 
 def step(s: dict, token: torch.Tensor, pos: torch.Tensor, sentence_mask: torch.Tensor) -> None:
@@ -272,39 +270,44 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, sentence_mask: torch.T
     s["seen"] = torch.where(fresh, s["seen"] + 1, s["seen"])
     new = fresh & (s["phase"] != P_DONE)
     thinking, solving = s["phase"] == P_THINK, s["phase"] == P_SOLVE
-    # s1's wait=k: a natural end becomes "Wait", judged on the ids before this one
+    # s1's wait=k: a natural end becomes "Wait" (its first id appended now), judged on the ids before it
     wait = (new & (s["waits"] > 0) & (s["qh"] >= s["qn"]) & thinking & (token == s["end_last"])
             & ((s["end_len"] == 1) | ends_with(s["tail"], s["endp_r"], s["end_len"] - 1)) & (s["think"] + s["lw"] < s["t"]))
     s["waits"] = s["waits"] - wait.long()
     wait_at = s["ls"] + s["lx"] + s["le"] + s["la"]
-    set_queue(s, wait, torch.zeros_like(wait_at), wait_at, wait_at + s["lw"])
-    popping = new & (s["qh"] < s["qn"])
+    popping = new & ((s["qh"] < s["qn"]) | wait)
     head = s["qh"].clamp(max=s["qbuf"].shape[1] - 1)[:, None]
-    kind = s["qkind"].gather(1, head)[:, 0]
-    token = torch.where(popping, s["qbuf"].gather(1, head)[:, 0], token)  # the queued id is what RowState appends
-    s["qh"] = s["qh"] + popping.long()
+    first_wait = s["template"].gather(1, wait_at.clamp(max=s["template"].shape[1] - 1)[:, None])[:, 0]
+    kind = torch.where(wait, T_THINK, s["qkind"].gather(1, head)[:, 0])
+    token = torch.where(wait, first_wait, torch.where(popping, s["qbuf"].gather(1, head)[:, 0], token))  # what RowState appends
+    s["qh"] = torch.where(wait, 1, s["qh"] + popping.long())
+    s["qn"] = torch.where(wait, s["lw"], s["qn"])
     s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], token[:, None]], dim=1), s["tail"])
     s["written"] = s["written"] + new.long()
-    _popped(s, popping, kind)
-    _sampled_thinking(s, new & ~popping & thinking, token, sentence_mask)
+    due = _popped(s, popping, kind) | _sampled_thinking(s, new & ~popping & thinking, token, sentence_mask)
     _sampled_solving(s, new & ~popping & solving, token)
+    before, start, stop = end_queue(s)
+    zero = torch.zeros_like(before)
+    set_queue(s, wait | due, torch.where(due, before, zero), torch.where(due, start, wait_at),
+              torch.where(due, stop, wait_at + s["lw"]), torch.where(due, zero, 1))  # "Wait": its rest still queued
     s["phase"] = torch.where(new & (s["phase"] != P_DONE) & (s["written"] >= s["room"]), P_DONE, s["phase"])
     s["qh"] = torch.where(s["phase"] == P_DONE, s["qn"], s["qh"])  # a finished row's queue is dropped
 
 
-def _popped(s: dict, popping: torch.Tensor, kind: torch.Tensor) -> None:
-    """A forced id appended: "Wait" is thinking (t reached when it is complete: the end is forced); the
-    end marker's (and answer prompt's) last id starts the solution."""
+def _popped(s: dict, popping: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
+    """A forced id appended: "Wait" is thinking (the end is due when it is complete at the limit); the
+    end marker's (and answer prompt's) last id starts the solution. Returns the rows whose end is due."""
     emptied = popping & (s["qh"] >= s["qn"])
     waited = popping & (kind == T_THINK)
     s["think"] = s["think"] + waited.long()
     s["phase"] = torch.where(emptied & ~waited, P_SOLVE, s["phase"])
-    force_end(s, emptied & waited & (s["think"] >= s["limit"]))
+    return emptied & waited & (s["think"] >= s["limit"])
 
 
-def _sampled_thinking(s: dict, rows: torch.Tensor, token: torch.Tensor, sentence_mask: torch.Tensor) -> None:
+def _sampled_thinking(s: dict, rows: torch.Tensor, token: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
     """RowState._after_think: EOS ends the row, the end marker thinking, the start marker opens it;
-    at the limit (past a grace window's sentence end) the end is forced; truncate's cap ends the row."""
+    truncate's cap ends the row. Returns the rows whose end is due: at the limit (past a grace
+    window's sentence end)."""
     s["think"] = s["think"] + rows.long()
     eos = (token[:, None] == s["eos_set"]).any(dim=1)
     natural = rows & ~eos & ends_with(s["tail"], s["end_r"], s["end_len"])
@@ -316,7 +319,7 @@ def _sampled_thinking(s: dict, rows: torch.Tensor, token: torch.Tensor, sentence
     due = still & at_limit & ((s["grace"] == 0) | sentence | (s["think"] >= s["limit"] + s["grace"]))
     capped = still & ~due & (s["think"] >= s["cap"])
     s["phase"] = torch.where(rows & eos | capped, P_DONE, torch.where(natural, P_SOLVE, s["phase"]))
-    force_end(s, due)
+    return due
 
 
 def _sampled_solving(s: dict, rows: torch.Tensor, token: torch.Tensor) -> None:
