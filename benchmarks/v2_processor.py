@@ -3,13 +3,15 @@
 (every request's state as device tensors, one batch of tensor operations per step, no host sync).
 
     python benchmarks/v2_processor.py [--batches 8,64,256,1024 --steps 200 --vocab 64 --repeats 3]
+    python benchmarks/v2_processor.py --mode "elastic:stop='0[0-3]'"   # a text mode: V2's host path
 
 Both see the same requests (``--mode``, default soft, whose bias changes every step so the V1
 processor cannot skip a row) over the same ids: thinking until the budget forces the end marker,
 then the solution. Each step the V1 processor gets its rows' output lists grown by one id, the V2
 processor a ``LogitsContext`` (rows shuffled, as runner V2 reorders them). The logits are ``--vocab``
 wide: small, so that what is timed is the processors' own per-step work, not a pass over a real
-vocabulary (which either processor's masking makes, on the GPU). CPU only: no vLLM engine runs.
+vocabulary (which either processor's masking makes, on the GPU). A ``stop=`` mode's rows run on V2's
+host path (their ids read back each step), with the tiny byte tokenizer. CPU only: no vLLM engine runs.
 Prints microseconds per step and per row, and V1's cost as a multiple of V2's.
 """
 
@@ -61,6 +63,18 @@ def requests(rows: int, args):
     return params, stream
 
 
+def with_tokenizer(processor_class):
+    """The processor with the tiny byte tokenizer as the served one (a stop pattern matches its text)."""
+    from e1.models.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer()
+
+    class Processor(processor_class):
+        def tokenizer(self):
+            return tokenizer
+    return Processor
+
+
 def v1_run(rows: int, args):
     import torch
 
@@ -69,7 +83,7 @@ def v1_run(rows: int, args):
     params, stream = requests(rows, args)
 
     def run() -> None:
-        processor = BudgetProcessor(None, torch.device("cpu"), False)
+        processor = with_tokenizer(BudgetProcessor)(None, torch.device("cpu"), False)
         outputs = [[] for _ in range(rows)]
         for index, output in enumerate(outputs):
             state = processor.request_state(params, None)
@@ -100,7 +114,7 @@ def v2_run(rows: int, args):
                                      all_token_ids=tensor(torch.zeros(rows, prompt + args.steps, dtype=torch.int32)),
                                      prompt_len=tensor(lengths), prefill_len=tensor(lengths.clone()),
                                      total_len=tensor(lengths.clone()))
-        processor = V2BudgetProcessor(None, req)
+        processor = with_tokenizer(V2BudgetProcessor)(None, req)
         for slot in range(rows):
             processor.add_request(slot, params)
         processor.apply_staged_writes()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -104,13 +104,13 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
         if state.stop is not None or state.mode.trials or state.mode.bias_curve(state.budget.think) is None:
             return True
-        if state.mode.grace and state.sentence_ends:
-            if self._sentence_set is None:
-                self._sentence_set = state.sentence_ends
-                ids = torch.tensor([i for i in state.sentence_ends if 0 <= i < len(self.sentence_mask)], dtype=torch.int64)
-                self.sentence_mask[ids.to(self.device)] = True
-            return state.sentence_ends != self._sentence_set
-        return False
+        if not state.mode.grace:
+            return False
+        if self._sentence_set is None:  # the served tokenizer's, the same for every request
+            self._sentence_set = state.sentence_ends
+            ids = torch.tensor([i for i in state.sentence_ends if 0 <= i < len(self.sentence_mask)], dtype=torch.int64)
+            self.sentence_mask[ids.to(self.device)] = True
+        return state.sentence_ends != self._sentence_set
 
     def _write(self, slots: list[int], states: list[RowState | None], seen: list[int]) -> None:
         """Slot numbers from host states (None: a slot this processor leaves alone), one copy per table."""
