@@ -25,8 +25,8 @@ pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
 
 from e1.budget import Budget  # noqa: E402
-from e1.engine import KEY, Markers, Mode, budget_args  # noqa: E402
-from e1.engine.vllm_processor import row_state  # noqa: E402
+from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
+from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
 from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
 
 VOCAB, SLOTS, MAX_LEN = 24, 6, 256
@@ -55,7 +55,7 @@ def markers_for(rng: random.Random) -> Markers:
 
 MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
          "budget-forcing:wait=2", "budget-forcing:wait=1:exit='y'", "soft", "soft:start=0.5:strength=4:shape=exp",
-         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='0[0-3]'", "soft:start=0.5:stop='0[0-3]'"]
+         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='0[0-3]'", "soft:start=0.5:stop='0[0-3]'", "early-exit:trial=2"]
 
 
 class Processor(V2BudgetProcessor):
@@ -88,7 +88,10 @@ class Request:
         history = [rng.choice(PLAIN + [3]) for _ in range(rng.randint(0, 3))] if rng.random() < 0.3 else []
         self.prompt += history  # ids the prompt already continues (a followed prefix)
         plain = rng.random() < 0.15  # a request without e1's settings: left alone
-        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids)
+        trials = None
+        if self.mode.trials:  # early-exit: a trial after each "*" (id 14), its answer greedy (ARGMAX)
+            trials = state_for(self.mode, budget, self.markers, opens, room, exit_ids, transitions=((14,),))
+        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids, trials)
         self.params = SimpleNamespace(extra_args=None if plain else {KEY: args}, number=number)
         self.state = None if plain else row_state(args, SENTENCE_ENDS, tokenizer())  # the reference
         self.output: list[int] = []
@@ -99,9 +102,9 @@ class Request:
         state = self.state
         if state is None:
             return None, 0.0
-        if state.done:
+        if state.done or state.rollback:
             return min(state.markers.eos_ids), 0.0
-        forced = state.forced_token()
+        forced = ARGMAX if state.trial_answering else state.forced_token()
         return forced, 0.0 if forced is not None else state.end_bias()
 
     @property
@@ -148,7 +151,7 @@ class Runner:
         self.processor.apply_staged_writes()
         for request in self.running:  # text modes keep their RowState on the host, the others in the slot tables
             on_host = request.slot in self.processor.on_host
-            assert on_host == bool(request.state is not None and request.mode.stop), request.mode
+            assert on_host == bool(request.state is not None and (request.mode.stop or request.mode.trials)), request.mode
             assert self.processor.on_device[request.slot] == (request.state is not None and not on_host)
         batch = [r for r in self.running if self.rng.random() < 0.85] or self.running[:1]
         self.rng.shuffle(batch)
@@ -178,6 +181,9 @@ class Runner:
         self.seen |= {f"forced {request.mode.name}"} if forced is not None and not state.done else set()
         self.seen |= {"eos forced"} if forced is not None and state.done else set()
         self.seen |= {"bias"} if bias else set()
+        self.seen |= {"trial answer"} if forced == ARGMAX else set()
+        if forced == ARGMAX:  # a trial answer's token: the best one
+            forced = int(before.argmax())
         self.seen |= {"wait"} if state is not None and state.waits_left < state.mode.wait else set()
         self.seen |= {f"ended by {state.think_end}"} if state is not None and state.phase != "think" else set()
         if forced is not None:
@@ -229,13 +235,15 @@ def test_every_row_is_forced_what_its_row_state_forces(seed):
 
 def test_the_runs_reach_every_event():
     """The generated runs reach what the property is about (else it would hold vacuously): forced
-    ends in each budgeted mode, EOS forced after ``s``, natural and pattern ends, "Wait", soft's bias,
+    ends in each budgeted mode, EOS forced after ``s``, natural and pattern ends, "Wait", soft's bias, trial answers,
     slots reused, and preempted requests re-filled with their output."""
     seen = set()
-    for seed in range(12):
-        seen |= run(seed).seen
     wanted = {"forced elastic", "forced budget-forcing", "forced soft", "eos forced", "bias", "wait", "slot reused",
-              "resumed with output", "ended by natural", "ended by budget", "ended by pattern"}
+              "resumed with output", "ended by natural", "ended by budget", "ended by pattern", "trial answer"}
+    for seed in range(40):  # the first seeds that reach them all (18 of them)
+        seen |= run(seed).seen
+        if wanted <= seen:
+            break
     assert wanted <= seen, wanted - seen
 
 
