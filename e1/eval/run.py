@@ -28,11 +28,11 @@ from e1 import __version__
 from e1.budget import Budget
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.data import PromptOptions
-from e1.errors import ConfigError
+from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, parse_report_to, report_results, summarize
 from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
-from e1.rewards import ScoringSpec
+from e1.rewards import ScoringSpec, check_tasks
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -70,6 +70,7 @@ class EvalConfig:
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
     ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
     report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
+    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts, modes), absolute paths
 
     def __post_init__(self):
         if not self.datasets:
@@ -103,9 +104,13 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     """
     from e1.eval.distributed import current_group, group_lock
 
+    from e1.data import load_includes
+
     group = group or current_group(eval_tp(config), config.engine.device)
+    load_includes(config.include)  # the command line loaded them already; a library caller may not have
     preflight(config, model=engine is None)
-    check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
+    previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
+    check_grid(Path(config.out), previous, config.to_json())
     with group_lock(Path(config.out), "e1 eval", group):
         return _evaluate(config, engine, progress or NullProgress(), group)
 
@@ -144,12 +149,35 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     return samples, summary
 
 
+def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
+    """A run directory holds one grid: its summary, config.json and exports describe every cell in
+    it, so a rerun that asks for other budgets or modes is refused (with the way to get them)
+    rather than mixed in. ``previous`` and ``current`` are config.json records."""
+    if previous is None:
+        return
+    more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
+    for key, shown in (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))):
+        if key in previous and shown(previous[key]) != shown(current[key]):
+            raise ResultsError(
+                f"{out} holds a run of {key} {shown(previous[key])}, not {shown(current[key])}",
+                hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
+                     f"{key} resumes it{more}")
+
+
+def _budgets_text(budgets: list) -> str:
+    """``t=512 s=1024, t=1024 s=1024`` for config.json's budget records, sorted."""
+    pairs = sorted({(int(b["think"]), int(b["solve"])) for b in budgets})
+    return ", ".join(f"t={t} s={s}" for t, s in pairs)
+
+
 def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
     """The datasets by name (two datasets under one name are refused: :mod:`e1.data.identity`) and
     the fingerprint of each, taken over the whole dataset (``--limit`` does not change it)."""
     from e1.data import fingerprint, load_datasets
 
     datasets = load_datasets(config.datasets, config.data_dir)
+    for name, frame in datasets.items():  # a local file's task column names rewards --include may have added
+        check_tasks(frame["task"].unique(), f"--datasets {name}")
     fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
     if config.limit:
         datasets = {name: frame.head(config.limit) for name, frame in datasets.items()}
@@ -296,6 +324,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
 
 def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     """Score a generated batch at once (code: all its programs through the sandbox); its sample rows."""
+    from e1.data import carried_fields
     from e1.engine import DEFAULT_END
     from e1.rewards import gold_text
 
@@ -311,7 +340,7 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
         rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None)
-                    | {"overthinking_tokens": late})
+                    | {"overthinking_tokens": late} | carried_fields(problem))
     return rows
 
 

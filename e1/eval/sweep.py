@@ -45,7 +45,7 @@ from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine import Mode
 from e1.errors import ConfigError
-from e1.eval.run import RUN_IDENTITY, EvalConfig
+from e1.eval.run import RUN_IDENTITY, EvalConfig, check_grid
 from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
 from e1.report import NullProgress
 
@@ -332,7 +332,8 @@ def curves_frame(summary):
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
     """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
-    check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
+    previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
+    check_grid(out, previous, config.to_json(), command="e1 sweep")
 
 
 def _in_config_order(frame, config: SweepConfig):

@@ -157,6 +157,18 @@ def results_line(out: Path, *files: str) -> str:
     return f"results in [bold]{out}[/bold] ({', '.join(files)})"
 
 
+def next_steps(out: Path, *commands: str) -> str:
+    """The lines after a run's results: the commands that look at it next.
+
+        >>> next_steps(Path("runs/eval/x"))
+        'next: e1 view runs/eval/x   ·   e1 export runs/eval/x'
+    """
+    import shlex
+
+    place = shlex.quote(str(out))
+    return "next: " + "   ·   ".join(commands or (f"e1 view {place}", f"e1 export {place}"))
+
+
 def summary_table(summary, title: str = "Results"):
     """A summary DataFrame as a rich table: rates in percent, token counts as means.
 
