@@ -150,7 +150,8 @@ def _with_part_columns(schema, parts: list[Path]):
         try:
             names = pq.read_schema(part).names
         except (OSError, pa.ArrowException) as err:
-            raise ResultsError(f"cannot read {part}: {err}", hint="move the damaged part away and rerun "
+            raise ResultsError(f"cannot read the parts in {part.parent}: {part.name}: {err}",
+                               hint="move the damaged part away and rerun "
                                "(its samples are generated again)") from err
         extra.update(dict.fromkeys(name for name in names if name not in schema.names))
     return pa.schema([pa.field(name, pa.string()) for name in extra] + list(schema))
