@@ -30,7 +30,7 @@ from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, che
 from e1.data import PromptOptions
 from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
-from e1.report import NullProgress, parse_report_to, report_results, summarize
+from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
 from e1.rewards import ScoringSpec, check_tasks
 
@@ -133,7 +133,9 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         if ranks.main:
             write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config)}, out / CONFIG)
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
-        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
+        wanted = sum(map(len, datasets.values())) * len(config.modes) * len(config.budgets) * config.n
+        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress,
+                            kept=max(0, wanted - len(todo) * config.n))
         if config.api is not None:
             engine.finish_run()  # every reply is in the store now
     elif ranks.main:
@@ -207,9 +209,10 @@ def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
     return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
 
 
-def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress) -> None:
+def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress, kept: int = 0) -> None:
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
-    ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
+    ``store`` once scored, in order (``store`` None: a rank that only decodes). ``kept``: samples
+    a resumed run found done ("16 of 80 kept, generating 64 samples")."""
     from e1.eval.overlap import overlapped
 
     if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
@@ -217,7 +220,8 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
             _generate_batch(engine, batch, config)
         return
     total = sum(len(batch) for batch in batches) * config.n
-    with config.scoring.scorer() as scorer, progress.task(f"generating {total} samples", total=total) as bar:
+    described = f"{kept} of {kept + total} kept, generating {total} samples" if kept else f"generating {total} samples"
+    with config.scoring.scorer() as scorer, progress.task(described, total=total) as bar:
 
         def write(rows: list[dict]) -> None:
             store.append(rows)
@@ -242,6 +246,7 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
     from e1.store import check_context, check_model_path, check_writable
 
     check_writable(config.out)
+    check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails now, not after the run
     if model and config.api is None:  # a served model is checked by asking its server
         check_model_path(config.model)
         check_context(config.model, config.budgets, [m for m in config.modes if m.bounded], config.engine.max_model_len)

@@ -71,7 +71,7 @@ from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
 from e1.rewards import Reward, Scorer, check_tasks
-from e1.report import NullProgress
+from e1.report import NullProgress, check_trackers, parse_report_to
 from e1.store import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
@@ -88,6 +88,7 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
 
     # --include, and on --resume the includes config.json recorded: the same rewards and datasets as before
     config = replace(config, include=load_includes([*recorded_includes(config.out), *config.include]))
+    check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails before any step
     check_run_dir(config)  # a refused run creates nothing; checked again under the lock
     progress = progress or NullProgress()
     with owned(config):
