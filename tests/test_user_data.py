@@ -43,7 +43,7 @@ def e1(*args: str):
 
 def e1_main(*args: str) -> tuple[int, str]:
     """The real entry point (``python -m e1``), whose errors are one red line: (exit code, all output)."""
-    done = subprocess.run([sys.executable, "-m", "e1", *args], capture_output=True, text=True, timeout=300,
+    done = subprocess.run([sys.executable, "-m", "e1", *args], capture_output=True, text=True, timeout=300, check=False,
                           env={**os.environ, "COLUMNS": "200"})
     return done.returncode, done.stdout + done.stderr
 
@@ -196,3 +196,33 @@ def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(tmp_pat
             kept = frame.loc[index, name]
             expected = field_value(row.get(name))
             assert (pd.isna(kept) and expected is None) or kept == expected
+
+
+# ---- progress and endings ----
+
+def test_a_tracker_that_cannot_log_is_refused_before_any_work(tmp_path, tiny_model_dir, problems_file, monkeypatch):
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DISABLED", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for command in (["eval", "--model", str(tiny_model_dir), "--datasets", str(problems_file), "--out", "run"],
+                    ["sweep", "--model", str(tiny_model_dir), "--datasets", str(problems_file), "--out", "run"]):
+        code, said = e1_main(*command, "--report-to", "wandb")
+        assert code == 1 and len(said.strip().splitlines()) == 1 and "no W&B login" in said, said
+        assert "WANDB_MODE=offline" in said and not (tmp_path / "run").exists()  # nothing loaded, nothing written
+
+
+def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(tmp_path, tiny_model_dir,
+                                                                                 problems_file):
+    run = ["eval", "--model", str(tiny_model_dir), "--datasets", str(problems_file), "--think", "4", "--solve", "4",
+           "--n", "2", "--out", "run"]
+    assert e1(*run, "--limit", "1").exit_code == 0
+    resumed = e1(*run, "--limit", "3")
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 of 6 kept, generating 4 samples" in resumed.output
+    sweep = e1("sweep", "--model", str(tiny_model_dir), "--datasets", str(problems_file), "--think", "0,4",
+               "--solve", "4", "--n", "1", "--limit", "2", "--out", "curves")
+    said = " ".join(sweep.output.split())
+    assert sweep.exit_code == 0, sweep.output
+    assert "the same in every row: dataset toy, mode elastic" in said  # not a column of the table
+    assert "next: e1 view curves · e1 export curves" in said

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e1.engine import modes_usage
 from e1.cli.completion import complete_modes
 from e1.cli.options import RunOptions, RunOutOpt, with_options
+from e1.engine import modes_usage
 
 
 @with_options
@@ -49,8 +48,15 @@ def sweep_command(
 
       GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
+    from e1.eval import (
+        SweepConfig,
+        axis_budgets,
+        effort_grid,
+        is_main_process,
+        parse_modes,
+        run_sweep,
+    )
     from e1.report import RichProgress, quiet_libraries
-    from e1.eval import SweepConfig, axis_budgets, effort_grid, is_main_process, parse_modes, run_sweep
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
     out = options.run_dir(out, "sweep", list(models))
@@ -70,8 +76,15 @@ def _print_results(config, summary, curves) -> None:
     from rich.console import Console
 
     from e1.eval import AREAS, DECODED_PLOT, PROBLEMS, display_names
-    from e1.report import (DIFFERENCES, curves_table, differences_table, next_steps, results_line, spending_table,
-                           summary_table)
+    from e1.report import (
+        DIFFERENCES,
+        curves_table,
+        differences_table,
+        next_steps,
+        results_line,
+        spending_table,
+        summary_table,
+    )
     from e1.store import read_parquet
 
     out = config.out

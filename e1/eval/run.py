@@ -26,13 +26,27 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.data import PromptOptions
+from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
-from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
-from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
+from e1.report import (
+    NullProgress,
+    check_trackers,
+    parse_report_to,
+    report_results,
+    summarize,
+)
 from e1.rewards import ScoringSpec, check_tasks
+from e1.store import (
+    CONFIG,
+    FINGERPRINTS,
+    SAMPLE_KEY,
+    SUMMARY,
+    check_datasets,
+    check_run_dir,
+    model_identity,
+)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -92,6 +106,8 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
+        if not self.include:  # recorded only when given: config.json stays as it was without --include
+            del data["include"]
         return data
 
 
@@ -102,9 +118,8 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     rank calls this; ranks share the work (:mod:`e1.eval.distributed`) and only rank 0 gets the
     frames (the others get ``(None, None)``).
     """
-    from e1.eval.distributed import current_group, group_lock
-
     from e1.data import load_includes
+    from e1.eval.distributed import current_group, group_lock
 
     group = group or current_group(eval_tp(config), config.engine.device)
     load_includes(config.include)  # the command line loaded them already; a library caller may not have
@@ -301,8 +316,8 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
 def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion, prompt) for every sample."""
-    from e1.engine import RequestError, problem_seed
     from e1.data import build_prompt
+    from e1.engine import RequestError, problem_seed
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared

@@ -238,6 +238,8 @@ class TrainConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
+        if not self.include:  # recorded only when given: config.json stays as it was without --include
+            del data["include"]
         return data
 
 

@@ -21,6 +21,6 @@ from e1.report.ui import (NullProgress, RichProgress, curves_table, datasets_tab
 __all__ = ["DIFFERENCES", "FORMATS", "REPORTERS", "FetchConfig", "NullProgress", "Reporters", "RichProgress",
            "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "check_trackers", "curve_areas",
            "curves_table", "datasets_table", "differences_table", "elo_table", "estimate_rating", "export_run",
-           "fetch_contests", "load_results", "mode_differences", "open_reporters", "parse_report_to", "plot_curves",
-           "next_steps", "quiet_libraries", "report_results", "results_line", "solving_budgets", "spending_table", "step_status",
+           "fetch_contests", "load_results", "mode_differences", "next_steps", "open_reporters", "parse_report_to", "plot_curves",
+           "quiet_libraries", "report_results", "results_line", "solving_budgets", "spending_table", "step_status",
            "summarize", "summary_table"]

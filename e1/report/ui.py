@@ -158,10 +158,10 @@ def results_line(out: Path, *files: str) -> str:
 
 
 def next_steps(out: Path, *commands: str) -> str:
-    """The lines after a run's results: the commands that look at it next.
+    """The line after a run's results: the commands that look at it next (default: e1 view, e1 export).
 
-        >>> next_steps(Path("runs/eval/x"))
-        'next: e1 view runs/eval/x   ·   e1 export runs/eval/x'
+    >>> next_steps(Path("runs/eval/x"))
+    'next: e1 view runs/eval/x   ·   e1 export runs/eval/x'
     """
     import shlex
 
@@ -273,16 +273,11 @@ class FittedTable:
 
 def _drop_constant(keys: dict[str, list[str]], figures: dict[str, list[str]], keep: tuple[str, ...]):
     """Columns of two rows or more whose every cell is the same leave the table for its caption
-    (``{header: plain value}``), but those in ``keep`` and the last key column (a row needs a name).
-
-        >>> _drop_constant({"dataset": ["a", "a"], "t+s": ["8+8", "16+8"]}, {"avg@n": ["1", "1"], "think": ["8", "8"]}, ("avg@n",))
-        ({'t+s': ['8+8', '16+8']}, {'avg@n': ['1', '1']}, {'dataset': 'a', 'think': '8'})
-    """
+    (``{header: plain value}``), but those in ``keep`` and the last key column (a row needs a name)."""
     from rich.text import Text
 
     def same(cells: list[str]) -> bool:
         return len(cells) >= 2 and len(set(cells)) == 1
-
     dropped_keys = [h for h in list(keys)[:-1] if same(keys[h]) and h not in keep]
     dropped = [h for h in figures if same(figures[h]) and h not in keep]
     constant = {h: Text.from_markup(cells[0]).plain.replace("\n", " ")
