@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -226,3 +227,38 @@ def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(
     assert sweep.exit_code == 0, sweep.output
     assert "the same in every row: dataset toy, mode elastic" in said  # not a column of the table
     assert "next: e1 view curves · e1 export curves" in said
+
+
+class Recorder:
+    """A progress reporter that keeps every task's total and each advance."""
+
+    def __init__(self):
+        self.tasks: list[tuple[str, int, list[float]]] = []
+
+    @contextmanager
+    def task(self, description: str, total: int):
+        self.tasks.append((description, total, []))
+        yield self
+
+    @contextmanager
+    def stage(self, description: str):
+        yield
+
+    def advance(self, amount: float = 1) -> None:
+        self.tasks[-1][2].append(amount)
+
+
+def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(tmp_path, tiny_engine, problems_file):
+    from e1.budget import Budget
+    from e1.engine import Mode, Sampling
+    from e1.eval import EvalConfig, SweepConfig, run_sweep
+
+    grid = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=(Budget(0, 4), Budget(4, 4), Budget(8, 4)),
+                      modes=(Mode("elastic"),), n=2, sampling=Sampling(temperature=1.0), batch_size=64, limit=3)
+    recorder = Recorder()
+    run_sweep(SweepConfig(models=("tiny",), settings=grid, out=tmp_path / "s"), progress=recorder,
+              load_engine=lambda model: tiny_engine)
+    ((description, total, advances),) = [task for task in recorder.tasks if "generating" in task[0]]
+    assert total == 3 * 3 * 2  # problems × budgets × samples, all in one batch (64 // 2 problems per call)
+    assert len(advances) > 3 and advances[0] < total / 2  # it moves as samples finish, not once at the end
+    assert sum(advances) == pytest.approx(total)

@@ -240,9 +240,10 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
 
         def write(rows: list[dict]) -> None:
             store.append(rows)
-            bar.advance(len(rows))
 
-        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config),
+        # the bar moves as the engine finishes each sample, not once per batch (a sweep's first batch
+        # may hold every cell of its problems: minutes at 0/320)
+        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance),
                    finish=lambda generated: _score_batch(generated, scorer), emit=write)
 
 
@@ -313,16 +314,17 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
     return todo
 
 
-def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
+def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=None) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
-    (mode, budget, problem, completion, prompt) for every sample."""
+    (mode, budget, problem, completion, prompt) for every sample. ``progress(count)`` hears of
+    samples as the engine finishes them (``len(batch) * n`` in all)."""
     from e1.data import build_prompt
     from e1.engine import RequestError, problem_seed
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared
 
-        return generate_shared(engine, batch, config)
+        return generate_shared(engine, batch, config, progress)
     groups: dict[tuple, list] = {}
     for mode, budget, problem in batch:
         groups.setdefault((mode, budget), []).append(problem)
@@ -333,7 +335,8 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
                    for p in problems]
         try:
-            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
+            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds,
+                                          progress=progress)
         except RequestError as err:  # an API request that failed: name the problem
             problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
             raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")

@@ -126,7 +126,7 @@ class PlainTask:
         rate = self.done / elapsed
         eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
         percent = 100 * self.done / self.total if self.total else 100.0
-        text = f"{self.description}: {self.done}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
+        text = f"{self.description}: {self.done:.0f}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
         return f"{text}  {self.status}" if self.status else text
 
     def close(self) -> None:
