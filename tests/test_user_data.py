@@ -179,7 +179,8 @@ VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allo
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(fields=st.dictionaries(NAMES, VALUES, max_size=4), second=VALUES)
 def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(tmp_path, fields, second):
-    fields = {name: value for name, value in fields.items() if name not in ("id", "problem", "answer", "task")}
+    fields = {name: value for name, value in fields.items() if name not in ("id", "problem", "answer", "task")
+              and not re.fullmatch(r"Unnamed: \d+|__index_level_\d+__", name)}  # a row index is no field
     rows = [{"problem": "p1", "answer": "1", **fields}, {"problem": "p2", "answer": "2",
                                                          **dict.fromkeys(list(fields)[:1], second)}]
     path = write_jsonl(tmp_path / "gen.jsonl", rows)
@@ -262,3 +263,13 @@ def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(tmp_path
     assert total == 3 * 3 * 2  # problems × budgets × samples, all in one batch (64 // 2 problems per call)
     assert len(advances) > 3 and advances[0] < total / 2  # it moves as samples finish, not once at the end
     assert sum(advances) == pytest.approx(total)
+
+
+def test_a_row_index_written_as_a_column_is_no_field(tmp_path):
+    frame = pd.DataFrame({"problem": ["p1", "p2"], "answer": ["1", "2"], "level": [1, 2]}, index=[5, 9])
+    frame.to_csv(tmp_path / "p.csv")  # header ",problem,answer,level"
+    frame.to_parquet(tmp_path / "q.parquet")  # the index as __index_level_0__
+    for name in ("p.csv", "q.parquet"):
+        loaded = load_dataset(str(tmp_path / name))
+        assert list(loaded.columns) == ["id", "dataset", "problem", "answer", "task", "task_version", "level"]
+        assert list(loaded["level"]) == ["1", "2"]

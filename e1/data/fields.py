@@ -10,7 +10,8 @@ run starts (:func:`e1.rewards.check_tasks`), after ``--include`` has loaded the 
 Field names become parquet column names, and rows travel as namedtuples, so a kept name is
 bounded: a letter, then letters, digits and ``_``, at most :data:`MAX_NAME_CHARS`, not a Python
 keyword, and not one of e1's own columns (the canonical ones, or a sample's such as ``reward``):
-such a field is refused in one line naming it, never silently overwritten or dropped. Values are
+such a field is refused in one line naming it, never silently overwritten or dropped. A row index
+written as a column (a CSV's unnamed first column, pandas' ``__index_level_0__``) is no field. Values are
 kept as text (a string as it is, anything else as JSON; a missing value is null), so one column
 has one type however the rows mix them.
 
@@ -37,6 +38,8 @@ from e1.errors import DataError
 
 MAX_NAME_CHARS = 64
 FIELD_NAME = re.compile(rf"^[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
+# a table's row index, not a field: a CSV's unnamed first column (pandas' to_csv), pandas' parquet index
+_INDEX = re.compile(r"^(|Unnamed: \d+|__index_level_\d+__)$")
 TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a reward task's name, as typed in a file
 
 
@@ -51,7 +54,8 @@ def extra_fields(records: Iterable[Mapping[str, Any]], consumed: set[str], sourc
     """The fields of ``records`` beyond ``consumed`` (problem, answer, id, task), in first-seen order;
     a name that cannot be a column is a one-line :class:`DataError`."""
     reserved = reserved_columns()
-    names = [name for name in dict.fromkeys(key for record in records for key in record) if name not in consumed]
+    names = [name for name in dict.fromkeys(key for record in records for key in record)
+             if name not in consumed and not _INDEX.match(str(name))]
     for name in names:
         shown = repr(name) if len(str(name)) <= 80 else repr(str(name)[:80]) + "..."
         if name in reserved:
