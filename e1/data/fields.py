@@ -40,7 +40,9 @@ MAX_NAME_CHARS = 64
 FIELD_NAME = re.compile(rf"^[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
 # a table's row index, not a field: a CSV's unnamed first column (pandas' to_csv), pandas' parquet index
 _INDEX = re.compile(r"^(|Unnamed: \d+|__index_level_\d+__)$")
-TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")  # a reward task's name, as typed in a file
+TASK_NAME = re.compile(
+    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+)  # a reward task's name, as typed in a file
 
 
 def reserved_columns() -> frozenset[str]:
@@ -50,21 +52,34 @@ def reserved_columns() -> frozenset[str]:
     return frozenset(schema.COLUMNS) | frozenset(SAMPLE_COLUMNS) | {"model"}
 
 
-def extra_fields(records: Iterable[Mapping[str, Any]], consumed: set[str], source: str) -> list[str]:
+def extra_fields(
+    records: Iterable[Mapping[str, Any]], consumed: set[str], source: str
+) -> list[str]:
     """The fields of ``records`` beyond ``consumed`` (problem, answer, id, task), in first-seen order;
     a name that cannot be a column is a one-line :class:`DataError`."""
     reserved = reserved_columns()
-    names = [name for name in dict.fromkeys(key for record in records for key in record)
-             if name not in consumed and not _INDEX.match(str(name))]
+    names = [
+        name
+        for name in dict.fromkeys(key for record in records for key in record)
+        if name not in consumed and not _INDEX.match(str(name))
+    ]
     for name in names:
         shown = repr(name) if len(str(name)) <= 80 else repr(str(name)[:80]) + "..."
         if name in reserved:
-            raise DataError(f"{source}: field {shown} is one of e1's own columns",
-                            hint=f"rename it in the file, e.g. to data_{name}")
-        if not isinstance(name, str) or not FIELD_NAME.match(name) or keyword.iskeyword(name):
-            raise DataError(f"{source}: field {shown} cannot be a column name",
-                            hint=f"rename it: a letter, then letters, digits or _, at most {MAX_NAME_CHARS} "
-                                 "characters (or map it with --problem-field/--answer-field/--id-field)")
+            raise DataError(
+                f"{source}: field {shown} is one of e1's own columns",
+                hint=f"rename it in the file, e.g. to data_{name}",
+            )
+        if (
+            not isinstance(name, str)
+            or not FIELD_NAME.match(name)
+            or keyword.iskeyword(name)
+        ):
+            raise DataError(
+                f"{source}: field {shown} cannot be a column name",
+                hint=f"rename it: a letter, then letters, digits or _, at most {MAX_NAME_CHARS} "
+                "characters (or map it with --problem-field/--answer-field/--id-field)",
+            )
     return names
 
 
@@ -76,7 +91,10 @@ def field_value(value: Any) -> str | None:
         value = value.tolist()
     try:
         return json.dumps(value, ensure_ascii=False, allow_nan=True, default=str)
-    except (TypeError, ValueError):  # a circular structure cannot come from a file; be safe anyway
+    except (
+        TypeError,
+        ValueError,
+    ):  # a circular structure cannot come from a file; be safe anyway
         return str(value)
 
 
@@ -88,7 +106,10 @@ def row_task(record: Mapping[str, Any], default: str) -> str:
     if value is None or value == "":
         return default
     if not isinstance(value, str) or not TASK_NAME.match(value):
-        raise RowError(schema.TASK, f"is {str(value)[:40]!r}, not a task name (letters, digits, . _ -)")
+        raise RowError(
+            schema.TASK,
+            f"is {str(value)[:40]!r}, not a task name (letters, digits, . _ -)",
+        )
     return value
 
 
@@ -103,9 +124,16 @@ def carried_fields(problem: Any) -> dict[str, str | None]:
 
     row = problem._asdict() if hasattr(problem, "_asdict") else dict(problem)
     dataset = row.get(schema.DATASET)
-    own = set(get_benchmark(dataset).extra_columns) if isinstance(dataset, str) and is_registered(dataset) else set()
-    return {name: field_value(_null(value)) for name, value in row.items()
-            if name not in schema.COLUMNS and name not in own}
+    own = (
+        set(get_benchmark(dataset).extra_columns)
+        if isinstance(dataset, str) and is_registered(dataset)
+        else set()
+    )
+    return {
+        name: field_value(_null(value))
+        for name, value in row.items()
+        if name not in schema.COLUMNS and name not in own
+    }
 
 
 def _null(value: Any) -> Any:

@@ -54,17 +54,27 @@ def _import(path: Path, given: str) -> str:
     if path.is_file() and path.suffix == ".py":
         return _import_module(path, _module_name(path), given)
     if path.is_dir() and (path / "__init__.py").is_file():
-        return _import_module(path / "__init__.py", _module_name(path), given, package=path)
+        return _import_module(
+            path / "__init__.py", _module_name(path), given, package=path
+        )
     if path.is_dir():
         modules = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
         if not modules:
-            raise ConfigError(f"--include {given}: the folder holds no .py file", hint="point at a module or a package")
+            raise ConfigError(
+                f"--include {given}: the folder holds no .py file",
+                hint="point at a module or a package",
+            )
         for module in modules:
             _import_module(module, _module_name(module), given)
         return _module_name(path)
     if path.exists():
-        raise ConfigError(f"--include {given}: not a .py file or a folder", hint="point at a module or a package")
-    raise ConfigError(f"--include {given}: no such file or folder", hint="check the path")
+        raise ConfigError(
+            f"--include {given}: not a .py file or a folder",
+            hint="point at a module or a package",
+        )
+    raise ConfigError(
+        f"--include {given}: no such file or folder", hint="check the path"
+    )
 
 
 def _module_name(path: Path) -> str:
@@ -74,11 +84,17 @@ def _module_name(path: Path) -> str:
     return f"e1_include_{stem}_{digest}"
 
 
-def _import_module(file: Path, name: str, given: str, package: Path | None = None) -> str:
+def _import_module(
+    file: Path, name: str, given: str, package: Path | None = None
+) -> str:
     spec = importlib.util.spec_from_file_location(
-        name, file, submodule_search_locations=[str(package)] if package else None)
+        name, file, submodule_search_locations=[str(package)] if package else None
+    )
     if spec is None or spec.loader is None:
-        raise ConfigError(f"--include {given}: cannot import {file}", hint="point at a .py file or a package")
+        raise ConfigError(
+            f"--include {given}: cannot import {file}",
+            hint="point at a .py file or a package",
+        )
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # a package's submodules import it by this name
     try:
@@ -90,9 +106,13 @@ def _import_module(file: Path, name: str, given: str, package: Path | None = Non
         sys.modules.pop(name, None)
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
-        where = "" if isinstance(err, SyntaxError) else _where(err, file)  # a SyntaxError names its line
-        raise ConfigError(f"--include {given}: {type(err).__name__}: {err}{where}",
-                          hint="fix the code (E1_DEBUG=1 shows the traceback)") from err
+        where = (
+            "" if isinstance(err, SyntaxError) else _where(err, file)
+        )  # a SyntaxError names its line
+        raise ConfigError(
+            f"--include {given}: {type(err).__name__}: {err}{where}",
+            hint="fix the code (E1_DEBUG=1 shows the traceback)",
+        ) from err
     return name
 
 
