@@ -79,12 +79,14 @@ def test_run_dir_of_another_model_is_refused(tmp_path, problems_file, boxed_engi
         evaluate(config(out, problems_file, model="other"), engine=boxed_engine)
 
 
-def test_new_budget_in_same_dir_adds_rows_and_keeps_old(tmp_path, problems_file, boxed_engine):
+def test_a_new_budget_in_the_same_dir_is_refused_and_the_run_kept_whole(tmp_path, problems_file, boxed_engine):
     out = tmp_path / "run"
     evaluate(config(out, problems_file), engine=boxed_engine)
-    samples, summary = evaluate(config(out, problems_file, budgets=(Budget(0, 40),)), engine=boxed_engine)
-    assert set(samples["think_budget"]) == {0} and len(summary) == 1
-    assert set(pd.read_parquet(out / "samples.parquet")["think_budget"]) == {0, 6}
+    with pytest.raises(ResultsError, match="holds a run of budgets t=6 s=40, not t=0 s=40") as refused:
+        evaluate(config(out, problems_file, budgets=(Budget(0, 40),)), engine=boxed_engine)
+    assert "leave out --out" in refused.value.hint
+    assert set(pd.read_parquet(out / "samples.parquet")["think_budget"]) == {6}  # summary, config and samples agree
+    assert set(pd.read_parquet(out / "summary.parquet")["think_budget"]) == {6}
 
 
 def test_registry_name_uses_the_prepared_parquet(tmp_path, boxed_engine, monkeypatch):

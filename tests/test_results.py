@@ -78,7 +78,7 @@ def test_sample_rows_are_built_by_column_name():
     frame = samples_frame([dict(reversed(row.items()))])  # the order of the keys does not matter
     assert list(frame.columns) == SAMPLE_COLUMNS and frame.iloc[0]["think_budget"] == 8
     assert frame.iloc[0]["solution_text"] == "s" and bool(frame.iloc[0]["forced"])
-    with pytest.raises(ValueError, match="exactly the columns"):
+    with pytest.raises(ValueError, match="needs the columns"):
         samples_frame([{k: v for k, v in row.items() if k != "gold"}])
 
 

@@ -287,9 +287,15 @@ def test_training_metrics_are_plotted_by_step(page, runs):
     page.click("button[data-tab=training]")
     page.wait_for_selector("#metric-seconds-per-phase .main-svg")
     metrics = pd.read_parquet(runs / "train" / "metrics.parquet")
+    flat_note = page.locator("#flat-metrics").inner_text()
     for column in ("reward_mean", "mean_think_tokens", "forced_rate", "kl"):
+        if metrics[column].nunique() == 1:  # a flat line is named under the charts, with its value, not drawn
+            assert page.locator(f"#metric-{column}").count() == 0 and f"{column} " in flat_note, column
+            continue
         (trace,) = traces(page, f"metric-{column}")
         assert trace["x"] == [1, 2] and trace["y"] == pytest.approx(metrics[column].tolist()), column
+    flat = [c for c in metrics.columns if c != "step" and metrics[c].notna().all() and metrics[c].nunique() == 1]
+    assert all(page.locator(f"#metric-{c}").count() == 0 and c in flat_note for c in flat)
     phases = {t["name"]: t["y"] for t in traces(page, "metric-seconds-per-phase")}
     assert {"rollout_s", "update_s", "step_s"} <= set(phases)
     assert phases["update_s"] == pytest.approx(metrics["update_s"].tolist())

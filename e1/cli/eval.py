@@ -9,7 +9,7 @@ import typer
 
 from e1.engine import modes_usage
 from e1.cli.completion import complete_mode
-from e1.cli.options import ModelOpt, OutOpt, RunOptions, SolveOpt, ThinkOpt, with_options
+from e1.cli.options import ModelOpt, RunOptions, RunOutOpt, SolveOpt, ThinkOpt, with_options
 
 
 @with_options
@@ -21,11 +21,12 @@ def eval_command(
     mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help=f"{modes_usage()}. exit=qwen or a quoted text, forced at t; stop='regex' ends thinking (e.g. elastic:stop='\\\\boxed\\{{'); none:effort=LEVEL behind a hosted API (README: Decoding modes).")] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
     options: RunOptions,
-    out: OutOpt = Path("runs/eval"),
+    out: RunOutOpt = None,
 ) -> None:
     """Evaluate a model under a thinking budget t and a solution budget s.
 
-    Writes config.json, samples.parquet and summary.parquet into --out and prints the summary
+    Writes config.json, samples.parquet and summary.parquet into --out (default: a new folder
+    runs/eval/MODEL-DATASETS-TIME) and prints the summary
     (--report-to: also to TensorBoard / W&B; `e1 export` turns the run into lm-eval, lighteval or Hub files).
     Rerunning into the same --out resumes where it stopped. Under torchrun the ranks share
     the work (README: Many GPUs and nodes).
@@ -45,11 +46,13 @@ def eval_command(
     """
     from rich.console import Console
 
-    from e1.report import RichProgress, quiet_libraries, results_line, summary_table
+    from e1.report import RichProgress, next_steps, quiet_libraries, results_line, summary_table
     from e1.budget import Budget
     from e1.eval import evaluate, is_main_process
     from e1.engine import Mode
 
+    options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
+    out = options.run_dir(out, "eval", [model])
     config = options.eval_config(model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n,
                                  out=out)
     quiet_libraries()
@@ -61,6 +64,7 @@ def eval_command(
     if config.api is not None:
         console.print(api_line(out))
     console.print(results_line(out, "samples.parquet", "summary.parquet", "config.json"))
+    console.print(next_steps(out))
 
 
 def api_line(out: Path) -> str:

@@ -45,6 +45,14 @@ ThinkOpt = Annotated[
 SolveOpt = Annotated[str, typer.Option("--solve", "-s", help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.",
                                       parser=nonempty_path("--out"))]
+RunOutOpt = Annotated[Optional[Path], typer.Option(
+    "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME",
+    help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
+IncludeOpt = Annotated[Optional[list[str]], typer.Option(
+    "--include", show_default=False,
+    help="Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
+         "rewards (@register_reward), datasets, prompt styles or modes; repeat for several. Recorded in "
+         "config.json: a resume loads it again.")]
 DataDirOpt = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data).",
@@ -124,9 +132,22 @@ class RunOptions:
     max_retries: Annotated[int, typer.Option(
         "--max-retries", help="API backends: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
 
+    include: IncludeOpt = None
     report_to: Annotated[Optional[str], typer.Option(
         "--report-to", show_default=False,
         help="Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's metrics and a samples table (WANDB_MODE=offline needs no network).")] = None
+
+    def includes(self, out: Path | None) -> tuple[str, ...]:
+        """Load ``--include`` and the includes ``out``'s config.json recorded (a resume); their absolute paths."""
+        from e1.data import load_includes, recorded_includes
+
+        return load_includes([*recorded_includes(out), *(self.include or ())])
+
+    def run_dir(self, out: Path | None, command: str, models: list[str]) -> Path:
+        """``--out``, else a new folder per run: ``runs/<command>/MODEL-DATASETS-TIME``."""
+        from e1.store import new_run_dir
+
+        return out if out is not None else new_run_dir(Path("runs") / command, [*models, ",".join(self.datasets)])
 
     def api_settings(self):
         """The :class:`e1.engine.api.ApiSettings` of the --api-* options (None without --api-url, but
@@ -171,7 +192,7 @@ class RunOptions:
             api=self.api_settings(),
             prompt=PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs,
                                  budget=self.prompt_budget),
-            ks=parse_ks(self.k), report_to=self.report_to or "none",
+            ks=parse_ks(self.k), report_to=self.report_to or "none", include=self.includes(out),
         )
 
 

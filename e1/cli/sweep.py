@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from e1.engine import modes_usage
 from e1.cli.completion import complete_modes
-from e1.cli.options import OutOpt, RunOptions, with_options
+from e1.cli.options import RunOptions, RunOutOpt, with_options
+from e1.engine import modes_usage
 
 
 @with_options
@@ -27,7 +26,7 @@ def sweep_command(
         "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
         "serves them all: fewer tokens, exact per cell, paired across cells).")] = False,
     options: RunOptions,
-    out: OutOpt = Path("runs/sweep"),
+    out: RunOutOpt = None,
 ) -> None:
     """Sweep budgets × modes × models: accuracy against tokens used.
 
@@ -36,7 +35,7 @@ def sweep_command(
     One unconstrained trajectory per sample serves every mode and budget (--independent: not).
     Writes samples, summary, curves, differences, areas (AUC per curve) and problems (b* per
     problem) parquet (with a model column), curves.png; the tables show them all.
-    Rerunning into the same --out resumes where it stopped.
+    Rerunning into the same --out resumes where it stopped (default --out: a new folder runs/sweep/MODELS-DATASETS-TIME).
     --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
 
     Examples:
@@ -49,9 +48,18 @@ def sweep_command(
 
       GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
+    from e1.eval import (
+        SweepConfig,
+        axis_budgets,
+        effort_grid,
+        is_main_process,
+        parse_modes,
+        run_sweep,
+    )
     from e1.report import RichProgress, quiet_libraries
-    from e1.eval import SweepConfig, axis_budgets, effort_grid, is_main_process, parse_modes, run_sweep
 
+    options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
+    out = options.run_dir(out, "sweep", list(models))
     grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
     grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
                                budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens))
@@ -68,8 +76,15 @@ def _print_results(config, summary, curves) -> None:
     from rich.console import Console
 
     from e1.eval import AREAS, DECODED_PLOT, PROBLEMS, display_names
-    from e1.report import (DIFFERENCES, curves_table, differences_table, results_line, spending_table,
-                           summary_table)
+    from e1.report import (
+        DIFFERENCES,
+        curves_table,
+        differences_table,
+        next_steps,
+        results_line,
+        spending_table,
+        summary_table,
+    )
     from e1.store import read_parquet
 
     out = config.out
@@ -85,3 +100,4 @@ def _print_results(config, summary, curves) -> None:
     decoded = [DECODED_PLOT] if (out / DECODED_PLOT).exists() else []  # early-exit: x = output + trial tokens
     console.print(results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
                                   "samples.parquet"))
+    console.print(next_steps(out))

@@ -83,6 +83,7 @@ class TrainOptions:
     rollout_cut: Annotated[Optional[str], _opt("--rollout-cut", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).")] = None
     length_reward: Annotated[Optional[str], _opt("--length-reward", "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., 2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5 (default: none).")] = None
     report_to: Annotated[Optional[str], _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).")] = None
+    include: Annotated[Optional[list[str]], typer.Option("--include", show_default=False, help="Your own code to import first: a .py file or a folder that registers rewards (@register_reward), datasets or prompt styles; repeat for several. Recorded in config.json: --resume loads it again.")] = None
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).")] = None
 
 
@@ -117,7 +118,7 @@ def train_command(
     """
     from rich.console import Console
 
-    from e1.report import RichProgress, quiet_libraries, step_status
+    from e1.report import RichProgress, next_steps, quiet_libraries, step_status
     from e1.grpo import build_config, train
 
     train_config = build_config(config, **vars(options))
@@ -127,4 +128,6 @@ def train_command(
         return
     progress = RichProgress()
     out = train(train_config, progress=progress, on_step=lambda row: progress.status(step_status(row)))
-    Console().print(f"run in [bold]{out}[/bold]: metrics.parquet, checkpoints/ (e1 eval --model {out}/checkpoints/step_N)")
+    console = Console()
+    console.print(f"run in [bold]{out}[/bold]: metrics.parquet, checkpoints/")
+    console.print(next_steps(out, f"e1 view {out}", f"e1 eval --model {out}/checkpoints/step_N --datasets ..."))

@@ -17,6 +17,8 @@ pandas and datasets load only when a dataset is prepared or read.
 """
 
 from e1.data.digits_task import ALPHABET, DigitSumTask
+from e1.data.fields import carried_fields
+from e1.data.include import load_includes, recorded_includes
 from e1.data.identity import fingerprint, load_datasets
 from e1.data.preparation import DATA_SUFFIXES
 from e1.data.preparation import (
@@ -65,16 +67,19 @@ __all__ = [
     "benchmark_names",
     "benchmarks",
     "build_prompt",
+    "carried_fields",
     "default_data_dir",
     "fingerprint",
     "get_benchmark",
     "is_registered",
     "load_dataset",
     "load_datasets",
+    "load_includes",
     "prepare",
     "prepare_benchmark",
     "prepare_file",
     "prepared_names",
     "prepared_path",
+    "recorded_includes",
     "register",
 ]

@@ -24,6 +24,7 @@ this module (and ``e1 --help``) stays fast.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from e1.data import schema
+from e1.data.fields import extra_fields, field_value, row_task
 from e1.data.hub import hub_records, mirror_fingerprint
 from e1.data.registry import (
     NAME_PATTERN,
@@ -42,6 +44,7 @@ from e1.data.registry import (
     field_text,
     get_benchmark,
     is_registered,
+    math_row,
 )
 from e1.errors import DataError, did_you_mean
 from e1.store import file_name, inside, missing_file
@@ -203,7 +206,9 @@ def _mirror_changed(benchmark: Benchmark, recorded: dict[str, Any]) -> bool:
 
 def _load_file(path: Path) -> pd.DataFrame:
     if path.suffix.lower() == ".parquet":
-        if not schema.missing_columns(_parquet_schema(path).names):
+        names = _parquet_schema(path).names
+        if not schema.missing_columns(names):  # a canonical table: its other columns pass the same gate
+            extra_fields([dict.fromkeys(names)], consumed=set(schema.COLUMNS), source=str(path))
             return _read_canonical(path)
     records, labels = read_records(path)
     benchmark = _file_benchmark(_name_from_stem(path), path, records, None, None, None)
@@ -230,19 +235,32 @@ def _name_from_stem(path: Path) -> str:
 def _file_benchmark(
     name: str, path: Path, records: Records, problem_field: str | None, answer_field: str | None, id_field: str | None
 ) -> Benchmark:
-    """A benchmark for a local file: a registered one's mapping and task if ``name`` is registered."""
-    if is_registered(name):
+    """A benchmark for a local file: a registered one's mapping and task if ``name`` is registered;
+    else problem and answer, each row's ``task`` field, and every other field kept as a column
+    (:mod:`e1.data.fields`)."""
+    registered = is_registered(name)
+    if registered:
         base = get_benchmark(name)
     else:
         base = Benchmark(name=name, hub_id=None, split=None, description=f"local file {path.name}")
+    candidate = id_field or base.fields.id or "id"
     if id_field is None:
-        candidate = base.fields.id or "id"
         has_ids = all(schema.render_id(record.get(candidate)) for record in records)  # a probe, not a default
         id_field = candidate if has_ids else None
     fields = Fields(
         problem=problem_field or base.fields.problem, answer=answer_field or base.fields.answer, id=id_field
     )
-    return replace(base, fields=fields)
+    if registered:
+        return replace(base, fields=fields)
+    consumed = {fields.problem, fields.answer, candidate, schema.TASK}
+    extras = tuple(extra_fields(records, consumed, str(path)))
+    return replace(base, fields=fields, extra_columns=extras, to_row=functools.partial(_file_row, extras=extras))
+
+
+def _file_row(record: dict[str, Any], fields: Fields, extras: tuple[str, ...]) -> dict[str, Any]:
+    """A local file's row: problem and answer, its own task (default math), its other fields as text."""
+    row = math_row(record, fields) | {schema.TASK: row_task(record, "math")}
+    return row | {name: field_value(record.get(name)) for name in extras}
 
 
 def _canonical_frame(
@@ -273,8 +291,9 @@ def _canonical_frame(
                 hint="ids must be unique; choose another --id-field, or none to number the rows",
             )
         first_label_of[row_id] = label
+        task = values.pop(schema.TASK, None) or benchmark.task  # a local file's row may name its own
         row = {schema.ID: row_id, schema.DATASET: benchmark.name, **values}
-        row.update({schema.TASK: benchmark.task, schema.TASK_VERSION: benchmark.task_version})
+        row.update({schema.TASK: task, schema.TASK_VERSION: benchmark.task_version})
         missing = [column for column in benchmark.columns if column not in row]
         if missing:
             raise DataError(f"{benchmark.name}: to_row returned no {', '.join(missing)} for {label}")

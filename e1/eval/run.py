@@ -26,13 +26,27 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.data import PromptOptions
-from e1.errors import ConfigError
+from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
+from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
-from e1.report import NullProgress, parse_report_to, report_results, summarize
-from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
-from e1.rewards import ScoringSpec
+from e1.report import (
+    NullProgress,
+    check_trackers,
+    parse_report_to,
+    report_results,
+    summarize,
+)
+from e1.rewards import ScoringSpec, check_tasks
+from e1.store import (
+    CONFIG,
+    FINGERPRINTS,
+    SAMPLE_KEY,
+    SUMMARY,
+    check_datasets,
+    check_run_dir,
+    model_identity,
+)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -70,6 +84,7 @@ class EvalConfig:
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
     ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
     report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
+    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts, modes), absolute paths
 
     def __post_init__(self):
         if not self.datasets:
@@ -91,6 +106,8 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
+        if not self.include:  # recorded only when given: config.json stays as it was without --include
+            del data["include"]
         return data
 
 
@@ -101,11 +118,14 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     rank calls this; ranks share the work (:mod:`e1.eval.distributed`) and only rank 0 gets the
     frames (the others get ``(None, None)``).
     """
+    from e1.data import load_includes
     from e1.eval.distributed import current_group, group_lock
 
     group = group or current_group(eval_tp(config), config.engine.device)
+    load_includes(config.include)  # the command line loaded them already; a library caller may not have
     preflight(config, model=engine is None)
-    check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
+    previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
+    check_grid(Path(config.out), previous, config.to_json())
     with group_lock(Path(config.out), "e1 eval", group):
         return _evaluate(config, engine, progress or NullProgress(), group)
 
@@ -128,7 +148,9 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         if ranks.main:
             write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config)}, out / CONFIG)
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
-        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress)
+        wanted = sum(map(len, datasets.values())) * len(config.modes) * len(config.budgets) * config.n
+        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress,
+                            kept=max(0, wanted - len(todo) * config.n))
         if config.api is not None:
             engine.finish_run()  # every reply is in the store now
     elif ranks.main:
@@ -144,12 +166,35 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     return samples, summary
 
 
+def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
+    """A run directory holds one grid: its summary, config.json and exports describe every cell in
+    it, so a rerun that asks for other budgets or modes is refused (with the way to get them)
+    rather than mixed in. ``previous`` and ``current`` are config.json records."""
+    if previous is None:
+        return
+    more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
+    for key, shown in (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))):
+        if key in previous and shown(previous[key]) != shown(current[key]):
+            raise ResultsError(
+                f"{out} holds a run of {key} {shown(previous[key])}, not {shown(current[key])}",
+                hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
+                     f"{key} resumes it{more}")
+
+
+def _budgets_text(budgets: list) -> str:
+    """``t=512 s=1024, t=1024 s=1024`` for config.json's budget records, sorted."""
+    pairs = sorted({(int(b["think"]), int(b["solve"])) for b in budgets})
+    return ", ".join(f"t={t} s={s}" for t, s in pairs)
+
+
 def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
     """The datasets by name (two datasets under one name are refused: :mod:`e1.data.identity`) and
     the fingerprint of each, taken over the whole dataset (``--limit`` does not change it)."""
     from e1.data import fingerprint, load_datasets
 
     datasets = load_datasets(config.datasets, config.data_dir)
+    for name, frame in datasets.items():  # a local file's task column names rewards --include may have added
+        check_tasks(frame["task"].unique(), f"--datasets {name}")
     fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
     if config.limit:
         datasets = {name: frame.head(config.limit) for name, frame in datasets.items()}
@@ -179,9 +224,10 @@ def _batches(todo: list[tuple], config: EvalConfig) -> list[list[tuple]]:
     return [todo[start : start + problems_per_call] for start in range(0, len(todo), problems_per_call)]
 
 
-def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress) -> None:
+def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, store, progress, kept: int = 0) -> None:
     """Generate batch k + 1 while batch k is scored in the background; each batch is appended to
-    ``store`` once scored, in order (``store`` None: a rank that only decodes)."""
+    ``store`` once scored, in order (``store`` None: a rank that only decodes). ``kept``: samples
+    a resumed run found done ("16 of 80 kept, generating 64 samples")."""
     from e1.eval.overlap import overlapped
 
     if store is None:  # a tensor-parallel rank after its shard's first: it decodes alongside; the first scores
@@ -189,13 +235,15 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
             _generate_batch(engine, batch, config)
         return
     total = sum(len(batch) for batch in batches) * config.n
-    with config.scoring.scorer() as scorer, progress.task(f"generating {total} samples", total=total) as bar:
+    described = f"{kept} of {kept + total} kept, generating {total} samples" if kept else f"generating {total} samples"
+    with config.scoring.scorer() as scorer, progress.task(described, total=total) as bar:
 
         def write(rows: list[dict]) -> None:
             store.append(rows)
-            bar.advance(len(rows))
 
-        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config),
+        # the bar moves as the engine finishes each sample, not once per batch (a sweep's first batch
+        # may hold every cell of its problems: minutes at 0/320)
+        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance),
                    finish=lambda generated: _score_batch(generated, scorer), emit=write)
 
 
@@ -214,6 +262,7 @@ def preflight(config: EvalConfig, model: bool = True) -> None:
     from e1.store import check_context, check_model_path, check_writable
 
     check_writable(config.out)
+    check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails now, not after the run
     if model and config.api is None:  # a served model is checked by asking its server
         check_model_path(config.model)
         check_context(config.model, config.budgets, [m for m in config.modes if m.bounded], config.engine.max_model_len)
@@ -265,16 +314,17 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
     return todo
 
 
-def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tuple]:
+def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=None) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
-    (mode, budget, problem, completion, prompt) for every sample."""
-    from e1.engine import RequestError, problem_seed
+    (mode, budget, problem, completion, prompt) for every sample. ``progress(count)`` hears of
+    samples as the engine finishes them (``len(batch) * n`` in all)."""
     from e1.data import build_prompt
+    from e1.engine import RequestError, problem_seed
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared
 
-        return generate_shared(engine, batch, config)
+        return generate_shared(engine, batch, config, progress)
     groups: dict[tuple, list] = {}
     for mode, budget, problem in batch:
         groups.setdefault((mode, budget), []).append(problem)
@@ -285,7 +335,8 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
         prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
                    for p in problems]
         try:
-            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds)
+            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds,
+                                          progress=progress)
         except RequestError as err:  # an API request that failed: name the problem
             problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
             raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
@@ -296,6 +347,7 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig) -> list[tupl
 
 def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     """Score a generated batch at once (code: all its programs through the sandbox); its sample rows."""
+    from e1.data import carried_fields
     from e1.engine import DEFAULT_END
     from e1.rewards import gold_text
 
@@ -311,7 +363,7 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
         rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None)
-                    | {"overthinking_tokens": late})
+                    | {"overthinking_tokens": late} | carried_fields(problem))
     return rows
 
 

@@ -75,10 +75,15 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
     return mode.followable_tokens(budget, max_tokens)
 
 
-def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
+ROOT_SHARE = 0.5  # of each sample's progress, counted when the root it follows is grown (the long part)
+
+
+def generate_shared(engine, batch: list[tuple], config, progress=None) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion, prompt)``
-    for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`)."""
+    for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`).
+    ``progress(amount)`` adds up to ``len(batch) * n``: a finished root counts :data:`ROOT_SHARE` of
+    the samples that follow it (on average over the batch), a finished row the rest."""
     from e1.engine import problem_seed
     from e1.data import build_prompt
 
@@ -88,19 +93,24 @@ def generate_shared(engine, batch: list[tuple], config) -> list[tuple]:
         cells.setdefault((mode, budget), []).append(_key(problem))
     prompts = {key: build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt)
                for key, p in problems.items()}
-    roots = _grow_roots(engine, problems, prompts, cells, config)
+    per_root = ROOT_SHARE * len(batch) / len(problems)  # samples a root serves, on average, times the share
+    roots = _grow_roots(engine, problems, prompts, cells, config,
+                        progress and (lambda count: progress(count * per_root)))
+    row_share = 1.0 - ROOT_SHARE if roots else 1.0
+    rows_done = progress and (lambda count: progress(count * row_share))
     generated = []
     for (mode, budget), keys in cells.items():
         seeds = [problem_seed(config.sampling.seed, problems[k].dataset, problems[k].id, mode, budget) for k in keys]
         prefixes = [roots[k][j] for k in keys for j in range(config.n)] if roots else None
         completions = engine.generate([prompts[k] for k in keys], budget, mode, config.sampling, n=config.n,
-                                      seeds=seeds, prefixes=prefixes)
+                                      seeds=seeds, prefixes=prefixes, progress=rows_done)
         generated += [(mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]])
                       for c in completions]
     return generated
 
 
-def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config) -> dict[tuple, list[list[int]]]:
+def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config,
+                progress=None) -> dict[tuple, list[list[int]]]:
     """Each problem's ``n`` unconstrained samples, as long as the longest cell of the batch can use
     (``{}`` when no cell follows anything, e.g. only ``t = 0``)."""
     max_tokens = config.sampling.max_tokens
@@ -111,7 +121,7 @@ def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config) -> d
     seeds = [root_seed(config.sampling.seed, problems[k].dataset, problems[k].id) for k in keys]
     budget = next(iter(cells))[1]  # mode none ignores it (its length is the sampling's max_tokens)
     roots = engine.generate([prompts[k] for k in keys], budget, ROOT, replace(config.sampling, max_tokens=length),
-                            n=config.n, seeds=seeds)
+                            n=config.n, seeds=seeds, progress=progress)
     grown: dict[tuple, list[list[int]]] = {k: [] for k in keys}
     for c in roots:
         grown[keys[c.prompt_index]].append(c.token_ids)

@@ -45,9 +45,9 @@ from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine import Mode
 from e1.errors import ConfigError
-from e1.eval.run import RUN_IDENTITY, EvalConfig
+from e1.eval.run import RUN_IDENTITY, EvalConfig, check_grid
 from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
-from e1.report import NullProgress
+from e1.report import NullProgress, check_trackers, parse_report_to
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 DECODED_PLOT = "curves_decoded.png"  # x = every decoded token (early-exit's trials too), when a mode has trials
@@ -244,6 +244,7 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     from e1.store import check_context, check_model_path, check_writable
 
     check_writable(config.out)
+    check_trackers(parse_report_to(config.settings.report_to))  # a tracker that cannot log fails now, not at the end
     for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
         check_context(model, config.settings.budgets, [m for m in config.modes if m.bounded],
@@ -332,7 +333,8 @@ def curves_frame(summary):
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
     """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
-    check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
+    previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
+    check_grid(out, previous, config.to_json(), command="e1 sweep")
 
 
 def _in_config_order(frame, config: SweepConfig):

@@ -126,9 +126,11 @@ class TrainConfig:
     rollout_cut: str = "force"  # a rollout at its budget: "force" the end marker and solve (paper) | "zero" (ThinkPrune)
     length_reward: str | None = None  # shaping after the task reward: l1-exact | l1-max | dapo | cosine [:key=value]
     report_to: str = "none"  # metrics also to: tensorboard | wandb | tensorboard,wandb | none
+    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts), recorded for --resume
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
+        object.__setattr__(self, "include", tuple(str(path) for path in self.include))
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", Path(self.data_dir))
         check_numbers(self, TRAIN_NUMBERS)  # first: NaN, inf and 23-digit seeds never reach anything else
@@ -236,6 +238,8 @@ class TrainConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
+        if not self.include:  # recorded only when given: config.json stays as it was without --include
+            del data["include"]
         return data
 
 
@@ -270,9 +274,10 @@ def check_keys(values: dict[str, Any], source: str = "config") -> None:
 
 # a config file's value for a field must be one of these (bool is refused where a number belongs:
 # TOML/YAML ``true`` is not 1); "Path" fields take strings
-_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "Path": (str, Path)}
+_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "Path": (str, Path),
+          "tuple[str, ...]": (list, tuple)}
 _TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
-               "Path": "a path (a string)"}
+               "Path": "a path (a string)", "tuple[str, ...]": "a list of paths"}
 
 
 def check_types(values: dict[str, Any], source: str = "config") -> None:
@@ -302,6 +307,8 @@ def _example(key: str) -> str:
     default = DEFAULTS[key]
     if default is None or default is MISSING:
         return '"..."'
+    if isinstance(default, tuple):
+        return '["my_rewards.py"]'
     if isinstance(default, bool):
         return str(default).lower()
     if isinstance(default, float):  # 1.0e-06, not 1e-06: YAML 1.1 reads a mantissa without a dot as a string

@@ -42,7 +42,7 @@ import random
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -70,8 +70,8 @@ from e1.grpo.problems import prepare_inputs
 from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
-from e1.rewards import Reward, Scorer, reward_for
-from e1.report import NullProgress
+from e1.rewards import Reward, Scorer, check_tasks
+from e1.report import NullProgress, check_trackers, parse_report_to
 from e1.store import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")
@@ -84,6 +84,11 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
           reward: Reward | None = None) -> Path:
     """Train (or resume) as configured; returns the run directory. ``on_step`` gets each metrics row;
     ``reward`` (``reward(completions, answers, **columns)``) replaces the registered rewards."""
+    from e1.data import load_includes, recorded_includes
+
+    # --include, and on --resume the includes config.json recorded: the same rewards and datasets as before
+    config = replace(config, include=load_includes([*recorded_includes(config.out), *config.include]))
+    check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails before any step
     check_run_dir(config)  # a refused run creates nothing; checked again under the lock
     progress = progress or NullProgress()
     with owned(config):
@@ -143,8 +148,7 @@ class Trainer:
         inputs = prepare_inputs(config)
         fingerprints = check_data(config, inputs.problems)
         if reward is None:
-            for task in sorted(set(inputs.problems["task"])):
-                reward_for(task)  # an unknown task fails now, not after the first rollout
+            check_tasks(inputs.problems["task"], config.data)  # an unknown task fails now, not after the first rollout
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         rank, world, device = launch(config)

@@ -13,14 +13,14 @@ from e1.report.export import export as export_run  # its own name would hide the
 from e1.report.metrics import DIFFERENCES, bootstrap_interval, mode_differences, summarize
 from e1.report.plots import plot_curves
 from e1.report.reporting import (REPORTERS, Reporters, TensorBoardReporter, WandbReporter, open_reporters,
-                                 parse_report_to, report_results)
+                                 check_trackers, parse_report_to, report_results)
 from e1.report.spending import curve_areas, solving_budgets
 from e1.report.ui import (NullProgress, RichProgress, curves_table, datasets_table, differences_table, elo_table,
-                          quiet_libraries, results_line, step_status, summary_table)
+                          next_steps, quiet_libraries, results_line, step_status, summary_table)
 
 __all__ = ["DIFFERENCES", "FORMATS", "REPORTERS", "FetchConfig", "NullProgress", "Reporters", "RichProgress",
-           "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "curve_areas",
+           "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "check_trackers", "curve_areas",
            "curves_table", "datasets_table", "differences_table", "elo_table", "estimate_rating", "export_run",
-           "fetch_contests", "load_results", "mode_differences", "open_reporters", "parse_report_to", "plot_curves",
+           "fetch_contests", "load_results", "mode_differences", "next_steps", "open_reporters", "parse_report_to", "plot_curves",
            "quiet_libraries", "report_results", "results_line", "solving_budgets", "spending_table", "step_status",
            "summarize", "summary_table"]

@@ -57,6 +57,39 @@ def parse_report_to(text: str | None) -> tuple[str, ...]:
     return names
 
 
+def check_trackers(names: tuple[str, ...]) -> None:
+    """Before any work: each tracker of ``--report-to`` can be used now (its package is installed;
+    W&B has a key, or runs offline), else one ConfigError saying how to make it so. A run that
+    fails only after its evaluation (W&B asking for a login at the end) would cost the whole run."""
+    if TENSORBOARD in names:
+        _summary_writer_class()
+    if WANDB in names:
+        _wandb()
+        if not _wandb_ready():
+            raise ConfigError("--report-to wandb: no W&B login (no WANDB_API_KEY, no key in ~/.netrc)",
+                              hint="run `wandb login`, set WANDB_API_KEY, or WANDB_MODE=offline to log without a network")
+
+
+def _wandb_ready() -> bool:
+    """W&B can log: offline or disabled, or a key in WANDB_API_KEY or the netrc file for its host."""
+    import netrc
+    import os
+    from urllib.parse import urlparse
+
+    if os.environ.get("WANDB_MODE", "").strip().lower() in ("offline", "disabled", "dryrun"):
+        return True
+    if os.environ.get("WANDB_DISABLED", "").strip().lower() in ("true", "1"):
+        return True
+    if os.environ.get("WANDB_API_KEY", "").strip():
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    try:
+        found = netrc.netrc(os.environ.get("NETRC") or None).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(found and found[2])
+
+
 def _summary_writer_class():
     try:
         from torch.utils.tensorboard import SummaryWriter

@@ -126,7 +126,7 @@ class PlainTask:
         rate = self.done / elapsed
         eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
         percent = 100 * self.done / self.total if self.total else 100.0
-        text = f"{self.description}: {self.done}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
+        text = f"{self.description}: {self.done:.0f}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
         return f"{text}  {self.status}" if self.status else text
 
     def close(self) -> None:
@@ -155,6 +155,18 @@ def step_status(row: dict) -> str:
 def results_line(out: Path, *files: str) -> str:
     """The closing line of a command: where its results are."""
     return f"results in [bold]{out}[/bold] ({', '.join(files)})"
+
+
+def next_steps(out: Path, *commands: str) -> str:
+    """The line after a run's results: the commands that look at it next (default: e1 view, e1 export).
+
+    >>> next_steps(Path("runs/eval/x"))
+    'next: e1 view runs/eval/x   ·   e1 export runs/eval/x'
+    """
+    import shlex
+
+    place = shlex.quote(str(out))
+    return "next: " + "   ·   ".join(commands or (f"e1 view {place}", f"e1 export {place}"))
 
 
 def summary_table(summary, title: str = "Results"):
@@ -193,7 +205,8 @@ def summary_table(summary, title: str = "Results"):
              *(["tok/✓"] if "tok/✓" in figures else []), "forced", "natural", *(["cut"] if "cut" in figures else []),
              "no ans."]
     caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
-    return FittedTable(title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1])
+    return FittedTable(title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1],
+                       keep=("avg@n",))
 
 
 def _spending_figures(summary) -> dict[str, list[str]]:
@@ -219,8 +232,12 @@ class FittedTable:
     are wider than the terminal, a key cell folds onto a second line rather than lose its end)."""
 
     def __init__(self, title: str, caption: str, keys: dict[str, list[str]], figures: dict[str, list[str]],
-                 shed: list[str]):
-        self.title, self.caption, self.keys, self.figures, self.shed = title, caption, keys, figures, shed
+                 shed: list[str], keep: tuple[str, ...] = ()):
+        keys, figures, constant = _drop_constant(keys, figures, keep)
+        if constant:
+            caption += "; the same in every row: " + ", ".join(f"{name} {value}" for name, value in constant.items())
+        self.title, self.caption, self.keys, self.figures = title, caption, keys, figures
+        self.shed = [header for header in shed if header in figures]
 
     def table(self, hidden: frozenset = frozenset(), fold: bool = False):
         from rich import box
@@ -252,6 +269,21 @@ class FittedTable:
         else:
             table = self.table(hidden, fold=True)
         yield table
+
+
+def _drop_constant(keys: dict[str, list[str]], figures: dict[str, list[str]], keep: tuple[str, ...]):
+    """Columns of two rows or more whose every cell is the same leave the table for its caption
+    (``{header: plain value}``), but those in ``keep`` and the last key column (a row needs a name)."""
+    from rich.text import Text
+
+    def same(cells: list[str]) -> bool:
+        return len(cells) >= 2 and len(set(cells)) == 1
+    dropped_keys = [h for h in list(keys)[:-1] if same(keys[h]) and h not in keep]
+    dropped = [h for h in figures if same(figures[h]) and h not in keep]
+    constant = {h: Text.from_markup(cells[0]).plain.replace("\n", " ")
+                for h, cells in [*((h, keys[h]) for h in dropped_keys), *((h, figures[h]) for h in dropped)]}
+    return ({h: cells for h, cells in keys.items() if h not in dropped_keys},
+            {h: cells for h, cells in figures.items() if h not in dropped}, constant)
 
 
 def _under(value: str, detail: str) -> str:

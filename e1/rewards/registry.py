@@ -85,6 +85,23 @@ def reward_for(task: str) -> Reward:
     raise RewardError(f"unknown reward task {task!r}", hint=hint)
 
 
+def check_tasks(tasks, where: str) -> None:
+    """Every task in ``tasks`` (a dataset's ``task`` column) has a reward; else one RewardError
+    naming the first that has none, the closest known tasks, and how to add one.
+
+        >>> check_tasks(["math", "mathh"], "probs.jsonl")
+        Traceback (most recent call last):
+        ...
+        e1.errors.RewardError: probs.jsonl: task 'mathh' has no reward (did you mean 'math'?; or register it: @register_reward('mathh') in a file passed with --include FILE)
+    """
+    unknown = sorted(set(map(str, tasks)) - set(_REWARDS))
+    if unknown:
+        close = did_you_mean(unknown[0], reward_tasks(), listing="known tasks:")
+        raise RewardError(f"{where}: task {unknown[0]!r} has no reward",
+                          hint=f"{close}; or register it: @register_reward({unknown[0]!r}) in a file passed with "
+                               "--include FILE")
+
+
 def reward_tasks() -> list[str]:
     """Names of all registered reward tasks, sorted."""
     return sorted(_REWARDS)

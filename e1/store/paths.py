@@ -69,3 +69,30 @@ def inside(root: Path, *parts: str | Path) -> Path:
         raise ResultsError(f"{Path(*parts)} would lie outside {root}",
                            hint="a name from a run or a config became a path: rename it")
     return path
+
+
+def new_run_dir(root: Path, labels: list[str], now=None) -> Path:
+    """A run directory no run has used: ``root/<labels>-<YYYYmmdd-HHMMSS>`` (``-2``, ``-3``, ... when
+    taken), each label shortened to its last path part without suffix, so two commands never share
+    a default ``--out`` by accident.
+
+        >>> from datetime import datetime
+        >>> new_run_dir(Path("runs/eval"), ["Salesforce/E1-Math-1.5B", "data/probs.jsonl"], datetime(2026, 1, 2, 3, 4, 5))
+        PosixPath('runs/eval/E1-Math-1.5B-probs-20260102-030405')
+    """
+    from datetime import datetime
+
+    stamp = (now or datetime.now()).strftime("%Y%m%d-%H%M%S")
+    parts = [re.sub(r"[^A-Za-z0-9._+]+", "-", _short(label)).strip("-.")[:40] for label in labels]
+    name = file_name("-".join([part for part in parts if part] + [stamp]))
+    path, copy = root / name, 2
+    while path.exists():
+        path, copy = root / f"{name}-{copy}", copy + 1
+    return path
+
+
+def _short(label: str) -> str:
+    """``org/Model-1.5B`` -> ``Model-1.5B``; ``a/probs.jsonl`` -> ``probs``; ``x,y`` -> ``x+y``."""
+    names = [Path(part.strip().rstrip("/")).name for part in str(label).split(",") if part.strip()]
+    return "+".join(Path(name).stem if Path(name).suffix.lower() in (".jsonl", ".json", ".parquet", ".csv")
+                    else name for name in names)

@@ -323,14 +323,16 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None):
 def samples_frame(rows=None, frame=None):
     """Samples as a DataFrame with the schema's columns and dtypes, from rows (dicts keyed by
     :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`;
-    columns beyond the schema, a sweep's ``model``, are kept in front)."""
+    columns beyond the schema, a sweep's ``model`` and a local file's own fields, are kept in front)."""
     import pandas as pd
 
     if frame is None:
+        carried: dict[str, None] = {}  # a local file's own fields (e1.data.fields), kept as text
         for row in rows or []:  # a column added later (SAMPLE_DEFAULTS) may be left out, as in older files
-            if not set(SAMPLE_COLUMNS) - set(SAMPLE_DEFAULTS) <= row.keys() <= set(SAMPLE_COLUMNS):
-                raise ValueError(f"a sample row needs exactly the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
-        frame = pd.DataFrame(rows or [], columns=SAMPLE_COLUMNS)
+            if not set(SAMPLE_COLUMNS) - set(SAMPLE_DEFAULTS) <= row.keys():
+                raise ValueError(f"a sample row needs the columns {SAMPLE_COLUMNS}, got {sorted(row)}")
+            carried.update(dict.fromkeys(key for key in row if key not in SAMPLE_COLUMNS))
+        frame = pd.DataFrame(rows or [], columns=[*carried, *SAMPLE_COLUMNS]).astype(dict.fromkeys(carried, "string"))
     missing = {column: value for column, value in SAMPLE_DEFAULTS.items() if column not in frame.columns}
     foreign = [column for column in SAMPLE_COLUMNS if column not in frame.columns and column not in missing]
     if foreign:

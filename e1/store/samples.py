@@ -119,7 +119,7 @@ class SampleStore:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = _e1_schema()
+        schema = _with_part_columns(_e1_schema(), self.parts())
         compacted = self.out / SAMPLES
         if not compacted.is_file():
             return schema
@@ -138,6 +138,23 @@ class SampleStore:
                                    "move it away or use another --out")
         extra = [field for field in found if field.name not in schema.names]
         return pa.schema(extra + list(schema))
+
+
+def _with_part_columns(schema, parts: list[Path]):
+    """``schema`` with the columns the parts add beyond it (a local file's fields), as text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    extra: dict[str, None] = {}
+    for part in parts:
+        try:
+            names = pq.read_schema(part).names
+        except (OSError, pa.ArrowException) as err:
+            raise ResultsError(f"cannot read the parts in {part.parent}: {part.name}: {err}",
+                               hint="move the damaged part away and rerun "
+                               "(its samples are generated again)") from err
+        extra.update(dict.fromkeys(name for name in names if name not in schema.names))
+    return pa.schema([pa.field(name, pa.string()) for name in extra] + list(schema))
 
 
 def _e1_schema():

@@ -324,11 +324,18 @@ async function loadComparison() {
 async function initTraining() {
   const runs = await api("metrics");
   const measured = (column) => runs.some((run) => run.rows.some((row) => row[column] !== null && row[column] !== undefined));
-  const columns = [...new Set(runs.flatMap((run) => run.columns))].filter((column) => column !== "step" && measured(column));
+  const values = (column) => runs.flatMap((run) => run.rows.map((row) => row[column])).filter((v) => v !== null && v !== undefined);
+  // a metric with the same value at every step (two or more) is a flat line: named below the charts, not drawn
+  const flat = (column) => { const seen = values(column); return seen.length > 1 && seen.every((v) => v === seen[0]); };
+  const measuredColumns = [...new Set(runs.flatMap((run) => run.columns))].filter((column) => column !== "step" && measured(column));
+  const flatColumns = measuredColumns.filter(flat);
+  const columns = measuredColumns.filter((column) => !flatColumns.includes(column));
   const lastStep = Math.max(1, ...runs.flatMap((run) => run.rows.map((row) => row.step)));
   const phases = columns.filter((column) => column.endsWith("_s"));
   const box = el("div", { class: "plots" });
-  $("training-plots").replaceChildren(box);
+  const flatNote = el("p", { class: "note", id: "flat-metrics" },
+    flatColumns.length ? `the same at every step (not drawn): ${flatColumns.map((c) => `${c} ${values(c)[0]}`).join(", ")}` : "");
+  $("training-plots").replaceChildren(box, flatNote);
   const charts = columns.filter((column) => !phases.includes(column)).map((column) => [column, [column]]);
   if (phases.length) charts.push(["seconds per phase", phases]);
   for (const [title, series] of charts) {

@@ -1,0 +1,128 @@
+"""``--include PATH``: load the user's own code, which registers rewards, benchmarks, prompt styles or modes.
+
+    paths = load_includes(["my_rewards.py", "plugins/"])   # absolute paths, as config.json records them
+
+A file is imported as a module; a folder with an ``__init__.py`` as a package; any other folder
+as each of its ``*.py`` files (sorted; names starting with ``_`` left out). The code registers
+what it brings the usual way (``@register_reward("shout")``, ``register(Benchmark(...))``,
+``@register_prompt("shout")``, ``@register_mode``). Each path is imported once per process, so a
+run that loads the includes its ``config.json`` recorded (a resume) after the command line did
+registers nothing twice. A path that is not there, or code that fails to import, is one line:
+the error's own message, not a traceback (``E1_DEBUG=1`` shows it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from e1.errors import ConfigError, E1Error
+
+_LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
+
+
+def load_includes(paths: Iterable[str | Path]) -> tuple[str, ...]:
+    """Import each path (once per process); their absolute paths, in order, duplicates dropped."""
+    loaded = []
+    for given in paths:
+        path = Path(given).expanduser().resolve()
+        if path not in _LOADED:
+            _LOADED[path] = _import(path, str(given))
+        loaded.append(str(path))
+    return tuple(dict.fromkeys(loaded))
+
+
+def recorded_includes(out: Path | None) -> list[str]:
+    """The includes a run directory's ``config.json`` recorded (none when there is no run there yet)."""
+    import json
+
+    config = Path(out) / "config.json" if out is not None else None
+    if config is None or not config.is_file():
+        return []
+    try:
+        recorded = json.loads(config.read_text()).get("include") or []
+    except (OSError, ValueError, AttributeError):
+        return []  # an unreadable config.json is the run directory check's to report
+    return [str(path) for path in recorded] if isinstance(recorded, list) else []
+
+
+def _import(path: Path, given: str) -> str:
+    """Import a file, a package folder, or every module of a plain folder; the module name used."""
+    if path.is_file() and path.suffix == ".py":
+        return _import_module(path, _module_name(path), given)
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return _import_module(
+            path / "__init__.py", _module_name(path), given, package=path
+        )
+    if path.is_dir():
+        modules = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
+        if not modules:
+            raise ConfigError(
+                f"--include {given}: the folder holds no .py file",
+                hint="point at a module or a package",
+            )
+        for module in modules:
+            _import_module(module, _module_name(module), given)
+        return _module_name(path)
+    if path.exists():
+        raise ConfigError(
+            f"--include {given}: not a .py file or a folder",
+            hint="point at a module or a package",
+        )
+    raise ConfigError(
+        f"--include {given}: no such file or folder", hint="check the path"
+    )
+
+
+def _module_name(path: Path) -> str:
+    """A name no other module has: the stem and a digest of the full path (two ``rewards.py`` differ)."""
+    digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
+    stem = "".join(c if c.isalnum() else "_" for c in path.stem)
+    return f"e1_include_{stem}_{digest}"
+
+
+def _import_module(
+    file: Path, name: str, given: str, package: Path | None = None
+) -> str:
+    spec = importlib.util.spec_from_file_location(
+        name, file, submodule_search_locations=[str(package)] if package else None
+    )
+    if spec is None or spec.loader is None:
+        raise ConfigError(
+            f"--include {given}: cannot import {file}",
+            hint="point at a .py file or a package",
+        )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # a package's submodules import it by this name
+    try:
+        spec.loader.exec_module(module)
+    except E1Error as err:  # e.g. a reward registered twice: its own message and hint
+        sys.modules.pop(name, None)
+        raise type(err)(f"--include {given}: {err.message}", hint=err.hint) from err
+    except BaseException as err:  # the user's code: any error it raises, as one line
+        sys.modules.pop(name, None)
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        where = (
+            "" if isinstance(err, SyntaxError) else _where(err, file)
+        )  # a SyntaxError names its line
+        raise ConfigError(
+            f"--include {given}: {type(err).__name__}: {err}{where}",
+            hint="fix the code (E1_DEBUG=1 shows the traceback)",
+        ) from err
+    return name
+
+
+def _where(err: BaseException, file: Path) -> str:
+    """`` (at NAME.py line N)`` for the innermost frame in the included code, if any."""
+    tb, found = err.__traceback__, None
+    folder = file.parent
+    while tb is not None:
+        frame_file = Path(tb.tb_frame.f_code.co_filename)
+        if frame_file.parent == folder or folder in frame_file.parents:
+            found = f" (at {frame_file.name} line {tb.tb_lineno})"
+        tb = tb.tb_next
+    return found or ""

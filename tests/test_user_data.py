@@ -1,0 +1,551 @@
+"""Your own data and your own code, driven through the command line as a user would.
+
+A local file keeps its fields (carried into samples.parquet as text), honours a ``task`` column,
+and --include loads a reward that a run records and a resume loads again; a run's default --out
+is a new folder, and a run folder holds one grid.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import os
+import re
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from e1.cli.app import app
+from e1.data import load_dataset, load_includes
+from e1.data.fields import FIELD_NAME, field_value, reserved_columns
+from e1.errors import ConfigError, DataError
+
+YELL = '''
+from e1.rewards import register_reward
+
+
+@register_reward("yell")
+def yell(completions, answers, **columns):
+    """1 when the solution (after the last </think>) is non-empty upper case text."""
+    return [1.0 if c.rsplit("</think>", 1)[-1].strip().isupper() else 0.0 for c in completions]
+'''
+
+
+def e1(*args: str):
+    return CliRunner().invoke(app, list(args), prog_name="e1")
+
+
+def e1_main(*args: str) -> tuple[int, str]:
+    """The real entry point (``python -m e1``), whose errors are one red line: (exit code, all output)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "e1", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.fixture
+def yell_file(tmp_path):
+    (tmp_path / "mine").mkdir()
+    path = tmp_path / "mine" / "yell_reward.py"
+    path.write_text(YELL)
+    return path
+
+
+def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
+    tmp_path, tiny_model_dir, yell_file
+):
+    data = write_jsonl(
+        tmp_path / "mine.jsonl",
+        [
+            {
+                "problem": "Say hi loudly.",
+                "answer": "HI",
+                "task": "yell",
+                "level": 3,
+                "source": {"book": "x"},
+            },
+            {"problem": "What is 1 + 1?", "answer": "2", "level": "easy"},
+        ],
+    )
+    run = [
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(data),
+        "--think",
+        "4",
+        "--solve",
+        "4",
+        "--n",
+        "2",
+        "--temperature",
+        "0",
+    ]
+    result = e1(*run, "--include", str(yell_file), "--out", "run")
+    assert result.exit_code == 0, result.output
+    assert (
+        "e1 view run" in result.output and "e1 export run" in result.output
+    )  # the next commands
+    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet").sort_values(
+        ["problem_id", "sample_index"]
+    )
+    by_problem = samples.groupby("problem_id").first()
+    assert list(by_problem["level"]) == ["3", "easy"]  # kept, as text
+    assert json.loads(by_problem.loc["mine-0", "source"]) == {"book": "x"} and pd.isna(
+        by_problem.loc["mine-1", "source"]
+    )
+    yelled = samples[samples["problem_id"] == "mine-0"]
+    expected = [
+        1.0 if text.strip().isupper() else 0.0 for text in yelled["solution_text"]
+    ]
+    assert (
+        list(yelled["reward"]) == expected
+    )  # the yell reward, not math's (the gold "HI" is never boxed)
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["include"] == [str(yell_file.resolve())]
+    again = e1(
+        *run, "--out", "run"
+    )  # a resume without --include: config.json brings the reward back
+    assert again.exit_code == 0, again.output
+    assert len(pd.read_parquet(tmp_path / "run" / "samples.parquet")) == 4
+
+
+def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
+    tmp_path, tiny_model_dir
+):
+    data = write_jsonl(
+        tmp_path / "p.jsonl", [{"problem": "p", "answer": "1", "task": "mathh"}]
+    )
+    code, said = e1_main(
+        "eval", "--model", str(tiny_model_dir), "--datasets", str(data), "--out", "run"
+    )
+    assert (
+        code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1
+    ), said
+    assert (
+        "task 'mathh' has no reward" in said
+        and "did you mean 'math'" in said
+        and "--include" in said
+    )
+    assert not (tmp_path / "run" / "samples.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "source, shown, commands",
+    [
+        (
+            "raise ValueError('no key for my judge')",
+            "ValueError: no key for my judge (at bad.py line 1)",
+            (
+                ["eval", "--model", "nowhere", "--datasets", "aime"],
+                ["sweep", "--model", "nowhere", "--datasets", "aime"],
+                ["train", "--model", "nowhere", "--data", "aime", "--out", "t"],
+            ),
+        ),
+        (
+            "def broken(:\n",
+            "SyntaxError",
+            (["eval", "--model", "nowhere", "--datasets", "aime"],),
+        ),
+        (
+            "import not_a_module_anywhere",
+            "ModuleNotFoundError",
+            (["eval", "--model", "nowhere", "--datasets", "aime"],),
+        ),
+    ],
+)
+def test_a_broken_include_is_one_line_before_any_model_loads(
+    tmp_path, source, shown, commands
+):
+    (tmp_path / "bad.py").write_text(source)
+    for command in commands:
+        code, said = e1_main(*command, "--include", "bad.py")
+        assert (
+            code == 1
+            and "Traceback" not in said
+            and len(said.strip().splitlines()) == 1
+        ), said
+        assert "--include bad.py" in said and shown in said
+    code, said = e1_main(
+        "eval", "--model", "nowhere", "--datasets", "aime", "--include", "nope.py"
+    )
+    assert code == 1 and "--include nope.py: no such file or folder" in said
+
+
+def test_include_takes_a_package_or_a_folder_of_modules_once_each(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "from . import helper\nLOADS = helper.count()\n"
+    )
+    (package / "helper.py").write_text(
+        "import builtins\n"
+        "def count():\n"
+        "    builtins.e1_test_loads = getattr(builtins, 'e1_test_loads', 0) + 1\n"
+        "    return builtins.e1_test_loads\n"
+    )
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.py").write_text(
+        "import builtins\nbuiltins.e1_test_plain = getattr(builtins, 'e1_test_plain', '') + 'a'\n"
+    )
+    (plain / "b.py").write_text("import builtins\nbuiltins.e1_test_plain += 'b'\n")
+    (plain / "_private.py").write_text("raise RuntimeError('never imported')\n")
+    import builtins
+
+    paths = load_includes([package, str(plain), package])
+    assert paths == (str(package.resolve()), str(plain.resolve()))
+    load_includes(
+        [plain, package]
+    )  # a resume in the same process registers nothing twice
+    assert builtins.e1_test_loads == 1 and builtins.e1_test_plain == "ab"
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no .py file"):
+        load_includes([tmp_path / "empty"])
+
+
+def test_sft_learns_a_jsonl_completion_column(tmp_path, tiny_model_dir):
+    data = write_jsonl(
+        tmp_path / "sft.jsonl",
+        [
+            {
+                "problem": f"What is {i} + {i}?",
+                "answer": str(2 * i),
+                "completion": f"<think>{i}+{i}</think>\\boxed{{{2 * i}}}",
+            }
+            for i in range(4)
+        ],
+    )
+    result = e1(
+        "train",
+        "--algo",
+        "sft",
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        str(data),
+        "--steps",
+        "1",
+        "--prompts-per-step",
+        "2",
+        "--mini-batch-prompts",
+        "2",
+        "--micro-batch",
+        "2",
+        "--out",
+        "sft",
+    )
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "sft" / "checkpoints" / "step_1" / "config.json").is_file()
+    assert "e1 view sft" in result.output
+
+
+def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(
+    tmp_path, tiny_model_dir, problems_file
+):
+    def run(think: str, *more: str):
+        return e1(
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--think",
+            think,
+            "--solve",
+            "4",
+            "--n",
+            "1",
+            "--limit",
+            "2",
+            *more,
+        )
+
+    first, second = run("4"), run("4")
+    assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
+    folders = sorted((tmp_path / "runs" / "eval").iterdir())
+    assert len(folders) == 2 and all(
+        re.fullmatch(r"tiny-toy-\d{8}-\d{6}(-\d+)?", f.name) for f in folders
+    )
+    resumed = run("4", "--out", str(folders[0]))
+    assert (
+        resumed.exit_code == 0 and "generating" not in resumed.output
+    )  # every sample was there
+    code, said = e1_main(
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(problems_file),
+        "--think",
+        "8",
+        "--solve",
+        "4",
+        "--n",
+        "1",
+        "--limit",
+        "2",
+        "--out",
+        str(folders[0]),
+    )
+    assert (
+        code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1
+    ), said
+    assert (
+        "holds a run of budgets t=4 s=4, not t=8 s=4" in said
+        and "leave out --out" in said
+    )
+    config = json.loads((folders[0] / "config.json").read_text())
+    summary = pd.read_parquet(folders[0] / "summary.parquet")
+    assert [b["think"] for b in config["budgets"]] == [4] and list(
+        summary["think_budget"]
+    ) == [4]
+
+
+# ---- the gate where a local file's fields enter: generated field names and values ----
+
+NAMES = st.one_of(
+    st.sampled_from(sorted(reserved_columns() - {"id", "problem", "answer", "task"})),
+    st.text(min_size=1, max_size=70),
+    st.from_regex(FIELD_NAME, fullmatch=True),
+)
+VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(fields=st.dictionaries(NAMES, VALUES, max_size=4), second=VALUES)
+def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(
+    tmp_path, fields, second
+):
+    fields = {
+        name: value
+        for name, value in fields.items()
+        if name not in ("id", "problem", "answer", "task")
+        and not re.fullmatch(r"Unnamed: \d+|__index_level_\d+__", name)
+    }  # a row index is no field
+    rows = [
+        {"problem": "p1", "answer": "1", **fields},
+        {"problem": "p2", "answer": "2", **dict.fromkeys(list(fields)[:1], second)},
+    ]
+    path = write_jsonl(tmp_path / "gen.jsonl", rows)
+    bad = [
+        name
+        for name in fields
+        if name in reserved_columns()
+        or not FIELD_NAME.match(name)
+        or keyword.iskeyword(name)
+    ]
+    try:
+        frame = load_dataset(str(path))
+    except DataError as err:
+        assert bad, err
+        assert "\n" not in str(err) and "field" in str(err)
+        return
+    assert not bad
+    assert list(frame.columns) == [
+        "id",
+        "dataset",
+        "problem",
+        "answer",
+        "task",
+        "task_version",
+        *fields,
+    ]
+    for index, row in enumerate(rows):
+        for name in fields:
+            kept = frame.loc[index, name]
+            expected = field_value(row.get(name))
+            assert (pd.isna(kept) and expected is None) or kept == expected
+
+
+# ---- progress and endings ----
+
+
+def test_a_tracker_that_cannot_log_is_refused_before_any_work(
+    tmp_path, tiny_model_dir, problems_file, monkeypatch
+):
+    for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DISABLED", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for command in (
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--out",
+            "run",
+        ],
+        [
+            "sweep",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--out",
+            "run",
+        ],
+    ):
+        code, said = e1_main(*command, "--report-to", "wandb")
+        assert (
+            code == 1 and len(said.strip().splitlines()) == 1 and "no W&B login" in said
+        ), said
+        assert (
+            "WANDB_MODE=offline" in said and not (tmp_path / "run").exists()
+        )  # nothing loaded, nothing written
+
+
+def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(
+    tmp_path, tiny_model_dir, problems_file
+):
+    run = [
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(problems_file),
+        "--think",
+        "4",
+        "--solve",
+        "4",
+        "--n",
+        "2",
+        "--out",
+        "run",
+    ]
+    assert e1(*run, "--limit", "1").exit_code == 0
+    resumed = e1(*run, "--limit", "3")
+    assert resumed.exit_code == 0, resumed.output
+    assert "2 of 6 kept, generating 4 samples" in resumed.output
+    sweep = e1(
+        "sweep",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(problems_file),
+        "--think",
+        "0,4",
+        "--solve",
+        "4",
+        "--n",
+        "1",
+        "--limit",
+        "2",
+        "--out",
+        "curves",
+    )
+    said = " ".join(sweep.output.split())
+    assert sweep.exit_code == 0, sweep.output
+    assert (
+        "the same in every row: dataset toy, mode elastic" in said
+    )  # not a column of the table
+    assert "next: e1 view curves · e1 export curves" in said
+
+
+class Recorder:
+    """A progress reporter that keeps every task's total and each advance."""
+
+    def __init__(self):
+        self.tasks: list[tuple[str, int, list[float]]] = []
+
+    @contextmanager
+    def task(self, description: str, total: int):
+        self.tasks.append((description, total, []))
+        yield self
+
+    @contextmanager
+    def stage(self, description: str):
+        yield
+
+    def advance(self, amount: float = 1) -> None:
+        self.tasks[-1][2].append(amount)
+
+
+def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(
+    tmp_path, tiny_engine, problems_file
+):
+    from e1.budget import Budget
+    from e1.engine import Mode, Sampling
+    from e1.eval import EvalConfig, SweepConfig, run_sweep
+
+    grid = EvalConfig(
+        model="tiny",
+        datasets=(str(problems_file),),
+        budgets=(Budget(0, 4), Budget(4, 4), Budget(8, 4)),
+        modes=(Mode("elastic"),),
+        n=2,
+        sampling=Sampling(temperature=1.0),
+        batch_size=64,
+        limit=3,
+    )
+    recorder = Recorder()
+    run_sweep(
+        SweepConfig(models=("tiny",), settings=grid, out=tmp_path / "s"),
+        progress=recorder,
+        load_engine=lambda model: tiny_engine,
+    )
+    ((_, total, advances),) = [
+        task for task in recorder.tasks if "generating" in task[0]
+    ]
+    assert (
+        total == 3 * 3 * 2
+    )  # problems × budgets × samples, all in one batch (64 // 2 problems per call)
+    assert (
+        len(advances) > 3 and advances[0] < total / 2
+    )  # it moves as samples finish, not once at the end
+    assert sum(advances) == pytest.approx(total)
+
+
+def test_a_row_index_written_as_a_column_is_no_field(tmp_path):
+    frame = pd.DataFrame(
+        {"problem": ["p1", "p2"], "answer": ["1", "2"], "level": [1, 2]}, index=[5, 9]
+    )
+    frame.to_csv(tmp_path / "p.csv")  # header ",problem,answer,level"
+    frame.to_parquet(tmp_path / "q.parquet")  # the index as __index_level_0__
+    for name in ("p.csv", "q.parquet"):
+        loaded = load_dataset(str(tmp_path / name))
+        assert list(loaded.columns) == [
+            "id",
+            "dataset",
+            "problem",
+            "answer",
+            "task",
+            "task_version",
+            "level",
+        ]
+        assert list(loaded["level"]) == ["1", "2"]
