@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,9 +12,9 @@ def view_command(
     runs: Annotated[list[Path], typer.Argument(show_default=False, metavar="RUN_DIR", help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
-    token: Annotated[Optional[str], typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
+    token: Annotated[str | None, typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
                                                  help="Secret the browser must present (the printed URL carries it); required off loopback.")] = None,
-    bundle: Annotated[Optional[Path], typer.Option("--bundle", show_default=False, metavar="OUT",
+    bundle: Annotated[Path | None, typer.Option("--bundle", show_default=False, metavar="OUT",
                                                    help="Write the viewer and the runs' data as a static folder (open OUT/index.html, or serve it with any static server) instead of serving.")] = None,
 ) -> None:
     """Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with the forced
