@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -68,11 +67,11 @@ def code_run(path):
     from e1.store.results import samples_frame, write_json, write_parquet
 
     write_json({"model": "coder", "datasets": ["humaneval"], "data_dir": str(path / "no-data")}, path / "config.json")
-    write_parquet(samples_frame([dict(
-        dataset="humaneval", problem_id="HumanEval/0", sample_index=0, mode="elastic", think_budget=16, solve_budget=64,
-        prompt_tokens=30, think_tokens=12, solve_tokens=40, forced=False, finish_reason="stop", think_text="loop over pairs",
-        solution_text="```python\ndef f(x):\n    return x\n```", extracted_answer="def f(x):\n    return x", gold="6 tests",
-        reward=0.0, correct=False, tests_passed=0.5, first_failure="test 4: wrong answer")]), path / "samples.parquet")
+    write_parquet(samples_frame([{
+        "dataset": "humaneval", "problem_id": "HumanEval/0", "sample_index": 0, "mode": "elastic", "think_budget": 16, "solve_budget": 64,
+        "prompt_tokens": 30, "think_tokens": 12, "solve_tokens": 40, "forced": False, "finish_reason": "stop", "think_text": "loop over pairs",
+        "solution_text": "```python\ndef f(x):\n    return x\n```", "extracted_answer": "def f(x):\n    return x", "gold": "6 tests",
+        "reward": 0.0, "correct": False, "tests_passed": 0.5, "first_failure": "test 4: wrong answer"}]), path / "samples.parquet")
 
 
 @pytest.fixture(scope="module")
@@ -577,7 +576,7 @@ def test_a_bundle_opens_from_disk_without_e1(browser, runs, tmp_path):
 
     out = tmp_path / "share"
     made = subprocess.run([sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "--bundle", str(out)],
-                          cwd=runs, capture_output=True, text=True, timeout=300)
+                          check=False, cwd=runs, capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
     assert f"open {out / 'index.html'}" in made.stdout
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
