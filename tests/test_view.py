@@ -42,14 +42,14 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
             for think in (4, 8):
                 for index in range(2):
                     answered = mode == "elastic"
-                    rows.append(dict(
-                        dataset="toy", problem_id=pid, sample_index=index, mode=mode, think_budget=think, solve_budget=2,
-                        prompt_tokens=5, think_tokens=think, solve_tokens=2 if answered else 0, forced=answered,
-                        finish_reason="stop" if answered else "length", think_text="x" * think,
-                        solution_text=f"\\boxed{{{model_answer}}}" if answered else "",
-                        extracted_answer=model_answer if answered else None, gold=gold,
-                        reward=float(answered and model_answer == gold), correct=answered and model_answer == gold,
-                        tests_passed=float("nan"), first_failure=None, think_end="budget" if answered else "open"))
+                    rows.append({
+                        "dataset": "toy", "problem_id": pid, "sample_index": index, "mode": mode, "think_budget": think, "solve_budget": 2,
+                        "prompt_tokens": 5, "think_tokens": think, "solve_tokens": 2 if answered else 0, "forced": answered,
+                        "finish_reason": "stop" if answered else "length", "think_text": "x" * think,
+                        "solution_text": f"\\boxed{{{model_answer}}}" if answered else "",
+                        "extracted_answer": model_answer if answered else None, "gold": gold,
+                        "reward": float(answered and model_answer == gold), "correct": answered and model_answer == gold,
+                        "tests_passed": float("nan"), "first_failure": None, "think_end": "budget" if answered else "open"})
     return rows
 
 
@@ -260,7 +260,7 @@ def test_view_settings_are_checked_before_anything_starts(monkeypatch):
 def test_command_refuses_an_exposed_address_without_a_token(tmp_path):
     eval_run(tmp_path / "run")
     result = subprocess.run([sys.executable, "-m", "e1", "view", str(tmp_path / "run"), "--host", "0.0.0.0"],
-                            capture_output=True, text=True, timeout=120)
+                            check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and result.stderr.count("\n") == 1 and "pass --token" in result.stderr
 
 
