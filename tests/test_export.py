@@ -23,8 +23,9 @@ from e1.report.export import export, model_folder, task_name
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_engine, tmp_path_factory):
-    """An eval run on a local file (toy) and on a registered hub benchmark (math500, prepared from a file)."""
-    from e1.data.preparation import prepare_file
+    """An eval run on a local file (toy) and on a registered hub benchmark (math500): its rows are written
+    here, recorded as read from the hub (as `e1 data prepare math500` records them), since tests never download."""
+    from e1.data.preparation import _write_parquet, prepare_file
 
     root = tmp_path_factory.mktemp("export-run")
     toy, math = root / "toy.jsonl", root / "math500.jsonl"
@@ -32,7 +33,8 @@ def run_dir(tiny_engine, tmp_path_factory):
                            for i in range(3)))
     math.write_text("".join(json.dumps({"unique_id": f"m{i}", "problem": f"Compute {i}.", "answer": "3"}) + "\n"
                             for i in range(2)))
-    prepare_file(math, "math500", root / "data")
+    prepared = prepare_file(math, "math500", root / "data").path
+    _write_parquet(pd.read_parquet(prepared), prepared, {"source": "hub HuggingFaceH4/MATH-500", "options": {}})
     config = EvalConfig(model="org/tiny", datasets=(str(toy), "math500"), data_dir=root / "data",
                         budgets=(Budget(4, 8), Budget(8, 8)), modes=(Mode("elastic"), Mode("truncate")), n=2,
                         sampling=Sampling(temperature=0.0), out=root / "run")
@@ -81,6 +83,14 @@ def test_lm_eval_export_loads_with_lm_eval_s_own_schema_and_readers(run_dir, tmp
             TypeAdapter(SampleResult).validate_python(doc)
             mine = cell[cell["problem_id"] == doc["doc"]["id"]].sort_values("sample_index")
             assert doc["exact_match"] == pytest.approx(mine["correct"].mean())
+            # what e1 measured survives lm-eval's schema: per sample in resps order, and the cell
+            measured = doc["doc"]["e1"]
+            assert measured["think_tokens"] == mine["think_tokens"].tolist()
+            assert measured["solve_tokens"] == mine["solve_tokens"].tolist()
+            assert measured["forced"] == mine["forced"].tolist() and measured["correct"] == mine["correct"].tolist()
+            assert (measured["mode"], measured["think_budget"], measured["solve_budget"]) == (
+                row["mode"], row["think_budget"], row["solve_budget"])
+            assert doc["forced_rate"] == pytest.approx(mine["forced"].mean())
             assert doc["filtered_resps"] == [["" if pd.isna(a) else a for a in mine["extracted_answer"].tolist()]]
             assert len(doc["resps"][0]) == 2 and doc["arguments"]["gen_args_0"]["arg_0"] == mine["prompt"].iloc[0]
     table = utils.make_table(results)  # what `lm_eval` prints
@@ -102,11 +112,24 @@ def test_lighteval_details_load_with_datasets_and_lighteval(run_dir, tmp_path):
         for row in rows:
             mine = samples[(samples["problem_id"] == row["doc"]["id"])
                            & (samples["dataset"] == row["doc"]["specific"]["dataset"])]
-            mine = mine[mine["think_budget"] + mine["solve_budget"] == row["doc"]["generation_size"]]
+            specific = row["doc"]["specific"]
+            mine = mine[(mine["think_budget"] == specific["think_budget"]) & (mine["solve_budget"] == specific["solve_budget"])
+                        & (mine["mode"] == specific["mode"])].sort_values("sample_index")
+            assert specific["think_tokens"] == mine["think_tokens"].tolist() and specific["forced"] == mine["forced"].tolist()
+            assert specific["solve_tokens"] == mine["solve_tokens"].tolist()
+            assert row["metric"]["forced_rate"] == pytest.approx(mine["forced"].mean())
+            total = specific["think_budget"] + specific["solve_budget"]
+            if Mode.parse(specific["mode"]) == Mode("truncate"):  # it stops at t + s, nothing added
+                assert row["doc"]["generation_size"] == total
+            else:  # elastic adds its grace window past t
+                assert total <= row["doc"]["generation_size"] < total + 64
             assert len(row["model_response"]["text"]) == row["doc"]["num_samples"] == 2
             assert row["model_response"]["input"] == row["doc"]["query"] != ""
             assert 0.0 <= row["metric"]["exact_match"] <= 1.0
     results = json.loads(next(p for p in written if p.suffix == ".json").read_text())
+    largest = max(t + s for t, s in zip(samples["think_budget"], samples["solve_budget"]))  # 16: t = 8, s = 8
+    assert largest <= results["config_general"]["generation_parameters"]["max_new_tokens"] < 64  # not 32768
+    assert "max_tokens" not in results["config_general"]["generation_parameters"]
     assert set(results["results"]) == {p.stem.removeprefix("details_").rsplit("_", 1)[0] for p in details} | {"all"}
 
 
@@ -134,7 +157,7 @@ def test_hub_export_parses_as_eval_results_and_model_index(run_dir, tmp_path):
     from huggingface_hub import ModelCard, parse_eval_result_entries
 
     written, skipped = export(run_dir, "hub", tmp_path / "hub")
-    assert skipped == ["toy (not a registered hub dataset: the Hub cannot name it)"]
+    assert skipped == ["skipped toy (not read from a registered hub dataset: the Hub cannot name it)"]
     summary, _ = _cells(run_dir)
     math = summary[summary["dataset"] == "math500"]
     (yaml_file,) = [p for p in written if p.suffix == ".yaml"]
@@ -180,10 +203,13 @@ def test_task_names_are_distinct_file_safe_and_read_back_by_lm_eval(cells):
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.text(min_size=1, max_size=40))
-def test_model_folders_match_lm_eval_s_sanitizer(model):
+@given(st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=4).map("/".join))
+def test_model_folders_are_visible_and_match_lm_eval_s_sanitizer_for_hub_ids(model):
     utils = pytest.importorskip("lm_eval.utils", reason="pip install lm-eval (e1[test])")
-    assert model_folder(model) == utils.sanitize_model_name(model)
+    folder = model_folder(model)
+    assert folder and not folder.startswith(".") and "/" not in folder  # ./tiny is tiny, not the hidden .__tiny
+    if all(part and not part.startswith(".") for part in model.split("/")):  # a hub id: named as lm-eval names it
+        assert folder == utils.sanitize_model_name(model)
 
 
 def test_bad_input_is_one_clear_line(run_dir, tmp_path):
@@ -198,7 +224,7 @@ def test_bad_input_is_one_clear_line(run_dir, tmp_path):
     result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "lightevl"])
     assert result.exit_code != 0 and "lighteval" in str(result.exception.hint)
     result = CliRunner().invoke(app, ["export", str(run_dir), "--format", "hub", "--out", str(tmp_path / "c")])
-    assert result.exit_code == 0 and "wrote" in result.output and "skipped" in result.output
+    assert result.exit_code == 0 and "wrote" in result.output and "note: skipped toy" in result.output
     assert "Examples" in CliRunner().invoke(app, ["export", "--help"]).output
 
 

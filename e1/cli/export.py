@@ -42,5 +42,5 @@ def export_command(
     console = Console(highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {escape(str(path))}")
-    for what in skipped:
-        console.print(f"[yellow]skipped[/yellow] {escape(what)}")
+    for note in skipped:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")

@@ -28,6 +28,7 @@ from e1.data.preparation import (
     prepare_file,
     prepared_names,
     prepared_path,
+    prepared_source,
 )
 from e1.data.prompts import PromptOptions, build_prompt
 from e1.data.registry import (
@@ -76,5 +77,6 @@ __all__ = [
     "prepare_file",
     "prepared_names",
     "prepared_path",
+    "prepared_source",
     "register",
 ]
