@@ -51,7 +51,7 @@ from e1.store import FINGERPRINTS, atomic_write, check_out, check_writable, file
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
-__all__ = ["EXPORT_DIR", "FORMATS", "export", "load_run", "model_folder", "task_name"]
+__all__ = ["EXPORT_DIR", "FORMATS", "check_repo_id", "export", "load_run", "model_folder", "push", "task_name"]
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path], list[str]]:
@@ -362,3 +362,53 @@ def markdown_text(text: str) -> str:
 
     line = " ".join(str(text).split())  # a newline would end the heading and start markup of its own
     return html.escape(re.sub(r"([\\`*_\[\]#|~$])", r"\\\1", line), quote=True)
+
+
+# ---- pushing to the Hub ------------------------------------------------------------------------
+
+HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def check_repo_id(repo: str) -> str:
+    """The one gate for ``--push``: an ``owner/name`` the Hub accepts (letters, digits, ``. _ -``, each part
+    at most 96 characters, no ``--`` or ``..``), checked by huggingface_hub's own validator as well.
+
+    >>> check_repo_id("my-org/E1-Math-1.5B")
+    'my-org/E1-Math-1.5B'
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    hint = "name the model repository as owner/name, e.g. my-org/E1-Math-1.5B"
+    repo = str(repo)
+    if not HUB_REPO.fullmatch(repo) or "--" in repo or ".." in repo or repo.endswith(".git"):
+        raise ConfigError(f"--push {repo[:100]!r} is not a hub repository id", hint=hint)
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as err:
+        raise ConfigError(f"--push {repo!r} is not a hub repository id: {str(err).splitlines()[0][:200]}", hint=hint) from None
+    return repo
+
+
+def push(written: list[Path], repo: str) -> str:
+    """Upload a hub export's ``.eval_results/*.yaml`` (the Hub's eval-results files) to the model repository
+    ``repo`` through huggingface_hub (creating it if needed; ``HF_TOKEN`` or ``hf auth login`` authenticates,
+    ``HF_ENDPOINT`` names another hub); returns the commit's URL. The model card is not uploaded: a
+    repository's README is its authors' (merge the exported one by hand)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    repo = check_repo_id(repo)
+    folders = {path.parent.parent if path.parent.name == ".eval_results" else path.parent for path in written}
+    if len(folders) != 1:
+        raise ConfigError(f"--push takes a run of one model; this run has {len(folders)}",
+                          hint="export a sweep's models/<model> run directories one by one, each with its --push")
+    api = HfApi()
+    try:
+        api.create_repo(repo, exist_ok=True)
+        commit = api.upload_folder(folder_path=str(next(iter(folders))), repo_id=repo, allow_patterns=[".eval_results/*.yaml"],
+                                   commit_message=f"Eval results from e1 {__version__}")
+    except (HfHubHTTPError, OSError, ValueError) as err:
+        raise ConfigError(f"cannot push to {repo}: {str(err).splitlines()[0][:300]}",
+                          hint="log in (hf auth login, or set HF_TOKEN) with write access to the repository") from None
+    return str(commit)
