@@ -47,7 +47,16 @@ from e1.report.run_results import (
     task_name,
     text,
 )
-from e1.store import FINGERPRINTS, atomic_write, check_out, check_writable, file_name, inside, write_json, write_text
+from e1.store import (
+    FINGERPRINTS,
+    atomic_write,
+    check_out,
+    check_writable,
+    file_name,
+    inside,
+    write_json,
+    write_text,
+)
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"

@@ -91,7 +91,12 @@ class RunResults:
         """Where the run's ``dataset`` came from: ``hub <id>`` or a mirror of it, ``file <path>`` for a
         local file (given as such, or prepared under a name with ``e1 data prepare --from``), or
         ``unknown`` when its prepared copy is gone or predates e1 recording it."""
-        from e1.data import DATA_SUFFIXES, default_data_dir, prepared_path, prepared_source
+        from e1.data import (
+            DATA_SUFFIXES,
+            default_data_dir,
+            prepared_path,
+            prepared_source,
+        )
 
         specs = [str(s) for s in self.config.get("datasets") or [self.config.get("data")] if s]
         for spec in specs:
