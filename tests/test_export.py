@@ -146,10 +146,19 @@ def test_lighteval_reads_the_details_with_its_own_tracker(run_dir, tmp_path):
     files = [p.stem.removeprefix("details_").removesuffix(f"_{date_id}") for p in written if p.suffix == ".parquet"]
     loaded = tracker.load_details_datasets(date_id, [name.removesuffix("|0") for name in files])  # tasks, few-shot apart
     assert sorted(loaded) == sorted(files) and len(files) == 8
+    samples = pd.read_parquet(run_dir / "samples.parquet")
     for dataset in loaded.values():
         for row in dataset:
             doc, response = Doc(**row["doc"]), ModelResponse(**row["model_response"])
             assert doc.num_samples == len(response.text) == 2 and response.input == doc.query
+            kept = doc.specific  # what e1 measured, through lighteval's own Doc
+            mine = samples[(samples["dataset"] == kept["dataset"]) & (samples["problem_id"] == doc.id)
+                           & (samples["mode"] == kept["mode"]) & (samples["think_budget"] == kept["think_budget"])
+                           & (samples["solve_budget"] == kept["solve_budget"])].sort_values("sample_index")
+            assert kept["think_tokens"] == mine["think_tokens"].tolist() and kept["forced"] == mine["forced"].tolist()
+            assert kept["solve_tokens"] == mine["solve_tokens"].tolist()
+            assert doc.generation_size >= kept["think_budget"] + kept["solve_budget"]
+            assert row["metric"]["forced_rate"] == pytest.approx(mine["forced"].mean())
 
 
 def test_hub_export_parses_as_eval_results_and_model_index(run_dir, tmp_path):
