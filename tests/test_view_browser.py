@@ -613,3 +613,20 @@ def test_a_bundle_opens_from_disk_without_e1(browser, runs, tmp_path):
         page.close()
     assert errors == []
     assert requests and all(r.startswith("file://") for r in requests)  # nothing asked of a server
+
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    quiet = type("Quiet", (SimpleHTTPRequestHandler,), {"log_message": lambda self, *args: None})
+    static = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=str(out)))  # any static server
+    threading.Thread(target=static.serve_forever, daemon=True).start()
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{static.server_address[1]}/index.html#samples")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(page.locator("#tab-samples")).to_be_visible()
+        expect(page.locator("#sample-table tbody tr")).not_to_have_count(0)
+    finally:
+        page.close()
+        static.shutdown()
