@@ -11,11 +11,24 @@ import sys
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from e1.errors import ConfigError
 from e1.store.results import samples_frame, write_json, write_parquet
 from e1.view.runs import Run, find_runs
-from e1.view.tables import SampleFilter, curve_points, facets, metrics, problem_ids, problem_samples, problem_text, sample_page
+from e1.view.tables import (
+    SampleFilter,
+    curve_points,
+    facets,
+    metrics,
+    problem_ids,
+    problem_samples,
+    problem_text,
+    sample_list,
+    sample_page,
+)
 
 TEXTS = {"think_text", "solution_text", "extracted_answer", "gold", "first_failure"}
 
@@ -29,14 +42,14 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
             for think in (4, 8):
                 for index in range(2):
                     answered = mode == "elastic"
-                    rows.append(dict(
-                        dataset="toy", problem_id=pid, sample_index=index, mode=mode, think_budget=think, solve_budget=2,
-                        prompt_tokens=5, think_tokens=think, solve_tokens=2 if answered else 0, forced=answered,
-                        finish_reason="stop" if answered else "length", think_text="x" * think,
-                        solution_text=f"\\boxed{{{model_answer}}}" if answered else "",
-                        extracted_answer=model_answer if answered else None, gold=gold,
-                        reward=float(answered and model_answer == gold), correct=answered and model_answer == gold,
-                        tests_passed=float("nan"), first_failure=None, think_end="budget" if answered else "open"))
+                    rows.append({
+                        "dataset": "toy", "problem_id": pid, "sample_index": index, "mode": mode, "think_budget": think, "solve_budget": 2,
+                        "prompt_tokens": 5, "think_tokens": think, "solve_tokens": 2 if answered else 0, "forced": answered,
+                        "finish_reason": "stop" if answered else "length", "think_text": "x" * think,
+                        "solution_text": f"\\boxed{{{model_answer}}}" if answered else "",
+                        "extracted_answer": model_answer if answered else None, "gold": gold,
+                        "reward": float(answered and model_answer == gold), "correct": answered and model_answer == gold,
+                        "tests_passed": float("nan"), "first_failure": None, "think_end": "budget" if answered else "open"})
     return rows
 
 
@@ -247,5 +260,77 @@ def test_view_settings_are_checked_before_anything_starts(monkeypatch):
 def test_command_refuses_an_exposed_address_without_a_token(tmp_path):
     eval_run(tmp_path / "run")
     result = subprocess.run([sys.executable, "-m", "e1", "view", str(tmp_path / "run"), "--host", "0.0.0.0"],
-                            capture_output=True, text=True, timeout=120)
+                            check=False, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1 and result.stderr.count("\n") == 1 and "pass --token" in result.stderr
+
+
+def test_the_list_holds_problem_answer_and_gold_but_never_the_thinking_or_solution(tmp_path):
+    (tmp_path / "toy.jsonl").write_text("".join(json.dumps({"id": pid, "problem": f"Solve {pid}. " + "long " * 100,
+                                                            "answer": "1"}) + "\n" for pid in ("p1", "p2")))
+    run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),), root=tmp_path)
+    listed = sample_list(run, SampleFilter(mode="elastic"))
+    assert listed["total"] == 8 and not listed["truncated"]
+    assert not {"think_text", "solution_text", "prompt"} & set(listed["rows"][0])
+    by_hand = [("p1", "3", "3", True)] * 4 + [("p2", "3", "4", False)] * 4  # the model says 3; golds 3 and 4
+    assert [(r["problem_id"], r["extracted_answer"], r["gold"], r["correct"]) for r in listed["rows"]] == by_hand
+    preview = listed["rows"][0]["problem"]
+    assert preview.startswith("Solve p1. long") and len(preview) == 240 and preview.endswith("…")  # a preview only
+
+
+def test_the_list_api_takes_the_filters_and_refuses_bad_ones(client):
+    api = client()
+    assert api.get("/api/list", params={"run": 0, "correct": "true"}).json()["total"] == 4
+    for query in ({"run": 9}, {"run": 0, "forced": "maybe"}, {"run": "0; drop"}):
+        response = api.get("/api/list", params=query)
+        assert response.status_code == 400 and "\n" not in response.json()["error"]
+
+
+def _bundle_value(path):
+    """What a bundle data file hands the page (the JSON inside ``e1Bundle.put(key, ...);``)."""
+    text = path.read_text()
+    assert text.startswith("e1Bundle.put(") and text.endswith(");\n") and text.isascii()
+    key, _, body = text[len("e1Bundle.put("):-3].partition(", ")
+    return json.loads(key), json.loads(body)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.text(max_size=60), st.text(max_size=30))
+def test_a_bundle_holds_any_text_as_data_that_cannot_end_its_script(tmp_path_factory, think, pid):
+    """Texts from a run (hypothesis writes them: quotes, </script>, U+2028, ...) come back unchanged from the
+    bundle's data files, which are ASCII: no text can close the call they sit in."""
+    pytest.importorskip("plotly")
+    from e1.view.bundle import write_bundle
+
+    root = tmp_path_factory.mktemp("bundle")
+    rows = [dict(row, think_text=think + "</script><script>alert(1)//\u2028", problem_id=pid or "p") for row in sample_rows()[:2]]
+    run = eval_run(root / "run", rows=rows)
+    write_bundle([run], root / "out")
+    (key, value), = [_bundle_value(p) for p in (root / "out" / "data" / "r0").glob("p*.js")]
+    assert key == "r0/p0" and {r["think_text"] for r in value["rows"]} == {think + "</script><script>alert(1)//\u2028"}
+    _, index = _bundle_value(root / "out" / "data" / "index.js")
+    assert index["problems"] == {"0": {f"toy\u0000{pid or 'p'}": 0}}
+
+
+def test_a_bundle_holds_only_the_page_and_values_and_refuses_a_folder_of_other_files(tmp_path):
+    pytest.importorskip("plotly")
+    from e1.cli.app import app
+
+    (tmp_path / "toy.jsonl").write_text(json.dumps({"id": "p1", "problem": "SECRET statement", "answer": "3"}) + "\n")
+    eval_run(tmp_path / "runs" / "run", datasets=(str(tmp_path / "toy.jsonl"),))
+    runner = CliRunner()
+    out = tmp_path / "share"
+    result = runner.invoke(app, ["view", str(tmp_path / "runs"), "--bundle", str(out)])
+    assert result.exit_code == 0, result.output
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert files == ["data/index.js", "data/r0/p0.js", "data/r0/p1.js", "e1-bundle.json", "index.html", "static/app.js",
+                     "static/bundle.js", "static/plotly.min.js", "static/style.css"]
+    everything = "".join(p.read_text() for p in out.rglob("*.js") if "plotly" not in p.name)
+    assert "SECRET" not in everything  # a dataset file outside the folder given is not read, so not shipped
+    assert '<script src="data/index.js">' in (out / "index.html").read_text()
+    again = runner.invoke(app, ["view", str(tmp_path / "runs"), "--bundle", str(out)])  # an earlier bundle: rewritten
+    assert again.exit_code == 0
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    refused = runner.invoke(app, ["view", str(tmp_path / "runs"), "--bundle", str(tmp_path / "mine")])
+    assert isinstance(refused.exception, ConfigError) and "not an e1 view bundle" in str(refused.exception)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"

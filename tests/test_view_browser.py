@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pandas as pd
 import pytest
@@ -68,11 +67,11 @@ def code_run(path):
     from e1.store.results import samples_frame, write_json, write_parquet
 
     write_json({"model": "coder", "datasets": ["humaneval"], "data_dir": str(path / "no-data")}, path / "config.json")
-    write_parquet(samples_frame([dict(
-        dataset="humaneval", problem_id="HumanEval/0", sample_index=0, mode="elastic", think_budget=16, solve_budget=64,
-        prompt_tokens=30, think_tokens=12, solve_tokens=40, forced=False, finish_reason="stop", think_text="loop over pairs",
-        solution_text="```python\ndef f(x):\n    return x\n```", extracted_answer="def f(x):\n    return x", gold="6 tests",
-        reward=0.0, correct=False, tests_passed=0.5, first_failure="test 4: wrong answer")]), path / "samples.parquet")
+    write_parquet(samples_frame([{
+        "dataset": "humaneval", "problem_id": "HumanEval/0", "sample_index": 0, "mode": "elastic", "think_budget": 16, "solve_budget": 64,
+        "prompt_tokens": 30, "think_tokens": 12, "solve_tokens": 40, "forced": False, "finish_reason": "stop", "think_text": "loop over pairs",
+        "solution_text": "```python\ndef f(x):\n    return x\n```", "extracted_answer": "def f(x):\n    return x", "gold": "6 tests",
+        "reward": 0.0, "correct": False, "tests_passed": 0.5, "first_failure": "test 4: wrong answer"}]), path / "samples.parquet")
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +298,341 @@ def test_training_metrics_are_plotted_by_step(page, runs):
     phases = {t["name"]: t["y"] for t in traces(page, "metric-seconds-per-phase")}
     assert {"rollout_s", "update_s", "step_s"} <= set(phases)
     assert phases["update_s"] == pytest.approx(metrics["update_s"].tolist())
+
+
+# ---- triage: the list's columns, search, sort, the detail beside it, links, diffs, curves, training, bundles ----
+
+def pixels(png: bytes):
+    """A screenshot's pixels as (r, g, b) tuples, with how often each occurs."""
+    import io
+    from collections import Counter
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    return Counter(image.get_flattened_data()), image.size
+
+
+def share(counts, size, color, tolerance=6) -> float:
+    """The fraction of a screenshot's pixels within ``tolerance`` of ``color`` on every channel."""
+    near = sum(n for rgb, n in counts.items() if all(abs(a - b) <= tolerance for a, b in zip(rgb, color)))
+    return near / (size[0] * size[1])
+
+
+def painted_rows(png: bytes, color, tolerance=6) -> list[int]:
+    """The pixel rows of a screenshot more than half painted in ``color``."""
+    import io
+
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    width, height = image.size
+    data = image.load()
+    near = lambda rgb: all(abs(a - b) <= tolerance for a, b in zip(rgb, color))
+    return [y for y in range(height) if sum(near(data[x, y]) for x in range(0, width, 4)) > width / 8]
+
+
+SELECTED = (255, 213, 79)  # #ffd54f, style.css's selected row
+LEFT_ONLY, RIGHT_ONLY = (185, 230, 189), (245, 181, 181)  # the diff's rows: only the left right / only the right right
+
+
+def column_texts(page, key: str) -> list[str]:
+    index = page.evaluate(f"() => [...document.querySelectorAll('#sample-table th')].findIndex(th => th.dataset.key === {key!r})")
+    return page.locator(f"#sample-table tbody tr td:nth-child({index + 1})").all_inner_texts()
+
+
+def search(page, text: str) -> None:
+    if page.input_value("#f-search") == text:
+        return
+    before = page.get_attribute("#sample-table", "data-loaded")
+    page.fill("#f-search", text)
+    page.wait_for_function("b => document.getElementById('sample-table').dataset.loaded !== b", arg=before)
+
+
+def test_the_list_shows_problem_answer_and_gold_searches_sorts_and_opens_the_detail_beside_it(page, runs):
+    from playwright.sync_api import expect
+
+    open_samples_of_the_eval_run(page)
+    rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet")
+    choose(page, "#f-mode", "elastic")
+    choose(page, "#f-budget", "4+40")
+    expect(page.locator("#sample-table tbody tr")).to_have_count(6)  # 3 problems × 2 samples
+    cell = rows[(rows["mode"] == "elastic") & (rows["think_budget"] == 4)].sort_values(["problem_id", "sample_index"])
+    assert column_texts(page, "extracted_answer") == cell["extracted_answer"].tolist() == ["2"] * 6  # A boxes 2
+    assert column_texts(page, "gold") == cell["gold"].tolist() == ["2", "2", "3", "3", "2", "2"]
+    statements = column_texts(page, "problem")
+    assert all(f"What is {i} + {i}?" in text for i, text in zip((0, 0, 1, 1, 2, 2), statements))
+
+    search(page, "what is 1 + 1")  # the problem's text, any case
+    expect(page.locator("#sample-count")).to_have_text("2 samples · 0 correct · 2 forced")
+    search(page, "3")  # q1's gold
+    assert column_texts(page, "problem_id") == ["q1", "q1"]
+    search(page, ".*")  # plain text, never a pattern
+    expect(page.locator("#sample-count")).to_have_text("0 samples · 0 correct · 0 forced")
+    search(page, "")
+
+    choose(page, "#f-budget", "")
+    page.click("#sample-table th[data-key=think_tokens]")
+    expect(page.locator("#sample-table th[data-key=think_tokens]")).to_have_attribute("aria-sort", "ascending")
+    elastic = rows[rows["mode"] == "elastic"]
+    assert [int(t) for t in column_texts(page, "think_tokens")] == sorted(elastic["think_tokens"])
+    page.click("#sample-table th[data-key=think_tokens]")
+    expect(page.locator("#sample-table th[data-key=think_tokens]")).to_have_attribute("aria-sort", "descending")
+    assert [int(t) for t in column_texts(page, "think_tokens")] == sorted(elastic["think_tokens"], reverse=True)
+    page.click("#sample-table th[data-key=gold]")  # strings sort too: the golds 2 before 3
+    assert column_texts(page, "gold") == sorted(elastic["gold"])
+
+    row = page.locator("#sample-table tbody tr >> nth=3")
+    row.click()
+    expect(page.locator("#sample-detail .sample")).to_have_count(1)
+    listing, detail = page.locator(".listing").bounding_box(), page.locator("#sample-detail").bounding_box()
+    assert detail["x"] >= listing["x"] + listing["width"] - 1  # beside the list, not below its rows
+    assert detail["y"] < listing["y"] + 100
+    band = painted_rows(page.locator(".listing").screenshot(), SELECTED)
+    box, top = row.bounding_box(), page.locator(".listing").bounding_box()["y"]
+    assert band and abs(band[0] - (box["y"] - top)) <= 2 and abs(len(band) - box["height"]) <= 3  # that row, and only it
+
+
+def test_search_is_plain_case_insensitive_text_for_any_query(page, runs):
+    """Whatever is typed, the list keeps exactly the rows whose problem, answer, gold or id holds it."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    open_samples_of_the_eval_run(page)
+    listed = page.evaluate("() => api('list', {run: document.getElementById('f-run').value})")["rows"]
+
+    @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.text(alphabet="Wwhat is 0123+?.*[](){}\\^$|<>&\"' ", max_size=12))
+    def holds(text):
+        search(page, text)
+        needle = text[:200].lower()
+        expected = sum(any(needle in str(r[k]).lower() for k in ("problem", "extracted_answer", "gold", "problem_id")
+                           if r[k] is not None) for r in listed)
+        assert int(page.get_attribute("#sample-count", "data-total")) == expected
+        assert page.locator("#sample-table tbody img, #sample-table tbody script").count() == 0
+
+    holds()
+
+
+def test_a_link_reopens_the_same_view(browser, page, runs):
+    from playwright.sync_api import expect
+
+    open_samples_of_the_eval_run(page)
+    choose(page, "#f-mode", "elastic")
+    choose(page, "#f-correct", "false")
+    search(page, "what is 1")
+    page.click("#sample-table th[data-key=sample_index]")
+    page.click("#sample-table th[data-key=sample_index]")  # descending
+    page.click("#sample-table tbody tr >> nth=1")
+    expect(page.locator("#sample-detail .sample")).to_have_count(1)
+    shown = page.locator("#sample-detail .sample strong").inner_text()
+    link = page.url
+    assert "#samples?" in link and "sort=sample_index" in link
+
+    other = browser.new_page()
+    errors = []
+    other.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        other.goto(link)
+        other.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(other.locator("#tab-samples")).to_be_visible()
+        assert other.input_value("#f-mode") == "elastic" and other.input_value("#f-correct") == "false"
+        assert other.input_value("#f-search") == "what is 1"
+        expect(other.locator("#sample-table th[data-key=sample_index]")).to_have_attribute("aria-sort", "descending")
+        expect(other.locator("#sample-detail .sample strong")).to_have_text(shown)
+        expect(other.locator("#sample-table tbody tr.selected")).to_have_count(1)
+        assert other.url == link
+    finally:
+        other.close()
+    assert errors == []
+
+
+def test_any_link_is_read_as_data_never_as_markup_or_code(browser, url):
+    """A hash from anywhere (hypothesis writes them) opens the page or its default, and nothing in it runs."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    page = browser.new_page()
+    errors, dialogs = [], []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    names = st.sampled_from(["run", "model", "mode", "budget", "q", "sort", "desc", "sample", "page", "x", "dataset",
+                             "left_run", "show", "problem", "smooth", "log", "<img src=x onerror=alert(1)>"])
+    values = st.one_of(st.text(max_size=40), st.sampled_from(["<img src=x onerror=alert(1)>", "__proto__", "constructor",
+                                                              "-1", "1e309", "NaN", "0", "999999999", '["a"]', "x" * 6000]))
+    tabs = st.sampled_from(["samples", "curves", "compare", "training", "nope", ""])
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(tabs, st.dictionaries(names, values, max_size=5))
+    def opens(tab, params):
+        from urllib.parse import urlencode
+
+        page.goto(f"{url}#{tab}?{urlencode(params)}")
+        page.reload()
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        assert page.locator("body img, main script").count() == 0 and dialogs == [] and errors == []
+        assert page.locator("#error").is_hidden()
+
+    try:
+        opens()
+    finally:
+        page.close()
+
+
+def test_a_curve_point_opens_the_samples_of_its_budget(page, runs):
+    from playwright.sync_api import expect
+
+    shown = [t["name"] for t in traces(page, "curves")]
+    index = shown.index("sweep · m/B · toy · elastic")
+    point = page.locator(f"#curves .scatterlayer .trace >> nth={index}").locator(".points path >> nth=1")  # t = 4
+    box = point.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(page.locator("#tab-samples")).to_be_visible()
+    expect(page.locator("#sample-count")).to_have_text("6 samples · 2 correct · 6 forced")  # B: right on q1 only
+    assert (page.input_value("#f-model"), page.input_value("#f-mode"), page.input_value("#f-budget")) == (
+        "m/B", "elastic", "4+40")
+    assert set(column_texts(page, "model")) == {"m/B"}
+
+
+def line_colors(page, plot: str) -> list[tuple]:
+    """The colours Plotly gave each line of ``plot``, as (r, g, b)."""
+    hexes = page.evaluate(f"() => document.getElementById({plot!r})._fullData.map(t => t.line.color)")
+    return [tuple(int(h[i:i + 2], 16) for i in (1, 3, 5)) if h.startswith("#")
+            else tuple(int(float(v)) for v in h[h.index("(") + 1:-1].split(",")[:3]) for h in hexes]
+
+
+def drawn_lines(page, plot: str) -> int:
+    """How many of ``plot``'s line colours are on its screenshot (each on 0.05% of the pixels or more)."""
+    counts, size = pixels(page.locator(f"#{plot}").screenshot())
+    return sum(share(counts, size, color, tolerance=12) > 0.0002 for color in set(line_colors(page, plot)))
+
+
+def color_at_point(page, plot: str, trace: int, point: int) -> set[tuple]:
+    """The colours of the screenshot's 7×7 pixels around where ``plot`` should draw that data point."""
+    import io
+
+    from PIL import Image
+
+    x, y = page.evaluate(f"""() => {{ const gd = document.getElementById({plot!r}), l = gd._fullLayout, t = gd.data[{trace}];
+        return [l.xaxis._offset + l.xaxis.d2p(t.x[{point}]), l.yaxis._offset + l.yaxis.d2p(t.y[{point}])]; }}""")
+    image = Image.open(io.BytesIO(page.locator(f"#{plot}").screenshot())).convert("RGB")
+    return {image.getpixel((round(x) + dx, round(y) + dy)) for dx in range(-3, 4) for dy in range(-3, 4)}
+
+
+def test_the_curves_chart_is_drawn(page):
+    # 6 lines, of which 3 lie on others (the eval run repeats the sweep's A; every truncate line is at 0)
+    assert drawn_lines(page, "curves") >= 3
+    names = [t["name"] for t in traces(page, "curves")]
+    b = names.index("sweep · m/B · toy · elastic")
+    assert line_colors(page, "curves")[b] in color_at_point(page, "curves", b, 1)  # B's point at 33% is where it belongs
+
+
+def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs):
+    from playwright.sync_api import expect
+
+    page.click("button[data-tab=compare]")
+    page.wait_for_selector("#tab-compare[data-loaded]")
+    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    page.select_option("#left-run", run_of("left", "sweep (sweep)"))
+    page.select_option("#left-model", "m/B")
+    page.select_option("#right-run", run_of("right", "m--A"))
+    for side in ("left", "right"):
+        page.select_option(f"#{side}-mode", "elastic")
+        page.select_option(f"#{side}-budget", "4+40")
+    diff = page.locator("#diff-table tbody tr")
+    expect(diff).to_have_count(6)  # 3 problems × 2 samples, keyed by problem and sample
+    counts, size = pixels(page.locator("#diff-table").screenshot())
+    assert share(counts, size, LEFT_ONLY) > 0.02 and share(counts, size, RIGHT_ONLY) > 0.02  # both kinds coloured
+    page.select_option("#d-filter", "left")  # B right on q1, A wrong there
+    expect(diff).to_have_count(2)
+    expect(page.locator("#diff-table tbody tr td:nth-child(2)")).to_have_text(["q1", "q1"])
+    counts, size = pixels(page.locator("#diff-table").screenshot())
+    assert share(counts, size, LEFT_ONLY) > 0.02 and share(counts, size, RIGHT_ONLY) == 0
+    page.select_option("#d-filter", "right")  # A right on q0 and q2, B wrong
+    expect(page.locator("#diff-table tbody tr td:nth-child(2)")).to_have_text(["q0", "q0", "q2", "q2"])
+    page.click("#diff-table tbody tr >> nth=2")
+    expect(page.locator("#tab-compare")).to_have_attribute("data-loaded", "toy/q2")
+    expect(page.locator("#right-samples .sample.right")).to_have_count(2)
+    expect(page.locator("#left-samples .sample.wrong")).to_have_count(2)
+    assert "show=right" in page.url and "problem=q2" in page.url
+
+
+def test_training_charts_smooth_and_switch_to_a_log_scale(page, runs):
+    page.click("button[data-tab=training]")
+    page.wait_for_selector("#metric-kl .main-svg")
+    metrics = pd.read_parquet(runs / "train" / "metrics.parquet")
+    linear = page.locator("#metric-mean_think_tokens").screenshot()
+    page.fill("#t-smooth", "0.5")
+    page.wait_for_function("() => document.getElementById('training-plots').dataset.drawn === '0.5/false'")
+    smoothed, raw = traces(page, "metric-mean_think_tokens")
+    first, second = metrics["mean_think_tokens"].tolist()
+    assert smoothed["y"] == pytest.approx([first, 0.5 * first + 0.5 * second])  # EMA by hand: s1 = y1, s2 = .5 s1 + .5 y2
+    assert raw["y"] == pytest.approx([first, second])
+    page.check("#t-log")
+    page.wait_for_function("() => document.getElementById('training-plots').dataset.drawn === '0.5/true'")
+    assert page.evaluate("() => document.getElementById('metric-kl').layout.yaxis.type") == "log"
+    assert page.locator("#metric-mean_think_tokens").screenshot() != linear  # the picture changed, not only the data
+    assert "smooth=0.5" in page.url and "log=1" in page.url
+
+
+def test_a_bundle_opens_from_disk_without_e1(browser, runs, tmp_path):
+    """`e1 view ... --bundle OUT`, then OUT/index.html from file://: the curves, the list, a sample's texts
+    and the diff, with every request the page makes answered from the folder."""
+    from playwright.sync_api import expect
+
+    out = tmp_path / "share"
+    made = subprocess.run([sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "--bundle", str(out)],
+                          check=False, cwd=runs, capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    assert f"open {out / 'index.html'}" in made.stdout
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    assert {p.split("/")[0] for p in files} == {"index.html", "e1-bundle.json", "static", "data"}
+    assert not [p for p in files if p.endswith(".parquet") or p.endswith(".json") and p != "e1-bundle.json"]
+
+    page = browser.new_page()
+    errors, requests = [], []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("request", lambda request: requests.append(request.url))
+    try:
+        page.goto((out / "index.html").as_uri())
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(page.locator("#runs-line")).to_contain_text("3 runs")
+        assert "sweep · m/B · toy · elastic" in [t["name"] for t in traces(page, "curves")]
+        assert drawn_lines(page, "curves") >= 3
+        open_samples_of_the_eval_run(page)
+        expect(page.locator("#sample-count")).to_have_text("36 samples · 12 correct · 18 forced")
+        choose(page, "#f-mode", "elastic")
+        choose(page, "#f-budget", "8+40")
+        page.click("#sample-table tbody tr >> nth=0")
+        rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet").set_index(
+            ["problem_id", "sample_index", "mode", "think_budget"])
+        card = page.locator("#sample-detail .sample")
+        expect(card.locator("pre.think-text")).to_have_text(rows.loc[("q0", 0, "elastic", 8)]["think_text"])
+        expect(card.locator(".cut.forced")).to_have_count(1)
+        expect(page.locator("#sample-detail .problem-text")).to_have_text(rows.loc[("q0", 0, "elastic", 8)]["prompt"])
+        page.click("button[data-tab=compare]")
+        page.wait_for_selector("#tab-compare[data-loaded]")
+        expect(page.locator("#diff-table tbody tr")).not_to_have_count(0)
+        page.click("button[data-tab=training]")
+        page.wait_for_selector("#metric-kl .main-svg")
+    finally:
+        page.close()
+    assert errors == []
+    assert requests and all(r.startswith("file://") for r in requests)  # nothing asked of a server
+
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    quiet = type("Quiet", (SimpleHTTPRequestHandler,), {"log_message": lambda self, *args: None})
+    static = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(quiet, directory=str(out)))  # any static server
+    threading.Thread(target=static.serve_forever, daemon=True).start()
+    page = browser.new_page()
+    try:
+        page.goto(f"http://127.0.0.1:{static.server_address[1]}/index.html#samples")
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        expect(page.locator("#tab-samples")).to_be_visible()
+        expect(page.locator("#sample-table tbody tr")).not_to_have_count(0)
+    finally:
+        page.close()
+        static.shutdown()

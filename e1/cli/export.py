@@ -16,6 +16,8 @@ def export_command(
                                         help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).")],
     out: Annotated[Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
                                                 help="Where to write the files.")] = None,
+    push: Annotated[str | None, typer.Option("--push", show_default=False, metavar="OWNER/NAME",
+                                             help="With --format hub: upload the eval results to this model repository on the Hub (HF_TOKEN or hf auth login).")] = None,
 ) -> None:
     """Export a run's results in a format other tools read: one task per dataset × mode × budget
     cell (named <dataset>_<mode>_t<t>_s<s>), for each model of the run.
@@ -32,15 +34,24 @@ def export_command(
     [cyan]e1 export runs/sweep --format lighteval --out exports/sweep[/cyan]
 
     [cyan]e1 export runs/eval --format hub --out my-model-card[/cyan]
+
+    [cyan]e1 export runs/eval --format hub --push my-org/E1-Math-1.5B[/cyan]
     """
     from rich.console import Console
     from rich.markup import escape
 
-    from e1.report import export_run
+    from e1.errors import ConfigError
+    from e1.report import check_repo_id, export_run, push_results
 
+    if push is not None:
+        if format != "hub":
+            raise ConfigError("--push uploads a hub export", hint="add --format hub")
+        check_repo_id(push)  # before anything is written
     written, skipped = export_run(run, format, out)
     console = Console(highlight=False, soft_wrap=True)
     for path in written:
         console.print(f"wrote {escape(str(path))}")
-    for what in skipped:
-        console.print(f"[yellow]skipped[/yellow] {escape(what)}")
+    for note in skipped:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    if push is not None:
+        console.print(f"pushed the eval results to {escape(push)}: {escape(push_results(written, push))}")

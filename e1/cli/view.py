@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,8 +12,10 @@ def view_command(
     runs: Annotated[list[Path], typer.Argument(show_default=False, metavar="RUN_DIR", help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
     host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
-    token: Annotated[Optional[str], typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
+    token: Annotated[str | None, typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
                                                  help="Secret the browser must present (the printed URL carries it); required off loopback.")] = None,
+    bundle: Annotated[Path | None, typer.Option("--bundle", show_default=False, metavar="OUT",
+                                                   help="Write the viewer and the runs' data as a static folder (open OUT/index.html, or serve it with any static server) instead of serving.")] = None,
 ) -> None:
     """Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with the forced
     cut marked, two runs side by side on one problem, training metrics over steps.
@@ -28,12 +30,18 @@ def view_command(
     [cyan]e1 view runs/demo --port 8800[/cyan]
 
     [cyan]e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)[/cyan]
+
+    [cyan]e1 view runs/sweep runs/e1-1k --bundle share/sweep[/cyan]   (a folder to share: no e1 needed to look)
     """
     import signal
     import threading
 
-    from e1.view import ViewConfig, serve
+    from e1.view import ViewConfig, bundle_runs, serve
 
+    if bundle is not None:
+        written = bundle_runs(list(runs), bundle)
+        typer.echo(f"e1 view: wrote {len(written)} files to {bundle}; open {bundle / 'index.html'} in a browser")
+        return
     config = ViewConfig(paths=tuple(runs), host=host, port=port, token=token)
     if threading.current_thread() is threading.main_thread():  # uvicorn stops on Ctrl-C, then passes it on:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # a plain KeyboardInterrupt (no run to resume)

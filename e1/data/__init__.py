@@ -30,6 +30,7 @@ from e1.data.preparation import (
     prepare_file,
     prepared_names,
     prepared_path,
+    prepared_source,
 )
 from e1.data.prompts import PromptOptions, build_prompt
 from e1.data.registry import (
@@ -80,6 +81,7 @@ __all__ = [
     "prepare_file",
     "prepared_names",
     "prepared_path",
+    "prepared_source",
     "recorded_includes",
     "register",
 ]

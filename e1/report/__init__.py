@@ -8,7 +8,8 @@
 
 from e1.report.curve_tables import spending_table
 from e1.report.elo import FetchConfig, check_elo_options, estimate_rating, fetch_contests, load_results
-from e1.report.export import FORMATS
+from e1.report.export import FORMATS, check_repo_id
+from e1.report.export import push as push_results
 from e1.report.export import export as export_run  # its own name would hide the module e1.report.export
 from e1.report.metrics import DIFFERENCES, bootstrap_interval, mode_differences, summarize
 from e1.report.plots import plot_curves
@@ -19,8 +20,9 @@ from e1.report.ui import (NullProgress, RichProgress, curves_table, datasets_tab
                           next_steps, quiet_libraries, results_line, step_status, summary_table)
 
 __all__ = ["DIFFERENCES", "FORMATS", "REPORTERS", "FetchConfig", "NullProgress", "Reporters", "RichProgress",
-           "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "check_trackers", "curve_areas",
+           "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "check_repo_id",
+           "check_trackers", "curve_areas",
            "curves_table", "datasets_table", "differences_table", "elo_table", "estimate_rating", "export_run",
            "fetch_contests", "load_results", "mode_differences", "next_steps", "open_reporters", "parse_report_to", "plot_curves",
-           "quiet_libraries", "report_results", "results_line", "solving_budgets", "spending_table", "step_status",
+           "push_results", "quiet_libraries", "report_results", "results_line", "solving_budgets", "spending_table", "step_status",
            "summarize", "summary_table"]

@@ -47,16 +47,26 @@ from e1.report.run_results import (
     task_name,
     text,
 )
-from e1.store import atomic_write, check_out, check_writable, file_name, inside, write_json, write_text
+from e1.store import (
+    FINGERPRINTS,
+    atomic_write,
+    check_out,
+    check_writable,
+    file_name,
+    inside,
+    write_json,
+    write_text,
+)
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
-__all__ = ["EXPORT_DIR", "FORMATS", "export", "load_run", "model_folder", "task_name"]
+__all__ = ["EXPORT_DIR", "FORMATS", "check_repo_id", "export", "load_run", "model_folder", "push", "task_name"]
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path], list[str]]:
     """Write ``run_dir``'s results in format ``fmt`` (:data:`FORMATS`) under ``out`` (default
-    ``run_dir/export/<fmt>``); returns the files written and what was skipped (with why)."""
+    ``run_dir/export/<fmt>``); returns the files written and notes: what was skipped, and each
+    registered dataset name whose data did not come from its hub dataset (with where it came from)."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}", hint=did_you_mean(fmt, FORMATS))
     if out is not None:
@@ -64,7 +74,19 @@ def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path]
     run = load_run(run_dir)
     out = Path(out) if out is not None else Path(run_dir) / EXPORT_DIR / fmt
     writer = {"lm-eval": lm_eval, "lighteval": lighteval, "hub": hub}[fmt]
-    return writer(run, out)
+    written, notes = writer(run, out)
+    return written, _provenance_notes(run) + notes
+
+
+def _provenance_notes(run: RunResults) -> list[str]:
+    """A line per dataset named like a registered benchmark whose rows came from elsewhere."""
+    notes = []
+    for dataset in dict.fromkeys(cell.dataset for cell in run.cells):
+        registered = _registered(dataset)
+        if registered is not None and registered.hub_id and _hub_benchmark(run, dataset) is None:
+            notes.append(f"{dataset}: the run's data came from {run.source(dataset)}, not the hub's {registered.hub_id}: "
+                         "exported under that source, not the hub's name")
+    return notes
 
 
 # summary.parquet column -> (lm-eval / lighteval metric name, higher is better)
@@ -85,14 +107,22 @@ def _metrics(cell: Cell) -> dict[str, tuple[float, bool]]:
 
 def _version(dataset: str) -> int:
     """The benchmark's task version (1 for a dataset given as a file)."""
-    benchmark = _benchmark(dataset)
+    benchmark = _registered(dataset)
     return benchmark.task_version if benchmark is not None else 1
 
 
-def _benchmark(dataset: str):
+def _registered(dataset: str):
     from e1.data import get_benchmark, is_registered
 
     return get_benchmark(dataset) if is_registered(dataset) else None
+
+
+def _hub_benchmark(run: RunResults, dataset: str):
+    """The registered benchmark ``dataset`` names, only when the run's rows came from its hub dataset
+    (or a mirror of it): a local file prepared under the name ``aime`` is not HuggingFaceH4/aime_2024."""
+    benchmark = _registered(dataset)
+    source = run.source(dataset)
+    return benchmark if benchmark is not None and source.startswith(("hub ", "mirror ")) else None
 
 
 def _end_marker(run: RunResults) -> str:
@@ -124,12 +154,16 @@ def _lm_eval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
                               **{f"{name},none": value for name, (value, _) in metrics.items()},
                               "exact_match_stderr,none": accuracy_stderr(cell.samples)}
         higher[cell.task] = {name: better for name, (_, better) in metrics.items()}
-        benchmark = _benchmark(cell.dataset)
+        benchmark = _hub_benchmark(run, cell.dataset)
+        source = run.source(cell.dataset)
         configs[cell.task] = {
-            "task": cell.task, "tag": ["e1"], "dataset_path": benchmark.hub_id if benchmark else cell.dataset,
+            "task": cell.task, "tag": ["e1"],
+            "dataset_path": benchmark.hub_id if benchmark else source.removeprefix("file "),
             "dataset_name": benchmark.config if benchmark else None, "test_split": benchmark.split if benchmark else None,
             "output_type": "generate_until", "repeats": int(cell.summary["samples_per_problem"]), "num_fewshot": 0,
-            "generation_kwargs": run.generation_kwargs(cell), "metadata": {"version": _version(cell.dataset)}}
+            "generation_kwargs": run.generation_kwargs(cell),
+            "metadata": {"version": _version(cell.dataset), "e1_source": source,
+                         "e1_fingerprint": (run.config.get(FINGERPRINTS) or {}).get(cell.dataset)}}
     tasks = [cell.task for cell in cells]
     return {
         "results": results, "group_subtasks": {task: [] for task in tasks}, "configs": configs,
@@ -150,16 +184,31 @@ def _lm_eval_docs(run: RunResults, cell: Cell):
     for doc_id, problem_id, rows in cell.problems():
         records = rows.to_dict(orient="records")
         prompt, target = first_prompt(rows), str(records[0]["gold"])
-        doc = {"id": problem_id, "dataset": cell.dataset, "prompt": prompt, "answer": target}
+        doc = {"id": problem_id, "dataset": cell.dataset, "prompt": prompt, "answer": target, "e1": measured(cell, records)}
         outputs = [output_text(r, _end_marker(run)) for r in records]
         yield {
             "doc_id": doc_id, "doc": doc, "target": target,
             "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": kwargs}},
             "resps": [outputs], "filtered_resps": [[text(r["extracted_answer"]) for r in records]],
-            "filter": "none", "metrics": ["exact_match"],
+            "filter": "none", "metrics": ["exact_match", "think_tokens", "solve_tokens", "forced_rate"],
             "doc_hash": sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False)), "prompt_hash": sha256(prompt),
-            "target_hash": sha256(target), "exact_match": float(rows["correct"].mean()),
+            "target_hash": sha256(target), **_problem_metrics(rows),
         }
+
+
+def _problem_metrics(rows) -> dict[str, float]:
+    """A problem's per-sample scores averaged over its samples (lm-eval's extra keys are floats)."""
+    return {"exact_match": float(rows["correct"].mean()), "think_tokens": float(rows["think_tokens"].mean()),
+            "solve_tokens": float(rows["solve_tokens"].mean()), "forced_rate": float(rows["forced"].astype(bool).mean())}
+
+
+def measured(cell: Cell, records: list[dict]) -> dict:
+    """What e1 measured of a problem's samples, beside the format's own fields: the cell (mode, t, s)
+    and, per sample in ``resps`` order, its index, thinking and solution tokens, whether e1 forced the
+    end of thinking, and whether it was right."""
+    per_sample = {"sample_index": int, "think_tokens": int, "solve_tokens": int, "forced": bool, "correct": bool}
+    return {"mode": cell.mode, "think_budget": cell.think, "solve_budget": cell.solve,
+            **{name: [kind(r[name]) for r in records] for name, kind in per_sample.items()}}
 
 
 def _timestamp(date: str) -> float:
@@ -199,17 +248,17 @@ def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
         records = samples.to_dict(orient="records")
         prompt = first_prompt(samples)
         doc = {"query": prompt, "choices": [str(records[0]["gold"])], "gold_index": 0, "instruction": None,
-               "images": None, "specific": {"dataset": cell.dataset, "problem_id": problem_id}, "unconditioned_query": None,
-               "original_query": None, "id": problem_id, "task_name": f"{cell.task}|0", "fewshot_samples": [],
-               "sampling_methods": [], "fewshot_sorting_class": None, "generation_size": cell.think + cell.solve,
+               "images": None, "specific": {"dataset": cell.dataset, "problem_id": problem_id, **measured(cell, records)},
+               "unconditioned_query": None, "original_query": None, "id": problem_id, "task_name": f"{cell.task}|0",
+               "fewshot_samples": [], "sampling_methods": [], "fewshot_sorting_class": None,
+               "generation_size": run.max_new_tokens(cell),
                "stop_sequences": None, "use_logits": False, "num_samples": len(records), "generation_grammar": None}
         response = {"input": prompt, "input_tokens": [], "text": [output_text(r, _end_marker(run)) for r in records],
                     "output_tokens": [], "text_post_processed": [text(r["extracted_answer"]) for r in records],
                     "reasonings": [text(r["think_text"]) for r in records], "logprobs": [],
                     "argmax_logits_eq_gold": [], "logits": None, "unconditioned_logprobs": None,
                     "truncated_tokens_count": 0, "padded_tokens_count": 0}
-        rows.append({"doc": doc, "model_response": response,
-                     "metric": {"exact_match": float(samples["correct"].mean())}})
+        rows.append({"doc": doc, "model_response": response, "metric": _problem_metrics(samples)})
     dataset = Dataset.from_list(rows)
     dataset = dataset.select_columns(sorted(dataset.column_names))  # as lighteval orders them
     return atomic_write(path, lambda tmp: _quietly(lambda: dataset.to_parquet(str(tmp))))
@@ -238,16 +287,23 @@ def _lighteval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
                       sum(1 for v in results.values() if name in v) for name in names}
     return {
         "config_general": {"model_name": model, "lighteval_sha": None, "e1_version": __version__,
-                           "start_time": _timestamp(run.date), "generation_parameters": run.config.get("sampling")},
+                           "start_time": _timestamp(run.date), "generation_parameters": _generation_parameters(run, cells)},
         "results": results,
         "versions": {f"{cell.task}|0": _version(cell.dataset) for cell in cells},
-        "config_tasks": {f"{cell.task}|0": {"name": cell.task, "generation_size": cell.think + cell.solve,
+        "config_tasks": {f"{cell.task}|0": {"name": cell.task, "generation_size": run.max_new_tokens(cell),
                                             **run.generation_kwargs(cell)} for cell in cells},
         "summary_tasks": {f"{cell.task}|0": {"hashes": {}, "truncated": 0, "non_truncated": int(cell.summary["problems"]),
                                              "padded": 0, "non_padded": int(cell.summary["problems"])} for cell in cells},
         "summary_general": {"hashes": {}, "truncated": 0, "non_truncated": sum(int(c.summary["problems"]) for c in cells),
                             "padded": 0, "non_padded": sum(int(c.summary["problems"]) for c in cells)},
     }
+
+
+def _generation_parameters(run: RunResults, cells: list[Cell]) -> dict:
+    """The run's sampling as lighteval names it, with the most tokens any of its cells may write
+    (``max_new_tokens``), not the engine's ``max_tokens`` (it bounds only a mode with no budget)."""
+    sampling = {k: v for k, v in (run.config.get("sampling") or {}).items() if k != "max_tokens"}
+    return {**sampling, "max_new_tokens": max(run.max_new_tokens(cell) for cell in cells)}
 
 
 # ---- the Hugging Face Hub --------------------------------------------------------------------
@@ -259,9 +315,9 @@ def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
     for model in run.models:
         by_dataset: dict[str, list] = {}
         for cell in run.of(model):
-            benchmark = _benchmark(cell.dataset)
+            benchmark = _hub_benchmark(run, cell.dataset)
             if benchmark is None or benchmark.hub_id is None:
-                skipped.append(f"{cell.dataset} (not a registered hub dataset: the Hub cannot name it)")
+                skipped.append(f"skipped {cell.dataset} (not read from a registered hub dataset: the Hub cannot name it)")
                 continue
             by_dataset.setdefault(cell.dataset, []).append((cell, benchmark))
         folder = inside(out, file_name(model_folder(model)))
@@ -315,3 +371,53 @@ def markdown_text(text: str) -> str:
 
     line = " ".join(str(text).split())  # a newline would end the heading and start markup of its own
     return html.escape(re.sub(r"([\\`*_\[\]#|~$])", r"\\\1", line), quote=True)
+
+
+# ---- pushing to the Hub ------------------------------------------------------------------------
+
+HUB_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}")
+
+
+def check_repo_id(repo: str) -> str:
+    """The one gate for ``--push``: an ``owner/name`` the Hub accepts (letters, digits, ``. _ -``, each part
+    at most 96 characters, no ``--`` or ``..``), checked by huggingface_hub's own validator as well.
+
+    >>> check_repo_id("my-org/E1-Math-1.5B")
+    'my-org/E1-Math-1.5B'
+    """
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    hint = "name the model repository as owner/name, e.g. my-org/E1-Math-1.5B"
+    repo = str(repo)
+    if not HUB_REPO.fullmatch(repo) or "--" in repo or ".." in repo or repo.endswith(".git"):
+        raise ConfigError(f"--push {repo[:100]!r} is not a hub repository id", hint=hint)
+    try:
+        validate_repo_id(repo)
+    except HFValidationError as err:
+        raise ConfigError(f"--push {repo!r} is not a hub repository id: {str(err).splitlines()[0][:200]}", hint=hint) from None
+    return repo
+
+
+def push(written: list[Path], repo: str) -> str:
+    """Upload a hub export's ``.eval_results/*.yaml`` (the Hub's eval-results files) to the model repository
+    ``repo`` through huggingface_hub (creating it if needed; ``HF_TOKEN`` or ``hf auth login`` authenticates,
+    ``HF_ENDPOINT`` names another hub); returns the commit's URL. The model card is not uploaded: a
+    repository's README is its authors' (merge the exported one by hand)."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    repo = check_repo_id(repo)
+    folders = {path.parent.parent if path.parent.name == ".eval_results" else path.parent for path in written}
+    if len(folders) != 1:
+        raise ConfigError(f"--push takes a run of one model; this run has {len(folders)}",
+                          hint="export a sweep's models/<model> run directories one by one, each with its --push")
+    api = HfApi()
+    try:
+        api.create_repo(repo, exist_ok=True)
+        commit = api.upload_folder(folder_path=str(next(iter(folders))), repo_id=repo, allow_patterns=[".eval_results/*.yaml"],
+                                   commit_message=f"Eval results from e1 {__version__}")
+    except (HfHubHTTPError, OSError, ValueError) as err:
+        raise ConfigError(f"cannot push to {repo}: {str(err).splitlines()[0][:300]}",
+                          hint="log in (hf auth login, or set HF_TOKEN) with write access to the repository") from None
+    return str(commit)

@@ -73,8 +73,40 @@ class RunResults:
         sampling = self.config.get("sampling") or {}
         return {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
                 "top_k": sampling.get("top_k"), "do_sample": bool(sampling.get("temperature")),
-                "max_gen_toks": cell.think + cell.solve, "think_budget": cell.think, "solve_budget": cell.solve,
+                "max_gen_toks": self.max_new_tokens(cell), "think_budget": cell.think, "solve_budget": cell.solve,
                 "mode": cell.mode, "seed": sampling.get("seed")}
+
+    def max_new_tokens(self, cell: Cell) -> int:
+        """The most tokens a sample of ``cell`` may write: its mode's worst case at the cell's budget
+        (``t + s`` and what the mode adds: a grace window, thinking past t; the forced marker ids are
+        the tokenizer's and not counted), or the sampling's ``max_tokens`` for a mode with no budget."""
+        from e1.budget import Budget
+        from e1.engine import Markers, Mode
+
+        no_ids = Markers("", "", (), (), frozenset(), 0, (), ())
+        worst = Mode.parse(cell.mode).worst_case(Budget(cell.think, cell.solve), no_ids)
+        return int(worst) if worst is not None else int((self.config.get("sampling") or {}).get("max_tokens") or 0)
+
+    def source(self, dataset: str) -> str:
+        """Where the run's ``dataset`` came from: ``hub <id>`` or a mirror of it, ``file <path>`` for a
+        local file (given as such, or prepared under a name with ``e1 data prepare --from``), or
+        ``unknown`` when its prepared copy is gone or predates e1 recording it."""
+        from e1.data import (
+            DATA_SUFFIXES,
+            default_data_dir,
+            prepared_path,
+            prepared_source,
+        )
+
+        specs = [str(s) for s in self.config.get("datasets") or [self.config.get("data")] if s]
+        for spec in specs:
+            given = Path(spec).expanduser()
+            if given.suffix in DATA_SUFFIXES and given.stem == dataset:
+                return f"file {given.absolute()}"
+        data_dir = self.config.get("data_dir")
+        path = prepared_path(dataset, Path(str(data_dir)) if data_dir else default_data_dir())
+        recorded = prepared_source(path) if path.is_file() else {}
+        return str(recorded.get("source") or "unknown")
 
 
 def task_name(dataset: str, mode: str, think: int, solve: int) -> str:
@@ -94,8 +126,16 @@ def task_name(dataset: str, mode: str, think: int, solve: int) -> str:
 
 
 def model_folder(model: str) -> str:
-    """A model id as a folder name, as lm-eval sanitizes it (``org/name`` -> ``org__name``)."""
-    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", model)
+    """A model id as a visible folder name, as lm-eval sanitizes it (``org/name`` -> ``org__name``),
+    after dropping a local path's empty, ``.`` and ``..`` parts and leading dots (``./tiny`` ->
+    ``tiny``, never the hidden ``.__tiny``); a hub id is sanitized exactly as lm-eval does.
+
+    >>> model_folder("Salesforce/E1-Math-1.5B"), model_folder("./tiny"), model_folder("/abs/.ckpt/step_2")
+    ('Salesforce__E1-Math-1.5B', 'tiny', 'abs__ckpt__step_2')
+    """
+    parts = [part.lstrip(".") for part in str(model).split("/")]
+    kept = "/".join(part for part in parts if part) or "model"
+    return re.sub(r"[\"<>:/|\\?*\[\]]+", "__", kept)
 
 
 def load_run(path: Path) -> RunResults:
@@ -121,18 +161,28 @@ def load_run(path: Path) -> RunResults:
 
 
 def _cells(samples, summary) -> tuple[Cell, ...]:
+    """One cell per model × dataset × mode × budget the *samples* hold, in summary order first: a run
+    that grew new budgets after its summary was written exports them too (their summary row is
+    computed from their samples, as e1 eval computes it)."""
+    from e1.report.metrics import summarize
+
     key = ["model", "dataset", "mode", "think_budget", "solve_budget"]
-    groups = {k: rows for k, rows in samples[[c for c in SAMPLE_FIELDS + ["model"] if c in samples.columns]]
-              .groupby(key, sort=False)}
+    kept = samples[[c for c in SAMPLE_FIELDS + ["model", "reward", "finish_reason"] if c in samples.columns]]
+    groups = {k: rows for k, rows in kept.groupby(key, sort=False)}
+    rows_of = {tuple(row[c] for c in key): row for row in summary.to_dict(orient="records")}
     cells = []
-    for row in summary.to_dict(orient="records"):
-        k = tuple(row[c] for c in key)
-        rows = groups.get(k)
-        if rows is None:
-            continue
-        rows = rows.sort_values(["problem_id", "sample_index"], kind="stable")
+    for k in sorted(groups, key=lambda k: (k not in rows_of, list(rows_of).index(k) if k in rows_of else 0, k)):
+        rows = groups[k].sort_values(["problem_id", "sample_index"], kind="stable")
+        row = rows_of.get(k) or summarize(samples[_matching(samples, key, k)], by=key).to_dict(orient="records")[0]
         cells.append(Cell(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), row, rows))
     return tuple(cells)
+
+
+def _matching(frame, columns: list[str], values: tuple):
+    mask = frame[columns[0]] == values[0]
+    for column, value in zip(columns[1:], values[1:]):
+        mask &= frame[column] == value
+    return mask
 
 
 def sha256(text: str) -> str:

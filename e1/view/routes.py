@@ -3,6 +3,7 @@
     GET /api/runs                      every run: id, name, kind, model, what its samples hold
     GET /api/curves                    every summary cell of every run (accuracy, interval, tokens, n)
     GET /api/samples?run=0&mode=...    a page of samples without texts (offset, limit ≤ 200), with counts
+    GET /api/list?run=0&mode=...       the samples with their problem preview, answer and gold (≤ 50,000)
     GET /api/samples?run=0&dataset=d&problem_id=p&text=1    one problem's samples with their texts
     GET /api/problems?run=0&dataset=d  the problem ids a filter keeps
     GET /api/problem?run=0&dataset=d&problem_id=p&mode=m&think=t&solve=s   the prompt (of that cell) or problem statement
@@ -31,6 +32,7 @@ def routes(runs: list[Run]) -> list:
     api = Api(runs)
     return [Route("/", api.index), Route("/static/{name}", api.static), Route("/api/runs", _json(api.runs)),
             Route("/api/curves", _json(api.curves)), Route("/api/samples", _json(api.samples)),
+            Route("/api/list", _json(api.sample_list)),
             Route("/api/problems", _json(api.problems)), Route("/api/problem", _json(api.problem)),
             Route("/api/metrics", _json(api.metrics)), Route("/favicon.ico", _no_icon)]
 
@@ -147,6 +149,9 @@ class Api:
         if _flag(query, "text"):
             return {"rows": tables.problem_samples(run, where)}
         return tables.sample_page(run, where, offset=_int(query, "offset") or 0, limit=_int(query, "limit") or 50)
+
+    def sample_list(self, query) -> dict:
+        return tables.sample_list(self.run(query), sample_filter(query))
 
     def problems(self, query) -> list[str]:
         return tables.problem_ids(self.run(query), sample_filter(query))

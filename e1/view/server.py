@@ -127,6 +127,14 @@ def url_of(host: str, port: int, token: str | None) -> str:
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 
 
+def bundle_runs(paths: list[Path], out: Path) -> list[Path]:
+    """The runs under ``paths`` as a static folder ``out`` (see :mod:`e1.view.bundle`); returns the files written."""
+    check_installed()
+    from e1.view.bundle import write_bundle
+
+    return write_bundle(find_runs(list(paths)), out)
+
+
 def serve(config: ViewConfig, announce=print) -> None:
     """Find the runs, bind, print the URL, serve until Ctrl-C."""
     check_installed()

@@ -26,6 +26,10 @@ CURVE_FIELDS = ["model", "dataset", "mode", "think_budget", "solve_budget", "acc
                 "accuracy_ci_high", "mean_total_tokens", "mean_think_tokens", "forced_rate", "problems",
                 "samples_per_problem"]
 PAGE_MAX, PROBLEM_SAMPLES_MAX = 200, 64
+# the sample list the page searches and sorts by itself: short texts (the model's answer, the gold, the
+# problem's first PREVIEW_CHARS), never the thinking or the solution; at most LIST_MAX rows (it says so)
+LIST = INDEX + ["extracted_answer", "gold"]
+LIST_MAX, PREVIEW_CHARS = 50_000, 240
 EMPTY_FACETS = {"samples": 0, "models": [], "datasets": [], "modes": [], "budgets": []}
 
 
@@ -89,7 +93,46 @@ def sample_page(run: Run, where: SampleFilter, offset: int = 0, limit: int = 50)
     page = table.sort_by(order).slice(max(0, offset), max(0, min(limit, PAGE_MAX))) if table.num_rows else table
     return {"total": table.num_rows, "correct": int(pc.sum(table["correct"]).as_py() or 0),
             "forced": int(pc.sum(table["forced"]).as_py() or 0), "offset": offset,
-            "rows": _records(_with_model(page.to_pandas(), run))}
+            "rows": records(with_model(page.to_pandas(), run))}
+
+
+def sample_list(run: Run, where: SampleFilter = SampleFilter()) -> dict:
+    """The samples ``where`` keeps, in results order, each with its problem (a preview), the model's
+    answer and the gold, for the page to search, sort and page through; ``truncated`` when more
+    than :data:`LIST_MAX` matched (the first ones are listed)."""
+    table = run.store.table(LIST, where.expression(run.store.names()))
+    order = [(c, "ascending") for c in ORDER if c in table.column_names]
+    listed = table.sort_by(order).slice(0, LIST_MAX) if table.num_rows else table
+    frame = with_model(listed.to_pandas(), run)
+    previews = problem_previews(run)
+    frame["problem"] = [previews.get((str(d), str(p))) for d, p in zip(frame["dataset"], frame["problem_id"])]
+    for column in ("extracted_answer", "gold"):
+        if column in frame:
+            frame[column] = [_preview(v) for v in frame[column]]
+    return {"total": table.num_rows, "truncated": table.num_rows > LIST_MAX, "rows": records(frame)}
+
+
+def _preview(value) -> str | None:
+    import pandas as pd
+
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    line = " ".join(str(value).split())
+    return line if len(line) <= PREVIEW_CHARS else line[: PREVIEW_CHARS - 1] + "…"
+
+
+def problem_previews(run: Run) -> dict[tuple[str, str], str]:
+    """(dataset, problem id) → the problem's first words: its statement from the run's local dataset,
+    else the prompt stored with its samples (one scan of the stored prompts, sample 0 of each cell)."""
+    found: dict[tuple[str, str], str] = {}
+    names = run.store.names()
+    if "prompt" in names:
+        stored = run.store.table(["dataset", "problem_id", "prompt"], ds_field("prompt").is_valid())
+        for d, p, prompt in zip(*(stored[c].to_pylist() for c in ("dataset", "problem_id", "prompt"))):
+            found.setdefault((str(d), str(p)), _preview(prompt))
+    for path in _dataset_files(run):
+        found.update({key: _preview(text) for key, text in _problems(str(path), path.stat().st_mtime_ns).items()})
+    return found
 
 
 def problem_samples(run: Run, where: SampleFilter) -> list[dict]:
@@ -99,7 +142,7 @@ def problem_samples(run: Run, where: SampleFilter) -> list[dict]:
         raise ValueError("texts are read one problem at a time: give dataset and problem_id")
     table = run.store.table(where=where.expression(run.store.names()))
     order = [(c, "ascending") for c in ORDER if c in table.column_names]
-    return _records(_with_model(table.sort_by(order).slice(0, PROBLEM_SAMPLES_MAX).to_pandas(), run))
+    return records(with_model(table.sort_by(order).slice(0, PROBLEM_SAMPLES_MAX).to_pandas(), run))
 
 
 def problem_ids(run: Run, where: SampleFilter) -> list[str]:
@@ -114,11 +157,11 @@ def _natural(text: str) -> tuple:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def _with_model(frame, run: Run):
+def with_model(frame, run: Run):
     return frame if "model" in frame.columns else frame.assign(model=run.model())
 
 
-def _records(frame) -> list[dict]:
+def records(frame) -> list[dict]:
     """Rows as JSON-ready dicts (NaN becomes null, numpy scalars plain numbers)."""
     return json.loads(frame.to_json(orient="records", force_ascii=False)) if len(frame) else []
 
@@ -133,7 +176,7 @@ def curve_points(run: Run) -> list[dict]:
     if "accuracy" not in present:  # a summary written before rates became fractions
         return []
     frame = pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas()
-    return _records(_with_model(frame, run).assign(run=run.name))
+    return records(with_model(frame, run).assign(run=run.name))
 
 
 def metrics(run: Run) -> dict:
@@ -142,7 +185,7 @@ def metrics(run: Run) -> dict:
 
     frame = pd.read_parquet(run.metrics_file).sort_values("step")
     frame = frame[[c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]]
-    return {"run": run.name, "columns": list(frame.columns), "rows": _records(frame)}
+    return {"run": run.name, "columns": list(frame.columns), "rows": records(frame)}
 
 
 def problem_text(run: Run, dataset: str, problem_id: str, cell: SampleFilter | None = None) -> dict:

@@ -2,7 +2,8 @@
 // Every text from a run is put in the page as text (textContent), never parsed as HTML.
 "use strict";
 
-const state = { runs: [], points: [], names: {}, page: 0, pageSize: 50, drawn: {}, request: 0, compared: 0 };
+const state = { runs: [], points: [], names: {}, lists: {}, page: 0, pageSize: 50, sort: null, selected: null, shown: [],
+                rendered: 0, compared: 0, metricRuns: null, tab: null };
 const $ = (id) => document.getElementById(id);
 const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
 const shortModel = (m) => state.names[m] ?? String(m || "");
@@ -36,11 +37,61 @@ function el(tag, attrs = {}, ...children) {
 }
 
 async function api(path, params = {}) {
+  if (window.e1Bundle) return bundleApi(path, params);
   const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined));
   const response = await fetch(`/api/${path}?${query}`);
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
+}
+
+// A sample kept by a filter: each field given ("" or absent: any) equals the row's, as the server's filter does.
+const FILTER_COLUMNS = { model: "model", dataset: "dataset", mode: "mode", think: "think_budget", solve: "solve_budget",
+                         correct: "correct", forced: "forced", problem_id: "problem_id", sample_index: "sample_index" };
+function matches(row, filter) {
+  return Object.entries(FILTER_COLUMNS).every(([name, column]) => {
+    const wanted = filter[name];
+    return wanted === "" || wanted === null || wanted === undefined || String(row[column]) === String(wanted);
+  });
+}
+
+// The same answers from a bundle (e1 view --bundle): data/index.js, then one data/r<run>/p<k>.js per problem opened.
+async function bundleApi(path, params) {
+  const index = await e1Bundle.get("index");
+  if (path === "runs" || path === "curves" || path === "metrics") return index[path];
+  if (path === "list") return index.lists[params.run];
+  const k = (index.problems[params.run] || {})[`${params.dataset}\u0000${params.problem_id}`];
+  if (k === undefined) throw new Error("this problem is not in the bundle");
+  const found = await e1Bundle.get(`r${Number(params.run)}/p${Number(k)}`);
+  const { run, text, ...where } = params;
+  if (path === "samples") return { rows: found.rows.filter((row) => matches(row, where)) };
+  const cell = where, problem = { dataset: where.dataset, problem_id: where.problem_id };
+  for (const chosen of [cell, problem]) {  // the cell's prompt, else any of the problem's, as the server does
+    const stored = found.rows.find((row) => matches(row, chosen) && row.prompt);
+    if (stored) return { text: stored.prompt, source: "prompt" };
+  }
+  return found.problem;
+}
+
+// ---- deep links: the hash names the tab and its choices (#samples?run=1&mode=elastic&q=...) ----
+const TABS = ["curves", "samples", "compare", "training"];
+const LINK_MAX = 4000, VALUE_MAX = 500;
+function readLink() {
+  const hash = location.hash.slice(1, LINK_MAX);
+  const [tab, query = ""] = hash.split(/\?(.*)/s);
+  const params = {};
+  for (const [key, value] of new URLSearchParams(query)) params[key] = value.slice(0, VALUE_MAX);
+  return TABS.includes(tab) ? { tab, params } : { tab: null, params: {} };
+}
+function writeLink(tab, params) {
+  const kept = Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined && v !== false);
+  const hash = `#${tab}` + (kept.length ? `?${new URLSearchParams(kept)}` : "");
+  if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+function choose(select, value) {  // a value from a link is taken only when it is one of the select's options
+  if (value === undefined || ![...select.options].some((option) => option.value === value)) return false;
+  select.value = value;
+  return true;
 }
 
 function fill(select, values, labels) {
@@ -55,20 +106,19 @@ function showError(err) {
 }
 
 // ---- tabs ----
-function showTab(name) {
+function showTab(name, link = {}) {
   for (const button of document.querySelectorAll("#tabs button")) button.classList.toggle("active", button.dataset.tab === name);
   for (const section of document.querySelectorAll("main section")) section.hidden = section.id !== `tab-${name}`;
-  const draw = { curves: drawCurves, samples: initSamples, compare: initCompare, training: initTraining }[name];
-  if (!state.drawn[name]) {
-    state.drawn[name] = true;
-    return Promise.resolve(draw()).catch(showError);
-  }
-  for (const plot of document.querySelectorAll(`#tab-${name} .js-plotly-plot`)) Plotly.Plots.resize(plot);
-  return Promise.resolve();
+  state.tab = name;
+  const open = { curves: openCurves, samples: openSamples, compare: openCompare, training: openTraining }[name];
+  return Promise.resolve(open(link)).then(() => {
+    for (const plot of document.querySelectorAll(`#tab-${name} .js-plotly-plot`)) Plotly.Plots.resize(plot);
+  }).catch(showError);
 }
 
 const sampleRuns = () => state.runs.filter((run) => run.facets.samples > 0);
 const runById = (id) => state.runs.find((run) => String(run.id) === String(id));
+const listOf = (runId) => (state.lists[runId] ??= api("list", { run: runId }));
 
 async function main() {
   state.runs = await api("runs");
@@ -86,19 +136,31 @@ async function main() {
     button.hidden = !has[button.dataset.tab];
     button.onclick = () => showTab(button.dataset.tab);
   }
-  const first = ["curves", "samples", "training"].find((name) => has[name]) || "samples";
-  await showTab(first);
+  const link = readLink();
+  const first = has[link.tab] ? link.tab : ["curves", "samples", "training"].find((name) => has[name]) || "samples";
+  await showTab(first, link.tab === first ? link.params : {});
+  window.addEventListener("hashchange", () => {  // a link pasted or edited by hand
+    const next = readLink();
+    if (next.tab && has[next.tab]) showTab(next.tab, next.params);
+  });
   document.body.dataset.ready = "1";
 }
 
 // ---- curves ----
-function drawCurves() {
-  const datasets = [...new Set(state.points.map((p) => p.dataset))].sort();
+function openCurves(link = {}) {
   if (!$("curve-dataset").options.length) {
+    const datasets = [...new Set(state.points.map((p) => p.dataset))].sort();
     fill($("curve-dataset"), ["", ...datasets], ["all", ...datasets]);
     $("curve-x").onchange = $("curve-dataset").onchange = drawCurves;
   }
+  choose($("curve-x"), link.x);
+  choose($("curve-dataset"), link.dataset);
+  return drawCurves();
+}
+
+async function drawCurves() {
   const xKey = $("curve-x").value, dataset = $("curve-dataset").value;
+  writeLink("curves", { x: xKey === "mean_total_tokens" ? "" : xKey, dataset });
   const manyRuns = new Set(state.points.map((p) => p.run)).size > 1;
   const lines = new Map();
   for (const p of state.points) {
@@ -113,7 +175,15 @@ function drawCurves() {
     xaxis: { title: { text: $("curve-x").selectedOptions[0].text }, type: xKey === "mean_total_tokens" ? "log" : "linear" },
     yaxis: { title: { text: "accuracy (%)" }, rangemode: "tozero" },
   };
-  return Plotly.react("curves", traces, layout, { responsive: true, displaylogo: false });
+  const plot = await Plotly.react("curves", traces, layout, { responsive: true, displaylogo: false });
+  if (!plot.dataset.clicks) {  // a point opens the samples of its cell
+    plot.dataset.clicks = "1";
+    plot.on("plotly_click", (event) => {
+      const point = event.points[0], p = point.data.cells[point.pointNumber];
+      showTab("samples", { run: String(p.run_id), model: p.model, dataset: p.dataset, mode: p.mode,
+                           budget: `${p.think_budget}+${p.solve_budget}` });
+    });
+  }
 }
 
 function curveTrace(points, xKey, manyRuns) {
@@ -122,7 +192,7 @@ function curveTrace(points, xKey, manyRuns) {
   const name = [manyRuns ? p0.run : null, shortModel(p0.model) || null, p0.dataset, p0.mode].filter(Boolean).join(" · ");
   const gap = (p, side) => (p[side] === null || p[side] === undefined ? 0 : 100 * Math.abs(p[side] - p.accuracy));
   return {
-    type: "scatter", mode: "lines+markers", name, x: points.map((p) => p[xKey]), y: points.map((p) => 100 * p.accuracy),
+    type: "scatter", mode: "lines+markers", name, cells: points, x: points.map((p) => p[xKey]), y: points.map((p) => 100 * p.accuracy),
     error_y: { type: "data", symmetric: false, thickness: 1, width: 3,
                array: points.map((p) => gap(p, "accuracy_ci_high")), arrayminus: points.map((p) => gap(p, "accuracy_ci_low")) },
     customdata: points.map((p) => [p.run, p.model, p.dataset, p.mode, budgetLabel(p.think_budget, p.solve_budget),
@@ -172,16 +242,37 @@ async function problemBlock(runId, dataset, problemId, cell = {}) {
     found.text === null ? null : el("pre", { class: "problem-text" }, found.text));
 }
 
-// ---- sample browser ----
-function initSamples() {
-  const runs = sampleRuns();
-  fill($("f-run"), runs.map((run) => String(run.id)), runs.map((run) => `${run.name} (${run.kind})`));
-  $("f-run").onchange = () => { fillFacets(); return loadPage(0); };
-  for (const id of ["f-model", "f-dataset", "f-mode", "f-budget", "f-correct", "f-forced"]) $(id).onchange = () => loadPage(0);
-  $("prev").onclick = () => loadPage(state.page - 1);
-  $("next").onclick = () => loadPage(state.page + 1);
-  fillFacets();
-  return loadPage(0);
+// ---- sample browser: the run's list, filtered, searched and sorted here; the detail beside it ----
+const SORT_KEYS = ["dataset", "problem_id", "problem", "sample_index", "model", "mode", "think_budget", "solve_budget",
+                   "extracted_answer", "gold", "think_tokens", "solve_tokens", "forced", "correct"];
+const SEARCH_MAX = 200;
+const sampleKey = (row) => JSON.stringify([row.dataset, row.problem_id, row.sample_index, row.model, row.mode,
+                                           row.think_budget, row.solve_budget]);
+
+async function openSamples(link = {}) {
+  if (!$("f-run").options.length) {
+    const runs = sampleRuns();
+    fill($("f-run"), runs.map((run) => String(run.id)), runs.map((run) => `${run.name} (${run.kind})`));
+    $("f-run").onchange = () => { fillFacets(); state.selected = null; return renderList(0); };
+    for (const id of ["f-model", "f-dataset", "f-mode", "f-budget", "f-correct", "f-forced"]) $(id).onchange = () => renderList(0);
+    $("f-search").oninput = () => renderList(0);
+    $("prev").onclick = () => renderList(state.page - 1);
+    $("next").onclick = () => renderList(state.page + 1);
+    for (const th of document.querySelectorAll("#sample-table th[data-key]")) th.onclick = () => sortBy(th.dataset.key);
+    fillFacets();
+  }
+  if (choose($("f-run"), link.run)) fillFacets();
+  for (const name of ["model", "dataset", "mode", "budget", "correct", "forced"]) {
+    if (link.run !== undefined || link[name] !== undefined) $(`f-${name}`).value = "";
+    choose($(`f-${name}`), link[name]);
+  }
+  if (link.q !== undefined) $("f-search").value = link.q.slice(0, SEARCH_MAX);
+  if (link.sort !== undefined) state.sort = SORT_KEYS.includes(link.sort) ? { key: link.sort, desc: link.desc === "1" } : null;
+  if (link.sample !== undefined || link.run !== undefined) state.selected = link.sample ?? null;
+  const page = /^[0-9]{1,6}$/.test(link.page ?? "") ? Number(link.page) : state.page;
+  await renderList(page);
+  const chosen = state.shown.find((row) => sampleKey(row) === state.selected);
+  if (chosen) await showSample($("f-run").value, chosen);
 }
 
 function fillFacets() {
@@ -194,34 +285,83 @@ function fillFacets() {
 
 function browserFilter() {
   const [think, solve] = $("f-budget").value ? $("f-budget").value.split("+") : ["", ""];
-  return { run: $("f-run").value, model: $("f-model").value, dataset: $("f-dataset").value, mode: $("f-mode").value,
-           think, solve, correct: $("f-correct").value, forced: $("f-forced").value };
+  const run = runById($("f-run").value);
+  return { run: $("f-run").value, model: run.kind === "sweep" ? $("f-model").value : "", dataset: $("f-dataset").value,
+           mode: $("f-mode").value, think, solve, correct: $("f-correct").value, forced: $("f-forced").value };
 }
 
-async function loadPage(page) {
-  const mine = ++state.request;
+// Plain text, case-insensitive, over the problem, the model's answer and the gold: never a pattern.
+function searched(rows, text) {
+  const needle = text.slice(0, SEARCH_MAX).toLowerCase();
+  if (!needle) return rows;
+  return rows.filter((row) => [row.problem, row.extracted_answer, row.gold, row.problem_id]
+    .some((value) => value !== null && value !== undefined && String(value).toLowerCase().includes(needle)));
+}
+
+function compareValues(a, b) {
+  if (a === b) return 0;
+  if (a === null || a === undefined) return 1;  // missing values last, either way
+  if (b === null || b === undefined) return -1;
+  if (typeof a === "number" && typeof b === "number") return a - b;
+  if (typeof a === "boolean" && typeof b === "boolean") return Number(a) - Number(b);
+  return String(a).localeCompare(String(b), undefined, { numeric: true });
+}
+
+function sortBy(key) {
+  state.sort = state.sort?.key === key ? (state.sort.desc ? null : { key, desc: true }) : { key, desc: false };
+  return renderList(0);
+}
+
+async function renderList(page) {
   const where = browserFilter();
-  const body = await api("samples", { ...where, offset: Math.max(0, page) * state.pageSize, limit: state.pageSize });
-  if (mine !== state.request) return;  // a newer filter was chosen meanwhile
-  state.page = Math.max(0, page);
-  const pages = Math.max(1, Math.ceil(body.total / state.pageSize));
+  const body = await listOf(where.run);
+  if (where.run !== browserFilter().run) return;  // another run was chosen meanwhile
+  let rows = searched(body.rows.filter((row) => matches(row, where)), $("f-search").value);
+  if (state.sort) {
+    const { key, desc } = state.sort;
+    const missing = (row) => row[key] === null || row[key] === undefined;
+    rows = rows.map((row, i) => [row, i]).sort(([a, i], [b, j]) =>
+      (missing(a) || missing(b) ? compareValues(a[key], b[key]) : (desc ? -1 : 1) * compareValues(a[key], b[key])) || i - j)
+      .map(([row]) => row);
+  }
+  for (const th of document.querySelectorAll("#sample-table th[data-key]")) {
+    if (state.sort?.key === th.dataset.key) th.setAttribute("aria-sort", state.sort.desc ? "descending" : "ascending");
+    else th.removeAttribute("aria-sort");
+  }
+  const pages = Math.max(1, Math.ceil(rows.length / state.pageSize));
+  state.page = Math.min(Math.max(0, page), pages - 1);
+  state.shown = rows.slice(state.page * state.pageSize, (state.page + 1) * state.pageSize);
   const count = $("sample-count");
-  count.textContent = `${body.total} samples · ${body.correct} correct · ${body.forced} forced`;
-  count.dataset.total = body.total;
+  count.textContent = `${rows.length} samples · ${rows.filter((row) => row.correct).length} correct · `
+    + `${rows.filter((row) => row.forced).length} forced` + (body.truncated ? ` (the first ${body.rows.length} of ${body.total} listed)` : "");
+  count.dataset.total = rows.length;
   $("page-info").textContent = `page ${state.page + 1} of ${pages}`;
   $("prev").disabled = state.page === 0;
   $("next").disabled = state.page + 1 >= pages;
-  $("sample-table").tBodies[0].replaceChildren(...body.rows.map((row) => sampleRow(row, where.run)));
-  $("sample-table").dataset.loaded = String(state.request);
+  $("sample-table").tBodies[0].replaceChildren(...state.shown.map((row) => sampleRow(row, where.run)));
+  $("sample-table").dataset.loaded = String(++state.rendered);
+  linkSamples();
+}
+
+function linkSamples() {
+  const { run, think, solve, ...where } = browserFilter();
+  writeLink("samples", { run, ...where, budget: $("f-budget").value, q: $("f-search").value, sort: state.sort?.key,
+                         desc: state.sort?.desc ? "1" : "", page: state.page ? String(state.page) : "",
+                         sample: state.selected });
 }
 
 function sampleRow(row, runId) {
-  const cells = [row.dataset, row.problem_id, row.sample_index, shortModel(row.model), row.mode, row.think_budget,
-                 row.solve_budget, row.think_tokens, row.solve_tokens, row.forced ? "yes" : "", row.correct ? "yes" : "no"];
-  const tr = el("tr", {}, ...cells.map((cell) => el("td", {}, cell)));
+  const cells = [row.dataset, row.problem_id, row.problem ?? "", row.sample_index, shortModel(row.model), row.mode,
+                 row.think_budget, row.solve_budget, row.extracted_answer ?? "", row.gold ?? "", row.think_tokens,
+                 row.solve_tokens, row.forced ? "yes" : "", row.correct ? "yes" : "no"];
+  const preview = new Set([2, 8, 9]);
+  const tr = el("tr", {}, ...cells.map((cell, i) => el("td", preview.has(i) ? { class: "preview", title: String(cell) } : {}, cell)));
+  if (sampleKey(row) === state.selected) tr.classList.add("selected");
   tr.onclick = () => {
     for (const other of tr.parentNode.children) other.classList.remove("selected");
     tr.classList.add("selected");
+    state.selected = sampleKey(row);
+    linkSamples();
     return showSample(runId, row).catch(showError);
   };
   return tr;
@@ -230,13 +370,14 @@ function sampleRow(row, runId) {
 async function showSample(runId, row) {
   const key = { run: runId, model: row.model, dataset: row.dataset, problem_id: row.problem_id, mode: row.mode,
                 think: row.think_budget, solve: row.solve_budget, sample_index: row.sample_index, text: "true" };
+  if (runById(runId).kind !== "sweep") key.model = "";
   const [full, problem] = await Promise.all([api("samples", key), problemBlock(runId, row.dataset, row.problem_id,
-    { model: row.model, mode: row.mode, think: row.think_budget, solve: row.solve_budget })]);
+    { model: key.model, mode: row.mode, think: row.think_budget, solve: row.solve_budget })]);
   $("sample-detail").replaceChildren(problem, ...full.rows.map(sampleCard));
-  $("sample-detail").scrollIntoView({ block: "nearest" });
+  $("sample-detail").dataset.shown = sampleKey(row);
 }
 
-// ---- side by side ----
+// ---- side by side, and the diff of the two sides sample by sample ----
 function sideControls(side, choice) {
   const box = $(`${side}-controls`);
   const runs = sampleRuns();
@@ -252,10 +393,7 @@ function sideControls(side, choice) {
     fill($(`${side}-budget`), facets.budgets.map(([t, s]) => `${t}+${s}`), facets.budgets.map(([t, s]) => budgetLabel(t, s)));
   };
   refill();
-  for (const name of ["model", "mode", "budget"]) {
-    const select = $(`${side}-${name}`);
-    if ([...select.options].some((option) => option.value === choice[name])) select.value = choice[name];
-  }
+  for (const name of ["model", "mode", "budget"]) choose($(`${side}-${name}`), choice[name]);
   $(`${side}-run`).onchange = () => { refill(); return loadProblems(); };
   for (const name of ["model", "mode", "budget"]) $(`${side}-${name}`).onchange = () => loadProblems();
 }
@@ -273,39 +411,87 @@ function defaultSides() {
 function sideFilter(side) {
   const [think, solve] = ($(`${side}-budget`).value || "+").split("+");
   const run = runById($(`${side}-run`).value);
-  return { run: run.id, model: run.kind === "sweep" ? $(`${side}-model`).value : "", mode: $(`${side}-mode`).value, think, solve };
+  return { run: String(run.id), model: run.kind === "sweep" ? $(`${side}-model`).value : "", mode: $(`${side}-mode`).value, think, solve };
 }
 
-function initCompare() {
-  const [left, right] = defaultSides();
-  sideControls("left", left);
-  sideControls("right", right);
-  $("c-dataset").onchange = () => loadProblems();
-  $("c-problem").onchange = () => loadComparison();
-  const step = (delta) => {
-    const select = $("c-problem");
-    select.selectedIndex = Math.min(select.options.length - 1, Math.max(0, select.selectedIndex + delta));
-    return loadComparison();
-  };
-  $("c-prev").onclick = () => step(-1);
-  $("c-next").onclick = () => step(1);
-  return loadProblems();
+function openCompare(link = {}) {
+  const linked = (side) => ({ run: link[`${side}_run`], model: link[`${side}_model`], mode: link[`${side}_mode`],
+                              budget: link[`${side}_budget`] });
+  if (!$("left-controls").children.length) {
+    const [left, right] = defaultSides();
+    sideControls("left", left);
+    sideControls("right", right);
+    $("c-dataset").onchange = () => loadProblems();
+    $("d-filter").onchange = () => loadProblems();
+    $("c-problem").onchange = () => loadComparison();
+    const step = (delta) => {
+      const select = $("c-problem");
+      select.selectedIndex = Math.min(select.options.length - 1, Math.max(0, select.selectedIndex + delta));
+      return loadComparison();
+    };
+    $("c-prev").onclick = () => step(-1);
+    $("c-next").onclick = () => step(1);
+  }
+  for (const side of ["left", "right"]) {
+    const want = linked(side);
+    if (want.run !== undefined && runById(want.run) && sampleRuns().includes(runById(want.run))) sideControls(side, want);
+  }
+  choose($("d-filter"), link.show);
+  return loadProblems(link);
 }
 
-async function loadProblems() {
+const DIFFS = { left: (l, r) => l && !r, right: (l, r) => !l && r, differ: (l, r) => l !== r, both: (l, r) => l && r,
+                neither: (l, r) => !l && !r };
+const DIFF_SHOWN = 1000;
+
+async function loadProblems(link = {}) {
+  const mine = ++state.compared;
   const datasets = [...new Set(["left", "right"].flatMap((side) => runById($(`${side}-run`).value).facets.datasets))].sort();
   fill($("c-dataset"), datasets);
+  choose($("c-dataset"), link.dataset);
   const dataset = $("c-dataset").value;
-  const [left, right] = await Promise.all(["left", "right"].map((side) => api("problems", { ...sideFilter(side), dataset })));
-  const both = left.filter((id) => right.includes(id));
-  fill($("c-problem"), both.length ? both : [...new Set([...left, ...right])]);
+  const [left, right] = await Promise.all(["left", "right"].map(async (side) => {
+    const { run, ...where } = sideFilter(side);
+    return (await listOf(run)).rows.filter((row) => matches(row, { ...where, dataset }));
+  }));
+  if (mine !== state.compared) return;
+  const rightBy = new Map(right.map((row) => [`${row.problem_id}\u0000${row.sample_index}`, row]));
+  const keep = DIFFS[$("d-filter").value] ?? (() => true);
+  const pairs = left.map((row) => [row, rightBy.get(`${row.problem_id}\u0000${row.sample_index}`)])
+    .filter(([l, r]) => r !== undefined && keep(l.correct, r.correct));
+  $("d-count").textContent = `${pairs.length} sample${pairs.length === 1 ? "" : "s"} in both`
+    + (pairs.length > DIFF_SHOWN ? ` (the first ${DIFF_SHOWN} shown)` : "");
+  $("diff-table").tBodies[0].replaceChildren(...pairs.slice(0, DIFF_SHOWN).map(([l, r]) => diffRow(l, r)));
+  const ids = (rows) => [...new Set(rows.map((row) => String(row.problem_id)))];
+  const shared = $("d-filter").value ? ids(pairs.map(([l]) => l)) : ids(left).filter((id) => ids(right).includes(id));
+  fill($("c-problem"), shared.length || $("d-filter").value ? shared : [...new Set([...ids(left), ...ids(right)])]);
+  choose($("c-problem"), link.problem);
   return loadComparison();
+}
+
+function diffRow(left, right) {
+  const mark = (correct) => (correct ? "right" : "wrong");
+  const kind = left.correct && !right.correct ? "left-only" : !left.correct && right.correct ? "right-only" : "same";
+  const tr = el("tr", { class: kind, "data-problem": left.problem_id },
+    ...[left.dataset, left.problem_id, left.sample_index, left.extracted_answer ?? "", mark(left.correct),
+        right.extracted_answer ?? "", mark(right.correct), left.gold ?? ""].map((cell) => el("td", {}, cell)));
+  tr.onclick = () => {
+    for (const other of tr.parentNode.children) other.classList.remove("selected");
+    tr.classList.add("selected");
+    choose($("c-problem"), String(left.problem_id));
+    return loadComparison().catch(showError);
+  };
+  return tr;
 }
 
 async function loadComparison() {
   const mine = ++state.compared;
   const dataset = $("c-dataset").value, problemId = $("c-problem").value;
-  if (!problemId) return;
+  linkCompare();
+  if (!problemId) {
+    $("tab-compare").dataset.loaded = `${dataset}/`;
+    return;
+  }
   const sides = await Promise.all(["left", "right"].map((side) =>
     api("samples", { ...sideFilter(side), dataset, problem_id: problemId, text: "true" })));
   const { run: leftRun, ...leftCell } = sideFilter("left");
@@ -320,9 +506,39 @@ async function loadComparison() {
   $("tab-compare").dataset.loaded = `${dataset}/${problemId}`;
 }
 
-// ---- training ----
-async function initTraining() {
-  const runs = await api("metrics");
+function linkCompare() {
+  const link = { dataset: $("c-dataset").value, problem: $("c-problem").value, show: $("d-filter").value };
+  for (const side of ["left", "right"]) {
+    for (const name of ["run", "model", "mode", "budget"]) link[`${side}_${name}`] = $(`${side}-${name}`).value;
+  }
+  writeLink("compare", link);
+}
+
+// ---- training: metrics by step, smoothed (an exponential moving average) or on a log scale ----
+function smoothed(values, weight) {
+  let last = null;
+  return values.map((value) => {
+    if (value === null || value === undefined || !Number.isFinite(value)) return null;
+    last = last === null ? value : weight * last + (1 - weight) * value;
+    return last;
+  });
+}
+
+async function openTraining(link = {}) {
+  if (state.metricRuns === null) {
+    state.metricRuns = await api("metrics");
+    $("t-smooth").oninput = $("t-log").onchange = () => drawTraining();
+  }
+  const weight = Number(link.smooth);
+  if (link.smooth !== undefined && Number.isFinite(weight)) $("t-smooth").value = String(Math.min(0.95, Math.max(0, weight)));
+  if (link.log !== undefined) $("t-log").checked = link.log === "1";
+  return drawTraining();
+}
+
+async function drawTraining() {
+  const runs = state.metricRuns, weight = Number($("t-smooth").value), log = $("t-log").checked;
+  $("t-smooth-value").textContent = weight.toFixed(2);
+  writeLink("training", { smooth: weight ? String(weight) : "", log: log ? "1" : "" });
   const measured = (column) => runs.some((run) => run.rows.some((row) => row[column] !== null && row[column] !== undefined));
   const values = (column) => runs.flatMap((run) => run.rows.map((row) => row[column])).filter((v) => v !== null && v !== undefined);
   // a metric with the same value at every step (two or more) is a flat line: named below the charts, not drawn
@@ -332,22 +548,29 @@ async function initTraining() {
   const columns = measuredColumns.filter((column) => !flatColumns.includes(column));
   const lastStep = Math.max(1, ...runs.flatMap((run) => run.rows.map((row) => row.step)));
   const phases = columns.filter((column) => column.endsWith("_s"));
-  const box = el("div", { class: "plots" });
-  const flatNote = el("p", { class: "note", id: "flat-metrics" },
-    flatColumns.length ? `the same at every step (not drawn): ${flatColumns.map((c) => `${c} ${values(c)[0]}`).join(", ")}` : "");
-  $("training-plots").replaceChildren(box, flatNote);
+  let box = $("training-plots").firstChild;
+  if (!box) $("training-plots").replaceChildren(box = el("div", { class: "plots" }), el("p", { class: "note", id: "flat-metrics" }));
+  $("flat-metrics").textContent =
+    flatColumns.length ? `the same at every step (not drawn): ${flatColumns.map((c) => `${c} ${values(c)[0]}`).join(", ")}` : "";
   const charts = columns.filter((column) => !phases.includes(column)).map((column) => [column, [column]]);
   if (phases.length) charts.push(["seconds per phase", phases]);
   for (const [title, series] of charts) {
-    const div = el("div", { class: "plot", id: `metric-${title.replace(/\W+/g, "-")}` });
-    box.append(div);
-    const traces = runs.flatMap((run) => series.filter((column) => run.columns.includes(column)).map((column) => ({
-      type: "scatter", mode: "lines+markers", x: run.rows.map((row) => row.step), y: run.rows.map((row) => row[column]),
-      name: series.length > 1 ? (runs.length > 1 ? `${run.run} · ${column}` : column) : run.run,
-    })));
-    await Plotly.newPlot(div, traces, { title: { text: title }, margin: { t: 40, r: 10 }, xaxis: { title: { text: "step" }, tick0: 0, dtick: Math.max(1, Math.ceil(lastStep / 10)) },
-                                        showlegend: runs.length > 1 || series.length > 1 }, { responsive: true, displaylogo: false });
+    const id = `metric-${title.replace(/\W+/g, "-")}`;
+    let div = document.getElementById(id);
+    if (!div) box.append(div = el("div", { class: "plot", id }));
+    const traces = runs.flatMap((run) => series.filter((column) => run.columns.includes(column)).flatMap((column) => {
+      const x = run.rows.map((row) => row.step), y = run.rows.map((row) => row[column]);
+      const name = series.length > 1 ? (runs.length > 1 ? `${run.run} · ${column}` : column) : run.run;
+      const line = { type: "scatter", mode: "lines+markers", x, y: weight ? smoothed(y, weight) : y, name, raw: y };
+      return weight ? [line, { type: "scatter", mode: "lines", x, y, name: `${name} (raw)`, opacity: 0.3, showlegend: false,
+                               hoverinfo: "skip" }] : [line];
+    }));
+    await Plotly.react(div, traces, { title: { text: title }, margin: { t: 40, r: 10 },
+      xaxis: { title: { text: "step" }, tick0: 0, dtick: Math.max(1, Math.ceil(lastStep / 10)) },
+      yaxis: { type: log ? "log" : "linear" }, showlegend: runs.length > 1 || series.length > 1 },
+      { responsive: true, displaylogo: false });
   }
+  $("training-plots").dataset.drawn = `${weight}/${log}`;
 }
 
 main().catch(showError);
