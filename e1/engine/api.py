@@ -37,7 +37,7 @@ from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestErr
                                   reported_completion, row_task, run_rows)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
+from e1.engine.markers import PROMPT_CLOSED, DEFAULT_END, DEFAULT_START, PROMPT_OPEN, Markers
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.errors import ConfigError, ModelError, register_secret
@@ -317,7 +317,7 @@ class OpenAIEngine(RowEngine):
                 if not natural:  # the end of sequence while thinking: the row is done
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
-        opened = markers.opens_thinking(ids) or markers.start_text in think
+        opened = markers.prompt_thinking(ids) == PROMPT_OPEN or markers.start_text in think
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
         answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(

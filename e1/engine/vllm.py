@@ -174,8 +174,7 @@ class VLLMEngine(RowEngine):
         max_tokens = state.max_new_tokens - written  # the row's worst case + the EOS a budget forces (row_state)
         extra, stop = None, sorted(markers.eos_ids)
         if mode.separate:  # the processor forces what the row state says (truncate needs only max_tokens)
-            opens = markers.opens_thinking(prompt)
-            extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids, state)}
+            extra = {KEY: budget_args(budget, mode, markers, markers.prompt_thinking(prompt), state.max_new_tokens, raw, state.exit_ids, state)}
             if state.waits_left and state.phase == THINK:
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
         params = SamplingParams(
