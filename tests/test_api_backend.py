@@ -82,7 +82,10 @@ class StandIn:
                     self.end_headers()
                     self.wfile.write(raw)
                     return
-                if isinstance(body.get("prompt"), list):  # token ids (vLLM takes them)
+                if isinstance(body.get("prompt"), list):  # token ids: taken where decode is set (vLLM), else refused
+                    if stand_in.decode is None:
+                        self._send(400, {"error": {"message": "prompt must be a string"}})
+                        return
                     body = {**body, "prompt": stand_in.decode(body["prompt"])}
                 reply = stand_in.reply(self.path, body)
                 if stand_in.token_ids is not None and body.get("return_token_ids"):
@@ -160,6 +163,8 @@ def _engine(stand_in, tokenizer_dir, modes=("elastic",), **settings):
 def test_two_calls_make_elastic_on_a_plain_server(stand_in, tokenizer_dir):
     engine = _engine(stand_in, tokenizer_dir, modes=("elastic", "elastic:exit='Stop now.'", "truncate", "none"))
     assert engine.server == PLAIN_SERVER
+    # the stand-in refuses a token-id prompt: the run is recorded as not token-exact, and why
+    assert not engine.describe()["token_exact"] and "no token-id prompt" in engine.describe()["exactness"]
     assert engine.describe()["methods"] == {"elastic": TWO_CALLS, "elastic:exit='Stop now.'": TWO_CALLS,
                                             "truncate": ONE_CALL, "none": ONE_CALL}
     sampling = Sampling(temperature=0.6, seed=3)
@@ -352,16 +357,22 @@ def test_the_api_options_are_checked_before_anything_starts(tmp_path):
 def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokenizer_dir):
     """vLLM returns the ids when asked: the solution call continues from prompt + the row's own ids
     (the forced marker included), so the record is the local engines' (ids, forced mask, counts)."""
-    engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
-    encode = lambda text: engine.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
-    end, eos = list(engine.markers.end_ids), min(engine.markers.eos_ids)
+    from e1.engine.hf import load_tokenizer
+    from e1.engine.markers import resolve_markers
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    markers = resolve_markers(tokenizer)
+    end, eos = list(markers.end_ids), min(markers.eos_ids)
 
     def token_ids(choice, body):
         ids = encode(choice["text"])
         return ids + (end if choice.get("stop_reason") == END else [eos] if choice["finish_reason"] == "stop" else [])
 
-    stand_in.token_ids = token_ids
-    stand_in.decode = lambda ids: engine.tokenizer.decode(ids, skip_special_tokens=False)
+    stand_in.token_ids = token_ids  # a server that takes and returns ids, as vLLM does: found by e1's probe at load
+    stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
+    engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
+    assert engine.describe()["token_exact"] and (engine.ids_in, engine.ids_out) == (True, True)
     prompt = build_prompt(engine.tokenizer, "long question")
     row = engine.generate([prompt], Budget(3, 20), "budget-forcing", Sampling(temperature=0))[0]
     forced = end + list(engine.markers.answer_ids)  # s1 forces the marker and "Final Answer:"
@@ -372,3 +383,24 @@ def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokeni
     # counted from the ids, as the local engines count (the solution's EOS included)
     assert (row.think_tokens, row.solve_tokens, row.forced, row.finish_reason) == (3, len(solution) + 1, True, "stop")
     assert row.solution_text == "Final Answer: \\boxed{5}" and row.think_text == " a a a"
+
+
+def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexact(stand_in, tokenizer_dir):
+    """A server that takes token-id prompts but returns no ids (SGLang, llama.cpp without e1's fields):
+    both calls are sent as ids (e1's prompt ids, then the thinking text tokenised after them), never
+    as text the server would tokenise again; the thinking's re-tokenisation makes the run inexact."""
+    from e1.engine.hf import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
+    engine = _engine(stand_in, tokenizer_dir, modes=("elastic",))
+    assert (engine.ids_in, engine.ids_out) == (True, False)
+    exact, why = engine.exactness()
+    assert not exact and "re-tokenised" in why and engine.describe()["exactness"] == why
+    prompt = build_prompt(tokenizer, "long question")
+    row = engine.generate([prompt], Budget(4, 4), Mode(), Sampling(temperature=0))[0]
+    think_call, solve_call = [body for _, body in stand_in.requests[-2:]]
+    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+    assert think_call["prompt"] == prompt_ids
+    assert solve_call["prompt"] == prompt_ids + tokenizer.encode(" a" * 4 + END, add_special_tokens=False)
+    assert (row.think_tokens, row.forced, row.solution_text) == (4, True, " \\boxed{5}")

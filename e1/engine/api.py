@@ -6,14 +6,18 @@
 
 At load e1 asks the server which model it serves (and its context) and sends one probe carrying
 e1's budget fields; a reply with a per-choice ``budget`` means the server decodes budgets itself
-(``e1 serve``, or vLLM with e1's plug-ins). How each mode then runs, and how exact it is:
+(``e1 serve``, or vLLM with e1's plug-ins). On a plain server with ``--tokenizer`` a second probe
+sends a prompt as token ids: a server that takes them (vLLM, SGLang, llama.cpp) is sent e1's own
+prompt ids from then on, never the text it would tokenise again (R1's tokenizer would add a second
+BOS), and one that also returns the reply's ids (vLLM) is run on ids throughout. How each mode then
+runs, and how exact it is (``describe()["token_exact"]``, recorded per run):
 
 | server | prompts | mode | method | exact? |
 |---|---|---|---|---|
 | takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request (the prompt as token ids) with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
 | takes budgets | chat messages | the same | the same request on ``/v1/chat/completions``; counts from the reply's ``budget`` | counts and texts as the server decoded them |
-| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | a server that returns token ids (vLLM): continued from the ids, token for token as the local engines; else from the text (exact in distribution up to the server re-tokenising the thinking at the seam), counts from ``usage`` |
-| plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | counts: the reply's ``usage``, thinking tokenised with the tokenizer |
+| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker; a prompt that closed thinking (Qwen3, thinking off) only the solution call | ids in and out (vLLM): token for token as the local engines; else exact in distribution up to the thinking re-tokenised at the seam, counts from ``usage`` (and a text-only server tokenises the prompt itself) |
+| plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | ids in and out: the reply's ids replayed, token for token; else counts from ``usage``, thinking tokenised with the tokenizer |
 | plain | chat messages | ``truncate``, ``none`` | one call; thinking tokens from ``usage.completion_tokens_details.reasoning_tokens`` | refused per reply if the server does not report it |
 | plain | chat messages | ``elastic``, ``budget-forcing`` | refused: a forced end marker needs a continuation of the prompt text | |
 
@@ -37,9 +41,10 @@ from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestErr
                                   reported_completion, row_task, run_rows)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import PROMPT_CLOSED, DEFAULT_END, DEFAULT_START, PROMPT_OPEN, Markers
+from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_OPEN, Markers
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
+from e1.engine.row_state import THINK
 from e1.errors import ConfigError, ModelError, register_secret
 from e1.numeric import Number, check_numbers
 
@@ -138,10 +143,12 @@ class OpenAIEngine(RowEngine):
     counts come from the replies."""
 
     def __init__(self, caller: Caller, settings: ApiSettings, model: str, tokenizer, markers: Markers, server: str,
-                 max_context: int | None, modes: Sequence[Mode] = ()):
+                 max_context: int | None, modes: Sequence[Mode] = (), token_ids: tuple[bool, bool] = (False, False)):
         self.caller, self.settings, self.model = caller, settings, model
         self.tokenizer, self.markers, self.server, self.max_context = tokenizer, markers, server, max_context
         self.chat = isinstance(tokenizer, ChatMessages)  # no --tokenizer: the server applies the template
+        # whether the server takes the prompt as token ids, and returns the reply's ids (vLLM: both)
+        self.ids_in, self.ids_out = token_ids if not self.chat else (False, False)
         self.methods = {str(mode): self.method(mode) for mode in modes}  # refuses a mode the server cannot do
 
     @classmethod
@@ -161,9 +168,14 @@ class OpenAIEngine(RowEngine):
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
         max_context = _served_context(client, model, settings.url)
-        server = _probe(Caller(client, deadline_s=settings.request_timeout_s), model, chat=settings.tokenizer is None)
+        probe = Caller(client, deadline_s=settings.request_timeout_s)
+        server = _probe(probe, model, chat=settings.tokenizer is None)
+        token_ids = (True, True)  # a budget server is sent e1's ids and its reply's ids are replayed (or refused)
+        if settings.tokenizer and server == PLAIN_SERVER:
+            token_ids = _probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
-        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes])
+        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
+                   token_ids)
 
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
@@ -204,9 +216,24 @@ class OpenAIEngine(RowEngine):
         """What config.json records: where, what, and the method each mode used."""
         prompts = ("chat messages, /v1/chat/completions" if self.chat
                    else f"chat template of {self.settings.tokenizer}, /v1/completions")
+        exact, exactness = self.exactness()
         return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
-                "methods": dict(self.methods), "concurrency": self.settings.concurrency,
-                "max_retries": self.settings.max_retries, "request_timeout_s": self.settings.request_timeout_s}
+                "methods": dict(self.methods), "token_exact": exact, "exactness": exactness,
+                "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
+                "request_timeout_s": self.settings.request_timeout_s}
+
+    def exactness(self) -> tuple[bool, str]:
+        """Whether this run's records are token for token the local engines' (same prompt ids, the
+        replies' own ids replayed through the row's state), and why (config.json, the summary line)."""
+        if self.chat:
+            return False, "chat messages: the server applies the template and counts the tokens"
+        if self.ids_in and self.ids_out:
+            return True, "prompts sent as token ids, the replies' token ids replayed"
+        if self.ids_in:
+            return False, ("prompts sent as token ids, but the replies carry none: the thinking is re-tokenised at "
+                           "the seam, counts come from usage")
+        return False, ("the server takes no token-id prompt: it tokenises the prompt text itself (a tokenizer that "
+                       "adds a BOS gets a second one), counts come from usage")
 
     def finish_run(self) -> None:
         """The run's samples are all stored: the journal of replies is no longer needed."""
@@ -286,11 +313,10 @@ class OpenAIEngine(RowEngine):
         return completion
 
     def _thinking_read(self, choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
-        """The thinking call's reply: its token ids, or its usage and (at a stop) why it stopped."""
-        if choice.token_ids is None:
-            usage.completion()
-            if choice.finish_reason == "stop":
-                choice.stopped_at(self.markers.end_text)
+        """The thinking call's text reply: its usage and (at a stop) why it stopped."""
+        usage.completion()
+        if choice.finish_reason == "stop":
+            choice.stopped_at(self.markers.end_text)
         return choice, usage
 
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
@@ -302,50 +328,68 @@ class OpenAIEngine(RowEngine):
     def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
         """Thinking with ``max_tokens=t`` that stops at the end marker, then the solution from
-        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that returns the
-        ids (vLLM) is continued from them, token for token (:meth:`_replay_two_calls`)."""
+        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that takes and
+        returns token ids (vLLM) runs on the ids, token for token (:meth:`_replay_two_calls`); a
+        prompt that closed thinking (Qwen3, thinking off) gets only the solution call."""
+        if self.ids_out:
+            return self._replay_two_calls(ids, row, budget, mode, sampling, row_seed)
         markers, think, think_tokens, natural = self.markers, "", 0, False
+        phase = markers.prompt_thinking(ids)
+        if phase == PROMPT_CLOSED:
+            return self._solution_call(text, ids, row, budget.solve, sampling, row_seed)
         if budget.think > 0:
             choice, usage = self._call("completions", self._body(
-                row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False, return_token_ids=True), self._thinking_read)
-            if choice.token_ids is not None:
-                return self._replay_two_calls(list(choice.token_ids), ids, row, budget, mode, sampling, row_seed)
+                row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=budget.think, stop=[markers.end_text],
+                skip_special_tokens=False), self._thinking_read)
             think, think_tokens = choice.text or "", usage.completion()
             if choice.finish_reason == "stop":
                 natural = choice.stopped_at(markers.end_text)
                 if not natural:  # the end of sequence while thinking: the row is done
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
-        opened = markers.prompt_thinking(ids) == PROMPT_OPEN or markers.start_text in think
+        opened = phase == PROMPT_OPEN or markers.start_text in think
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
         answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
-            _counted)
+            row_seed, 1, sampling, prompt=self._prompt(text, ids, think + seam + answer), max_tokens=budget.solve,
+            skip_special_tokens=False), _counted)
         return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
                                      forced, True, choice.stopped, seam if forced else "")
 
-    def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
-                          sampling: Sampling, row_seed: int) -> Completion:
+    def _prompt(self, text: str, ids, written: str = ""):
+        """A plain server's prompt, ``written`` text after it: e1's ids where the server takes ids
+        (the written text tokenised), else the text."""
+        if not self.ids_in:
+            return text + written
+        return list(ids) + (self.tokenizer.encode(written, add_special_tokens=False) if written else [])
+
+    def _replay_two_calls(self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
+                          row_seed: int) -> Completion:
         """The two calls on token ids: the thinking ids fed to the row's state (a natural end, an
         end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
-        the solution continued from prompt + the row's ids and fed too: the local engines' records."""
+        the solution continued from prompt + the row's ids and fed too: the local engines' records.
+        A prompt that closed thinking starts in the solution, so only the second call is sent."""
         state = self.row_state(ids, budget, mode, sampling)
-        state.extend([int(token) for token in thinking])
+        if state.phase == THINK and state.forced_token() is None:
+            choice = self._call("completions", self._body(
+                row_seed, 0, sampling, prompt=list(ids), max_tokens=budget.think, stop=[self.markers.end_text],
+                skip_special_tokens=False, return_token_ids=True), _with_ids)
+            state.extend(list(choice.token_ids))
         while not state.done and state.forced_token() is not None:
             state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
         if not state.done:
-            choice, _ = self._call("completions", self._body(
-                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
-            state.extend(list(choice.token_ids or []))
+            choice = self._call("completions", self._body(
+                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True),
+                _with_ids)
+            state.extend(list(choice.token_ids))
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
 
     def _one_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
-        """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
+        """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker (on a
+        server that returns ids, by the row's state replaying them)."""
         if ids is None:
             cap = mode.output_cap(budget)
             max_tokens = sampling.max_tokens if cap is None else cap
@@ -354,15 +398,40 @@ class OpenAIEngine(RowEngine):
                 "max_tokens": max_tokens}
             return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
                               lambda choice, usage: chat_completion(choice, usage, row))
-        max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
-        choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
-                                                              skip_special_tokens=False), _counted)
+        state = self.row_state(ids, budget, mode, sampling)
+        if self.ids_out:
+            choice = self._call("completions", self._body(
+                row_seed, 0, sampling, prompt=list(ids), max_tokens=state.max_new_tokens, skip_special_tokens=False,
+                return_token_ids=True), _with_ids)
+            state.extend(list(choice.token_ids))
+            completion = self._record(state, row, ids)
+            completion.finish_reason = completion.finish_reason or choice.stopped
+            return completion
+        if self.markers.prompt_thinking(ids) == PROMPT_CLOSED:
+            return self._solution_call(text, ids, row, state.max_new_tokens, sampling, row_seed)
+        choice, usage = self._call("completions", self._body(
+            row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=state.max_new_tokens,
+            skip_special_tokens=False), _counted)
         output, total = choice.text or "", usage.completion()
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
         think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
         return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
                                      choice.stopped)
+
+    def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
+                       row_seed: int) -> Completion:
+        """A prompt whose template closed thinking (Qwen3 with thinking off), on a server that returns
+        no ids: one call, the reply all solution, counted by its usage."""
+        choice, usage = self._call("completions", self._body(
+            row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False),
+            _counted)
+        solution_ids = self.tokenizer.encode(choice.text or "", add_special_tokens=False)
+        return Completion(
+            prompt_index=row[0], sample_index=row[1], think_text="",
+            solution_text=self.tokenizer.decode(solution_ids, skip_special_tokens=True), prompt_tokens=len(ids),
+            think_tokens=0, solve_tokens=usage.completion(), forced=False, finish_reason=choice.stopped,
+            token_ids=solution_ids, forced_mask=[False] * len(solution_ids), closed=True, think_end="")
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
                          forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
@@ -383,6 +452,14 @@ class OpenAIEngine(RowEngine):
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
     return choice, usage
+
+
+def _with_ids(choice: Choice, usage: Usage) -> Choice:
+    """A reply of a server that returns token ids (found at load): refused (never journalled) without them."""
+    if choice.token_ids is None:
+        raise RequestError("the reply carries no token_ids, though the server returned them when e1 started",
+                           hint="check that the server is the one e1 started with; rerun the same command to resume")
+    return choice
 
 
 def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
@@ -417,6 +494,26 @@ def _served_context(client, model: str, url: str) -> int | None:
     extra = getattr(served.get(model), "model_extra", None) or {}
     context = extra.get("max_model_len")
     return context if isinstance(context, int) and context > 0 else None
+
+
+def _probe_token_ids(caller: Caller, model: str, prompt_ids: list[int]) -> tuple[bool, bool]:
+    """Whether a plain server takes a prompt as token ids (the OpenAI completions API allows it;
+    vLLM, SGLang and llama.cpp do) and returns the reply's ids (vLLM's ``return_token_ids``): one
+    request. A refusal (HTTP 400/422) means text only; a server that echoes other prompt ids than
+    e1 sent (it added a BOS) is treated as text only too."""
+    import openai
+
+    body = {"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "temperature": 0, "return_token_ids": True}
+    try:
+        choice = caller.call("completions", body).choice
+    except RequestError as err:
+        if isinstance(err.__cause__, (openai.BadRequestError, openai.UnprocessableEntityError)):
+            return False, False
+        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
+                         hint="check --api-url, --model (the served name) and --api-key-env") from err
+    if choice.prompt_token_ids is not None and list(choice.prompt_token_ids) != list(prompt_ids):
+        return False, False
+    return True, choice.token_ids is not None
 
 
 def _probe(caller: Caller, model: str, chat: bool) -> str:
