@@ -312,6 +312,10 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
     assert not any("question 2" in key[0] for key in back.answered)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["api_method"]["methods"] == {"elastic": TWO_CALLS} and config["api_method"]["server"] == PLAIN_SERVER
+    from e1.cli.eval import api_line
+
+    assert config["api_method"]["token_exact"] is False  # the stand-in takes no token-id prompt: the summary says so
+    assert "NOT token-exact: the server takes no token-id prompt" in api_line(tmp_path / "run")
     assert stand_in.keys == back.keys == {"Bearer sk-test-secret"}  # the key is sent, and only its variable is stored
     assert "sk-test-secret" not in json.dumps(config) and config["api"]["api_key_env"] == "E1_TEST_API_KEY"
     assert not (tmp_path / "run" / "api-replies.jsonl").exists()

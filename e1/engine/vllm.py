@@ -43,7 +43,7 @@ from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.early_exit import replay_round
 from e1.engine.row_engine import RowEngine
-from e1.engine.hf import _generation_eos, load_tokenizer
+from e1.engine.hf import _generation_eos, load_tokenizer, weights_dtype
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
@@ -57,6 +57,7 @@ class VLLMEngine(RowEngine):
     def __init__(self, llm, tokenizer, markers: Markers):
         self.llm, self.tokenizer, self.markers = llm, tokenizer, markers
         self.max_context = llm.llm_engine.model_config.max_model_len
+        self.dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")  # the weights' dtype vLLM runs
 
     def close(self) -> None:
         """Shut the engine down and free its memory (before another model loads)."""
@@ -89,7 +90,7 @@ class VLLMEngine(RowEngine):
 
         use_v1_runner()  # before the engine is built: vLLM reads it then
         on_cpu = not torch.cuda.is_available()
-        dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
+        dtype = weights_dtype(dtype, model, not on_cpu)  # auto: the checkpoint's, as the transformers backend loads it
         options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                        enable_prefix_caching=True, logits_processors=[BudgetProcessor],
