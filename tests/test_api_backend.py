@@ -399,8 +399,8 @@ def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexa
     stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
     engine = _engine(stand_in, tokenizer_dir, modes=("elastic",))
     assert (engine.ids_in, engine.ids_out) == (True, False)
-    exact, why = engine.exactness()
-    assert not exact and "re-tokenised" in why and engine.describe()["exactness"] == why
+    record = engine.describe()
+    assert not record["token_exact"] and "re-tokenised" in record["exactness"]
     prompt = build_prompt(tokenizer, "long question")
     row = engine.generate([prompt], Budget(4, 4), Mode(), Sampling(temperature=0))[0]
     think_call, solve_call = [body for _, body in stand_in.requests[-2:]]

@@ -6,11 +6,8 @@
 
 At load e1 asks the server which model it serves (and its context) and sends one probe carrying
 e1's budget fields; a reply with a per-choice ``budget`` means the server decodes budgets itself
-(``e1 serve``, or vLLM with e1's plug-ins). On a plain server with ``--tokenizer`` a second probe
-sends a prompt as token ids: a server that takes them (vLLM, SGLang, llama.cpp) is sent e1's own
-prompt ids from then on, never the text it would tokenise again (R1's tokenizer would add a second
-BOS), and one that also returns the reply's ids (vLLM) is run on ids throughout. How each mode then
-runs, and how exact it is (``describe()["token_exact"]``, recorded per run):
+(``e1 serve``, or vLLM with e1's plug-ins); a plain one is asked whether it takes and returns token
+ids (:mod:`e1.engine.api_probe`). How each mode then runs, and how exact it is (``token_exact``):
 
 | server | prompts | mode | method | exact? |
 |---|---|---|---|---|
@@ -37,6 +34,7 @@ from pathlib import Path
 from typing import Sequence
 
 from e1.budget import Budget
+from e1.engine.api_probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
                                   reported_completion, row_task, run_rows)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
@@ -45,12 +43,11 @@ from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK
-from e1.errors import ConfigError, ModelError, register_secret
+from e1.errors import ConfigError, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
-BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -167,12 +164,12 @@ class OpenAIEngine(RowEngine):
 
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
-        max_context = _served_context(client, model, settings.url)
+        max_context = served_context(client, model, settings.url)
         probe = Caller(client, deadline_s=settings.request_timeout_s)
-        server = _probe(probe, model, chat=settings.tokenizer is None)
+        server = probe_budgets(probe, model, chat=settings.tokenizer is None)
         token_ids = (True, True)  # a budget server is sent e1's ids and its reply's ids are replayed (or refused)
         if settings.tokenizer and server == PLAIN_SERVER:
-            token_ids = _probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
+            token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
         return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
                    token_ids)
@@ -216,24 +213,11 @@ class OpenAIEngine(RowEngine):
         """What config.json records: where, what, and the method each mode used."""
         prompts = ("chat messages, /v1/chat/completions" if self.chat
                    else f"chat template of {self.settings.tokenizer}, /v1/completions")
-        exact, exactness = self.exactness()
+        exact, why = exactness(self.chat, self.ids_in, self.ids_out)
         return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
-                "methods": dict(self.methods), "token_exact": exact, "exactness": exactness,
+                "methods": dict(self.methods), "token_exact": exact, "exactness": why,
                 "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
                 "request_timeout_s": self.settings.request_timeout_s}
-
-    def exactness(self) -> tuple[bool, str]:
-        """Whether this run's records are token for token the local engines' (same prompt ids, the
-        replies' own ids replayed through the row's state), and why (config.json, the summary line)."""
-        if self.chat:
-            return False, "chat messages: the server applies the template and counts the tokens"
-        if self.ids_in and self.ids_out:
-            return True, "prompts sent as token ids, the replies' token ids replayed"
-        if self.ids_in:
-            return False, ("prompts sent as token ids, but the replies carry none: the thinking is re-tokenised at "
-                           "the seam, counts come from usage")
-        return False, ("the server takes no token-id prompt: it tokenises the prompt text itself (a tokenizer that "
-                       "adds a BOS gets a second one), counts come from usage")
 
     def finish_run(self) -> None:
         """The run's samples are all stored: the journal of replies is no longer needed."""
@@ -327,10 +311,8 @@ class OpenAIEngine(RowEngine):
 
     def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
-        """Thinking with ``max_tokens=t`` that stops at the end marker, then the solution from
-        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that takes and
-        returns token ids (vLLM) runs on the ids, token for token (:meth:`_replay_two_calls`); a
-        prompt that closed thinking (Qwen3, thinking off) gets only the solution call."""
+        """Thinking (``max_tokens=t``, stopped at the end marker), then the solution (``max_tokens=s``) from
+        prompt + thinking + (exit text) + marker; on ids where the server returns them (:meth:`_replay_two_calls`)."""
         if self.ids_out:
             return self._replay_two_calls(ids, row, budget, mode, sampling, row_seed)
         markers, think, think_tokens, natural = self.markers, "", 0, False
@@ -357,18 +339,15 @@ class OpenAIEngine(RowEngine):
                                      forced, True, choice.stopped, seam if forced else "")
 
     def _prompt(self, text: str, ids, written: str = ""):
-        """A plain server's prompt, ``written`` text after it: e1's ids where the server takes ids
-        (the written text tokenised), else the text."""
+        """The prompt, ``written`` text after it: as ids where the server takes them, else as text."""
         if not self.ids_in:
             return text + written
         return list(ids) + (self.tokenizer.encode(written, add_special_tokens=False) if written else [])
 
     def _replay_two_calls(self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                           row_seed: int) -> Completion:
-        """The two calls on token ids: the thinking ids fed to the row's state (a natural end, an
-        end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
-        the solution continued from prompt + the row's ids and fed too: the local engines' records.
-        A prompt that closed thinking starts in the solution, so only the second call is sent."""
+        """The two calls on token ids, each reply fed to the row's state (which forces at t as e1's
+        engines do): the local engines' records. A prompt that closed thinking skips the first call."""
         state = self.row_state(ids, budget, mode, sampling)
         if state.phase == THINK and state.forced_token() is None:
             choice = self._call("completions", self._body(
@@ -421,17 +400,15 @@ class OpenAIEngine(RowEngine):
 
     def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
                        row_seed: int) -> Completion:
-        """A prompt whose template closed thinking (Qwen3 with thinking off), on a server that returns
-        no ids: one call, the reply all solution, counted by its usage."""
+        """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one
+        call, the reply all solution, counted by its usage."""
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False),
             _counted)
-        solution_ids = self.tokenizer.encode(choice.text or "", add_special_tokens=False)
-        return Completion(
-            prompt_index=row[0], sample_index=row[1], think_text="",
-            solution_text=self.tokenizer.decode(solution_ids, skip_special_tokens=True), prompt_tokens=len(ids),
-            think_tokens=0, solve_tokens=usage.completion(), forced=False, finish_reason=choice.stopped,
-            token_ids=solution_ids, forced_mask=[False] * len(solution_ids), closed=True, think_end="")
+        completion = self._text_completion(row, ids, "", choice.text or "", 0, usage.completion(), False, False,
+                                           choice.stopped)
+        completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
+        return completion
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
                          forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
@@ -471,62 +448,3 @@ def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:
     """Markers by text only (no tokenizer: chat messages; the server splits and counts)."""
     return Markers(think_start or DEFAULT_START, think_end or DEFAULT_END, (), (), frozenset(), 0, (), ())
-
-
-def _served_context(client, model: str, url: str) -> int | None:
-    """The served model's context (vLLM lists ``max_model_len``); refuses a model the server does not serve."""
-    import openai
-
-    try:
-        cards = list(client.models.list())
-    except openai.NotFoundError:
-        return None  # a server without /v1/models
-    except openai.APIConnectionError as err:
-        raise ModelError(f"cannot reach {url}: {err}", hint="check --api-url and that the server is up") from err
-    except openai.APIStatusError as err:
-        raise ModelError(f"{url} refused to list its models (HTTP {err.status_code})",
-                         hint="check --api-key-env and --api-url") from err
-    served = {card.id: card for card in cards}
-    if served and model not in served:
-        from e1.errors import did_you_mean
-
-        raise ModelError(f"{url} does not serve {model!r}", hint=did_you_mean(model, served, "it serves"))
-    extra = getattr(served.get(model), "model_extra", None) or {}
-    context = extra.get("max_model_len")
-    return context if isinstance(context, int) and context > 0 else None
-
-
-def _probe_token_ids(caller: Caller, model: str, prompt_ids: list[int]) -> tuple[bool, bool]:
-    """Whether a plain server takes a prompt as token ids (the OpenAI completions API allows it;
-    vLLM, SGLang and llama.cpp do) and returns the reply's ids (vLLM's ``return_token_ids``): one
-    request. A refusal (HTTP 400/422) means text only; a server that echoes other prompt ids than
-    e1 sent (it added a BOS) is treated as text only too."""
-    import openai
-
-    body = {"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "temperature": 0, "return_token_ids": True}
-    try:
-        choice = caller.call("completions", body).choice
-    except RequestError as err:
-        if isinstance(err.__cause__, (openai.BadRequestError, openai.UnprocessableEntityError)):
-            return False, False
-        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
-                         hint="check --api-url, --model (the served name) and --api-key-env") from err
-    if choice.prompt_token_ids is not None and list(choice.prompt_token_ids) != list(prompt_ids):
-        return False, False
-    return True, choice.token_ids is not None
-
-
-def _probe(caller: Caller, model: str, chat: bool) -> str:
-    """One small request carrying e1's budget fields: a reply with ``budget`` means the server takes them."""
-    import openai
-
-    body = {"model": model, "max_tokens": 8, "temperature": 0, THINK_FIELD: 0, SOLVE_FIELD: 1, MODE_FIELD: "elastic"}
-    body.update({"messages": [{"role": "user", "content": "Hi"}]} if chat else {"prompt": "Hi"})
-    try:
-        reply = caller.call("chat/completions" if chat else "completions", body)
-    except RequestError as err:
-        if isinstance(err.__cause__, openai.BadRequestError):
-            return PLAIN_SERVER  # a server that refuses fields it does not know
-        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
-                         hint="check --api-url, --model (the served name) and --api-key-env") from err
-    return BUDGET_SERVER if reply.choice.budget is not None else PLAIN_SERVER
