@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Sequence
 
 from e1.budget import Budget
-from e1.engine.api_probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
                                   reported_completion, row_task, run_rows)
+from e1.engine.api_probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_OPEN, Markers
