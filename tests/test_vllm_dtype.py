@@ -56,10 +56,13 @@ def test_vllm_without_dtype_decodes_a_float32_checkpoint_as_the_transformers_bac
         hf_engine.max_context = vllm_engine.max_context
         assert vllm_engine.dtype == hf_engine.dtype == "float32"
         prompts = [build_prompt(hf_engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(4)]
+        prompts.append(prompts[0] + "\n</think>\n\n")  # a prompt that closed thinking: vLLM's processor reads it too
         greedy = Sampling(temperature=0.0, max_tokens=40)
         for mode in ("elastic", "truncate"):
             expected = hf_engine.generate(prompts, Budget(10, 6), Mode.parse(mode), greedy)
             decoded = vllm_engine.generate(prompts, Budget(10, 6), Mode.parse(mode), greedy)
             assert [c.token_ids for c in decoded] == [c.token_ids for c in expected], mode
+            assert [c.forced_mask for c in decoded] == [c.forced_mask for c in expected], mode
+            assert (decoded[-1].think_tokens, decoded[-1].think_end) == (0, "")
     finally:
         vllm_engine.close()
