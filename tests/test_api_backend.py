@@ -82,7 +82,10 @@ class StandIn:
                     self.end_headers()
                     self.wfile.write(raw)
                     return
-                if isinstance(body.get("prompt"), list):  # token ids (vLLM takes them)
+                if isinstance(body.get("prompt"), list):  # token ids: taken where decode is set (vLLM), else refused
+                    if stand_in.decode is None:
+                        self._send(400, {"error": {"message": "prompt must be a string"}})
+                        return
                     body = {**body, "prompt": stand_in.decode(body["prompt"])}
                 reply = stand_in.reply(self.path, body)
                 if stand_in.token_ids is not None and body.get("return_token_ids"):
@@ -160,6 +163,8 @@ def _engine(stand_in, tokenizer_dir, modes=("elastic",), **settings):
 def test_two_calls_make_elastic_on_a_plain_server(stand_in, tokenizer_dir):
     engine = _engine(stand_in, tokenizer_dir, modes=("elastic", "elastic:exit='Stop now.'", "truncate", "none"))
     assert engine.server == PLAIN_SERVER
+    # the stand-in refuses a token-id prompt: the run is recorded as not token-exact, and why
+    assert not engine.describe()["token_exact"] and "no token-id prompt" in engine.describe()["exactness"]
     assert engine.describe()["methods"] == {"elastic": TWO_CALLS, "elastic:exit='Stop now.'": TWO_CALLS,
                                             "truncate": ONE_CALL, "none": ONE_CALL}
     sampling = Sampling(temperature=0.6, seed=3)
@@ -307,6 +312,10 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
     assert not any("question 2" in key[0] for key in back.answered)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["api_method"]["methods"] == {"elastic": TWO_CALLS} and config["api_method"]["server"] == PLAIN_SERVER
+    from e1.cli.eval import api_line
+
+    assert config["api_method"]["token_exact"] is False  # the stand-in takes no token-id prompt: the summary says so
+    assert "NOT token-exact: the server takes no token-id prompt" in api_line(tmp_path / "run")
     assert stand_in.keys == back.keys == {"Bearer sk-test-secret"}  # the key is sent, and only its variable is stored
     assert "sk-test-secret" not in json.dumps(config) and config["api"]["api_key_env"] == "E1_TEST_API_KEY"
     assert not (tmp_path / "run" / "api-replies.jsonl").exists()
@@ -352,16 +361,22 @@ def test_the_api_options_are_checked_before_anything_starts(tmp_path):
 def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokenizer_dir):
     """vLLM returns the ids when asked: the solution call continues from prompt + the row's own ids
     (the forced marker included), so the record is the local engines' (ids, forced mask, counts)."""
-    engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
-    encode = lambda text: engine.tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
-    end, eos = list(engine.markers.end_ids), min(engine.markers.eos_ids)
+    from e1.engine.hf import load_tokenizer
+    from e1.engine.markers import resolve_markers
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    markers = resolve_markers(tokenizer)
+    end, eos = list(markers.end_ids), min(markers.eos_ids)
 
     def token_ids(choice, body):
         ids = encode(choice["text"])
         return ids + (end if choice.get("stop_reason") == END else [eos] if choice["finish_reason"] == "stop" else [])
 
-    stand_in.token_ids = token_ids
-    stand_in.decode = lambda ids: engine.tokenizer.decode(ids, skip_special_tokens=False)
+    stand_in.token_ids = token_ids  # a server that takes and returns ids, as vLLM does: found by e1's probe at load
+    stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
+    engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
+    assert engine.describe()["token_exact"] and (engine.ids_in, engine.ids_out) == (True, True)
     prompt = build_prompt(engine.tokenizer, "long question")
     row = engine.generate([prompt], Budget(3, 20), "budget-forcing", Sampling(temperature=0))[0]
     forced = end + list(engine.markers.answer_ids)  # s1 forces the marker and "Final Answer:"
@@ -372,3 +387,24 @@ def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokeni
     # counted from the ids, as the local engines count (the solution's EOS included)
     assert (row.think_tokens, row.solve_tokens, row.forced, row.finish_reason) == (3, len(solution) + 1, True, "stop")
     assert row.solution_text == "Final Answer: \\boxed{5}" and row.think_text == " a a a"
+
+
+def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexact(stand_in, tokenizer_dir):
+    """A server that takes token-id prompts but returns no ids (SGLang, llama.cpp without e1's fields):
+    both calls are sent as ids (e1's prompt ids, then the thinking text tokenised after them), never
+    as text the server would tokenise again; the thinking's re-tokenisation makes the run inexact."""
+    from e1.engine.hf import load_tokenizer
+
+    tokenizer = load_tokenizer(tokenizer_dir)
+    stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
+    engine = _engine(stand_in, tokenizer_dir, modes=("elastic",))
+    assert (engine.ids_in, engine.ids_out) == (True, False)
+    record = engine.describe()
+    assert not record["token_exact"] and "re-tokenised" in record["exactness"]
+    prompt = build_prompt(tokenizer, "long question")
+    row = engine.generate([prompt], Budget(4, 4), Mode(), Sampling(temperature=0))[0]
+    think_call, solve_call = [body for _, body in stand_in.requests[-2:]]
+    prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
+    assert think_call["prompt"] == prompt_ids
+    assert solve_call["prompt"] == prompt_ids + tokenizer.encode(" a" * 4 + END, add_special_tokens=False)
+    assert (row.think_tokens, row.forced, row.solution_text) == (4, True, " \\boxed{5}")

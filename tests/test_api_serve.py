@@ -81,3 +81,4 @@ def test_e1_eval_runs_against_e1_serve_and_records_how(server, tmp_path):
         read_parquet(tmp_path / "hf" / "samples.parquet")[columns])
     record = json.loads((tmp_path / "api" / "config.json").read_text())["api_method"]
     assert record["server"] == BUDGET_SERVER and record["methods"] == {"elastic": BUDGET_FIELDS}
+    assert record["token_exact"] and "token for token as --backend vllm/hf" in said  # recorded and said

@@ -70,7 +70,9 @@ def test_an_eval_run_written_before_the_specs_resumes_and_records_the_same_confi
     Path("run/config.json").write_text(json.dumps(old))
     samples, _ = evaluate(eval_config(), engine=boxed(tiny_engine))
     assert len(samples) == 3  # every problem generated and scored: nothing refused
-    assert without(json.loads(Path("run/config.json").read_text()), "e1_version") == without(old, "e1_version")
+    record = json.loads(Path("run/config.json").read_text())
+    assert record["weights_dtype"] == "float32"  # recorded beside the settings: the dtype the engine decoded in
+    assert without(record, "e1_version", "weights_dtype") == without(old, "e1_version")
 
 
 @pytest.mark.parametrize("engine, scoring, key", [({"think_end": "</reason>"}, {}, "think_end"),

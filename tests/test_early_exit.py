@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.early_exit import EarlyExitState, Trial
+from e1.engine.markers import PROMPT_OPEN
 from e1.engine.row_state import RowState
 from e1.errors import ConfigError
 from tests.test_row_state import MARKERS, THINK
@@ -20,7 +21,7 @@ PROMPT = (7, 8, 9, 6)  # the trial prompt: the end marker (7, 8, 9) and "Final A
 
 
 def early(budget=None, spec="early-exit:threshold=0.85:trial=3"):
-    return EarlyExitState(budget or Budget(6, 3), Mode.parse(spec), MARKERS, True, 100, transitions=((PARA,),))
+    return EarlyExitState(budget or Budget(6, 3), Mode.parse(spec), MARKERS, PROMPT_OPEN, 100, transitions=((PARA,),))
 
 
 def drive(state, script):
@@ -92,7 +93,7 @@ trial_answers = st.lists(st.lists(st.tuples(st.sampled_from([30, 31, 2]), st.flo
 @settings(max_examples=150, deadline=None)
 @given(real=real_tokens, answers=trial_answers, t=st.integers(0, 8), s=st.integers(1, 5))
 def test_generated_real_tokens_match_elastic_until_a_confident_exit(real, answers, t, s):
-    state, elastic = early(Budget(t, s)), RowState(Budget(t, s), Mode(), MARKERS, True, 100)
+    state, elastic = early(Budget(t, s)), RowState(Budget(t, s), Mode(), MARKERS, PROMPT_OPEN, 100)
     trials, decoded = iter(answers), 0
     for token in real:
         if state.done or state.exited:
@@ -133,7 +134,7 @@ def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t,
     """Whatever the transitions, at most ``tries`` trial answers run (none confident here), each at
     most prompt + trial tokens; the real tokens stay elastic's throughout."""
     state = early(Budget(t, s), f"early-exit:threshold=0.85:trial=3:tries={tries}")
-    elastic = RowState(Budget(t, s), Mode(), MARKERS, True, 100)
+    elastic = RowState(Budget(t, s), Mode(), MARKERS, PROMPT_OPEN, 100)
     for token in real:
         if state.done:
             break
@@ -155,7 +156,7 @@ def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
     driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1")
     drive(driver, [THINK, PARA, 0, 0, 0, 0, (30, 0.1), (31, 0.1), (32, 0.1), THINK])
     assert len(driver.trials) == 1 and not driver.tries_left
-    args = budget_args(Budget(6, 3), driver.mode, MARKERS, True, 100, list(driver.tokens) + [PARA], state=driver)
+    args = budget_args(Budget(6, 3), driver.mode, MARKERS, PROMPT_OPEN, 100, list(driver.tokens) + [PARA], state=driver)
     assert args["tries_left"] is False and args["mode"] == "early-exit:threshold=0.85:trial=3:tries=1"
     rebuilt = row_state(args)
     assert rebuilt.mode == driver.mode

@@ -1,6 +1,6 @@
 """``RowState.extend`` (the vectorised replay behind the vLLM backend's records) against the
 per-token state machine: on any id sequence (every marker id, EOS and sentence end anywhere,
-multi-token markers, prompts that do or do not open thinking), in every mode, fed whole or in
+multi-token markers, prompts that leave thinking open, closed or never opened), in every mode, fed whole or in
 pieces, both leave exactly the same state."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode
-from e1.engine.markers import Markers
+from e1.engine.markers import PROMPT_OPEN, PROMPT_THINKING, Markers
 from e1.engine.row_state import RowState
 
 EOS, START, WAIT, ANSWER, PERIOD, PLAIN = 2, 3, 5, 6, 13, 11
@@ -52,7 +52,7 @@ def snapshot(state: RowState) -> dict:
 
 @settings(max_examples=int(os.environ.get("E1_HYPOTHESIS_EXAMPLES", 600)), deadline=None)
 @given(markers=st.sampled_from(sorted(MARKERS)), mode=MODES, think=st.integers(0, 12), solve=st.integers(1, 12),
-       opens=st.booleans(), room=st.integers(1, 90), ids=IDS, cuts=st.lists(st.integers(0, 80), max_size=3))
+       opens=st.sampled_from(PROMPT_THINKING), room=st.integers(1, 90), ids=IDS, cuts=st.lists(st.integers(0, 80), max_size=3))
 def test_extend_leaves_the_state_the_token_loop_leaves(markers, mode, think, solve, opens, room, ids, cuts):
     expected, ours = fresh(markers, mode, think, solve, opens, room), fresh(markers, mode, think, solve, opens, room)
     taken = stepwise(expected, ids)
@@ -67,7 +67,7 @@ def test_extend_leaves_the_state_the_token_loop_leaves(markers, mode, think, sol
 
 def test_extend_counts_a_whole_budget_arithmetically():
     # t = 4, s = 3: four thinking ids, the forced end marker (vLLM returns it as sampled), three solution ids
-    state = fresh("short", Mode("elastic"), 4, 3, True, 100)
+    state = fresh("short", Mode("elastic"), 4, 3, PROMPT_OPEN, 100)
     assert state.extend([PLAIN] * 4 + [7] + [12] * 3 + [EOS, PLAIN]) == 8
     assert (state.think_tokens, state.solve_tokens, state.was_forced, state.finish_reason) == (4, 3, True, "length")
     assert state.forced == [False] * 4 + [True] + [False] * 3

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from e1.budget import Budget
 from e1.cli.app import app
 from e1.engine.base import Mode
+from e1.engine.markers import PROMPT_OPEN
 from e1.errors import E1Error
 from e1.serve.budgets import (ROOM_FIELD, ServeDefaults, check_fields, check_room, request_budget,
                               worst_case_tokens)
@@ -95,7 +96,7 @@ def test_rewrite_counts_phases_from_the_token_ids(served):
     end, eos = markers.end_ids[0], min(markers.eos_ids)
     prompt = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
                                                             add_generation_prompt=True), add_special_tokens=False)
-    assert markers.opens_thinking(prompt)  # the template opened <think>: only </think> is forced
+    assert markers.prompt_thinking(prompt) == PROMPT_OPEN  # the template opened <think>: only </think> is forced
     # t = 3, s = 2: three thinking tokens, the forced </think>, two solution tokens, the forced EOS
     ids = [a, a, a, end, b, b, eos]
     _, plan = prepare({"thinking_budget": 3, "solution_budget": 2}, served)

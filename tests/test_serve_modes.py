@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from e1.budget import Budget
 from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
-from e1.engine.markers import Markers, exit_ids, resolve_markers, sentence_end_ids
+from e1.engine.markers import PROMPT_OPEN, Markers, exit_ids, resolve_markers, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.errors import E1Error
 from e1.serve.budgets import (ROOM_FIELD, RequestBudget, Served, ServeDefaults, check_fields, feed, replay, report,
@@ -45,7 +45,7 @@ def test_worst_case_grows_by_the_exit_text_and_the_grace_window():
 
 def test_replay_counts_an_exit_and_grace_decoding_as_the_state_that_decoded_it():
     budget = RequestBudget(Budget(3, 2), Mode.parse(MODE))
-    decoder = RowState(budget.budget, budget.mode, MARKERS, True, 100, EXIT, ENDS)
+    decoder = RowState(budget.budget, budget.mode, MARKERS, PROMPT_OPEN, 100, EXIT, ENDS)
     model = iter([10, 11, 12, 13, 50, 99, 99, 99, 20, 21, 22])  # 99: what the model wanted where e1 forced
     while not decoder.done:
         decoder.accept(next(model))

@@ -83,7 +83,7 @@ def test_the_rounds_settings_from_a_client_are_refused_at_admission(served):
     from e1.serve.processor import ServedBudgetProcessor
 
     args = json.loads(rounds_xargs(served)[0]["e1"])
-    args.update(think=0, opens=True, end=[10**9], history=[])  # thinking ends at once: the id is forced first
+    args.update(think=0, thinking="open", end=[10**9], history=[])  # thinking ends at once: the id is forced first
     for xargs in ({"e1": json.dumps(args)}, {"e1": json.dumps(args), "e1_rounds": "guess"}):
         with pytest.raises(ValueError, match="e1's own"):
             ServedBudgetProcessor.validate_params(SamplingParams(max_tokens=8, extra_args=xargs))

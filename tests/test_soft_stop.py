@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.markers import Markers
+from e1.engine.markers import PROMPT_ABSENT, PROMPT_OPEN, Markers
 from e1.engine.row_state import RowState, soft_bias
 from e1.engine.stop import StopPattern, compile_stop
 from e1.errors import ConfigError
@@ -67,7 +67,7 @@ def test_soft_bias_is_zero_before_start_rises_and_stays_at_strength(t, k, start,
 
 def test_soft_biases_from_start_and_forces_only_at_the_ceiling():
     # t = 4, start 0.5 -> bias from the 3rd draw on; ceiling 1.5 -> the marker is forced after 6 thinking ids
-    state = RowState(Budget(4, 2), Mode.parse("soft:start=0.5:strength=4"), MARKERS, True, 100)
+    state = RowState(Budget(4, 2), Mode.parse("soft:start=0.5:strength=4"), MARKERS, PROMPT_OPEN, 100)
     biases = drive(state, [THINK] * 6 + [99, 99, 99, SOLVE, 2])
     assert biases[:7] == [0, 0, 0, 2.0, 4.0, 4.0, 0]  # after the 6th id the marker is queued: no bias
     assert state.tokens == [THINK] * 6 + [7, 8, 9, SOLVE, 2]
@@ -77,7 +77,7 @@ def test_soft_biases_from_start_and_forces_only_at_the_ceiling():
 
 def test_soft_natural_end_past_t_before_the_ceiling_is_natural():
     # t = 4, ceiling 6: the model ends by itself at 6 thinking ids (the marker counted), past t
-    state = RowState(Budget(4, 2), Mode("soft"), MARKERS, True, 100)
+    state = RowState(Budget(4, 2), Mode("soft"), MARKERS, PROMPT_OPEN, 100)
     drive(state, [THINK, THINK, THINK, 7, 8, 9, SOLVE, 2])
     assert state.think_end == "natural" and not state.was_forced and state.think_tokens == 6
     assert state.tokens == [THINK] * 3 + [7, 8, 9, SOLVE, 2] and not any(state.forced)
@@ -86,22 +86,22 @@ def test_soft_natural_end_past_t_before_the_ceiling_is_natural():
 def test_soft_at_t_zero_forces_at_once_and_worst_case_counts_the_ceiling():
     from e1.engine.row_state import worst_case_tokens
 
-    assert RowState(Budget(0, 2), Mode("soft"), MARKERS, True, 100).forced_token() == 7
+    assert RowState(Budget(0, 2), Mode("soft"), MARKERS, PROMPT_OPEN, 100).forced_token() == 7
     # t + s + (ceiling - 1) t + the start (1) and end (3) markers: 10 + 5 + 5 + 4 = 24 (elastic: 19)
     assert worst_case_tokens(Budget(10, 5), Mode("soft"), MARKERS) == 24
     assert worst_case_tokens(Budget(10, 5), Mode("elastic"), MARKERS) == 19
 
 
 def test_soft_follows_a_root_only_up_to_the_first_biased_draw():
-    state = RowState(Budget(10, 40), Mode.parse("soft:start=0.5"), MARKERS, True, 100)
+    state = RowState(Budget(10, 40), Mode.parse("soft:start=0.5"), MARKERS, PROMPT_OPEN, 100)
     assert state.tokens_before_forcing() == 6  # the 7th id is drawn with a bias (6 ids written > 0.5 t)
     assert state.follow([THINK] * 20) == 6 and state.end_bias() > 0
     assert followable_tokens(Mode.parse("soft:start=0.5"), Budget(10, 4), 100) == 6 + 4
     root = [THINK, THINK, 7, 8, 9, SOLVE, SOLVE, 2]  # a natural end before start * t: the solution is shared
-    state = RowState(Budget(10, 4), Mode.parse("soft:start=0.5"), MARKERS, True, 100)
+    state = RowState(Budget(10, 4), Mode.parse("soft:start=0.5"), MARKERS, PROMPT_OPEN, 100)
     assert state.follow(root) == len(root) and state.done and state.think_end == "natural"
     # strength 0 changes nothing: soft follows like elastic up to its ceiling
-    assert RowState(Budget(4, 4), Mode.parse("soft:strength=0"), MARKERS, True, 100).follow([THINK] * 20) == 6
+    assert RowState(Budget(4, 4), Mode.parse("soft:strength=0"), MARKERS, PROMPT_OPEN, 100).follow([THINK] * 20) == 6
 
 
 # ---- stop=regex on RowState, by hand ----------------------------------------------------------------
@@ -126,7 +126,7 @@ pair_matcher = PairPattern()
 
 @pytest.mark.parametrize("mode", ["elastic:exit='x'", "soft", "budget-forcing"])
 def test_a_stop_match_forces_the_bare_marker_and_says_pattern(mode):
-    state = RowState(Budget(8, 3), Mode.parse(mode), MARKERS, True, 100, exit_ids=(20,), stop=pair_matcher)
+    state = RowState(Budget(8, 3), Mode.parse(mode), MARKERS, PROMPT_OPEN, 100, exit_ids=(20,), stop=pair_matcher)
     drive(state, [THINK, 21, 22, 99, 99, 99, 99, SOLVE, SOLVE, 2])
     answer = [6] if mode == "budget-forcing" else []  # s1's "Final Answer:" still follows its marker
     assert state.tokens[:6 + len(answer)] == [THINK, 21, 22, 7, 8, 9] + answer  # no exit text: not a budget cut
@@ -135,7 +135,7 @@ def test_a_stop_match_forces_the_bare_marker_and_says_pattern(mode):
 
 
 def test_no_match_leaves_elastic_as_it_was():
-    state = RowState(Budget(3, 2), Mode(), MARKERS, True, 100, stop=pair_matcher)
+    state = RowState(Budget(3, 2), Mode(), MARKERS, PROMPT_OPEN, 100, stop=pair_matcher)
     drive(state, [THINK, 22, 21, 99, 99, 99, SOLVE, 2])
     assert state.tokens[:6] == [THINK, 22, 21, 7, 8, 9] and state.think_end == "budget"
 
@@ -206,7 +206,7 @@ def test_the_matcher_fires_where_the_full_text_first_matches(tokenizer, before, 
     ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
     stop = StopPattern(tokenizer, pattern, window=window)
     stop.pattern = recorder = SearchRecorder(pattern)
-    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop), ids)
+    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, PROMPT_OPEN, 20_000, stop=stop), ids)
     assert fired == first_match(tokenizer, ids, recorder.regex, window)
     assert max(recorder.lengths, default=0) <= window
 
@@ -219,7 +219,7 @@ def test_the_fallback_for_a_slow_tokenizer_fires_within_its_id_window(tokenizer,
     ids = tokenizer.encode(before + inserted + after, add_special_tokens=False)
     counting = CountingTokenizer(tokenizer)
     stop = StopPattern(counting, pattern, window=64)
-    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, True, 20_000, stop=stop), ids)
+    fired = fired_at(RowState(Budget(10_000, 4), Mode(), MARKERS, PROMPT_OPEN, 20_000, stop=stop), ids)
     regex = re.compile(pattern)
     first = next((i for i in range(1, len(ids) + 1) if regex.search(tokenizer.decode(ids[max(0, i - 16) : i]))), None)
     assert fired == first
@@ -231,7 +231,7 @@ def test_the_matcher_cost_does_not_grow_with_thinking(tokenizer):
     row's text never grows past two windows, whatever the thinking's length."""
     stop = StopPattern(tokenizer, "never-here", window=128)
     stop.pattern = recorder = SearchRecorder("never-here")
-    state = RowState(Budget(5000, 4), Mode(), MARKERS, True, 10_000, stop=stop)
+    state = RowState(Budget(5000, 4), Mode(), MARKERS, PROMPT_OPEN, 10_000, stop=stop)
     state.extend(tokenizer.encode("The sum is 12, then 48. " * 600, add_special_tokens=False)[:3000])
     assert state.think_tokens == 3000 and len(recorder.lengths) == 3000 and max(recorder.lengths) == 128
     assert len(state._scan.text) <= 256
@@ -243,7 +243,7 @@ def test_the_start_marker_and_special_ids_are_not_thinking_text(tokenizer):
     start, end = tokenizer.convert_tokens_to_ids("<think>"), tokenizer.convert_tokens_to_ids("</think>")
     markers = Markers("<think>", "</think>", (start,), (end,), frozenset({tokenizer.eos_token_id}), 0, (), ())
     stop = StopPattern(tokenizer, r"^x")  # at the window's start: only if nothing came before the x
-    state = RowState(Budget(100, 4), Mode(), markers, False, 200, stop=stop)
+    state = RowState(Budget(100, 4), Mode(), markers, PROMPT_ABSENT, 200, stop=stop)
     fired = fired_at(state, [start, *tokenizer.encode("x", add_special_tokens=False)])
     assert fired == 2 and state.think_end == "pattern"
 

@@ -16,7 +16,7 @@ from e1.budget import Budget
 from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
-from e1.engine.markers import Markers
+from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError
 from e1.eval.run import EvalConfig
@@ -33,7 +33,7 @@ ROOT = [11, 11, 11, 11, 11, 7, 12, 12, 12, 2]  # natural end at e = 6 thinking t
 
 
 def follow(mode: str, budget: Budget, ids=ROOT) -> tuple[RowState, int]:
-    state = RowState(budget, Mode.parse(mode), MARKERS, True, 100)
+    state = RowState(budget, Mode.parse(mode), MARKERS, PROMPT_OPEN, 100)
     return state, state.follow(ids)
 
 

@@ -17,7 +17,7 @@ pytest.importorskip("vllm")
 
 from e1.budget import Budget  # noqa: E402
 from e1.engine.base import Mode, Sampling  # noqa: E402
-from e1.engine.markers import resolve_markers  # noqa: E402
+from e1.engine.markers import PROMPT_OPEN, resolve_markers  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
 MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none", "elastic:exit=qwen", "elastic:grace=4",
@@ -162,7 +162,7 @@ def test_processor_forces_the_marker_at_t_and_eos_at_s(engines):
     _, hf = engines
     markers = hf.markers
     end, eos = markers.end_ids[0], min(markers.eos_ids)
-    args = budget_args(Budget(2, 1), Mode("elastic"), markers, opens_thinking=True, room=64)
+    args = budget_args(Budget(2, 1), Mode("elastic"), markers, prompt_thinking=PROMPT_OPEN, room=64)
     processor = BudgetProcessor(None, torch.device("cpu"), False)
     out_a, out_b = [], []
     processor.update_state(BatchUpdate(2, [], [(0, SamplingParams(extra_args={KEY: args}), [1], out_a),
@@ -252,7 +252,7 @@ def test_processor_adds_the_soft_bias_to_the_marker_only(engines):
     _, hf = engines
     markers, mode = hf.markers, Mode.parse("soft:start=0.5:strength=4")
     end = markers.end_ids[0]
-    args = budget_args(Budget(4, 2), mode, markers, opens_thinking=True, room=64)
+    args = budget_args(Budget(4, 2), mode, markers, prompt_thinking=PROMPT_OPEN, room=64)
     processor = BudgetProcessor(None, torch.device("cpu"), False)
     output = []
     processor.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))

@@ -63,8 +63,19 @@ def eval_command(
     console.print(summary_table(summary, title=f"{model} — {config.modes[0]} t={think} s={solve}"))
     if config.api is not None:
         console.print(api_line(out))
+    else:
+        console.print(weights_line(out))
     console.print(results_line(out, "samples.parquet", "summary.parquet", "config.json"))
     console.print(next_steps(out))
+
+
+def weights_line(out: Path) -> str:
+    """The dtype the local backend decoded in (recorded in config.json): ``--dtype auto`` is the checkpoint's."""
+    import json
+
+    record = json.loads((out / "config.json").read_text())
+    why = " (--dtype auto: the checkpoint's)" if record.get("dtype") == "auto" else ""
+    return f"decoded with --backend {record.get('backend')}, weights in {record.get('weights_dtype', 'the stored dtype')}{why}"
 
 
 def api_line(out: Path) -> str:
@@ -73,4 +84,8 @@ def api_line(out: Path) -> str:
 
     record = json.loads((out / "config.json").read_text()).get("api_method") or {}
     methods = ", ".join(f"{mode}: {method}" for mode, method in (record.get("methods") or {}).items())
-    return f"served by {record.get('url')} ({record.get('server')} server; {record.get('prompts')}) — {methods}"
+    line = f"served by {record.get('url')} ({record.get('server')} server; {record.get('prompts')}) — {methods}"
+    if "token_exact" not in record:  # a hosted vendor: its own counts
+        return line
+    exact = "token for token as --backend vllm/hf" if record["token_exact"] else "NOT token-exact"
+    return f"{line} — {exact}: {record.get('exactness')}"

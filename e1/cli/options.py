@@ -63,7 +63,7 @@ ThinkStartOpt = Annotated[Optional[str], typer.Option(
 ThinkEndOpt = Annotated[Optional[str], typer.Option(
     "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", autocompletion=complete_dtypes,
-                                        help="auto | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).")]
+                                        help="auto (the checkpoint's dtype) | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).")]
 TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
 GpuMemOpt = Annotated[float, typer.Option(
     "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]

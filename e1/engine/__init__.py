@@ -41,6 +41,7 @@ _LAZY = {
     "RequestError": "e1.engine.replies", "HostedEngine": "e1.engine.hosted",
     "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
     "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
+    "weights_dtype": "e1.engine.hf",
     "VLLMEngine": "e1.engine.vllm",
     "KEY": "e1.engine.vllm_processor", "BudgetProcessor": "e1.engine.vllm_processor",
     "budget_args": "e1.engine.vllm_processor",

@@ -6,14 +6,15 @@
 
 At load e1 asks the server which model it serves (and its context) and sends one probe carrying
 e1's budget fields; a reply with a per-choice ``budget`` means the server decodes budgets itself
-(``e1 serve``, or vLLM with e1's plug-ins). How each mode then runs, and how exact it is:
+(``e1 serve``, or vLLM with e1's plug-ins); a plain one is asked whether it takes and returns token
+ids (:mod:`e1.engine.api_probe`). How each mode then runs, and how exact it is (``token_exact``):
 
 | server | prompts | mode | method | exact? |
 |---|---|---|---|---|
 | takes budgets | ``--tokenizer`` | every mode but ``wait=k`` | one request (the prompt as token ids) with ``thinking_budget``/``solution_budget``/``budget_mode``; the reply's token ids replayed through :class:`~e1.engine.row_state.RowState` and checked against its ``budget`` | token for token as the local engines |
 | takes budgets | chat messages | the same | the same request on ``/v1/chat/completions``; counts from the reply's ``budget`` | counts and texts as the server decoded them |
-| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker | a server that returns token ids (vLLM): continued from the ids, token for token as the local engines; else from the text (exact in distribution up to the server re-tokenising the thinking at the seam), counts from ``usage`` |
-| plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | counts: the reply's ``usage``, thinking tokenised with the tokenizer |
+| plain | ``--tokenizer`` | ``elastic``, ``budget-forcing`` (no ``wait``/``grace``) | two calls on ``/v1/completions``: thinking with ``max_tokens=t`` stopping at the end marker, then the solution (``max_tokens=s``) from prompt + thinking + (exit text) + marker; a prompt that closed thinking (Qwen3, thinking off) only the solution call | ids in and out (vLLM): token for token as the local engines; else exact in distribution up to the thinking re-tokenised at the seam, counts from ``usage`` (and a text-only server tokenises the prompt itself) |
+| plain | ``--tokenizer`` | ``truncate``, ``none`` | one call, ``max_tokens`` = t + s (or ``--max-tokens``) | ids in and out: the reply's ids replayed, token for token; else counts from ``usage``, thinking tokenised with the tokenizer |
 | plain | chat messages | ``truncate``, ``none`` | one call; thinking tokens from ``usage.completion_tokens_details.reasoning_tokens`` | refused per reply if the server does not report it |
 | plain | chat messages | ``elastic``, ``budget-forcing`` | refused: a forced end marker needs a continuation of the prompt text | |
 
@@ -35,17 +36,18 @@ from typing import Sequence
 from e1.budget import Budget
 from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
                                   reported_completion, row_task, run_rows)
+from e1.engine.api_probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
+from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_OPEN, Markers
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
-from e1.errors import ConfigError, ModelError, register_secret
+from e1.engine.row_state import THINK
+from e1.errors import ConfigError, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
-BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -138,10 +140,12 @@ class OpenAIEngine(RowEngine):
     counts come from the replies."""
 
     def __init__(self, caller: Caller, settings: ApiSettings, model: str, tokenizer, markers: Markers, server: str,
-                 max_context: int | None, modes: Sequence[Mode] = ()):
+                 max_context: int | None, modes: Sequence[Mode] = (), token_ids: tuple[bool, bool] = (False, False)):
         self.caller, self.settings, self.model = caller, settings, model
         self.tokenizer, self.markers, self.server, self.max_context = tokenizer, markers, server, max_context
         self.chat = isinstance(tokenizer, ChatMessages)  # no --tokenizer: the server applies the template
+        # whether the server takes the prompt as token ids, and returns the reply's ids (vLLM: both)
+        self.ids_in, self.ids_out = token_ids if not self.chat else (False, False)
         self.methods = {str(mode): self.method(mode) for mode in modes}  # refuses a mode the server cannot do
 
     @classmethod
@@ -160,10 +164,15 @@ class OpenAIEngine(RowEngine):
 
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
-        max_context = _served_context(client, model, settings.url)
-        server = _probe(Caller(client, deadline_s=settings.request_timeout_s), model, chat=settings.tokenizer is None)
+        max_context = served_context(client, model, settings.url)
+        probe = Caller(client, deadline_s=settings.request_timeout_s)
+        server = probe_budgets(probe, model, chat=settings.tokenizer is None)
+        token_ids = (True, True)  # a budget server is sent e1's ids and its reply's ids are replayed (or refused)
+        if settings.tokenizer and server == PLAIN_SERVER:
+            token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
-        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes])
+        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
+                   token_ids)
 
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
@@ -204,9 +213,11 @@ class OpenAIEngine(RowEngine):
         """What config.json records: where, what, and the method each mode used."""
         prompts = ("chat messages, /v1/chat/completions" if self.chat
                    else f"chat template of {self.settings.tokenizer}, /v1/completions")
+        exact, why = exactness(self.chat, self.ids_in, self.ids_out)
         return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
-                "methods": dict(self.methods), "concurrency": self.settings.concurrency,
-                "max_retries": self.settings.max_retries, "request_timeout_s": self.settings.request_timeout_s}
+                "methods": dict(self.methods), "token_exact": exact, "exactness": why,
+                "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
+                "request_timeout_s": self.settings.request_timeout_s}
 
     def finish_run(self) -> None:
         """The run's samples are all stored: the journal of replies is no longer needed."""
@@ -286,11 +297,10 @@ class OpenAIEngine(RowEngine):
         return completion
 
     def _thinking_read(self, choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
-        """The thinking call's reply: its token ids, or its usage and (at a stop) why it stopped."""
-        if choice.token_ids is None:
-            usage.completion()
-            if choice.finish_reason == "stop":
-                choice.stopped_at(self.markers.end_text)
+        """The thinking call's text reply: its usage and (at a stop) why it stopped."""
+        usage.completion()
+        if choice.finish_reason == "stop":
+            choice.stopped_at(self.markers.end_text)
         return choice, usage
 
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
@@ -301,51 +311,64 @@ class OpenAIEngine(RowEngine):
 
     def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
-        """Thinking with ``max_tokens=t`` that stops at the end marker, then the solution from
-        prompt + thinking + (exit text) + marker with ``max_tokens=s``. A server that returns the
-        ids (vLLM) is continued from them, token for token (:meth:`_replay_two_calls`)."""
+        """Thinking (``max_tokens=t``, stopped at the end marker), then the solution (``max_tokens=s``) from
+        prompt + thinking + (exit text) + marker; on ids where the server returns them (:meth:`_replay_two_calls`)."""
+        if self.ids_out:
+            return self._replay_two_calls(ids, row, budget, mode, sampling, row_seed)
         markers, think, think_tokens, natural = self.markers, "", 0, False
+        phase = markers.prompt_thinking(ids)
+        if phase == PROMPT_CLOSED:
+            return self._solution_call(text, ids, row, budget.solve, sampling, row_seed)
         if budget.think > 0:
             choice, usage = self._call("completions", self._body(
-                row_seed, 0, sampling, prompt=text, max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False, return_token_ids=True), self._thinking_read)
-            if choice.token_ids is not None:
-                return self._replay_two_calls(list(choice.token_ids), ids, row, budget, mode, sampling, row_seed)
+                row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=budget.think, stop=[markers.end_text],
+                skip_special_tokens=False), self._thinking_read)
             think, think_tokens = choice.text or "", usage.completion()
             if choice.finish_reason == "stop":
                 natural = choice.stopped_at(markers.end_text)
                 if not natural:  # the end of sequence while thinking: the row is done
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
-        opened = markers.opens_thinking(ids) or markers.start_text in think
+        opened = phase == PROMPT_OPEN or markers.start_text in think
         seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
         answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
-            _counted)
+            row_seed, 1, sampling, prompt=self._prompt(text, ids, think + seam + answer), max_tokens=budget.solve,
+            skip_special_tokens=False), _counted)
         return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
                                      forced, True, choice.stopped, seam if forced else "")
 
-    def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
-                          sampling: Sampling, row_seed: int) -> Completion:
-        """The two calls on token ids: the thinking ids fed to the row's state (a natural end, an
-        end of sequence, or t reached and the forced tokens queued, as e1's engines decide), then
-        the solution continued from prompt + the row's ids and fed too: the local engines' records."""
+    def _prompt(self, text: str, ids, written: str = ""):
+        """The prompt, ``written`` text after it: as ids where the server takes them, else as text."""
+        if not self.ids_in:
+            return text + written
+        return list(ids) + (self.tokenizer.encode(written, add_special_tokens=False) if written else [])
+
+    def _replay_two_calls(self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
+                          row_seed: int) -> Completion:
+        """The two calls on token ids, each reply fed to the row's state (which forces at t as e1's
+        engines do): the local engines' records. A prompt that closed thinking skips the first call."""
         state = self.row_state(ids, budget, mode, sampling)
-        state.extend([int(token) for token in thinking])
+        if state.phase == THINK and state.forced_token() is None:
+            choice = self._call("completions", self._body(
+                row_seed, 0, sampling, prompt=list(ids), max_tokens=budget.think, stop=[self.markers.end_text],
+                skip_special_tokens=False, return_token_ids=True), _with_ids)
+            state.extend(list(choice.token_ids))
         while not state.done and state.forced_token() is not None:
             state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
         if not state.done:
-            choice, _ = self._call("completions", self._body(
-                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True))
-            state.extend(list(choice.token_ids or []))
+            choice = self._call("completions", self._body(
+                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True),
+                _with_ids)
+            state.extend(list(choice.token_ids))
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
 
     def _one_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                       row_seed: int) -> Completion:
-        """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker."""
+        """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker (on a
+        server that returns ids, by the row's state replaying them)."""
         if ids is None:
             cap = mode.output_cap(budget)
             max_tokens = sampling.max_tokens if cap is None else cap
@@ -354,15 +377,38 @@ class OpenAIEngine(RowEngine):
                 "max_tokens": max_tokens}
             return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
                               lambda choice, usage: chat_completion(choice, usage, row))
-        max_tokens = self.row_state(ids, budget, mode, sampling).max_new_tokens
-        choice, usage = self._call("completions", self._body(row_seed, 0, sampling, prompt=text, max_tokens=max_tokens,
-                                                              skip_special_tokens=False), _counted)
+        state = self.row_state(ids, budget, mode, sampling)
+        if self.ids_out:
+            choice = self._call("completions", self._body(
+                row_seed, 0, sampling, prompt=list(ids), max_tokens=state.max_new_tokens, skip_special_tokens=False,
+                return_token_ids=True), _with_ids)
+            state.extend(list(choice.token_ids))
+            completion = self._record(state, row, ids)
+            completion.finish_reason = completion.finish_reason or choice.stopped
+            return completion
+        if self.markers.prompt_thinking(ids) == PROMPT_CLOSED:
+            return self._solution_call(text, ids, row, state.max_new_tokens, sampling, row_seed)
+        choice, usage = self._call("completions", self._body(
+            row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=state.max_new_tokens,
+            skip_special_tokens=False), _counted)
         output, total = choice.text or "", usage.completion()
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
         think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
         return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
                                      choice.stopped)
+
+    def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
+                       row_seed: int) -> Completion:
+        """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one
+        call, the reply all solution, counted by its usage."""
+        choice, usage = self._call("completions", self._body(
+            row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False),
+            _counted)
+        completion = self._text_completion(row, ids, "", choice.text or "", 0, usage.completion(), False, False,
+                                           choice.stopped)
+        completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
+        return completion
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
                          forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
@@ -385,6 +431,14 @@ def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
     return choice, usage
 
 
+def _with_ids(choice: Choice, usage: Usage) -> Choice:
+    """A reply of a server that returns token ids (found at load): refused (never journalled) without them."""
+    if choice.token_ids is None:
+        raise RequestError("the reply carries no token_ids, though the server returned them when e1 started",
+                           hint="check that the server is the one e1 started with; rerun the same command to resume")
+    return choice
+
+
 def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
     """A plain server's text reply, which e1 counts by its usage: refused (never journalled) without it."""
     usage.completion()
@@ -394,42 +448,3 @@ def _counted(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
 def _text_markers(think_start: str | None, think_end: str | None) -> Markers:
     """Markers by text only (no tokenizer: chat messages; the server splits and counts)."""
     return Markers(think_start or DEFAULT_START, think_end or DEFAULT_END, (), (), frozenset(), 0, (), ())
-
-
-def _served_context(client, model: str, url: str) -> int | None:
-    """The served model's context (vLLM lists ``max_model_len``); refuses a model the server does not serve."""
-    import openai
-
-    try:
-        cards = list(client.models.list())
-    except openai.NotFoundError:
-        return None  # a server without /v1/models
-    except openai.APIConnectionError as err:
-        raise ModelError(f"cannot reach {url}: {err}", hint="check --api-url and that the server is up") from err
-    except openai.APIStatusError as err:
-        raise ModelError(f"{url} refused to list its models (HTTP {err.status_code})",
-                         hint="check --api-key-env and --api-url") from err
-    served = {card.id: card for card in cards}
-    if served and model not in served:
-        from e1.errors import did_you_mean
-
-        raise ModelError(f"{url} does not serve {model!r}", hint=did_you_mean(model, served, "it serves"))
-    extra = getattr(served.get(model), "model_extra", None) or {}
-    context = extra.get("max_model_len")
-    return context if isinstance(context, int) and context > 0 else None
-
-
-def _probe(caller: Caller, model: str, chat: bool) -> str:
-    """One small request carrying e1's budget fields: a reply with ``budget`` means the server takes them."""
-    import openai
-
-    body = {"model": model, "max_tokens": 8, "temperature": 0, THINK_FIELD: 0, SOLVE_FIELD: 1, MODE_FIELD: "elastic"}
-    body.update({"messages": [{"role": "user", "content": "Hi"}]} if chat else {"prompt": "Hi"})
-    try:
-        reply = caller.call("chat/completions" if chat else "completions", body)
-    except RequestError as err:
-        if isinstance(err.__cause__, openai.BadRequestError):
-            return PLAIN_SERVER  # a server that refuses fields it does not know
-        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
-                         hint="check --api-url, --model (the served name) and --api-key-env") from err
-    return BUDGET_SERVER if reply.choice.budget is not None else PLAIN_SERVER

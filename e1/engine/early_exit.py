@@ -1,6 +1,6 @@
 """Early exit (DEER, arXiv 2504.15895): the row state of mode ``early-exit``.
 
-    state = EarlyExitState(budget, Mode.parse("early-exit:threshold=0.9"), markers, True, room,
+    state = EarlyExitState(budget, Mode.parse("early-exit:threshold=0.9"), markers, PROMPT_OPEN, room,
                            transitions=((271,), (14190,)))    # "\\n\\n", "Wait" as ids
     while not state.done:
         if state.trial_answering:                  # a trial answer's token: greedy, with its probability

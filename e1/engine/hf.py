@@ -50,14 +50,36 @@ def pick_device(device: str = "auto") -> torch.device:
     return torch.device(device)
 
 
-def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # short names of --dtype
+WEIGHT_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def checkpoint_dtype(model: str) -> str | None:
+    """The dtype ``model``'s checkpoint was saved in (its config's ``dtype``/``torch_dtype``), or
+    None when the config does not say (or cannot be read). ``--dtype auto`` is this dtype on every
+    backend, so the transformers and vLLM backends decode the same weights (vLLM's own ``auto`` turns
+    a float32 checkpoint into bfloat16)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(model)
+    except (OSError, ValueError, TypeError):
+        return None
+    found = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
+    name = str(found).removeprefix("torch.") if found is not None else None
+    return name if name in WEIGHT_DTYPES else None
+
+
+def weights_dtype(dtype: str, model: str, on_cuda: bool) -> str:
+    """The weights dtype ``--dtype`` means for ``model``: a named one as given; ``auto`` the
+    checkpoint's (:func:`checkpoint_dtype`), or where its config does not say, bfloat16 on a GPU
+    and float32 on the CPU."""
+    dtype = DTYPE_NAMES.get(dtype, dtype)
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-             "float16": torch.float16, "fp16": torch.float16}
-    if dtype not in table:
+        return checkpoint_dtype(model) or ("bfloat16" if on_cuda else "float32")
+    if dtype not in WEIGHT_DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}", hint="use auto, float32, bfloat16 or float16")
-    return table[dtype]
+    return dtype
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
@@ -98,7 +120,8 @@ def load_model(model: str, dtype: str = "auto", device: str = "auto"):
 
     torch_device = pick_device(device)
     try:
-        loaded = AutoModelForCausalLM.from_pretrained(model, dtype=pick_dtype(dtype, torch_device))
+        weights = getattr(torch, weights_dtype(dtype, model, torch_device.type == "cuda"))
+        loaded = AutoModelForCausalLM.from_pretrained(model, dtype=weights)
     except SafetensorError as err:
         raise ModelError(f"a weights file of {model!r} is damaged or incomplete: {str(err).splitlines()[0]}",
                          hint="copy or download the model again (an interrupted copy leaves a truncated file)") from err
@@ -141,6 +164,11 @@ class HFEngine(RowEngine):
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @property
+    def dtype(self) -> str:
+        """The weights' dtype, e.g. ``float32`` (the run's summary line says it)."""
+        return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @torch.inference_mode()
     def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,

@@ -12,6 +12,9 @@ from e1.data import THINK_END, THINK_START
 from e1.errors import MarkerError
 
 DEFAULT_START, DEFAULT_END = THINK_START, THINK_END  # the defaults, overridable per model
+# what a prompt leaves thinking (Markers.prompt_thinking): open, closed, or never opened
+PROMPT_OPEN, PROMPT_CLOSED, PROMPT_ABSENT = "open", "closed", "absent"
+PROMPT_THINKING = (PROMPT_OPEN, PROMPT_CLOSED, PROMPT_ABSENT)
 
 
 @dataclass(frozen=True)
@@ -25,11 +28,31 @@ class Markers:
     wait_ids: tuple[int, ...]  # "Wait" for budget-forcing:wait=k
     answer_ids: tuple[int, ...]  # "Final Answer:" forced after the marker in budget-forcing
 
-    def opens_thinking(self, prompt_ids) -> bool:
-        """Whether the prompt itself opens thinking (chat templates that end in ``<think>\\n``)."""
-        tail = list(prompt_ids[-(len(self.start_ids) + 4) :])
-        k = len(self.start_ids)
-        return any(tuple(tail[i : i + k]) == self.start_ids for i in range(len(tail) - k + 1))
+    def prompt_thinking(self, prompt_ids) -> str:
+        """What the prompt leaves thinking: :data:`PROMPT_OPEN` when its last start marker comes after its
+        last end marker (R1's newer template ends in ``<think>\\n``, Qwen3's with thinking on),
+        :data:`PROMPT_CLOSED` when its last end marker comes last (Qwen3 with ``enable_thinking=False``
+        ends in ``<think>\\n\\n</think>\\n\\n``: the reply is all solution), :data:`PROMPT_ABSENT` when
+        it holds neither (R1's older template: the model opens thinking itself). vLLM's reasoning
+        parsers decide a prompt's phase the same way, by the last marker.
+
+            markers.prompt_thinking(tokenizer.apply_chat_template(chat, add_generation_prompt=True))
+        """
+        ids, start, end = list(prompt_ids), self.start_ids, self.end_ids
+        lasts = {start[-1], end[-1]}
+        for stop in range(len(ids), 0, -1):  # from the end: the first marker met is the last one
+            if ids[stop - 1] not in lasts:
+                continue
+            if _ends_at(ids, stop, end):
+                return PROMPT_CLOSED
+            if _ends_at(ids, stop, start):
+                return PROMPT_OPEN
+        return PROMPT_ABSENT
+
+
+def _ends_at(ids: list[int], stop: int, marker: tuple[int, ...]) -> bool:
+    k = len(marker)
+    return k <= stop and tuple(ids[stop - k : stop]) == marker
 
 
 def _encode(tokenizer, text: str) -> tuple[int, ...]:

@@ -19,7 +19,7 @@ ENGINE_NUMBERS = {
         "a fraction of GPU memory, e.g. 0.9; 0.3-0.5 in training, where the policy and optimizer share the GPU")),
     "max_model_len": Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
 }
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.pick_dtype reads them
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.weights_dtype reads them
 
 
 def check_device(device: str) -> str:

@@ -209,6 +209,7 @@ class Choice(Shape):
     matched_stop: str | int | None = None  # SGLang
     stopping_word: str | None = None  # llama.cpp
     token_ids: list[Count] | None = None
+    prompt_token_ids: list[Count] | None = None  # vLLM, with return_token_ids: the prompt as the server took it
     budget: BudgetReport | None = None
 
     def stopped_at(self, end_text: str) -> bool:

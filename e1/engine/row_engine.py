@@ -126,17 +126,17 @@ def new_row_state(mode: Mode, budget: Budget, markers: Markers, tokenizer, promp
         from e1.engine.stop import StopPattern
 
         stop = StopPattern(tokenizer, mode.stop)
-    return state_for(mode, budget, markers, markers.opens_thinking(list(prompt)), room, exit_ids(tokenizer, mode.exit_text),
+    return state_for(mode, budget, markers, markers.prompt_thinking(prompt), room, exit_ids(tokenizer, mode.exit_text),
                      sentence_ends() if mode.grace else frozenset(), stop, transition_ids(tokenizer, mode.transition_texts))
 
 
-def state_for(mode: Mode, budget: Budget, markers: Markers, opens_thinking: bool, room: int, exit_ids: tuple[int, ...] = (),
+def state_for(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: str, room: int, exit_ids: tuple[int, ...] = (),
               sentence_ends: frozenset[int] = frozenset(), stop=None, transitions=()) -> RowState:
     """The row state machine ``mode`` runs on: :class:`EarlyExitState` for a mode that tries trial
     answers (``mode.trials``; ``transitions``: where, as ids), else :class:`RowState`."""
     if mode.trials:
-        return EarlyExitState(budget, mode, markers, opens_thinking, room, exit_ids, sentence_ends, transitions=transitions)
-    return RowState(budget, mode, markers, opens_thinking, room, exit_ids, sentence_ends, stop)
+        return EarlyExitState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends, transitions=transitions)
+    return RowState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends, stop)
 
 
 def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:

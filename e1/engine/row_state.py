@@ -6,7 +6,7 @@ the vLLM backend masks the logits to it), then hands the token the model sampled
 :meth:`RowState.accept`, which returns the token actually appended. Everything about
 budgets, markers and modes lives here, once.
 
-    state = RowState(Budget(think=4, solve=8), Mode(), markers, prompt_opens_thinking=True, max_new_tokens=64)
+    state = RowState(Budget(think=4, solve=8), Mode(), markers, prompt_thinking=PROMPT_OPEN, max_new_tokens=64)
     while not state.done:
         forced = state.forced_token()
         state.accept(forced if forced is not None else sample())
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Sequence
 
 from e1.budget import Budget
 from e1.engine.modes import Mode
-from e1.engine.markers import Markers
+from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, PROMPT_THINKING, Markers
 
 if TYPE_CHECKING:
     from e1.engine.stop import StopPattern
@@ -77,14 +77,16 @@ class RowState:
     trial_decoded = 0
     trials: tuple = ()
 
-    def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_opens_thinking: bool, max_new_tokens: int,
+    def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, max_new_tokens: int,
                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(),
                  stop: StopPattern | None = None):
+        if prompt_thinking not in PROMPT_THINKING:
+            raise ValueError(f"prompt_thinking must be one of {PROMPT_THINKING}, got {prompt_thinking!r}")
         self.budget, self.mode, self.markers = budget, mode, markers
         self.exit_ids, self.sentence_ends, self.stop = tuple(exit_ids), sentence_ends, stop
         self._scan = stop.scanner() if stop is not None else None  # this row's view of its thinking text
         self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
-        self.opened = prompt_opens_thinking
+        self.opened = prompt_thinking in (PROMPT_OPEN, PROMPT_CLOSED)
         self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
         self.max_new_tokens = max_new_tokens if self.total_cap is None else min(max_new_tokens, self.total_cap)
         self.budgeted = mode.separate  # thinking has its own budget t
@@ -98,7 +100,9 @@ class RowState:
         self.finish_reason = ""
         self.think_end = OPEN
         self._queue: deque[tuple[int, int]] = deque()  # forced (token, kind) still to append
-        if self.budgeted and self.think_limit == 0:
+        if prompt_thinking == PROMPT_CLOSED:  # the template ended thinking (Qwen3, thinking off): all solution
+            self.closed, self.phase, self.think_end = True, SOLVE, ""
+        elif self.budgeted and self.think_limit == 0:
             self._force_end()
 
     @property

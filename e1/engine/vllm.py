@@ -44,7 +44,7 @@ from e1.engine.options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.early_exit import replay_round
 from e1.engine.row_engine import RowEngine
-from e1.engine.hf import _generation_eos, load_tokenizer
+from e1.engine.hf import _generation_eos, load_tokenizer, weights_dtype
 from e1.engine.markers import Markers, resolve_markers
 from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
@@ -58,6 +58,7 @@ class VLLMEngine(RowEngine):
     def __init__(self, llm, tokenizer, markers: Markers):
         self.llm, self.tokenizer, self.markers = llm, tokenizer, markers
         self.max_context = llm.llm_engine.model_config.max_model_len
+        self.dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")  # the weights' dtype vLLM runs
 
     def close(self) -> None:
         """Shut the engine down and free its memory (before another model loads)."""
@@ -89,7 +90,7 @@ class VLLMEngine(RowEngine):
 
         check_runner()  # the runner stays vLLM's choice (or the user's): e1's processor serves either
         on_cpu = not torch.cuda.is_available()
-        dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(dtype, dtype)
+        dtype = weights_dtype(dtype, model, not on_cpu)  # auto: the checkpoint's, as the transformers backend loads it
         options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                        enable_prefix_caching=True, logits_processors=[processor_class()],
@@ -174,8 +175,7 @@ class VLLMEngine(RowEngine):
         max_tokens = state.max_new_tokens - written  # the row's worst case + the EOS a budget forces (row_state)
         extra, stop = None, sorted(markers.eos_ids)
         if mode.separate:  # the processor forces what the row state says (truncate needs only max_tokens)
-            opens = markers.opens_thinking(prompt)
-            extra = {KEY: budget_args(budget, mode, markers, opens, state.max_new_tokens, raw, state.exit_ids, state)}
+            extra = {KEY: budget_args(budget, mode, markers, markers.prompt_thinking(prompt), state.max_new_tokens, raw, state.exit_ids, state)}
             if state.waits_left and state.phase == THINK:
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
         params = SamplingParams(

@@ -3,7 +3,7 @@
 vLLM loads it by name (it must live in an importable module, not in a script):
 
     LLM(model=path, logits_processors=[BudgetProcessor])
-    SamplingParams(max_tokens=..., extra_args={"e1": budget_args(budget, mode, markers, opens, room)})
+    SamplingParams(max_tokens=..., extra_args={"e1": budget_args(budget, mode, markers, markers.prompt_thinking(prompt), room)})
 
 Each request that carries ``extra_args["e1"]`` gets its own :class:`~e1.engine.row_state.RowState` —
 the same phase machine the transformers backend runs. Before every forward pass vLLM hands
@@ -32,7 +32,7 @@ KEY = "e1"
 ARGMAX = -2  # _Row.forced: force the best token (a trial answer's greedy pick)
 
 
-def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bool, room: int,
+def budget_args(budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, room: int,
                 history: list[int] = (), exit_ids: tuple[int, ...] = (), state=None) -> dict:
     """The per-request settings, as plain JSON-able values (they cross process boundaries): the mode
     as its text (``str(mode)``, read back by ``Mode.parse``), the ids its texts became with the model's
@@ -42,7 +42,7 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, opens_thinking: bo
         "think": budget.think, "solve": budget.solve, "mode": str(mode),
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
-        "exit": list(exit_ids), "opens": opens_thinking, "room": room, "history": list(history),
+        "exit": list(exit_ids), "thinking": prompt_thinking, "room": room, "history": list(history),
         **(early_exit_args(state) if mode.trials else {}),
     }
 
@@ -85,7 +85,7 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
     from e1.engine.row_engine import state_for
 
     transitions = tuple(map(tuple, args["transitions"])) if mode.trials else ()
-    state = state_for(mode, Budget(args["think"], args["solve"]), markers, args["opens"], args["room"],
+    state = state_for(mode, Budget(args["think"], args["solve"]), markers, args["thinking"], args["room"],
                       tuple(args["exit"]), sentence_ends, stop, transitions)
     if mode.trials:
         return _replay_trials(state, args)

@@ -146,7 +146,8 @@ def _evaluate(config: EvalConfig, engine, progress, group):
             with progress.stage(f"loading {config.model}"):
                 engine = load_engine_for(config, ranks)
         if ranks.main:
-            write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config)}, out / CONFIG)
+            write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config), **_weights_info(engine)},
+                       out / CONFIG)
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
         wanted = sum(map(len, datasets.values())) * len(config.modes) * len(config.budgets) * config.n
         _generate_and_score(engine, batches, config, store if ranks.writer else None, progress,
@@ -397,6 +398,12 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
 def _api_info(engine, config: EvalConfig) -> dict:
     """Behind an API: where, which model, and the method each mode used (see e1.engine.api)."""
     return {"api_method": engine.describe()} if config.api is not None else {}
+
+
+def _weights_info(engine) -> dict:
+    """A local engine's weights dtype as it decoded (``--dtype auto``: the checkpoint's), for the summary line."""
+    dtype = getattr(engine, "dtype", None)
+    return {"weights_dtype": dtype} if isinstance(dtype, str) else {}
 
 
 def _marker_info(engine) -> dict:

@@ -135,7 +135,7 @@ def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[
     logits processor decodes with the same state (``room``: the request's ``max_tokens``; ``stop``:
     the mode's stop pattern as a matcher, :class:`~e1.engine.stop.StopPattern`)."""
     budget = budget or RequestBudget(_PLAIN, Mode("none"))
-    return RowState(budget.budget, budget.mode, markers, markers.opens_thinking(list(prompt_ids)), room,
+    return RowState(budget.budget, budget.mode, markers, markers.prompt_thinking(prompt_ids), room,
                     exit_ids, sentence_ends, stop)
 
 

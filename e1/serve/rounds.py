@@ -106,11 +106,11 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
 
     budget, markers = plan.budget, served.markers
     state = await to_thread.run_sync(served.state, budget, prompt_ids, room)  # tokenizes the exit text
-    opens, sampling = markers.opens_thinking(prompt_ids), {key: request[key] for key in SAMPLING if key in request}
+    thinking, sampling = markers.prompt_thinking(prompt_ids), {key: request[key] for key in SAMPLING if key in request}
     round_index = 0
 
     def settings() -> str:  # the offline engine's settings for the next round (its history: the tokens so far)
-        return json.dumps(budget_args(budget.budget, budget.mode, markers, opens, state.max_new_tokens, state.tokens,
+        return json.dumps(budget_args(budget.budget, budget.mode, markers, thinking, state.max_new_tokens, state.tokens,
                                       state.exit_ids, state))
 
     while not state.done:

