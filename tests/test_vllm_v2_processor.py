@@ -82,9 +82,12 @@ class Request:
         worst = self.mode.worst_case(budget, self.markers, exit_ids)
         room = rng.randint(4, 40) if worst is None else worst + 1
         self.prompt = [rng.choice(PLAIN) for _ in range(rng.randint(1, 5))]
-        opens = rng.random() < 0.6
-        if opens:
+        draw = rng.random()  # the prompt leaves thinking open, closed (a thinking-off template) or has no marker
+        if draw < 0.6:
             self.prompt += list(self.markers.start_ids)
+        elif draw < 0.75:
+            self.prompt += list(self.markers.start_ids) + list(self.markers.end_ids)
+        opens = self.markers.prompt_thinking(self.prompt)
         history = [rng.choice(PLAIN + [3]) for _ in range(rng.randint(0, 3))] if rng.random() < 0.3 else []
         self.prompt += history  # ids the prompt already continues (a followed prefix)
         plain = rng.random() < 0.15  # a request without e1's settings: left alone
