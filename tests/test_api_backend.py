@@ -371,4 +371,4 @@ def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokeni
     assert row.forced_mask == [False] * 3 + [True] * len(forced) + [False] * (len(solution) + 1)
     # counted from the ids, as the local engines count (the solution's EOS included)
     assert (row.think_tokens, row.solve_tokens, row.forced, row.finish_reason) == (3, len(solution) + 1, True, "stop")
-    assert row.solution_text == "Final Answer: \\boxed{5}" and row.think_text == " a a a"
+    assert (row.solution_text, row.forced_text, row.think_text) == (" \\boxed{5}", "Final Answer:", " a a a")

@@ -323,8 +323,9 @@ class OpenAIEngine(RowEngine):
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
             _counted)
-        return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
-                                     forced, True, choice.stopped, seam if forced else "")
+        return self._text_completion(row, ids, think, choice.text or "", think_tokens, usage.completion(),
+                                     forced, True, choice.stopped, seam + answer if forced else "",
+                                     mode.exit_text + answer if forced else "")
 
     def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
                           sampling: Sampling, row_seed: int) -> Completion:
@@ -365,12 +366,13 @@ class OpenAIEngine(RowEngine):
                                      choice.stopped)
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
-                         forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
-        """A record from a plain server's texts: ids re-tokenised (what the server saw at the seam),
-        texts decoded as the local engines decode them, counts as given (the replies' usage)."""
+                         forced: bool, closed: bool, finish: str, seam: str = "", forced_text: str = "") -> Completion:
+        """A record from a plain server's texts: ids re-tokenised (what the server saw at the ``seam``:
+        markers and forced texts), texts decoded as the local engines decode them, counts as given
+        (the replies' usage); ``forced_text``: the seam's texts that are not markers."""
         encode = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         think_ids = encode(think.replace(self.markers.start_text, ""))
-        marker_ids = encode(forced_text) if forced else (list(self.markers.end_ids) if closed else [])
+        marker_ids = encode(seam) if forced else (list(self.markers.end_ids) if closed else [])
         solution_ids = encode(solution)
         decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
         return Completion(
@@ -378,7 +380,7 @@ class OpenAIEngine(RowEngine):
             prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
-            closed=closed, think_end="budget" if forced else "natural" if closed else "open")
+            closed=closed, think_end="budget" if forced else "natural" if closed else "open", forced_text=forced_text)
 
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
