@@ -70,7 +70,8 @@ def test_forced_digits_rows_score_what_the_model_wrote(tmp_path, offset, accurac
     assert (summary["forced_accuracy"] == accuracy).all()
     forced_text = dict(zip(samples["mode"], samples["forced_text"]))
     assert forced_text["elastic:exit='x'"] == "x"
-    assert forced_text["budget-forcing"] == tokenizer.decode(list(markers.answer_ids), skip_special_tokens=True)
+    s1_answer = 2 * markers.newline_ids + markers.answer_ids  # "\n" before the marker, "\n" + "Final Answer:" after
+    assert forced_text["budget-forcing"] == tokenizer.decode(list(s1_answer), skip_special_tokens=True)
     stored = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     assert stored["forced_text"].tolist() == samples["forced_text"].tolist()
 
@@ -82,7 +83,8 @@ class _Records(RowEngine):
         self.tokenizer, self.markers, self.max_context = tokenizer, resolve_markers(tokenizer), None
 
 
-MODES = ["elastic", "budget-forcing", "budget-forcing:wait=1", "elastic:exit='Time is up.'", "budget-forcing:exit=qwen"]
+MODES = ["elastic", "budget-forcing", "budget-forcing:wait=1", "budget-forcing:answer=inline", "elastic:exit='Time is up.'",
+         "budget-forcing:exit=qwen"]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -112,7 +114,9 @@ def test_scored_text_is_exactly_what_the_model_wrote(tiny_engine, thinking, natu
     own_taken = [token for token in written[len(written) - c.solve_tokens :] if token not in markers.eos_ids] if c.closed else []
     assert c.solution_text == tok.decode(own_taken, skip_special_tokens=True)
     assert c.text(DEFAULT_END) == c.think_text + (DEFAULT_END if c.closed else "") + c.solution_text
-    expected_forced = (engine.exit_ids(mode) + (markers.answer_ids if mode.answer_prompt else ())) if c.forced else ()
+    lines = markers.newline_ids if mode.answer_prompt and mode.answer_lines else ()  # s1's layout
+    answer = lines + markers.answer_ids if mode.answer_prompt else ()
+    expected_forced = engine.exit_ids(mode) + lines + answer if c.forced else ()
     assert c.forced_text == tok.decode(list(expected_forced), skip_special_tokens=True)
     if c.closed and c.finish_reason == "stop" and own.strip():
         assert reward_for("exact")([c.text(DEFAULT_END)], [own])[0].reward == 1.0

@@ -318,14 +318,15 @@ class OpenAIEngine(RowEngine):
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
         opened = markers.opens_thinking(ids) or markers.start_text in think
-        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
-        answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
+        lines = "\n" if forced and mode.answer_prompt and mode.answer_lines else ""  # s1's layout
+        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text + lines if forced else "") + markers.end_text
+        answer = lines + ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=text + think + seam + answer, max_tokens=budget.solve, skip_special_tokens=False),
             _counted)
         return self._text_completion(row, ids, think, choice.text or "", think_tokens, usage.completion(),
                                      forced, True, choice.stopped, seam + answer if forced else "",
-                                     mode.exit_text + answer if forced else "")
+                                     mode.exit_text + lines + answer if forced else "")
 
     def _replay_two_calls(self, thinking: list[int], ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode,
                           sampling: Sampling, row_seed: int) -> Completion:

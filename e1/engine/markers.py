@@ -24,6 +24,7 @@ class Markers:
     pad_id: int
     wait_ids: tuple[int, ...]  # "Wait" for budget-forcing:wait=k
     answer_ids: tuple[int, ...]  # "Final Answer:" forced after the marker in budget-forcing
+    newline_ids: tuple[int, ...] = ()  # "\n": s1's line breaks around a forced marker (budget-forcing:answer=s1)
 
     def opens_thinking(self, prompt_ids) -> bool:
         """Whether the prompt itself opens thinking (chat templates that end in ``<think>\\n``)."""
@@ -88,6 +89,7 @@ def resolve_markers(tokenizer, think_start: str | None = None, think_end: str | 
         pad_id=int(pad),
         wait_ids=_encode(tokenizer, "Wait"),
         answer_ids=_encode(tokenizer, "Final Answer:"),
+        newline_ids=_encode(tokenizer, "\n"),
     )
 
 

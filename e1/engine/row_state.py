@@ -303,11 +303,12 @@ class RowState:
         if partial:
             self._relabel_tail(partial, T_MARKER)
         exit_ids = self.exit_ids if why == BUDGET and not partial else ()
-        queued = [(t, T_EXIT) for t in exit_ids] + [(t, T_MARKER) for t in end[partial:]]
+        lines = self.markers.newline_ids if self.mode.answer_prompt and self.mode.answer_lines else ()
+        queued = [(t, T_EXIT) for t in exit_ids + (() if partial else lines)] + [(t, T_MARKER) for t in end[partial:]]
         if not self.opened:  # the template did not open thinking and the model has not either
             queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
-        if self.mode.answer_prompt:
-            queued += [(t, T_ANSWER) for t in self.markers.answer_ids]
+        if self.mode.answer_prompt:  # s1: "\n" + marker + "\nFinal Answer:" (answer=inline: marker + "Final Answer:")
+            queued += [(t, T_ANSWER) for t in lines + self.markers.answer_ids]
         self._queue.extend(queued)
         self.was_forced, self.think_end = True, why
 
