@@ -120,3 +120,31 @@ def test_scored_text_is_exactly_what_the_model_wrote(tiny_engine, thinking, natu
     assert c.forced_text == tok.decode(list(expected_forced), skip_special_tokens=True)
     if c.closed and c.finish_reason == "stop" and own.strip():
         assert reward_for("exact")([c.text(DEFAULT_END)], [own])[0].reward == 1.0
+
+
+def _s1_forced_text(thinking_text: str, end_marker: str) -> str:
+    """What s1's evaluation code appends when thinking runs out of tokens (simplescaling/s1,
+    ``eval/lm-evaluation-harness/lm_eval/models/vllm_causallms.py``, restated): a line break unless
+    the thinking text already ends with one, the end-of-thinking marker, a line break, "Final Answer:"."""
+    return ("" if thinking_text.endswith("\n") else "\n") + end_marker + "\nFinal Answer:"
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(thinking=st.text(alphabet="ab .,\n", min_size=1, max_size=40), t=st.integers(1, 16))
+def test_budget_forcing_forces_s1s_text_on_the_same_token_stream(tiny_engine, thinking, t):
+    """e1 vs s1's reference on the same thinking stream, cut at t on a BPE tokenizer: e1's forced
+    ids are s1's appended text as the tokenizer encodes it, except that e1 always forces the first
+    line break (s1 leaves it out after a thinking text that ends a line: one "\\n" more in e1)."""
+    engine = _Records(tiny_engine.tokenizer)
+    tok, markers = engine.tokenizer, engine.markers
+    encode = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
+    stream = (encode(thinking) * (t + 1))[: t + 8]  # never ends thinking: the budget cuts it at t
+    prompt = encode("q") + list(markers.start_ids)
+    state = engine.row_state(prompt, Budget(t, 4), Mode.parse("budget-forcing"), Sampling(temperature=0.0))
+    state.extend(stream)
+    while state.forced_token() is not None:
+        state.accept(state.forced_token())
+    cut = tok.decode(stream[:t], skip_special_tokens=False)
+    forced = [token for token, is_forced in zip(state.tokens, state.forced) if is_forced]
+    reference = encode(_s1_forced_text(cut, markers.end_text))
+    assert forced == (list(markers.newline_ids) if cut.endswith("\n") else []) + reference
