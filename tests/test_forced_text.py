@@ -148,3 +148,35 @@ def test_budget_forcing_forces_s1s_text_on_the_same_token_stream(tiny_engine, th
     forced = [token for token, is_forced in zip(state.tokens, state.forced) if is_forced]
     reference = encode(_s1_forced_text(cut, markers.end_text))
     assert forced == (list(markers.newline_ids) if cut.endswith("\n") else []) + reference
+
+
+def _elastic_reference(thinking: list[int], solution: list[int], t: int, s: int, end: int, eos: int) -> list[int]:
+    """The Elastic Reasoning paper's two calls on the same model stream (SalesforceAIResearch/
+    Elastic-Reasoning, ``verl/verl/workers/rollout/vllm_rollout/vllm_rollout.py``, restated): thinking
+    with ``max_tokens=t`` stopping at the end marker (kept), the marker appended when the call did not
+    end with it, then the solution with ``max_tokens=s`` up to its EOS (kept)."""
+    first = thinking[: thinking.index(end) + 1 if end in thinking else t][:t]
+    first += [] if first[-1:] == [end] else [end]
+    return first + (solution + [eos])[:s]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(thinking=st.lists(st.integers(10, 200), max_size=30), natural=st.booleans(),
+       solution=st.lists(st.integers(10, 200), max_size=20), t=st.integers(1, 24), s=st.integers(1, 24))
+def test_elastic_writes_the_papers_two_call_tokens_on_the_same_stream(tiny_engine, thinking, natural, solution, t, s):
+    """e1's elastic (one pass, the marker forced at t) vs the paper's two calls on the same model
+    stream, on a BPE tokenizer: the same ids, the forced marker counted in neither budget."""
+    engine = _Records(tiny_engine.tokenizer)
+    markers = engine.markers
+    (end,), eos = markers.end_ids, min(markers.eos_ids)
+    specials = {end, eos, *markers.start_ids}
+    thinking, solution = [i for i in thinking if i not in specials], [i for i in solution if i not in specials]
+    state = engine.row_state(list(markers.start_ids), Budget(t, s), Mode.parse("elastic"), Sampling(temperature=0.0))
+    stream = thinking + [end] if natural else thinking + [11] * (t + 1)  # the model thinks on until cut
+    script, solving = iter(stream), False
+    while not state.done:
+        if state.phase == "solve" and not solving:
+            solving, script = True, iter(solution + [eos])
+        forced = state.forced_token()
+        state.accept(forced if forced is not None else next(script))
+    assert state.tokens == _elastic_reference(stream, solution, t, s, end, eos)
