@@ -12,7 +12,7 @@ environment (``/tmp`` venv, lighteval 0.13.0 ``--no-deps``) and are recorded her
 
 | solution | e1 | lm-eval mmlu_pro | lm-eval gpqa flexible | lighteval | lighteval no anchor | why e1 reads it so |
 |---|---|---|---|---|---|---|
-| `The answer is a bit tricky, so (C).` | - | - | C | C | C | "a" after "answer is" is running text; a letter further on is not the stated one |
+| `The answer is a bit tricky, so (C).` | - | - | C | C | C | "a bit" follows "answer is": running text; a later letter is not stated |
 | `Answer: I believe it is B.` | - | - | - | B | B | "I" is a word here; "it is B" is not a stated answer |
 | `The answer is C.` | C | C | - | C | C | |
 | `The answer is (b).` | B | - | - | - | - | a letter in parentheses is a choice in either case |
@@ -93,7 +93,8 @@ WORDS = ["a", "A", "I", "I'm", "A-grade", "bit", "think", "believe", "it", "is",
 LAST = ["bit", "tricky", "it", "sure", "right", "x", "choice", "option", "answer", "4"]
 sentence = st.builds(lambda words, last: " ".join([*words, last]) + ".", st.lists(st.sampled_from(WORDS), max_size=12),
                      st.sampled_from(LAST))
-running = st.lists(sentence, max_size=4).flatmap(lambda parts: st.sampled_from([" ", "\n", "\n\n"]).map(lambda sep: sep.join(parts)))
+running = st.lists(sentence, max_size=4).flatmap(
+    lambda parts: st.sampled_from([" ", "\n", "\n\n"]).map(lambda sep: sep.join(parts)))
 letters = st.sampled_from("ABCDEFGHIJ")
 STATED = [
     lambda x: f"\\boxed{{{x}}}", lambda x: f"\\boxed{{({x.lower()})}}", lambda x: f"\\boxed{{\\text{{{x}}}}}",
