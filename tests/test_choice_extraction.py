@@ -12,7 +12,7 @@ environment (``/tmp`` venv, lighteval 0.13.0 ``--no-deps``) and are recorded her
 
 | solution | e1 | lm-eval mmlu_pro | lm-eval gpqa flexible | lighteval | lighteval no anchor | why e1 reads it so |
 |---|---|---|---|---|---|---|
-| `The answer is a bit tricky, so (C).` | - | - | C | C | C | "a bit" follows "answer is": running text; a later letter is not stated |
+| `The answer is a bit tricky, so (C).` | - | - | C | C | C | "a bit" after "answer is" is text; a later letter is not stated |
 | `Answer: I believe it is B.` | - | - | - | B | B | "I" is a word here; "it is B" is not a stated answer |
 | `The answer is C.` | C | C | - | C | C | |
 | `The answer is (b).` | B | - | - | - | - | a letter in parentheses is a choice in either case |
