@@ -379,14 +379,15 @@ def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokeni
     assert engine.describe()["token_exact"] and (engine.ids_in, engine.ids_out) == (True, True)
     prompt = build_prompt(engine.tokenizer, "long question")
     row = engine.generate([prompt], Budget(3, 20), "budget-forcing", Sampling(temperature=0))[0]
-    forced = end + list(engine.markers.answer_ids)  # s1 forces the marker and "Final Answer:"
+    newline = list(engine.markers.newline_ids)
+    forced = newline + end + newline + list(engine.markers.answer_ids)  # s1 forces "\n", the marker, "\nFinal Answer:"
     thinking, solution = encode(" a a a"), encode(" \\boxed{5}")
     assert stand_in.requests[-1][1]["prompt"] == engine.encode([prompt])[0] + thinking + forced  # ids, not text
     assert row.token_ids == thinking + forced + solution + [eos]
     assert row.forced_mask == [False] * 3 + [True] * len(forced) + [False] * (len(solution) + 1)
     # counted from the ids, as the local engines count (the solution's EOS included)
     assert (row.think_tokens, row.solve_tokens, row.forced, row.finish_reason) == (3, len(solution) + 1, True, "stop")
-    assert row.solution_text == "Final Answer: \\boxed{5}" and row.think_text == " a a a"
+    assert (row.solution_text, row.forced_text, row.think_text) == (" \\boxed{5}", "\n\nFinal Answer:", " a a a")
 
 
 def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexact(stand_in, tokenizer_dir):

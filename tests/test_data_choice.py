@@ -127,7 +127,7 @@ def test_a_shuffled_row_always_letters_the_correct_option(options, data):
 
 @pytest.mark.parametrize(("solution", "letter"), [
     ("\\boxed{C}", "C"), ("\\boxed{(c)}", "C"), ("\\boxed{\\text{D}}", "D"), ("\\boxed{B) 42}", "B"),
-    ("The answer is (A).", "A"), ("Answer: d", "D"), ("\\boxed{42}", None), ("I think B looks right", None),
+    ("The answer is (A).", "A"), ("Answer: D", "D"), ("Answer: d", None), ("Answer: (d)", "D"), ("\\boxed{42}", None), ("I think B looks right", None),
     ("\\boxed{A} then \\boxed{B}", "B"), ("", None),
 ])
 def test_the_chosen_letter_is_read_from_a_box_or_a_stated_answer_only(solution, letter):

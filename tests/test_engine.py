@@ -83,9 +83,16 @@ def test_budget_forcing_appends_final_answer_and_waits(tiny_engine):
     engine, prompts = make_fake(tiny_engine.tokenizer, [(3, 2), (None, 2)])
     plain = engine.generate(prompts, Budget(6, 4), Mode("budget-forcing"), GREEDY)
     assert not plain[0].forced and plain[0].think_tokens == 3
-    assert plain[1].forced and plain[1].solution_text.startswith("Final Answer:")
+    # s1's layout: a line break, the marker, a line break, "Final Answer:", recorded apart from the
+    # solution, which is only what the model wrote
+    assert plain[1].forced and plain[1].forced_text == "\n\nFinal Answer:" and "Final Answer" not in plain[1].solution_text
+    assert plain[0].forced_text == ""
     markers = engine.markers
-    assert [t for t, f in zip(plain[1].token_ids, plain[1].forced_mask) if f] == list(markers.end_ids + markers.answer_ids)
+    newline = markers.newline_ids
+    assert [t for t, f in zip(plain[1].token_ids, plain[1].forced_mask) if f] == list(newline + markers.end_ids + newline + markers.answer_ids)
+    inline = engine.generate(prompts, Budget(6, 4), Mode.parse("budget-forcing:answer=inline"), GREEDY)[1]
+    assert [t for t, f in zip(inline.token_ids, inline.forced_mask) if f] == list(markers.end_ids + markers.answer_ids)
+    assert inline.forced_text == "Final Answer:"
     # wait=1: the natural end at token 3 becomes "Wait"; the fake then thinks on until t forces the end
     waited = engine.generate(prompts[:1], Budget(12, 4), Mode.parse("budget-forcing:wait=1"), GREEDY)[0]
     assert waited.forced and waited.think_tokens == 12
@@ -181,6 +188,7 @@ def test_qwen_exit_text_reaches_the_model(tiny_engine):
         assert c.forced and c.token_ids[3 : 3 + len(exit_ids)] == list(exit_ids)
         assert c.forced_mask[3 : 3 + len(exit_ids)] == [True] * len(exit_ids)
         assert "Considering the limited time" not in c.think_text + c.solution_text
+        assert c.forced_text.strip().startswith("Considering the limited time")  # recorded apart, never scored
 
 
 def test_think_zero_forces_the_marker_at_once(tiny_engine):

@@ -330,13 +330,15 @@ class OpenAIEngine(RowEngine):
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
         opened = phase == PROMPT_OPEN or markers.start_text in think
-        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text if forced else "") + markers.end_text
-        answer = ANSWER_TEXT if forced and mode.answer_prompt else ""
+        lines = "\n" if forced and mode.answer_prompt and mode.answer_lines else ""  # s1's layout
+        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text + lines if forced else "") + markers.end_text
+        answer = lines + ANSWER_TEXT if forced and mode.answer_prompt else ""
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=self._prompt(text, ids, think + seam + answer), max_tokens=budget.solve,
             skip_special_tokens=False), _counted)
-        return self._text_completion(row, ids, think, answer + (choice.text or ""), think_tokens, usage.completion(),
-                                     forced, True, choice.stopped, seam if forced else "")
+        return self._text_completion(row, ids, think, choice.text or "", think_tokens, usage.completion(),
+                                     forced, True, choice.stopped, seam + answer if forced else "",
+                                     mode.exit_text + lines + answer if forced else "")
 
     def _prompt(self, text: str, ids, written: str = ""):
         """The prompt, ``written`` text after it: as ids where the server takes them, else as text."""
@@ -346,8 +348,8 @@ class OpenAIEngine(RowEngine):
 
     def _replay_two_calls(self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
                           row_seed: int) -> Completion:
-        """The two calls on token ids, each reply fed to the row's state (which forces at t as e1's
-        engines do): the local engines' records. A prompt that closed thinking skips the first call."""
+        """The two calls on token ids, each reply fed to the row's state (forcing at t as e1's engines do).
+        A prompt that closed thinking skips the first call."""
         state = self.row_state(ids, budget, mode, sampling)
         if state.phase == THINK and state.forced_token() is None:
             choice = self._call("completions", self._body(
@@ -400,8 +402,7 @@ class OpenAIEngine(RowEngine):
 
     def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
                        row_seed: int) -> Completion:
-        """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one
-        call, the reply all solution, counted by its usage."""
+        """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one call, all solution."""
         choice, usage = self._call("completions", self._body(
             row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False),
             _counted)
@@ -411,12 +412,12 @@ class OpenAIEngine(RowEngine):
         return completion
 
     def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
-                         forced: bool, closed: bool, finish: str, forced_text: str = "") -> Completion:
-        """A record from a plain server's texts: ids re-tokenised (what the server saw at the seam),
-        texts decoded as the local engines decode them, counts as given (the replies' usage)."""
+                         forced: bool, closed: bool, finish: str, seam: str = "", forced_text: str = "") -> Completion:
+        """A record from a plain server's texts: ids re-tokenised (the ``seam``: markers, forced texts), texts decoded
+        as the local engines do, counts as given (usage); ``forced_text``: the seam's texts that are not markers."""
         encode = functools.partial(self.tokenizer.encode, add_special_tokens=False)
         think_ids = encode(think.replace(self.markers.start_text, ""))
-        marker_ids = encode(forced_text) if forced else (list(self.markers.end_ids) if closed else [])
+        marker_ids = encode(seam) if forced else (list(self.markers.end_ids) if closed else [])
         solution_ids = encode(solution)
         decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
         return Completion(
@@ -424,7 +425,7 @@ class OpenAIEngine(RowEngine):
             prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
             finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
-            closed=closed, think_end="budget" if forced else "natural" if closed else "open")
+            closed=closed, think_end="budget" if forced else "natural" if closed else "open", forced_text=forced_text)
 
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:

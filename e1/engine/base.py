@@ -53,7 +53,12 @@ class Sampling:
 @dataclass
 class Completion:
     """One generated sample. ``token_ids`` are exactly what the model saw after the prompt
-    (forced tokens included, marked in ``forced_mask``), so training needs no re-encoding."""
+    (forced tokens included, marked in ``forced_mask``), so training needs no re-encoding.
+
+    The texts say who wrote what: ``solution_text`` is only what the model wrote after thinking;
+    the texts e1 forced that are neither thinking nor a marker (a mode's exit text, s1's
+    "Final Answer:") are in ``forced_text``, never in a scored text (:meth:`text`). ``think_text``
+    keeps s1's forced "Wait"s (the model thought on from them; no reward reads thinking)."""
 
     prompt_index: int
     sample_index: int
@@ -73,6 +78,7 @@ class Completion:
     trial_tokens: int = 0
     trials: list[dict] = field(default_factory=list, repr=False)
     think_end: str = ""  # why thinking ended: natural | budget | pattern | trial | open (never); "" unknown (an API)
+    forced_text: str = ""  # forced text that is neither thinking nor a marker: exit text, s1's answer prompt
 
     @property
     def total_tokens(self) -> int:
@@ -84,7 +90,10 @@ class Completion:
         return len(self.token_ids) + self.trial_tokens
 
     def text(self, end_marker: str) -> str:
-        """The output as a reward sees it: thinking, the end marker if thinking ended, solution."""
+        """The output as a reward sees it, the one gate from a completion to scoring (eval, sweep,
+        training's rewards): thinking, the end marker if thinking ended, the solution the model wrote.
+        Nothing e1 forced after thinking (``forced_text``) is in it, so a forced "Final Answer:" is
+        never scored as the model's answer."""
         return self.think_text + (end_marker if self.closed else "") + self.solution_text
 
 

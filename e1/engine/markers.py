@@ -27,6 +27,7 @@ class Markers:
     pad_id: int
     wait_ids: tuple[int, ...]  # "Wait" for budget-forcing:wait=k
     answer_ids: tuple[int, ...]  # "Final Answer:" forced after the marker in budget-forcing
+    newline_ids: tuple[int, ...] = ()  # "\n": s1's line breaks around a forced marker (budget-forcing:answer=s1)
 
     def prompt_thinking(self, prompt_ids) -> str:
         """What the prompt leaves thinking: :data:`PROMPT_OPEN` when its last start marker comes after its
@@ -111,6 +112,7 @@ def resolve_markers(tokenizer, think_start: str | None = None, think_end: str | 
         pad_id=int(pad),
         wait_ids=_encode(tokenizer, "Wait"),
         answer_ids=_encode(tokenizer, "Final Answer:"),
+        newline_ids=_encode(tokenizer, "\n"),
     )
 
 

@@ -89,16 +89,17 @@ class RowEngine:
     def completions(self, states: Sequence[RowState], rows: Sequence[tuple[int, int]],
                     prompt_ids: Sequence[Sequence[int]], prefix_tokens: Sequence[int]) -> list[Completion]:
         """One record per row, the texts decoded in one batch (:func:`decode_all`)."""
-        splits = [state.split() for state in states]
-        texts = decode_all(self.tokenizer, [part for split in splits for part in split])
+        parts = [(*state.split(), state.forced_text_ids()) for state in states]
+        texts = decode_all(self.tokenizer, [ids for row in parts for ids in row])
         trials = [list(state.trials) for state in states]
         answers = iter(decode_all(self.tokenizer, [list(trial.ids) for row in trials for trial in row]))
         return [
             Completion(
                 prompt_index=p,
                 sample_index=j,
-                think_text=texts[2 * i],
-                solution_text=texts[2 * i + 1],
+                think_text=texts[3 * i],
+                solution_text=texts[3 * i + 1],
+                forced_text=texts[3 * i + 2],
                 prompt_tokens=len(prompt_ids[p]),
                 think_tokens=state.think_tokens,
                 solve_tokens=state.solve_tokens,

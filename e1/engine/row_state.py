@@ -14,8 +14,13 @@ budgets, markers and modes lives here, once.
 Counting: ``think_tokens`` are the tokens the model wrote while thinking (a natural end
 marker included, "Wait" insertions included, a grace window's tokens included); a *forced*
 end marker (with the mode's exit text, and s1's "Final Answer:") is counted in neither
-``think_tokens`` nor ``solve_tokens`` and is in neither text; the solution's
-EOS counts as a solution token, as ``max_tokens`` counts it in every serving engine.
+``think_tokens`` nor ``solve_tokens``; the solution's EOS counts as a solution token, as
+``max_tokens`` counts it in every serving engine.
+
+Texts: :meth:`RowState.split` gives the thinking (s1's forced "Wait"s included: the model thinks on
+from them) and the solution the model wrote, nothing forced in it; :meth:`RowState.forced_text_ids`
+gives the forced texts that are neither thinking nor a marker (the exit text, s1's "Final Answer:"),
+kept apart so that no reward ever scores them as the model's answer.
 
 Mode ``soft`` adds one thing a backend must do: add :meth:`RowState.end_bias` to the logit of the
 end marker's first token before sampling (:func:`soft_bias`, a pure function of the thinking
@@ -38,9 +43,10 @@ if TYPE_CHECKING:
     from e1.engine.stop import StopPattern
 
 THINK, SOLVE, DONE = "think", "solve", "done"
-# what each appended token is, for splitting the text: thinking, a marker, s1's forced answer prompt, solution
-T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS = range(5)
-_SOLUTION_KINDS = frozenset({T_ANSWER, T_SOLVE})
+# what each appended token is, for splitting the text: thinking, a marker, s1's forced answer prompt, solution,
+# the end of sequence, a mode's forced exit text
+T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS, T_EXIT = range(6)
+_FORCED_TEXT_KINDS = frozenset({T_EXIT, T_ANSWER})  # forced, neither thinking nor marker: never the model's answer
 # why thinking ended (Completion.think_end): the model's own marker, the budget (t, or soft's
 # ceiling), a stop pattern, a confident early-exit trial, or not at all (EOS or the room ran out)
 NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
@@ -304,12 +310,13 @@ class RowState:
         partial = max((k for k in range(1, len(end)) if self._ends_with(end[:k])), default=0)
         if partial:
             self._relabel_tail(partial, T_MARKER)
-        exit_ids = self.exit_ids if why == BUDGET else ()
-        queued = [(t, T_MARKER) for t in (end[partial:] if partial else exit_ids + end)]
+        exit_ids = self.exit_ids if why == BUDGET and not partial else ()
+        lines = self.markers.newline_ids if self.mode.answer_prompt and self.mode.answer_lines else ()
+        queued = [(t, T_EXIT) for t in exit_ids + (() if partial else lines)] + [(t, T_MARKER) for t in end[partial:]]
         if not self.opened:  # the template did not open thinking and the model has not either
             queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
-        if self.mode.answer_prompt:
-            queued += [(t, T_ANSWER) for t in self.markers.answer_ids]
+        if self.mode.answer_prompt:  # s1: "\n" + marker + "\nFinal Answer:" (answer=inline: marker + "Final Answer:")
+            queued += [(t, T_ANSWER) for t in lines + self.markers.answer_ids]
         self._queue.extend(queued)
         self.was_forced, self.think_end = True, why
 
@@ -337,7 +344,13 @@ class RowState:
         self.kinds[-k:] = [kind] * k
 
     def split(self) -> tuple[list[int], list[int]]:
-        """(thinking ids without markers, solution ids with s1's answer prompt, without EOS)."""
+        """(thinking ids without markers, s1's "Wait"s included; the solution ids the model wrote, without
+        EOS and without anything forced): the two texts of a record and of a served reply."""
         think = list(compress(self.tokens, map(T_THINK.__eq__, self.kinds)))  # compress, map: C loops
-        solution = list(compress(self.tokens, map(_SOLUTION_KINDS.__contains__, self.kinds)))
+        solution = list(compress(self.tokens, map(T_SOLVE.__eq__, self.kinds)))
         return think, solution
+
+    def forced_text_ids(self) -> list[int]:
+        """The forced ids that are neither thinking nor a marker, in order: the mode's exit text and
+        s1's answer prompt (``Completion.forced_text``; the model conditioned on them, it did not write them)."""
+        return list(compress(self.tokens, map(_FORCED_TEXT_KINDS.__contains__, self.kinds)))

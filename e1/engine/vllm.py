@@ -114,19 +114,22 @@ class VLLMEngine(RowEngine):
         raw: list[list[int]] = [list(prefixes[i][:k]) if prefixes else [] for i, k in enumerate(taken)]
         if mode.trials:
             self._trial_rounds(prompt_ids, rows, states, budget, mode, sampling, row_seeds)
-        for round_index in range(mode.wait + 2):
-            todo = [i for i, state in enumerate(states) if not state.done]
-            if not todo:
-                break
+        # a call ends at the row's end, or (wait=k) at an end marker while thinking: a natural one the
+        # row replaces with "Wait", or a forced one (s1's forced text may hold the marker's id twice
+        # when it is the line break's); each call appends at least one id, so the rows end
+        round_index = 0
+        while todo := [i for i, state in enumerate(states) if not state.done]:
             requests = [self._request(prompt_ids[rows[i][0]], states[i], raw[i], budget, mode, sampling,
                                       row_seeds[i], round_index) for i in todo]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
                 ids = list(output.outputs[0].token_ids)
-                raw[i] += ids[: states[i].extend(ids)]  # the ids up to the one that ended the row
+                appended = states[i].extend(ids)
+                assert appended, "a call that appends nothing would be sent again forever"
+                raw[i] += ids[:appended]  # the ids up to the one that ended the row
+            round_index += 1
         if progress:
             progress(len(rows))
-        assert all(state.done for state in states), "each call ends a row or replaces one of its k natural ends"
         return self.completions(states, rows, prompt_ids, taken)
 
     def _trial_rounds(self, prompt_ids, rows, states, budget: Budget, mode: Mode, sampling: Sampling, row_seeds) -> None:

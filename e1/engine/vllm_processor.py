@@ -42,6 +42,7 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, prompt_thinking: s
         "think": budget.think, "solve": budget.solve, "mode": str(mode),
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
+        "newline": list(markers.newline_ids),
         "exit": list(exit_ids), "thinking": prompt_thinking, "room": room, "history": list(history),
         **(early_exit_args(state) if mode.trials else {}),
     }
@@ -75,7 +76,7 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
     """A fresh RowState from ``budget_args`` output, with ``history`` already replayed
     (``tokenizer``: for a ``stop`` pattern; without one the pattern is only checked to compile)."""
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
-                      tuple(args["wait_ids"]), tuple(args["answer"]))
+                      tuple(args["wait_ids"]), tuple(args["answer"]), tuple(args["newline"]))
     mode = Mode.parse(args["mode"])
     stop = None
     if mode.stop and tokenizer is not None:

@@ -377,6 +377,7 @@ def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str, promp
         think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
         reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
         first_failure=scored.first_failure, prompt=prompt, decoded_tokens=c.decoded_tokens, think_end=c.think_end or None,
+        forced_text=c.forced_text,
     )
 
 

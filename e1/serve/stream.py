@@ -18,9 +18,10 @@ the same way), whatever vLLM's parser did.
 
 from __future__ import annotations
 
-from e1.engine import T_ANSWER, T_SOLVE, T_THINK, RowState
+from e1.engine import T_SOLVE, T_THINK, RowState
 
-_PHASE = {T_THINK: 0, T_ANSWER: 1, T_SOLVE: 1}  # which text a token's kind belongs to; markers and EOS: none
+# which text a token's kind belongs to (as RowState.split); markers, forced texts (exit, s1's answer prompt), EOS: none
+_PHASE = {T_THINK: 0, T_SOLVE: 1}
 _MAX_HELD_IDS = 8  # a character is at most 4 bytes: a trailing "\ufffd" held past 8 ids is the text's own
 
 

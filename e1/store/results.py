@@ -41,12 +41,14 @@ CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 # budget), on sample 0 of each problem and cell and null on its others (once per cell, not per sample);
 # decoded_tokens: every token decoded for the sample (output + early-exit's rolled-back trials; NaN in
 # older files); overthinking_tokens: thinking after the first correct trial answer (e1.eval.trials), NaN
-# in modes without trials
+# in modes without trials; forced_text: the text e1 forced after thinking that is neither a marker nor the
+# model's (a mode's exit text, s1's "Final Answer:"), never part of solution_text or of what was scored
+# ("" when nothing was forced; null in older files, whose solution_text may begin with s1's "Final Answer:")
 SAMPLE_COLUMNS = [
     "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
     "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
     "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt", "decoded_tokens",
-    "overthinking_tokens", "think_end",
+    "overthinking_tokens", "think_end", "forced_text",
 ]
 SAMPLE_DTYPES = {
     "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
@@ -54,12 +56,12 @@ SAMPLE_DTYPES = {
     "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
     "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
     "tests_passed": "float64", "first_failure": "string", "prompt": "string", "decoded_tokens": "float64",
-    "overthinking_tokens": "float64", "think_end": "string",
+    "overthinking_tokens": "float64", "think_end": "string", "forced_text": "string",
 }
 # columns added after the first release: files written before them read back with these values
 # think_end: why thinking ended, natural | budget | pattern | trial | open (e1.engine.row_state); null: unknown
 SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None, "decoded_tokens": float("nan"),
-                   "overthinking_tokens": float("nan"), "think_end": None}
+                   "overthinking_tokens": float("nan"), "think_end": None, "forced_text": None}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]

@@ -122,7 +122,7 @@ class Mode:
     separate: ClassVar[bool] = True  # thinking has its own budget t, then the solution s
     bounded: ClassVar[bool] = True  # a token budget bounds the output (False: only --max-tokens does)
     trials: ClassVar[bool] = False  # decodes trial answers and rolls them back (a backend must support it)
-    answer_prompt: ClassVar[bool] = False  # forces s1's "Final Answer:" after a forced end marker
+    answer_prompt: ClassVar[bool] = False  # forces s1's "Final Answer:" after a forced end marker (answer_lines: how)
     # the neutral value of options that several modes declare (a mode that declares one overrides it)
     wait: int = 0
     grace: int = 0
@@ -288,7 +288,7 @@ class Mode:
         """The most tokens a row can write (not counting the EOS a budget forces at the end): ``t + s``,
         thinking beyond ``t`` (a ceiling), every forced token and the grace window. None: no budget of its own."""
         forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
-        forced += len(markers.answer_ids) if self.answer_prompt else 0
+        forced += len(markers.answer_ids) + 2 * len(markers.newline_ids) * self.answer_lines if self.answer_prompt else 0
         return budget.total + self.think_limit(budget) - budget.think + forced + self.grace
 
     def trial_room(self, markers: Markers) -> int:
@@ -308,6 +308,12 @@ class Mode:
         from e1.engine.modes.options import EXIT_TEXTS
 
         return EXIT_TEXTS.get(self.exit, self.exit)
+
+    @property
+    def answer_lines(self) -> bool:
+        """Whether a forced answer prompt stands on lines of its own (s1's layout: a line break before
+        the forced end marker and one after it, then "Final Answer:")."""
+        return False
 
     @property
     def transition_texts(self) -> tuple[str, ...]:
