@@ -403,9 +403,8 @@ class OpenAIEngine(RowEngine):
     def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
                        row_seed: int) -> Completion:
         """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one call, all solution."""
-        choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False),
-            _counted)
+        body = self._body(row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False)
+        choice, usage = self._call("completions", body, _counted)
         completion = self._text_completion(row, ids, "", choice.text or "", 0, usage.completion(), False, False,
                                            choice.stopped)
         completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
