@@ -267,6 +267,11 @@ class Mode:
         """The first thinking count at which :meth:`end_bias` may be non-zero (None: never)."""
         return None
 
+    def bias_steady(self, t: int) -> int | None:
+        """A thinking count from which :meth:`end_bias` stays what it is there (None: it may change up to
+        the cut): a backend may tabulate the bias up to it (vLLM's logits processor does)."""
+        return None
+
     @property
     def per_token(self) -> bool:
         """Whether the mode acts on the logits during thinking (a bias or a pattern): a plain server can't."""
