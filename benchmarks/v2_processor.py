@@ -57,7 +57,7 @@ def requests(rows: int, args):
     mode = Mode.parse(args.mode)
     budget = Budget(args.steps // 2, args.steps)
     room = mode.worst_case(budget, markers) + 1
-    params = SimpleNamespace(extra_args={KEY: budget_args(budget, mode, markers, True, room)})
+    params = SimpleNamespace(extra_args={KEY: budget_args(budget, mode, markers, "open", room)})
     rng = random.Random(0)
     stream = [rng.randrange(6, args.vocab) for _ in range(args.steps)]
     return params, stream

@@ -175,7 +175,7 @@ class SearchRecorder:
 
 # ASCII, the pattern's characters, and characters a byte-level tokenizer splits into several ids
 TEXT = st.text(st.sampled_from(list("ab xyz{}\\0123.=+") + ["é", "→", "数", "🙂"]), max_size=60)
-PATTERNS = [r"\\boxed\{", r"x\s*=\s*\d", r"\{\d+\}", r"é.", r"→\d"]
+PATTERNS = [r"\\boxed\{", r"x\s*=\s*\d", r"\{\d+\}", r"é.", r"→\d", r"(?i)\\BOXED", r"^\{4", r"[xy]z"]
 
 
 def first_match(tokenizer, ids, regex, window):
@@ -229,12 +229,14 @@ def test_the_fallback_for_a_slow_tokenizer_fires_within_its_id_window(tokenizer,
 def test_the_matcher_cost_does_not_grow_with_thinking(tokenizer):
     """One push: one detokenizer step and one search of at most ``window`` characters, and the
     row's text never grows past two windows, whatever the thinking's length."""
-    stop = StopPattern(tokenizer, "never-here", window=128)
-    stop.pattern = recorder = SearchRecorder("never-here")
-    state = RowState(Budget(5000, 4), Mode(), MARKERS, PROMPT_OPEN, 10_000, stop=stop)
-    state.extend(tokenizer.encode("The sum is 12, then 48. " * 600, add_special_tokens=False)[:3000])
-    assert state.think_tokens == 3000 and len(recorder.lengths) == 3000 and max(recorder.lengths) == 128
-    assert len(state._scan.text) <= 256
+    ids = tokenizer.encode("The sum is 12, then 48. " * 600, add_special_tokens=False)[:3000]
+    for pattern, searches in (("[a-z]never-here", 3000), ("never-here", 0)):  # a lead never written: no search
+        stop = StopPattern(tokenizer, pattern, window=128)
+        stop.pattern = recorder = SearchRecorder(pattern)
+        state = RowState(Budget(5000, 4), Mode(), MARKERS, PROMPT_OPEN, 10_000, stop=stop)
+        state.extend(ids)
+        assert state.think_tokens == 3000 and len(recorder.lengths) == searches
+        assert max(recorder.lengths, default=128) == 128 and len(state._scan.text) <= 256
 
 
 def test_the_start_marker_and_special_ids_are_not_thinking_text(tokenizer):

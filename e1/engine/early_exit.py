@@ -160,6 +160,10 @@ class EarlyExitState(RowState):
     def _plain_run(self, most: int) -> int:
         return 0 if self._in_trial else super()._plain_run(most)
 
+    def plain_ahead(self) -> int:
+        """None: a trial may begin after any transition, which only ``accept`` sees."""
+        return 0
+
     def _next_special(self, ids: list[int], at: int, nexts: dict[int, int]) -> int:
         """Also stop a plain run at the last id of a transition: a trial may begin after it."""
         first = super()._next_special(ids, at, nexts)

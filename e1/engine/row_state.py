@@ -215,14 +215,50 @@ class RowState:
                 at += 1
         return at
 
+    def plain_ahead(self) -> int:
+        """How many more thinking ids could be appended that change nothing but the counts, provided
+        none is in :meth:`phase_ids` (0: the next id must go through :meth:`accept`; a stop pattern is
+        the holder's to check). A backend that sees each row's ids step by step (vLLM's logits processor)
+        may hold such ids back, count them (soft's bias is a function of the count alone), push them to
+        :attr:`scanner` itself, and hand them over at once with :meth:`append_held`."""
+        return self._limit_run(self.max_new_tokens) if self.phase == THINK else 0
+
+    def phase_ids(self) -> set[int]:
+        """The ids that can change the phase now: EOS, and while thinking the end marker's last id and,
+        before thinking opened, the start marker's last id (of a marker written by the model)."""
+        specials = set(self.markers.eos_ids)
+        if self.phase == THINK:
+            specials.add(self.markers.end_ids[-1])
+            if not self.opened:
+                specials.add(self.markers.start_ids[-1])
+        return specials
+
+    @property
+    def scanner(self):
+        """This row's stop scanner (:class:`~e1.engine.stop.StopScanner`; None without a pattern)."""
+        return self._scan
+
+    def append_held(self, ids: list[int], matched: bool = False) -> None:
+        """Append thinking ids held back under :meth:`plain_ahead` (none in :meth:`phase_ids`, checked by
+        the holder, who also pushed each to :attr:`scanner`); ``matched``: the last one's push matched,
+        so the end marker is queued, as :meth:`accept` of those ids one by one would have left the row."""
+        if ids:
+            self._append_run(ids, 0, len(ids))
+        if matched:
+            self._force_end(PATTERN)
+
     def _plain_run(self, most: int) -> int:
         """How many ids can be appended in a row before a count could reach a limit (0: none)."""
+        if self.phase == THINK and self.stop is not None:
+            return 0  # the pattern is checked after every thinking token
+        return self._limit_run(most)
+
+    def _limit_run(self, most: int) -> int:
+        """``_plain_run`` without the stop pattern: ids appendable before a count could reach a limit."""
         if self._queue:
             return 0  # a forced token is due: one at a time
         room = self.max_new_tokens - len(self.tokens) - 1
         if self.phase == THINK:
-            if self.stop is not None:
-                return 0  # the pattern is checked after every thinking token
             limit = self.think_limit if self.budgeted else self.total_cap
             count = self.think_tokens
         else:
@@ -233,11 +269,7 @@ class RowState:
 
     def _next_special(self, ids: list[int], at: int, nexts: dict[int, int]) -> int:
         """The first position at or after ``at`` of an id that can change the phase."""
-        specials = set(self.markers.eos_ids)
-        if self.phase == THINK:
-            specials.add(self.markers.end_ids[-1])
-            if not self.opened:
-                specials.add(self.markers.start_ids[-1])
+        specials = self.phase_ids()
         for token in specials:
             if nexts.get(token, -1) < at:
                 try:

@@ -102,16 +102,41 @@ class StopPattern:
     def __init__(self, tokenizer, pattern: str, window: int = STOP_WINDOW_CHARS):
         self.tokenizer, self.pattern, self.window = tokenizer, compile_stop(pattern), window
         self.backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust tokenizer of a "fast" one
+        self.lead = required_lead(self.pattern)
 
     def scanner(self) -> StopScanner:
         """A fresh scanner for one row's thinking."""
         return StopScanner(self) if self.backend is not None else _IdWindowScanner(self)
 
 
-class StopScanner:
-    """One row's incremental view of its thinking text (see the module docstring)."""
+def required_lead(pattern) -> str:
+    r"""Text every match of the compiled ``pattern`` begins with ("" when none can be told): the common
+    prefix of RE2's possible match range (every string a match begins lies between its two ends).
 
-    __slots__ = ("backend", "search", "stream", "text", "window")
+    >>> required_lead(compile_stop(r"\\boxed\{")), required_lead(compile_stop(r"(?i)\\Boxed")), required_lead(compile_stop("a|b"))
+    ('\\boxed{', '\\', '')
+    """
+    try:
+        low, high = pattern.possiblematchrange(16)
+    except re2.error:  # RE2 could not tell
+        return ""
+    size = 0
+    while size < min(len(low), len(high)) and low[size] == high[size]:
+        size += 1
+    for end in range(size, -1, -1):  # whole characters only: the scanner's text is decoded
+        try:
+            return low[:end].decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+    return ""
+
+
+class StopScanner:
+    """One row's incremental view of its thinking text (see the module docstring). A match begins with
+    the pattern's lead (:func:`required_lead`): while no copy of the lead lies in the window, RE2 is
+    not asked (each push looks for the lead in its own new characters only)."""
+
+    __slots__ = ("backend", "behind", "lead", "search", "stream", "text", "window")
 
     def __init__(self, stop: StopPattern):
         from tokenizers.decoders import DecodeStream
@@ -119,6 +144,8 @@ class StopScanner:
         self.search, self.window, self.backend = stop.pattern.search, stop.window, stop.backend  # RE2's
         self.stream = DecodeStream(skip_special_tokens=True)
         self.text = ""
+        self.lead = stop.lead
+        self.behind = 1 << 62 if self.lead else 0  # how far the last copy of the lead begins from the end (0: no lead)
 
     def push(self, token: int) -> bool:
         """Add one thinking id; whether the text's last ``window`` characters now hold a match."""
@@ -126,9 +153,14 @@ class StopScanner:
         if piece is None:  # a partial character, or a skipped special id: the text did not change
             return False
         text = self.text + piece
+        if lead := self.lead:
+            found = text.rfind(lead, max(0, len(self.text) - len(lead) + 1))  # a copy ending in the new piece
+            self.behind = len(text) - found if found >= 0 else self.behind + len(piece)
         if len(text) > 2 * self.window:  # trimmed now and then, so a push copies at most 2 windows
             text = text[-self.window :]
         self.text = text
+        if self.behind > self.window:  # no match can begin inside the window
+            return False
         return self.search(text[-self.window :].encode()) is not None  # RE2 reads UTF-8 bytes faster than str
 
 

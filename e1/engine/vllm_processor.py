@@ -20,6 +20,9 @@ budget-forcing with ``wait=k``, whose replaced natural ends need a new call (see
 
 from __future__ import annotations
 
+from operator import itemgetter
+
+import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
 
@@ -30,6 +33,7 @@ from e1.engine.row_state import RowState
 
 KEY = "e1"
 ARGMAX = -2  # _Row.forced: force the best token (a trial answer's greedy pick)
+_LAST = itemgetter(-1)
 
 
 def budget_args(budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, room: int,
@@ -105,10 +109,11 @@ def _replay_trials(state, args: dict):
 
 
 class _Row:
-    __slots__ = ("state", "output", "fed", "eos", "check_at")
+    __slots__ = ("state", "output", "fed", "eos", "check_at", "held")
 
     def __init__(self, state: RowState, output: list[int], eos: int):
         self.state, self.output, self.fed, self.eos, self.check_at = state, output, 0, eos, 0
+        self.held = None  # on the stepping path (_Stepping): the output length checked so far
 
     def catch_up(self) -> None:
         """Feed the ids vLLM appended since the last check (a forced id comes back as sampled), and
@@ -131,6 +136,108 @@ class _Row:
         if state.done or state.rollback:
             return self.eos
         return ARGMAX if state.trial_answering else state.forced_token()
+
+    def steppable(self) -> bool:
+        """Whether the row may go on the stepping path now: it is looked at every step (soft's bias or
+        a stop pattern), all its ids are fed, nothing is forced, and plain thinking ids can follow."""
+        state = self.state
+        return (self.fed == len(self.output) > 0 and (state.stop is not None or bool(state.end_bias()))
+                and state.plain_ahead() > 0)
+
+    def release(self, upto: int, matched: bool = False) -> None:
+        """Leave the stepping path: hand the held ids ``output[fed:upto]`` to the state (``matched``:
+        the last one's push to the scanner matched) and look at the row again as ``catch_up`` would have
+        after them: this very step if it has more ids (or its marker is due), else at its next id."""
+        self.state.append_held(self.output[self.fed : upto], matched)
+        self.fed, self.held = upto, None
+        self.check_at = 0 if matched else upto + self.state.tokens_before_forcing()
+
+
+class _Stepping:
+    """The rows looked at every step while they think plainly (soft's bias window, a stop pattern), as
+    arrays: their new ids are checked, counted and their bias gathered for all rows in a few array
+    operations. Each step a row takes one id that is no phase id (``RowState.phase_ids``) and stays
+    within ``RowState.plain_ahead``; the ids are held back and handed to the state when it leaves
+    (``_Row.release``), so the state is fed the same ids in the same order, as ``catch_up`` would. A row
+    with a stop pattern pushes its id to its scanner here (the one per-row call left: its text)."""
+
+    def __init__(self, rows: list[tuple[int, _Row]], table) -> None:
+        count = len(rows)
+        self.rows = [row for _, row in rows]
+        self.outputs = [row.output for row in self.rows]
+        self.index = np.fromiter((i for i, _ in rows), np.int64, count)
+        self.held = np.fromiter((row.held for row in self.rows), np.int64, count)
+        self.until = np.fromiter((row.fed + row.state.plain_ahead() for row in self.rows), np.int64, count)
+        self.base = np.fromiter((row.state.think_tokens - row.fed for row in self.rows), np.int64, count)
+        self.column = np.fromiter((row.state.markers.end_ids[0] for row in self.rows), np.int64, count)
+        specials = [sorted(row.state.phase_ids()) for row in self.rows]
+        width = max(map(len, specials), default=1)
+        self.specials = np.full((count, width), -2, np.int64)  # [R, S] each row's phase ids, padded
+        for r, ids in enumerate(specials):
+            self.specials[r, : len(ids)] = ids
+        places = [table.place(row.state) for row in self.rows]
+        self.offset = np.fromiter((o for o, _ in places), np.int64, count)
+        self.steady = np.fromiter((k for _, k in places), np.int64, count)
+        self.scanning = [r for r, row in enumerate(self.rows) if row.state.stop is not None]
+        self.gone: set[int] = set()  # the positions of the rows that left
+
+    def write_back(self) -> None:
+        """The output length each row on the path has been checked to (before the arrays are made again)."""
+        for r, (row, held) in enumerate(zip(self.rows, self.held.tolist())):
+            if r not in self.gone:  # a row that left may be back already, from a later length
+                row.held = held
+
+    def step(self, table) -> tuple[np.ndarray, list[int]]:
+        """Check and count this step's ids: ``(the rows' bias now [R] float32, the positions that leave)``."""
+        outputs, count = self.outputs, len(self.outputs)
+        length = np.fromiter(map(len, outputs), np.int64, count)  # [R]
+        last = np.fromiter(map(_LAST, outputs), np.int64, count)  # [R] never empty: fed > 0 on entry
+        ok = (length == self.held + 1) & (length <= self.until) & (last >= 0)
+        ok &= ~(last[:, None] == self.specials).any(1)  # [R, S] -> [R]
+        leave = np.flatnonzero(~ok).tolist()
+        matched = []
+        for r in self.scanning:
+            if ok[r] and self.rows[r].state.scanner.push(int(last[r])):
+                matched.append(r)
+        for r in leave:
+            self.rows[r].release(int(self.held[r]))
+        for r in matched:
+            self.rows[r].release(int(length[r]), matched=True)
+        self.held = np.where(ok, length, self.held)
+        self.gone.update(leave, matched)
+        for r in matched:
+            ok[r] = False
+        think = np.minimum(self.base + length, self.steady)
+        bias = np.where(ok, table.values[self.offset + think], np.float32(0))
+        return bias, leave + matched
+
+
+class _BiasTable:
+    """Each (mode, t)'s end-marker bias by thinking count, up to where it stays steady, in one float32
+    array (the very floats ``RowState.end_bias`` gives, converted as a tensor of them would be)."""
+
+    LIMIT = 1 << 22  # floats kept; past it the array starts afresh (the rows' places are found again)
+
+    def __init__(self) -> None:
+        self.values = np.zeros(1, np.float32)  # [0]: the place of every row without a bias
+        self.places: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def place(self, state: RowState) -> tuple[int, int]:
+        """(offset of the state's table, the count from which its bias is steady)."""
+        t = state.budget.think
+        if state.mode.bias_start(t) is None:
+            return 0, 0
+        key = (str(state.mode), t)
+        if key not in self.places:
+            steady = state.mode.bias_steady(t)
+            steady = state.think_limit if steady is None else steady
+            table = np.array([state.mode.end_bias(k, t) for k in range(steady + 1)], np.float32)
+            self.places[key] = (len(self.values), steady)
+            self.values = np.concatenate([self.values, table])
+        return self.places[key]
+
+    def full(self) -> bool:
+        return len(self.values) > self.LIMIT
 
 
 class RequestStates:
@@ -175,18 +282,27 @@ class RequestStates:
 
 
 class BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request, as the request's RowState says (vLLM's V1 interface)."""
+    """Forces end markers and EOS per request, as the request's RowState says. ``stepping`` False: every
+    row is looked at one by one (the path before the stepping arrays; benchmarks and tests compare the two).
+    vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
+
+    stepping = True
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         super().__init__(vllm_config)
         self.device = device
         self.rows: dict[int, _Row] = {}  # batch index -> row
+        self._table = _BiasTable()
+        self._stepping: _Stepping | None = None  # the rows on the stepping path, as arrays
+        self._looked: list[tuple[int, _Row]] = []  # the other rows, looked at one by one
+        self._changed = True  # the rows or a row's path changed: both lists are made again
 
     def is_argmax_invariant(self) -> bool:
         return False  # forcing changes the argmax
 
     def update_state(self, batch_update: BatchUpdate | None) -> None:
         if batch_update:
+            self._changed = True
             for index in batch_update.removed:
                 self.rows.pop(index, None)
             for index, params, prompt, output in batch_update.added:
@@ -202,20 +318,45 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
                 if direction == MoveDirectionality.SWAP and row_b is not None:
                     self.rows[a] = row_b
 
+    def _regroup(self) -> None:
+        """Split the rows into the stepping path's arrays and the rest (after any change)."""
+        if self._table.full():
+            self._table = _BiasTable()
+        if self._stepping is not None:
+            self._stepping.write_back()
+        stepping = [(index, row) for index, row in self.rows.items() if row.held is not None]
+        self._stepping = _Stepping(stepping, self._table) if stepping else None
+        self._looked = [(index, row) for index, row in self.rows.items() if row.held is None]
+        self._changed = False
+
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
+        if self._changed:
+            self._regroup()
         forced, biased = [], []
-        for index, row in self.rows.items():
+        stepping = self._stepping
+        if stepping is not None:
+            bias, leaving = stepping.step(self._table)
+            if leaving:  # looked at below this very step, with the rest
+                self._looked += [(int(stepping.index[r]), stepping.rows[r]) for r in leaving]
+                self._changed = True
+            if (keep := np.flatnonzero(bias)).size:
+                biased.append((stepping.index[keep], stepping.column[keep], bias[keep]))
+        for index, row in self._looked:
             if len(row.output) < row.check_at:
                 continue  # no forced token (nor soft's bias) can be due before check_at
             if row.fed < len(row.output):  # here, not in update_state: async scheduling fills ids in late
                 row.catch_up()
             if (token := row.forced()) is not None:
                 forced.append((index, int(logits[index].argmax()) if token == ARGMAX else token))
-            elif bias := row.state.end_bias():
-                biased.append((index, row.state.markers.end_ids[0], bias))
+                continue
+            if bias := row.state.end_bias():
+                biased.append(([index], [row.state.markers.end_ids[0]], np.array([bias], np.float32)))
+            if self.stepping and row.steppable():
+                row.held, self._changed = row.fed, True  # looked at as arrays from the next step on
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does
-            index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))
-            logits[index, column] += bias.to(logits.dtype)  # [F]
+            index, column, bias = (np.concatenate(parts) for parts in zip(*biased))
+            index, column = torch.from_numpy(index).to(logits.device), torch.from_numpy(column).to(logits.device)
+            logits[index, column] += torch.from_numpy(bias).to(logits.device, logits.dtype)  # [F]
         if not forced:
             return logits
         index = torch.tensor([i for i, _ in forced], device=logits.device)  # [F]

@@ -275,6 +275,11 @@ class Mode:
         (the backend then asks :meth:`end_bias` itself). The base mode adds none: ``(0, 0, 0)``."""
         return None if type(self).end_bias is not Mode.end_bias else (0.0, 0.0, 0.0)
 
+    def bias_steady(self, t: int) -> int | None:
+        """A thinking count from which :meth:`end_bias` stays what it is there (None: it may change up to
+        the cut): a backend may tabulate the bias up to it (vLLM's logits processor does)."""
+        return None
+
     @property
     def per_token(self) -> bool:
         """Whether the mode acts on the logits during thinking (a bias or a pattern): a plain server can't."""

@@ -46,6 +46,10 @@ class Soft(Mode):
     def bias_start(self, t: int) -> int | None:
         return math.floor(self.start * t) + 1 if self.strength else None
 
+    def bias_steady(self, t: int) -> int | None:
+        """Past both ``t`` and the start the progress is 1: the bias is ``strength`` from there on."""
+        return max(t, self.bias_start(t)) if self.strength else None
+
     @property
     def per_token(self) -> bool:
         return True
