@@ -8,6 +8,13 @@ from typing import Annotated
 import typer
 
 from e1.cli.completion import complete_formats
+from e1.cli.help import command_app
+
+EXAMPLES = """Examples:
+
+  e1 export runs/eval --format lm-eval
+  e1 export runs/sweep --format lighteval --out exports/sweep
+  e1 export runs/eval --format hub --out my-model-card"""
 
 
 def export_command(
@@ -24,14 +31,6 @@ def export_command(
     samples_<task>_<date>.jsonl per task); lighteval writes its results JSON and details parquet
     (load them with datasets or lighteval's tracker); hub writes the Hub's eval-results YAML (the
     accuracy in percent) and a model card with the same results, for the registered benchmarks.
-
-    Examples:
-
-    [cyan]e1 export runs/eval --format lm-eval[/cyan]
-
-    [cyan]e1 export runs/sweep --format lighteval --out exports/sweep[/cyan]
-
-    [cyan]e1 export runs/eval --format hub --out my-model-card[/cyan]
     """
     from rich.console import Console
     from rich.markup import escape
@@ -44,3 +43,6 @@ def export_command(
         console.print(f"wrote {escape(str(path))}")
     for what in skipped:
         console.print(f"[yellow]skipped[/yellow] {escape(what)}")
+
+
+app = command_app(export_command, no_args_is_help=True, epilog=EXAMPLES)
