@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 import threading
+from typing import ClassVar
 
 import typer
 
@@ -21,7 +22,7 @@ from e1.errors import E1Error, redact, redact_logs
 class Root(LazyGroup):
     """``e1``: each command's module is imported only when that command runs or shows its help."""
 
-    LAZY = {
+    LAZY: ClassVar[dict[str, Lazy]] = {
         "eval": Lazy("e1.cli.eval", "Evaluate a model under a thinking budget t and a solution budget s."),
         "sweep": Lazy("e1.cli.sweep", "Sweep budgets × modes × models: accuracy against tokens used."),
         "train": Lazy("e1.cli.train", "Train a reasoning model with GRPO under a think/solve budget (Elastic "

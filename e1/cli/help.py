@@ -26,6 +26,7 @@ import inspect
 import re
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import typer
 import typer.core
@@ -33,25 +34,36 @@ import typer.core
 # a line that starts so keeps its line break: an indented example, a list item
 _OWN_LINE = (" ", "\t", "- ", "* ", "• ")
 _EMOJI_CODE = re.compile(r":\S*?(?:-(?:emoji|text))?:")  # the shape rich replaces with an emoji
+_BRACKET = re.compile(r"(\\*)\[")  # a "[" and the backslashes right before it
+_TAG = re.compile(r"[a-z#/@][^[]*?]")  # what rich reads as a tag after a "[" (rich.markup.RE_TAGS)
 _WORD_JOINER = "\u2060"  # invisible, zero width: splits an emoji code without changing what is shown
 
 
 def literal(text: str | None) -> str | None:
-    """``text`` as rich markup that renders as ``text`` itself: brackets escaped, emoji codes split.
+    """``text`` as rich markup that renders as ``text`` itself: every ``[`` and the backslashes before
+    it escaped as rich's parser reads them, every emoji code split.
 
-    >>> literal("pip install 'e1[gemini]'")
-    "pip install 'e1\\\\[gemini]'"
+    >>> literal("pip install 'e1[gemini]'"), literal("a\\\\[b")
+    ("pip install 'e1\\\\[gemini]'", 'a\\\\\\\\[b')
     """
     if not text:
         return text
     from rich.emoji import Emoji
-    from rich.markup import escape
 
-    def unmade(match: re.Match) -> str:
-        code = match.group(0)
-        return code if Emoji.replace(code) == code else f":{_WORD_JOINER}{code[1:]}"
+    def bracket(match: re.Match) -> str:
+        # a tag-like "[x...]" after n backslashes: rich prints n // 2 of them, and the tag as text if n is odd;
+        # any other "[": rich reads each "\[" as "[" (so one more backslash than shown)
+        slashes = len(match.group(1))
+        return "\\" * (2 * slashes + 1 if _TAG.match(text, match.end()) else slashes + 1) + "["
 
-    return _EMOJI_CODE.sub(unmade, escape(text))
+    markup = _BRACKET.sub(bracket, text) if "[" in text else text
+    parts, done = [], 0
+    for colon in (found.start() for found in re.finditer(":", markup)):  # codes may overlap: try every colon
+        code = _EMOJI_CODE.match(markup, colon)
+        if code and Emoji.replace(code.group(0)) != code.group(0):
+            parts += [markup[done:colon + 1], _WORD_JOINER]
+            done = colon + 1
+    return "".join([*parts, markup[done:]])
 
 
 def reflow(text: str | None) -> str | None:
@@ -90,7 +102,7 @@ class _HelpReads:
     def __init__(self, *args, help: str | None = None, epilog: str | None = None, params=None, **kwargs):
         for param in params or ():
             param.help = literal(getattr(param, "help", None))
-        super().__init__(*args, help=literal(reflow(help)), epilog=literal(reflow(epilog)), params=params, **kwargs)
+        super().__init__(*args, help=literal(reflow(help)), epilog=literal(epilog), params=params, **kwargs)
 
     def format_help(self, ctx, formatter) -> None:
         _flags_without_type(self.get_params(ctx))
@@ -153,7 +165,7 @@ class LazyGroup(Group):
     """The root group: its commands (``LAZY``, set by a subclass) load when run or asked for their
     own help; its listing (``e1 --help``, ``e1 <TAB>``) shows each one's summary without loading it."""
 
-    LAZY: dict[str, Lazy] = {}
+    LAZY: ClassVar[dict[str, Lazy]] = {}
 
     def __init__(self, *args, commands=None, **kwargs):
         super().__init__(*args, commands=_Commands(dict(self.LAZY), commands or {}), **kwargs)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from typing import Annotated, Callable, Optional
+from collections.abc import Callable
+from typing import Annotated
 
 import typer
 
 from e1.cli.help import command_app
 from e1.errors import ConfigError
-
 
 Line = tuple[int, str]  # (indent, text): a wrapped line continues at indent + 2 when indent > 0 or it is a term
 
@@ -28,10 +28,10 @@ def modes_page() -> list[Line]:
 
     lines: list[Line] = [
         (0, "Decoding modes"), (0, ""),
-        (0, "A mode is written name[:key=value]..., each option at most once, e.g. elastic:exit=qwen:grace=32. "
-            "A text value with colons or commas goes in quotes: elastic:exit='Time is up.'. The same text is what "
-            "e1 eval --mode, e1 sweep --modes (comma-separated), e1 serve --mode, a request's budget_mode and "
-            "config files take, and what config.json and the results' mode column record."),
+        (0, ("A mode is written name[:key=value]..., each option at most once, e.g. elastic:exit=qwen:grace=32. "
+             "A text value with colons or commas goes in quotes: elastic:exit='Time is up.'. The same text is what "
+             "e1 eval --mode, e1 sweep --modes (comma-separated), e1 serve --mode, a request's budget_mode and "
+             "config files take, and what config.json and the results' mode column record.")),
         (0, ""), (0, "Grammar:"), (0, ""),
         *((2, item) for item in modes_usage().split(" | ")),
     ]
@@ -61,7 +61,7 @@ def wrapped(lines: list[Line], width: int) -> str:
 
 
 def help_command(
-    topic: Annotated[Optional[str], typer.Argument(show_default=False, help="A topic: modes.")] = None,
+    topic: Annotated[str | None, typer.Argument(show_default=False, help="A topic: modes.")] = None,
 ) -> None:
     """Longer help on one topic: e1 help modes (the decoding modes and their options)."""
     width = min(shutil.get_terminal_size().columns, 100)
