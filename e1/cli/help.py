@@ -180,11 +180,10 @@ class LazyGroup(Group):
         return self.commands.get(name)
 
     def format_help(self, ctx, formatter) -> None:
-        self._listing = True
-        try:
-            super().format_help(ctx, formatter)
-        finally:
-            self._listing = False
+        """typer's layout drawn with rich's light parts: typer's own renderer imports rich's markdown,
+        syntax and traceback modules (pygments, markdown-it), most of the time `e1 --help` took."""
+        _flags_without_type(self.get_params(ctx))
+        _draw_root_help(self, ctx)
 
     def shell_complete(self, ctx, incomplete: str):
         self._listing = True
@@ -192,3 +191,45 @@ class LazyGroup(Group):
             return super().shell_complete(ctx, incomplete)
         finally:
             self._listing = False
+
+
+def _draw_root_help(group: LazyGroup, ctx) -> None:
+    """The root's --help: usage, help, an options panel, a commands panel (each command's summary
+    from the table, nothing imported) and the epilog, as typer lays them out."""
+    import os
+
+    from rich.console import Console
+    from rich.markup import render
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.table import Table
+    from rich.text import Text
+
+    width = os.environ.get("TERMINAL_WIDTH")
+    console = Console(highlight=False, width=int(width) if width else None)
+    console.print(Padding(Text(group.get_usage(ctx), style="bold"), 1))
+    head, _, rest = (group.help or "").partition("\n\n")
+    console.print(Padding(render(" ".join(head.split())), (0, 1, 0, 1)))
+    if rest:
+        console.print(Padding(render(rest, style="dim"), (1, 1, 0, 1)))
+    console.print()
+    options = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1), expand=True)
+    options.add_column(style="bold cyan", no_wrap=True)
+    options.add_column(style="bold green", no_wrap=True)
+    options.add_column(ratio=10)
+    for param in group.get_params(ctx):
+        if param.param_type_name != "option" or param.hidden:
+            continue
+        long = ", ".join(opt for opt in (*param.opts, *param.secondary_opts) if opt.startswith("--"))
+        short = ", ".join(opt for opt in param.opts if not opt.startswith("--"))
+        options.add_row(long, short, render(param.help or ""))
+    console.print(Panel(options, title="Options", title_align="left", border_style="dim"))
+    commands = Table(box=None, show_header=False, pad_edge=False, padding=(0, 1), expand=True)
+    commands.add_column(style="bold cyan", no_wrap=True)
+    commands.add_column(ratio=10)
+    for name in group.list_commands(ctx):
+        summary = group.LAZY[name].summary if name in group.LAZY else group.commands[name].get_short_help_str(200)
+        commands.add_row(name, render(literal(summary)))
+    console.print(Panel(commands, title="Commands", title_align="left", border_style="dim"))
+    if group.epilog:
+        console.print(Padding(render(inspect.cleandoc(group.epilog)), 1))
