@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import interleaved_best
 
 ROOT = Path(__file__).resolve().parents[1]
 EAGER = ("import sys; from e1.cli.app import Root; import importlib; "
@@ -29,7 +29,7 @@ COMMANDS = [[], ["eval"], ["sweep"], ["train"], ["serve"], ["data", "prepare"], 
 
 def run(*args: str) -> str:
     env = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT).stdout
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ from e1.cli.app import app
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.M | re.S)
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 SHELLS = {"", "bash", "sh", "shell", "console"}
 
 
@@ -88,11 +88,9 @@ def test_the_readme_setup_test_command_is_the_ci_one():
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_local_link_resolves(page):
-    from e1.cli.help import literal  # noqa: F401  (the docs import nothing; this keeps the test collected with the CLI)
-
     def anchors(target: Path) -> set[str]:
         return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
-                for h in re.findall(r"^#+ (.*)$", target.read_text(), re.M)}
+                for h in re.findall(r"^#+ (.*)$", target.read_text(), re.MULTILINE)}
 
     for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
         if re.match(r"\w+:", link):
@@ -134,7 +132,7 @@ def test_the_first_eval_on_your_own_file_runs_offline(tiny_model_dir, tmp_path):
     text = (ROOT / "README.md").read_text()
     section = text.split("## A first eval on your own file, offline")[1].split("\n## ")[0]
     (block,) = blocks_of(section)
-    heredoc = re.search(r"cat > (\S+) <<'EOF'\n(.*?)\nEOF\n", block, re.S)
+    heredoc = re.search(r"cat > (\S+) <<'EOF'\n(.*?)\nEOF\n", block, re.DOTALL)
     (tmp_path / heredoc.group(1)).write_text(heredoc.group(2) + "\n")
     (line,) = [line for line in shell_lines(block) if line.startswith("e1 eval")]
     args = e1_args(line)
