@@ -1,6 +1,6 @@
 """`e1 --help` start-up, side by side in one run: a bare interpreter, `e1 --help` as it ships (commands
-load when used), and `e1 --help` with every command module imported first (how e1 started before
-the commands loaded lazily). Each is a fresh `python` process, the runs take turns, best of N.
+load when used), and `e1 --help` with every command module imported first (the import half of how e1
+started before the commands loaded lazily; the old root help also imported typer's renderer). Each is a fresh `python` process, the runs take turns, best of N.
 
     python benchmarks/help_speed.py [--repeats 7]
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -32,20 +33,28 @@ def run(*args: str) -> str:
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=ROOT, check=True).stdout
 
 
+def cpu(*args: str) -> float:
+    """CPU seconds (user + system) of one run: steadier than wall time on a shared machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run(*args)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    best = interleaved_best(args.repeats, {
-        "python -c pass": lambda: run("-c", "pass"),
-        "e1 --help (lazy)": lambda: run("-m", "e1", "--help"),
-        "e1 --help, every command imported": lambda: run("-c", EAGER),
-    })
-    bare, lazy, eager = (seconds for seconds, _ in best.values())
+    runs = {"python -c pass": ("-c", "pass"), "e1 --help": ("-m", "e1", "--help"),
+            "e1 --help, every command imported": ("-c", EAGER)}
+    used = {name: [] for name in runs}
+    best = interleaved_best(args.repeats, {name: lambda name=name: used[name].append(cpu(*runs[name]))
+                                           for name in runs})
     for name, (seconds, _) in best.items():
-        print(f"{name:36s} {seconds:6.3f} s")
-    print(f"lazy / eager: {lazy / eager:.2f}x; above a bare interpreter: lazy {lazy - bare:.3f} s, "
-          f"eager {eager - bare:.3f} s")
+        print(f"{name:36s} wall {seconds:6.3f} s   cpu {min(used[name]):6.3f} s  (best of {args.repeats})")
+    (bare, lazy, eager) = (min(used[name]) for name in runs)
+    print(f"cpu: e1 --help / every command imported {lazy / eager:.2f}x; above a bare interpreter "
+          f"{lazy - bare:.3f} s vs {eager - bare:.3f} s")
     for command in COMMANDS:
         text = run("-m", "e1", *command, *([] if command[:1] == ["help"] else ["--help"]))
         width = max(len(line) for line in text.splitlines())
