@@ -1,6 +1,6 @@
 """--backend openai against a hostile or broken server, and the hosted vendors' replies: one gate.
 
-The invariant (README, "Models behind an API"): a reply is read within a total deadline and a size
+The invariant (docs/api-backends.md, "Models behind an API"): a reply is read within a total deadline and a size
 cap, parsed into one typed, validated shape, and every stored count is one e1 measured or checked
 against its request (0 <= think <= t, 0 <= solve <= s, think + solve = completion); anything else
 is that sample's :class:`RequestError`, never a stored number, and never journalled, so a resumed

@@ -45,7 +45,7 @@ def test_only_working_commands_are_registered():
     import typer
 
     assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "demo",
-                                                         "serve", "view", "export"}
+                                                         "serve", "view", "export", "help"}
 
 
 @pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],

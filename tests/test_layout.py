@@ -21,7 +21,7 @@ import e1
 PACKAGE = Path(e1.__file__).parent
 
 # Top to bottom: a unit may import its own modules and those of any lower layer, never one of
-# its own layer or above. What each holds is in the README's "Architecture" section.
+# its own layer or above. What each holds is in docs/architecture.md.
 LAYERS = (
     ("cli",),  # the command line: one thin module per subcommand
     ("view",),  # e1 view: the web app over run directories (only the command line imports it)

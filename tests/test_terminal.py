@@ -133,7 +133,7 @@ def test_every_flag_is_documented_as_it_is_typed_and_that_form_is_accepted(path,
     assert flags, "every command has at least --help"
     for flag in flags:
         for form, value in [(form, True) for form in flag.opts] + [(form, False) for form in flag.secondary_opts]:
-            row = next(line for line in text.splitlines() if re.search(rf"\s{re.escape(form)}\s", line))
+            row = next(line for line in text.splitlines() if form in line.replace("│", " ").split()[:3])
             assert not re.search(r"<\w+>", row), row  # no value type after a flag
             opts, rest, _ = command.make_parser(ctx).parse_args([form])
             assert rest == [] and opts[flag.name] is value, (form, opts, rest)

@@ -10,31 +10,50 @@ import os
 import signal
 import sys
 import threading
+from typing import ClassVar
 
 import typer
 
 from e1 import __version__
-from e1.cli import data as data_cmd
-from e1.cli import demo as demo_cmd
-from e1.cli import elo as elo_cmd
-from e1.cli import eval as eval_cmd
-from e1.cli import export as export_cmd
-from e1.cli import serve as serve_cmd
-from e1.cli import sweep as sweep_cmd
-from e1.cli import train as train_cmd
-from e1.cli import view as view_cmd
-from e1.cli.help import Command, Group
+from e1.cli.help import Lazy, LazyGroup
 from e1.errors import E1Error, redact, redact_logs
+
+
+class Root(LazyGroup):
+    """``e1``: each command's module is imported only when that command runs or shows its help."""
+
+    LAZY: ClassVar[dict[str, Lazy]] = {
+        "eval": Lazy("e1.cli.eval", "Evaluate a model under a thinking budget t and a solution budget s."),
+        "sweep": Lazy("e1.cli.sweep", "Sweep budgets × modes × models: accuracy against tokens used."),
+        "train": Lazy("e1.cli.train", "Train a reasoning model with GRPO under a think/solve budget (Elastic "
+                                      "Reasoning), or fine-tune it (--algo sft)."),
+        "serve": Lazy("e1.cli.serve", "Serve a model with vLLM's OpenAI-compatible server and e1's budgets."),
+        "data": Lazy("e1.cli.data", "List and prepare datasets: each becomes <data dir>/<name>.parquet with "
+                                    "columns id, dataset, problem, answer, task, task_version."),
+        "view": Lazy("e1.cli.view", "Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with "
+                                    "the forced cut marked, two runs side by side on one problem, training metrics "
+                                    "over steps."),
+        "export": Lazy("e1.cli.export", "Export a run's results in a format other tools read: one task per "
+                                        "dataset × mode × budget cell (named <dataset>_<mode>_t<t>_s<s>), for "
+                                        "each model of the run."),
+        "elo": Lazy("e1.cli.elo", "Estimate a Codeforces rating and percentile from per-problem results (the "
+                                  "CodeElo method), offline."),
+        "demo": Lazy("e1.cli.demo", "Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 "
+                                    "training, budget curves."),
+        "help": Lazy("e1.cli.topics", "Longer help on one topic: e1 help modes (the decoding modes and their "
+                                      "options)."),
+    }
+
 
 app = typer.Typer(
     name="e1",
-    cls=Group,
+    cls=Root,
     help=(
         "Elastic Reasoning under strict token budgets.\n\n"
-        "Give a reasoning model [bold]t[/bold] thinking tokens and [bold]s[/bold] solution tokens, "
-        "evaluate it, and train it to answer well from truncated thinking.\n\n"
-        "Example: [cyan]e1 eval --model ./my-model --datasets aime --think 1k --solve 1k[/cyan]"
+        "Give a reasoning model t thinking tokens and s solution tokens, "
+        "evaluate it, and train it to answer well from truncated thinking."
     ),
+    epilog="Example:\n\n  e1 eval --model ./my-model --datasets aime --think 1k --solve 1k",
     no_args_is_help=True,
     rich_markup_mode="rich",
     pretty_exceptions_show_locals=False,
@@ -55,17 +74,6 @@ def root(
     ),
 ) -> None:
     """Elastic Reasoning under strict token budgets."""
-
-
-app.add_typer(data_cmd.app, name="data", cls=Group)
-app.command(name="eval", cls=Command, no_args_is_help=True)(eval_cmd.eval_command)
-app.command(name="train", cls=Command, no_args_is_help=True)(train_cmd.train_command)
-app.add_typer(elo_cmd.app, name="elo", cls=Group)
-app.command(name="demo", cls=Command)(demo_cmd.demo_command)
-app.command(name="sweep", cls=Command, no_args_is_help=True)(sweep_cmd.sweep_command)
-app.command(name="serve", cls=Command, no_args_is_help=True)(serve_cmd.serve_command)
-app.command(name="view", cls=Command, no_args_is_help=True)(view_cmd.view_command)
-app.command(name="export", cls=Command, no_args_is_help=True)(export_cmd.export_command)
 
 
 def _fail(message: str, code: int) -> None:

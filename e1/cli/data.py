@@ -22,12 +22,13 @@ from e1.errors import DataError
 app = typer.Typer(
     cls=Group,
     help=(
-        "List and prepare datasets: each becomes [bold]<data dir>/<name>.parquet[/bold] with columns "
-        "id, dataset, problem, answer, task, task_version.\n\n"
-        "Example: [cyan]e1 data prepare aime math500[/cyan]"
+        "List and prepare datasets: each becomes <data dir>/<name>.parquet with columns "
+        "id, dataset, problem, answer, task, task_version."
     ),
+    epilog="Example:\n\n  e1 data prepare aime math500",
     no_args_is_help=True,
     rich_markup_mode="rich",
+    add_completion=False,
 )
 
 NamesArg = Annotated[
@@ -36,7 +37,7 @@ NamesArg = Annotated[
 ]
 OutDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--out", "-o", help="Folder for the parquet files (default: $E1_DATA_DIR or ~/.cache/e1/data).",
+    typer.Option("--out", "-o", help="Folder for the parquet files.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
                  parser=nonempty_path("--out")),
 ]
 FromOpt = Annotated[
@@ -46,26 +47,23 @@ FromOpt = Annotated[
 ]
 
 
-def _text_option(flag: str, help: str):
-    """An optional text option whose default is described in its help (no "[default: None]")."""
-    return Annotated[Optional[str], typer.Option(flag, help=help, show_default=False)]
+def _text_option(flag: str, help: str, default: str):
+    """An optional text option (None: not given) whose default is ``default``, a value or a description."""
+    return Annotated[Optional[str], typer.Option(flag, help=help, show_default=default)]
 
 
-NameOpt = _text_option("--name", "Dataset name for --from (default: the file stem).")
-ProblemFieldOpt = _text_option("--problem-field", "Field with the problem (default: problem).")
-AnswerFieldOpt = _text_option("--answer-field", "Field with the answer (default: answer).")
-IdFieldOpt = _text_option("--id-field", "Field with a unique id (default: id if every row has one, else row numbers).")
-ReleaseOpt = _text_option("--release", "livecodebench: release, e.g. v5 (every problem up to v5; default v5).")
-StartDateOpt = _text_option("--start-date", "livecodebench: first contest day kept, YYYY-MM-DD (default 2024-08-01).")
-EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD (default 2025-02-01).")
+NameOpt = _text_option("--name", "Dataset name for --from.", "the file stem")
+ProblemFieldOpt = _text_option("--problem-field", "Field with the problem.", "problem")
+AnswerFieldOpt = _text_option("--answer-field", "Field with the answer.", "answer")
+IdFieldOpt = _text_option("--id-field", "Field with a unique id.", "id if every row has one, else row numbers")
+ReleaseOpt = _text_option("--release", "livecodebench: release, e.g. v5 (every problem up to v5).", "v5")
+StartDateOpt = _text_option("--start-date", "livecodebench: first contest day kept, YYYY-MM-DD.", "2024-08-01")
+EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD.", "2025-02-01")
 
 
-@app.command("list", cls=Command)
+@app.command("list", cls=Command, epilog="Example:\n\n  e1 data list")
 def list_command(data_dir: DataDirOpt = None) -> None:
-    """Show the registered benchmarks and which of them are prepared.
-
-    Example: [cyan]e1 data list[/cyan]
-    """
+    """Show the registered benchmarks and which of them are prepared."""
     from rich.console import Console
 
     from e1.data import benchmarks, default_data_dir, prepared_names
@@ -83,7 +81,15 @@ def list_command(data_dir: DataDirOpt = None) -> None:
         console.print(f"also prepared from local files: {', '.join(local)}")
 
 
-@app.command("prepare", cls=Command, no_args_is_help=True)
+PREPARE_EXAMPLES = """Examples:
+
+  e1 data prepare aime math500 --out ./data
+  e1 data prepare livecodebench --release v6 --start-date 2025-02-01 \\
+      --end-date 2025-05-01
+  e1 data prepare --from problems.jsonl --name mine --problem-field question"""
+
+
+@app.command("prepare", cls=Command, no_args_is_help=True, epilog=PREPARE_EXAMPLES)
 def prepare_command(
     names: NamesArg = None,
     out: OutDirOpt = None,
@@ -98,19 +104,11 @@ def prepare_command(
 ) -> None:
     """Download benchmarks (or read a local file) and write one canonical parquet per dataset.
 
-    Offline: [bold]E1_HUB_MIRROR=DIR[/bold] reads DIR/<hub id>/, a copy of the hub repo in the hub's layout:
-
+    Offline: E1_HUB_MIRROR=DIR reads DIR/<hub id>/, a copy of the hub repo in the hub's layout:
     DIR/HuggingFaceH4/aime_2024/data/train-00000-of-00001.parquet; a config also needs the repo's README.md.
-
     The mirror is read afresh each time; a dataset prepared from it is prepared again when it changes.
 
     Or prepare a downloaded file with --from; a registered --name keeps that dataset's fields and task.
-
-    Example: [cyan]e1 data prepare aime math500 --out ./data[/cyan]
-
-    Example: [cyan]e1 data prepare livecodebench --release v6 --start-date 2025-02-01 --end-date 2025-05-01[/cyan]
-
-    Example: [cyan]e1 data prepare --from problems.jsonl --name mine --problem-field question[/cyan]
     """
     from rich.console import Console
 

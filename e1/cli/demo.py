@@ -7,7 +7,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from e1.cli.help import command_app
 from e1.cli.options import nonempty_path
+
+EXAMPLES = """Examples:
+
+  e1 demo
+  e1 demo --fast --out runs/demo-fast"""
 
 
 def demo_command(
@@ -23,12 +29,6 @@ def demo_command(
     baseline, with a cosine length reward (Yeo et al., 2025), and compares them across
     thinking budgets; prints where everything is and which of the
     paper's effects the results show. Rerunning resumes finished stages.
-
-    Examples:
-
-    [cyan]e1 demo[/cyan]
-
-    [cyan]e1 demo --fast --out runs/demo-fast[/cyan]
     """
     import time
 
@@ -61,3 +61,6 @@ def demo_command(
                   f"claims:     [bold]{out / 'claims.json'}[/bold], {out / 'report.md'}")
     if readme is not None and not update_readme(readme, block):
         console.print(f"[yellow]{readme} has no demo markers; table not written there[/yellow]")
+
+
+app = command_app(demo_command, epilog=EXAMPLES)

@@ -22,13 +22,15 @@ from e1.errors import ConfigError
 app = typer.Typer(
     cls=Group,
     help=(
-        "Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline.\n\n"
-        "Example, fetch once: [cyan]e1 elo fetch --contests 1971,1972 --out cf --population[/cyan]\n\n"
-        "then rate a run: [cyan]e1 elo --results runs/code-1k --contests cf --pass-n 8[/cyan]"
+        "Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline."
     ),
+    epilog=("Examples: fetch once, then rate a run:\n\n"
+            "  e1 elo fetch --contests 1971,1972 --out cf --population\n"
+            "  e1 elo --results runs/code-1k --contests cf --pass-n 8"),
     invoke_without_command=True,
     no_args_is_help=True,
     rich_markup_mode="rich",
+    add_completion=False,
 )
 
 
@@ -38,7 +40,7 @@ def elo_command(
     results: Annotated[
         Path | None,
         typer.Option(
-            "--results", "-r", help='An e1 run directory, its samples.parquet, or JSON {"1971A": \\[true, false, ...]}.'
+            "--results", "-r", help='An e1 run directory, its samples.parquet, or JSON {"1971A": [true, false, ...]}.'
         ),
     ] = None,
     contests: Annotated[Path | None, typer.Option("--contests", "-c", help="Folder written by `e1 elo fetch`.")] = None,
@@ -83,7 +85,8 @@ def elo_command(
         Console().print(elo_table(estimate, min_participants))
 
 
-@app.command("fetch", cls=Command, no_args_is_help=True)
+@app.command("fetch", cls=Command, no_args_is_help=True,
+             epilog="Example:\n\n  e1 elo fetch --contests 1971,1972 --out cf --population")
 def fetch_command(
     contests: Annotated[str, typer.Option("--contests", "-c", help="Contest ids, comma-separated: 1971,1972.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the contest files.", parser=nonempty_path("--out"))],
@@ -92,13 +95,10 @@ def fetch_command(
     ] = False,
     retries: Annotated[int, typer.Option("--retries", help="Tries after the first before giving up.")] = 5,
     api_url: Annotated[
-        str | None, typer.Option("--api-url", help="API base URL (default: https://codeforces.com/api/).")
+        str | None, typer.Option("--api-url", help="API base URL.", show_default="https://codeforces.com/api/")
     ] = None,
 ) -> None:
-    """Download contest standings and rating changes from the Codeforces API (files already there are kept).
-
-    Example: [cyan]e1 elo fetch --contests 1971,1972 --out cf --population[/cyan]
-    """
+    """Download contest standings and rating changes from the Codeforces API (files already there are kept)."""
     from e1.report import FetchConfig, fetch_contests
 
     try:

@@ -7,9 +7,24 @@ from typing import Annotated
 
 import typer
 
-from e1.engine import modes_usage
 from e1.cli.completion import complete_mode
-from e1.cli.options import ModelOpt, RunOptions, RunOutOpt, SolveOpt, ThinkOpt, with_options
+from e1.cli.help import command_app
+from e1.cli.options import (BUDGETS, SAMPLING, ModelOpt, RunOptions, RunOutOpt, SolveOpt, ThinkOpt, mode_help,
+                             with_options)
+
+EXAMPLES = """Examples:
+
+  e1 eval --model Salesforce/E1-Math-1.5B --datasets aime,math500 \\
+      --think 1k --solve 1k
+  e1 eval --model ./tiny --datasets problems.jsonl --mode truncate --n 1 \\
+      --temperature 0 --report-to tensorboard
+  e1 eval --model ./tiny --datasets problems.jsonl --think 512 \\
+      --mode soft:start=0.8:strength=8
+  e1 eval --model agentica-org/DeepCoder-1.5B-Preview --datasets humaneval --n 4
+  e1 eval --backend anthropic --model claude-sonnet-4-5 --datasets aime \\
+      --mode elastic --think 2k --solve 1k --n 1
+  e1 eval --model Salesforce/E1-Math-1.5B --datasets aime --think 4k \\
+      --solve 1k --mode early-exit:threshold=0.95"""
 
 
 @with_options
@@ -18,8 +33,10 @@ def eval_command(
     model: ModelOpt,
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
-    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help=f"{modes_usage()}. exit=qwen or a quoted text, forced at t; stop='regex' ends thinking (e.g. elastic:stop='\\\\boxed\\{{'); none:effort=LEVEL behind a hosted API (README: Decoding modes).")] = "elastic",
-    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.")] = 16,
+    mode: Annotated[str, typer.Option(
+        "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
+        help=mode_help("Decoding mode"))] = "elastic",
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.", rich_help_panel=SAMPLING)] = 16,
     options: RunOptions,
     out: RunOutOpt = None,
 ) -> None:
@@ -27,22 +44,9 @@ def eval_command(
 
     Writes config.json, samples.parquet and summary.parquet into --out (default: a new folder
     runs/eval/MODEL-DATASETS-TIME) and prints the summary
-    (--report-to: also to TensorBoard / W&B; `e1 export` turns the run into lm-eval, lighteval or Hub files).
+    (--report-to: also to TensorBoard / W&B; e1 export turns the run into lm-eval, lighteval or Hub files).
     Rerunning into the same --out resumes where it stopped. Under torchrun the ranks share
-    the work (README: Many GPUs and nodes).
-
-    Examples:
-
-    [cyan]e1 eval --model Salesforce/E1-Math-1.5B --datasets aime,math500 --think 1k --solve 1k[/cyan]
-
-    [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode truncate --n 1 --temperature 0 --report-to tensorboard[/cyan]
-
-    [cyan]e1 eval --model ./tiny --datasets problems.jsonl --mode soft:start=0.8:strength=8 --think 512[/cyan]
-
-    [cyan]e1 eval --model agentica-org/DeepCoder-1.5B-Preview --datasets humaneval --n 4[/cyan]
-
-    [cyan]e1 eval --backend anthropic --model claude-sonnet-4-5 --datasets aime --mode elastic --think 2k --solve 1k --n 1[/cyan]
-    [cyan]e1 eval --model Salesforce/E1-Math-1.5B --datasets aime --mode early-exit:threshold=0.95 --think 4k --solve 1k[/cyan]
+    the work (docs/multi-node.md).
     """
     from rich.console import Console
 
@@ -89,3 +93,6 @@ def api_line(out: Path) -> str:
         return line
     exact = "token for token as --backend vllm/hf" if record["token_exact"] else "NOT token-exact"
     return f"{line} — {exact}: {record.get('exactness')}"
+
+
+app = command_app(eval_command, no_args_is_help=True, epilog=EXAMPLES)

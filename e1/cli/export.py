@@ -8,6 +8,14 @@ from typing import Annotated
 import typer
 
 from e1.cli.completion import complete_formats
+from e1.cli.help import command_app
+
+EXAMPLES = """Examples:
+
+  e1 export runs/eval --format lm-eval
+  e1 export runs/sweep --format lighteval --out exports/sweep
+  e1 export runs/eval --format hub --out my-model-card
+  e1 export runs/eval --format hub --push my-org/E1-Math-1.5B"""
 
 
 def export_command(
@@ -26,16 +34,6 @@ def export_command(
     samples_<task>_<date>.jsonl per task); lighteval writes its results JSON and details parquet
     (load them with datasets or lighteval's tracker); hub writes the Hub's eval-results YAML (the
     accuracy in percent) and a model card with the same results, for the registered benchmarks.
-
-    Examples:
-
-    [cyan]e1 export runs/eval --format lm-eval[/cyan]
-
-    [cyan]e1 export runs/sweep --format lighteval --out exports/sweep[/cyan]
-
-    [cyan]e1 export runs/eval --format hub --out my-model-card[/cyan]
-
-    [cyan]e1 export runs/eval --format hub --push my-org/E1-Math-1.5B[/cyan]
     """
     from rich.console import Console
     from rich.markup import escape
@@ -55,3 +53,6 @@ def export_command(
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if push is not None:
         console.print(f"pushed the eval results to {escape(push)}: {escape(push_results(written, push))}")
+
+
+app = command_app(export_command, no_args_is_help=True, epilog=EXAMPLES)

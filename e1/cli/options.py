@@ -36,42 +36,67 @@ def nonempty_path(flag: str) -> Callable[[object], Path]:
     return lambda value: check_out(value, flag)
 
 
+# The panels options are grouped in, in the order --help shows them (every option names one).
+BUDGETS = "Budgets & modes"
+MODEL = "Model & backend"
+API = "Models behind an API"
+DATA = "Data & prompts"
+SAMPLING = "Sampling"
+CODE = "Code tests"
+OUTPUT = "Output"
+SCALE = "Scale"
+
 ModelOpt = Annotated[
-    str, typer.Option("--model", "-m", help="Model folder or Hugging Face hub id.", show_default=False)
+    str, typer.Option("--model", "-m", help="Model folder or Hugging Face hub id.", show_default=False,
+                      rich_help_panel=MODEL)
 ]
-ThinkOpt = Annotated[
-    str, typer.Option("--think", "-t", help="Thinking budget t in tokens: 512, 1k (=1024), 1.5k, 2K; 0 = no thinking.")
-]
-SolveOpt = Annotated[str, typer.Option("--solve", "-s", help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
+ThinkOpt = Annotated[str, typer.Option(
+    "--think", "-t", rich_help_panel=BUDGETS,
+    help="Thinking budget t in tokens: 512, 1k (=1024), 1.5k, 2K; 0 = no thinking.")]
+SolveOpt = Annotated[str, typer.Option("--solve", "-s", rich_help_panel=BUDGETS,
+                                       help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.",
-                                      parser=nonempty_path("--out"))]
+                                      rich_help_panel=OUTPUT, parser=nonempty_path("--out"))]
 RunOutOpt = Annotated[Optional[Path], typer.Option(
-    "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME",
+    "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME", rich_help_panel=OUTPUT,
     help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
 IncludeOpt = Annotated[Optional[list[str]], typer.Option(
-    "--include", show_default=False,
+    "--include", show_default=False, rich_help_panel=DATA,
     help="Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
          "rewards (@register_reward), datasets, prompt styles or modes; repeat for several. Recorded in "
          "config.json: a resume loads it again.")]
 DataDirOpt = Annotated[
     Optional[Path],
-    typer.Option("--data-dir", help="Where prepared datasets live (default: $E1_DATA_DIR or ~/.cache/e1/data).",
-                 parser=nonempty_path("--data-dir")),
+    typer.Option("--data-dir", help="Where prepared datasets live.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
+                 rich_help_panel=DATA, parser=nonempty_path("--data-dir")),
 ]
 ThinkStartOpt = Annotated[Optional[str], typer.Option(
-    "--think-start", help="Start-of-thinking marker (default: from the tokenizer, <think>).")]
+    "--think-start", help="Start-of-thinking marker.", show_default="from the tokenizer, <think>",
+    rich_help_panel=BUDGETS)]
 ThinkEndOpt = Annotated[Optional[str], typer.Option(
-    "--think-end", help="End-of-thinking marker (default: from the tokenizer, </think>).")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", autocompletion=complete_dtypes,
+    "--think-end", help="End-of-thinking marker.", show_default="from the tokenizer, </think>",
+    rich_help_panel=BUDGETS)]
+DtypeOpt = Annotated[str, typer.Option("--dtype", autocompletion=complete_dtypes, rich_help_panel=MODEL,
                                         help="auto (the checkpoint's dtype) | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).")]
-TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N.", rich_help_panel=MODEL)]
+TpOpt = Annotated[int, typer.Option("--tp", help="vLLM tensor-parallel GPUs.", rich_help_panel=SCALE)]
 GpuMemOpt = Annotated[float, typer.Option(
-    "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.")]
+    "--gpu-memory-utilization", help="vLLM: fraction of GPU memory it may use.", rich_help_panel=SCALE)]
 SandboxOpt = Annotated[Optional[str], typer.Option(
-    "--sandbox", envvar="E1_SANDBOX", show_default="auto", autocompletion=complete_sandboxes,
-    help="How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code unconfined), unshare, bwrap, or none (NO isolation: only time, output and rlimits; prints a warning). unshare: own PID/mount/IPC/UTS namespaces, no network, a throwaway uid, a minimal read-only root, private /tmp and /dev/shm; memory (1 GiB) and processes (64) capped per run's whole process tree where cgroups allow (v2 with memory+pids, else v1), else per process and per user. bwrap (no root): the same namespaces and root, the caller's uid, per-process limits only.")]
+    "--sandbox", envvar="E1_SANDBOX", show_default="auto", autocompletion=complete_sandboxes, rich_help_panel=CODE,
+    help="How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code "
+         "unconfined) | unshare | bwrap | none (NO isolation: only time, output and rlimits; prints a warning). "
+         "What each isolates: docs/sandbox.md.")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option(
-    "--max-model-len", help="vLLM: context length (default: the model's).", show_default=False)]
+    "--max-model-len", help="vLLM: context length.", show_default="the model's", rich_help_panel=SCALE)]
+
+
+def mode_help(lead: str) -> str:
+    """The help of a mode option: the registry's names, and where their options are (``e1 help modes``)."""
+    from e1.cli.completion import mode_names
+
+    return (f"{lead}, written name[:key=value]...: {' | '.join(mode_names())}; e.g. elastic:exit=qwen:grace=32. "
+            "Every mode and its options: e1 help modes.")
 
 
 @dataclass(frozen=True)
@@ -79,63 +104,80 @@ class RunOptions:
     """The options of `e1 eval` and `e1 sweep` other than model, budgets, modes, n and --out."""
 
     datasets: Annotated[list[str], typer.Option(
-        "--datasets", "-d", show_default=False, autocompletion=complete_datasets,
-        help="Registry names (see `e1 data list`) or files (.parquet/.jsonl/.json/.csv); repeat or comma-separate.")]
-    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.")] = 0.6
-    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold (1 = off).")] = 0.95
-    top_k: Annotated[int, typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off).")] = 0
-    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed reproduces the same samples.")] = 0
-    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap for mode none.")] = 32768
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).")] = 64
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.")] = None
+        "--datasets", "-d", show_default=False, autocompletion=complete_datasets, rich_help_panel=DATA,
+        help="Registry names (see e1 data list) or files (.parquet, .jsonl, .json, .csv); repeat or "
+             "comma-separate.")]
+    temperature: Annotated[float, typer.Option("--temperature", help="Sampling temperature; 0 = greedy.",
+                                               rich_help_panel=SAMPLING)] = 0.6
+    top_p: Annotated[float, typer.Option("--top-p", help="Nucleus sampling threshold (1 = off).",
+                                         rich_help_panel=SAMPLING)] = 0.95
+    top_k: Annotated[int, typer.Option("--top-k", help="Keep only the k most likely tokens (0 = off).",
+                                       rich_help_panel=SAMPLING)] = 0
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed reproduces the same samples.",
+                                      rich_help_panel=SAMPLING)] = 0
+    max_tokens: Annotated[int, typer.Option("--max-tokens", help="Output cap for mode none.",
+                                            rich_help_panel=SAMPLING)] = 32768
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).",
+                                            rich_help_panel=SCALE)] = 64
+    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.",
+                                                 show_default="all", rich_help_panel=DATA)] = None
     think_start: ThinkStartOpt = None
     think_end: ThinkEndOpt = None
     dtype: DtypeOpt = "auto"
-    device: Annotated[str, typer.Option("--device", help="auto | cpu | cuda | cuda:N.")] = "auto"
+    device: DeviceOpt = "auto"
     data_dir: DataDirOpt = None
     workers: Annotated[Optional[int], typer.Option(
-        "--workers", help="Code tests run in parallel (default: min(8, CPUs)).", show_default=False)] = None
+        "--workers", help="Code tests run in parallel.", show_default="min(8, CPUs)", rich_help_panel=CODE)] = None
     max_tests: Annotated[Optional[int], typer.Option(
-        "--max-tests", help="Code: run only each problem's N largest tests (default: all).", show_default=False)] = None
-    test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Code: seconds per test.")] = 6.0
+        "--max-tests", help="Run only each problem's N largest tests.", show_default="all",
+        rich_help_panel=CODE)] = None
+    test_time_limit: Annotated[float, typer.Option("--test-time-limit", help="Seconds per test.",
+                                                   rich_help_panel=CODE)] = 6.0
     backend: Annotated[str, typer.Option(
-        "--backend", autocompletion=complete_backends, help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) "
-        "| gemini | anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').")] = "auto"
+        "--backend", autocompletion=complete_backends, rich_help_panel=MODEL,
+        help="auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) | gemini | "
+             "anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').")] = "auto"
     tp: TpOpt = 1
     gpu_memory_utilization: GpuMemOpt = 0.9
     max_model_len: MaxModelLenOpt = None
     sandbox: SandboxOpt = None
     k: Annotated[str, typer.Option(
-        "--k", show_default=False,
-        help="Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16 (default: pass@1 and pass@n).")] = ""
+        "--k", show_default="pass@1 and pass@n", rich_help_panel=OUTPUT,
+        help="Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16.")] = ""
     prompt_budget: Annotated[Optional[str], typer.Option(
-        "--prompt-budget", show_default=False,
-        help="State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
-             "2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode (default: none).")] = None
+        "--prompt-budget", show_default="none", rich_help_panel=DATA,
+        help="State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et "
+             "al., 2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode.")] = None
     system_prompt: Annotated[Optional[str], typer.Option(
-        "--system-prompt", show_default=False, help="A system message before the problem (default: none, as the paper).")] = None
+        "--system-prompt", show_default="none, as the paper", rich_help_panel=DATA,
+        help="A system message before the problem.")] = None
     chat_template_kwargs: Annotated[str, typer.Option(
-        "--chat-template-kwargs", show_default=False,
-        help="JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.")] = ""
+        "--chat-template-kwargs", show_default=False, rich_help_panel=DATA,
+        help="JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid "
+             "models.")] = ""
     api_url: Annotated[Optional[str], typer.Option(
-        "--api-url", show_default=False,
-        help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is then the served name); gemini, anthropic: another endpoint than the vendor's.")] = None
+        "--api-url", show_default=False, rich_help_panel=API,
+        help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is "
+             "then the served name); gemini, anthropic: another endpoint than the vendor's.")] = None
     api_key_env: Annotated[Optional[str], typer.Option(
-        "--api-key-env", show_default=False,
-        help="API backends: the environment variable holding the API key, never the key (default: OPENAI_API_KEY if set, GEMINI_API_KEY, ANTHROPIC_API_KEY).")] = None
+        "--api-key-env", show_default="OPENAI_API_KEY if set, GEMINI_API_KEY, ANTHROPIC_API_KEY", rich_help_panel=API,
+        help="The environment variable holding the API key, never the key.")] = None
     tokenizer: Annotated[Optional[str], typer.Option(
-        "--tokenizer", show_default=False,
-        help="--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; without it prompts are chat messages.")] = None
-    concurrency: Annotated[int, typer.Option("--concurrency", help="API backends: requests in flight.")] = 8
+        "--tokenizer", show_default=False, rich_help_panel=API,
+        help="--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; "
+             "without it prompts are chat messages.")] = None
+    concurrency: Annotated[int, typer.Option("--concurrency", help="Requests in flight.", rich_help_panel=API)] = 8
     request_timeout: Annotated[float, typer.Option(
-        "--request-timeout", help="API backends: seconds per request.")] = 600.0
+        "--request-timeout", help="Seconds per request.", rich_help_panel=API)] = 600.0
     max_retries: Annotated[int, typer.Option(
-        "--max-retries", help="API backends: retries of a request (429, 5xx, connection errors), with backoff.")] = 5
+        "--max-retries", help="Retries of a request (429, 5xx, connection errors), with backoff.",
+        rich_help_panel=API)] = 5
 
     include: IncludeOpt = None
     report_to: Annotated[Optional[str], typer.Option(
-        "--report-to", show_default=False,
-        help="Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's metrics and a samples table (WANDB_MODE=offline needs no network).")] = None
+        "--report-to", show_default="none", rich_help_panel=OUTPUT,
+        help="Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's metrics and a samples "
+             "table (WANDB_MODE=offline needs no network).")] = None
 
     def includes(self, out: Path | None) -> tuple[str, ...]:
         """Load ``--include`` and the includes ``out``'s config.json recorded (a resume); their absolute paths."""

@@ -7,40 +7,54 @@ from typing import Annotated, Optional
 import typer
 
 from e1.cli.completion import complete_mode
-from e1.cli.options import DtypeOpt, GpuMemOpt, MaxModelLenOpt, ModelOpt, ThinkEndOpt, ThinkStartOpt, TpOpt
+from e1.cli.help import command_app
+from e1.cli.options import (BUDGETS, MODEL, DtypeOpt, GpuMemOpt, MaxModelLenOpt, ModelOpt, ThinkEndOpt, ThinkStartOpt,
+                            TpOpt, mode_help)
+
+SERVER = "Server"
+
+EXAMPLES = """Examples:
+
+  e1 serve --model Salesforce/E1-Math-1.5B --think 1k --solve 1k
+  e1 serve --model ./my-model --think 2k --solve 512 \\
+      --mode elastic:exit=qwen:grace=32
+  e1 serve --model ./my-model --port 8001 -- --enable-prefix-caching \\
+      --max-num-seqs 64"""
 
 
 def serve_command(
     model: ModelOpt,
-    think: Annotated[Optional[str], typer.Option("--think", "-t", show_default=False,
-                                                 help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
-    solve: Annotated[Optional[str], typer.Option("--solve", "-s", show_default=False,
-                                                 help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
-    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help="Default mode: elastic | truncate | budget-forcing | soft[:start=F:strength=B:shape=S:ceiling=C] | none | early-exit[:threshold=P:trial=K:tries=N:at=para+wait] (served in several requests per sample, not streamed; at most 64 trial answers per sample); elastic, soft and budget-forcing take :exit=qwen|'text', :grace=G and :stop='regex', as in e1 eval (not :wait=K).")] = "elastic",
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    think: Annotated[Optional[str], typer.Option(
+        "--think", "-t", show_default=False, rich_help_panel=BUDGETS,
+        help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
+    solve: Annotated[Optional[str], typer.Option(
+        "--solve", "-s", show_default=False, rich_help_panel=BUDGETS,
+        help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
+    mode: Annotated[str, typer.Option(
+        "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
+        help=mode_help("Default mode") + " Served as in e1 eval, but for budget-forcing's wait=K; early-exit runs "
+        "in several requests per sample, not streamed (at most 64 trial answers per sample).")] = "elastic",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).",
+                                      rich_help_panel=SERVER)] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.", rich_help_panel=SERVER)] = 8000,
     tp: TpOpt = 1,
     dtype: DtypeOpt = "auto",
     max_model_len: MaxModelLenOpt = None,
     gpu_memory_utilization: GpuMemOpt = 0.9,
     think_start: ThinkStartOpt = None,
     think_end: ThinkEndOpt = None,
-    reasoning_parser: Annotated[str, typer.Option("--reasoning-parser", help="vLLM reasoning parser for streamed reasoning ('' = none).")] = "deepseek_r1",
-    print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.")] = False,
-    vllm_args: Annotated[Optional[list[str]], typer.Argument(show_default=False, help="More vLLM server options, after --.")] = None,
+    reasoning_parser: Annotated[str, typer.Option(
+        "--reasoning-parser", help="vLLM reasoning parser for streamed reasoning ('' = none).",
+        rich_help_panel=MODEL)] = "deepseek_r1",
+    print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.",
+                                                rich_help_panel=SERVER)] = False,
+    vllm_args: Annotated[Optional[list[str]], typer.Argument(show_default=False,
+                                                             help="More vLLM server options, after --.")] = None,
 ) -> None:
     """Serve a model with vLLM's OpenAI-compatible server and e1's budgets.
 
     Requests may set thinking_budget, solution_budget and budget_mode (top level or in
     vllm_xargs); --think/--solve/--mode are the defaults. Responses add per-phase token counts.
-
-    Examples:
-
-    [cyan]e1 serve --model Salesforce/E1-Math-1.5B --think 1k --solve 1k[/cyan]
-
-    [cyan]e1 serve --model ./my-model --think 2k --solve 512 --mode elastic:exit=qwen:grace=32[/cyan]
-
-    [cyan]e1 serve --model ./my-model --port 8001 -- --enable-prefix-caching --max-num-seqs 64[/cyan]
     """
     from e1.budget import parse_tokens
     from e1.serve import ServeConfig, ServeDefaults, command_line, serve
@@ -57,3 +71,6 @@ def serve_command(
         typer.echo(command_line(config))
         return
     serve(config)
+
+
+app = command_app(serve_command, no_args_is_help=True, epilog=EXAMPLES)

@@ -7,46 +7,68 @@ from typing import Annotated, Optional
 import typer
 
 from e1.cli.completion import complete_modes
-from e1.cli.options import RunOptions, RunOutOpt, with_options
-from e1.engine import modes_usage
+from e1.cli.help import command_app
+from e1.cli.options import BUDGETS, MODEL, SAMPLING, RunOptions, RunOutOpt, mode_help, with_options
+
+EXAMPLES = """Examples:
+
+  e1 sweep --model Salesforce/E1-Math-1.5B \\
+      --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime \\
+      --think 0,512,1k,2k,3k --solve 1k \\
+      --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
+  e1 sweep --model ./my-model --datasets problems.jsonl \\
+      --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0 --report-to wandb
+  e1 sweep --model ./my-model --datasets problems.jsonl --think 512,1k \\
+      --modes 'elastic,soft:strength=8,elastic:stop="\\\\boxed\\{"'
+  GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash \\
+      --datasets aime --budget-axis effort --efforts low,high,dynamic \\
+      --max-tokens 16384 --n 4"""
 
 
 @with_options
 def sweep_command(
     *,
-    models: Annotated[list[str], typer.Option("--model", "-m", help="Model folder or Hugging Face hub id; repeat for several models.", show_default=False)],
-    think: Annotated[Optional[str], typer.Option("--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k")] = None,
-    solve: Annotated[Optional[str], typer.Option("--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.", show_default="1k")] = None,
-    budgets: Annotated[Optional[str], typer.Option("--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False)] = None,
-    modes: Annotated[Optional[str], typer.Option("--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort", help=f"Comma-separated modes: {modes_usage()}. e.g. elastic:exit=qwen, early-exit:threshold=0.9; soft shares a trajectory only up to start x t (README: Decoding modes).")] = None,
-    budget_axis: Annotated[str, typer.Option("--budget-axis", help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured thinking tokens).")] = "tokens",
-    efforts: Annotated[Optional[str], typer.Option("--efforts", show_default=False, help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).")] = None,
-    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.")] = 4,
+    models: Annotated[list[str], typer.Option(
+        "--model", "-m", show_default=False, rich_help_panel=MODEL,
+        help="Model folder or Hugging Face hub id; repeat for several models.")],
+    think: Annotated[Optional[str], typer.Option(
+        "--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k",
+        rich_help_panel=BUDGETS)] = None,
+    solve: Annotated[Optional[str], typer.Option(
+        "--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.",
+        show_default="1k", rich_help_panel=BUDGETS)] = None,
+    budgets: Annotated[Optional[str], typer.Option(
+        "--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False,
+        rich_help_panel=BUDGETS)] = None,
+    modes: Annotated[Optional[str], typer.Option(
+        "--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort",
+        rich_help_panel=BUDGETS, help=mode_help("Decoding modes, comma-separated"))] = None,
+    budget_axis: Annotated[str, typer.Option(
+        "--budget-axis", rich_help_panel=BUDGETS,
+        help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
+             "thinking tokens).")] = "tokens",
+    efforts: Annotated[Optional[str], typer.Option(
+        "--efforts", show_default=False, rich_help_panel=BUDGETS,
+        help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: "
+             "dynamic).")] = None,
+    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.",
+                                   rich_help_panel=SAMPLING)] = 4,
     independent: Annotated[bool, typer.Option(
-        "--independent", help="Draw every mode and budget on its own (default: one trajectory per sample "
-        "serves them all: fewer tokens, exact per cell, paired across cells).")] = False,
+        "--independent", rich_help_panel=SAMPLING,
+        help="Draw every mode and budget on its own; without it one trajectory per sample serves them all (fewer "
+             "tokens, exact per cell, paired across cells).")] = False,
     options: RunOptions,
     out: RunOutOpt = None,
 ) -> None:
     """Sweep budgets × modes × models: accuracy against tokens used.
 
     Each model is loaded once for its whole grid (an eval run in --out/models/).
-    truncate gets one budget t + s: the same total as the other modes.
-    One unconstrained trajectory per sample serves every mode and budget (--independent: not).
-    Writes samples, summary, curves, differences, areas (AUC per curve) and problems (b* per
-    problem) parquet (with a model column), curves.png; the tables show them all.
-    Rerunning into the same --out resumes where it stopped (default --out: a new folder runs/sweep/MODELS-DATASETS-TIME).
+    truncate gets one budget t + s: the same total as the other modes; soft shares a trajectory
+    only up to start × t. Writes samples, summary, curves, differences, areas (AUC per curve) and
+    problems (b* per problem) parquet (with a model column), curves.png; the tables show them all.
+    Rerunning into the same --out resumes where it stopped (default --out: a new folder
+    runs/sweep/MODELS-DATASETS-TIME).
     --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
-
-    Examples:
-
-      e1 sweep --model Salesforce/E1-Math-1.5B --model agentica-org/DeepScaleR-1.5B-Preview --datasets aime --think 0,512,1k,2k,3k --solve 1k --modes elastic,truncate,budget-forcing --n 4 --out runs/sweep
-
-      e1 sweep --model ./my-model --datasets problems.jsonl --budgets 512+1k,1k+1k,2k+2k --n 1 --temperature 0 --report-to wandb
-
-      e1 sweep --model ./my-model --datasets problems.jsonl --think 512,1k --modes 'elastic,soft:strength=8,elastic:stop="\\\\boxed\\{"'
-
-      GEMINI_API_KEY=... e1 sweep --backend gemini --model gemini-2.5-flash --datasets aime --budget-axis effort --efforts low,high,dynamic --max-tokens 16384 --n 4
     """
     from e1.eval import (
         SweepConfig,
@@ -101,3 +123,6 @@ def _print_results(config, summary, curves) -> None:
     console.print(results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
                                   "samples.parquet"))
     console.print(next_steps(out))
+
+
+app = command_app(sweep_command, no_args_is_help=True, epilog=EXAMPLES)

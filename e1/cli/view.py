@@ -7,6 +7,15 @@ from typing import Annotated
 
 import typer
 
+from e1.cli.help import command_app
+
+EXAMPLES = """Examples:
+
+  e1 view runs/sweep runs/e1-1k
+  e1 view runs/demo --port 8800
+  e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)
+  e1 view runs/sweep runs/e1-1k --bundle share/sweep"""
+
 
 def view_command(
     runs: Annotated[list[Path], typer.Argument(show_default=False, metavar="RUN_DIR", help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
@@ -20,18 +29,8 @@ def view_command(
     """Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with the forced
     cut marked, two runs side by side on one problem, training metrics over steps.
 
-    Needs the view extra: pip install -e '.\\[view]'. Reads the parquet files on request; nothing
+    Needs the view extra: pip install -e '.[view]'. Reads the parquet files on request; nothing
     is copied or fetched.
-
-    Examples:
-
-    [cyan]e1 view runs/sweep runs/e1-1k[/cyan]
-
-    [cyan]e1 view runs/demo --port 8800[/cyan]
-
-    [cyan]e1 view runs/sweep --host 0.0.0.0 --token $(openssl rand -hex 16)[/cyan]
-
-    [cyan]e1 view runs/sweep runs/e1-1k --bundle share/sweep[/cyan]   (a folder to share: no e1 needed to look)
     """
     import signal
     import threading
@@ -49,3 +48,6 @@ def view_command(
         serve(config, announce=lambda line: typer.echo(line + "  (Ctrl-C to stop)"))
     except KeyboardInterrupt:
         typer.echo("e1 view stopped")
+
+
+app = command_app(view_command, no_args_is_help=True, epilog=EXAMPLES)

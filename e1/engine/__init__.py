@@ -24,6 +24,7 @@ from e1.engine.markers import DEFAULT_END, Markers, exit_ids, resolve_markers, s
 from e1.engine.modes import Mode
 from e1.engine.modes.base import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
+from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
 from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
 from e1.engine.row_engine import new_row_state, state_for
@@ -52,7 +53,7 @@ __all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES",
            "Backend", "Completion", "EarlyExitState", "EngineSpec", "LoadSettings",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",
            "check_backend", "check_device", "check_engine_options", "check_markers", "derive_seed",
-           "exit_ids", "load_engine", "mode_names", "modes_usage", "new_row_state", "problem_seed", "replay_round",
+           "exit_ids", "load_engine", "mode_names", "modes_reference", "modes_usage", "new_row_state", "problem_seed", "replay_round",
            "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "state_for",
            "transition_ids", "use_v1_runner", "vllm_available", "worst_case_tokens", *_LAZY]
 

@@ -72,6 +72,16 @@ def usage() -> str:
                       for kind in (lookup(name) for name in names()))
 
 
+def reference() -> list[tuple[str, str, tuple[str, ...]]]:
+    """Every mode as ``(name, summary, each option's help)``, for ``e1 help modes``.
+
+    >>> reference()[1]
+    ('truncate', 'one budget t + s over thinking and solution together; nothing is forced', ())
+    """
+    return [(kind.name, kind.summary, tuple(option.help for option in kind.options))
+            for kind in (lookup(name) for name in names())]
+
+
 def lookup(name: str) -> type[Mode]:
     if not isinstance(name, str):
         raise ConfigError(f"a mode's name is a text such as 'elastic', not {type(name).__name__}")
