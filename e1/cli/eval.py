@@ -42,9 +42,9 @@ def eval_command(
 ) -> None:
     """Evaluate a model under a thinking budget t and a solution budget s.
 
-    Writes config.json, samples.parquet and summary.parquet into --out (default: a new folder
-    runs/eval/MODEL-DATASETS-TIME) and prints the summary
-    (--report-to: also to TensorBoard / W&B; e1 export turns the run into lm-eval, lighteval or Hub files).
+    Writes config.json, samples.parquet and summary.parquet into --out (without it: a new folder
+    per run) and prints the summary (--report-to: also to TensorBoard / W&B; e1 export turns the
+    run into lm-eval, lighteval or Hub files).
     Rerunning into the same --out resumes where it stopped. Under torchrun the ranks share
     the work (docs/multi-node.md).
     """

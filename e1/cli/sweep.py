@@ -66,18 +66,10 @@ def sweep_command(
     truncate gets one budget t + s: the same total as the other modes; soft shares a trajectory
     only up to start × t. Writes samples, summary, curves, differences, areas (AUC per curve) and
     problems (b* per problem) parquet (with a model column), curves.png; the tables show them all.
-    Rerunning into the same --out resumes where it stopped (default --out: a new folder
-    runs/sweep/MODELS-DATASETS-TIME).
+    Rerunning into the same --out resumes where it stopped (without --out: a new folder per run).
     --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
     """
-    from e1.eval import (
-        SweepConfig,
-        axis_budgets,
-        effort_grid,
-        is_main_process,
-        parse_modes,
-        run_sweep,
-    )
+    from e1.eval import SweepConfig, axis_budgets, effort_grid, is_main_process, parse_modes, run_sweep
     from e1.report import RichProgress, quiet_libraries
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
