@@ -307,6 +307,12 @@ class Mode:
         return ()
 
     @property
+    def text_transitions(self) -> bool:
+        """Whether trial answers are tried where a transition text appears in the thinking's text
+        (early-exit recipe=deer), rather than after a transition's ids (none outside early-exit)."""
+        return False
+
+    @property
     def vendor_budget(self) -> bool:
         """Whether a hosted vendor's own thinking budget in tokens means this mode."""
         return False
