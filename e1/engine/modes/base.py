@@ -283,6 +283,10 @@ class Mode:
         forced += len(markers.answer_ids) if self.answer_prompt else 0
         return budget.total + self.think_limit(budget) - budget.think + forced + self.grace
 
+    def trial_solution(self, answer: str) -> str:
+        """A trial answer's text as the reward reads a solution (after the end marker)."""
+        return f"Final Answer:{answer}"
+
     def trial_room(self, markers: Markers) -> int:
         """Context one trial answer may occupy past a row's real tokens (0: the mode tries none)."""
         return 0

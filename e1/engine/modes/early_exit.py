@@ -150,6 +150,11 @@ class EarlyExit(Mode):
         threshold = self.confidence_threshold
         return confidence > threshold if self.recipe == "deer" else confidence >= threshold
 
+    def trial_solution(self, answer: str) -> str:
+        """A trial answer's text as the reward reads a solution: after the recipe's prompt ("Final Answer:",
+        or DEER's "**Final Answer**" and ``\\boxed`` that the answer's braces complete)."""
+        return f"{DEER_PROMPT}{answer}" if self.recipe == "deer" else f"Final Answer:{answer}"
+
     def trial_room(self, markers) -> int:
         """A trial's prompt, its answer and the EOS that ends a vLLM request. DEER's prompt is bounded by
         its UTF-8 bytes (a byte-level tokenizer's worst case) plus one id a tokenizer may add in front."""
