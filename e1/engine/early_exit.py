@@ -133,10 +133,11 @@ class EarlyExitState(RowState):
             if self.done or self._queue or self._in_trial:
                 break
             taken += 1
-            if self.accept(token) != token:
-                if self.restart:
-                    self.defer_trial()
-                    taken -= 1
+            appended = self.accept(token)
+            if self.restart:  # held for a trial (whose prompt may even begin with the same id)
+                self.defer_trial()
+                return taken - 1
+            if appended != token:
                 break
         return taken
 
