@@ -77,7 +77,8 @@ class StandIn:
         from e1.engine.vllm_processor import ARGMAX, _Row, row_state
 
         self.rounds += 1
-        state = row_state(json.loads(body["vllm_xargs"]["e1"]))
+        args = json.loads(body["vllm_xargs"]["e1"])  # the tokenizer for recipe=deer's texts, as the processor loads it
+        state = row_state(args, tokenizer=self.served.tokenizer if Mode.parse(args["mode"]).text_transitions else None)
         output, logprobs = [], []
         row = _Row(state, output, min(state.markers.eos_ids))
         while len(output) < body["max_tokens"]:
@@ -102,7 +103,7 @@ def branching(model: ToyModel, served: Served, budget: RequestBudget, prompt: li
         else:
             forced = state.forced_token()
             fed = state.accept(token if forced is None else forced)
-        trial = trial + [fed] if was_in_trial and state.in_trial else []
+        trial = trial + [fed] if state.in_trial and (was_in_trial or state.restart) else []  # deer: from the held id on
     return state
 
 
@@ -115,13 +116,13 @@ def run(served: Served, app, body: dict, path="/v1/completions") -> dict:
 @settings(max_examples=40, deadline=None)
 @given(salt=st.integers(0, 10**6), t=st.integers(0, 12), s=st.integers(1, 6), trial=st.integers(1, 4),
        threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]), n=st.integers(1, 2),
-       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]))
-def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries):
+       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]), recipe=st.sampled_from(["e1", "deer"]))
+def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries, recipe):
     tokenizer, markers = served.tokenizer, served.markers
     a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
     ends = (*markers.end_ids, min(markers.eos_ids))
     model = ToyModel([a, b, x, *ends], salt, rare=ends)
-    mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x'"
+    mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x':recipe={recipe}"
     app = StandIn(model, served)
     reply = run(served, app, {"prompt": "What is 2 + 3? <think>", "n": n, "return_token_ids": True,
                               "thinking_budget": t, "solution_budget": s, "budget_mode": mode})
@@ -129,7 +130,8 @@ def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold,
     budget = RequestBudget(Budget(t, s), Mode.parse(mode))
     room = prepare({"prompt": "", "thinking_budget": t, "solution_budget": s, "budget_mode": mode}, served)[0]["max_tokens"]
     ours = branching(model, served, budget, prompt, room)
-    assert app.rounds == n * (len(ours.trials) + 1)  # a round per trial, and the one that ends the row
+    # a round per trial (deer: two, the first ending at the id held for it), and the one that ends the row
+    assert app.rounds == n * ((2 if recipe == "deer" else 1) * len(ours.trials) + 1)
     for choice in reply["choices"]:
         eos = [min(markers.eos_ids)] if ours.finish_reason == "length" else []
         assert choice["token_ids"] == ours.tokens + eos
