@@ -30,7 +30,10 @@ solution gets its budget ``s`` (the script appends ``"\\n</think>\\n\\n"`` and a
 thinking budget is e1's ``t`` (the script exits 50 tokens before its ``think_ratio`` limit); the
 trial prompt's ids are appended to the thinking's ids, not re-tokenized with the text before them;
 a trial with no scored token (its first token is EOS) has confidence 0 (the script divides by zero);
-a "Wait" split over several tokens is tried before the last of them.
+a "Wait" split over several tokens is tried before the last of them. Not offered: the Qwen3 script's
+(``vllm-deer-qwen3.py``) extra condition that the trial stop at ``</think>``, and its answer forcing
+(``--af``). The paper's text was not at hand beyond its abstract: where code and paper could differ,
+this follows the code.
 
 ``recipe=e1`` (a mode string without ``recipe=``: what ``early-exit`` meant before the recipes) — e1's
 first variant: a transition is a token sequence at the end of thinking (``at=para+wait``: "\\n\\n",
