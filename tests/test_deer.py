@@ -54,9 +54,9 @@ def markers_of(tokenizer) -> Markers:
                    tuple(tokenizer.encode("Final Answer:", add_special_tokens=False)))
 
 
-def deer_state(tokenizer, spec="early-exit:recipe=deer", budget=Budget(400, 40)) -> EarlyExitState:
+def deer_state(tokenizer, spec="early-exit:recipe=deer", budget=None) -> EarlyExitState:
     mode = Mode.parse(spec)
-    return EarlyExitState(budget, mode, markers_of(tokenizer), True, 1000, texts=trial_texts(tokenizer, mode))
+    return EarlyExitState(budget or Budget(400, 40), mode, markers_of(tokenizer), True, 1000, texts=trial_texts(tokenizer, mode))
 
 
 def text_completions(tokenizer, ids, text) -> list[int]:
@@ -195,7 +195,7 @@ def test_deer_tries_at_most_ten_trials_unless_told(tokenizer):
             state.accept(token)
             while state.in_trial:
                 forced = state.forced_token()
-                state.accept(forced if forced is not None else state.markers.eos_ids.__iter__().__next__(), 0.5)
+                state.accept(forced if forced is not None else min(state.markers.eos_ids), 0.5)
         assert len(state.trials) == cap and text.count("Wait") == 14
         assert state.tokens == tokenizer.encode(text, add_special_tokens=False)  # no trial token, every held one kept
 
