@@ -31,7 +31,8 @@ from e1.data import PromptOptions
 from e1.errors import ConfigError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, parse_report_to, report_results, summarize
-from e1.store import CONFIG, FINGERPRINTS, SAMPLE_KEY, SUMMARY, check_datasets, check_run_dir, model_identity
+from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
+                      check_run_dir, mode_format, model_identity)
 from e1.rewards import ScoringSpec
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
@@ -88,6 +89,7 @@ class EvalConfig:
         data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
+        data[MODE_FORMAT_KEY] = MODE_FORMAT  # how these texts read (e1.store.mode_format)
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
@@ -117,7 +119,10 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     datasets, fingerprints = _load_datasets(config)
     record = {**config.to_json(), "kind": "eval", "e1_version": __version__,
               FINGERPRINTS: check_datasets(out, fingerprints)}
-    store = SampleStore(out, writer=ranks.rank)
+    store = SampleStore(out, writer=ranks.rank, legacy=Mode.legacy)
+    if ranks.main:
+        upgrade_run(out, store)
+    group.barrier()  # an old run's labels are today's before any rank lists its work
     todo = _pending(datasets, store.keys(), config)
     group.barrier()  # every rank listed the same work before any rank writes
     if todo:
@@ -142,6 +147,22 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         report_results(parse_report_to(config.report_to), out, summary, samples, record)
     group.barrier()  # nobody leaves (and starts another run) before the results are complete
     return samples, summary
+
+
+def upgrade_run(out: Path, store) -> None:
+    """A run directory written before today's mode texts (:func:`e1.store.mode_format`) is rewritten
+    to them once, before anything is added to it: its samples' labels first, then its ``config.json``
+    (modes and format). Its texts are :meth:`Mode.legacy`'s rewrite, as every reader reads them."""
+    from e1.store import write_json
+
+    if mode_format(out) >= MODE_FORMAT:
+        return
+    store.upgrade()
+    if (out / CONFIG).exists():
+        previous = json.loads((out / CONFIG).read_text())
+        modes = previous.get("modes")
+        modes = [Mode.legacy(m) for m in modes] if isinstance(modes, list) else modes
+        write_json({**previous, "modes": modes, MODE_FORMAT_KEY: MODE_FORMAT}, out / CONFIG)
 
 
 def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:

@@ -188,6 +188,34 @@ class Mode:
             values[key] = declared[key].parse(value, text)
         return kind._made(values)
 
+    @classmethod
+    def legacy(cls, text: str) -> str:
+        """A mode text that a run recorded before today's format (``config.json`` without
+        ``mode_format`` 2), written as it reads now: each mode rewrites its own texts (early-exit
+        names ``recipe=e1``, the meaning a bare ``early-exit`` had); other texts, and texts that do
+        not parse (the reader's gate refuses them), are returned as they are. Rewriting twice
+        changes nothing.
+
+        >>> Mode.legacy("early-exit:tries=2"), Mode.legacy("elastic:grace=4")
+        ('early-exit:tries=2:recipe=e1', 'elastic:grace=4')
+        """
+        if not isinstance(text, str):
+            return text
+        try:
+            return lookup(text.strip().partition(":")[0])._upgraded(text)
+        except ConfigError:
+            return text
+
+    @classmethod
+    def _upgraded(cls, text: str) -> str:
+        """:meth:`legacy` for this mode's texts (a mode whose texts kept their meaning: unchanged)."""
+        return text
+
+    @staticmethod
+    def option_keys(text: str) -> list[str]:
+        """The option names a mode text writes, in order (quoted colons kept inside their option)."""
+        return [item.partition("=")[0] for item in _OPTION.findall(str(text).strip().partition(":")[2])]
+
     @staticmethod
     def split_list(text: str) -> list[str]:
         """Comma-separated modes as texts, commas inside quoted texts kept (empty items too).

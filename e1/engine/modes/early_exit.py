@@ -3,7 +3,7 @@ elastic, plus: at each thinking transition a short greedy *trial answer* is deco
 thinking ends there when the trial is sure enough (:mod:`e1.engine.early_exit` runs the trials).
 Two recipes, chosen with ``recipe=``:
 
-``recipe=deer`` — DEER as its authors run it (https://github.com/iie-ycx/DEER, ``vllm-deer.py``, the
+``recipe=deer`` (the default: a bare ``early-exit`` is this, with DEER's defaults) — DEER as its authors run it (https://github.com/iie-ycx/DEER, ``vllm-deer.py``, the
 script their README recommends for reproducing the paper; the transformers script ``vanilla_deer.py``
 where it agrees):
 
@@ -35,18 +35,27 @@ a "Wait" split over several tokens is tried before the last of them. Not offered
 (``--af``). The paper's text was not at hand beyond its abstract: where code and paper could differ,
 this follows the code.
 
-``recipe=e1`` (a mode string without ``recipe=``: what ``early-exit`` meant before the recipes) — e1's
+``recipe=e1`` (what a bare ``early-exit`` meant before DEER's recipe became the default) — e1's
 first variant: a transition is a token sequence at the end of thinking (``at=para+wait``: "\\n\\n",
 "Wait", " Wait" as ids, so a merged ".\\n\\n" never fires), the trial is tried after it, its prompt
 is the end marker + "Final Answer:", up to 16 tokens scored from the first, the exit when the
 confidence reaches the threshold (``>=``), no cap on trials. Its confidences run 5-10x above
 DEER's on the same positions, so thresholds do not transfer (``benchmarks/deer_confidence.py``).
 
-    >>> mode = Mode.parse("early-exit:recipe=deer")
-    >>> mode.confidence_threshold, mode.trial_tokens, mode.transition_texts, mode.trial_cap
-    (0.95, 20, ('Wait', ' Wait'), 10)
-    >>> mode.trial_confidence([0.2, 0.9, 0.6]), mode.is_confident(0.95), Mode.parse("early-exit").is_confident(0.95)
+Runs recorded before the default changed keep their meaning: a run directory whose ``config.json``
+lacks ``mode_format`` 2 has its stored texts read through :meth:`Mode.legacy`, which names
+``recipe=e1`` where a text has no ``recipe=`` (its config and its samples' labels alike, so a resume
+decodes nothing again), and the first command that writes into it records them so.
+
+    >>> mode = Mode.parse("early-exit")
+    >>> mode == Mode.parse("early-exit:recipe=deer"), mode.confidence_threshold, mode.trial_tokens, mode.trial_cap
+    (True, 0.95, 20, 10)
+    >>> mode.transition_texts, Mode.parse("early-exit:recipe=e1").transition_texts
+    (('Wait', ' Wait'), ('\\n\\n', 'Wait', ' Wait'))
+    >>> mode.trial_confidence([0.2, 0.9, 0.6]), mode.is_confident(0.95), Mode.parse("early-exit:recipe=e1").is_confident(0.95)
     (0.75, False, True)
+    >>> Mode.legacy("early-exit:threshold=0.9")   # a text a run recorded before: e1's variant
+    'early-exit:threshold=0.9:recipe=e1'
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ import math
 
 from e1.engine.modes.base import Mode, register
 from e1.engine.modes.options import EXIT, GRACE, Count, Real, Text, Word
+from e1.errors import ConfigError
 
 # where a trial answer is tried (``at=``): preset names joined by "+", or one quoted text
 TRANSITION_TEXTS = {"wait": ("Wait", " Wait"), "para": ("\n\n",), "alt": ("Alternatively",)}
@@ -72,17 +82,17 @@ DEFAULTS = {
 # a round of requests, so a client's at= must not make a request's rounds unbounded
 SERVED_TRIES = 64
 
-RECIPE = Word("recipe", "recipe=deer: DEER's own recipe (text transitions, \\boxed trial, first token dropped, >, 10 "
-              "trials); recipe=e1 (the default, what early-exit meant before): e1's first variant",
-              default="e1", choices=("e1", "deer"))
+RECIPE = Word("recipe", "recipe=deer (the default): DEER's own recipe (text transitions, \\boxed trial, first token "
+              "dropped, >, 10 trials); recipe=e1: e1's first variant (what a bare early-exit meant before)",
+              default="deer", choices=("deer", "e1"))
 CONFIDENCE = Word("confidence", "confidence=mean|geometric|min: how a trial's token probabilities become its "
                   "confidence (DEER's avg1, avg2, min; default mean)", default="mean", choices=("mean", "geometric", "min"))
 THRESHOLD = Real("threshold", "threshold=0.95: thinking ends when a trial answer is that sure (default 0.95)",
                  min=0, max=1, above=True)
-TRIAL = Count("trial", "trial=16: the most tokens of one trial answer (default 16; recipe=deer 20)", min=1, max=1024)
-TRIES = Count("tries", "tries=32: at most 32 trial answers per sample (default: no limit; recipe=deer 10)",
+TRIAL = Count("trial", "trial=16: the most tokens of one trial answer (default 20; recipe=e1 16)", min=1, max=1024)
+TRIES = Count("tries", "tries=32: at most 32 trial answers per sample (default 10; recipe=e1: no limit)",
               min=0, max=1 << 20)
-AT = Text("at", "at=para+wait or at='Hmm': where trial answers are tried (default para+wait; recipe=deer wait)",
+AT = Text("at", "at=para+wait or at='Hmm': where trial answers are tried (default wait; recipe=e1 para+wait)",
           default="", presets=tuple(TRANSITION_TEXTS), joined=True)
 
 
@@ -92,6 +102,16 @@ class EarlyExit(Mode):
     summary = "elastic plus trial answers at thinking transitions; exits when one is confident (DEER)"
     options = (EXIT, GRACE, THRESHOLD, TRIAL, TRIES, AT, RECIPE, CONFIDENCE)
     trials = True
+
+    @classmethod
+    def _upgraded(cls, text: str) -> str:
+        """A recorded text without ``recipe=`` meant e1's variant (the only one then): it names it now."""
+        if "recipe" in Mode.option_keys(text):
+            return text
+        try:
+            return str(Mode.parse(text).replace(recipe="e1"))
+        except ConfigError:
+            return text
 
     @property
     def _defaults(self) -> dict:
@@ -166,8 +186,6 @@ class EarlyExit(Mode):
 
     def served(self) -> Mode:
         """At most SERVED_TRIES trial answers per sample (the default there, where the recipe has no cap)."""
-        from e1.errors import ConfigError
-
         cap = self.trial_cap
         if cap is not None and cap > SERVED_TRIES:
             raise ConfigError(f"mode {self} asks for {cap} trial answers per sample; this server tries "
