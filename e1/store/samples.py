@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from e1.errors import ResultsError
-from collections.abc import Callable
-
 from e1.store.results import (MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES,
                               mode_format, samples_frame, write_parquet)
 
