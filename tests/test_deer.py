@@ -271,10 +271,11 @@ def test_deer_shared_prefixes_equal_independent_decoding(tiny_engine, threshold)
 def test_recipes_parse_print_back_and_keep_old_strings_meaning():
     deer = Mode.parse("early-exit:recipe=deer")
     assert (deer.trial_tokens, deer.trial_cap, deer.transition_texts, deer.confidence) == (20, 10, ("Wait", " Wait"), "mean")
-    old = Mode.parse("early-exit:threshold=0.9")  # written before recipes: e1's variant, as it was
+    assert Mode.parse("early-exit") == deer and str(deer) == "early-exit"  # the default recipe
+    old = Mode.parse(Mode.legacy("early-exit:threshold=0.9"))  # a run's text from before: e1's variant, as it was
     assert (old.recipe, old.trial_tokens, old.trial_cap, old.transition_texts) == ("e1", 16, None, ("\n\n", "Wait", " Wait"))
-    assert str(old) == "early-exit:threshold=0.9" and Mode.parse("early-exit:recipe=e1") == Mode.parse("early-exit")
-    for text in ("early-exit:recipe=deer:confidence=geometric", "early-exit:tries=3:at=alt:recipe=deer"):
+    assert str(old) == "early-exit:threshold=0.9:recipe=e1" == Mode.legacy("early-exit:threshold=0.9")
+    for text in ("early-exit:confidence=geometric", "early-exit:tries=3:at=alt:recipe=e1:confidence=min"):
         assert str(Mode.parse(text)) == text
     assert Mode.parse("early-exit:recipe=deer").served().trial_cap == 10  # DEER's own cap stays under e1 serve's
 

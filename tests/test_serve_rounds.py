@@ -188,7 +188,7 @@ def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
 
 
 REFUSALS = [
-    ({"stream": True}, "mode early-exit:threshold=0.9:tries=64 is not streamed"),  # the mode as served
+    ({"stream": True}, "mode early-exit:threshold=0.9:tries=64:recipe=e1 is not streamed"),  # the mode as served
     ({"logprobs": 2}, "does not take logprobs"),
     ({"stop": ["x"]}, "does not take stop"),
     ({"prompt": ["a", "b"]}, "takes one prompt per request"),
@@ -205,7 +205,8 @@ REFUSALS = [
 def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message):
     middleware = BudgetMiddleware(app=None)  # never reached: refused first
     middleware.served, sent = served, []
-    body = {"prompt": "hi", "thinking_budget": 4, "solution_budget": 2, "budget_mode": "early-exit:threshold=0.9", **extra}
+    body = {"prompt": "hi", "thinking_budget": 4, "solution_budget": 2, "budget_mode": "early-exit:threshold=0.9:recipe=e1",
+            **extra}
 
     async def receive():
         return {"type": "http.request", "body": json.dumps(body).encode()}
@@ -220,9 +221,12 @@ def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message)
 
 def test_a_served_early_exit_tries_at_most_the_servers_share_of_trials():
     """A client's at= may match after every token: the server's own cap bounds the rounds."""
-    budget = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
+    budget = request_budget({"budget_mode": "early-exit:at=' x':recipe=e1", "thinking_budget": 8, "solution_budget": 2},
                             ServeDefaults())
     assert budget.mode.tries == SERVED_TRIES and "tries=64" in str(budget.mode)
+    deer = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
+                          ServeDefaults()).mode  # DEER's recipe, the default: its own cap of 10
+    assert (deer.tries, deer.trial_cap) == (None, 10)
     assert request_budget({"budget_mode": "early-exit:tries=3", "thinking_budget": 8, "solution_budget": 2},
                           ServeDefaults()).mode.tries == 3
 
