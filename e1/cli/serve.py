@@ -16,7 +16,7 @@ def serve_command(
                                                  help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
     solve: Annotated[Optional[str], typer.Option("--solve", "-s", show_default=False,
                                                  help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
-    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help="Default mode: elastic | truncate | budget-forcing | soft[:start=F:strength=B:shape=S:ceiling=C] | none | early-exit[:threshold=P:trial=K:tries=N:at=para+wait] (served in several requests per sample, not streamed; at most 64 trial answers per sample); elastic, soft and budget-forcing take :exit=qwen|'text', :grace=G and :stop='regex', as in e1 eval (not :wait=K).")] = "elastic",
+    mode: Annotated[str, typer.Option("--mode", autocompletion=complete_mode, help="Default mode: elastic | truncate | budget-forcing | soft[:start=F:strength=B:shape=S:ceiling=C] | none | early-exit[:recipe=deer|e1:threshold=P:trial=K:tries=N:at=wait] (DEER's recipe unless recipe=e1; served in several requests per sample, not streamed; at most 64 trial answers per sample); elastic, soft and budget-forcing take :exit=qwen|'text', :grace=G and :stop='regex', as in e1 eval (not :wait=K).")] = "elastic",
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
     tp: TpOpt = 1,
