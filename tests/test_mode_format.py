@@ -156,3 +156,26 @@ def test_a_fresh_run_records_the_format_and_deer_s_meaning(tmp_path, tiny_model_
     mode = Mode.parse(config["modes"][0])
     assert (mode.recipe, mode.trial_cap, mode.transition_texts) == ("deer", 10, ("Wait", " Wait"))
     assert set(SampleStore(out, legacy=Mode.legacy).read()["mode"]) == {"early-exit"} == set(samples["mode"])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.sampled_from([*OLD_EARLY_EXIT, "elastic", "early-exit:recipe=e1", "early-exit:trial=3:recipe=e1"]),
+                min_size=1, max_size=6), st.booleans())
+def test_an_interrupted_old_run_s_parts_are_upgraded_once_and_read_the_same_before_and_after(tmp_path_factory, labels,
+                                                                                            compacted):
+    from tests.test_samples_store import row
+
+    out = tmp_path_factory.mktemp("old")
+    (out / "config.json").write_text(json.dumps({"kind": "eval", "modes": sorted(set(labels))}))  # no mode_format
+    store = SampleStore(out, legacy=Mode.legacy)
+    for index, label in enumerate(labels):  # one part per batch, as an interrupted run leaves them
+        SampleStore(out).append([row("q", index) | {"mode": label}])
+    if compacted:
+        SampleStore(out).compact()
+    before = store.read().sort_values("sample_index", ignore_index=True)
+    assert list(before["mode"]) == [Mode.legacy(label) for label in labels]
+    assert store.upgrade() and not store.parts()
+    on_disk = pd.read_parquet(out / "samples.parquet")
+    assert set(on_disk["mode"]) == {Mode.legacy(label) for label in labels}
+    assert store.read().sort_values("sample_index", ignore_index=True).equals(before)  # the same rows, still read through the rewrite (idempotent)
+

@@ -52,7 +52,12 @@ class SampleStore:
     def relabels(self) -> bool:
         """Whether reads rewrite the ``mode`` labels: a ``legacy`` rewrite was given and the run's
         ``config.json`` records an older mode format (samples written before today's texts)."""
-        return self.legacy is not None and bool(self.files()) and mode_format(self.out) < MODE_FORMAT
+        if self.legacy is None or not self.files():
+            return False
+        try:
+            return mode_format(self.out) < MODE_FORMAT
+        except ResultsError:  # a damaged config.json: its own reader says so; the samples read as written
+            return False
 
     def parts(self) -> list[Path]:
         """Complete parts, in name order (temporary files of a write in flight are not listed)."""
