@@ -19,6 +19,7 @@ from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.spec import EngineSpec
 from e1.errors import ResultsError
+from e1.store import MODE_FORMAT, MODE_FORMAT_KEY
 from e1.eval.run import EvalConfig, evaluate
 from e1.grpo.config import build_config
 from e1.rewards.scoring import ScoringSpec
@@ -59,7 +60,8 @@ def eval_config(engine: dict | None = None, scoring: dict | None = None) -> Eval
 
 def test_the_configs_keep_their_flat_keys_on_disk():
     eval_record, train_record = fixture("eval-config.json"), fixture("train-config.json")
-    assert on_disk(eval_config().to_json()) == without(eval_record, *RUN_KEYS) | {"model_identity": "scripted"}
+    assert on_disk(eval_config().to_json()) == without(eval_record, *RUN_KEYS) | {"model_identity": "scripted",
+                                                                                 MODE_FORMAT_KEY: MODE_FORMAT}
     assert on_disk(build_config(**TRAIN).to_json()) == without(train_record, *RUN_KEYS) | {"model_identity": "tiny"}
 
 
@@ -72,7 +74,8 @@ def test_an_eval_run_written_before_the_specs_resumes_and_records_the_same_confi
     assert len(samples) == 3  # every problem generated and scored: nothing refused
     record = json.loads(Path("run/config.json").read_text())
     assert record["weights_dtype"] == "float32"  # recorded beside the settings: the dtype the engine decoded in
-    assert without(record, "e1_version", "weights_dtype") == without(old, "e1_version")
+    # the same record, now saying how its mode texts read (its elastic reads as it did)
+    assert without(record, "e1_version", "weights_dtype") == without(old, "e1_version") | {MODE_FORMAT_KEY: MODE_FORMAT}
 
 
 @pytest.mark.parametrize("engine, scoring, key", [({"think_end": "</reason>"}, {}, "think_end"),

@@ -20,7 +20,7 @@ PARA = 14  # a transition: a thinking step ends with it
 PROMPT = (7, 8, 9, 6)  # the trial prompt: the end marker (7, 8, 9) and "Final Answer:" (6)
 
 
-def early(budget=None, spec="early-exit:threshold=0.85:trial=3"):
+def early(budget=None, spec="early-exit:threshold=0.85:trial=3:recipe=e1"):
     return EarlyExitState(budget or Budget(6, 3), Mode.parse(spec), MARKERS, PROMPT_OPEN, 100, transitions=((PARA,),))
 
 
@@ -133,7 +133,7 @@ def test_extend_equals_accepting_one_by_one(real, t, s):
 def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t, s):
     """Whatever the transitions, at most ``tries`` trial answers run (none confident here), each at
     most prompt + trial tokens; the real tokens stay elastic's throughout."""
-    state = early(Budget(t, s), f"early-exit:threshold=0.85:trial=3:tries={tries}")
+    state = early(Budget(t, s), f"early-exit:threshold=0.85:trial=3:tries={tries}:recipe=e1")
     elastic = RowState(Budget(t, s), Mode(), MARKERS, PROMPT_OPEN, 100)
     for token in real:
         if state.done:
@@ -153,11 +153,11 @@ def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
     ``tries_left``, so a row whose tries are spent starts no trial in the processor either."""
     from e1.engine.vllm_processor import budget_args, row_state
 
-    driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1")
+    driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1:recipe=e1")
     drive(driver, [THINK, PARA, 0, 0, 0, 0, (30, 0.1), (31, 0.1), (32, 0.1), THINK])
     assert len(driver.trials) == 1 and not driver.tries_left
     args = budget_args(Budget(6, 3), driver.mode, MARKERS, PROMPT_OPEN, 100, list(driver.tokens) + [PARA], state=driver)
-    assert args["tries_left"] is False and args["mode"] == "early-exit:threshold=0.85:trial=3:tries=1"
+    assert args["tries_left"] is False and args["mode"] == "early-exit:threshold=0.85:trial=3:tries=1:recipe=e1"
     rebuilt = row_state(args)
     assert rebuilt.mode == driver.mode
     assert not rebuilt.in_trial and rebuilt.accept(THINK) == THINK and not rebuilt.in_trial  # PARA: no trial
@@ -168,10 +168,11 @@ def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
 
 # -- the mode string ------------------------------------------------------------------------------
 @pytest.mark.parametrize("text, threshold, trial, texts", [
-    ("early-exit", 0.95, 16, ("\n\n", "Wait", " Wait")),
+    ("early-exit", 0.95, 20, ("Wait", " Wait")),  # DEER's recipe, the default
+    ("early-exit:recipe=e1", 0.95, 16, ("\n\n", "Wait", " Wait")),
     ("early-exit:threshold=0.9:trial=8:at=para", 0.9, 8, ("\n\n",)),
-    ("early-exit:at='Hmm'", 0.95, 16, ("Hmm",)),
-    ("early-exit:tries=4:trial=2", 0.95, 2, ("\n\n", "Wait", " Wait")),
+    ("early-exit:at='Hmm':recipe=e1", 0.95, 16, ("Hmm",)),
+    ("early-exit:tries=4:trial=2:recipe=e1", 0.95, 2, ("\n\n", "Wait", " Wait")),
 ])
 def test_mode_options_parse_and_print_back(text, threshold, trial, texts):
     mode = Mode.parse(text)
@@ -205,7 +206,7 @@ def test_scripted_model_exits_at_the_first_confident_trial(tiny_engine):
     think, solve = (tokenizer.encode(c, add_special_tokens=False)[0] for c in "ab")
     prompt = (think, think, think) + markers.start_ids
     engine = HFEngine(ScriptedModel(len(tokenizer), {prompt: (None, 20)}, markers, think, solve), tokenizer, markers)
-    [c] = engine.generate([list(prompt)], Budget(8, 6), Mode.parse("early-exit:at='a':trial=4"), Sampling(temperature=0))
+    [c] = engine.generate([list(prompt)], Budget(8, 6), Mode.parse("early-exit:trial=4:at='a':recipe=e1"), Sampling(temperature=0))
     # "a" ends a step at once: the trial feeds </think> + "Final Answer:" (1 + 9 ids); the model, past a
     # marker, writes "b": 4 answer ids, each with probability 1 (its logits are one-hot) -> exit.
     # Rolled back, the real row is "a", the forced </think>, then s = 6 solution tokens "b".
@@ -241,7 +242,7 @@ def test_trials_that_never_exit_leave_elastic_output_token_for_token(tiny_engine
     output must be elastic's exactly — the masked cache columns and rewound positions hide the trials."""
     budget, texts = Budget(12, 6), prompts(tiny_engine, 3)
     elastic = tiny_engine.generate(texts, budget, Mode("elastic"), sampling, n=2)
-    spec = f"early-exit:threshold=1:trial=2:at={frequent_text(tiny_engine, elastic)!r}"
+    spec = f"early-exit:threshold=1:trial=2:at={frequent_text(tiny_engine, elastic)!r}:recipe=e1"
     early_rows = tiny_engine.generate(texts, budget, Mode.parse(spec), sampling, n=2)
     assert sum(len(c.trials) for c in early_rows) >= 2  # trials did happen
     for plain, row in zip(elastic, early_rows):
@@ -321,7 +322,7 @@ def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, proble
     solution = pad * len(markers.answer_ids) + tok.encode(" \\boxed{2}.", add_special_tokens=False)
     think = tok.encode("a", add_special_tokens=False)[0]
     engine = HFEngine(ScriptedModel(len(tok), {}, markers, think, pad[0], solution=solution), tok, markers, batch_size=4)
-    modes = (Mode.parse("early-exit:at='a':trial=8"), Mode("elastic"))
+    modes = (Mode.parse("early-exit:trial=8:at='a':recipe=e1"), Mode("elastic"))
     evaluate(EvalConfig(model="scripted", datasets=(str(problems_file),), budgets=(Budget(6, 40),), modes=modes, n=1,
                         sampling=Sampling(temperature=0.0), out=tmp_path / "run", batch_size=4), engine=engine)
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")

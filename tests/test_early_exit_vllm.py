@@ -21,12 +21,13 @@ def engines(tmp_path_factory):
     return engine_pair(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
 
 
+@pytest.mark.parametrize("recipe", ["e1", "deer"])  # deer: each trial before a held id, in a request of its own
 @pytest.mark.parametrize("threshold", ["1", "0.0001"])  # never confident: elastic + trials; always: exit at the first
-def test_vllm_and_transformers_agree_on_early_exit(engines, threshold):
+def test_vllm_and_transformers_agree_on_early_exit(engines, threshold, recipe):
     vllm_engine, hf_engine = engines
     texts, budget = prompts(hf_engine, 3), Budget(12, 6)
     at = frequent_text(hf_engine, hf_engine.generate(texts, budget, Mode("elastic"), GREEDY), 12)
-    mode = Mode.parse(f"early-exit:threshold={threshold}:trial=3:at={at!r}")
+    mode = Mode.parse(f"early-exit:threshold={threshold}:trial=3:at={at!r}:recipe={recipe}")
     hf_rows, vllm_rows = (engine.generate(texts, budget, mode, GREEDY) for engine in (hf_engine, vllm_engine))
     assert sum(len(row.trials) for row in hf_rows) >= 2
     for h, v in zip(hf_rows, vllm_rows):

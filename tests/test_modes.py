@@ -142,7 +142,7 @@ def test_modes_answer_for_their_budgets_by_hand():
     assert Mode.parse("soft").worst_case(budget, markers) == 15 + 5 + 3
     assert Mode.parse("elastic:grace=4").worst_case(budget, markers, exit_ids=(9, 9)) == 15 + 3 + 2 + 4
     assert Mode.parse("truncate").worst_case(budget, markers) == 15 and Mode.parse("none").worst_case(budget, markers) is None
-    assert Mode.parse("early-exit:trial=8").trial_room(markers) == 2 + 2 + 8 + 1 and Mode.parse("elastic").trial_room(markers) == 0
+    assert Mode.parse("early-exit:trial=8:recipe=e1").trial_room(markers) == 2 + 2 + 8 + 1 and Mode.parse("elastic").trial_room(markers) == 0
     assert [Mode.parse(m).followable_tokens(budget, 12) for m in ("elastic", "truncate", "none", "soft")] == [12, 12, 12, 9 + 5 - 2]
 
 
@@ -172,11 +172,14 @@ def test_pickling_a_mode_goes_through_its_text():
 
 
 def test_mode_strings_of_an_old_run_read_back_as_written():
+    """Each text parses and writes back; read as an old run's (Mode.legacy), early-exit's name e1's recipe."""
     written = json.loads((OLD_RUN / "config.json").read_text())["modes"]
     stored = set(pd.read_parquet(OLD_RUN / "samples.parquet")["mode"])
     assert stored <= set(written) | {"soft"} and len(written) == 11
     for text in [*written, *stored]:
         assert str(Mode.parse(text)) == text
+        legacy = Mode.parse(Mode.legacy(text))
+        assert legacy == (Mode.parse(text + ":recipe=e1") if Mode.parse(text).trials else Mode.parse(text))
 
 
 def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny_model_dir, tiny_engine):
@@ -193,7 +196,7 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
 
     def settings_for(out):
         return EvalConfig(model=str(tiny_model_dir), datasets=(str(data),), budgets=(Budget(4, 4),),
-                          modes=tuple(Mode.parse(m) for m in old["modes"]), n=1,
+                          modes=tuple(Mode.parse(Mode.legacy(m)) for m in old["modes"]), n=1,
                           sampling=Sampling(temperature=0.0, max_tokens=12), out=out, batch_size=8)
 
     class NoDecoding:
@@ -204,12 +207,13 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
             raise AssertionError("a finished old run decoded again")
 
     resumed, _ = evaluate(settings_for(run), engine=NoDecoding())
-    # the run was made before s1's layout (answer=s1): e1's earlier text is answer=inline
-    earlier = {str(m.replace(answer="inline") if m.takes("answer") else m): m for m in map(Mode.parse, old["modes"])}
-    fresh, _ = evaluate(replace(settings_for(tmp_path / "fresh"), modes=tuple(map(Mode.parse, earlier))), engine=tiny_engine)
-    fresh["mode"] = fresh["mode"].map(lambda m: str(earlier[m])).astype("string")
+    # the run was made before s1's layout (answer=s1) and DEER's recipe: its texts read as answer=inline, recipe=e1
+    assert any("answer=inline" in Mode.legacy(m) for m in old["modes"])
+    fresh, _ = evaluate(settings_for(tmp_path / "fresh"), engine=tiny_engine)
     columns = ["mode", "problem_id", "think_tokens", "solve_tokens", "forced", "think_text", "solution_text", "think_end"]
-    old_rows = pd.read_parquet(OLD_RUN / "samples.parquet")[columns].sort_values(["mode", "problem_id"]).reset_index(drop=True)
+    old_rows = pd.read_parquet(OLD_RUN / "samples.parquet")[columns]
+    old_rows = old_rows.assign(mode=old_rows["mode"].map(Mode.legacy).astype(old_rows["mode"].dtype))  # as the run reads now
+    old_rows = old_rows.sort_values(["mode", "problem_id"]).reset_index(drop=True)
     assert resumed[columns].sort_values(["mode", "problem_id"]).reset_index(drop=True).equals(old_rows)
     # the same tokens decoded again; only s1's forced "Final Answer:", which older files kept at the start
     # of solution_text, is now recorded apart (forced_text) and is no part of what the model wrote

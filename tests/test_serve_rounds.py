@@ -77,7 +77,8 @@ class StandIn:
         from e1.engine.vllm_processor import ARGMAX, _Row, row_state
 
         self.rounds += 1
-        state = row_state(json.loads(body["vllm_xargs"]["e1"]))
+        args = json.loads(body["vllm_xargs"]["e1"])  # the tokenizer for recipe=deer's texts, as the processor loads it
+        state = row_state(args, tokenizer=self.served.tokenizer if Mode.parse(args["mode"]).text_transitions else None)
         output, logprobs = [], []
         row = _Row(state, output, min(state.markers.eos_ids))
         while len(output) < body["max_tokens"]:
@@ -102,7 +103,7 @@ def branching(model: ToyModel, served: Served, budget: RequestBudget, prompt: li
         else:
             forced = state.forced_token()
             fed = state.accept(token if forced is None else forced)
-        trial = trial + [fed] if was_in_trial and state.in_trial else []
+        trial = trial + [fed] if state.in_trial and (was_in_trial or state.restart) else []  # deer: from the held id on
     return state
 
 
@@ -115,13 +116,13 @@ def run(served: Served, app, body: dict, path="/v1/completions") -> dict:
 @settings(max_examples=40, deadline=None)
 @given(salt=st.integers(0, 10**6), t=st.integers(0, 12), s=st.integers(1, 6), trial=st.integers(1, 4),
        threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]), n=st.integers(1, 2),
-       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]))
-def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries):
+       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]), recipe=st.sampled_from(["e1", "deer"]))
+def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries, recipe):
     tokenizer, markers = served.tokenizer, served.markers
     a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
     ends = (*markers.end_ids, min(markers.eos_ids))
     model = ToyModel([a, b, x, *ends], salt, rare=ends)
-    mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x'"
+    mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x':recipe={recipe}"
     app = StandIn(model, served)
     reply = run(served, app, {"prompt": "What is 2 + 3? <think>", "n": n, "return_token_ids": True,
                               "thinking_budget": t, "solution_budget": s, "budget_mode": mode})
@@ -129,7 +130,8 @@ def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold,
     budget = RequestBudget(Budget(t, s), Mode.parse(mode))
     room = prepare({"prompt": "", "thinking_budget": t, "solution_budget": s, "budget_mode": mode}, served)[0]["max_tokens"]
     ours = branching(model, served, budget, prompt, room)
-    assert app.rounds == n * (len(ours.trials) + 1)  # a round per trial, and the one that ends the row
+    # a round per trial (deer: two, the first ending at the id held for it), and the one that ends the row
+    assert app.rounds == n * ((2 if recipe == "deer" else 1) * len(ours.trials) + 1)
     for choice in reply["choices"]:
         eos = [min(markers.eos_ids)] if ours.finish_reason == "length" else []
         assert choice["token_ids"] == ours.tokens + eos
@@ -186,7 +188,7 @@ def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
 
 
 REFUSALS = [
-    ({"stream": True}, "mode early-exit:threshold=0.9:tries=64 is not streamed"),  # the mode as served
+    ({"stream": True}, "mode early-exit:threshold=0.9:tries=64:recipe=e1 is not streamed"),  # the mode as served
     ({"logprobs": 2}, "does not take logprobs"),
     ({"stop": ["x"]}, "does not take stop"),
     ({"prompt": ["a", "b"]}, "takes one prompt per request"),
@@ -203,7 +205,8 @@ REFUSALS = [
 def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message):
     middleware = BudgetMiddleware(app=None)  # never reached: refused first
     middleware.served, sent = served, []
-    body = {"prompt": "hi", "thinking_budget": 4, "solution_budget": 2, "budget_mode": "early-exit:threshold=0.9", **extra}
+    body = {"prompt": "hi", "thinking_budget": 4, "solution_budget": 2, "budget_mode": "early-exit:threshold=0.9:recipe=e1",
+            **extra}
 
     async def receive():
         return {"type": "http.request", "body": json.dumps(body).encode()}
@@ -218,9 +221,12 @@ def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message)
 
 def test_a_served_early_exit_tries_at_most_the_servers_share_of_trials():
     """A client's at= may match after every token: the server's own cap bounds the rounds."""
-    budget = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
+    budget = request_budget({"budget_mode": "early-exit:at=' x':recipe=e1", "thinking_budget": 8, "solution_budget": 2},
                             ServeDefaults())
     assert budget.mode.tries == SERVED_TRIES and "tries=64" in str(budget.mode)
+    deer = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
+                          ServeDefaults()).mode  # DEER's recipe, the default: its own cap of 10
+    assert (deer.tries, deer.trial_cap) == (None, 10)
     assert request_budget({"budget_mode": "early-exit:tries=3", "thinking_budget": 8, "solution_budget": 2},
                           ServeDefaults()).mode.tries == 3
 

@@ -32,8 +32,8 @@ def serve_command(
         help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
     mode: Annotated[str, typer.Option(
         "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
-        help=mode_help("Default mode") + " Served as in e1 eval, but for budget-forcing's wait=K; early-exit runs "
-        "in several requests per sample, not streamed (at most 64 trial answers per sample).")] = "elastic",
+        help=mode_help("Default mode") + " Served as in e1 eval, but for budget-forcing's wait=K; early-exit (DEER's recipe "
+        "unless recipe=e1) runs in several requests per sample, not streamed (at most 64 trial answers per sample).")] = "elastic",
     host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).",
                                       rich_help_panel=SERVER)] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on.", rich_help_panel=SERVER)] = 8000,

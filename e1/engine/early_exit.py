@@ -11,17 +11,30 @@
             ...
 
 It is :class:`~e1.engine.row_state.RowState` (elastic: the end marker forced at ``t``) plus one
-phase: when thinking ends a step (its tokens end with a transition: a paragraph break, "Wait"),
-a *trial* begins. The end marker and "Final Answer:" are fed (the trial prompt), then up to
-``trial`` tokens are decoded greedily, their probabilities recorded; EOS ends the answer
-sooner. The trial's confidence is the mean of those probabilities. Then the trial is rolled
-back: its tokens never enter ``tokens``, and :meth:`accept` returns the step's last real token
-to feed again at its own position, with ``rollback`` = the cache columns to mask (the trial's
-and that token's first copy), so decoding goes on exactly as if no trial had happened and
-nothing is prefilled again. If the confidence reached ``threshold``, the end marker is queued
-instead: thinking ends there (not counted as forced: ``was_forced`` stays the cut at ``t``).
-With ``tries=N`` no trial starts after the N-th: the rest decodes as elastic, so a sample's trial
-work is at most N · (trial prompt + ``trial``) tokens, whatever its transitions.
+phase, the *trial*, in one of two recipes (:mod:`e1.engine.modes.early_exit` says where each
+detail comes from).
+
+``recipe=e1``: when thinking ends a step (its ids end with a transition's ids: a paragraph break,
+"Wait"), the end marker and "Final Answer:" are fed (the trial prompt), then up to ``trial`` tokens
+are decoded greedily, their probabilities recorded; EOS ends the answer sooner. Then the trial is
+rolled back: its tokens never enter ``tokens``, and :meth:`accept` returns the step's last real
+token to feed again at its own position, with ``rollback`` = the cache columns to mask (the trial's
+and that token's first copy), so decoding goes on exactly as if no trial had happened and nothing
+is prefilled again. If the trial was confident, the end marker is queued: thinking ends there.
+
+``recipe=deer`` (DEER's own): a :class:`TextWatch` reads the thinking's text; when a sampled token's
+text completes a transition ("Wait", however the tokenizer merged it), that token is *held* and
+the trial runs on the thinking before it: DEER's prompt ("\\n**Final Answer**\\n\\boxed") is fed at
+once, the greedy answer ends at EOS, at ``trial`` tokens or at the token completing a closing-brace
+text. Rolled back (``rollback`` = the trial's columns), the held token is fed in the trial's first
+column — or, when the trial was confident, dropped and the end marker forced in its place. A
+backend whose sequence already holds the held token (vLLM, a followed prefix) ends there and calls
+:meth:`EarlyExitState.defer_trial` (``restart`` says so); its next request begins with the trial.
+
+Either way the confidence is :meth:`Mode.trial_confidence` of the answer's probabilities and the exit
+:meth:`Mode.is_confident` of it (not counted as forced: ``was_forced`` stays the cut at ``t``).
+With ``tries=N`` (DEER's default 10) no trial starts after the N-th: the rest decodes as elastic,
+so a sample's trial work is at most N · (trial prompt + ``trial``) tokens, whatever its transitions.
 
 Invariants: ``tokens`` never holds a trial token; ``trial_decoded`` counts every token fed or
 decoded for trials (prompt + answer per trial); a trial only starts in thinking, with nothing
@@ -57,15 +70,21 @@ class Trial:
 
 
 class EarlyExitState(RowState):
-    """``transitions``: id sequences that end a thinking step (``Mode.transition_texts`` tokenized)."""
+    """``transitions``: id sequences that end a thinking step (``Mode.transition_texts`` tokenized; recipe=e1);
+    ``texts``: what recipe=deer reads off the tokenizer (:func:`trial_texts`; None: no text-found transitions)."""
 
-    def __init__(self, *args, transitions: tuple[tuple[int, ...], ...] = (), **kwargs):
+    def __init__(self, *args, transitions: tuple[tuple[int, ...], ...] = (), texts: TrialTexts | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.transitions = tuple(tuple(t) for t in transitions if t)
+        self.texts = texts
+        self._watch = texts.transitions.scanner() if texts is not None else None  # this row's thinking text
+        self._stops = None  # the running trial answer's text (recipe=deer)
         self.trials: list[Trial] = []
         self.trial_decoded = 0
         self.exited = False  # thinking ended by a confident trial
         self.trials_on = True  # off while a backend replays ids whose trials already ran (vLLM's history)
+        self.held: int | None = None  # recipe=deer: the sampled token a running trial was tried before
+        self.restart = False  # the last accept held a token and began its trial (see defer_trial)
         self._prompt: deque[int] = deque()  # the trial prompt's ids still to feed
         self._answer: list[int] = []
         self._probs: list[float] = []
@@ -93,44 +112,80 @@ class EarlyExitState(RowState):
     def accept(self, sampled: int, probability: float | None = None) -> int:
         """As :meth:`RowState.accept`; in a trial answer ``sampled`` is the greedy token and
         ``probability`` its probability (None counts as 0: a backend that cannot tell never exits)."""
-        self.rollback = 0
+        self.rollback, self.restart = 0, False
         if self._in_trial:
             return self._trial_step(sampled, probability)
+        thinking = self._watch is not None and not self._queue and self.phase == THINK
+        if thinking and self._watch.push(sampled) and self._may_try():
+            self.held, self.restart = sampled, True
+            self._start_trial()
+            return self._trial_step(sampled, None)  # the prompt's first id, fed in the held token's place
         token = super().accept(sampled)
-        if self._trial_due():
+        if self._watch is None and self._trial_due():
             self._start_trial()
         return token
 
     def follow(self, ids) -> int:
-        """As :meth:`RowState.follow`, stopping where a trial begins: the trial needs the model."""
+        """As :meth:`RowState.follow`, stopping where a trial begins: the trial needs the model
+        (a token held for a trial is not taken: the trial is deferred to the backend)."""
         taken = 0
         for token in ids:
             if self.done or self._queue or self._in_trial:
                 break
             taken += 1
-            if self.accept(token) != token:
+            appended = self.accept(token)
+            if self.restart:  # held for a trial (whose prompt may even begin with the same id)
+                self.defer_trial()
+                return taken - 1
+            if appended != token:
                 break
         return taken
 
-    def begin_trial(self) -> None:
-        """Begin the trial due now (a backend that rebuilt this state with ``trials_on`` False)."""
-        if not self._in_trial and self._trial_due():
+    def begin_trial(self, held: int | None = None) -> None:
+        """Begin the trial due now (a backend that rebuilt this state with ``trials_on`` False):
+        recipe=deer's before ``held``, the token it holds (pushed to the text view as the row saw it)."""
+        if self._in_trial:
+            return
+        if held is not None and self._watch is not None:
+            self._watch.push(held)
+            if self._may_try():
+                self.held = held
+                self._start_trial()
+        elif held is None and self._trial_due():
             self._start_trial()
+
+    def defer_trial(self) -> None:
+        """Give back the trial prompt's first id that :meth:`accept` fed in place of a held token, for a
+        backend whose sequence already holds that token (vLLM: the request ends there; a followed prefix):
+        the trial then begins, prompt and all, where that backend continues from ``tokens``."""
+        if self.restart:
+            self._prompt.appendleft(self._trial_prompt()[0])
+            self.trial_decoded -= 1
+            self._trial_fed -= 1
+            self.restart = False
 
     @property
     def tries_left(self) -> bool:
-        """Another trial may still run (``tries=N``: at most N per sample)."""
-        return self.mode.tries is None or len(self.trials) < self.mode.tries
+        """Another trial may still run (``tries=N``, recipe=deer's default 10: at most N per sample)."""
+        cap = self.mode.trial_cap
+        return cap is None or len(self.trials) < cap
+
+    def _may_try(self) -> bool:
+        return self.trials_on and self.tries_left and self.phase == THINK and not self._queue and self.opened
 
     def _trial_due(self) -> bool:
-        if not self.trials_on or not self.tries_left or self.phase != THINK or self._queue or not self.opened:
+        if not self._may_try():
             return False
         return any(self._ends_with(ids) for ids in self.transitions)
 
+    def _trial_prompt(self) -> tuple[int, ...]:
+        return self.texts.prompt_ids if self.texts is not None else self.markers.end_ids + self.markers.answer_ids
+
     def _start_trial(self) -> None:
         self._in_trial, self._trial_fed = True, 0
-        self._prompt.extend(self.markers.end_ids + self.markers.answer_ids)
+        self._prompt.extend(self._trial_prompt())
         self._answer, self._probs = [], []
+        self._stops = self.texts.stops.scanner() if self.texts is not None else None
 
     def _trial_step(self, sampled: int, probability: float | None) -> int:
         self.trial_decoded += 1
@@ -139,26 +194,33 @@ class EarlyExitState(RowState):
             return self._prompt.popleft()
         self._answer.append(sampled)
         self._probs.append(0.0 if probability is None else float(probability))
-        if len(self._answer) < self.mode.trial_tokens and sampled not in self.markers.eos_ids:
+        stopped = self._stops is not None and self._stops.push(sampled)  # recipe=deer: the closing brace
+        if len(self._answer) < self.mode.trial_tokens and sampled not in self.markers.eos_ids and not stopped:
             self._trial_fed += 1
             return sampled
         return self._end_trial()
 
     def _end_trial(self) -> int:
         """Record the trial, roll it back, and exit thinking if it was confident enough."""
-        confidence = sum(self._probs) / len(self._probs)
-        exited = confidence >= self.mode.confidence_threshold
+        confidence = self.mode.trial_confidence(self._probs)
+        exited = self.mode.is_confident(confidence)
         answer = tuple(t for t in self._answer if t not in self.markers.eos_ids)
         self.trials.append(Trial(len(self.tokens), self.think_tokens, answer, confidence, exited))
-        self.rollback = self._trial_fed + 1  # the trial's fed columns and the first copy of the last real token
         self._in_trial = False
         if exited:
             self.exited, self.think_end = True, TRIAL
             self._queue.extend((t, T_MARKER) for t in self.markers.end_ids)
-        return self.tokens[-1]  # fed again at its own position: the next logits continue the real prefix
+        held, self.held = self.held, None
+        if held is None:  # recipe=e1: the last real token is fed again at its own position
+            self.rollback = self._trial_fed + 1  # the trial's fed columns and that token's first copy
+            return self.tokens[-1]
+        self.rollback = self._trial_fed  # the trial's columns: the next token takes the first one's position
+        return RowState.accept(self, held)  # the held token kept, or (exited) the first forced marker instead
 
     def _plain_run(self, most: int) -> int:
-        return 0 if self._in_trial else super()._plain_run(most)
+        if self._in_trial or (self._watch is not None and self.phase == THINK):
+            return 0  # every thinking token's text is read (recipe=deer)
+        return super()._plain_run(most)
 
     def plain_ahead(self) -> int:
         """None: a trial may begin after any transition, which only ``accept`` sees."""
@@ -195,8 +257,74 @@ def replay_round(state: EarlyExitState, ids: Sequence[int], probability: Callabl
             state.accept(token)
         if state.rollback:
             break
+        if state.restart:  # recipe=deer: the trial comes before this id, which vLLM already wrote
+            state.defer_trial()
+            break
     while not state.done and not state.in_trial and (token := state.forced_token()) is not None:
         state.accept(token)
+
+
+@dataclass(frozen=True)
+class TrialTexts:
+    """What recipe=deer reads off the model's tokenizer: the trial prompt's ids, the texts that end a
+    thinking step and the texts that end a trial answer (each a :class:`TextWatch`)."""
+
+    prompt_ids: tuple[int, ...]
+    transitions: TextWatch
+    stops: TextWatch
+
+
+def trial_texts(tokenizer, mode) -> TrialTexts | None:
+    """``mode``'s :class:`TrialTexts` with ``tokenizer`` (None: its transitions are ids, recipe=e1)."""
+    if not mode.trials or not mode.text_transitions:
+        return None
+    prompt = tuple(tokenizer.encode(mode.trial_prompt_text, add_special_tokens=False))
+    return TrialTexts(prompt, TextWatch(tokenizer, mode.transition_texts), TextWatch(tokenizer, mode.trial_stop_texts))
+
+
+class TextWatch:
+    """Texts looked for in what a row writes, one id at a time: :meth:`scanner` gives one row's view, whose
+    ``push(id)`` says whether one of ``texts`` *ends* in that id's text (the text as
+    ``tokenizer.decode(ids, skip_special_tokens=True)`` writes it, read incrementally with ``tokenizers``'
+    ``DecodeStream``; a tokenizer without a Rust backend decodes each id alone). So a token that merges a
+    transition with other text (".\\n\\nWait") is found, and a text is found once, at its last id.
+
+        watch = TextWatch(tokenizer, ("Wait",))
+        scan = watch.scanner()
+        [scan.push(i) for i in tokenizer.encode("So 4.\\n\\nWait, no")]   # True at the id completing "Wait"
+    """
+
+    def __init__(self, tokenizer, texts):
+        self.tokenizer, self.texts = tokenizer, tuple(text for text in texts if text)
+        self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.keep = max(map(len, self.texts), default=1) - 1  # characters before a new piece a match may start in
+
+    def scanner(self) -> _TextScanner:
+        return _TextScanner(self)
+
+
+class _TextScanner:
+    __slots__ = ("decode", "keep", "tail", "texts")
+
+    def __init__(self, watch: TextWatch):
+        self.texts, self.keep, self.tail = watch.texts, watch.keep, ""
+        if watch.backend is not None:
+            from tokenizers.decoders import DecodeStream
+
+            stream, backend = DecodeStream(skip_special_tokens=True), watch.backend
+            self.decode = lambda token: stream.step(backend, token)
+        else:
+            decode = watch.tokenizer.decode
+            self.decode = lambda token: decode([token], skip_special_tokens=True) or None
+
+    def push(self, token: int) -> bool:
+        """Add one id; whether one of the texts ends within its text."""
+        piece = self.decode(token)
+        if not piece:  # a partial character, or a skipped special id: the text did not change
+            return False
+        text, seen = self.tail + piece, len(self.tail)
+        self.tail = text[max(0, len(text) - self.keep) :] if self.keep else ""
+        return any(text.find(t, max(0, seen - len(t) + 1)) >= 0 for t in self.texts)
 
 
 def transition_ids(tokenizer, texts) -> tuple[tuple[int, ...], ...]:

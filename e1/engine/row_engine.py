@@ -16,7 +16,7 @@ from typing import Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import EarlyExitState, transition_ids
+from e1.engine.early_exit import EarlyExitState, transition_ids, trial_texts
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import BUDGET, RowState
 from e1.errors import ConfigError
@@ -128,15 +128,18 @@ def new_row_state(mode: Mode, budget: Budget, markers: Markers, tokenizer, promp
 
         stop = StopPattern(tokenizer, mode.stop)
     return state_for(mode, budget, markers, markers.prompt_thinking(prompt), room, exit_ids(tokenizer, mode.exit_text),
-                     sentence_ends() if mode.grace else frozenset(), stop, transition_ids(tokenizer, mode.transition_texts))
+                     sentence_ends() if mode.grace else frozenset(), stop, transition_ids(tokenizer, mode.transition_texts),
+                     trial_texts(tokenizer, mode))
 
 
 def state_for(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: str, room: int, exit_ids: tuple[int, ...] = (),
-              sentence_ends: frozenset[int] = frozenset(), stop=None, transitions=()) -> RowState:
+              sentence_ends: frozenset[int] = frozenset(), stop=None, transitions=(), texts=None) -> RowState:
     """The row state machine ``mode`` runs on: :class:`EarlyExitState` for a mode that tries trial
-    answers (``mode.trials``; ``transitions``: where, as ids), else :class:`RowState`."""
+    answers (``mode.trials``; ``transitions``: where, as ids; ``texts``: recipe=deer's, from
+    :func:`~e1.engine.early_exit.trial_texts`), else :class:`RowState`."""
     if mode.trials:
-        return EarlyExitState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends, transitions=transitions)
+        return EarlyExitState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends,
+                              transitions=transitions, texts=texts)
     return RowState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends, stop)
 
 

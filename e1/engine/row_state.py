@@ -80,6 +80,7 @@ class RowState:
     # columns a just-ended trial leaves to mask, and what the trials cost
     trial_answering = False
     rollback = 0
+    restart = False  # early-exit recipe=deer: the last id was held for a trial (a vLLM request ends there)
     trial_decoded = 0
     trials: tuple = ()
 

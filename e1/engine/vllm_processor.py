@@ -71,14 +71,15 @@ def request_args(params) -> dict | None:
 
 def early_exit_args(state) -> dict:
     """early-exit's row: its transitions as ids; ``trial_now``: the request must begin with the trial due
-    at the end of its history (a followed prefix stopped there), whose other trials already ran."""
+    at the end of its history (a followed prefix stopped there, or recipe=deer's trial before ``held``,
+    the sampled id it holds), whose other trials already ran."""
     return {"transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial,
-            "tries_left": state.tries_left}
+            "tries_left": state.tries_left, "held": state.held}
 
 
 def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer=None) -> RowState:
-    """A fresh RowState from ``budget_args`` output, with ``history`` already replayed
-    (``tokenizer``: for a ``stop`` pattern; without one the pattern is only checked to compile)."""
+    """A fresh RowState from ``budget_args`` output, with ``history`` already replayed (``tokenizer``: for
+    a ``stop`` pattern and early-exit recipe=deer's texts; without one the pattern is only checked to compile)."""
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]), tuple(args["newline"]))
     mode = Mode.parse(args["mode"])
@@ -87,11 +88,13 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
         from e1.engine.stop import StopPattern
 
         stop = StopPattern(tokenizer, mode.stop)
+    from e1.engine.early_exit import trial_texts
     from e1.engine.row_engine import state_for
 
     transitions = tuple(map(tuple, args["transitions"])) if mode.trials else ()
+    texts = trial_texts(tokenizer, mode) if tokenizer is not None else None
     state = state_for(mode, Budget(args["think"], args["solve"]), markers, args["thinking"], args["room"],
-                      tuple(args["exit"]), sentence_ends, stop, transitions)
+                      tuple(args["exit"]), sentence_ends, stop, transitions, texts)
     if mode.trials:
         return _replay_trials(state, args)
     state.extend(args["history"])
@@ -104,7 +107,7 @@ def _replay_trials(state, args: dict):
     state.extend(args["history"])
     state.trials_on = bool(args.get("tries_left", True))  # the driver counts the trials of every round
     if args["trial_now"]:
-        state.begin_trial()
+        state.begin_trial(args.get("held"))
     return state
 
 
@@ -131,9 +134,10 @@ class _Row:
     def forced(self) -> int | None:
         """The token to force (ARGMAX: the best one; a trial answer is greedy), None: sample freely.
         A just-ended trial (early-exit) ends the request with EOS: vLLM cannot roll it back, so the
-        driver (e1.engine.vllm) replays the ids and starts the next request from the real prefix."""
+        driver (e1.engine.vllm) replays the ids and starts the next request from the real prefix; so does
+        an id held for a trial (recipe=deer: the trial comes before it, and vLLM has written it)."""
         state = self.state
-        if state.done or state.rollback:
+        if state.done or state.rollback or state.restart:
             return self.eos
         return ARGMAX if state.trial_answering else state.forced_token()
 
@@ -278,7 +282,8 @@ class RequestStates:
         if args is None:
             return None
         mode = Mode.parse(args["mode"])
-        return row_state(args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if mode.stop else None)
+        reads_text = mode.stop or mode.text_transitions
+        return row_state(args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if reads_text else None)
 
 
 class BudgetProcessor(RequestStates, LogitsProcessor):

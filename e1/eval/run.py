@@ -30,23 +30,10 @@ from e1.data import PromptOptions
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
-from e1.report import (
-    NullProgress,
-    check_trackers,
-    parse_report_to,
-    report_results,
-    summarize,
-)
+from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
-from e1.store import (
-    CONFIG,
-    FINGERPRINTS,
-    SAMPLE_KEY,
-    SUMMARY,
-    check_datasets,
-    check_run_dir,
-    model_identity,
-)
+from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
+                      check_run_dir, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -103,6 +90,7 @@ class EvalConfig:
         data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
+        data[MODE_FORMAT_KEY] = MODE_FORMAT  # how these texts read (e1.store.mode_format)
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
@@ -137,7 +125,10 @@ def _evaluate(config: EvalConfig, engine, progress, group):
     datasets, fingerprints = _load_datasets(config)
     record = {**config.to_json(), "kind": "eval", "e1_version": __version__,
               FINGERPRINTS: check_datasets(out, fingerprints)}
-    store = SampleStore(out, writer=ranks.rank)
+    store = SampleStore(out, writer=ranks.rank, legacy=Mode.legacy)
+    if ranks.main:
+        upgrade_run(out, store)
+    group.barrier()  # an old run's labels are today's before any rank lists its work
     todo = _pending(datasets, store.keys(), config)
     group.barrier()  # every rank listed the same work before any rank writes
     if todo:
@@ -174,6 +165,8 @@ def check_grid(out: Path, previous: dict | None, current: dict, command: str = "
     if previous is None:
         return
     more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
+    if previous.get(MODE_FORMAT_KEY, 1) < MODE_FORMAT and isinstance(previous.get("modes"), list):
+        previous = {**previous, "modes": [Mode.legacy(m) for m in previous["modes"]]}  # as today's texts say them
     for key, shown in (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))):
         if key in previous and shown(previous[key]) != shown(current[key]):
             raise ResultsError(
@@ -186,6 +179,22 @@ def _budgets_text(budgets: list) -> str:
     """``t=512 s=1024, t=1024 s=1024`` for config.json's budget records, sorted."""
     pairs = sorted({(int(b["think"]), int(b["solve"])) for b in budgets})
     return ", ".join(f"t={t} s={s}" for t, s in pairs)
+
+
+def upgrade_run(out: Path, store) -> None:
+    """A run directory written before today's mode texts (:func:`e1.store.mode_format`) is rewritten
+    to them once, before anything is added to it: its samples' labels first, then its ``config.json``
+    (modes and format). Its texts are :meth:`Mode.legacy`'s rewrite, as every reader reads them."""
+    from e1.store import write_json
+
+    if mode_format(out) >= MODE_FORMAT:
+        return
+    store.upgrade()
+    if (out / CONFIG).exists():
+        previous = json.loads((out / CONFIG).read_text())
+        modes = previous.get("modes")
+        modes = [Mode.legacy(m) for m in modes] if isinstance(modes, list) else modes
+        write_json({**previous, "modes": modes, MODE_FORMAT_KEY: MODE_FORMAT}, out / CONFIG)
 
 
 def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:

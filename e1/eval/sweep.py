@@ -275,13 +275,14 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
-    from e1.eval.run import evaluate
+    from e1.eval.run import evaluate, upgrade_run
     from e1.report import (DIFFERENCES, curve_areas, mode_differences, parse_report_to, plot_curves, report_results,
                            solving_budgets, summarize)
-    from e1.store import write_json, write_parquet
+    from e1.store import SampleStore, write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main
     if main:
+        upgrade_run(out, SampleStore(out, legacy=Mode.legacy))  # an old sweep's labels first, then today's config
         write_json({**config.to_json(), "kind": "sweep", "e1_version": __version__}, out / CONFIG)
     load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)

@@ -5,7 +5,8 @@ after the model already had the answer.
 
 A sample's ``overthinking_tokens`` = its thinking tokens written after its first *correct* trial
 answer (0 when no trial answer was correct); NaN in modes that compute no trial answers. Each
-trial answer is scored as the reward sees a solution: the end marker, "Final Answer:", its text.
+trial answer is scored as the reward sees a solution: the end marker, then the trial's prompt and
+answer (:meth:`Mode.trial_solution`: "Final Answer:" and the text, or DEER's ``\\boxed`` prompt and the text).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ def overthinking_tokens(generated: list[tuple], scorer) -> list[float]:
 
     trials = [(i, trial) for i, g in enumerate(generated) for trial in g[3].trials]
     tasks = [generated[i][2].task for i, _ in trials]
-    texts = [f"{DEFAULT_END}Final Answer:{trial['text']}" for _, trial in trials]
+    texts = [f"{DEFAULT_END}{generated[i][0].trial_solution(trial['text'])}" for i, trial in trials]
     scores = scorer.score(tasks, texts, [str(generated[i][2].answer) for i, _ in trials]) if trials else []
     first_correct: dict[int, int] = {}
     for (i, trial), scored in zip(trials, scores):

@@ -43,7 +43,9 @@ def load_results(
     path = Path(path)
     if path.is_dir() or path.name == SAMPLES:  # a run: read as every reader of a run reads it (parts included)
         run = path if path.is_dir() else path.parent
-        store = SampleStore(run)
+        from e1.engine import Mode
+
+        store = SampleStore(run, legacy=Mode.legacy)
         if not store.files():
             raise DataError(f"no results at {run / SAMPLES}",
                             hint="pass an e1 run directory, samples.parquet or a JSON file")

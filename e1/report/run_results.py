@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.store import CONFIG, SAMPLES, SUMMARY, SampleStore, read_parquet
 
@@ -153,7 +154,8 @@ def load_run(path: Path) -> RunResults:
         raise ConfigError(f"cannot read {path / CONFIG}: {err}", hint=hint) from None
     if not isinstance(config, dict):
         raise ConfigError(f"cannot read {path / CONFIG}: not a JSON object", hint=hint)
-    samples, summary = SampleStore(path).read(), read_parquet(path / SUMMARY)  # read as every reader of a run
+    store = SampleStore(path, legacy=Mode.legacy)  # read as every reader of a run (old runs' labels as today's)
+    samples, summary = store.read(), store.labelled(read_parquet(path / SUMMARY))
     if "model" not in samples.columns:  # an eval run: one model, named in its config
         samples, summary = samples.assign(model=str(config.get("model", ""))), summary.assign(model=str(config.get("model", "")))
     stamp = datetime.fromtimestamp((path / SUMMARY).stat().st_mtime, tz=timezone.utc).replace(microsecond=0)

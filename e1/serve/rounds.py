@@ -122,9 +122,9 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
                 "vllm_xargs": {KEY: args, ROUNDS_FIELD: ROUNDS_SECRET}}
         choice = (await call("/v1/completions", body))["choices"][0]
         ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
-        before = (len(state.tokens), state.trial_decoded)
+        before = (len(state.tokens), state.trial_decoded, state.in_trial)  # in_trial: a trial deferred to the next round
         await to_thread.run_sync(replay_round, state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
-        if (len(state.tokens), state.trial_decoded) == before and not state.done:
+        if (len(state.tokens), state.trial_decoded, state.in_trial) == before and not state.done:
             raise RoundFailed(500, error_body(f"an early-exit round made no progress ({len(ids)} ids)", 500))
         round_index += 1
     return state

@@ -65,6 +65,10 @@ SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt"
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
+# config.json records how its mode texts read (2: a bare early-exit is DEER's recipe). A run without it
+# was written before: its readers rewrite its stored texts with the modes' own legacy rewrite
+# (e1.engine.modes.Mode.legacy), config and samples alike, and the first write into it records them so
+MODE_FORMAT_KEY, MODE_FORMAT = "mode_format", 2
 # each metric is defined in e1.report.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
     "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
@@ -202,6 +206,14 @@ def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "ru
                 hint="use another --out, or rerun with the same settings to resume",
             )
     return previous
+
+
+def mode_format(out: Path) -> int:
+    """How the mode texts stored in ``out`` read (:data:`MODE_FORMAT_KEY` of its ``config.json``;
+    1 for a run written before it was recorded, or one with samples and no config)."""
+    record = _record(Path(out) / CONFIG)
+    value = (record or {}).get(MODE_FORMAT_KEY, 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
 def _record(path: Path) -> dict | None:

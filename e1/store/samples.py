@@ -19,6 +19,11 @@ Every reader of a run (a resume, ``e1 view``, ``e1 export``, ``e1 elo``) reads i
 :meth:`SampleStore.table` (a pyarrow Table: only the columns asked for, the filter pushed into
 the scan) or :meth:`SampleStore.read` (a DataFrame), so each sees the same rows.
 
+A run written before its mode texts' format was recorded (:func:`~e1.store.results.mode_format`
+below :data:`~e1.store.results.MODE_FORMAT`) has its ``mode`` labels rewritten as they are read, by
+the ``legacy`` function its reader passes (:meth:`e1.engine.modes.Mode.legacy`: the store knows no
+modes), before duplicates are dropped and ``where`` applies; :meth:`upgrade` writes them so once.
+
 Parts are named by their ``writer`` (a rank under torchrun) and a random id, so several
 processes append into one run directory without coordinating.
 """
@@ -27,11 +32,12 @@ from __future__ import annotations
 
 import secrets
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 from e1.errors import ResultsError
-from e1.store.results import (SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES, samples_frame,
-                              write_parquet)
+from e1.store.results import (MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES,
+                              mode_format, samples_frame, write_parquet)
 
 PARTS_DIR = "samples"
 
@@ -39,9 +45,19 @@ PARTS_DIR = "samples"
 class SampleStore:
     """The samples of one run directory: ``samples.parquet`` plus the parts appended since."""
 
-    def __init__(self, out: Path, writer: int = 0):
-        self.out, self.writer = Path(out), writer
+    def __init__(self, out: Path, writer: int = 0, legacy: Callable[[str], str] | None = None):
+        self.out, self.writer, self.legacy = Path(out), writer, legacy
         self.parts_dir = self.out / PARTS_DIR
+
+    def relabels(self) -> bool:
+        """Whether reads rewrite the ``mode`` labels: a ``legacy`` rewrite was given and the run's
+        ``config.json`` records an older mode format (samples written before today's texts)."""
+        if self.legacy is None or not self.files():
+            return False
+        try:
+            return mode_format(self.out) < MODE_FORMAT
+        except ResultsError:  # a damaged config.json: its own reader says so; the samples read as written
+            return False
 
     def parts(self) -> list[Path]:
         """Complete parts, in name order (temporary files of a write in flight are not listed)."""
@@ -78,10 +94,11 @@ class SampleStore:
         """
         import pyarrow as pa
 
-        schema, parts = self._schema(), self.parts()
+        schema, parts, relabel = self._schema(), self.parts(), self.relabels()
         key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
         wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
-        read = list(dict.fromkeys(wanted + key)) if parts else wanted
+        read = list(dict.fromkeys(wanted + key)) if parts or relabel else wanted
+        where, after = (None, where) if relabel else (where, None)  # a filter on labels: on today's labels
         tables = []
         if (self.out / SAMPLES).is_file():
             tables.append(_scan([self.out / SAMPLES], schema, read, where, f"cannot read {self.out / SAMPLES}",
@@ -92,9 +109,35 @@ class SampleStore:
         if not tables:
             return schema.empty_table().select(wanted)
         table = pa.concat_tables(tables)
-        if parts:  # the compacted file holds each key once: only parts can repeat one
+        if relabel:
+            table = _relabeled(table, self.legacy)
+        if parts or relabel:  # the compacted file holds each key once: only parts (or old labels) can repeat one
             table = _first_of_each(table, key)
+        if after is not None:
+            table = table.filter(after)
         return table.select(wanted)
+
+    def labelled(self, frame):
+        """Another of the run's frames (``summary.parquet``, a sweep's curves) with its ``mode`` and
+        ``other_mode`` labels read as the samples' are (rewritten in a run of an older mode format)."""
+        if not self.relabels():
+            return frame
+        columns = [column for column in ("mode", "other_mode") if column in frame.columns]
+        return frame.assign(**{column: frame[column].map(lambda label: label if label is None else self.legacy(label))
+                               for column in columns})
+
+    def upgrade(self) -> bool:
+        """Write a run of an older mode format with today's labels (the parts folded into
+        ``samples.parquet``, as :meth:`compact` does), before anything new is appended; True if it
+        did. Its ``config.json`` is for the caller to record next (a kill in between rewrites again:
+        the rewrite changes nothing twice)."""
+        if not self.relabels():
+            return False
+        samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
+        write_parquet(samples, self.out / SAMPLES, kept=f"every finished sample is kept (in {self.out})")
+        if self.parts_dir.exists():
+            shutil.rmtree(self.parts_dir)
+        return True
 
     def append(self, rows: list[dict]) -> Path | None:
         """Write ``rows`` as one new part, atomically; None when there are none."""
@@ -182,6 +225,21 @@ def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hin
                                                                                            filter=where)
     except (OSError, pa.ArrowException) as err:
         raise ResultsError(f"{failed}: {err}", hint=hint) from err
+
+
+def _relabeled(table, legacy: Callable[[str], str]):
+    """``table`` with each distinct ``mode`` label rewritten by ``legacy`` (once per label, not per row)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    labels = table.column("mode").combine_chunks() if table.num_rows else None
+    if labels is None:
+        return table
+    distinct = pc.unique(labels).to_pylist()
+    new = pa.array([legacy(label) if label is not None else None for label in distinct], type=labels.type)
+    index = table.schema.get_field_index("mode")
+    return table.set_column(index, table.schema.field(index), pc.take(new, pc.index_in(labels, pa.array(distinct,
+                                                                                                         type=labels.type))))
 
 
 def _first_of_each(table, key: list[str]):

@@ -34,7 +34,9 @@ class Run:
     @property
     def store(self) -> SampleStore:
         """The run's samples, read as every reader of a run reads them (duplicates dropped)."""
-        return SampleStore(self.path)
+        from e1.engine import Mode
+
+        return SampleStore(self.path, legacy=Mode.legacy)
 
     @property
     def kind(self) -> str:

@@ -175,7 +175,7 @@ def curve_points(run: Run) -> list[dict]:
     present = pq.read_schema(run.summary_file).names
     if "accuracy" not in present:  # a summary written before rates became fractions
         return []
-    frame = pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas()
+    frame = run.store.labelled(pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas())
     return records(with_model(frame, run).assign(run=run.name))
 
 

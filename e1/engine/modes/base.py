@@ -198,6 +198,35 @@ class Mode:
             values[key] = declared[key].parse(value, text)
         return kind._made(values)
 
+    @classmethod
+    def legacy(cls, text: str) -> str:
+        """A mode text that a run recorded before today's format (``config.json`` without
+        ``mode_format`` 2), written as it reads now: each mode rewrites its own texts (early-exit
+        names ``recipe=e1``, the meaning a bare ``early-exit`` had; budget-forcing ``answer=inline``,
+        the text it forced then); other texts, and texts that do
+        not parse (the reader's gate refuses them), are returned as they are. Rewriting twice
+        changes nothing.
+
+        >>> Mode.legacy("early-exit:tries=2"), Mode.legacy("elastic:grace=4")
+        ('early-exit:tries=2:recipe=e1', 'elastic:grace=4')
+        """
+        if not isinstance(text, str):
+            return text
+        try:
+            return lookup(text.strip().partition(":")[0])._upgraded(text)
+        except ConfigError:
+            return text
+
+    @classmethod
+    def _upgraded(cls, text: str) -> str:
+        """:meth:`legacy` for this mode's texts (a mode whose texts kept their meaning: unchanged)."""
+        return text
+
+    @staticmethod
+    def option_keys(text: str) -> list[str]:
+        """The option names a mode text writes, in order (quoted colons kept inside their option)."""
+        return [item.partition("=")[0] for item in _OPTION.findall(str(text).strip().partition(":")[2])]
+
     @staticmethod
     def split_list(text: str) -> list[str]:
         """Comma-separated modes as texts, commas inside quoted texts kept (empty items too).
@@ -306,6 +335,10 @@ class Mode:
         forced += len(markers.answer_ids) + 2 * len(markers.newline_ids) * self.answer_lines if self.answer_prompt else 0
         return budget.total + self.think_limit(budget) - budget.think + forced + self.grace
 
+    def trial_solution(self, answer: str) -> str:
+        """A trial answer's text as the reward reads a solution (after the end marker)."""
+        return f"Final Answer:{answer}"
+
     def trial_room(self, markers: Markers) -> int:
         """Context one trial answer may occupy past a row's real tokens (0: the mode tries none)."""
         return 0
@@ -334,6 +367,12 @@ class Mode:
     def transition_texts(self) -> tuple[str, ...]:
         """Texts after which a trial answer is tried (none outside early-exit)."""
         return ()
+
+    @property
+    def text_transitions(self) -> bool:
+        """Whether trial answers are tried where a transition text appears in the thinking's text
+        (early-exit recipe=deer), rather than after a transition's ids (none outside early-exit)."""
+        return False
 
     @property
     def vendor_budget(self) -> bool:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from e1.engine.modes.base import Mode, register
 from e1.engine.modes.options import EXIT, GRACE, STOP, Count, Word
+from e1.errors import ConfigError
 
 WAIT = Count("wait", "wait=2: the first two natural ends of thinking become 'Wait'", default=0, max=1000)
 ANSWER = Word("answer", "answer=s1|inline: at t force s1's '\\n</think>\\nFinal Answer:' (default) or e1's "
@@ -33,6 +34,16 @@ class BudgetForcing(Mode):
     summary = "s1: at t force the end marker and 'Final Answer:'; wait=k replaces k natural ends with 'Wait'"
     options = (WAIT, ANSWER, EXIT, GRACE, STOP)
     answer_prompt = True
+
+    @classmethod
+    def _upgraded(cls, text: str) -> str:
+        """A recorded text without ``answer=`` forced e1's earlier ``</think>Final Answer:``: it names it now."""
+        if "answer" in Mode.option_keys(text):
+            return text
+        try:
+            return str(Mode.parse(text).replace(answer="inline"))
+        except ConfigError:
+            return text
 
     @property
     def answer_lines(self) -> bool:
