@@ -20,6 +20,7 @@ sample's row records the fraction of tests passed and the first failure. Trainin
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -243,9 +244,19 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
             store.append(rows)
 
         # the bar moves as the engine finishes each sample, not once per batch (a sweep's first batch
-        # may hold every cell of its problems: minutes at 0/320)
-        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance),
-                   finish=lambda generated: _score_batch(generated, scorer), emit=write)
+        # may hold every cell of its problems: minutes at 0/320); time left comes from work at batch
+        # ends (e1.report.eta: short samples finish first): a batch generates one call per cell, each
+        # as long as its longest row, which the cell's t + s bounds
+        weights = [sum(max(budget.total, 1) for _, budget in {(m, b): 0 for m, b, _ in batch}) for batch in batches]
+        work, done = getattr(bar, "work", None), iter(itertools.accumulate(weights))
+
+        def produce(batch: list[tuple]) -> list[tuple]:
+            generated = _generate_batch(engine, batch, config, bar.advance)
+            if work is not None:
+                work(next(done), sum(weights))
+            return generated
+
+        overlapped(batches, produce=produce, finish=lambda generated: _score_batch(generated, scorer), emit=write)
 
 
 def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
