@@ -532,7 +532,7 @@ def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(
 
 
 class WorkRecorder(Recorder):
-    """A recorder that also keeps each batch end's (work done, work in all)."""
+    """A recorder that also keeps each (work done, work in all) reported as a generate call ends."""
 
     def __init__(self):
         super().__init__()
@@ -542,19 +542,29 @@ class WorkRecorder(Recorder):
         self.work_reports.append((done, total))
 
 
-def test_an_eval_reports_work_at_each_batch_end_weighed_by_its_cells_budgets(tmp_path, tiny_engine, problems_file):
+@pytest.mark.parametrize(
+    "shared, weights",
+    [  # 2 problems a batch; each generate call reports its weight as it ends
+        # independent: the 6 (budget, problem) items in order, one call per cell of a batch (t + s)
+        (False, [4, 4, 12, 12]),
+        # shared prefixes: all cells of a problem together; the roots (as long as t=8 s=4 can
+        # follow: 12), then each cell's call, per batch
+        (True, [12, 4, 12, 12, 4, 12]),
+    ],
+)
+def test_an_eval_reports_work_as_each_call_ends_weighed_by_its_cells_budget(
+    tmp_path, tiny_engine, problems_file, shared, weights
+):
     from e1.budget import Budget
     from e1.engine import Mode, Sampling
     from e1.eval import EvalConfig, evaluate
 
     budgets = (Budget(0, 4), Budget(8, 4))
     config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=budgets, modes=(Mode("elastic"),),
-                        n=2, sampling=Sampling(temperature=1.0), batch_size=4, limit=3, out=tmp_path / "e")
+                        n=2, sampling=Sampling(temperature=1.0), batch_size=4, limit=3, out=tmp_path / "e",
+                        share_prefixes=shared)
     recorder = WorkRecorder()
     evaluate(config, engine=tiny_engine, progress=recorder)
-    # 2 problems a batch over the 6 (budget, problem) items in order: the middle batch holds both
-    # cells, so it weighs 4 + 12 (one generate call per cell, each bounded by its t + s)
-    weights = [4, 4 + 12, 12]
     assert recorder.work_reports == [(sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))]
 
 

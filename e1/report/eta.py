@@ -5,19 +5,18 @@ batch that runs short: its short samples finish first, while its long ones (near
 budget) set the batch's time, so half-way through a batch the rate of finished samples is far
 above the rate at which batches go by.
 
-:class:`WorkEta` estimates from batch boundaries instead. The caller weighs its batches by their
-worst case and reports, at the end of each batch, the work done and the work in all
-(:meth:`WorkEta.work`). ``e1 eval`` weighs a batch as the sum of ``t + s`` over its cells: it
-generates one call per cell, whose rows decode together, so a call lasts as long as its longest
-row, which the budget bounds. Then
+:class:`WorkEta` estimates from boundaries instead: the caller weighs its work by its worst case
+and reports, as each piece of it ends, the work done and the work in all (:meth:`WorkEta.work`).
+``e1 eval`` reports each generate call (one per cell of a batch: its rows decode together, so it
+lasts as long as its longest row, which the cell's ``t + s`` bounds) weighing ``t + s``. Then
 
     seconds per unit of work  r = (time at the last boundary) / (work done at it)
     time left                   = r * (work left after the last boundary) - (time since that boundary)
 
-so samples finishing inside the running batch move the count, never the estimate, and the
-estimate counts down with the clock between boundaries (never below 0). If batches take between
+so samples finishing inside the running call move the count, never the estimate, and the
+estimate counts down with the clock between boundaries (never below 0). If calls take between
 ``a`` and ``b`` seconds per unit of worst-case work, it under-estimates the true time left by at
-most ``(1 - a / b)`` of (time left + the running batch's time). Before the first boundary it falls
+most ``(1 - a / b)`` of (time left + the running call's time). Before the first boundary it falls
 back to the count of finished samples (time so far / samples done * samples left).
 """
 
@@ -42,7 +41,7 @@ class WorkEta:
         self.done += samples
 
     def work(self, done: float, total: float) -> None:
-        """A batch ended: ``done`` units of (worst-case) work of ``total`` are finished."""
+        """A boundary: ``done`` units of (worst-case) work of ``total`` are finished."""
         if total > 0 and done > 0:
             self._boundary = (self.clock() - self.started, min(done, total), total)
 

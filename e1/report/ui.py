@@ -34,7 +34,7 @@ class ProgressTask(Protocol):
     def advance(self, amount: int = 1) -> None: ...
 
     def work(self, done: float, total: float) -> None:
-        """Optional: a batch ended, ``done`` of ``total`` units of work finished (time left)."""
+        """Optional: a piece of work ended, ``done`` of ``total`` units finished (time left)."""
 
 
 class NullProgress:
@@ -54,7 +54,7 @@ class NullProgress:
 
 class RichProgress:
     """A rich progress bar per task, on stderr, with samples done/total, time left and a status (:meth:`status`).
-    Time left comes from work at batch ends (:meth:`work`; :class:`e1.report.eta.WorkEta`), not sample rate.
+    Time left comes from work as calls end (:meth:`work`; :class:`e1.report.eta.WorkEta`), not sample rate.
 
     When stderr is not a terminal (a SLURM log, nohup, CI) it prints plain lines instead: the
     task's start, then ``done/total``, rate and time left every ``interval_s`` seconds, and its end.
@@ -109,7 +109,7 @@ class RichProgress:
             self._bar.advance(self._task, amount)
 
     def work(self, done: float, total: float) -> None:
-        """A batch ended with ``done`` of ``total`` units of worst-case work finished (sets time left)."""
+        """A call or batch ended with ``done`` of ``total`` units of worst-case work finished (sets time left)."""
         eta = self._plain.eta if self._plain is not None else self._eta
         if eta is not None:
             eta.work(done, total)
