@@ -531,6 +531,43 @@ def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(
     assert sum(advances) == pytest.approx(total)
 
 
+class WorkRecorder(Recorder):
+    """A recorder that also keeps each (work done, work in all) reported as a generate call ends."""
+
+    def __init__(self):
+        super().__init__()
+        self.work_reports: list[tuple[float, float]] = []
+
+    def work(self, done: float, total: float) -> None:
+        self.work_reports.append((done, total))
+
+
+@pytest.mark.parametrize(
+    "shared, weights",
+    [  # 2 problems a batch; each generate call reports its weight as it ends
+        # independent: the 6 (budget, problem) items in order, one call per cell of a batch (t + s)
+        (False, [4, 4, 12, 12]),
+        # shared prefixes: all cells of a problem together; the roots (as long as t=8 s=4 can
+        # follow: 12), then each cell's call, per batch
+        (True, [12, 4, 12, 12, 4, 12]),
+    ],
+)
+def test_an_eval_reports_work_as_each_call_ends_weighed_by_its_cells_budget(
+    tmp_path, tiny_engine, problems_file, shared, weights
+):
+    from e1.budget import Budget
+    from e1.engine import Mode, Sampling
+    from e1.eval import EvalConfig, evaluate
+
+    budgets = (Budget(0, 4), Budget(8, 4))
+    config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=budgets, modes=(Mode("elastic"),),
+                        n=2, sampling=Sampling(temperature=1.0), batch_size=4, limit=3, out=tmp_path / "e",
+                        share_prefixes=shared)
+    recorder = WorkRecorder()
+    evaluate(config, engine=tiny_engine, progress=recorder)
+    assert recorder.work_reports == [(sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))]
+
+
 def test_a_row_index_written_as_a_column_is_no_field(tmp_path):
     frame = pd.DataFrame(
         {"problem": ["p1", "p2"], "answer": ["1", "2"], "level": [1, 2]}, index=[5, 9]

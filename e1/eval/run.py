@@ -252,9 +252,30 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
             store.append(rows)
 
         # the bar moves as the engine finishes each sample, not once per batch (a sweep's first batch
-        # may hold every cell of its problems: minutes at 0/320)
-        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance),
+        # may hold every cell of its problems: minutes at 0/320); time left comes from work as each
+        # generate call ends (e1.report.eta: short samples finish first): a batch makes one call per
+        # cell, as long as its longest row, which the cell's t + s bounds
+        weights = [sum(_call_works(batch, config)) for batch in batches]
+        work, done = getattr(bar, "work", None), [0]
+
+        def worked(amount: int) -> None:
+            done[0] += amount
+            if work is not None:
+                work(done[0], sum(weights))
+
+        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance, worked),
                    finish=lambda generated: _score_batch(generated, scorer), emit=write)
+
+
+def _call_works(batch: list[tuple], config: EvalConfig) -> list[int]:
+    """The weights for time left of the generate calls :func:`_generate_batch` makes, in order: each
+    cell's ``t + s`` (a call lasts as long as its longest row, which that bounds); shared prefixes:
+    :func:`e1.eval.shared.call_works`."""
+    if config.share_prefixes:
+        from e1.eval.shared import call_works
+
+        return call_works(batch, config)
+    return [max(budget.total, 1) for _, budget in dict.fromkeys((mode, budget) for mode, budget, _ in batch)]
 
 
 def _check_sandbox(todo: list[tuple], config: EvalConfig) -> None:
@@ -324,17 +345,18 @@ def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
     return todo
 
 
-def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=None) -> list[tuple]:
+def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=None, worked=None) -> list[tuple]:
     """Generate one batch (its problems may differ in mode/budget, so by group):
     (mode, budget, problem, completion, prompt) for every sample. ``progress(count)`` hears of
-    samples as the engine finishes them (``len(batch) * n`` in all)."""
+    samples as the engine finishes them (``len(batch) * n`` in all); ``worked(weight)`` of each
+    generate call as it ends (:func:`_call_works`)."""
     from e1.data import build_prompt
     from e1.engine import RequestError, problem_seed
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared
 
-        return generate_shared(engine, batch, config, progress)
+        return generate_shared(engine, batch, config, progress, worked)
     groups: dict[tuple, list] = {}
     for mode, budget, problem in batch:
         groups.setdefault((mode, budget), []).append(problem)
@@ -352,6 +374,8 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=Non
             raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
                    if problem is not None else err) from err
         generated += [(mode, budget, problems[c.prompt_index], c, prompts[c.prompt_index]) for c in completions]
+        if worked is not None:
+            worked(max(budget.total, 1))
     return generated
 
 

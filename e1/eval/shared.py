@@ -78,12 +78,22 @@ def followable_tokens(mode: Mode, budget: Budget, max_tokens: int) -> int:
 ROOT_SHARE = 0.5  # of each sample's progress, counted when the root it follows is grown (the long part)
 
 
-def generate_shared(engine, batch: list[tuple], config, progress=None) -> list[tuple]:
+def call_works(batch: list[tuple], config) -> list[int]:
+    """What each generate call of :func:`generate_shared` on ``batch`` weighs for time left
+    (:mod:`e1.report.eta`), in order: the roots (the longest a cell can follow) when grown, then
+    each cell's ``t + s``; a call lasts as long as its longest row, which these bound."""
+    cells = dict.fromkeys((mode, budget) for mode, budget, _ in batch)
+    length = _root_length(cells, config)
+    return ([length] if length else []) + [max(budget.total, 1) for _, budget in cells]
+
+
+def generate_shared(engine, batch: list[tuple], config, progress=None, worked=None) -> list[tuple]:
     """Generate one batch of ``(mode, budget, problem)`` cells by sharing: each problem's ``n`` roots
     once, then every cell's rows following them. Returns ``(mode, budget, problem, completion, prompt)``
     for every sample, like the independent path (``config``: an :class:`e1.eval.run.EvalConfig`).
     ``progress(amount)`` adds up to ``len(batch) * n``: a finished root counts :data:`ROOT_SHARE` of
-    the samples that follow it (on average over the batch), a finished row the rest."""
+    the samples that follow it (on average over the batch), a finished row the rest; ``worked(weight)``
+    hears of each call as it ends (:func:`call_works`)."""
     from e1.engine import problem_seed
     from e1.data import build_prompt
 
@@ -94,8 +104,11 @@ def generate_shared(engine, batch: list[tuple], config, progress=None) -> list[t
     prompts = {key: build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt)
                for key, p in problems.items()}
     per_root = ROOT_SHARE * len(batch) / len(problems)  # samples a root serves, on average, times the share
+    works = iter(call_works(batch, config))
     roots = _grow_roots(engine, problems, prompts, cells, config,
                         progress and (lambda count: progress(count * per_root)))
+    if roots and worked is not None:
+        worked(next(works))
     row_share = 1.0 - ROOT_SHARE if roots else 1.0
     rows_done = progress and (lambda count: progress(count * row_share))
     generated = []
@@ -106,6 +119,8 @@ def generate_shared(engine, batch: list[tuple], config, progress=None) -> list[t
                                       seeds=seeds, prefixes=prefixes, progress=rows_done)
         generated += [(mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]])
                       for c in completions]
+        if worked is not None:
+            worked(next(works))
     return generated
 
 
@@ -113,8 +128,7 @@ def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config,
                 progress=None) -> dict[tuple, list[list[int]]]:
     """Each problem's ``n`` unconstrained samples, as long as the longest cell of the batch can use
     (``{}`` when no cell follows anything, e.g. only ``t = 0``)."""
-    max_tokens = config.sampling.max_tokens
-    length = max(followable_tokens(mode, budget, max_tokens) for mode, budget in cells)
+    length = _root_length(cells, config)
     if length == 0:
         return {}
     keys = list(problems)
@@ -126,6 +140,11 @@ def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config,
     for c in roots:
         grown[keys[c.prompt_index]].append(c.token_ids)
     return grown
+
+
+def _root_length(cells, config) -> int:
+    """How long the roots grow: the most ids any of ``cells`` ((mode, budget) pairs) can follow."""
+    return max(followable_tokens(mode, budget, config.sampling.max_tokens) for mode, budget in cells)
 
 
 def _key(problem) -> tuple[str, str]:

@@ -3,11 +3,13 @@
 - :mod:`e1.report.metrics`: avg@n with intervals, pass@k, maj@k, forced vs natural, paired differences;
 - :mod:`e1.report.elo`: a Codeforces rating and percentile from per-problem results, offline;
 - :mod:`e1.report.plots`: accuracy-vs-tokens curves as a PNG;
-- :mod:`e1.report.ui`: everything on a terminal (progress bars, result tables, the closing line).
+- :mod:`e1.report.ui`: everything on a terminal (progress bars, result tables, the closing line);
+- :mod:`e1.report.eta`: time left from work at batch ends, not from the rate of finished samples.
 """
 
 from e1.report.curve_tables import spending_table
 from e1.report.elo import FetchConfig, check_elo_options, estimate_rating, fetch_contests, load_results
+from e1.report.eta import WorkEta
 from e1.report.export import FORMATS, check_repo_id
 from e1.report.export import push as push_results
 from e1.report.export import export as export_run  # its own name would hide the module e1.report.export
@@ -20,7 +22,7 @@ from e1.report.ui import (NullProgress, RichProgress, curves_table, datasets_tab
                           next_steps, quiet_libraries, results_line, step_status, summary_table)
 
 __all__ = ["DIFFERENCES", "FORMATS", "REPORTERS", "FetchConfig", "NullProgress", "Reporters", "RichProgress",
-           "TensorBoardReporter", "WandbReporter", "bootstrap_interval", "check_elo_options", "check_repo_id",
+           "TensorBoardReporter", "WandbReporter", "WorkEta", "bootstrap_interval", "check_elo_options", "check_repo_id",
            "check_trackers", "curve_areas",
            "curves_table", "datasets_table", "differences_table", "elo_table", "estimate_rating", "export_run",
            "fetch_contests", "load_results", "mode_differences", "next_steps", "open_reporters", "parse_report_to", "plot_curves",

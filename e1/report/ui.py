@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Iterator, Protocol
 
 from e1.errors import redact
+from e1.report.eta import PlainTask, WorkEta, eta_column
 
 BARS = " ▁▂▃▄▅▆▇█"
 
@@ -32,6 +33,9 @@ class Progress(Protocol):
 class ProgressTask(Protocol):
     def advance(self, amount: int = 1) -> None: ...
 
+    def work(self, done: float, total: float) -> None:
+        """Optional: a piece of work ended, ``done`` of ``total`` units finished (time left)."""
+
 
 class NullProgress:
     @contextmanager
@@ -44,9 +48,13 @@ class NullProgress:
     def advance(self, amount: int = 1) -> None:
         pass
 
+    def work(self, done: float, total: float) -> None:
+        pass
+
 
 class RichProgress:
-    """A rich progress bar per task, on stderr, with rate, time left and a status (:meth:`status`).
+    """A rich progress bar per task, on stderr, with samples done/total, time left and a status (:meth:`status`).
+    Time left comes from work as calls end (:meth:`work`; :class:`e1.report.eta.WorkEta`), not sample rate.
 
     When stderr is not a terminal (a SLURM log, nohup, CI) it prints plain lines instead: the
     task's start, then ``done/total``, rate and time left every ``interval_s`` seconds, and its end.
@@ -57,27 +65,28 @@ class RichProgress:
 
         self.console = console or Console(stderr=True)
         self.interval_s = interval_s
-        self._bar = self._task = self._plain = None
+        self._bar = self._task = self._plain = self._eta = None
 
     @contextmanager
     def task(self, description: str, total: int):
         if not self.console.is_terminal:
-            self._plain = PlainTask(self.console, description, total, self.interval_s)
+            self._plain = PlainTask(self.console, description, total, self.interval_s, WorkEta(total))
             try:
                 yield self
             finally:
                 self._plain = self._plain.close()
             return
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
+                   TextColumn("eta"), eta_column(), TextColumn("{task.fields[status]}")]
         with Progress(*columns, console=self.console, transient=False) as bar:
-            self._bar, self._task = bar, bar.add_task(redact(description), total=total, status="")
+            self._eta = WorkEta(total)
+            self._bar, self._task = bar, bar.add_task(redact(description), total=total, status="", eta=self._eta)
             try:
                 yield self
             finally:
-                self._bar = self._task = None
+                self._bar = self._task = self._eta = None
 
     @contextmanager
     def stage(self, description: str):
@@ -96,7 +105,14 @@ class RichProgress:
         if self._plain is not None:
             self._plain.advance(amount)
         else:
+            self._eta.advance(amount)
             self._bar.advance(self._task, amount)
+
+    def work(self, done: float, total: float) -> None:
+        """A call or batch ended with ``done`` of ``total`` units of worst-case work finished (sets time left)."""
+        eta = self._plain.eta if self._plain is not None else self._eta
+        if eta is not None:
+            eta.work(done, total)
 
     def status(self, text: str) -> None:
         """Show ``text`` after the running task's bar (nothing happens between tasks)."""
@@ -105,43 +121,6 @@ class RichProgress:
             self._plain.status = text
         elif self._bar is not None:
             self._bar.update(self._task, status=text)
-
-
-class PlainTask:
-    """One task's progress as plain lines: ``stage: done/total (pct), rate/s, eta H:MM:SS  status``."""
-
-    def __init__(self, console, description: str, total: int, interval_s: float):
-        self.console, self.description, self.total, self.interval_s = console, description, total, interval_s
-        self.done, self.status, self.started = 0, "", time.monotonic()
-        self.shown_at = self.started
-        self._print(f"{description}: 0/{total}")
-
-    def advance(self, amount: int) -> None:
-        self.done += amount
-        if time.monotonic() - self.shown_at >= self.interval_s:
-            self._print(self.line())
-
-    def line(self) -> str:
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = self.done / elapsed
-        eta = _clock((self.total - self.done) / rate) if rate > 0 else "?"
-        percent = 100 * self.done / self.total if self.total else 100.0
-        text = f"{self.description}: {self.done:.0f}/{self.total} ({percent:.0f}%), {rate:.2f}/s, eta {eta}"
-        return f"{text}  {self.status}" if self.status else text
-
-    def close(self) -> None:
-        """The closing line (always printed, so a log shows how each task ended)."""
-        self._print(self.line() + f", took {_clock(time.monotonic() - self.started)}")
-
-    def _print(self, text: str) -> None:
-        self.shown_at = time.monotonic()
-        self.console.print(redact(text), markup=False, highlight=False, soft_wrap=True)
-
-
-def _clock(seconds: float) -> str:
-    """Seconds as H:MM:SS."""
-    seconds = int(round(seconds))
-    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
 def step_status(row: dict) -> str:
