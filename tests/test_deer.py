@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.early_exit import EarlyExitState, TextWatch, trial_texts
-from e1.engine.markers import Markers
+from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.modes.early_exit import DEER_PROMPT, DEER_STOP_TEXTS
 
 # Qwen2's pre-tokenizer split (its tokenizer.json): punctuation runs keep the newlines after them
@@ -56,7 +56,7 @@ def markers_of(tokenizer) -> Markers:
 
 def deer_state(tokenizer, spec="early-exit:recipe=deer", budget=None) -> EarlyExitState:
     mode = Mode.parse(spec)
-    return EarlyExitState(budget or Budget(400, 40), mode, markers_of(tokenizer), True, 1000, texts=trial_texts(tokenizer, mode))
+    return EarlyExitState(budget or Budget(400, 40), mode, markers_of(tokenizer), PROMPT_OPEN, 1000, texts=trial_texts(tokenizer, mode))
 
 
 def text_completions(tokenizer, ids, text) -> list[int]:
@@ -156,7 +156,7 @@ def test_trial_confidence_is_deers_definition_on_real_token_streams(tokenizer, a
 def test_deer_exits_only_above_the_threshold(tokenizer, recipe, threshold, exits):
     answer_ids = tokenizer.encode("{7}. ", add_special_tokens=False)[:3]
     mode = Mode.parse(f"early-exit:recipe={recipe}:threshold={threshold}:trial=3:at='Wait'")
-    state = EarlyExitState(Budget(400, 40), mode, markers_of(tokenizer), True, 1000, texts=trial_texts(tokenizer, mode),
+    state = EarlyExitState(Budget(400, 40), mode, markers_of(tokenizer), PROMPT_OPEN, 1000, texts=trial_texts(tokenizer, mode),
                            transitions=(tuple(tokenizer.encode("Wait", add_special_tokens=False)),))
     run_trial(state, tokenizer.encode("So 7.\n\nWait", add_special_tokens=False), answer_ids, [0.5] * 3)
     assert state.trials[0].confidence == pytest.approx(0.5) and state.trials[0].exited is exits
@@ -212,7 +212,7 @@ def test_a_deferred_trial_begins_where_the_next_request_starts(tokenizer):
     replay_round(driver, [*ids, eos], lambda k: 0.5)
     held = next(t for t in ids if "Wait" in tokenizer.decode([t]))
     assert driver.in_trial and driver.held == held and driver.trial_decoded == 0
-    args = budget_args(Budget(400, 40), driver.mode, driver.markers, True, 1000, driver.tokens, (), driver)
+    args = budget_args(Budget(400, 40), driver.mode, driver.markers, PROMPT_OPEN, 1000, driver.tokens, (), driver)
     rebuilt = row_state(args, tokenizer=tokenizer)
     prompt = tokenizer.encode(DEER_PROMPT, add_special_tokens=False)
     assert rebuilt.in_trial and rebuilt.forced_token() == prompt[0] and rebuilt.held == held

@@ -146,13 +146,13 @@ def test_each_listed_summary_is_the_first_line_of_its_command_help():
 
 
 def test_mode_options_point_to_the_modes_page_which_holds_the_grammar():
-    from e1.engine import mode_names, modes_reference, modes_usage
+    from e1.engine import modes_reference, modes_usage
 
     page = shown(("e1", "help"), "modes")
     assert all(len(line) <= 80 for line in page.splitlines())
+    unwrapped = "".join(line.strip() for line in page.splitlines())  # an item longer than 80 columns wraps
     for item in modes_usage().split(" | "):
-        assert item in page.splitlines()[page.splitlines().index("Grammar:") + 2:][:len(mode_names())] or \
-            f"  {item}" in page.splitlines(), item
+        assert item in unwrapped, item
     for name, summary, helps in modes_reference():
         assert words(f"{name}: {summary}") in words(page)
         assert all(words(help) in words(page) for help in helps)
