@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pandas as pd
 import pyarrow.dataset as ds
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.modes import Mode
+from e1.errors import ResultsError
 from e1.store import MODE_FORMAT, MODE_FORMAT_KEY, SampleStore, mode_format
 
 OLD_RUN = Path(__file__).parent / "fixtures" / "old_run"  # written by e1 at 0d4ee68: two early-exit modes
@@ -50,10 +52,19 @@ def test_texts_round_trip_and_an_old_text_reads_as_e1_s_recipe(values, recipe, c
         assert Mode.parse(Mode.legacy(f"{text}:recipe={recipe}")) == Mode.parse(f"{text}:recipe={recipe}")
 
 
-@given(st.sampled_from(["elastic", "elastic:grace=4", "soft:start=0.5:strength=4:shape=exp", "budget-forcing:wait=1",
+@given(st.sampled_from(["elastic", "elastic:grace=4", "soft:start=0.5:strength=4:shape=exp", "budget-forcing:answer=s1",
                         "none", "truncate", "nonsense:x=1", "early-exit:bogus=1", "", "early-exit:at='open"]))
 def test_other_texts_and_texts_that_do_not_parse_are_left_as_they_are(text):
     assert Mode.legacy(text) == text
+
+
+@given(st.integers(0, 8), st.sampled_from([None, "qwen"]))
+def test_an_old_budget_forcing_text_reads_as_the_text_it_forced_then(wait, exit):
+    """Before s1's layout, budget-forcing forced ``</think>Final Answer:``: today's ``answer=inline``."""
+    options = {key: value for key, value in (("wait", wait), ("exit", exit)) if value}
+    text = str(Mode("budget-forcing", **options))
+    upgraded = Mode.legacy(text)
+    assert Mode.parse(upgraded) == Mode.parse(text).replace(answer="inline") and Mode.legacy(upgraded) == upgraded
 
 
 def test_defaults_of_a_bare_early_exit_are_deer_s_and_recipe_e1_keeps_the_old_variant():
@@ -119,7 +130,7 @@ class _Counting:
         return self.engine.generate(prompts, budget, mode, *args, **kwargs)
 
 
-def test_an_old_run_resumes_with_its_meaning_then_a_bare_early_exit_decodes_deer_beside_it(
+def test_an_old_run_resumes_with_its_meaning_and_a_bare_early_exit_is_deer_s(
         tmp_path, tiny_model_dir, tiny_engine):
     from e1.eval.run import evaluate
 
@@ -133,16 +144,17 @@ def test_an_old_run_resumes_with_its_meaning_then_a_bare_early_exit_decodes_deer
     assert config[MODE_FORMAT_KEY] == MODE_FORMAT and config["modes"] == [Mode.legacy(m) for m in old["modes"]]
     on_disk = pd.read_parquet(run / "samples.parquet")  # the labels were written so, once
     assert set(on_disk["mode"]) == set(resumed["mode"]) >= {Mode.legacy(m) for m in OLD_EARLY_EXIT}
-    # the same command with today's bare early-exit: DEER's recipe, new cells beside the old ones
+    # today's bare early-exit added to that folder: one grid per folder, so it is refused in one line
     deer = [Mode.parse(m) for m in OLD_EARLY_EXIT]
-    both, _ = evaluate(_eval_config(run, data, tiny_model_dir, [*old_modes, *deer]), engine=engine)
-    assert sorted(engine.modes) == sorted(OLD_EARLY_EXIT)
-    assert len(both) == len(resumed) + 2 * len(deer)
-    assert both[both["mode"].isin(resumed["mode"])].reset_index(drop=True).equals(resumed)
+    with pytest.raises(ResultsError, match="holds a run of modes"):
+        evaluate(_eval_config(run, data, tiny_model_dir, [*old_modes, *deer]), engine=engine)
+    assert engine.modes == []
     for label in OLD_EARLY_EXIT:
         assert Mode.parse(label).recipe == "deer" and Mode.parse(Mode.legacy(label)).recipe == "e1"
-    reread = SampleStore(run, legacy=Mode.legacy).read()  # the new format: the bare labels are DEER's, kept so
-    assert set(OLD_EARLY_EXIT) <= set(reread["mode"])
+    # in a folder of its own the same bare texts decode DEER's recipe, and are read back as written
+    fresh, _ = evaluate(_eval_config(tmp_path / "deer", data, tiny_model_dir, deer), engine=engine)
+    assert sorted(engine.modes) == sorted(OLD_EARLY_EXIT) and set(fresh["mode"]) == set(OLD_EARLY_EXIT)
+    assert set(SampleStore(tmp_path / "deer", legacy=Mode.legacy).read()["mode"]) == set(OLD_EARLY_EXIT)
 
 
 def test_a_fresh_run_records_the_format_and_deer_s_meaning(tmp_path, tiny_model_dir, tiny_engine):

@@ -172,14 +172,16 @@ def test_pickling_a_mode_goes_through_its_text():
 
 
 def test_mode_strings_of_an_old_run_read_back_as_written():
-    """Each text parses and writes back; read as an old run's (Mode.legacy), early-exit's name e1's recipe."""
+    """Each text parses and writes back; read as an old run's (Mode.legacy), early-exit's name e1's recipe and
+    budget-forcing's e1's earlier forced text (answer=inline)."""
     written = json.loads((OLD_RUN / "config.json").read_text())["modes"]
     stored = set(pd.read_parquet(OLD_RUN / "samples.parquet")["mode"])
     assert stored <= set(written) | {"soft"} and len(written) == 11
     for text in [*written, *stored]:
         assert str(Mode.parse(text)) == text
-        legacy = Mode.parse(Mode.legacy(text))
-        assert legacy == (Mode.parse(text + ":recipe=e1") if Mode.parse(text).trials else Mode.parse(text))
+        mode, legacy = Mode.parse(text), Mode.parse(Mode.legacy(text))
+        then = mode.replace(recipe="e1") if mode.trials else mode.replace(answer="inline") if mode.takes("answer") else mode
+        assert legacy == then
 
 
 def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny_model_dir, tiny_engine):
