@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -424,7 +425,7 @@ def test_cli_prepare_option_errors(args, message):
 @pytest.mark.parametrize("command", [["data"], ["data", "list"], ["data", "prepare"]])
 def test_help_has_examples(command):
     result = runner.invoke(app, [*command, "--help"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0 and "Example: e1 data" in result.output
+    assert result.exit_code == 0 and re.search(r"Examples?:\s*\n[\s\n]*e1 data ", result.output)  # each on its own line
     if command[-1] == "prepare":
         assert "E1_HUB_MIRROR" in result.output
 

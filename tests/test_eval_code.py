@@ -155,10 +155,12 @@ def test_a_run_written_before_the_code_columns_resumes(tmp_path, tiny_engine):
                                 for i in range(2)))
     engine = HFEngine(tiny_engine.model, tiny_engine.tokenizer, tiny_engine.markers, batch_size=4)
     out = tmp_path / "run"
-    evaluate(math_config(out, problems, budgets=(Budget(4, 4),), n=1), engine=engine)
+    budgets = (Budget(4, 4), Budget(2, 4))
+    evaluate(math_config(out, problems, budgets=budgets, n=1), engine=engine)
+    # an interrupted run written before the code columns: the t=2 cell's rows are still to decode
     old = pd.read_parquet(out / "samples.parquet").drop(columns=["tests_passed", "first_failure"])
-    old.to_parquet(out / "samples.parquet", index=False)
-    samples, _ = evaluate(math_config(out, problems, budgets=(Budget(4, 4), Budget(2, 4)), n=1), engine=engine)
+    old[old["think_budget"] == 4].to_parquet(out / "samples.parquet", index=False)
+    samples, _ = evaluate(math_config(out, problems, budgets=budgets, n=1), engine=engine)
     assert len(samples) == 4 and samples["tests_passed"].isna().all() and samples["first_failure"].isna().all()
     assert list(pd.read_parquet(out / "samples.parquet").columns) == SAMPLE_COLUMNS
 

@@ -55,6 +55,11 @@ def frequent_marker(engines):
     _, hf = engines
     outputs = hf.generate(prompts_for(hf.tokenizer), Budget(8, 8), Mode("none"), GREEDY)
     special = set(hf.tokenizer.all_special_ids) | set(hf.markers.start_ids) | set(hf.markers.end_ids)
+    # nor a token the prompt writes after its <think> (the template's newline): a prompt whose last
+    # marker is the end one has closed thinking, as vLLM reads it
+    start = hf.markers.start_ids[-1]
+    for ids in hf.encode(prompts_for(hf.tokenizer)):
+        special |= set(ids[len(ids) - ids[::-1].index(start):]) if start in ids else set()
     counts = Counter(t for c in outputs for t in c.token_ids[2:10] if t not in special)
     token = counts.most_common(1)[0][0]
     return hf.tokenizer.convert_ids_to_tokens(token)

@@ -55,7 +55,7 @@ def markers_for(rng: random.Random) -> Markers:
 
 MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
          "budget-forcing:wait=2", "budget-forcing:wait=1:exit='y'", "soft", "soft:start=0.5:strength=4:shape=exp",
-         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='0[0-3]'", "soft:start=0.5:stop='0[0-3]'", "early-exit:trial=2"]
+         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='0[0-3]'", "soft:start=0.5:stop='0[0-3]'", "early-exit:trial=2:recipe=e1"]
 
 
 class Processor(V2BudgetProcessor):
