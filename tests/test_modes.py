@@ -11,7 +11,6 @@ import ast
 import json
 import re
 import shutil
-from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd

@@ -282,7 +282,8 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
 
     out, main = Path(config.out), group.ranks.main
     if main:
-        upgrade_run(out, SampleStore(out, legacy=Mode.legacy))  # an old sweep's labels first, then today's config
+        if (out / CONFIG).exists():  # a sweep written before: its old labels first, then today's config
+            upgrade_run(out, SampleStore(out, legacy=Mode.legacy))
         write_json({**config.to_json(), "kind": "sweep", "e1_version": __version__}, out / CONFIG)
     load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)
