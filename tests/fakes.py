@@ -83,7 +83,9 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
 
         limit = think_limit(budget, mode)  # t, or soft's ceiling
         assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
-        assert c.think_end in ("natural", "budget", "pattern", "open")
+        # "": the prompt closed thinking itself (its last marker the end one): all solution, nothing forced
+        assert c.think_end in ("natural", "budget", "pattern", "open") or (c.think_end == "" and not c.think_tokens
+                                                                           and not c.forced)
         assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end != "open")
         natural_end = c.think_end == "natural"
         if c.think_end == "pattern":  # a stop pattern matched: forced whenever it matched, before the limit

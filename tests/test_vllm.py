@@ -55,11 +55,6 @@ def frequent_marker(engines):
     _, hf = engines
     outputs = hf.generate(prompts_for(hf.tokenizer), Budget(8, 8), Mode("none"), GREEDY)
     special = set(hf.tokenizer.all_special_ids) | set(hf.markers.start_ids) | set(hf.markers.end_ids)
-    # nor a token the prompt writes after its <think> (the template's newline): a prompt whose last
-    # marker is the end one has closed thinking, as vLLM reads it
-    start = hf.markers.start_ids[-1]
-    for ids in hf.encode(prompts_for(hf.tokenizer)):
-        special |= set(ids[len(ids) - ids[::-1].index(start):]) if start in ids else set()
     counts = Counter(t for c in outputs for t in c.token_ids[2:10] if t not in special)
     token = counts.most_common(1)[0][0]
     return hf.tokenizer.convert_ids_to_tokens(token)
@@ -85,16 +80,16 @@ def test_greedy_tokens_equal_the_transformers_backend(engines, frequent_marker, 
         assert [dataclasses.asdict(c) for c in ours] == [dataclasses.asdict(c) for c in theirs]
 
 
-def test_the_frequent_marker_exercises_natural_ends_and_waits(engines, frequent_marker):
-    """Guards the test above: with that marker some rows end thinking by themselves."""
-    vllm_engine, _ = with_markers(engines, frequent_marker)
+def test_the_frequent_marker_closes_the_prompts_thinking(engines, frequent_marker):
+    """Guards the test above. The tiny model repeats its prompt's last token, the template's newline after
+    <think>, so that newline is the frequent marker, and a prompt whose last marker is the end one has
+    closed thinking (as vLLM reads it): every row decodes as all solution on both engines, nothing forced."""
+    vllm_engine, hf = with_markers(engines, frequent_marker)
     prompts = prompts_for(vllm_engine.tokenizer)
-    elastic = [c for t in (0, 9) for c in vllm_engine.generate(prompts, Budget(t, 6), Mode("elastic"), GREEDY)]
-    assert any(c.closed and not c.forced for c in elastic) and any(c.forced for c in elastic)
-    waited = vllm_engine.generate(prompts, Budget(9, 6), Mode.parse("budget-forcing:wait=2"), GREEDY)
-    wait_ids = vllm_engine.markers.wait_ids
-    assert any(c.token_ids[i : i + len(wait_ids)] == list(wait_ids) and c.forced_mask[i]
-               for c in waited for i in range(len(c.token_ids)))
+    assert {vllm_engine.markers.prompt_thinking(ids) for ids in vllm_engine.encode(prompts)} == {"closed"}
+    for engine in (vllm_engine, hf):
+        rows = [c for t in (0, 9) for c in engine.generate(prompts, Budget(t, 6), Mode("elastic"), GREEDY)]
+        assert all(c.think_tokens == 0 and not c.forced and c.think_end == "" and c.solve_tokens for c in rows)
 
 
 @pytest.mark.parametrize("mode", MODES)
