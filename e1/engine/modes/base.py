@@ -223,6 +223,17 @@ class Mode:
         return text
 
     @staticmethod
+    def _naming(text: str, key: str, then: str) -> str:
+        """``text`` with option ``key`` written as ``then`` (what it meant before ``key`` existed),
+        unless it names ``key`` itself; a text that does not parse is returned as it is."""
+        if key in Mode.option_keys(text):
+            return text
+        try:
+            return str(Mode.parse(text).replace(**{key: then}))
+        except ConfigError:
+            return text
+
+    @staticmethod
     def option_keys(text: str) -> list[str]:
         """The option names a mode text writes, in order (quoted colons kept inside their option)."""
         return [item.partition("=")[0] for item in _OPTION.findall(str(text).strip().partition(":")[2])]

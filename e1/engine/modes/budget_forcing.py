@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from e1.engine.modes.base import Mode, register
 from e1.engine.modes.options import EXIT, GRACE, STOP, Count, Word
-from e1.errors import ConfigError
 
 WAIT = Count("wait", "wait=2: the first two natural ends of thinking become 'Wait'", default=0, max=1000)
 ANSWER = Word("answer", "answer=s1|inline: at t force s1's '\\n</think>\\nFinal Answer:' (default) or e1's "
@@ -38,12 +37,7 @@ class BudgetForcing(Mode):
     @classmethod
     def _upgraded(cls, text: str) -> str:
         """A recorded text without ``answer=`` forced e1's earlier ``</think>Final Answer:``: it names it now."""
-        if "answer" in Mode.option_keys(text):
-            return text
-        try:
-            return str(Mode.parse(text).replace(answer="inline"))
-        except ConfigError:
-            return text
+        return Mode._naming(text, "answer", "inline")
 
     @property
     def answer_lines(self) -> bool:

@@ -106,12 +106,7 @@ class EarlyExit(Mode):
     @classmethod
     def _upgraded(cls, text: str) -> str:
         """A recorded text without ``recipe=`` meant e1's variant (the only one then): it names it now."""
-        if "recipe" in Mode.option_keys(text):
-            return text
-        try:
-            return str(Mode.parse(text).replace(recipe="e1"))
-        except ConfigError:
-            return text
+        return Mode._naming(text, "recipe", "e1")
 
     @property
     def _defaults(self) -> dict:
