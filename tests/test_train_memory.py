@@ -133,3 +133,107 @@ def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(prompts, sa
     for gib, expected in ((0, None), (1.5, 3 * 2**29)):  # 0: vLLM's own sizing from gpu_memory_utilization
         assert kv_cache_bytes(TrainConfig(model="m", data="d", kv_cache_gib=gib), model, prompt, world=1) == expected
     assert kv_cache_bytes(config, SimpleNamespace(), prompt, world=1) is None  # no KV shape known: vLLM decides
+
+
+@pytest.fixture(scope="module")
+def reference_runs(tmp_path_factory):
+    """tests/zero_reference.py over two gloo ranks: the KL reference under ZeRO-3 (persistence
+    threshold 0: every weight partitioned), without and with ``ref_offload``. Rows by (offload, rank)."""
+    pytest.importorskip("deepspeed", reason="pip install -e .[deepspeed]")
+    from e1.models.tiny import build_tiny_model
+    from tests.test_deepspeed import free_port
+
+    root = tmp_path_factory.mktemp("reference")
+    model = build_tiny_model(root / "model", hidden_size=128, intermediate_size=256, layers=2, heads=4, kv_heads=2)
+    (root / "zero3.json").write_text(json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}))
+    env = os.environ | {"OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": os.environ.get(
+        "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions"))}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
+               str(Path(__file__).with_name("zero_reference.py")), str(model), str(root)]
+    result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return {(row["offload"], row["rank"]): row for row in rows}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offload", [False, True])
+def test_zero3_reference_is_partitioned_like_the_policy(reference_runs, offload):
+    """Invariant: under ZeRO-3 each rank holds 1/W of the reference's weights, none of them whole
+    outside a forward, and the accounting counts exactly that share (fp32: 4 bytes a weight)."""
+    for rank in (0, 1):
+        row = reference_runs[(offload, rank)]
+        n, world = row["numel"], row["world"]
+        assert world == 2 and n % (2 * world) == 0  # shards without padding: the counts below are exact
+        assert row["full"] == n and row["local"] == n // world and row["whole"] == 0
+        assert row["reference_bytes"] == 4 * row["local"] + row["buffer_bytes"]  # + rotary inv_freq
+        assert not row["trainable"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offload", [False, True])
+def test_zero3_reference_log_probs_equal_the_whole_models(reference_runs, offload):
+    """Each rank's own micro-batches (whole groups and split ones) score the same under the
+    partitioned reference as under the model loaded whole."""
+    for rank in (0, 1):
+        assert reference_runs[(offload, rank)]["max_diff"] <= 1e-5
+
+
+@pytest.mark.slow
+def test_ref_offload_keeps_the_partition_in_cpu_memory(reference_runs):
+    """DeepSpeed runs the reference with its parameter offload to the CPU exactly when asked.
+    On a CPU-only machine the accelerator is the CPU too, so "off the accelerator" is only
+    visible on a GPU, where the same rows must show the partitions' device as cpu."""
+    for rank in (0, 1):
+        assert reference_runs[(True, rank)]["offload_device"] == "cpu"
+        assert reference_runs[(True, rank)]["devices"] == ["cpu"]
+        assert reference_runs[(False, rank)]["offload_device"] is None
+
+
+@given(stage=st.one_of(st.none(), st.integers(0, 3)), preset=st.booleans(), offload=st.booleans(),
+       extra=st.dictionaries(st.sampled_from(["overlap_comm", "reduce_bucket_size", "offload_optimizer"]),
+                             st.one_of(st.booleans(), st.integers(1, 10**9))))
+@settings(max_examples=40, deadline=None)
+def test_ref_offload_is_accepted_exactly_under_zero3(tmp_path_factory, stage, preset, offload, extra):
+    """The one gate (TrainConfig): ``ref_offload`` with a preset or a JSON file of any stage, or
+    with no DeepSpeed at all, is refused with one line unless the run is ZeRO-3."""
+    pytest.importorskip("deepspeed", reason="pip install -e .[deepspeed]")
+    from e1.errors import ConfigError
+    from e1.grpo.config import TrainConfig
+
+    if stage is None:
+        spec = None
+    elif preset and stage > 0:
+        spec = f"zero{stage}"
+    else:
+        spec = str(tmp_path_factory.mktemp("ds") / "ds.json")
+        Path(spec).write_text(json.dumps({"zero_optimization": {"stage": stage, **extra}}))
+    if offload and stage != 3:
+        with pytest.raises(ConfigError, match="ref_offload needs ZeRO-3"):
+            TrainConfig(model="m", data="d", deepspeed=spec, ref_offload=offload)
+    else:
+        assert TrainConfig(model="m", data="d", deepspeed=spec, ref_offload=offload).ref_offload == offload
+
+
+@given(policy=st.fixed_dictionaries(
+    {"zero_optimization": st.fixed_dictionaries({"stage": st.integers(0, 3)}, optional={
+        "overlap_comm": st.booleans(), "offload_optimizer": st.just({"device": "cpu"}),
+        "stage3_param_persistence_threshold": st.integers(0, 10**6)})},
+    optional={"optimizer": st.just({"type": "AdamW"}), "gradient_clipping": st.floats(0.1, 10),
+              "bf16": st.just({"enabled": True}), "train_micro_batch_size_per_gpu": st.integers(1, 8)}),
+    offload=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_the_reference_config_is_inference_only_zero3(policy, offload):
+    """Whatever the policy's config, the reference's has no optimizer to build, partitions at
+    stage 3, offloads its parameters exactly when asked, and keeps every other key of the policy's."""
+    from e1.grpo.parallel import reference_config
+
+    ref = reference_config(policy, offload)
+    zero = ref["zero_optimization"]
+    assert zero["stage"] == 3 and "offload_optimizer" not in zero
+    assert ("offload_param" in zero) == offload and (not offload or zero["offload_param"]["device"] == "cpu")
+    assert "optimizer" not in ref and "gradient_clipping" not in ref
+    kept = {k: v for k, v in policy.items() if k not in ("optimizer", "gradient_clipping", "zero_optimization")}
+    assert {k: v for k, v in ref.items() if k != "zero_optimization"} == kept
+    for key, value in policy["zero_optimization"].items():
+        assert key in ("stage", "offload_optimizer") or zero[key] == value

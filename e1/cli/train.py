@@ -89,6 +89,7 @@ class TrainOptions:
     report_to: Annotated[str, _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).", RUN)] = DEFAULTS["report_to"]
     include: Annotated[Optional[list[str]], typer.Option("--include", show_default=False, rich_help_panel=DATA, help="Your own code to import first: a .py file or a folder that registers rewards (@register_reward), datasets or prompt styles; repeat for several. Recorded in config.json: --resume loads it again.")] = None
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).", SCALE, shown="none")] = None
+    ref_offload: Annotated[bool, typer.Option("--ref-offload/--no-ref-offload", help="Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower ref_logprob phase.", rich_help_panel=SCALE)] = DEFAULTS["ref_offload"]
 
 
 EXAMPLES = """Examples:

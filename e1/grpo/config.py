@@ -31,6 +31,7 @@ from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
 from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
+from e1.grpo.parallel import zero_stage
 from e1.numeric import Number, check_numbers
 from e1.rewards import ScoringSpec
 from e1.store import model_identity
@@ -114,6 +115,9 @@ class TrainConfig:
     scoring: ScoringSpec = field(default_factory=ScoringSpec)
     data_dir: Path | None = None  # where prepared datasets live (default: $E1_DATA_DIR)
     deepspeed: str | None = None  # ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON file; None = one device
+    # under ZeRO-3 (the reference is then partitioned like the policy): keep the reference model's
+    # partition in CPU memory, each layer fetched for its forward (slower ref_logprob, less GPU memory)
+    ref_offload: bool = False
     algo: str = "grpo"  # grpo: budget-constrained GRPO | sft: supervised fine-tuning on the data's `completion` column
     lr_schedule: str = "constant"  # constant (the paper) | cosine (decay to 0 over `steps`)
     warmup_steps: int = 0  # linear warm-up of the learning rate over the first N steps
@@ -160,6 +164,9 @@ class TrainConfig:
         if self.deepspeed is not None and importlib.util.find_spec("deepspeed") is None:
             raise ConfigError(f"--deepspeed {self.deepspeed} needs DeepSpeed, which is not installed",
                               hint="pip install 'e1[deepspeed]', or leave out --deepspeed to train on one device")
+        if self.ref_offload and (self.deepspeed is None or zero_stage(self.deepspeed) != 3):
+            raise ConfigError(f"ref_offload needs ZeRO-3, not {self.deepspeed or 'one device'}",
+                              hint="add --deepspeed zero3 (only a partitioned reference is offloaded), or drop --ref-offload")
         self._check_engines()
 
     def _check_engines(self) -> None:

@@ -14,7 +14,9 @@ Every tensor storage is counted once, under the first kind that reaches it, in t
 - ``optimizer``: the optimizer's state (AdamW's two moments and step counts);
 - ``grads``: gradients held (``.grad`` of the weights and of the master copy);
 - ``buffers``: any other tensor the ZeRO optimizer keeps (gradient buckets, flat gradient partitions);
-- ``reference``: the frozen reference model of the KL term; ``rollout``: a rollout engine's own copy.
+- ``reference``: the frozen reference model of the KL term, as this rank holds it (under ZeRO-3 its
+  partition, wherever it lives: with ``ref_offload`` that is CPU memory); ``rollout``: a rollout
+  engine's own copy.
 
 On CPU nothing else holds memory for training, so these kinds are all of it; on a GPU the
 per-phase peaks add activations, logits and vLLM's KV cache, which no tensor walk sees.
@@ -65,11 +67,22 @@ def account(strategy, reference=None, rollout=None) -> Usage:
         "optimizer": [t for state in base.state.values() for t in _tensors(state)],
         "grads": [p.grad for p in (*strategy.policy.parameters(), *_params(base)) if p.grad is not None],
         "buffers": list(_tensors(vars(optimizer), depth=3)) if optimizer is not base else [],
-        "reference": list(reference.parameters()) + list(reference.buffers()) if reference is not None else [],
+        "reference": _held(reference) if reference is not None else [],
         "rollout": list(rollout.parameters()) if rollout is not None and rollout is not strategy.policy else [],
     }
     seen: set[tuple] = set()
     return Usage(**{kind: _new_bytes(tensors, seen) for kind, tensors in kinds.items()})
+
+
+def _held(model) -> list:
+    """What this rank holds of ``model``: each weight's partition under ZeRO-3 (``ds_tensor``, in
+    CPU memory when offloaded), a weight kept whole (persistent, or gathered now) and the buffers."""
+    held = []
+    for p in model.parameters():
+        if hasattr(p, "ds_tensor"):
+            held.append(p.ds_tensor)
+        held.append(p.data)  # empty under ZeRO-3 outside a gather, unless the weight persists
+    return held + list(model.buffers())
 
 
 def _params(optimizer) -> Iterator:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
@@ -89,6 +90,10 @@ class SingleDevice:
     def full_weights(self):
         return nullcontext(self.policy)
 
+    def reference(self, load: Callable[[str], object]):
+        """The frozen reference model of the KL term: ``load(device)``'s whole model, on the policy's device."""
+        return load(str(next(self.policy.parameters()).device)).requires_grad_(False)
+
     def save_optimizer(self, directory: Path) -> dict:
         """The optimizer state, to store in the checkpoint's state file."""
         return self.optimizer.state_dict()
@@ -114,8 +119,24 @@ class ZeRO:
         self.engine, *_ = deepspeed.initialize(model=model, config=ds_config,
                                                model_parameters=[p for p in model.parameters() if p.requires_grad])
         self.model, self.policy, self.optimizer = self.engine, self.engine.module, self.engine.optimizer
-        self.rank, self.world = rank, world
+        self.rank, self.world, self.ds_config = rank, world, ds_config
         self.resident = self.engine.zero_optimization_stage() < 3  # every rank holds every weight
+        self.ref_offload = config.ref_offload
+
+    def reference(self, load: Callable[[str], object]):
+        """The frozen reference model, held as the policy is: under stages 1-2 a whole copy on
+        every rank (no optimizer shards it); under ZeRO-3 a DeepSpeed engine with no optimizer
+        (:func:`reference_config`) that partitions it over the ranks like the policy and gathers
+        each layer for its forward. It is loaded on the CPU first, so no rank ever holds all of it
+        on the accelerator; with ``ref_offload`` its partition stays in CPU memory."""
+        import deepspeed
+
+        if self.resident:
+            return load(str(self.engine.device)).requires_grad_(False)
+        model = load("cpu").requires_grad_(False)
+        engine, *_ = deepspeed.initialize(model=model, config=reference_config(self.ds_config, self.ref_offload))
+        engine.eval()  # DeepSpeed's eval() returns None
+        return engine
 
     def zero_grad(self) -> None:
         pass  # DeepSpeed clears gradients itself when it steps
@@ -209,17 +230,7 @@ def deepspeed_config(spec: str, config, world_size: int, micro_batches: int) -> 
 
     ``micro_batches`` is the number of micro-batches per rank in one mini-batch (one optimizer step).
     """
-    if spec in PRESETS:
-        base = {"zero_optimization": {"stage": PRESETS[spec]}}
-    else:
-        path = Path(spec)
-        if not path.is_file():
-            raise ConfigError(f"--deepspeed {spec}: no such preset or file", hint="use zero1, zero2, zero3 or a DeepSpeed JSON file")
-        try:
-            base = json.loads(path.read_text())
-        except json.JSONDecodeError as err:
-            raise ConfigError(f"{path}: cannot parse: {err}", hint="fix the JSON") from None
-    return base | {
+    return deepspeed_base(spec) | {
         "train_micro_batch_size_per_gpu": config.micro_batch,
         "gradient_accumulation_steps": micro_batches,
         "train_batch_size": config.micro_batch * micro_batches * world_size,
@@ -229,6 +240,38 @@ def deepspeed_config(spec: str, config, world_size: int, micro_batches: int) -> 
         "fp16": {"enabled": False},
         "steps_per_print": 10**9,
     }
+
+
+def reference_config(policy: dict, offload: bool) -> dict:
+    """The inference-only ZeRO-3 config of the reference model: the policy's, less the optimizer
+    and its clipping (nothing steps it), with ``offload_param`` to the CPU when ``offload``."""
+    zero = {**policy.get("zero_optimization", {}), "stage": 3}
+    zero.pop("offload_optimizer", None)
+    if offload:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    dropped = ("optimizer", "scheduler", "gradient_clipping", "zero_optimization")
+    return {key: value for key, value in policy.items() if key not in dropped} | {"zero_optimization": zero}
+
+
+def zero_stage(spec: str) -> int:
+    """The ZeRO stage that ``--deepspeed spec`` runs (a preset's, or the JSON file's; 0 if it sets none)."""
+    return int(deepspeed_base(spec).get("zero_optimization", {}).get("stage", 0))
+
+
+def deepspeed_base(spec: str) -> dict:
+    """The DeepSpeed config ``--deepspeed`` names before e1 adds its own keys: a preset's, or the file's."""
+    if spec in PRESETS:
+        return {"zero_optimization": {"stage": PRESETS[spec]}}
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"--deepspeed {spec}: no such preset or file", hint="use zero1, zero2, zero3 or a DeepSpeed JSON file")
+    try:
+        base = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: cannot parse: {err}", hint="fix the JSON") from None
+    if not isinstance(base, dict) or not isinstance(base.get("zero_optimization", {}), dict):
+        raise ConfigError(f"{path}: expected a JSON object with a zero_optimization object", hint="see DeepSpeed's config docs")
+    return base
 
 
 def world_size() -> int:

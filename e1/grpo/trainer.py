@@ -16,7 +16,8 @@
 3. ``advantage`` — :func:`~e1.grpo.core.group_advantages` over each prompt's group, and the
    step cut into mini-batches of micro-batches (:mod:`e1.grpo.batches`).
 4. ``old_logprob`` / ``ref_logprob`` — log-probs of exactly the rollout token ids under the policy
-   and the frozen initial model; the reference is not loaded at all when ``kl_coef == 0``. With
+   and the frozen initial model; the reference is not loaded at all when ``kl_coef == 0``, and
+   under ZeRO-3 it is partitioned over the ranks like the policy (``ref_offload``: in CPU memory). With
    one PPO epoch the first mini-batch meets the unchanged policy, so its old log-probs *are* the
    update's own, detached (ratio exactly 1): only later mini-batches need the forward.
 5. ``update`` — per mini-batch one optimizer step after gradient accumulation over its
@@ -155,8 +156,9 @@ class Trainer:
         uses_vllm(config, world)  # a --tp that does not tile the ranks fails before the weights load
         start = str(latest or config.model)
         model = load_checkpoint_model(latest, config.engine.dtype, device) if latest else load_model(start, config.engine.dtype, device)
-        ref_model = load_model(config.model, config.engine.dtype, device).requires_grad_(False) if config.kl_coef > 0 else None
         strategy = parallel_strategy(config, model, rank, world)
+        ref_model = strategy.reference(lambda where: load_model(config.model, config.engine.dtype, where)) \
+            if config.kl_coef > 0 else None  # held as the policy is: partitioned under ZeRO-3
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
             write_json({**config.to_json(), "kind": "train", "e1_version": __version__,
