@@ -237,3 +237,66 @@ def test_the_reference_config_is_inference_only_zero3(policy, offload):
     assert {k: v for k, v in ref.items() if k != "zero_optimization"} == kept
     for key, value in policy["zero_optimization"].items():
         assert key in ("stage", "offload_optimizer") or zero[key] == value
+
+
+def saved_tensor_bytes(model_step) -> tuple[int, object]:
+    """Bytes of the distinct storages autograd keeps for the backward while ``model_step()`` runs
+    (those a checkpointed layer recomputes are never kept), and its result."""
+    import torch
+
+    seen: dict[int, int] = {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        result = model_step()
+    return sum(seen.values()), result
+
+
+@pytest.mark.parametrize("micro_batch", [4, 2])  # whole groups (a shared prompt forward) and split ones
+def test_activation_checkpointing_gives_the_same_gradients_and_keeps_less(tiny_model_dir, tmp_path, micro_batch):
+    """The update under activation checkpointing: the same loss and gradients as without (it only
+    recomputes), fewer bytes kept for the backward, and every layer as it was afterwards (the
+    rollout engine decodes with the same module, with its KV cache)."""
+    import torch
+
+    from e1.grpo.batches import activation_checkpointing, checkpointed_layers, recomputing
+    from e1.grpo.trainer import Trainer
+    from tests.test_train import planned_step
+
+    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", kl_coef=0.0,
+                   micro_batch=micro_batch, save_every=100)
+    trainer = Trainer.create(config, reward=contains_char)
+    mb = planned_step(trainer)[2][0][0]
+    layers = checkpointed_layers(trainer.policy)
+    assert layers and not recomputing(trainer.policy)
+    results = {}
+    for enabled in (False, True):
+        trainer.policy.zero_grad(set_to_none=True)
+        with activation_checkpointing(trainer.policy, enabled):
+            assert recomputing(trainer.policy) == enabled
+            kept, (loss, _) = saved_tensor_bytes(lambda: trainer.policy_objective(mb, float(mb.mask.sum())))
+            loss.backward()
+        results[enabled] = kept, float(loss.detach()), [p.grad.clone() for p in trainer.policy.parameters()]
+        assert not recomputing(trainer.policy) and not any(layer.training for layer in layers)
+    (plain_kept, plain_loss, plain_grads), (kept, loss, grads) = results[False], results[True]
+    assert loss == pytest.approx(plain_loss, abs=1e-6)
+    for grad, plain in zip(grads, plain_grads):
+        torch.testing.assert_close(grad, plain, rtol=1e-4, atol=1e-6)
+    assert kept < plain_kept
+    assert trainer.rollouts.generate([0], step=1)  # decoding with the policy module still works
+
+
+def test_activation_checkpointing_trains_end_to_end(tiny_model_dir, tmp_path):
+    import pandas as pd
+
+    from e1.grpo.trainer import train
+
+    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", steps=2,
+                   kl_coef=0.001, activation_checkpointing=True)
+
+    metrics = pd.read_parquet(train(config, reward=contains_char) / "metrics.parquet")
+    assert len(metrics) == 2 and metrics["loss"].notna().all() and (metrics["grad_norm"] > 0).all()

@@ -15,6 +15,7 @@ draws exactly what it would have.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -93,10 +94,51 @@ class Batcher:
 
 def completion_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor:
     """Logits that predict each completion token, ``[B, C, V]``: each prompt forwarded once when
-    the micro-batch holds whole groups, else full sequences."""
-    if mb.group_size > 1:
+    the micro-batch holds whole groups, else (and while layers recompute: they keep no KV cache
+    to share) full sequences."""
+    if mb.group_size > 1 and not recomputing(model):
         return shared_prompt_logits(model, mb)
     return full_sequence_logits(model, mb)
+
+
+def checkpointed_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """``model``'s decoder layers that transformers can checkpoint (``GradientCheckpointingLayer``)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    return [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+
+
+def recomputing(model: torch.nn.Module) -> bool:
+    """Whether ``model``'s layers are inside :func:`activation_checkpointing` now."""
+    return any(layer.gradient_checkpointing and layer.training for layer in checkpointed_layers(model))
+
+
+@contextmanager
+def activation_checkpointing(model: torch.nn.Module, enabled: bool = True):
+    """Inside, each decoder layer of ``model`` keeps only its input for the backward and recomputes
+    the rest there (torch's non-reentrant checkpoint): a layer's activations, not all of them, are
+    alive at once, for about a third more update compute. Transformers checkpoints a layer only
+    when that layer's ``training`` flag is set, so exactly those flags are set here, not their
+    submodules': dropout stays off, and forwards outside (rollouts, log-probs) are untouched."""
+    from functools import partial
+
+    from torch.utils.checkpoint import checkpoint
+
+    layers = checkpointed_layers(model) if enabled else []
+    saved = [(layer.gradient_checkpointing, layer.training, layer.__dict__.get("_gradient_checkpointing_func"))
+             for layer in layers]
+    for layer in layers:
+        layer.gradient_checkpointing, layer.training = True, True
+        layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
+    try:
+        yield
+    finally:
+        for layer, (flag, training, func) in zip(layers, saved):
+            layer.gradient_checkpointing, layer.training = flag, training
+            if func is None:
+                layer.__dict__.pop("_gradient_checkpointing_func", None)
+            else:
+                layer._gradient_checkpointing_func = func
 
 
 def full_sequence_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor:

@@ -83,6 +83,9 @@ class TrainConfig:
     samples_per_prompt: int = 8  # completions per problem: the GRPO group size
     mini_batch_prompts: int = 64  # problems per optimizer step (prompts_per_step / this = updates per step)
     micro_batch: int = 8  # sequences per forward/backward (gradient accumulation; bounds memory)
+    # recompute each decoder layer's activations in the update's backward instead of keeping them:
+    # one layer's activations alive at a time, for about a third more update compute
+    activation_checkpointing: bool = False
     lr: float = 1e-6  # AdamW learning rate (peak: see lr_schedule and warmup_steps)
     weight_decay: float = 0.01  # AdamW weight decay
     grad_clip: float = 1.0  # max global gradient norm per optimizer step

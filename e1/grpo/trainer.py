@@ -22,8 +22,10 @@
    update's own, detached (ratio exactly 1): only later mini-batches need the forward.
 5. ``update`` — per mini-batch one optimizer step after gradient accumulation over its
    micro-batches, normalised by the mini-batch's token count; the learning rate follows
-   ``lr_schedule`` and ``warmup_steps``. How gradients are reduced and stepped is the
-   parallelism strategy's business (:mod:`e1.grpo.parallel`: one device or DeepSpeed ZeRO).
+   ``lr_schedule`` and ``warmup_steps``; with ``activation_checkpointing`` each layer's activations
+   are recomputed in the backward (:func:`~e1.grpo.batches.activation_checkpointing`). How
+   gradients are reduced and stepped is the parallelism strategy's business
+   (:mod:`e1.grpo.parallel`: one device or DeepSpeed ZeRO).
 6. ``sync`` — the rollout engine decodes with the new weights (a no-op when it decodes with the
    policy module itself; vLLM gets a copy of every tensor).
 
@@ -51,7 +53,9 @@ import torch
 from e1 import __version__
 from e1.budget import Budget
 from e1.engine import DEFAULT_END, Completion, Sampling
-from e1.grpo.batches import Batcher, MicroBatch, completion_logits, epoch_order
+from e1.errors import ConfigError
+from e1.grpo.batches import (Batcher, MicroBatch, activation_checkpointing, checkpointed_layers, completion_logits,
+                             epoch_order)
 from e1.grpo.checkpoint import (
     TrainerState,
     check_data,
@@ -156,6 +160,9 @@ class Trainer:
         uses_vllm(config, world)  # a --tp that does not tile the ranks fails before the weights load
         start = str(latest or config.model)
         model = load_checkpoint_model(latest, config.engine.dtype, device) if latest else load_model(start, config.engine.dtype, device)
+        if config.activation_checkpointing and not checkpointed_layers(model):
+            raise ConfigError(f"{config.model}: transformers cannot checkpoint this model's layers",
+                              hint="drop --activation-checkpointing (it needs GradientCheckpointingLayer decoder layers)")
         strategy = parallel_strategy(config, model, rank, world)
         ref_model = strategy.reference(lambda where: load_model(config.model, config.engine.dtype, where)) \
             if config.kl_coef > 0 else None  # held as the policy is: partitioned under ZeRO-3
@@ -340,18 +347,19 @@ class Trainer:
         aggregation = self.config.loss_config().aggregation
         totals: dict[str, float] = {"kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0}
         tokens = losses = grad_norms = 0.0
-        for batch in batches:
-            normalizer = strategy.normalizer(sum(loss_normalizer(mb.mask, aggregation) for mb in batch))
-            strategy.zero_grad()
-            for mb in batch:
-                loss, metrics = objective(mb, normalizer)
-                strategy.backward(loss)
-                count = float(mb.mask.sum())
-                tokens += count
-                losses += float(loss.detach())
-                for key in totals:
-                    totals[key] += metrics.get(key, math.nan) * count
-            grad_norms += strategy.step()
+        with activation_checkpointing(self.policy, self.config.activation_checkpointing):
+            for batch in batches:
+                normalizer = strategy.normalizer(sum(loss_normalizer(mb.mask, aggregation) for mb in batch))
+                strategy.zero_grad()
+                for mb in batch:
+                    loss, metrics = objective(mb, normalizer)
+                    strategy.backward(loss)
+                    count = float(mb.mask.sum())
+                    tokens += count
+                    losses += float(loss.detach())
+                    for key in totals:
+                        totals[key] += metrics.get(key, math.nan) * count
+                grad_norms += strategy.step()
         strategy.zero_grad()
         losses, tokens, *sums = strategy.sum([losses, tokens, *totals.values()])  # each rank's share of the loss
         return {"loss": losses / strategy.world / len(batches), "grad_norm": grad_norms / len(batches),
