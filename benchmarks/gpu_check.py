@@ -56,7 +56,10 @@ STRATEGIES = {  # name -> (launcher, e1 train flags); DeepSpeed needs a torchrun
     "vllm": ([], ["--backend", "vllm", "--gpu-memory-utilization", "0.3"]),
     "hf": ([], ["--backend", "hf"]),
     "zero2": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"], ["--deepspeed", "zero2"]),
-    "zero3": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"], ["--deepspeed", "zero3"]),
+    # one GPU is a world of one: ZeRO-3 shards nothing, so the memory options make its figure (the
+    # estimate behind them: benchmarks/grpo_memory.py; the H200's 73.6 GiB was float32 without them)
+    "zero3": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"],
+              ["--deepspeed", "zero3", "--dtype", "bfloat16", "--activation-checkpointing", "--ref-offload"]),
 }
 # the issue's shape: 16 prompts x 4 samples, t=512, s=256 (tiny: a CPU dry run)
 TRAIN_SHAPE = {False: dict(prompts=16, samples=4, think=512, solve=256), True: dict(prompts=4, samples=2, think=16, solve=8)}

@@ -263,7 +263,11 @@ def test_activation_checkpointing_gives_the_same_gradients_and_keeps_less(tiny_m
     rollout engine decodes with the same module, with its KV cache)."""
     import torch
 
-    from e1.grpo.batches import activation_checkpointing, checkpointed_layers, recomputing
+    from e1.grpo.batches import (
+        activation_checkpointing,
+        checkpointed_layers,
+        recomputing,
+    )
     from e1.grpo.trainer import Trainer
     from tests.test_train import planned_step
 

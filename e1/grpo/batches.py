@@ -148,7 +148,7 @@ def full_sequence_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     attention = torch.cat([mb.prompt_mask.repeat_interleave(k, 0), mb.completion_mask], dim=1)  # [B, P+C]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P+C]  left padding shifts nothing
     # position P-1+c predicts completion token c: keep the last C+1 positions' logits, drop the very last
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions,
+    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=False,
                    logits_to_keep=width + 1).logits  # [B, C+1, V]
     return logits[:, :-1]  # [B, C, V]
 
