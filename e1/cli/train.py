@@ -44,7 +44,7 @@ class TrainOptions:
     samples_per_prompt: Annotated[int, _opt("--samples-per-prompt", "Completions per problem (group size).", GRPO)] = DEFAULTS["samples_per_prompt"]
     mini_batch_prompts: Annotated[int, _opt("--mini-batch-prompts", "Problems per optimizer step.", OPTIMIZER)] = DEFAULTS["mini_batch_prompts"]
     micro_batch: Annotated[int, _opt("--micro-batch", "Sequences per forward/backward.", OPTIMIZER)] = DEFAULTS["micro_batch"]
-    activation_checkpointing: Annotated[bool, typer.Option("--activation-checkpointing/--no-activation-checkpointing", help="Keep only each decoder layer's input for the backward and recompute the rest there: far less memory in the update (at the 1.5B shape most of it), about a third more update compute.", rich_help_panel=OPTIMIZER)] = DEFAULTS["activation_checkpointing"]
+    activation_checkpointing: Annotated[bool, typer.Option("--activation-checkpointing", help="Keep only each decoder layer's input for the backward and recompute the rest there: far less memory in the update (at the 1.5B shape most of it), about a third more update compute.", rich_help_panel=OPTIMIZER)] = DEFAULTS["activation_checkpointing"]
     lr: Annotated[float, _opt("--lr", "AdamW learning rate.", OPTIMIZER)] = DEFAULTS["lr"]
     weight_decay: Annotated[float, _opt("--weight-decay", "AdamW weight decay.", OPTIMIZER)] = DEFAULTS["weight_decay"]
     grad_clip: Annotated[float, _opt("--grad-clip", "Max gradient norm.", OPTIMIZER)] = DEFAULTS["grad_clip"]
@@ -90,7 +90,7 @@ class TrainOptions:
     report_to: Annotated[str, _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).", RUN)] = DEFAULTS["report_to"]
     include: Annotated[Optional[list[str]], typer.Option("--include", show_default=False, rich_help_panel=DATA, help="Your own code to import first: a .py file or a folder that registers rewards (@register_reward), datasets or prompt styles; repeat for several. Recorded in config.json: --resume loads it again.")] = None
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).", SCALE, shown="none")] = None
-    ref_offload: Annotated[bool, typer.Option("--ref-offload/--no-ref-offload", help="Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower ref_logprob phase.", rich_help_panel=SCALE)] = DEFAULTS["ref_offload"]
+    ref_offload: Annotated[bool, typer.Option("--ref-offload", help="Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower ref_logprob phase.", rich_help_panel=SCALE)] = DEFAULTS["ref_offload"]
 
 
 EXAMPLES = """Examples:

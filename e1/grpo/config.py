@@ -37,6 +37,7 @@ from e1.rewards import ScoringSpec
 from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")
+MEMORY_OPTIONS = ("activation_checkpointing", "ref_offload")  # where tensors live, not what is trained
 LR_SCHEDULES = ("constant", "cosine")
 ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
 TRAIN_DTYPES = ("float32", "bfloat16", "float16")  # weights and optimizer state
@@ -248,8 +249,9 @@ class TrainConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
-        if not self.include:  # recorded only when given: config.json stays as it was without --include
-            del data["include"]
+        for key in ("include", *MEMORY_OPTIONS):  # recorded only when given: config.json stays as it was without them
+            if not data[key]:
+                del data[key]
         return data
 
 
