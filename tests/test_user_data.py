@@ -158,6 +158,7 @@ def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
                 ["eval", "--model", "nowhere", "--datasets", "aime"],
                 ["sweep", "--model", "nowhere", "--datasets", "aime"],
                 ["train", "--model", "nowhere", "--data", "aime", "--out", "t"],
+                ["data", "prepare", "aime", "--out", "data"],  # before any download
             ),
         ),
         (
@@ -188,6 +189,38 @@ def test_a_broken_include_is_one_line_before_any_model_loads(
         "eval", "--model", "nowhere", "--datasets", "aime", "--include", "nope.py"
     )
     assert code == 1 and "--include nope.py: no such file or folder" in said
+
+
+SHOUTS = '''
+from e1.data import Benchmark, Fields, register
+
+
+def shouts(benchmark, options):
+    return [{"id": f"s{i}", "problem": f"Shout {word}.", "answer": word.upper()} for i, word in enumerate(("hi", "go", "up"))]
+
+
+register(Benchmark(name="shouts", hub_id=None, split="test", description="words to shout", task="yell",
+                   fields=Fields(id="id"), load=shouts, origin="written in a test"))
+'''
+
+
+def test_data_prepare_includes_the_datasets_the_users_code_registers(tmp_path):
+    bench = tmp_path / "mine" / "shouts.py"
+    bench.parent.mkdir()
+    bench.write_text(SHOUTS)
+    code, said = e1_main("data", "prepare", "shouts", "--out", "data")
+    assert code == 1 and len(said.strip().splitlines()) == 1 and "unknown dataset 'shouts'" in said, said
+    code, said = e1_main("data", "prepare", "shouts", "--include", str(bench), "--out", "data")
+    assert code == 0 and "shouts: 3 rows" in said, said
+    frame = pd.read_parquet(tmp_path / "data" / "shouts.parquet")
+    assert list(frame["id"]) == ["s0", "s1", "s2"] and list(frame["answer"]) == ["HI", "GO", "UP"]
+    assert set(frame["task"]) == {"yell"}  # the registered dataset's task, not math
+    # a downloaded copy prepared under the registered name keeps that dataset's task
+    copy = write_jsonl(tmp_path / "copy.jsonl", [{"id": "c0", "problem": "Shout yes.", "answer": "YES"}])
+    code, said = e1_main("data", "prepare", "--from", str(copy), "--name", "shouts", "--include", "mine/shouts.py",
+                         "--out", "local")
+    assert code == 0, said
+    assert list(pd.read_parquet(tmp_path / "local" / "shouts.parquet")["task"]) == ["yell"]
 
 
 def test_include_takes_a_package_or_a_folder_of_modules_once_each(tmp_path):
