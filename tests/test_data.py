@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 import e1.data
@@ -455,3 +457,43 @@ def test_data_modules_import_no_heavy_libraries():
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+# ---- dataset_names: the names specs load under, known before loading (the one-grid check compares them) ----
+
+STEMS = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9 ._+-]{0,12}", fullmatch=True)
+DATASET_NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,8}", fullmatch=True)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=st.lists(st.tuples(STEMS, st.sampled_from(["jsonl", "csv", "canonical"]),
+                                st.lists(DATASET_NAMES, min_size=1, max_size=2, unique=True),
+                                st.sampled_from(["absolute", "relative", "dotted"])),
+                      min_size=1, max_size=3, unique_by=lambda file: file[0]))
+def test_dataset_names_are_the_names_the_specs_load_under(tmp_path_factory, monkeypatch, files):
+    """Whatever the files are called and however their paths are typed, ``dataset_names`` (no loading)
+    gives the names ``load_datasets`` keys them by: a file's stem, or the names a prepared parquet holds."""
+    from e1.data import dataset_names, load_datasets
+
+    folder = tmp_path_factory.mktemp("specs")
+    monkeypatch.chdir(folder.parent)
+    specs = []
+    for stem, kind, names, typed in files:
+        if kind == "canonical":
+            path = folder / f"{stem}.parquet"
+            pd.DataFrame({"id": [f"p{i}" for i in range(len(names))], "dataset": names, "problem": "p", "answer": "1",
+                          "task": "math", "task_version": 1}).to_parquet(path)
+        elif kind == "jsonl":
+            path = folder / f"{stem}.jsonl"
+            path.write_text(json.dumps({"problem": "p", "answer": "1"}) + "\n")
+        else:
+            path = folder / f"{stem}.csv"
+            path.write_text("problem,answer\np,1\n")
+        relative = path.relative_to(folder.parent)
+        specs.append({"absolute": str(path), "relative": str(relative), "dotted": f"./{relative}"}[typed])
+    try:
+        loaded = load_datasets(specs)
+    except DataError:  # two different files under one name: refused before any run, nothing to compare
+        return
+    assert dataset_names(specs) == sorted(loaded)
+    assert dataset_names([*specs, *reversed(specs)]) == sorted(loaded)  # a set: order and repeats aside

@@ -89,6 +89,26 @@ def test_a_new_budget_in_the_same_dir_is_refused_and_the_run_kept_whole(tmp_path
     assert set(pd.read_parquet(out / "summary.parquet")["think_budget"]) == {6}
 
 
+def test_another_dataset_in_the_same_dir_is_refused_and_the_same_one_resumes(tmp_path, problems_file, boxed_engine,
+                                                                             monkeypatch):
+    out = tmp_path / "run"
+    evaluate(config(out, problems_file), engine=boxed_engine)
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"id": "o0", "problem": "What is 5 + 5?", "answer": "10"}) + "\n")
+    with pytest.raises(ResultsError) as refused:
+        evaluate(config(out, other), engine=boxed_engine)
+    assert refused.value.message == f"{out} holds a run of datasets toy, not other"
+    assert "leave out --out" in refused.value.hint and "same datasets resumes it" in refused.value.hint
+    with pytest.raises(ResultsError) as refused:  # one more is another grid too
+        evaluate(config(out, problems_file, datasets=(str(problems_file), str(other))), engine=boxed_engine)
+    assert refused.value.message.endswith("holds a run of datasets toy, not other, toy")
+    monkeypatch.chdir(problems_file.parent)  # the same file typed another way is the same dataset: it resumes
+    counting = Interrupting(boxed_engine, fail_on=10**6)
+    samples, summary = evaluate(config(out, problems_file, datasets=("./toy.jsonl",)), engine=counting)
+    assert counting.calls == 0 and set(samples["dataset"]) == set(summary["dataset"]) == {"toy"}
+    assert set(pd.read_parquet(out / "samples.parquet")["dataset"]) == {"toy"}  # nothing of the other mixed in
+
+
 def test_registry_name_uses_the_prepared_parquet(tmp_path, boxed_engine, monkeypatch):
     data_dir = tmp_path / "data"
     data_dir.mkdir()

@@ -87,6 +87,19 @@ def test_defaults_are_shown_one_way_by_typer_not_written_in_help(path, command):
     assert "(default" not in text and "[default: None]" not in text
 
 
+def test_every_include_option_is_the_shared_one():
+    """--include is declared once (e1.cli.options): each command that takes it says the same, and those
+    that record it in config.json say so."""
+    from e1.cli.options import INCLUDE_HELP
+
+    taking = {" ".join(path[1:]): option.help for path, command in COMMANDS for option in options(command)
+              if "--include" in option.opts}
+    assert {"eval", "sweep", "train", "data prepare"} <= set(taking), sorted(taking)
+    assert all(text.startswith(INCLUDE_HELP) for text in taking.values()), taking
+    assert all("config.json" in taking[name] for name in ("eval", "sweep", "train"))
+    assert "config.json" not in taking["data prepare"]  # prepare writes no run folder
+
+
 @pytest.mark.parametrize("path, command", COMMANDS, ids=IDS)
 def test_each_example_shows_whole_on_its_own_lines(path, command):
     epilog = command.epilog or ""

@@ -42,6 +42,15 @@ def e1(*args: str):
     return CliRunner().invoke(app, list(args), prog_name="e1")
 
 
+def eval_args(model, datasets, command: str = "eval", **options) -> list[str]:
+    """The words of ``e1 COMMAND --model MODEL --datasets DATASETS``, then each option by name:
+    ``eval_args(m, d, think=4, n=2, out="run")`` → ``eval --model m --datasets d --think 4 --n 2 --out run``."""
+    words = [command, "--model", str(model), "--datasets", str(datasets)]
+    for name, value in options.items():
+        words += [f"--{name.replace('_', '-')}", str(value)]
+    return words
+
+
 def e1_main(*args: str) -> tuple[int, str]:
     """The real entry point (``python -m e1``), whose errors are one red line: (exit code, all output)."""
     done = subprocess.run(
@@ -84,22 +93,10 @@ def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
             {"problem": "What is 1 + 1?", "answer": "2", "level": "easy"},
         ],
     )
-    run = [
-        "eval",
-        "--model",
-        str(tiny_model_dir),
-        "--datasets",
-        str(data),
-        "--think",
-        "4",
-        "--solve",
-        "4",
-        "--n",
-        "2",
-        "--temperature",
-        "0",
-    ]
-    result = e1(*run, "--include", str(yell_file), "--out", "run")
+    run = eval_args(
+        tiny_model_dir, data, think=4, solve=4, n=2, temperature=0, out="run"
+    )
+    result = e1(*run, "--include", str(yell_file))
     assert result.exit_code == 0, result.output
     assert (
         "e1 view run" in result.output and "e1 export run" in result.output
@@ -121,9 +118,7 @@ def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
     )  # the yell reward, not math's (the gold "HI" is never boxed)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["include"] == [str(yell_file.resolve())]
-    again = e1(
-        *run, "--out", "run"
-    )  # a resume without --include: config.json brings the reward back
+    again = e1(*run)  # a resume without --include: config.json brings the reward back
     assert again.exit_code == 0, again.output
     assert len(pd.read_parquet(tmp_path / "run" / "samples.parquet")) == 4
 
@@ -134,9 +129,7 @@ def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
     data = write_jsonl(
         tmp_path / "p.jsonl", [{"problem": "p", "answer": "1", "task": "mathh"}]
     )
-    code, said = e1_main(
-        "eval", "--model", str(tiny_model_dir), "--datasets", str(data), "--out", "run"
-    )
+    code, said = e1_main(*eval_args(tiny_model_dir, data, out="run"))
     assert (
         code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1
     ), said
@@ -155,20 +148,21 @@ def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
             "raise ValueError('no key for my judge')",
             "ValueError: no key for my judge (at bad.py line 1)",
             (
-                ["eval", "--model", "nowhere", "--datasets", "aime"],
-                ["sweep", "--model", "nowhere", "--datasets", "aime"],
+                eval_args("nowhere", "aime"),
+                eval_args("nowhere", "aime", "sweep"),
                 ["train", "--model", "nowhere", "--data", "aime", "--out", "t"],
+                ["data", "prepare", "aime", "--out", "data"],  # before any download
             ),
         ),
         (
             "def broken(:\n",
             "SyntaxError",
-            (["eval", "--model", "nowhere", "--datasets", "aime"],),
+            (eval_args("nowhere", "aime"),),
         ),
         (
             "import not_a_module_anywhere",
             "ModuleNotFoundError",
-            (["eval", "--model", "nowhere", "--datasets", "aime"],),
+            (eval_args("nowhere", "aime"),),
         ),
     ],
 )
@@ -184,10 +178,62 @@ def test_a_broken_include_is_one_line_before_any_model_loads(
             and len(said.strip().splitlines()) == 1
         ), said
         assert "--include bad.py" in said and shown in said
-    code, said = e1_main(
-        "eval", "--model", "nowhere", "--datasets", "aime", "--include", "nope.py"
-    )
+    code, said = e1_main(*eval_args("nowhere", "aime", include="nope.py"))
     assert code == 1 and "--include nope.py: no such file or folder" in said
+
+
+SHOUTS = """
+from e1.data import Benchmark, Fields, register
+
+
+def shouts(benchmark, options):
+    return [{"id": f"s{i}", "problem": f"Shout {word}.", "answer": word.upper()} for i, word in enumerate(("hi", "go", "up"))]
+
+
+register(Benchmark(name="shouts", hub_id=None, split="test", description="words to shout", task="yell",
+                   fields=Fields(id="id"), load=shouts, origin="written in a test"))
+"""
+
+
+def test_data_prepare_includes_the_datasets_the_users_code_registers(tmp_path):
+    bench = tmp_path / "mine" / "shouts.py"
+    bench.parent.mkdir()
+    bench.write_text(SHOUTS)
+    code, said = e1_main("data", "prepare", "shouts", "--out", "data")
+    assert (
+        code == 1
+        and len(said.strip().splitlines()) == 1
+        and "unknown dataset 'shouts'" in said
+    ), said
+    code, said = e1_main(
+        "data", "prepare", "shouts", "--include", str(bench), "--out", "data"
+    )
+    assert code == 0 and "shouts: 3 rows" in said, said
+    frame = pd.read_parquet(tmp_path / "data" / "shouts.parquet")
+    assert list(frame["id"]) == ["s0", "s1", "s2"]
+    assert list(frame["answer"]) == ["HI", "GO", "UP"]
+    assert set(frame["task"]) == {"yell"}  # the registered dataset's task, not math
+    # a downloaded copy prepared under the registered name keeps that dataset's task
+    copy = write_jsonl(
+        tmp_path / "copy.jsonl",
+        [{"id": "c0", "problem": "Shout yes.", "answer": "YES"}],
+    )
+    code, said = e1_main(
+        "data",
+        "prepare",
+        "--from",
+        str(copy),
+        "--name",
+        "shouts",
+        "--include",
+        "mine/shouts.py",
+        "--out",
+        "local",
+    )
+    assert code == 0, said
+    assert list(pd.read_parquet(tmp_path / "local" / "shouts.parquet")["task"]) == [
+        "yell"
+    ]
 
 
 def test_include_takes_a_package_or_a_folder_of_modules_once_each(tmp_path):
@@ -261,58 +307,36 @@ def test_sft_learns_a_jsonl_completion_column(tmp_path, tiny_model_dir):
 def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(
     tmp_path, tiny_model_dir, problems_file
 ):
-    def run(think: str, *more: str):
-        return e1(
-            "eval",
-            "--model",
-            str(tiny_model_dir),
-            "--datasets",
-            str(problems_file),
-            "--think",
-            think,
-            "--solve",
-            "4",
-            "--n",
-            "1",
-            "--limit",
-            "2",
-            *more,
+    def args(think=4, datasets=problems_file, **more):
+        return eval_args(
+            tiny_model_dir, datasets, think=think, solve=4, n=1, limit=2, **more
         )
 
-    first, second = run("4"), run("4")
+    first, second = e1(*args()), e1(*args())
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     folders = sorted((tmp_path / "runs" / "eval").iterdir())
     assert len(folders) == 2 and all(
         re.fullmatch(r"tiny-toy-\d{8}-\d{6}(-\d+)?", f.name) for f in folders
     )
-    resumed = run("4", "--out", str(folders[0]))
+    resumed = e1(*args(out=folders[0]))
     assert (
         resumed.exit_code == 0 and "generating" not in resumed.output
     )  # every sample was there
-    code, said = e1_main(
-        "eval",
-        "--model",
-        str(tiny_model_dir),
-        "--datasets",
-        str(problems_file),
-        "--think",
-        "8",
-        "--solve",
-        "4",
-        "--n",
-        "1",
-        "--limit",
-        "2",
-        "--out",
-        str(folders[0]),
-    )
-    assert (
-        code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1
-    ), said
-    assert (
-        "holds a run of budgets t=4 s=4, not t=8 s=4" in said
-        and "leave out --out" in said
-    )
+    other = write_jsonl(tmp_path / "other.jsonl", [{"problem": "p", "answer": "1"}])
+    for refused, why in (
+        (args(8, out=folders[0]), "holds a run of budgets t=4 s=4, not t=8 s=4"),
+        (
+            args(datasets=other, out=folders[0]),
+            "holds a run of datasets toy, not other",
+        ),
+    ):
+        code, said = e1_main(*refused)
+        assert (
+            code == 1
+            and "Traceback" not in said
+            and len(said.strip().splitlines()) == 1
+        ), said
+        assert why in said and "leave out --out" in said
     config = json.loads((folders[0] / "config.json").read_text())
     summary = pd.read_parquet(folders[0] / "summary.parquet")
     assert [b["think"] for b in config["budgets"]] == [4] and list(
@@ -401,27 +425,12 @@ def test_a_tracker_that_cannot_log_is_refused_before_any_work(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
-    for command in (
-        [
-            "eval",
-            "--model",
-            str(tiny_model_dir),
-            "--datasets",
-            str(problems_file),
-            "--out",
-            "run",
-        ],
-        [
-            "sweep",
-            "--model",
-            str(tiny_model_dir),
-            "--datasets",
-            str(problems_file),
-            "--out",
-            "run",
-        ],
-    ):
-        code, said = e1_main(*command, "--report-to", "wandb")
+    for command in ("eval", "sweep"):
+        code, said = e1_main(
+            *eval_args(
+                tiny_model_dir, problems_file, command, out="run", report_to="wandb"
+            )
+        )
         assert (
             code == 1 and len(said.strip().splitlines()) == 1 and "no W&B login" in said
         ), said
@@ -433,41 +442,22 @@ def test_a_tracker_that_cannot_log_is_refused_before_any_work(
 def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(
     tmp_path, tiny_model_dir, problems_file
 ):
-    run = [
-        "eval",
-        "--model",
-        str(tiny_model_dir),
-        "--datasets",
-        str(problems_file),
-        "--think",
-        "4",
-        "--solve",
-        "4",
-        "--n",
-        "2",
-        "--out",
-        "run",
-    ]
+    run = eval_args(tiny_model_dir, problems_file, think=4, solve=4, n=2, out="run")
     assert e1(*run, "--limit", "1").exit_code == 0
     resumed = e1(*run, "--limit", "3")
     assert resumed.exit_code == 0, resumed.output
     assert "2 of 6 kept, generating 4 samples" in resumed.output
     sweep = e1(
-        "sweep",
-        "--model",
-        str(tiny_model_dir),
-        "--datasets",
-        str(problems_file),
-        "--think",
-        "0,4",
-        "--solve",
-        "4",
-        "--n",
-        "1",
-        "--limit",
-        "2",
-        "--out",
-        "curves",
+        *eval_args(
+            tiny_model_dir,
+            problems_file,
+            "sweep",
+            think="0,4",
+            solve=4,
+            n=1,
+            limit=2,
+            out="curves",
+        )
     )
     said = " ".join(sweep.output.split())
     assert sweep.exit_code == 0, sweep.output
@@ -560,12 +550,23 @@ def test_an_eval_reports_work_as_each_call_ends_weighed_by_its_cells_budget(
     from e1.eval import EvalConfig, evaluate
 
     budgets = (Budget(0, 4), Budget(8, 4))
-    config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=budgets, modes=(Mode("elastic"),),
-                        n=2, sampling=Sampling(temperature=1.0), batch_size=4, limit=3, out=tmp_path / "e",
-                        share_prefixes=shared)
+    config = EvalConfig(
+        model="tiny",
+        datasets=(str(problems_file),),
+        budgets=budgets,
+        modes=(Mode("elastic"),),
+        n=2,
+        sampling=Sampling(temperature=1.0),
+        batch_size=4,
+        limit=3,
+        out=tmp_path / "e",
+        share_prefixes=shared,
+    )
     recorder = WorkRecorder()
     evaluate(config, engine=tiny_engine, progress=recorder)
-    assert recorder.work_reports == [(sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))]
+    assert recorder.work_reports == [
+        (sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))
+    ]
 
 
 def test_a_row_index_written_as_a_column_is_no_field(tmp_path):

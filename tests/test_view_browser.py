@@ -536,15 +536,15 @@ def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs
     picks = [("#left-run", run_of("left", "sweep (sweep)")), ("#left-model", "m/B"), ("#right-run", run_of("right", "m--A"))]
     picks += [(f"#{side}-{name}", value) for side in ("left", "right") for name, value in (("mode", "elastic"),
                                                                                           ("budget", "4+40"))]
-    for _ in range(3):  # each choice once the page has loaded what the one before asked for; a choice that a late
-        for control, value in picks:  # reply of the tab's first load set back is made again (a known race, to fix)
-            if page.input_value(control) != value:
-                page.select_option(control, value)
-                page.wait_for_load_state("networkidle")
+    for control, value in picks:  # one after another, without waiting for what each choice loads
+        page.select_option(control, value)
+    settled(page)
     for control, value in picks:
         expect(page.locator(control)).to_have_value(value)
     diff = page.locator("#diff-table tbody tr")
     expect(diff).to_have_count(6)  # 3 problems × 2 samples, keyed by problem and sample
+    expect(page.locator("#diff-table tbody tr.left-only")).to_have_count(2)  # q1: B right, A wrong
+    expect(page.locator("#diff-table tbody tr.right-only")).to_have_count(4)  # q0, q2: A right, B wrong
     counts, size = pixels(page.locator("#diff-table").screenshot())
     assert share(counts, size, LEFT_ONLY) > 0.02 and share(counts, size, RIGHT_ONLY) > 0.02  # both kinds coloured
     page.select_option("#d-filter", "left")  # B right on q1, A wrong there
@@ -559,6 +559,126 @@ def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs
     expect(page.locator("#right-samples .sample.right")).to_have_count(2)
     expect(page.locator("#left-samples .sample.wrong")).to_have_count(2)
     assert "show=right" in page.url and "problem=q2" in page.url
+
+
+def settled(page) -> None:
+    """Wait until no load of the page is in flight (the page names them in body[data-loading])."""
+    page.wait_for_function("() => document.body.dataset.loading === undefined")
+
+
+class Held:
+    """Replies held back: the requests whose URL ``wanted`` accepts wait until ``release`` lets them go on."""
+
+    def __init__(self, page, wanted):
+        self.page, self.routes, self.seen = page, [], []
+        page.route(lambda url: wanted(url), self._hold)
+
+    def _hold(self, route):
+        self.seen.append(route.request.url)
+        self.routes.append(route)
+
+    def wait(self, count=1) -> None:
+        for _ in range(600):
+            if len(self.seen) >= count:
+                return
+            self.page.wait_for_timeout(50)
+        raise AssertionError(f"no request was held: {self.seen}")
+
+    def release(self) -> None:
+        """Let the held requests go on, and return once their replies are in and the page had time to use them."""
+        from playwright.sync_api import Error
+
+        for route in self.routes:
+            try:
+                route.continue_()
+                reply = route.request.response()  # None where the page aborted it (a newer load superseded it)
+                if reply is not None:
+                    reply.finished()
+            except Error:  # aborted before it went on
+                pass
+        self.routes = []
+        self.page.evaluate("() => new Promise(done => setTimeout(done, 200))")  # the page's tasks after the reply
+
+
+def query_of(url: str) -> dict:
+    from urllib.parse import parse_qs, urlsplit
+
+    return {key: values[0] for key, values in parse_qs(urlsplit(url).query).items()}
+
+
+def test_a_late_list_reply_never_sets_back_the_diff_or_the_problem_chosen_meanwhile(page, runs):
+    """The right side moves to a run whose list comes back late; the user picks a problem meanwhile. When the
+    list comes, the diff is of the sides chosen and the problem stays the one the user picked."""
+    from playwright.sync_api import expect
+
+    page.click("button[data-tab=compare]")
+    page.wait_for_selector("#tab-compare[data-loaded]")
+    settled(page)
+    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    sweep_id, eval_id = run_of("left", "sweep (sweep)"), run_of("right", "m--A")
+    page.select_option("#left-model", "m/B")
+    for side in ("left", "right"):
+        page.select_option(f"#{side}-mode", "elastic")
+        page.select_option(f"#{side}-budget", "4+40")
+    settled(page)
+    expect(page.locator("#diff-table tbody tr.same")).to_have_count(6)  # m/B on both sides: every sample the same
+    held = Held(page, lambda url: "/api/list" in url and query_of(url).get("run") == eval_id)
+    page.select_option("#right-run", eval_id)  # its list is held back
+    page.select_option("#right-mode", "elastic")
+    page.select_option("#right-budget", "4+40")
+    held.wait()
+    page.select_option("#c-problem", "q2")  # chosen while the list is out
+    expect(page.locator("#tab-compare")).to_have_attribute("data-loaded", "toy/q2")
+    held.release()
+    settled(page)
+    expect(page.locator("#c-problem")).to_have_value("q2")
+    expect(page.locator("#right-run")).to_have_value(eval_id)
+    expect(page.locator("#diff-table tbody tr")).to_have_count(6)
+    expect(page.locator("#diff-table tbody tr.left-only")).to_have_count(2)  # the diff of B against A, not a stale one
+    expect(page.locator("#diff-table tbody tr.right-only")).to_have_count(4)
+    expect(page.locator("#right-samples .sample strong")).to_contain_text(["toy q2 · sample 0 · m/A", "toy q2 · sample 1 · m/A"])
+    link = query_of(page.url.replace("#compare?", "?"))
+    assert (link["problem"], link["right_run"], link["left_model"]) == ("q2", eval_id, "m/B")
+    assert sweep_id != eval_id
+
+
+def test_a_late_sample_reply_never_replaces_the_sample_clicked_after_it(page, runs):
+    from playwright.sync_api import expect
+
+    open_samples_of_the_eval_run(page)
+    choose(page, "#f-mode", "elastic")
+    choose(page, "#f-budget", "8+40")
+    held = Held(page, lambda url: "/api/samples" in url and query_of(url).get("sample_index") == "0")
+    page.click("#sample-table tbody tr >> nth=0")  # q0, sample 0: its reply is held back
+    held.wait()
+    page.click("#sample-table tbody tr >> nth=1")  # q0, sample 1
+    card = page.locator("#sample-detail .sample strong")
+    expect(card).to_contain_text("toy q0 · sample 1 ·")
+    held.release()
+    settled(page)
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text("toy q0 · sample 1 ·")
+    expect(page.locator("#sample-table tbody tr.selected td:nth-child(4)")).to_have_text("1")
+    assert query_of(page.url.replace("#samples?", "?"))["sample"] == page.get_attribute("#sample-detail", "data-shown")
+
+
+def test_a_links_smoothing_never_overrides_a_choice_made_while_the_metrics_load(browser, url):
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        held = Held(page, lambda address: "/api/metrics" in address)
+        page.goto(f"{url}#training?smooth=0.5")
+        held.wait()
+        assert page.input_value("#t-smooth") == "0.5"  # the link's value, until the user moves it
+        page.fill("#t-smooth", "0.2")
+        held.release()
+        page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+        page.wait_for_function("() => document.getElementById('training-plots').dataset.drawn === '0.2/false'")
+        assert page.input_value("#t-smooth") == "0.2" and "smooth=0.2" in page.url
+    finally:
+        page.close()
+    assert errors == []
 
 
 def test_training_charts_smooth_and_switch_to_a_log_scale(page, runs):

@@ -4,6 +4,7 @@
     e1 data prepare aime math500 amc
     e1 data prepare livecodebench --release v6 --start-date 2025-02-01 --end-date 2025-05-01
     e1 data prepare --from problems.jsonl --name mine --problem-field question
+    e1 data prepare mine --include my_datasets.py     # a dataset your own code registers
 
 The work happens in :mod:`e1.data`; pandas and datasets are imported only when a command runs.
 """
@@ -16,7 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from e1.cli.help import Command, Group
-from e1.cli.options import DataDirOpt, nonempty_path
+from e1.cli.options import INCLUDE_HELP, DataDirOpt, nonempty_path
 from e1.errors import DataError
 
 app = typer.Typer(
@@ -59,6 +60,7 @@ IdFieldOpt = _text_option("--id-field", "Field with a unique id.", "id if every 
 ReleaseOpt = _text_option("--release", "livecodebench: release, e.g. v5 (every problem up to v5).", "v5")
 StartDateOpt = _text_option("--start-date", "livecodebench: first contest day kept, YYYY-MM-DD.", "2024-08-01")
 EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD.", "2025-02-01")
+IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help=INCLUDE_HELP, show_default=False)]
 
 
 @app.command("list", cls=Command, epilog="Example:\n\n  e1 data list")
@@ -86,7 +88,8 @@ PREPARE_EXAMPLES = """Examples:
   e1 data prepare aime math500 --out ./data
   e1 data prepare livecodebench --release v6 --start-date 2025-02-01 \\
       --end-date 2025-05-01
-  e1 data prepare --from problems.jsonl --name mine --problem-field question"""
+  e1 data prepare --from problems.jsonl --name mine --problem-field question
+  e1 data prepare mine --include my_datasets.py"""
 
 
 @app.command("prepare", cls=Command, no_args_is_help=True, epilog=PREPARE_EXAMPLES)
@@ -101,6 +104,7 @@ def prepare_command(
     release: ReleaseOpt = None,
     start_date: StartDateOpt = None,
     end_date: EndDateOpt = None,
+    include: IncludeOpt = None,
 ) -> None:
     """Download benchmarks (or read a local file) and write one canonical parquet per dataset.
 
@@ -109,13 +113,15 @@ def prepare_command(
     The mirror is read afresh each time; a dataset prepared from it is prepared again when it changes.
 
     Or prepare a downloaded file with --from; a registered --name keeps that dataset's fields and task.
+    Datasets your own code registers (--include) prepare like the built-in ones.
     """
     from rich.console import Console
 
-    from e1.data import prepare_file
+    from e1.data import load_includes, prepare_file
     from e1.report import quiet_libraries
 
     quiet_libraries()
+    load_includes(include or ())  # the user's datasets, before any name is looked up
 
     console = Console()
     given = {"release": release, "start_date": start_date, "end_date": end_date}

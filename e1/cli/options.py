@@ -60,11 +60,11 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunn
 RunOutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME", rich_help_panel=OUTPUT,
     help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
+INCLUDE_HELP = ("Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
+                "rewards (@register_reward), datasets, prompt styles or modes; repeat for several.")
 IncludeOpt = Annotated[Optional[list[str]], typer.Option(
     "--include", show_default=False, rich_help_panel=DATA,
-    help="Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
-         "rewards (@register_reward), datasets, prompt styles or modes; repeat for several. Recorded in "
-         "config.json: a resume loads it again.")]
+    help=f"{INCLUDE_HELP} Recorded in config.json: a resume loads it again.")]
 DataDirOpt = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where prepared datasets live.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",

@@ -16,7 +16,7 @@ import typer
 from e1.cli.completion import (complete_algos, complete_dataset, complete_sandboxes,
                                complete_train_backends, complete_train_dtypes)
 from e1.cli.help import command_app
-from e1.cli.options import BUDGETS, CODE, DATA, MODEL, SAMPLING, SCALE, nonempty_path, with_options
+from e1.cli.options import BUDGETS, CODE, DATA, MODEL, SAMPLING, SCALE, IncludeOpt, nonempty_path, with_options
 from e1.grpo import DEFAULTS
 
 RUN = "Training run"
@@ -88,7 +88,7 @@ class TrainOptions:
     rollout_cut: Annotated[str, _opt("--rollout-cut", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).", BUDGETS)] = DEFAULTS["rollout_cut"]
     length_reward: Annotated[Optional[str], _opt("--length-reward", "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., 2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5.", BUDGETS, shown="none")] = None
     report_to: Annotated[str, _opt("--report-to", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).", RUN)] = DEFAULTS["report_to"]
-    include: Annotated[Optional[list[str]], typer.Option("--include", show_default=False, rich_help_panel=DATA, help="Your own code to import first: a .py file or a folder that registers rewards (@register_reward), datasets or prompt styles; repeat for several. Recorded in config.json: --resume loads it again.")] = None
+    include: IncludeOpt = None
     deepspeed: Annotated[Optional[str], _opt("--deepspeed", "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).", SCALE, shown="none")] = None
     ref_offload: Annotated[bool, typer.Option("--ref-offload", help="Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower ref_logprob phase.", rich_help_panel=SCALE)] = DEFAULTS["ref_offload"]
 

@@ -23,6 +23,7 @@ from e1.data.identity import fingerprint, load_datasets
 from e1.data.preparation import DATA_SUFFIXES
 from e1.data.preparation import (
     Prepared,
+    dataset_names,
     default_data_dir,
     load_dataset,
     prepare,
@@ -69,6 +70,7 @@ __all__ = [
     "benchmarks",
     "build_prompt",
     "carried_fields",
+    "dataset_names",
     "default_data_dir",
     "fingerprint",
     "get_benchmark",

@@ -217,6 +217,23 @@ def _load_file(path: Path) -> pd.DataFrame:
     return _canonical_frame(records, labels, benchmark, str(path), hint, skip_blank=False)[0]
 
 
+def dataset_names(specs: Sequence[str]) -> list[str]:
+    """The names ``specs`` load under (the results' ``dataset`` column), sorted, without loading them:
+    a registered or prepared name is itself, a file its stem (a prepared parquet: the names it holds)."""
+    names: set[str] = set()
+    for spec in specs:
+        file = Path(spec).expanduser()
+        if is_registered(spec) or not (file.is_file() or file.suffix.lower() in _READERS):
+            names.add(spec)  # a registered or prepared name
+        elif file.is_file() and file.suffix.lower() == ".parquet" and not schema.missing_columns(_parquet_schema(file).names):
+            import pyarrow.parquet as pq
+
+            names.update(str(name) for name in pq.read_table(file, columns=[schema.DATASET]).column(0).unique().to_pylist())
+        else:
+            names.add(_name_from_stem(file))
+    return sorted(names)
+
+
 def _read_canonical(path: Path) -> pd.DataFrame:
     import pandas as pd
 

@@ -160,19 +160,24 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 
 def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
     """A run directory holds one grid: its summary, config.json and exports describe every cell in
-    it, so a rerun that asks for other budgets or modes is refused (with the way to get them)
-    rather than mixed in. ``previous`` and ``current`` are config.json records."""
+    it, so a rerun that asks for other datasets, budgets or modes is refused (with the way to get
+    them) rather than mixed in. ``previous`` and ``current`` are config.json records; datasets are
+    compared by the names the results hold (a file however its path is typed is the same dataset)."""
+    from e1.data import dataset_names
+
     if previous is None:
         return
     more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
     if previous.get(MODE_FORMAT_KEY, 1) < MODE_FORMAT and isinstance(previous.get("modes"), list):
         previous = {**previous, "modes": [Mode.legacy(m) for m in previous["modes"]]}  # as today's texts say them
-    for key, shown in (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))):
-        if key in previous and shown(previous[key]) != shown(current[key]):
+    shown = {"datasets": lambda specs: ", ".join(dataset_names(specs)), "budgets": _budgets_text,
+             "modes": lambda modes: ", ".join(sorted(modes))}
+    for key, text in shown.items():
+        if key in previous and text(previous[key]) != text(current[key]):
             raise ResultsError(
-                f"{out} holds a run of {key} {shown(previous[key])}, not {shown(current[key])}",
+                f"{out} holds a run of {key} {text(previous[key])}, not {text(current[key])}",
                 hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
-                     f"{key} resumes it{more}")
+                     f"{key} resumes it{more if key != 'datasets' else ''}")
 
 
 def _budgets_text(budgets: list) -> str:

@@ -3,7 +3,7 @@
 "use strict";
 
 const state = { runs: [], points: [], names: {}, lists: {}, page: 0, pageSize: 50, sort: null, selected: null, shown: [],
-                rendered: 0, compared: 0, metricRuns: null, tab: null };
+                rendered: 0, wantedProblem: undefined, metricRuns: null, tab: null };
 const $ = (id) => document.getElementById(id);
 const pct = (x) => (x === null || x === undefined ? "–" : (100 * x).toFixed(1) + "%");
 const shortModel = (m) => state.names[m] ?? String(m || "");
@@ -36,13 +36,56 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
-async function api(path, params = {}) {
+async function api(path, params = {}, signal = undefined) {
   if (window.e1Bundle) return bundleApi(path, params);
   const query = new URLSearchParams(Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined));
-  const response = await fetch(`/api/${path}?${query}`);
+  const response = await fetch(`/api/${path}?${query}`, { signal });
   const body = await response.json();
   if (!response.ok) throw new Error(body.error || response.statusText);
   return body;
+}
+
+// ---- loads: every load of a view goes through load(lane, work). A newer load of the same lane (the list, a
+// sample's detail, the diff, one problem side by side) supersedes the older one: its requests are aborted and
+// whatever it awaits is dropped when it comes back, so a late reply never overwrites what a newer choice shows or
+// chose. body[data-loading] names the lanes in flight (tests wait for it to clear).
+class Superseded extends Error {}
+const lanes = new Map();
+
+function load(lane, work) {
+  lanes.get(lane)?.abort();
+  const ticket = new AbortController();
+  lanes.set(lane, ticket);
+  const current = () => lanes.get(lane) === ticket;
+  const wait = (promise) => promise.then((value) => {
+    if (!current()) throw new Superseded(lane);
+    return value;
+  }, (err) => { throw current() ? err : new Superseded(lane); });
+  const get = (path, params) => wait(api(path, params, ticket.signal));
+  showLoading();
+  return Promise.resolve().then(() => work({ get, wait })).finally(() => {
+    if (current()) lanes.delete(lane);
+    showLoading();
+  }).catch((err) => {
+    if (!(err instanceof Superseded)) throw err;
+  });
+}
+
+function showLoading() {
+  if (lanes.size) document.body.dataset.loading = [...lanes.keys()].join(" ");
+  else delete document.body.dataset.loading;
+}
+
+// A user's choice runs its handler at once (its load starts before the event returns); an error is shown, never
+// left unhandled.
+function on(node, event, handler) {
+  node[`on${event}`] = (...args) => {
+    try {
+      return Promise.resolve(handler(...args)).catch(showError);
+    } catch (err) {
+      return showError(err);
+    }
+  };
 }
 
 // A sample kept by a filter: each field given ("" or absent: any) equals the row's, as the server's filter does.
@@ -84,6 +127,7 @@ function readLink() {
   return TABS.includes(tab) ? { tab, params } : { tab: null, params: {} };
 }
 function writeLink(tab, params) {
+  if (state.tab !== tab) return;  // a load that ends after the user moved to another tab
   const kept = Object.entries(params).filter(([, v]) => v !== "" && v !== null && v !== undefined && v !== false);
   const hash = `#${tab}` + (kept.length ? `?${new URLSearchParams(kept)}` : "");
   if (location.hash !== hash) history.replaceState(null, "", hash);
@@ -134,7 +178,7 @@ async function main() {
                 compare: sampleRuns().length > 0, training: state.runs.some((run) => run.metrics) };
   for (const button of document.querySelectorAll("#tabs button")) {
     button.hidden = !has[button.dataset.tab];
-    button.onclick = () => showTab(button.dataset.tab);
+    on(button, "click", () => showTab(button.dataset.tab));
   }
   const link = readLink();
   const first = has[link.tab] ? link.tab : ["curves", "samples", "training"].find((name) => has[name]) || "samples";
@@ -151,7 +195,7 @@ function openCurves(link = {}) {
   if (!$("curve-dataset").options.length) {
     const datasets = [...new Set(state.points.map((p) => p.dataset))].sort();
     fill($("curve-dataset"), ["", ...datasets], ["all", ...datasets]);
-    $("curve-x").onchange = $("curve-dataset").onchange = drawCurves;
+    for (const id of ["curve-x", "curve-dataset"]) on($(id), "change", drawCurves);
   }
   choose($("curve-x"), link.x);
   choose($("curve-dataset"), link.dataset);
@@ -236,8 +280,8 @@ function sampleCard(row) {
     el("pre", { class: "solution-text" }, row.solution_text ?? ""), answers);
 }
 
-async function problemBlock(runId, dataset, problemId, cell = {}) {
-  const found = await api("problem", { run: runId, dataset, problem_id: problemId, ...cell });
+async function problemBlock(get, runId, dataset, problemId, cell = {}) {
+  const found = await get("problem", { run: runId, dataset, problem_id: problemId, ...cell });
   return el("div", { class: "problem" }, el("div", { class: "source" }, found.source),
     found.text === null ? null : el("pre", { class: "problem-text" }, found.text));
 }
@@ -253,12 +297,12 @@ async function openSamples(link = {}) {
   if (!$("f-run").options.length) {
     const runs = sampleRuns();
     fill($("f-run"), runs.map((run) => String(run.id)), runs.map((run) => `${run.name} (${run.kind})`));
-    $("f-run").onchange = () => { fillFacets(); state.selected = null; return renderList(0); };
-    for (const id of ["f-model", "f-dataset", "f-mode", "f-budget", "f-correct", "f-forced"]) $(id).onchange = () => renderList(0);
-    $("f-search").oninput = () => renderList(0);
-    $("prev").onclick = () => renderList(state.page - 1);
-    $("next").onclick = () => renderList(state.page + 1);
-    for (const th of document.querySelectorAll("#sample-table th[data-key]")) th.onclick = () => sortBy(th.dataset.key);
+    on($("f-run"), "change", () => { fillFacets(); state.selected = null; return renderList(0); });
+    for (const id of ["f-model", "f-dataset", "f-mode", "f-budget", "f-correct", "f-forced"]) on($(id), "change", () => renderList(0));
+    on($("f-search"), "input", () => renderList(0));
+    on($("prev"), "click", () => renderList(state.page - 1));
+    on($("next"), "click", () => renderList(state.page + 1));
+    for (const th of document.querySelectorAll("#sample-table th[data-key]")) on(th, "click", () => sortBy(th.dataset.key));
     fillFacets();
   }
   if (choose($("f-run"), link.run)) fillFacets();
@@ -270,8 +314,8 @@ async function openSamples(link = {}) {
   if (link.sort !== undefined) state.sort = SORT_KEYS.includes(link.sort) ? { key: link.sort, desc: link.desc === "1" } : null;
   if (link.sample !== undefined || link.run !== undefined) state.selected = link.sample ?? null;
   const page = /^[0-9]{1,6}$/.test(link.page ?? "") ? Number(link.page) : state.page;
-  await renderList(page);
-  const chosen = state.shown.find((row) => sampleKey(row) === state.selected);
+  if (!(await renderList(page))) return;  // a newer choice reloaded the list meanwhile
+  const chosen = state.shown.find((row) => sampleKey(row) === state.selected);  // the link's, or one clicked since
   if (chosen) await showSample($("f-run").value, chosen);
 }
 
@@ -312,10 +356,12 @@ function sortBy(key) {
   return renderList(0);
 }
 
-async function renderList(page) {
+function renderList(page) {
+  return load("list", async ({ wait }) => showList(page, await wait(listOf(browserFilter().run))));
+}
+
+function showList(page, body) {
   const where = browserFilter();
-  const body = await listOf(where.run);
-  if (where.run !== browserFilter().run) return;  // another run was chosen meanwhile
   let rows = searched(body.rows.filter((row) => matches(row, where)), $("f-search").value);
   if (state.sort) {
     const { key, desc } = state.sort;
@@ -341,6 +387,7 @@ async function renderList(page) {
   $("sample-table").tBodies[0].replaceChildren(...state.shown.map((row) => sampleRow(row, where.run)));
   $("sample-table").dataset.loaded = String(++state.rendered);
   linkSamples();
+  return true;
 }
 
 function linkSamples() {
@@ -357,24 +404,26 @@ function sampleRow(row, runId) {
   const preview = new Set([2, 8, 9]);
   const tr = el("tr", {}, ...cells.map((cell, i) => el("td", preview.has(i) ? { class: "preview", title: String(cell) } : {}, cell)));
   if (sampleKey(row) === state.selected) tr.classList.add("selected");
-  tr.onclick = () => {
+  on(tr, "click", () => {
     for (const other of tr.parentNode.children) other.classList.remove("selected");
     tr.classList.add("selected");
     state.selected = sampleKey(row);
     linkSamples();
-    return showSample(runId, row).catch(showError);
-  };
+    return showSample(runId, row);
+  });
   return tr;
 }
 
-async function showSample(runId, row) {
+function showSample(runId, row) {
   const key = { run: runId, model: row.model, dataset: row.dataset, problem_id: row.problem_id, mode: row.mode,
                 think: row.think_budget, solve: row.solve_budget, sample_index: row.sample_index, text: "true" };
   if (runById(runId).kind !== "sweep") key.model = "";
-  const [full, problem] = await Promise.all([api("samples", key), problemBlock(runId, row.dataset, row.problem_id,
-    { model: key.model, mode: row.mode, think: row.think_budget, solve: row.solve_budget })]);
-  $("sample-detail").replaceChildren(problem, ...full.rows.map(sampleCard));
-  $("sample-detail").dataset.shown = sampleKey(row);
+  return load("sample", async ({ get }) => {
+    const [full, problem] = await Promise.all([get("samples", key), problemBlock(get, runId, row.dataset, row.problem_id,
+      { model: key.model, mode: row.mode, think: row.think_budget, solve: row.solve_budget })]);
+    $("sample-detail").replaceChildren(problem, ...full.rows.map(sampleCard));
+    $("sample-detail").dataset.shown = sampleKey(row);
+  });
 }
 
 // ---- side by side, and the diff of the two sides sample by sample ----
@@ -394,8 +443,8 @@ function sideControls(side, choice) {
   };
   refill();
   for (const name of ["model", "mode", "budget"]) choose($(`${side}-${name}`), choice[name]);
-  $(`${side}-run`).onchange = () => { refill(); return loadProblems(); };
-  for (const name of ["model", "mode", "budget"]) $(`${side}-${name}`).onchange = () => loadProblems();
+  on($(`${side}-run`), "change", () => { refill(); return loadProblems(); });
+  for (const name of ["model", "mode", "budget"]) on($(`${side}-${name}`), "change", () => loadProblems());
 }
 
 // First the two models of one sweep (base vs E1), else two modes of one run, else the next run.
@@ -421,40 +470,53 @@ function openCompare(link = {}) {
     const [left, right] = defaultSides();
     sideControls("left", left);
     sideControls("right", right);
-    $("c-dataset").onchange = () => loadProblems();
-    $("d-filter").onchange = () => loadProblems();
-    $("c-problem").onchange = () => loadComparison();
+    on($("c-dataset"), "change", () => loadProblems());
+    on($("d-filter"), "change", () => loadProblems());
+    on($("c-problem"), "change", () => pickProblem());
     const step = (delta) => {
       const select = $("c-problem");
-      select.selectedIndex = Math.min(select.options.length - 1, Math.max(0, select.selectedIndex + delta));
-      return loadComparison();
+      return pickProblem(select.options[Math.min(select.options.length - 1, Math.max(0, select.selectedIndex + delta))]?.value);
     };
-    $("c-prev").onclick = () => step(-1);
-    $("c-next").onclick = () => step(1);
+    on($("c-prev"), "click", () => step(-1));
+    on($("c-next"), "click", () => step(1));
   }
+  state.wantedProblem = link.problem;  // chosen once the problem list is in, unless the user picks one first
   for (const side of ["left", "right"]) {
     const want = linked(side);
     if (want.run !== undefined && runById(want.run) && sampleRuns().includes(runById(want.run))) sideControls(side, want);
   }
   choose($("d-filter"), link.show);
-  return loadProblems(link);
+  return loadProblems(link.dataset);
+}
+
+function pickProblem(problemId = $("c-problem").value) {  // the user's choice: no link's problem overrides it
+  state.wantedProblem = undefined;
+  choose($("c-problem"), problemId);
+  return loadComparison();
 }
 
 const DIFFS = { left: (l, r) => l && !r, right: (l, r) => !l && r, differ: (l, r) => l !== r, both: (l, r) => l && r,
                 neither: (l, r) => !l && !r };
 const DIFF_SHOWN = 1000;
 
-async function loadProblems(link = {}) {
-  const mine = ++state.compared;
+// The diff of the two sides and the problem list: a new choice of side, dataset or filter reloads them.
+function loadProblems(wantedDataset = undefined) {
   const datasets = [...new Set(["left", "right"].flatMap((side) => runById($(`${side}-run`).value).facets.datasets))].sort();
   fill($("c-dataset"), datasets);
-  choose($("c-dataset"), link.dataset);
+  choose($("c-dataset"), wantedDataset);
+  linkCompare();
   const dataset = $("c-dataset").value;
-  const [left, right] = await Promise.all(["left", "right"].map(async (side) => {
-    const { run, ...where } = sideFilter(side);
-    return (await listOf(run)).rows.filter((row) => matches(row, { ...where, dataset }));
-  }));
-  if (mine !== state.compared) return;
+  return load("diff", async ({ wait }) => {
+    const [left, right] = await Promise.all(["left", "right"].map(async (side) => {
+      const { run, ...where } = sideFilter(side);
+      return (await wait(listOf(run))).rows.filter((row) => matches(row, { ...where, dataset }));
+    }));
+    showDiff(left, right);
+    return loadComparison();
+  });
+}
+
+function showDiff(left, right) {
   const rightBy = new Map(right.map((row) => [`${row.problem_id}\u0000${row.sample_index}`, row]));
   const keep = DIFFS[$("d-filter").value] ?? (() => true);
   const pairs = left.map((row) => [row, rightBy.get(`${row.problem_id}\u0000${row.sample_index}`)])
@@ -465,8 +527,7 @@ async function loadProblems(link = {}) {
   const ids = (rows) => [...new Set(rows.map((row) => String(row.problem_id)))];
   const shared = $("d-filter").value ? ids(pairs.map(([l]) => l)) : ids(left).filter((id) => ids(right).includes(id));
   fill($("c-problem"), shared.length || $("d-filter").value ? shared : [...new Set([...ids(left), ...ids(right)])]);
-  choose($("c-problem"), link.problem);
-  return loadComparison();
+  choose($("c-problem"), state.wantedProblem);
 }
 
 function diffRow(left, right) {
@@ -475,28 +536,30 @@ function diffRow(left, right) {
   const tr = el("tr", { class: kind, "data-problem": left.problem_id },
     ...[left.dataset, left.problem_id, left.sample_index, left.extracted_answer ?? "", mark(left.correct),
         right.extracted_answer ?? "", mark(right.correct), left.gold ?? ""].map((cell) => el("td", {}, cell)));
-  tr.onclick = () => {
+  on(tr, "click", () => {
     for (const other of tr.parentNode.children) other.classList.remove("selected");
     tr.classList.add("selected");
-    choose($("c-problem"), String(left.problem_id));
-    return loadComparison().catch(showError);
-  };
+    return pickProblem(String(left.problem_id));
+  });
   return tr;
 }
 
-async function loadComparison() {
-  const mine = ++state.compared;
+function loadComparison() {
   const dataset = $("c-dataset").value, problemId = $("c-problem").value;
   linkCompare();
-  if (!problemId) {
-    $("tab-compare").dataset.loaded = `${dataset}/`;
-    return;
-  }
-  const sides = await Promise.all(["left", "right"].map((side) =>
-    api("samples", { ...sideFilter(side), dataset, problem_id: problemId, text: "true" })));
-  const { run: leftRun, ...leftCell } = sideFilter("left");
-  const problem = await problemBlock(leftRun, dataset, problemId, leftCell);
-  if (mine !== state.compared) return;
+  const filters = ["left", "right"].map(sideFilter);
+  return load("problem", async ({ get }) => {
+    if (!problemId) {
+      $("tab-compare").dataset.loaded = `${dataset}/`;
+      return;
+    }
+    const sides = await Promise.all(filters.map((filter) => get("samples", { ...filter, dataset, problem_id: problemId, text: "true" })));
+    const { run: leftRun, ...leftCell } = filters[0];
+    showComparison(dataset, problemId, sides, await problemBlock(get, leftRun, dataset, problemId, leftCell));
+  });
+}
+
+function showComparison(dataset, problemId, sides, problem) {
   $("c-problem-text").replaceChildren(problem);
   ["left", "right"].forEach((side, i) => {
     const rows = sides[i].rows;
@@ -524,18 +587,21 @@ function smoothed(values, weight) {
   });
 }
 
-async function openTraining(link = {}) {
-  if (state.metricRuns === null) {
-    state.metricRuns = await api("metrics");
-    $("t-smooth").oninput = $("t-log").onchange = () => drawTraining();
-  }
-  const weight = Number(link.smooth);
+function openTraining(link = {}) {
+  const weight = Number(link.smooth);  // the link's choices first: a choice made while the metrics load stands
   if (link.smooth !== undefined && Number.isFinite(weight)) $("t-smooth").value = String(Math.min(0.95, Math.max(0, weight)));
   if (link.log !== undefined) $("t-log").checked = link.log === "1";
-  return drawTraining();
+  on($("t-smooth"), "input", () => drawTraining());
+  on($("t-log"), "change", () => drawTraining());
+  if (state.metricRuns !== null) return drawTraining();
+  return load("metrics", async ({ get }) => {
+    state.metricRuns = await get("metrics");
+    return drawTraining();
+  });
 }
 
 async function drawTraining() {
+  if (state.metricRuns === null) return;  // drawn once the metrics are in, with the choices made by then
   const runs = state.metricRuns, weight = Number($("t-smooth").value), log = $("t-log").checked;
   $("t-smooth-value").textContent = weight.toFixed(2);
   writeLink("training", { smooth: weight ? String(weight) : "", log: log ? "1" : "" });
