@@ -275,6 +275,12 @@ class RequestStates:
         if args is not None:
             row_state(args)  # raises on malformed settings, at submission time
 
+    def reads_prompt(self, params) -> bool:
+        """Whether :meth:`request_state` needs the request's prompt ids (runner V2 hands a processor
+        none: it reads them back from the device for such requests). The offline engine's settings
+        carry what the prompt leaves thinking; the server's budget fields do not (e1.serve.processor)."""
+        return False
+
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
         """The row state of a newly added request (None: leave it alone). A hook: the server's
         processor (e1.serve.processor) builds it from the request's budget fields instead."""

@@ -45,17 +45,6 @@ TABLES = {"L": ("tail", "end_r", "endp_r", "start_r"), "W": ("template", "qbuf",
 ROWS = {name: key for key, names in TABLES.items() for name in names}
 
 
-class AnyRunnerProcessor(V1Interface, LogitsProcessor):
-    """Both vLLM interfaces at once: runner V1 builds it as ``(vllm_config, device, pin_memory)`` and
-    gets :class:`BudgetProcessor`, runner V2 as ``(vllm_config, req_states)`` and gets
-    :class:`V2BudgetProcessor`; so e1 never has to know (or set) which runner vLLM picks."""
-
-    def __new__(cls, vllm_config, *args):
-        return (V2BudgetProcessor if len(args) == 1 else BudgetProcessor)(vllm_config, *args)
-
-    validate_params = BudgetProcessor.validate_params
-
-
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
     """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
 
@@ -72,25 +61,33 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
-        self._staged: dict[int, RowState | None] = {}
+        self._staged: dict[int, tuple] = {}  # slot -> (params whose state waits for its prompt, else None; the state)
         self._sentence_set: frozenset[int] | None = None
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
         self.on_host.pop(req_idx, None)
         self.on_device[req_idx] = False
-        self._staged[req_idx] = state = self.request_state(sampling_params, None)
+        if self.reads_prompt(sampling_params):  # its state is built once the prompt is on the device
+            self._staged[req_idx] = (sampling_params, None)
+            return True
+        self._staged[req_idx] = (None, state := self.request_state(sampling_params, None))
         return state is not None
 
     def apply_staged_writes(self) -> None:
-        """Each new request's state, caught up with what its slot was filled with, into its slot."""
+        """Each new request's state (built now if it reads its prompt), caught up with what its slot was
+        filled with, into its slot. The ids it needs, of every such slot, come back in one read."""
         if not self._staged:
             return
         staged, self._staged = self._staged, {}
+        read = self._read_back(staged)
         slots, states, seen = [], [], []
-        for slot, state in staged.items():
+        for slot, (params, state) in staged.items():
             prompt, prefill = int(self.req.prompt_len.np[slot]), int(self.req.prefill_len.np[slot])
-            if state is not None and prefill > prompt and not state.done:  # resumed after a preemption
-                state.extend(self.req.all_token_ids.gpu[slot, prompt:prefill].tolist())
+            output = read.get(slot, [])
+            if params is not None:  # read from position 0: the prompt, then any output
+                state, output = self.request_state(params, output[:prompt]), output[prompt:]
+            if state is not None and output and not state.done:  # resumed after a preemption
+                state.extend(output)
             if state is not None and self._needs_host(state):
                 self.on_host[slot] = HostRow(state, prefill)
                 state = None
@@ -99,6 +96,26 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             seen.append(prefill)
             self.on_device[slot] = state is not None
         self._write(slots, states, seen)
+
+    def _read_back(self, staged: dict) -> dict[int, list[int]]:
+        """The ids each staged slot needs from the device, from its first needed position on: its prompt
+        and any output if its state reads the prompt, else the output it was re-filled with after a
+        preemption. One gather and one read for all of them (none when no slot needs any)."""
+        want = {}  # slot -> (first, stop) of its ids
+        for slot, (params, state) in staged.items():
+            prompt, prefill = int(self.req.prompt_len.np[slot]), int(self.req.prefill_len.np[slot])
+            if params is not None or (state is not None and prefill > prompt):
+                want[slot] = (0 if params is not None else prompt, prefill)
+        if not want:
+            return {}
+        lengths = np.array([stop - first for first, stop in want.values()], dtype=np.int64)  # [N]
+        starts = np.array([first for first, _ in want.values()], dtype=np.int64)  # [N]
+        rows = np.repeat(np.array(list(want), dtype=np.int64), lengths)  # [T] each id's slot
+        ends = np.cumsum(lengths)  # [N]
+        columns = np.arange(ends[-1]) - np.repeat(ends - lengths - starts, lengths)  # [T] each id's position
+        flat = self.req.all_token_ids.gpu[torch.from_numpy(rows).to(self.device),
+                                          torch.from_numpy(columns).to(self.device)].tolist()  # the one read
+        return {slot: flat[end - length : end] for slot, end, length in zip(want, ends.tolist(), lengths.tolist())}
 
     def _needs_host(self, state: RowState) -> bool:
         """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
@@ -177,6 +194,23 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             token = torch.where(token == ARGMAX, logits[index].argmax(dim=1), token)  # a trial answer: greedy
             logits[index] = float("-inf")
             logits[index, token] = 0.0
+
+
+class AnyRunnerProcessor(V1Interface, LogitsProcessor):
+    """Both vLLM interfaces at once: runner V1 builds it as ``(vllm_config, device, pin_memory)`` and
+    gets :attr:`V1` (:class:`BudgetProcessor`), runner V2 as ``(vllm_config, req_states)`` and gets
+    :attr:`V2` (:class:`V2BudgetProcessor`); so e1 never has to know (or set) which runner vLLM picks.
+    The server's (e1.serve) is this class with its own pair."""
+
+    V1: type = BudgetProcessor
+    V2: type = V2BudgetProcessor
+
+    def __new__(cls, vllm_config, *args):
+        return (cls.V2 if len(args) == 1 else cls.V1)(vllm_config, *args)
+
+    @classmethod
+    def validate_params(cls, sampling_params) -> None:
+        cls.V1.validate_params(sampling_params)  # both runners' classes check requests alike
 
 
 class HostRow:
