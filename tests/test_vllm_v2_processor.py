@@ -44,12 +44,14 @@ def tokenizer():
 
 
 def markers_for(rng: random.Random) -> Markers:
-    """Start, end, "Wait" and "Final Answer:" ids of one or two tokens each (multi-token markers
+    """Start, end, "Wait", "Final Answer:" and s1's newline ids of one or two tokens each (multi-token markers
     exercise the partial-marker and the tail matching)."""
     start = (1,) if rng.random() < 0.5 else (1, 2)
     end = (3,) if rng.random() < 0.5 else (3, 4)
     wait = (5,) if rng.random() < 0.5 else (5, 6)
-    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8))
+    newline = () if rng.random() < 0.3 else (15,) if rng.random() < 0.5 else (15, 16)  # s1's line breaks
+    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8),
+                   newline)
 
 
 MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",

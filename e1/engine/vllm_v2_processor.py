@@ -240,7 +240,9 @@ def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], d
         return [0] * len(INTS), [0.0] * len(CURVE), {name: [] for name in ROWS}
     markers, mode, budget = state.markers, state.mode, state.budget
     start, end, wait = list(markers.start_ids), list(markers.end_ids), list(markers.wait_ids)
-    answer = list(markers.answer_ids) if mode.answer_prompt else []
+    lines = list(markers.newline_ids) if mode.answer_prompt and mode.answer_lines else []  # s1's "\n" around the marker
+    exit_text = list(state.exit_ids) + lines  # what RowState._force_end queues before the end marker ...
+    answer = lines + list(markers.answer_ids) if mode.answer_prompt else []  # ... and after it
     queue = state.queued()
     ints = {"phase": PHASES[state.phase], "think": state.think_tokens, "solve": state.solve_tokens,
             "written": len(state.tokens), "waits": state.waits_left, "seen": seen, "opened": int(state.opened),
@@ -248,10 +250,10 @@ def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], d
             "room": state.max_new_tokens, "cap": NONE if state.total_cap is None else state.total_cap,
             "budgeted": int(state.budgeted), "grace": mode.grace, "eos": min(markers.eos_ids), "end_first": end[0],
             "end_last": end[-1], "end_len": len(end), "start_len": len(start), "ls": len(start),
-            "lx": len(state.exit_ids), "le": len(end), "la": len(answer), "lw": len(wait)}
+            "lx": len(exit_text), "le": len(end), "la": len(answer), "lw": len(wait)}
     width = max(len(start), len(end), 1)
     rows = {"tail": state.tokens[-width:], "end_r": end, "endp_r": end[:-1], "start_r": start,
-            "eos_set": sorted(markers.eos_ids), "template": start + list(state.exit_ids) + end + answer + wait,
+            "eos_set": sorted(markers.eos_ids), "template": start + exit_text + end + answer + wait,
             "qbuf": [token for token, _ in queue], "qkind": [kind for _, kind in queue]}
     return [ints[name] for name in INTS], list(mode.bias_curve(budget.think)), rows
 
