@@ -12,16 +12,23 @@ What cannot run here: the runner itself (runner V2 is GPU-only: it needs Triton,
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 from typing import Callable
 
 import torch
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
 
 
-def uva(values: torch.Tensor) -> SimpleNamespace:
-    """What runner V2's UVA and staged tensors offer a processor: ``.gpu`` (here CPU) and ``.np`` (the host)."""
-    return SimpleNamespace(gpu=values, np=values.numpy(), cpu=values)
+class Uva:
+    """What runner V2's UVA and staged tensors offer a processor: ``.gpu`` (here CPU) and ``.np`` (the host);
+    ``reads``: how often the device side was taken (a read back to the host, on a GPU)."""
+
+    def __init__(self, values: torch.Tensor):
+        self.values, self.np, self.cpu, self.reads = values, values.numpy(), values, 0
+
+    @property
+    def gpu(self) -> torch.Tensor:
+        self.reads += 1
+        return self.values
 
 
 class SlotRequest:
@@ -58,8 +65,8 @@ class SlotRunner:
         self.prompt_len, self.prefill_len = torch.zeros(slots, dtype=torch.int32), torch.zeros(slots, dtype=torch.int32)
         self.total_len = torch.zeros(slots, dtype=torch.int32)
         self.req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=slots, vocab_size=vocab,
-                                          all_token_ids=uva(self.ids), prompt_len=uva(self.prompt_len),
-                                          prefill_len=uva(self.prefill_len), total_len=uva(self.total_len))
+                                          all_token_ids=Uva(self.ids), prompt_len=Uva(self.prompt_len),
+                                          prefill_len=Uva(self.prefill_len), total_len=Uva(self.total_len))
         self.processor = make_processor(self.req)
         self.free = list(range(slots))
         self.running: list[SlotRequest] = []
