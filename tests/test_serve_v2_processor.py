@@ -25,15 +25,15 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
-from vllm import SamplingParams  # noqa: E402
-from vllm.v1.sample.logits_processor import BatchUpdate  # noqa: E402
+from vllm import SamplingParams
+from vllm.v1.sample.logits_processor import BatchUpdate
 
-from e1.budget import Budget  # noqa: E402
-from e1.engine import KEY, Mode, budget_args  # noqa: E402
-from e1.serve.budgets import ROUNDS_FIELD, ROUNDS_SECRET, ServeDefaults, request_budget  # noqa: E402
-from e1.serve.processor import ServedBudgetProcessor  # noqa: E402
-from e1.serve.processor_v2 import ServedAnyRunnerProcessor, ServedV2Processor  # noqa: E402
-from tests.v2_runner import SlotRequest, SlotRunner, drive  # noqa: E402
+from e1.budget import Budget
+from e1.engine import KEY, Mode, budget_args
+from e1.serve.budgets import ROUNDS_FIELD, ROUNDS_SECRET, ServeDefaults, request_budget
+from e1.serve.processor import ServedBudgetProcessor
+from e1.serve.processor_v2 import ServedAnyRunnerProcessor, ServedV2Processor
+from tests.v2_runner import SlotRequest, SlotRunner, drive
 
 SLOTS, MAX_LEN, CAP = 6, 256, 48  # CAP: where a request without max_tokens is ended (the context, here)
 START, END, EOS = 3, 4, 2  # the tiny tokenizer's <think>, </think>, <|endoftext|>

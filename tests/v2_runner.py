@@ -12,7 +12,7 @@ What cannot run here: the runner itself (runner V2 is GPU-only: it needs Triton,
 from __future__ import annotations
 
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
