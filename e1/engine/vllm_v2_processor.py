@@ -13,7 +13,10 @@ Python per row, the same kernels at any batch size. The step is ``RowState.accep
 (tests/test_vllm_v2_processor.py drives both over generated streams and compares every step).
 
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
-preemption also the output the runner re-fills it with, read back once), then is written to its slot.
+preemption also the output the runner re-fills it with), then is written to its slot. Runner V2 admits
+a request without its prompt: a state that needs it (``reads_prompt``: the server's budgeted requests)
+is built in ``apply_staged_writes`` from the prompt on the device. What new slots need of their ids
+comes back in one read per step that admits such requests.
 Modes that read text (``stop=`` patterns, early-exit's trials) or a bias no curve describes keep
 their RowState on the host: a step with such rows reads their ids back (one sync) and runs them as
 the V1 processor does.
