@@ -10,9 +10,9 @@ prompts through the `openai` client at concurrency 1 and 32, as
 - plain: ``budget_mode = none``, ``max_tokens`` = the same number of tokens (the middleware
   still counts phases; the logits processor leaves the request alone).
 
-Before it, a raw `vllm serve` of the same model (no e1 middleware nor logits processor; vLLM's V1 model
-runner, which e1's processor needs, so both run the same runner) answers the plain requests: e1 serve's
-plain / raw shows the middleware's own cost. Skipped with one line where vLLM's server cannot start.
+Before it, a raw `vllm serve` of the same model (no e1 middleware nor logits processor) answers the plain
+requests: e1 serve's plain / raw shows the middleware's own cost. Neither server is told a model runner
+(e1 serve sets none), so both run the one vLLM picks for the model: the same one. Skipped with one line where vLLM's server cannot start.
 
 Runs take turns (best of --repeats). Everything is compared per token actually generated: a model may end
 some requests early (EOS), and the counts are printed, not asserted. Prints mean latency per request,
@@ -45,7 +45,6 @@ def start_server(model: str, port: int, log_path: str, max_model_len: int = 1024
     if raw:
         from e1.engine import server_entry
 
-        env["VLLM_USE_V2_MODEL_RUNNER"] = "0"  # the runner e1's processor makes vLLM take
         command = [sys.executable, "-m", server_entry(), "--model", model, "--port", str(port), "--dtype", dtype,
                    "--max-model-len", str(max_model_len), "--disable-uvicorn-access-log"]
         command += [] if _on_gpu() else ["--enforce-eager"]

@@ -130,7 +130,7 @@ def test_print_command_plugs_e1_into_vllms_server(tiny_model_dir):
     assert result.exit_code == 0, result.output
     command = result.output.strip()
     assert "-m vllm.entrypoints.launchers.api_server.entry" in command
-    assert "--logits-processors e1.serve.processor:ServedBudgetProcessor" in command
+    assert "--logits-processors e1.serve.processor_v2:ServedAnyRunnerProcessor" in command  # vLLM 0.32: either runner
     assert "--middleware e1.serve.middleware.BudgetMiddleware" in command
     assert "--port 8123" in command and command.endswith("--max-num-seqs 8")
     assert '"think": 1024, "solve": 512, "mode": "elastic"' in command

@@ -7,7 +7,6 @@ check reads all three trees, so the manifest cannot drift from what is tested.
 
 from __future__ import annotations
 
-import logging
 import tomllib
 import urllib.error
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from e1.engine import vllm_compat
 from e1.engine.vllm_compat import (NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, check_runner, missing, processor_class,
-                                   server_entry, use_v1_runner)
+                                   server_entry)
 from e1.errors import ModelError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,19 +111,57 @@ def test_the_engine_gets_the_processor_of_what_the_installed_vllm_offers():
     assert processor_class(with_v2) is AnyRunnerProcessor and processor_class() is AnyRunnerProcessor
 
 
-def test_e1_serve_picks_the_v1_runner_and_says_so(monkeypatch, caplog):
-    with_v2 = tree({vllm_compat.V2_RUNNER: "class GPUModelRunner: ..."})
-    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
-    with caplog.at_level(logging.WARNING, logger="e1.engine"):
-        use_v1_runner(with_v2)
-    assert [r.message for r in caplog.records] == [vllm_compat.V2_MESSAGE]
-    assert "does not run e1's server processor" in vllm_compat.V2_MESSAGE
+@pytest.mark.parametrize("env", [None, "0", "1", "true"])
+def test_e1_serve_sets_no_runner_variable_and_refuses_only_the_impossible_runner(monkeypatch, tiny_model_dir, env):
+    """``e1 serve`` hands vLLM a processor for either runner and leaves the choice to vLLM (or the user):
+    the environment the server starts with is the one it was given. Only ``VLLM_USE_V2_MODEL_RUNNER=1``
+    on a vLLM whose runner V2 loads no custom processors (0.26-0.31) is refused, in one line."""
     import os
 
-    assert os.environ["VLLM_USE_V2_MODEL_RUNNER"] == "0"
-    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "1")
-    with pytest.raises(ModelError, match="does not run e1's server processor"):
-        use_v1_runner(with_v2)
-    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER")
-    use_v1_runner(tree({}))  # a vLLM without V2: nothing to say, nothing set
-    assert "VLLM_USE_V2_MODEL_RUNNER" not in os.environ
+    from e1.serve import server
+    from e1.serve.budgets import ServeDefaults
+
+    if env is None:
+        monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    else:
+        monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", env)
+    started = []
+
+    def execv(path, argv):
+        started.append((argv, dict(os.environ)))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execv", execv)
+    config = server.ServeConfig(str(tiny_model_dir), ServeDefaults(think=64, solve=32))
+    with pytest.raises(SystemExit):
+        server.serve(config)
+    argv, environment = started[0]
+    assert environment.get("VLLM_USE_V2_MODEL_RUNNER") == env
+    assert argv[argv.index("--logits-processors") + 1] == server.processor_name()
+    old = tree({vllm_compat.V2_RUNNER: "class GPUModelRunner: ...",  # 0.26: a runner V2 without processors
+                "vllm/entrypoints/openai/api_server.py": 'if __name__ == "__main__":\n    main()\n'})
+    monkeypatch.setattr(vllm_compat, "installed_source", lambda: old)
+    if env in ("1", "true"):
+        with pytest.raises(ModelError, match="loads no custom logits processors"):
+            server.serve(config)
+    else:
+        with pytest.raises(SystemExit):
+            server.serve(config)
+        assert started[-1][0][started[-1][0].index("--logits-processors") + 1] == server.V1_PROCESSOR
+
+
+def test_e1_serve_names_the_processor_of_what_the_installed_vllm_offers():
+    from e1.serve.server import PROCESSOR, V1_PROCESSOR, processor_name
+
+    assert processor_name(tree({})) == V1_PROCESSOR  # 0.26-0.31: the V1 interface only (runner V1 runs it)
+    assert processor_name(tree({vllm_compat.V2_PROCESSORS: "class LogitsProcessor: ..."})) == PROCESSOR
+    if not vllm_compat.has_v2_processors():
+        pytest.skip("the installed vLLM predates runner V2's processor interface")
+    import importlib
+
+    module, name = PROCESSOR.split(":")
+    served = getattr(importlib.import_module(module), name)
+    from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
+    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Interface
+
+    assert issubclass(served, V1Interface) and issubclass(served, V2Interface)  # both runners' loaders take it

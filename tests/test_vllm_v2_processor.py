@@ -1,8 +1,8 @@
 """e1's processor for vLLM's model runner V2 (e1/engine/vllm_v2_processor.py), driven on CPU tensors
 through vLLM's own interface classes (``LogitsContext``, ``LogitsProcRequestState``) by a small
-runner that does what runner V2 does to a processor: request slots taken from a free list and reused,
-rows in a new order every step, requests left out of a step, chunked prefills, preemption (the
-request comes back in another slot, re-filled with its output so far: ``prefill_len > prompt_len``).
+runner that does what runner V2 does to a processor (tests/v2_runner.py): request slots taken from a
+free list and reused, rows in a new order every step, requests left out of a step, chunked prefills,
+preemption (the request comes back in another slot, re-filled with its output so far: ``prefill_len > prompt_len``).
 At every step each row must be forced to exactly what the request's :class:`RowState` forces (EOS
 once done), or left as it was plus soft's bias, which must be the host's float.
 
@@ -22,12 +22,11 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
-
 from e1.budget import Budget  # noqa: E402
 from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
 from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
 from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
+from tests.v2_runner import SlotRequest, SlotRunner, drive  # noqa: E402
 
 VOCAB, SLOTS, MAX_LEN = 24, 6, 256
 EOS, PLAIN = 0, list(range(12, VOCAB))
@@ -45,12 +44,14 @@ def tokenizer():
 
 
 def markers_for(rng: random.Random) -> Markers:
-    """Start, end, "Wait" and "Final Answer:" ids of one or two tokens each (multi-token markers
+    """Start, end, "Wait", "Final Answer:" and s1's newline ids of one or two tokens each (multi-token markers
     exercise the partial-marker and the tail matching)."""
     start = (1,) if rng.random() < 0.5 else (1, 2)
     end = (3,) if rng.random() < 0.5 else (3, 4)
     wait = (5,) if rng.random() < 0.5 else (5, 6)
-    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8))
+    newline = () if rng.random() < 0.3 else (15,) if rng.random() < 0.5 else (15, 16)  # s1's line breaks
+    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8),
+                   newline)
 
 
 MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
@@ -68,14 +69,11 @@ class Processor(V2BudgetProcessor):
         return tokenizer()
 
 
-def uva(values: torch.Tensor) -> SimpleNamespace:
-    """What runner V2's UVA and staged tensors offer a processor: ``.gpu`` (here CPU) and ``.np`` (the host)."""
-    return SimpleNamespace(gpu=values, np=values.numpy(), cpu=values)
-
-
-class Request:
+class Request(SlotRequest):
     def __init__(self, rng: random.Random, number: int):
+        super().__init__()
         self.markers = markers_for(rng)
+        self.eos = self.markers.eos_ids
         self.mode = Mode.parse(rng.choice(MODES))
         budget = Budget(rng.randint(0, 12), rng.randint(1, 8))
         exit_ids = (9, 10) if self.mode.exit else ()
@@ -97,8 +95,7 @@ class Request:
         args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids, trials)
         self.params = SimpleNamespace(extra_args=None if plain else {KEY: args}, number=number)
         self.state = None if plain else row_state(args, SENTENCE_ENDS, tokenizer())  # the reference
-        self.output: list[int] = []
-        self.room, self.slot, self.filled = room, None, 0
+        self.room = room
 
     def expected(self) -> tuple[int | None, float]:
         """What RowState forces next (EOS once done), else the bias it adds (as the V1 processor)."""
@@ -110,75 +107,33 @@ class Request:
         forced = ARGMAX if state.trial_answering else state.forced_token()
         return forced, 0.0 if forced is not None else state.end_bias()
 
-    @property
-    def finished(self) -> bool:
-        """As vLLM ends it: at EOS or ``max_tokens`` (a done state makes the processor force EOS)."""
-        return len(self.output) >= self.room or (bool(self.output) and self.output[-1] in self.markers.eos_ids)
+    def draw(self, rng: random.Random) -> int:
+        """The model's pick: mostly plain ids, sometimes a marker (natural ends, starts) or EOS."""
+        m = self.markers
+        return rng.choice(PLAIN * 6 + [*m.end_ids, *m.end_ids, *m.start_ids, EOS, 3, 12, 13])
+
+    def take(self, token: int) -> None:
+        if self.state is not None and not self.state.done:
+            self.state.extend([token])  # the reference takes the committed id
 
 
-class Runner:
-    """Runner V2's side of the interface, on CPU tensors: slots, staged writes, the batch each step."""
+class Runner(SlotRunner):
+    """Every row checked against its request's RowState."""
 
     def __init__(self, rng: random.Random, processor_class=Processor):
-        self.rng = rng
-        self.ids = torch.zeros(SLOTS, MAX_LEN, dtype=torch.int32)
-        self.prompt_len, self.prefill_len = torch.zeros(SLOTS, dtype=torch.int32), torch.zeros(SLOTS, dtype=torch.int32)
-        self.total_len = torch.zeros(SLOTS, dtype=torch.int32)
-        req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=SLOTS, vocab_size=VOCAB,
-                                     all_token_ids=uva(self.ids), prompt_len=uva(self.prompt_len),
-                                     prefill_len=uva(self.prefill_len), total_len=uva(self.total_len))
-        self.processor = processor_class(None, req)
-        self.free = list(range(SLOTS))
-        self.running: list[Request] = []
-        self.seen: set[str] = set()  # what the run went through (test_the_runs_reach_every_event)
+        super().__init__(rng, lambda req: processor_class(None, req), SLOTS, VOCAB, MAX_LEN)
 
-    def admit(self, request: Request) -> None:
-        """A new or resumed request: a slot from the free list, filled with its prompt and output so far."""
-        self.seen |= {"resumed with output"} if request.output else set()
-        request.slot = slot = self.free.pop()
-        self.seen |= {"slot reused"} if self.total_len[slot] > 0 else set()  # a finished request's slot
-        filled = request.prompt + request.output
-        self.ids[slot, : len(filled)] = torch.tensor(filled, dtype=torch.int32)
-        self.prompt_len[slot], self.prefill_len[slot] = len(request.prompt), len(filled)
-        self.total_len[slot] = len(filled)
-        request.filled = 0 if len(filled) > 1 and self.rng.random() < 0.3 else len(filled)  # a chunked prefill
-        self.processor.add_request(slot, request.params)
-        self.running.append(request)
-
-    def release(self, request: Request) -> None:
-        self.running.remove(request)
-        self.free.append(request.slot)
-
-    def step(self) -> None:
-        """One step over a shuffled subset of the running requests; each row is checked, then sampled."""
-        self.processor.apply_staged_writes()
+    def staged(self) -> None:
         for request in self.running:  # text modes keep their RowState on the host, the others in the slot tables
             on_host = request.slot in self.processor.on_host
             assert on_host == bool(request.state is not None and (request.mode.stop or request.mode.trials)), request.mode
             assert self.processor.on_device[request.slot] == (request.state is not None and not on_host)
-        batch = [r for r in self.running if self.rng.random() < 0.85] or self.running[:1]
-        self.rng.shuffle(batch)
-        rows = []
-        for request in batch:
-            length = int(self.total_len[request.slot])
-            if request.filled < length:  # a prefill chunk; the last one samples
-                request.filled = min(length, request.filled + self.rng.randint(1, 3))
-            rows.append(request.filled - 1)
-        slots = torch.tensor([r.slot for r in batch], dtype=torch.int32)
-        pos = torch.tensor(rows, dtype=torch.int64)
-        ids = self.ids[slots.long(), pos].long()
-        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
-                            expanded_local_pos=torch.zeros(len(batch), dtype=torch.int32), input_ids=ids, pos=pos,
-                            seq_lens_upper_bound_np=(pos + 1).numpy())
-        before = torch.randn(len(batch), VOCAB, dtype=torch.float32)
-        after = self.processor.apply(before.clone(), ctx)
-        for row, request in enumerate(batch):
-            self.check(request, before[row], after[row])
-        for row, request in enumerate(batch):
-            if request.filled == int(self.total_len[request.slot]):
-                self.sample(request, after[row])
 
-    def check(self, request: Request, before: torch.Tensor, after: torch.Tensor) -> None:
+    def check(self, batch: list[Request], before: torch.Tensor, after: torch.Tensor) -> None:
+        for row, request in enumerate(batch):
+            self.check_row(request, before[row], after[row])
+
+    def check_row(self, request: Request, before: torch.Tensor, after: torch.Tensor) -> None:
         forced, bias = request.expected()
         state = request.state
         self.seen |= {f"forced {request.mode.name}"} if forced is not None and not state.done else set()
@@ -198,36 +153,10 @@ class Runner:
             expected[column] = before[column] + torch.tensor(bias, dtype=torch.float32)
         assert torch.equal(after, expected) or torch.allclose(after, expected, rtol=0, atol=1e-6), (request.mode, bias)
 
-    def sample(self, request: Request, logits: torch.Tensor) -> None:
-        finite = torch.isfinite(logits).nonzero()[:, 0].tolist()
-        token = finite[0] if len(finite) == 1 else self.draw(request)
-        slot = request.slot
-        self.ids[slot, int(self.total_len[slot])] = token
-        self.total_len[slot] += 1
-        request.output.append(token)
-        if request.state is not None and not request.state.done:
-            request.state.extend([token])  # the reference takes the committed id
-
-    def draw(self, request: Request) -> int:
-        """The model's pick: mostly plain ids, sometimes a marker (natural ends, starts) or EOS."""
-        m = request.markers
-        return self.rng.choice(PLAIN * 6 + [*m.end_ids, *m.end_ids, *m.start_ids, EOS, 3, 12, 13])
-
 
 def run(seed: int, steps: int = 60) -> Runner:
-    rng = random.Random(seed)
-    runner, number, waiting = Runner(rng), 0, []
-    for _ in range(steps):
-        while runner.free and (waiting or rng.random() < 0.5):
-            runner.admit(waiting.pop(0) if waiting else Request(rng, number := number + 1))
-        runner.step()
-        for request in [r for r in runner.running if r.finished]:
-            runner.release(request)
-        if runner.running and rng.random() < 0.08:  # preempted: back later, in whatever slot is free
-            request = rng.choice(runner.running)
-            runner.release(request)
-            waiting.append(request)
-    return runner
+    rng, numbers = random.Random(seed), iter(range(1, 1 << 30))
+    return drive(Runner(rng), lambda: Request(rng, next(numbers)), steps)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

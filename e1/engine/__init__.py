@@ -32,7 +32,7 @@ from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
 from e1.engine.spec import EngineSpec
 from e1.engine.stop import StopPattern
-from e1.engine.vllm_compat import server_entry, use_v1_runner
+from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 
 # Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
@@ -46,16 +46,17 @@ _LAZY = {
     "VLLMEngine": "e1.engine.vllm",
     "KEY": "e1.engine.vllm_processor", "BudgetProcessor": "e1.engine.vllm_processor",
     "budget_args": "e1.engine.vllm_processor",
+    "AnyRunnerProcessor": "e1.engine.vllm_v2_processor", "V2BudgetProcessor": "e1.engine.vllm_v2_processor",
 }
 
 __all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
            "Backend", "Completion", "EarlyExitState", "EngineSpec", "LoadSettings",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",
-           "check_backend", "check_device", "check_engine_options", "check_markers", "derive_seed",
-           "exit_ids", "load_engine", "mode_names", "modes_reference", "modes_usage", "new_row_state", "problem_seed", "replay_round",
+           "check_backend", "check_device", "check_runner", "check_engine_options", "check_markers", "derive_seed",
+           "exit_ids", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "new_row_state", "problem_seed", "replay_round",
            "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "state_for",
-           "transition_ids", "use_v1_runner", "vllm_available", "worst_case_tokens", *_LAZY]
+           "transition_ids", "vllm_available", "worst_case_tokens", *_LAZY]
 
 
 def __getattr__(name: str):

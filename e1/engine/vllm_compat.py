@@ -12,7 +12,6 @@ supported releases' wheels (the same test, reading the wheels from PyPI; skipped
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 from pathlib import Path
 from typing import Callable
@@ -30,8 +29,6 @@ SERVER_FLAG_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/la
                      "vllm/entrypoints/openai/cli_args.py")
 V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"  # model runner V2 (the default for dense models from 0.26)
 V2_PROCESSORS = "vllm/v1/worker/gpu/sample/logits_processor/interface.py"  # runner V2's processor interface (0.32+)
-V2_MESSAGE = ("e1: vLLM's model runner V2 does not run e1's server processor (vLLM's V1 interface); "
-              "using the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)")
 
 # (what e1 uses, the file that defines it, the texts that file must contain)
 NEEDS = (
@@ -45,11 +42,10 @@ NEEDS = (
     ("the worker's reload_weights (training's weight sync)", "vllm/v1/worker/gpu_worker.py", ("def reload_weights",)),
     ("SamplingParams.extra_args", "vllm/sampling_params.py", ("extra_args",)),
     ("TokensPrompt", "vllm/inputs/__init__.py", ("TokensPrompt",)),
-    ("the model runner V1 that runs e1's processor, and its switch", "vllm/envs.py", ("VLLM_USE_V2_MODEL_RUNNER",)),
+    ("the model runner switch (check_runner reads it, never sets it)", "vllm/envs.py", ("VLLM_USE_V2_MODEL_RUNNER",)),
     ("the V1 GPU model runner", "vllm/v1/worker/gpu_model_runner.py", ("class GPUModelRunner",)),
 )
 
-log = logging.getLogger("e1.engine")
 Source = Callable[[str], "str | None"]  # a path under the tree ("vllm/llm.py") -> its text, None if absent
 
 
@@ -125,24 +121,11 @@ def processor_class(source: Source | None = None) -> type:
 
 def check_runner(source: Source | None = None) -> None:
     """Refuse, in one line, the one runner choice that cannot run e1's processor: runner V2 asked for
-    (``VLLM_USE_V2_MODEL_RUNNER=1``) on a vLLM whose runner V2 loads no custom processors. Sets nothing."""
+    (``VLLM_USE_V2_MODEL_RUNNER=1``) on a vLLM whose runner V2 loads no custom processors. Sets nothing:
+    the offline engine and ``e1 serve`` both run whichever runner vLLM (or the user) picks."""
     source = source or installed_source()
     if source(V2_RUNNER) is None or has_v2_processors(source):
         return
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
         raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but this vLLM's model runner V2 loads no custom logits "
                          "processors (vLLM 0.32 added them)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
-
-
-def use_v1_runner(source: Source | None = None) -> None:
-    """``e1 serve`` only: pick model runner V1 and say so, once. The server's processor
-    (e1.serve.processor) has the V1 interface only, and 0.32+ runner V2 would refuse it. An explicit V2
-    cannot work: refuse it. (The offline engine needs none of this: :func:`processor_class`.)"""
-    if (source or installed_source())(V2_RUNNER) is None:
-        return  # a vLLM without model runner V2
-    if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
-        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but vLLM's model runner V2 does not run e1's server processor "
-                         "(vLLM's V1 interface)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
-    if os.environ.get("VLLM_USE_V2_MODEL_RUNNER") is None:
-        log.warning(V2_MESSAGE)
-    os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"

@@ -129,7 +129,15 @@ class _Row:
             ready = len(output)
         if ready > self.fed and not state.done:
             self.fed += state.extend(output[self.fed : ready])  # RowState.accept for each, at C speed
-        self.check_at = self.fed + state.tokens_before_forcing() if self.fed == len(output) else 0
+        self.check_at = self.next_check() if self.fed == len(output) else 0
+
+    def next_check(self) -> int:
+        """The output length from which the row is looked at again: the current one while a token is forced
+        or a bias added (vLLM samples a partial prefill's row and discards the id: the step after it needs
+        the same), else the one at which a forced token could be due."""
+        if self.forced() is not None or self.state.end_bias():
+            return self.fed
+        return self.fed + self.state.tokens_before_forcing()
 
     def forced(self) -> int | None:
         """The token to force (ARGMAX: the best one; a trial answer is greedy), None: sample freely.
@@ -151,10 +159,10 @@ class _Row:
     def release(self, upto: int, matched: bool = False) -> None:
         """Leave the stepping path: hand the held ids ``output[fed:upto]`` to the state (``matched``:
         the last one's push to the scanner matched) and look at the row again as ``catch_up`` would have
-        after them: this very step if it has more ids (or its marker is due), else at its next id."""
+        after them: this very step if it has more ids (or a forced id or a bias is due now), else at its next id."""
         self.state.append_held(self.output[self.fed : upto], matched)
         self.fed, self.held = upto, None
-        self.check_at = 0 if matched else upto + self.state.tokens_before_forcing()
+        self.check_at = 0 if matched else self.next_check()
 
 
 class _Stepping:
@@ -274,6 +282,12 @@ class RequestStates:
         args = request_args(sampling_params)
         if args is not None:
             row_state(args)  # raises on malformed settings, at submission time
+
+    def reads_prompt(self, params) -> bool:
+        """Whether :meth:`request_state` needs the request's prompt ids (runner V2 hands a processor
+        none: it reads them back from the device for such requests). The offline engine's settings
+        carry what the prompt leaves thinking; the server's budget fields do not (e1.serve.processor)."""
+        return False
 
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
         """The row state of a newly added request (None: leave it alone). A hook: the server's

@@ -13,7 +13,10 @@ Python per row, the same kernels at any batch size. The step is ``RowState.accep
 (tests/test_vllm_v2_processor.py drives both over generated streams and compares every step).
 
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
-preemption also the output the runner re-fills it with, read back once), then is written to its slot.
+preemption also the output the runner re-fills it with), then is written to its slot. Runner V2 admits
+a request without its prompt: a state that needs it (``reads_prompt``: the server's budgeted requests)
+is built in ``apply_staged_writes`` from the prompt on the device. What new slots need of their ids
+comes back in one read per step that admits such requests.
 Modes that read text (``stop=`` patterns, early-exit's trials) or a bias no curve describes keep
 their RowState on the host: a step with such rows reads their ids back (one sync) and runs them as
 the V1 processor does.
@@ -45,17 +48,6 @@ TABLES = {"L": ("tail", "end_r", "endp_r", "start_r"), "W": ("template", "qbuf",
 ROWS = {name: key for key, names in TABLES.items() for name in names}
 
 
-class AnyRunnerProcessor(V1Interface, LogitsProcessor):
-    """Both vLLM interfaces at once: runner V1 builds it as ``(vllm_config, device, pin_memory)`` and
-    gets :class:`BudgetProcessor`, runner V2 as ``(vllm_config, req_states)`` and gets
-    :class:`V2BudgetProcessor`; so e1 never has to know (or set) which runner vLLM picks."""
-
-    def __new__(cls, vllm_config, *args):
-        return (V2BudgetProcessor if len(args) == 1 else BudgetProcessor)(vllm_config, *args)
-
-    validate_params = BudgetProcessor.validate_params
-
-
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
     """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
 
@@ -72,25 +64,33 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
-        self._staged: dict[int, RowState | None] = {}
+        self._staged: dict[int, tuple] = {}  # slot -> (params whose state waits for its prompt, else None; the state)
         self._sentence_set: frozenset[int] | None = None
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
         self.on_host.pop(req_idx, None)
         self.on_device[req_idx] = False
-        self._staged[req_idx] = state = self.request_state(sampling_params, None)
+        if self.reads_prompt(sampling_params):  # its state is built once the prompt is on the device
+            self._staged[req_idx] = (sampling_params, None)
+            return True
+        self._staged[req_idx] = (None, state := self.request_state(sampling_params, None))
         return state is not None
 
     def apply_staged_writes(self) -> None:
-        """Each new request's state, caught up with what its slot was filled with, into its slot."""
+        """Each new request's state (built now if it reads its prompt), caught up with what its slot was
+        filled with, into its slot. The ids it needs, of every such slot, come back in one read."""
         if not self._staged:
             return
         staged, self._staged = self._staged, {}
+        read = self._read_back(staged)
         slots, states, seen = [], [], []
-        for slot, state in staged.items():
+        for slot, (params, state) in staged.items():
             prompt, prefill = int(self.req.prompt_len.np[slot]), int(self.req.prefill_len.np[slot])
-            if state is not None and prefill > prompt and not state.done:  # resumed after a preemption
-                state.extend(self.req.all_token_ids.gpu[slot, prompt:prefill].tolist())
+            output = read.get(slot, [])
+            if params is not None:  # read from position 0: the prompt, then any output
+                state, output = self.request_state(params, output[:prompt]), output[prompt:]
+            if state is not None and output and not state.done:  # resumed after a preemption
+                state.extend(output)
             if state is not None and self._needs_host(state):
                 self.on_host[slot] = HostRow(state, prefill)
                 state = None
@@ -99,6 +99,26 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             seen.append(prefill)
             self.on_device[slot] = state is not None
         self._write(slots, states, seen)
+
+    def _read_back(self, staged: dict) -> dict[int, list[int]]:
+        """The ids each staged slot needs from the device, from its first needed position on: its prompt
+        and any output if its state reads the prompt, else the output it was re-filled with after a
+        preemption. One gather and one read for all of them (none when no slot needs any)."""
+        want = {}  # slot -> (first, stop) of its ids
+        for slot, (params, state) in staged.items():
+            prompt, prefill = int(self.req.prompt_len.np[slot]), int(self.req.prefill_len.np[slot])
+            if params is not None or (state is not None and prefill > prompt):
+                want[slot] = (0 if params is not None else prompt, prefill)
+        if not want:
+            return {}
+        lengths = np.array([stop - first for first, stop in want.values()], dtype=np.int64)  # [N]
+        starts = np.array([first for first, _ in want.values()], dtype=np.int64)  # [N]
+        rows = np.repeat(np.array(list(want), dtype=np.int64), lengths)  # [T] each id's slot
+        ends = np.cumsum(lengths)  # [N]
+        columns = np.arange(ends[-1]) - np.repeat(ends - lengths - starts, lengths)  # [T] each id's position
+        flat = self.req.all_token_ids.gpu[torch.from_numpy(rows).to(self.device),
+                                          torch.from_numpy(columns).to(self.device)].tolist()  # the one read
+        return {slot: flat[end - length : end] for slot, end, length in zip(want, ends.tolist(), lengths.tolist())}
 
     def _needs_host(self, state: RowState) -> bool:
         """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
@@ -179,6 +199,23 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             logits[index, token] = 0.0
 
 
+class AnyRunnerProcessor(V1Interface, LogitsProcessor):
+    """Both vLLM interfaces at once: runner V1 builds it as ``(vllm_config, device, pin_memory)`` and
+    gets :attr:`V1` (:class:`BudgetProcessor`), runner V2 as ``(vllm_config, req_states)`` and gets
+    :attr:`V2` (:class:`V2BudgetProcessor`); so e1 never has to know (or set) which runner vLLM picks.
+    The server's (e1.serve) is this class with its own pair."""
+
+    V1: type = BudgetProcessor
+    V2: type = V2BudgetProcessor
+
+    def __new__(cls, vllm_config, *args):
+        return (cls.V2 if len(args) == 1 else cls.V1)(vllm_config, *args)
+
+    @classmethod
+    def validate_params(cls, sampling_params) -> None:
+        cls.V1.validate_params(sampling_params)  # both runners' classes check requests alike
+
+
 class HostRow:
     """A request whose RowState stays on the host; ``seen``: the next position whose id it takes."""
 
@@ -206,7 +243,9 @@ def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], d
         return [0] * len(INTS), [0.0] * len(CURVE), {name: [] for name in ROWS}
     markers, mode, budget = state.markers, state.mode, state.budget
     start, end, wait = list(markers.start_ids), list(markers.end_ids), list(markers.wait_ids)
-    answer = list(markers.answer_ids) if mode.answer_prompt else []
+    lines = list(markers.newline_ids) if mode.answer_prompt and mode.answer_lines else []  # s1's "\n" around the marker
+    exit_text = list(state.exit_ids) + lines  # what RowState._force_end queues before the end marker ...
+    answer = lines + list(markers.answer_ids) if mode.answer_prompt else []  # ... and after it
     queue = state.queued()
     ints = {"phase": PHASES[state.phase], "think": state.think_tokens, "solve": state.solve_tokens,
             "written": len(state.tokens), "waits": state.waits_left, "seen": seen, "opened": int(state.opened),
@@ -214,10 +253,10 @@ def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], d
             "room": state.max_new_tokens, "cap": NONE if state.total_cap is None else state.total_cap,
             "budgeted": int(state.budgeted), "grace": mode.grace, "eos": min(markers.eos_ids), "end_first": end[0],
             "end_last": end[-1], "end_len": len(end), "start_len": len(start), "ls": len(start),
-            "lx": len(state.exit_ids), "le": len(end), "la": len(answer), "lw": len(wait)}
+            "lx": len(exit_text), "le": len(end), "la": len(answer), "lw": len(wait)}
     width = max(len(start), len(end), 1)
     rows = {"tail": state.tokens[-width:], "end_r": end, "endp_r": end[:-1], "start_r": start,
-            "eos_set": sorted(markers.eos_ids), "template": start + list(state.exit_ids) + end + answer + wait,
+            "eos_set": sorted(markers.eos_ids), "template": start + exit_text + end + answer + wait,
             "qbuf": [token for token, _ in queue], "qkind": [kind for _, kind in queue]}
     return [ints[name] for name in INTS], list(mode.bias_curve(budget.think)), rows
 

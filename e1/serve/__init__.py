@@ -2,6 +2,7 @@
 
 - :mod:`e1.serve.server` — ``e1 serve``: the vLLM command line with e1's plug-ins, and ``serve``.
 - :mod:`e1.serve.processor` — the logits processor (``--logits-processors``) inside vLLM's engine.
+- :mod:`e1.serve.processor_v2` — its model runner V2 form, and the class that serves either runner.
 - :mod:`e1.serve.middleware` — the ASGI middleware (``--middleware``): validation, defaults, counts.
 - :mod:`e1.serve.responses`, :mod:`e1.serve.budgets` — the pure parts both share.
 

@@ -4,15 +4,18 @@ The budgets are per request, in vLLM's extra args; the server's defaults and mar
 come from ``--additional-config`` (see :class:`~e1.serve.budgets.ServeDefaults`); the markers
 are resolved from the served model's tokenizer when the engine starts:
 
-    vllm serve MODEL --logits-processors e1.serve.processor:ServedBudgetProcessor \\
+    vllm serve MODEL --logits-processors e1.serve.processor_v2:ServedAnyRunnerProcessor \\
         --additional-config '{"e1": {"think": 1024, "solve": 1024}}'
     curl ... -d '{"messages": [...], "vllm_xargs": {"thinking_budget": 512, "solution_budget": 256}}'
 
-Decoding is :class:`~e1.engine.vllm_processor.BudgetProcessor`'s: one RowState per request
-(with the mode's exit text and grace window, as ``e1 eval`` decodes them), the forced token's
-logit the only finite one. An early-exit round that e1's middleware sends (:mod:`e1.serve.rounds`)
-carries the offline engine's settings under ``vllm_xargs["e1"]`` instead, and is decoded as the offline
-engine decodes it; early-exit named only by the budget fields is refused (one request cannot roll back).
+:class:`ServedRequests` is what serving adds to either runner's processor: each request's RowState
+from its budget fields (with the mode's exit text and grace window, as ``e1 eval`` decodes them),
+the server's defaults, and the admission check. :class:`ServedBudgetProcessor` is it on vLLM's V1
+interface (:class:`~e1.engine.vllm_processor.BudgetProcessor`); :mod:`e1.serve.processor_v2` holds
+runner V2's, and the class that serves whichever runner vLLM picks (vLLM 0.32+). An early-exit round
+that e1's middleware sends (:mod:`e1.serve.rounds`) carries the offline engine's settings under
+``vllm_xargs["e1"]`` instead, and is decoded as the offline engine decodes it; early-exit named only
+by the budget fields is refused (one request cannot roll back).
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ from e1.serve.budgets import (
 )
 
 
-class ServedBudgetProcessor(BudgetProcessor):
-    """Budgets from each request's ``thinking_budget``/``solution_budget``/``budget_mode`` extra args."""
+class ServedRequests:
+    """Budgets from each request's ``thinking_budget``/``solution_budget``/``budget_mode`` extra args, the
+    server's defaults filling what a request leaves out: mixed into either runner's processor (first)."""
 
-    def __init__(self, vllm_config, device, is_pin_memory: bool):
-        super().__init__(vllm_config, device, is_pin_memory)
+    def __init__(self, vllm_config, *args):
+        super().__init__(vllm_config, *args)
         self.served = load_served(vllm_config)
 
     @classmethod
@@ -46,13 +50,19 @@ class ServedBudgetProcessor(BudgetProcessor):
             secret = str(sampling_params.extra_args.get(ROUNDS_FIELD)).encode()
             if not secrets.compare_digest(secret, ROUNDS_SECRET.encode()):
                 raise ValueError(f"vllm_xargs[{KEY!r}] is e1's own (its early-exit rounds): send budget_mode instead")
-            BudgetProcessor.validate_params(sampling_params)
+            super().validate_params(sampling_params)  # the offline engine's settings, checked as it checks them
             return
         try:
             check_fields(sampling_params.extra_args or {})
             check_room(sampling_params.extra_args or {}, sampling_params.max_tokens)
         except E1Error as err:
             raise ValueError(str(err)) from err
+
+    def reads_prompt(self, params) -> bool:
+        """A budgeted request's state needs its prompt (is thinking open, closed or absent there);
+        an early-exit round's settings carry that, and a plain request has no state."""
+        xargs = params.extra_args or {}
+        return KEY not in xargs and request_budget(xargs, self.served.defaults) is not None
 
     def request_state(self, params, prompt_ids: list[int] | None) -> RowState | None:
         if KEY in (params.extra_args or {}):
@@ -65,3 +75,7 @@ class ServedBudgetProcessor(BudgetProcessor):
         if budget.mode.trials:  # the server's default, on a route around the middleware (/v1/responses,
             state.trials_on = False  # /invocations): no rounds, so no trials (one request cannot roll them back)
         return state
+
+
+class ServedBudgetProcessor(ServedRequests, BudgetProcessor):
+    """The server's processor on vLLM's V1 interface (runner V1; the only one before vLLM 0.32)."""

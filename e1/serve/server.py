@@ -20,7 +20,9 @@ from e1.errors import ModelError
 from e1.numeric import Number, check_numbers
 from e1.serve.budgets import ServeDefaults
 
-PROCESSOR = "e1.serve.processor:ServedBudgetProcessor"
+# the logits processor, by what the installed vLLM offers: where runner V2 loads custom processors
+# (0.32+), the class that serves either runner; before that, the V1 interface's (runner V1 runs it)
+PROCESSOR, V1_PROCESSOR = "e1.serve.processor_v2:ServedAnyRunnerProcessor", "e1.serve.processor:ServedBudgetProcessor"
 MIDDLEWARE = "e1.serve.middleware.BudgetMiddleware"
 
 
@@ -48,6 +50,14 @@ class ServeConfig:
         check_numbers(self, SERVE_NUMBERS, {name: "--" + name.replace("_", "-") for name in SERVE_NUMBERS})
 
 
+def processor_name(source=None) -> str:
+    """The ``--logits-processors`` class for the installed vLLM (``source``: another vLLM tree, as in
+    :mod:`~e1.engine.vllm_compat`): one that runs on whichever model runner vLLM picks."""
+    from e1.engine import has_v2_processors
+
+    return PROCESSOR if has_v2_processors(source) else V1_PROCESSOR
+
+
 def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = None) -> list[str]:
     """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
     ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
@@ -58,7 +68,7 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
     argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
             "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
             "--gpu-memory-utilization", str(config.gpu_memory_utilization),
-            "--logits-processors", PROCESSOR, "--middleware", MIDDLEWARE,
+            "--logits-processors", processor_name(), "--middleware", MIDDLEWARE,
             "--additional-config", config.defaults.additional_config()]
     if config.max_model_len is not None:
         argv += ["--max-model-len", str(config.max_model_len)]
@@ -111,9 +121,9 @@ def serve(config: ServeConfig) -> None:
     check_servable(config)
     import torch
 
-    from e1.engine import use_v1_runner
+    from e1.engine import check_runner
 
-    use_v1_runner()  # the server's engine process inherits the environment
+    check_runner()  # the runner stays vLLM's choice (or the user's): the processor serves either
     argv = vllm_argv(config, on_cpu=not torch.cuda.is_available())
     sys.stdout.flush()
     os.execv(argv[0], argv)
