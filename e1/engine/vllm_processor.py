@@ -24,11 +24,15 @@ from operator import itemgetter
 
 import numpy as np
 import torch
-from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+from vllm.v1.sample.logits_processor import (
+    BatchUpdate,
+    LogitsProcessor,
+    MoveDirectionality,
+)
 
 from e1.budget import Budget
-from e1.engine.modes import Mode
 from e1.engine.markers import Markers
+from e1.engine.modes import Mode
 from e1.engine.row_state import RowState
 
 KEY = "e1"
@@ -112,7 +116,7 @@ def _replay_trials(state, args: dict):
 
 
 class _Row:
-    __slots__ = ("state", "output", "fed", "eos", "check_at", "held", "scanned")
+    __slots__ = ("check_at", "eos", "fed", "held", "output", "scanned", "state")
 
     def __init__(self, state: RowState, output: list[int], eos: int):
         self.state, self.output, self.fed, self.eos, self.check_at = state, output, 0, eos, 0
