@@ -31,8 +31,9 @@ vLLM per token; ``benchmarks/stop.py`` times both side by side). A tokenizer wit
 backend (a "slow" one) falls back to decoding the last ``window // 4`` ids per token.
 
 Most ids need less. While no copy of the pattern's lead text (:func:`required_lead`) lies in the window
-and the detokenizer holds no partial character, an id whose own text holds neither the lead's last
-character nor a broken one (U+FFFD) cannot start or complete a match: it only appends its text. Such an
+and the detokenizer holds no partial character, an id whose own text holds no broken character (U+FFFD),
+no copy of the lead and does not begin with the lead's end cannot start or complete a match: it only
+appends its text. Such an
 id is *quiet* (:attr:`StopPattern.quiet`, one table over the vocabulary, built once per tokenizer and
 lead), and a scanner that is :attr:`~StopScanner.idle` takes it without the detokenizer
 (:meth:`StopScanner.skip`; a batched caller, the vLLM processor's stepping path, looks quiet ids up for
@@ -111,19 +112,23 @@ def _construct(reason: str) -> str | None:
 
 
 class StopPattern:
-    """``pattern`` (a regex) matched against the last ``window`` characters of the thinking text."""
+    """``pattern`` (a regex) matched against the last ``window`` characters of the thinking text. ``prefilter``
+    False: scanners take every id through the detokenizer, as before the quiet table (benchmarks compare)."""
+
+    prefilter = True
 
     def __init__(self, tokenizer, pattern: str, window: int = STOP_WINDOW_CHARS):
         self.tokenizer, self.pattern, self.window = tokenizer, compile_stop(pattern), window
         self.backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust tokenizer of a "fast" one
         self.lead = required_lead(self.pattern)
         # [V] bool: ids that cannot start or complete a match in an idle scanner (None: every id is scanned)
-        self.quiet: np.ndarray | None = quiet_ids(self.backend, self.lead[-1]) if self.lead and _byte_level(self.backend) else None
+        self.quiet: np.ndarray | None = quiet_ids(self.backend, self.lead) if self.lead and _byte_level(self.backend) else None
         self.texts = id_texts(self.backend) if self.quiet is not None else None  # each id's own text
 
-    def scanner(self, prefilter: bool = True) -> StopScanner:
+    def scanner(self, prefilter: bool | None = None) -> StopScanner:
         """A fresh scanner for one row's thinking (``prefilter`` False: every id through the detokenizer
-        and the lead check, as before the quiet table; the reference tests compare with)."""
+        and the lead check, as before the quiet table: the reference the tests compare with)."""
+        prefilter = self.prefilter if prefilter is None else prefilter
         return StopScanner(self, prefilter) if self.backend is not None else _IdWindowScanner(self)
 
 
@@ -140,11 +145,14 @@ def id_texts(backend) -> list[str]:
 
 
 @lru_cache(maxsize=32)
-def quiet_ids(backend, last: str) -> np.ndarray:
-    """[V] bool: the ids whose text holds neither ``last`` (the lead's last character) nor U+FFFD (part of a
-    character, or bytes that are none): appended to text that ends in a whole character, such an id adds its
-    own text and no copy of the lead can end in it. Once per tokenizer and lead character."""
-    quiet = np.fromiter((last not in text and "\ufffd" not in text for text in id_texts(backend)), bool)
+def quiet_ids(backend, lead: str) -> np.ndarray:
+    """[V] bool: the ids whose text holds no U+FFFD (part of a character, or bytes that are none), no copy of
+    ``lead``, and does not begin with the rest of one (a proper suffix of ``lead``): appended to text that ends
+    in a whole character, such an id adds its own text and no copy of the lead can end in it. Once per
+    tokenizer and lead."""
+    rests = tuple(lead[k:] for k in range(1, len(lead)))
+    quiet = np.fromiter((lead not in text and "\ufffd" not in text and not text.startswith(rests)
+                         for text in id_texts(backend)), bool)
     quiet.flags.writeable = False
     return quiet
 
