@@ -11,7 +11,7 @@ No vLLM engine: the rows are added as vLLM's ``update_state`` adds them and each
 id to every row, then times ``apply`` on a small logits tensor (its work between two forward passes: on an
 H200 a 1.5B model's step at batch 256 takes about 9 ms). Every row is inside the window each mode acts in
 (t = s = 1k; soft with ``start=0``, so its bias is due at every step; ``stop='\\\\boxed\\{'``, which the text
-never completes, though its lead's last character, ``{``, comes every 19 ids). Prints microseconds per step
+never completes; the ids that can wake a row's scanner, counted in the output, come often). Prints microseconds per step
 and per row-step; flat per row-step means the per-step work no longer grows with Python per row.
 """
 
@@ -33,6 +33,7 @@ def main() -> None:
 
     import torch
 
+    from e1.engine.base import Mode
     from e1.engine.markers import resolve_markers
     from e1.models.tiny import build_tokenizer
 
@@ -42,6 +43,13 @@ def main() -> None:
     text = "Let me add 17 and 25: that is 42. Wait, check \\frac{1}{2} é → 42 again. " * 200
     ids = tokenizer.encode(text, add_special_tokens=False)[: args.steps + 8]
     paths = {"row by row": (False, False), "stepping": (True, False), "+ quiet ids": (True, True)}
+    if "stop" in args.modes.split(","):
+        from e1.engine.stop import StopPattern
+
+        quiet = StopPattern(tokenizer, Mode.parse(MODES["stop"]).stop).quiet
+        loud = sum(not quiet[i] for i in ids[8 : 8 + args.steps])
+        print(f"stop: {loud} of {args.steps} timed ids are not quiet (the {{ of \\frac{{1}}{{2}}, and é and → split into "
+              f"bytes by the tiny vocabulary): they and the id after a split character reach every row's scanner")
     print(f"processor CPU time per step, {args.steps} steps, best of {args.repeats}; us/step (us/row-step)")
     print(f"{'batch':>6} {'mode':8} " + " ".join(f"{path:>20}" for path in paths) + f" {'stepping / by row':>18} {'quiet / stepping':>17}")
     for batch in map(int, args.batches.split(",")):
