@@ -216,13 +216,14 @@ class _Stepping:
         ok &= ~(last[:, None] == self.specials).any(1)  # [R, S] -> [R]
         leave = np.flatnonzero(~ok).tolist()
         matched = []
-        if self.scanning:
-            for r in self._woken(ok, last):
-                scanner, at = self.rows[r].state.scanner, int(length[r])
+        if self.scanning and (woken := self._woken(ok, last)):
+            scanners = [self.rows[r].state.scanner for r in woken]
+            for r, scanner, at, token in zip(woken, scanners, length[woken].tolist(), last[woken].tolist()):
                 self._hand_over(r, at - 1)
-                if scanner.push(int(last[r])):
+                if scanner.push(token):
                     matched.append(r)
-                self.scanned[r], self.idle[r] = at, scanner.idle
+            self.scanned[woken] = length[woken]
+            self.idle[woken] = [scanner.idle for scanner in scanners]
         for r in leave:
             if self.scanning:
                 self._hand_over(r, int(self.held[r]))
