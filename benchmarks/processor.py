@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed steps per run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--modes", default=",".join(MODES), help="of " + ", ".join(MODES))
+    parser.add_argument("--text", default="Let me add 17 and 25: that is 42. Wait, check \\frac{1}{2} é → 42 again. ",
+                        help="the thinking every row writes, repeated")
     args = parser.parse_args()
 
     import torch
@@ -40,16 +42,15 @@ def main() -> None:
     torch.set_num_threads(1)
     tokenizer = build_tokenizer()
     markers = resolve_markers(tokenizer)
-    text = "Let me add 17 and 25: that is 42. Wait, check \\frac{1}{2} é → 42 again. " * 200
-    ids = tokenizer.encode(text, add_special_tokens=False)[: args.steps + 8]
+    ids = tokenizer.encode(args.text * (args.steps + 8), add_special_tokens=False)[: args.steps + 8]
     paths = {"row by row": (False, False), "stepping": (True, False), "+ quiet ids": (True, True)}
     if "stop" in args.modes.split(","):
         from e1.engine.stop import StopPattern
 
         quiet = StopPattern(tokenizer, Mode.parse(MODES["stop"]).stop).quiet
         loud = sum(not quiet[i] for i in ids[8 : 8 + args.steps])
-        print(f"stop: {loud} of {args.steps} timed ids are not quiet (the {{ of \\frac{{1}}{{2}}, and é and → split into "
-              f"bytes by the tiny vocabulary): they and the id after a split character reach every row's scanner")
+        print(f"stop: {loud} of {args.steps} timed ids are not quiet (by default the {{ of \\frac{{1}}{{2}}, and é and → "
+              f"split into bytes by the tiny vocabulary): they and the id after a split character wake every row's scanner")
     print(f"processor CPU time per step, {args.steps} steps, best of {args.repeats}; us/step (us/row-step)")
     print(f"{'batch':>6} {'mode':8} " + " ".join(f"{path:>20}" for path in paths) + f" {'stepping / by row':>18} {'quiet / stepping':>17}")
     for batch in map(int, args.batches.split(",")):
