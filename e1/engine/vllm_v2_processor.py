@@ -16,7 +16,8 @@ A request's state starts on the host, as the V1 processor builds it (``history``
 preemption also the output the runner re-fills it with, read back once), then is written to its slot.
 Modes that read text (``stop=`` patterns, early-exit's trials) or a bias no curve describes keep
 their RowState on the host: a step with such rows reads their ids back (one sync) and runs them as
-the V1 processor does.
+the V1 processor does; a stop row that thinks plainly (its id quiet for its pattern) or solves with
+nothing due is held back as arrays over the slots (``HeldRows``), with no Python for it that step.
 """
 
 from __future__ import annotations
@@ -24,21 +25,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
-from vllm.v1.worker.gpu.sample.logits_processor import (
-    LogitsContext,
-    LogitsProcessor,
-    LogitsProcRequestState,
-)
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
 
-from e1.engine.row_state import (
-    DONE,
-    SOLVE,
-    T_ANSWER,
-    T_MARKER,
-    T_THINK,
-    THINK,
-    RowState,
-)
+from e1.engine.row_state import DONE, SOLVE, T_ANSWER, T_MARKER, T_THINK, THINK, RowState
+from e1.engine.vllm_held import HeldRows
 from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
 
 PHASES = {THINK: 0, SOLVE: 1, DONE: 2}
@@ -69,7 +59,10 @@ class AnyRunnerProcessor(V1Interface, LogitsProcessor):
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
+    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would.
+    ``holding`` False: every host row is fed one by one each step (the path before ``HeldRows``; benchmarks compare)."""
+
+    holding = True
 
     def __init__(self, vllm_config, req_states: LogitsProcRequestState):
         if getattr(vllm_config, "speculative_config", None) is not None:
@@ -84,7 +77,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
-        self.held = _Held(n)  # host rows thinking plainly with a stop pattern: their quiet ids held back
+        self.held = HeldRows(n)  # host rows thinking plainly with a stop pattern: their quiet ids held back
         self._staged: dict[int, RowState | None] = {}
         self._sentence_set: frozenset[int] | None = None
 
@@ -171,12 +164,12 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
 
     def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
         """The rows whose state is on the host: their ids read back (one sync), then as the V1 processor; a
-        stop row thinking plainly holds its quiet ids back (``_Held``: no Python for it this step)."""
+        stop row thinking plainly holds its quiet ids back (``HeldRows``: no Python for it this step)."""
         rows = [row for row, slot in enumerate(ctx.idx_mapping_np.tolist()) if slot in self.on_host]
         where = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         ids, positions = torch.stack([ctx.input_ids[where].long(), ctx.pos[where].long()]).cpu().numpy()
         slots = ctx.idx_mapping_np[rows].astype(np.int64)
-        looked = self.held.take(slots, ids, positions)  # [H] bool: the rows Python looks at
+        looked = self.held.take(slots, ids, positions) if self.holding else np.ones(len(rows), dtype=bool)  # [H]
         forced, biased = [], []
         for row, slot, token, position in zip(np.array(rows)[looked].tolist(), slots[looked].tolist(),
                                               ids[looked].tolist(), positions[looked].tolist()):
@@ -187,7 +180,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
                 forced.append((row, token))
             elif bias := host.state.end_bias():
                 biased.append((row, host.state.markers.end_ids[0], bias))
-            else:
+            elif self.holding:
                 self.held.enter(slot, host)
         if biased:
             index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))
@@ -198,89 +191,6 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             token = torch.where(token == ARGMAX, logits[index].argmax(dim=1), token)  # a trial answer: greedy
             logits[index] = float("-inf")
             logits[index, token] = 0.0
-
-
-class _Held:
-    """Host rows with a stop pattern while they think plainly or solve, as arrays over the slots (V1's stepping
-    path, ``e1.engine.vllm_processor._Stepping``, for runner V2): a row's id is held back, not fed, when it comes
-    at the next position, is no phase id (``RowState.phase_ids``), fits in ``RowState.plain_ahead`` (solving:
-    comes before a forced id could be due) and, while thinking, is quiet for the row's idle scanner
-    (``StopPattern.quiet``: it cannot start or complete a match). Such an id changes nothing the processor
-    writes (no forced id, no bias: rows with a soft bias are not held), so the row costs no Python that step;
-    the held ids go to the scanner (``skip``) and the state (``append_held``) in one call each when any check
-    fails, in the order they came."""
-
-    CAP = 256  # ids held per row at most (then they are handed over)
-
-    def __init__(self, slots: int) -> None:
-        self.on = np.zeros(slots, dtype=bool)  # [S] holding
-        self.count = np.zeros(slots, dtype=np.int64)  # [S] ids held
-        self.until = np.zeros(slots, dtype=np.int64)  # [S] ids it may hold
-        self.seen = np.zeros(slots, dtype=np.int64)  # [S] the next position
-        self.ids = np.zeros((slots, self.CAP), dtype=np.int64)  # [S, CAP]
-        self.specials = np.full((slots, 1), -2, dtype=np.int64)  # [S, P] phase ids, padded with -2
-        self.table = np.zeros(slots, dtype=np.int64)  # [S] which quiet table
-        self.scan = np.zeros(slots, dtype=bool)  # [S] thinking: its ids must be quiet (solving: any id but a phase id)
-        self.tables: list[np.ndarray] = []
-
-    def take(self, slots: np.ndarray, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
-        """Hold this step's id of every holding slot that may (``slots``, ``ids``, ``positions``: [H]); returns
-        the rows the caller must look at (a mask over H)."""
-        ok = self.on[slots] & (positions == self.seen[slots]) & (self.count[slots] < self.until[slots])  # [H]
-        if not ok.any():
-            return ~ok
-        ok &= ~(ids[:, None] == self.specials[slots]).any(1)  # [H, P] -> [H]
-        quiet = ~self.scan[slots]  # [H]
-        for number, table in enumerate(self.tables):
-            mine = ok & self.scan[slots] & (self.table[slots] == number) & (ids >= 0) & (ids < len(table))
-            quiet[mine] = table[ids[mine]]
-        ok &= quiet
-        held = slots[ok]
-        self.ids[held, self.count[held]] = ids[ok]
-        self.count[held] += 1
-        self.seen[held] += 1
-        return ~ok
-
-    def release(self, slot: int, host: HostRow) -> None:
-        """Hand the held ids to the row's scanner and state, in order; the row is looked at one by one again."""
-        if not self.on[slot]:
-            return
-        self.on[slot] = False
-        held = self.ids[slot, : self.count[slot]].tolist()
-        if held and self.scan[slot]:
-            host.state.scanner.skip(held)
-            host.state.append_held(held)
-        elif held:  # solution ids: accepted one by one, at C speed
-            host.state.extend(held)
-        host.seen += len(held)
-
-    def enter(self, slot: int, host: HostRow) -> None:
-        """Hold the row's ids from the next step on: while it thinks plainly with an idle scanner, or solves
-        with no forced id due (``RowState.tokens_before_forcing``, as V1's ``_Row.catch_up`` skips); never with
-        a bias (soft) or trials (early-exit)."""
-        state = host.state
-        scanner = state.scanner
-        if state.done or state.mode.trials or state.mode.bias_start(state.budget.think) is not None:
-            return
-        thinking = state.phase == THINK
-        if thinking and not getattr(scanner, "idle", False):
-            return
-        ahead = state.plain_ahead() if thinking else state.tokens_before_forcing() - 1
-        if ahead <= 0:
-            return
-        specials = sorted(state.phase_ids())
-        if len(specials) > self.specials.shape[1]:
-            pad = np.full((len(self.on), len(specials) - self.specials.shape[1]), -2, dtype=np.int64)
-            self.specials = np.concatenate([self.specials, pad], axis=1)
-        self.specials[slot] = -2
-        self.specials[slot, : len(specials)] = specials
-        number = 0
-        if thinking:
-            number = next((k for k, table in enumerate(self.tables) if table is scanner.quiet), len(self.tables))
-            if number == len(self.tables):
-                self.tables.append(scanner.quiet)
-        self.on[slot], self.count[slot], self.until[slot] = True, 0, min(ahead, self.CAP)
-        self.seen[slot], self.table[slot], self.scan[slot] = host.seen, number, thinking
 
 
 class HostRow:
