@@ -11,7 +11,9 @@ then the solution. Each step the V1 processor gets its rows' output lists grown 
 processor a ``LogitsContext`` (rows shuffled, as runner V2 reorders them). The logits are ``--vocab``
 wide: small, so that what is timed is the processors' own per-step work, not a pass over a real
 vocabulary (which either processor's masking makes, on the GPU). A ``stop=`` mode's rows run on V2's
-host path (their ids read back each step), with the tiny byte tokenizer. CPU only: no vLLM engine runs.
+host path (their ids read back each step), with the tiny byte tokenizer; such a mode also times V2's host path
+as it was before held rows and quiet ids ("V2 before": every host row fed one by one, every id scanned). CPU
+only: no vLLM engine runs.
 Prints microseconds per step and per row, and V1's cost as a multiple of V2's.
 """
 
@@ -24,7 +26,7 @@ import sys
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import interleaved_best  # noqa: E402
+from timing import interleaved_best
 
 
 def main() -> None:
@@ -40,12 +42,17 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"apply() per step, mode {args.mode}, {args.steps} steps, vocab {args.vocab}, best of {args.repeats} "
           f"(torch threads: 1)")
-    print(f"{'rows':>6} {'V1 us/step':>11} {'V2 us/step':>11} {'V1 us/row':>10} {'V2 us/row':>10} {'V1/V2':>7}")
+    stop = "stop=" in args.mode  # then also V2's host rows as before: fed one by one, every id scanned
+    print(f"{'rows':>6} {'V1 us/step':>11} {'V2 us/step':>11} {'V1 us/row':>10} {'V2 us/row':>10} {'V1/V2':>7}"
+          + (f" {'V2 before':>10} {'V2 / before':>12}" if stop else ""))
     for rows in map(int, args.batches.split(",")):
         runs = {"v1": v1_run(rows, args), "v2": v2_run(rows, args)}
+        if stop:
+            runs["plain"] = v2_run(rows, args, prefilter=False)
         best = interleaved_best(args.repeats, runs)
-        v1, v2 = (best[name][0] / args.steps * 1e6 for name in ("v1", "v2"))
-        print(f"{rows:6d} {v1:11.1f} {v2:11.1f} {v1 / rows:10.2f} {v2 / rows:10.2f} {v1 / v2:7.2f}")
+        v1, v2, *plain = (best[name][0] / args.steps * 1e6 for name in runs)
+        print(f"{rows:6d} {v1:11.1f} {v2:11.1f} {v1 / rows:10.2f} {v2 / rows:10.2f} {v1 / v2:7.2f}"
+              + (f" {plain[0]:10.1f} {v2 / plain[0]:11.3f}x" if stop else ""))
 
 
 def requests(rows: int, args):
@@ -96,10 +103,14 @@ def v1_run(rows: int, args):
     return run
 
 
-def v2_run(rows: int, args):
+def v2_run(rows: int, args, prefilter: bool = True):
     import torch
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsContext,
+        LogitsProcRequestState,
+    )
 
+    from e1.engine.stop import StopPattern
     from e1.engine.vllm_v2_processor import V2BudgetProcessor
 
     params, stream = requests(rows, args)
@@ -115,8 +126,10 @@ def v2_run(rows: int, args):
                                      prompt_len=tensor(lengths), prefill_len=tensor(lengths.clone()),
                                      total_len=tensor(lengths.clone()))
         processor = with_tokenizer(V2BudgetProcessor)(None, req)
+        StopPattern.prefilter = processor.holding = prefilter  # before: no quiet ids, no held rows
         for slot in range(rows):
             processor.add_request(slot, params)
+        StopPattern.prefilter = True
         processor.apply_staged_writes()
         logits = torch.zeros(rows, args.vocab)
         order = [torch.randperm(rows, generator=torch.Generator().manual_seed(k)).int() for k in range(4)]

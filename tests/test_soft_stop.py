@@ -250,6 +250,126 @@ def test_the_start_marker_and_special_ids_are_not_thinking_text(tokenizer):
     assert fired == 2 and state.think_end == "pattern"
 
 
+# ---- the quiet-id prefilter: exactly the plain scanner, on generated patterns and id streams ------------
+
+@pytest.fixture(scope="module")
+def split_tokenizer():
+    """A byte-level BPE trained on non-ASCII text too: ids for whole multi-byte characters, merges of
+    several, and the single bytes (each a part of a character) that random ids pick."""
+    from e1.models.tiny import DEFAULT_CORPUS, build_tokenizer
+
+    extra = ["é→数🙂 \\boxed{x} 数数é {é} 🙂🙂 →→ ab x" * 3, "xé数 é🙂 a→b {0} \\b{1}"] * 50
+    return build_tokenizer(corpus=[*DEFAULT_CORPUS, *extra], vocab_size=600)
+
+
+CHARS = ["a", "b", "x", "{", "}", "\\", " ", "é", "→", "数", "🙂", "0", "1"]
+ATOM = st.one_of(st.sampled_from(CHARS).map(re.escape), st.sampled_from([r"[xy]", r"[é→]", r"\d", r"[^}]", ".", r"\s"]),
+                 st.lists(st.sampled_from(CHARS).map(re.escape), min_size=1, max_size=3).map("".join).flatmap(
+                     lambda a: st.sampled_from(CHARS).map(lambda b: f"(?:{a}|{re.escape(b)})")))
+PIECE = st.tuples(ATOM, st.sampled_from(["", "", "", "?", "*", "+", "{1,2}"])).map("".join)
+LEAD = st.lists(st.sampled_from(CHARS).map(re.escape), min_size=0, max_size=4).map("".join)  # a literal lead, often
+GENERATED = st.builds(lambda flags, anchor, lead, rest, end: flags + anchor + lead + "".join(rest) + end,
+                      st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from(["", "", r"\b", "^", r"\B"]), LEAD,
+                      st.lists(PIECE, max_size=3), st.sampled_from(["", "", "$", r"\b"]))
+
+
+def byte_ids(tokenizer, text: str) -> list[int]:
+    """``text`` as one id per UTF-8 byte (a byte-level vocabulary holds them all): every character split."""
+    shown = [*range(33, 127), *range(161, 173), *range(174, 256)]  # GPT-2's bytes that stand for themselves
+    chars = {b: chr(b) for b in shown} | {b: chr(256 + n) for n, b in enumerate(sorted(set(range(256)) - set(shown)))}
+    return [tokenizer.convert_tokens_to_ids(chars[b]) for b in text.encode()]
+
+
+def id_stream(tokenizer, lead: str = ""):
+    """Random ids (single bytes among them), special ids, encoded texts, and texts byte by byte (characters
+    split between ids), mixed: whatever a model may write."""
+    size = len(tokenizer)
+    texts = st.one_of(TEXT, st.just(lead), st.sampled_from(lead[1:] or "x"))  # the lead, and its last characters
+    chunk = st.one_of(st.lists(st.integers(0, size - 1), min_size=1, max_size=6),
+                      st.sampled_from(tokenizer.all_special_ids).map(lambda i: [i]),  # no text at all
+                      texts.map(lambda text: tokenizer.encode(text, add_special_tokens=False)),
+                      texts.map(lambda text: byte_ids(tokenizer, text)))
+    return st.lists(chunk, max_size=30).map(lambda chunks: [i for c in chunks for i in c])
+
+
+def pushes(scanner, ids):
+    return [scanner.push(i) for i in ids]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), pattern=GENERATED, window=st.sampled_from([4, 8, 16, 512]), which=st.sampled_from(["tiny", "split"]))
+def test_the_prefiltered_scanner_answers_every_push_as_the_plain_one(tokenizer, split_tokenizer, data, pattern, window,
+                                                                     which):
+    """Invariant: over generated patterns (literals, classes, alternations, anchors, flags, non-ASCII) and id
+    streams that split characters anywhere, the scanner with the quiet table answers every push exactly
+    as the plain scanner (no table: every id through the detokenizer) does; so it stops at the same id."""
+    chosen = tokenizer if which == "tiny" else split_tokenizer
+    try:
+        stop = StopPattern(chosen, pattern, window=window)
+    except ConfigError:
+        return
+    ids = data.draw(id_stream(chosen, stop.lead))
+    assert pushes(stop.scanner(), ids) == pushes(stop.scanner(prefilter=False), ids)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), pattern=GENERATED, window=st.sampled_from([4, 8, 512]))
+def test_quiet_ids_handed_over_late_and_in_runs_change_nothing(split_tokenizer, data, pattern, window):
+    """As the vLLM stepping path uses it: while the scanner is idle, a quiet id is held back (no call at all);
+    the held ids go in one ``skip`` just before the next id that must be pushed. The pushes answer as the
+    plain scanner's do at every id that is pushed, and every held id is one the plain scanner says no to."""
+    try:
+        stop = StopPattern(split_tokenizer, pattern, window=window)
+    except ConfigError:
+        return
+    ids = data.draw(id_stream(split_tokenizer, stop.lead))
+    plain = pushes(stop.scanner(prefilter=False), ids)
+    scanner, held, answers = stop.scanner(), [], []
+    for token in ids:
+        if scanner.idle and stop.quiet[token]:
+            held.append(token)
+            answers.append(False)
+            continue
+        if held:
+            scanner.skip(held)
+            held = []
+        answers.append(scanner.push(token))
+    assert answers == plain
+
+
+def test_a_scanner_holding_part_of_a_character_pushes_the_next_ids_itself(tokenizer):
+    """A lone first byte of "é" leaves the detokenizer holding it: the next id's text is no longer its own
+    (here "a" comes out as "\ufffda"), so the scanner is not idle until a whole character comes out."""
+    ids = [*byte_ids(tokenizer, "x"), byte_ids(tokenizer, "é")[0], *byte_ids(tokenizer, "ab")]
+    stop = StopPattern(tokenizer, "ab")
+    scanner = stop.scanner()
+    answers = [scanner.push(ids[0]), scanner.push(ids[1]), scanner.idle, *pushes(scanner, ids[2:])]
+    assert answers == [False, False, False, False, True]  # x, (é's first byte: held), not idle, a, b: "x\ufffdab"
+    assert pushes(stop.scanner(prefilter=False), ids) == [False, False, False, True]
+
+
+def test_the_quiet_table_is_one_per_tokenizer_and_lead_and_absent_without_a_lead(tokenizer):
+    """An id is quiet unless its text could end a copy of the lead (holds one, or begins with its end) or holds part
+    of a character; a pattern with no lead, and a tokenizer that is not byte-level (its ids' texts depend on
+    their neighbours), have no table."""
+    stop = StopPattern(tokenizer, r"\\boxed\{")
+    texts = tokenizer.backend_tokenizer.decode_batch([[i] for i in range(len(tokenizer))], skip_special_tokens=True)
+    ends = ["{", "d{", "ed{", "xed{", "oxed{", "boxed{"]  # "\\boxed{" without its first 1..6 characters
+    assert [bool(q) for q in stop.quiet] == [
+        "\\boxed{" not in text and "\ufffd" not in text and not any(text.startswith(end) for end in ends) for text in texts]
+    assert not stop.quiet[tokenizer.convert_tokens_to_ids("{")] and stop.quiet[tokenizer.convert_tokens_to_ids("}{")]
+    assert StopPattern(tokenizer, r"\\boxed\{").quiet is stop.quiet  # built once
+    for pattern in ("a|b", "[xy]z", "(?i)x"):
+        assert StopPattern(tokenizer, pattern).quiet is None
+    from tokenizers import decoders
+
+    from e1.models.tiny import build_tokenizer
+
+    other = build_tokenizer()
+    other.backend_tokenizer.decoder = decoders.Metaspace()
+    assert StopPattern(other, r"\\boxed\{").quiet is None
+
+
 # ---- parsing ------------------------------------------------------------------------------------------
 
 def test_new_options_parse_round_trip_and_refuse():

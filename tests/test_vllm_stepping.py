@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode
+from tests.test_soft_stop import GENERATED, id_stream
 
 pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
@@ -186,3 +187,47 @@ def explain(step, mine, reference, ours, theirs, outputs, cursor) -> str:
                          f"opens={spec.get('opens')} sizes={spec.get('sizes', [])[:step]} ours={ours.rows[index].fed, ours.rows[index].held, ours.rows[index].check_at, ours.rows[index].state.think_tokens} theirs={theirs.rows[index].fed, theirs.rows[index].check_at, theirs.rows[index].state.think_tokens} output={outputs['ours', index]} columns {differ}: "
                          f"{mine[index, differ].tolist()} vs {reference[index, differ].tolist()}")
     return "\n".join(lines)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), patterns=st.lists(st.one_of(st.none(), st.just(r"\\boxed\{")), min_size=1, max_size=5))
+def test_stop_rows_on_the_stepping_path_stop_where_the_plain_scanner_first_matches(setting, data, patterns):
+    """Invariant: rows with generated stop patterns (several rows sharing a pattern and its quiet table, and
+    rows without one) over generated id streams (characters split between ids, special ids): the stepping
+    path, which gives a row's scanner only the ids its quiet table cannot rule out, forces the end marker
+    right after the id at which the plain scanner (every id through the detokenizer) first matches."""
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    from e1.engine.stop import StopPattern
+    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.errors import ConfigError
+
+    tokenizer, markers, _, _ = setting
+    patterns = [p if p is None or i % 2 else data.draw(GENERATED) for i, p in enumerate(patterns)]
+    phase = {*markers.end_ids, *markers.start_ids, *markers.eos_ids}
+    proc, rows = processor(tokenizer, True), []
+    for index, pattern in enumerate(patterns):
+        try:
+            mode = Mode.parse("elastic" if pattern is None else f"elastic:stop='{pattern}'")
+        except ConfigError:  # not RE2, or empty
+            mode = Mode.parse("elastic")
+        stop = StopPattern(tokenizer, mode.stop) if mode.stop else None
+        ids = [i for i in data.draw(id_stream(tokenizer, stop.lead if stop else "")) if i not in phase][:80]
+        plain = stop.scanner(prefilter=False) if stop else None
+        first = next((n + 1 for n, i in enumerate(ids) if plain is not None and plain.push(i)), None)
+        args = budget_args(Budget(1000, 4), mode, markers, prompt_thinking="open", room=2000)
+        output = []
+        proc.update_state(BatchUpdate(len(patterns), [], [(index, SamplingParams(extra_args={KEY: args}), [1], output)], []))
+        rows.append((ids, first, output))
+    forced_at = [None] * len(rows)
+    for _ in range(82):
+        logits = proc.apply(torch.zeros(len(rows), len(tokenizer) + 1))
+        for index, (ids, _, output) in enumerate(rows):
+            if forced_at[index] is not None:
+                continue
+            if logits[index].isfinite().sum() == 1:
+                forced_at[index] = len(output)
+            elif len(output) < len(ids):
+                output.append(ids[len(output)])
+    assert forced_at == [first for _, first, _ in rows]

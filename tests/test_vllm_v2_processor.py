@@ -26,6 +26,7 @@ from e1.budget import Budget  # noqa: E402
 from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
 from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
 from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
+from tests.test_soft_stop import GENERATED, id_stream  # noqa: E402
 from tests.v2_runner import SlotRequest, SlotRunner, drive  # noqa: E402
 
 VOCAB, SLOTS, MAX_LEN = 24, 6, 256
@@ -199,3 +200,66 @@ def test_speculative_decoding_is_refused_in_one_line():
     req = Runner(random.Random(0)).processor.req
     with pytest.raises(ValueError, match="speculative decoding"):
         V2BudgetProcessor(SimpleNamespace(speculative_config=object(), model_config=None), req)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data(), count=st.integers(1, 4))
+def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, count):
+    """Invariant: stop rows on V2's host path, their quiet ids held back as arrays (``_Held``), rows reordered
+    every step, over generated patterns and id streams (characters split between ids, special ids): the end
+    marker is forced right after the id at which the plain scanner (every id through the detokenizer) first
+    matches, and every held id reaches the row's state in order."""
+    from e1.engine.markers import resolve_markers
+    from e1.engine.stop import StopPattern
+    from e1.errors import ConfigError
+
+    tok = tokenizer()
+    markers = resolve_markers(tok)
+    phase = {*markers.end_ids, *markers.start_ids, *markers.eos_ids}
+    vocab, length = len(tok) + 1, 96
+    ids = torch.zeros(count, length, dtype=torch.int32)
+    ids[:, 0] = PLAIN[0]  # a one-id prompt
+    ones = torch.ones(count, dtype=torch.int32)
+    total = ones.clone()
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=count, vocab_size=vocab,
+                                 all_token_ids=uva(ids), prompt_len=uva(ones.clone()), prefill_len=uva(ones.clone()),
+                                 total_len=uva(total))
+    processor = Processor(None, req)
+    streams, first = [], []
+    for slot in range(count):
+        try:
+            mode = Mode.parse(f"elastic:stop='{data.draw(GENERATED)}'")
+        except ConfigError:  # not RE2, or empty
+            mode = Mode.parse("elastic:stop='0[0-3]'")
+        stop = StopPattern(tok, mode.stop)
+        stream = [i for i in data.draw(id_stream(tok, stop.lead)) if i not in phase][: length - 2]
+        plain = stop.scanner(prefilter=False)
+        first.append(next((n + 1 for n, i in enumerate(stream) if plain.push(i)), None))
+        streams.append(stream)
+        args = budget_args(Budget(1000, 4), mode, markers, "open", room=2000)
+        processor.add_request(slot, SimpleNamespace(extra_args={KEY: args}))
+    processor.apply_staged_writes()
+    forced_at = [None] * count
+    for _ in range(length):
+        order = data.draw(st.permutations(range(count)))
+        slots = torch.tensor(order, dtype=torch.int32)
+        pos = (total[slots.long()] - 1).long()
+        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
+                            expanded_local_pos=torch.zeros(count, dtype=torch.int32), input_ids=ids[slots.long(), pos].long(),
+                            pos=pos, seq_lens_upper_bound_np=(pos + 1).numpy())
+        logits = processor.apply(torch.zeros(count, vocab), ctx)
+        for row, slot in enumerate(order):
+            written = int(total[slot]) - 1
+            if forced_at[slot] is None and logits[row].isfinite().sum() == 1:
+                forced_at[slot] = written
+                assert logits[row].isfinite().nonzero().flatten().tolist() == [markers.end_ids[0]]
+            elif forced_at[slot] is None and written < len(streams[slot]):
+                ids[slot, written + 1] = streams[slot][written]
+                total[slot] += 1
+    assert forced_at == first
+    for slot, host in processor.on_host.items():
+        processor.held.release(slot, host)
+        if forced_at[slot] is not None:
+            assert host.state.tokens[: forced_at[slot]] == streams[slot][: forced_at[slot]]
+        else:
+            assert host.state.tokens == streams[slot]

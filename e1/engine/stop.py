@@ -29,12 +29,27 @@ characters, whatever the thinking's length: a few microseconds, where decoding a
 afresh for every token cost tens (on an H200 at batch 256 that made ``stop=`` 2.45x plain
 vLLM per token; ``benchmarks/stop.py`` times both side by side). A tokenizer without a Rust
 backend (a "slow" one) falls back to decoding the last ``window // 4`` ids per token.
+
+Most ids need less. While no copy of the pattern's lead text (:func:`required_lead`) lies in the window
+and the detokenizer holds no partial character, an id whose own text holds no broken character (U+FFFD),
+no copy of the lead and does not begin with the lead's end cannot start or complete a match: it only
+appends its text. Such an
+id is *quiet* (:attr:`StopPattern.quiet`, one table over the vocabulary, built once per tokenizer and
+lead), and a scanner that is :attr:`~StopScanner.idle` takes it without the detokenizer
+(:meth:`StopScanner.skip`; a batched caller, the vLLM processor's stepping path, looks quiet ids up for
+all its rows at once and calls no Python at all for them). Exact for a byte-level decoder (GPT-2's,
+Qwen's, Llama 3's): its text is the bytes of every id, concatenated, then decoded, so past a whole
+character an id's text does not depend on the ids before it. **Patterns without a lead** (``a|b``,
+``[xy]z``, ``(?i)x``, ...) **and tokenizers with another decoder are scanned at every id, as before**
+(:attr:`StopPattern.quiet` is None).
 """
 
 from __future__ import annotations
 
 from collections import deque
+from functools import lru_cache
 
+import numpy as np
 import re2
 
 from e1.errors import ConfigError
@@ -97,16 +112,49 @@ def _construct(reason: str) -> str | None:
 
 
 class StopPattern:
-    """``pattern`` (a regex) matched against the last ``window`` characters of the thinking text."""
+    """``pattern`` (a regex) matched against the last ``window`` characters of the thinking text. ``prefilter``
+    False: scanners take every id through the detokenizer, as before the quiet table (benchmarks compare)."""
+
+    prefilter = True
 
     def __init__(self, tokenizer, pattern: str, window: int = STOP_WINDOW_CHARS):
         self.tokenizer, self.pattern, self.window = tokenizer, compile_stop(pattern), window
         self.backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust tokenizer of a "fast" one
         self.lead = required_lead(self.pattern)
+        # [V] bool: ids that cannot start or complete a match in an idle scanner (None: every id is scanned)
+        self.quiet: np.ndarray | None = quiet_ids(self.backend, self.lead) if self.lead and _byte_level(self.backend) else None
+        self.texts = id_texts(self.backend) if self.quiet is not None else None  # each id's own text
 
-    def scanner(self) -> StopScanner:
-        """A fresh scanner for one row's thinking."""
-        return StopScanner(self) if self.backend is not None else _IdWindowScanner(self)
+    def scanner(self, prefilter: bool | None = None) -> StopScanner:
+        """A fresh scanner for one row's thinking (``prefilter`` False: every id through the detokenizer
+        and the lead check, as before the quiet table: the reference the tests compare with)."""
+        prefilter = self.prefilter if prefilter is None else prefilter
+        return StopScanner(self, prefilter) if self.backend is not None else _IdWindowScanner(self)
+
+
+def _byte_level(backend) -> bool:
+    """Whether ``backend`` decodes ids as GPT-2's byte-level BPE does (their bytes concatenated, then UTF-8)."""
+    return backend is not None and type(backend.decoder).__name__ == "ByteLevel"
+
+
+@lru_cache(maxsize=8)
+def id_texts(backend) -> list[str]:
+    """Each id's text on its own, as the scanner's detokenizer writes it (special ids: ""). Once per tokenizer."""
+    size = backend.get_vocab_size(with_added_tokens=True)
+    return backend.decode_batch([[i] for i in range(size)], skip_special_tokens=True)
+
+
+@lru_cache(maxsize=32)
+def quiet_ids(backend, lead: str) -> np.ndarray:
+    """[V] bool: the ids whose text holds no U+FFFD (part of a character, or bytes that are none), no copy of
+    ``lead``, and does not begin with the rest of one (a proper suffix of ``lead``): appended to text that ends
+    in a whole character, such an id adds its own text and no copy of the lead can end in it. Once per
+    tokenizer and lead."""
+    rests = tuple(lead[k:] for k in range(1, len(lead)))
+    quiet = np.fromiter((lead not in text and "\ufffd" not in text and not text.startswith(rests)
+                         for text in id_texts(backend)), bool)
+    quiet.flags.writeable = False
+    return quiet
 
 
 def required_lead(pattern) -> str:
@@ -134,11 +182,12 @@ def required_lead(pattern) -> str:
 class StopScanner:
     """One row's incremental view of its thinking text (see the module docstring). A match begins with
     the pattern's lead (:func:`required_lead`): while no copy of the lead lies in the window, RE2 is
-    not asked (each push looks for the lead in its own new characters only)."""
+    not asked (each push looks for the lead in its own new characters only); and while the scanner is
+    also :attr:`idle`, a quiet id (:attr:`StopPattern.quiet`) only adds its text (:meth:`skip`)."""
 
-    __slots__ = ("backend", "behind", "lead", "search", "stream", "text", "window")
+    __slots__ = ("backend", "behind", "idle", "lead", "quiet", "search", "stream", "text", "texts", "window")
 
-    def __init__(self, stop: StopPattern):
+    def __init__(self, stop: StopPattern, prefilter: bool = True):
         from tokenizers.decoders import DecodeStream
 
         self.search, self.window, self.backend = stop.pattern.search, stop.window, stop.backend  # RE2's
@@ -146,11 +195,19 @@ class StopScanner:
         self.text = ""
         self.lead = stop.lead
         self.behind = 1 << 62 if self.lead else 0  # how far the last copy of the lead begins from the end (0: no lead)
+        self.quiet, self.texts = (stop.quiet, stop.texts) if prefilter and stop.quiet is not None else (None, None)
+        # quiet ids may be skipped: the detokenizer holds no partial character and no copy of the lead is in the
+        # window (a fresh one: nothing pushed yet, and a lead never seen)
+        self.idle = self.quiet is not None
 
     def push(self, token: int) -> bool:
         """Add one thinking id; whether the text's last ``window`` characters now hold a match."""
+        if self.idle and 0 <= token < len(self.quiet) and self.quiet[token]:
+            self.skip([token])
+            return False
         piece = self.stream.step(self.backend, token)
         if piece is None:  # a partial character, or a skipped special id: the text did not change
+            self.idle = False  # the next id may complete a character (a special one, looked at once more, costs little)
             return False
         text = self.text + piece
         if lead := self.lead:
@@ -160,8 +217,23 @@ class StopScanner:
             text = text[-self.window :]
         self.text = text
         if self.behind > self.window:  # no match can begin inside the window
+            self.idle = self.quiet is not None  # and the piece ended in a whole character
             return False
+        self.idle = False
         return self.search(text[-self.window :].encode()) is not None  # RE2 reads UTF-8 bytes faster than str
+
+    def skip(self, ids: list[int]) -> None:
+        """Add quiet ids (each ``quiet[i]``) pushed while :attr:`idle`: as their pushes would, with no search (none
+        could match) and no detokenizer (at a whole character a byte-level id's text is its own, and after it the
+        detokenizer is where it was: at a whole character). Joins the last ``2 * window`` ids' texts at most
+        (a quiet id's text is a character or more, a special id's nothing), so the cost is bounded."""
+        tail = ids[-2 * self.window :]
+        added = "".join(map(self.texts.__getitem__, tail))
+        if len(tail) < len(ids) and len(added) < self.window:  # special ids among them: all are needed
+            added = "".join(map(self.texts.__getitem__, ids))
+        text = added if len(tail) < len(ids) and len(added) >= self.window else self.text + added
+        self.behind += len(added)  # above the window already: stays so
+        self.text = text[-self.window :] if len(text) > 2 * self.window else text
 
 
 class _IdWindowScanner:

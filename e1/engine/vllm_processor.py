@@ -24,11 +24,15 @@ from operator import itemgetter
 
 import numpy as np
 import torch
-from vllm.v1.sample.logits_processor import BatchUpdate, LogitsProcessor, MoveDirectionality
+from vllm.v1.sample.logits_processor import (
+    BatchUpdate,
+    LogitsProcessor,
+    MoveDirectionality,
+)
 
 from e1.budget import Budget
-from e1.engine.modes import Mode
 from e1.engine.markers import Markers
+from e1.engine.modes import Mode
 from e1.engine.row_state import RowState
 
 KEY = "e1"
@@ -112,11 +116,12 @@ def _replay_trials(state, args: dict):
 
 
 class _Row:
-    __slots__ = ("state", "output", "fed", "eos", "check_at", "held")
+    __slots__ = ("check_at", "eos", "fed", "held", "output", "scanned", "state")
 
     def __init__(self, state: RowState, output: list[int], eos: int):
         self.state, self.output, self.fed, self.eos, self.check_at = state, output, 0, eos, 0
         self.held = None  # on the stepping path (_Stepping): the output length checked so far
+        self.scanned = 0  # on the stepping path: the output length its stop scanner has been given
 
     def catch_up(self) -> None:
         """Feed the ids vLLM appended since the last check (a forced id comes back as sampled), and
@@ -171,7 +176,9 @@ class _Stepping:
     operations. Each step a row takes one id that is no phase id (``RowState.phase_ids``) and stays
     within ``RowState.plain_ahead``; the ids are held back and handed to the state when it leaves
     (``_Row.release``), so the state is fed the same ids in the same order, as ``catch_up`` would. A row
-    with a stop pattern pushes its id to its scanner here (the one per-row call left: its text)."""
+    with a stop pattern gives its scanner only the ids that can start or complete a match (its pattern's
+    quiet table, looked up for all rows at once: ``_woken``); the quiet ones in between are handed over in
+    one call (``StopScanner.skip``) when the scanner next needs its text, or when the row leaves."""
 
     def __init__(self, rows: list[tuple[int, _Row]], table) -> None:
         count = len(rows)
@@ -190,14 +197,23 @@ class _Stepping:
         places = [table.place(row.state) for row in self.rows]
         self.offset = np.fromiter((o for o, _ in places), np.int64, count)
         self.steady = np.fromiter((k for _, k in places), np.int64, count)
-        self.scanning = [r for r, row in enumerate(self.rows) if row.state.stop is not None]
+        scanners = [row.state.scanner for row in self.rows]
+        self.scanned = np.fromiter((row.scanned for row in self.rows), np.int64, count)
+        # [R] no id of this step need reach the row's scanner if it is quiet (True: no stop pattern at all)
+        self.idle = np.fromiter((scan is None or getattr(scan, "idle", False) for scan in scanners), bool, count)
+        tables: dict[int, tuple[np.ndarray, list[int]]] = {}  # one group per quiet table (a pattern, a tokenizer)
+        for r, scan in enumerate(scanners):
+            if scan is not None and getattr(scan, "quiet", None) is not None:
+                tables.setdefault(id(scan.quiet), (scan.quiet, []))[1].append(r)
+        self.tables = [(quiet, np.array(rows, np.int64)) for quiet, rows in tables.values()]
+        self.scanning = any(scan is not None for scan in scanners)
         self.gone: set[int] = set()  # the positions of the rows that left
 
     def write_back(self) -> None:
         """The output length each row on the path has been checked to (before the arrays are made again)."""
-        for r, (row, held) in enumerate(zip(self.rows, self.held.tolist())):
+        for r, (row, held, scanned) in enumerate(zip(self.rows, self.held.tolist(), self.scanned.tolist())):
             if r not in self.gone:  # a row that left may be back already, from a later length
-                row.held = held
+                row.held, row.scanned = held, scanned
 
     def step(self, table) -> tuple[np.ndarray, list[int]]:
         """Check and count this step's ids: ``(the rows' bias now [R] float32, the positions that leave)``."""
@@ -208,10 +224,17 @@ class _Stepping:
         ok &= ~(last[:, None] == self.specials).any(1)  # [R, S] -> [R]
         leave = np.flatnonzero(~ok).tolist()
         matched = []
-        for r in self.scanning:
-            if ok[r] and self.rows[r].state.scanner.push(int(last[r])):
-                matched.append(r)
+        if self.scanning and (woken := self._woken(ok, last)):
+            scanners = [self.rows[r].state.scanner for r in woken]
+            for r, scanner, at, token in zip(woken, scanners, length[woken].tolist(), last[woken].tolist()):
+                self._hand_over(r, at - 1)
+                if scanner.push(token):
+                    matched.append(r)
+            self.scanned[woken] = length[woken]
+            self.idle[woken] = [scanner.idle for scanner in scanners]
         for r in leave:
+            if self.scanning:
+                self._hand_over(r, int(self.held[r]))
             self.rows[r].release(int(self.held[r]))
         for r in matched:
             self.rows[r].release(int(length[r]), matched=True)
@@ -222,6 +245,22 @@ class _Stepping:
         think = np.minimum(self.base + length, self.steady)
         bias = np.where(ok, table.values[self.offset + think], np.float32(0))
         return bias, leave + matched
+
+    def _woken(self, ok: np.ndarray, last: np.ndarray) -> list[int]:
+        """The rows whose new id must reach their stop scanner: one not idle, or an id that is not quiet."""
+        woken = ~self.idle  # [R]
+        for quiet, rows in self.tables:
+            ids = last[rows]  # [G]
+            inside = (ids >= 0) & (ids < len(quiet))
+            woken[rows] |= ~(quiet[np.where(inside, ids, 0)] & inside)
+        return np.flatnonzero(woken & ok).tolist()
+
+    def _hand_over(self, r: int, upto: int) -> None:
+        """Give row ``r``'s scanner the quiet ids it has not had, ``output[scanned:upto]``."""
+        scanned, scanner = int(self.scanned[r]), self.rows[r].state.scanner
+        if scanner is not None and scanned < upto:  # only an idle scanner is left behind
+            scanner.skip(self.outputs[r][scanned:upto])
+            self.scanned[r] = upto
 
 
 class _BiasTable:
@@ -371,7 +410,8 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
             if bias := row.state.end_bias():
                 biased.append(([index], [row.state.markers.end_ids[0]], np.array([bias], np.float32)))
             if self.stepping and row.steppable():
-                row.held, self._changed = row.fed, True  # looked at as arrays from the next step on
+                row.held = row.scanned = row.fed  # looked at as arrays from the next step on
+                self._changed = True
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does
             index, column, bias = (np.concatenate(parts) for parts in zip(*biased))
             index, column = torch.from_numpy(index).to(logits.device), torch.from_numpy(column).to(logits.device)

@@ -19,7 +19,8 @@ is built in ``apply_staged_writes`` from the prompt on the device. What new slot
 comes back in one read per step that admits such requests.
 Modes that read text (``stop=`` patterns, early-exit's trials) or a bias no curve describes keep
 their RowState on the host: a step with such rows reads their ids back (one sync) and runs them as
-the V1 processor does.
+the V1 processor does; a stop row that thinks plainly (its id quiet for its pattern) or solves with
+nothing due is held back as arrays over the slots (``HeldRows``), with no Python for it that step.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
 
 from e1.engine.row_state import DONE, SOLVE, T_ANSWER, T_MARKER, T_THINK, THINK, RowState
+from e1.engine.vllm_held import HeldRows
 from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
 
 PHASES = {THINK: 0, SOLVE: 1, DONE: 2}
@@ -49,7 +51,10 @@ ROWS = {name: key for key, names in TABLES.items() for name in names}
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
+    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would.
+    ``holding`` False: every host row is fed one by one each step (the path before ``HeldRows``; benchmarks compare)."""
+
+    holding = True
 
     def __init__(self, vllm_config, req_states: LogitsProcRequestState):
         if getattr(vllm_config, "speculative_config", None) is not None:
@@ -64,11 +69,13 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
+        self.held = HeldRows(n)  # host rows thinking plainly with a stop pattern: their quiet ids held back
         self._staged: dict[int, tuple] = {}  # slot -> (params whose state waits for its prompt, else None; the state)
         self._sentence_set: frozenset[int] | None = None
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
         self.on_host.pop(req_idx, None)
+        self.held.on[req_idx] = False
         self.on_device[req_idx] = False
         if self.reads_prompt(sampling_params):  # its state is built once the prompt is on the device
             self._staged[req_idx] = (sampling_params, None)
@@ -176,18 +183,25 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         return state
 
     def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
-        """The rows whose state is on the host: their ids read back (one sync), then as the V1 processor."""
+        """The rows whose state is on the host: their ids read back (one sync), then as the V1 processor; a
+        stop row thinking plainly holds its quiet ids back (``HeldRows``: no Python for it this step)."""
         rows = [row for row, slot in enumerate(ctx.idx_mapping_np.tolist()) if slot in self.on_host]
         where = torch.tensor(rows, dtype=torch.int64, device=logits.device)
-        ids, positions = torch.stack([ctx.input_ids[where].long(), ctx.pos[where].long()]).tolist()
+        ids, positions = torch.stack([ctx.input_ids[where].long(), ctx.pos[where].long()]).cpu().numpy()
+        slots = ctx.idx_mapping_np[rows].astype(np.int64)
+        looked = self.held.take(slots, ids, positions) if self.holding else np.ones(len(rows), dtype=bool)  # [H]
         forced, biased = [], []
-        for row, token, position in zip(rows, ids, positions):
-            host = self.on_host[int(ctx.idx_mapping_np[row])]
+        for row, slot, token, position in zip(np.array(rows)[looked].tolist(), slots[looked].tolist(),
+                                              ids[looked].tolist(), positions[looked].tolist()):
+            host = self.on_host[slot]
+            self.held.release(slot, host)
             host.feed(token, position)
             if (token := host.forced()) is not None:
                 forced.append((row, token))
             elif bias := host.state.end_bias():
                 biased.append((row, host.state.markers.end_ids[0], bias))
+            elif self.holding:
+                self.held.enter(slot, host)
         if biased:
             index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))
             logits[index, column] += bias.to(logits.dtype)
