@@ -22,12 +22,14 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
+
 from e1.budget import Budget  # noqa: E402
 from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
 from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
 from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
 from tests.test_soft_stop import GENERATED, id_stream  # noqa: E402
-from tests.v2_runner import SlotRequest, SlotRunner, drive  # noqa: E402
+from tests.v2_runner import SlotRequest, SlotRunner, Uva, drive  # noqa: E402
 
 VOCAB, SLOTS, MAX_LEN = 24, 6, 256
 EOS, PLAIN = 0, list(range(12, VOCAB))
@@ -222,8 +224,8 @@ def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, 
     ones = torch.ones(count, dtype=torch.int32)
     total = ones.clone()
     req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=count, vocab_size=vocab,
-                                 all_token_ids=uva(ids), prompt_len=uva(ones.clone()), prefill_len=uva(ones.clone()),
-                                 total_len=uva(total))
+                                 all_token_ids=Uva(ids), prompt_len=Uva(ones.clone()), prefill_len=Uva(ones.clone()),
+                                 total_len=Uva(total))
     processor = Processor(None, req)
     streams, first = [], []
     for slot in range(count):
