@@ -44,13 +44,13 @@ def tokenizer():
     return TOKENIZER
 
 
-def markers_for(rng: random.Random) -> Markers:
+def markers_for(rng: random.Random, newline: tuple[int, ...] = ()) -> Markers:
     """Start, end, "Wait" and "Final Answer:" ids of one or two tokens each (multi-token markers
-    exercise the partial-marker and the tail matching)."""
+    exercise the partial-marker and the tail matching); ``newline``: s1's line break around a forced marker."""
     start = (1,) if rng.random() < 0.5 else (1, 2)
     end = (3,) if rng.random() < 0.5 else (3, 4)
     wait = (5,) if rng.random() < 0.5 else (5, 6)
-    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8))
+    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8), newline)
 
 
 MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
@@ -74,8 +74,8 @@ def uva(values: torch.Tensor) -> SimpleNamespace:
 
 
 class Request:
-    def __init__(self, rng: random.Random, number: int):
-        self.markers = markers_for(rng)
+    def __init__(self, rng: random.Random, number: int, newline: tuple[int, ...] = ()):
+        self.markers = markers_for(rng, newline)
         self.mode = Mode.parse(rng.choice(MODES))
         budget = Budget(rng.randint(0, 12), rng.randint(1, 8))
         exit_ids = (9, 10) if self.mode.exit else ()
@@ -214,12 +214,12 @@ class Runner:
         return self.rng.choice(PLAIN * 6 + [*m.end_ids, *m.end_ids, *m.start_ids, EOS, 3, 12, 13])
 
 
-def run(seed: int, steps: int = 60) -> Runner:
+def run(seed: int, steps: int = 60, newline: tuple[int, ...] = ()) -> Runner:
     rng = random.Random(seed)
     runner, number, waiting = Runner(rng), 0, []
     for _ in range(steps):
         while runner.free and (waiting or rng.random() < 0.5):
-            runner.admit(waiting.pop(0) if waiting else Request(rng, number := number + 1))
+            runner.admit(waiting.pop(0) if waiting else Request(rng, number := number + 1, newline))
         runner.step()
         for request in [r for r in runner.running if r.finished]:
             runner.release(request)
@@ -234,6 +234,14 @@ def run(seed: int, steps: int = 60) -> Runner:
 @given(st.integers(0, 2**32 - 1))
 def test_every_row_is_forced_what_its_row_state_forces(seed):
     run(seed)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_s1_line_breaks_are_forced_as_row_state_forces_them(seed):
+    """budget-forcing's default answer=s1 forces "\\n" before the end marker (unless it completes a partly
+    written one) and before "Final Answer:": with a line-break id, every row still as its RowState."""
+    run(seed, newline=(15,))
 
 
 def test_the_runs_reach_every_event():
@@ -270,3 +278,63 @@ def test_speculative_decoding_is_refused_in_one_line():
     req = Runner(random.Random(0)).processor.req
     with pytest.raises(ValueError, match="speculative decoding"):
         V2BudgetProcessor(SimpleNamespace(speculative_config=object(), model_config=None), req)
+
+
+# Each family of modes, with what a step can need beyond counting: its mode and whether its markers are
+# two ids long (the last ids matched, a partly written marker completed) with two EOS ids.
+FAMILIES = {"elastic": ("elastic", False), "truncate": ("truncate", False), "none": ("none", False),
+            "budget-forcing": ("budget-forcing", False), "soft": ("soft:start=0.5", False),
+            "elastic, 2-id markers": ("elastic", True),
+            "everything": ("budget-forcing:wait=2:grace=2:exit='x'", True), "soft, everything": ("soft:shape=exp:grace=2", True)}
+# The first V2 step dispatched 328 ops in every mode; at most a third of that for elastic, truncate and
+# none (a step is about 10 ops of gathering and writing back, 25 of counting, 10 for the forced queue
+# and 10 to force: a GPU launches each op as a kernel), and at most half for every part at once.
+BOUNDS = {"elastic": 328 // 3, "truncate": 328 // 3, "none": 328 // 3}
+
+
+def ops_per_step(mode: str, two_ids: bool, rows: int, steps: int = 12) -> list[int]:
+    """The aten ops of each ``apply`` over ``rows`` requests in ``mode`` (all rows every step, shuffled)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    rng = random.Random(0)
+    markers = Markers("", "", (1, 2) if two_ids else (1,), (3, 4) if two_ids else (3,),
+                      frozenset({EOS, 11}) if two_ids else frozenset({EOS}), 0, (5, 6), (7, 8), (15,))
+    mode, budget = Mode.parse(mode), Budget(4, 3)
+    room = (mode.worst_case(budget, markers, (9, 10)) or 20) + 1
+    params = SimpleNamespace(extra_args={KEY: budget_args(budget, mode, markers, "open", room, exit_ids=(9, 10))})
+    ids = torch.zeros(rows, MAX_LEN, dtype=torch.int32)
+    lengths = torch.full((rows,), 2, dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=rows, vocab_size=VOCAB, all_token_ids=uva(ids),
+                                 prompt_len=uva(lengths), prefill_len=uva(lengths.clone()), total_len=uva(lengths.clone()))
+    processor = Processor(None, req)
+    for slot in range(rows):
+        processor.add_request(slot, params)
+    processor.apply_staged_writes()
+    counts = []
+    for position in range(1, steps + 1):
+        slots = torch.randperm(rows, generator=torch.Generator().manual_seed(position)).int()
+        tokens = torch.tensor([rng.choice(PLAIN + [3, 4, EOS, 12]) for _ in range(rows)], dtype=torch.int32)
+        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
+                            expanded_local_pos=torch.zeros(rows, dtype=torch.int32), input_ids=tokens,
+                            pos=torch.full((rows,), position), seq_lens_upper_bound_np=None)
+        logits, counter = torch.randn(rows, VOCAB), Count()
+        counter.ops = 0
+        with counter:
+            processor.apply(logits, ctx)
+        counts.append(counter.ops)
+    return counts
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_step_dispatches_the_same_few_ops_at_any_batch(family):
+    """A step's cost on a GPU is its kernel launches: the same ops at 4 rows as at 64 (nothing per row),
+    every step alike, and few (BOUNDS; half the first version's 328 for any family)."""
+    mode, two_ids = FAMILIES[family]
+    few, many = ops_per_step(mode, two_ids, 4), ops_per_step(mode, two_ids, 64)
+    assert few == many and len(set(few)) == 1, (few, many)
+    assert few[0] <= BOUNDS.get(family, 328 // 2), few[0]

@@ -357,7 +357,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     thought = think_rows & ~eos
     natural = thought & end_hit  # RowState._after_think: EOS first, then the end marker, then the start marker
     still = thought ^ natural  # thinking goes on after this id
-    s["opened"] = s["opened"] | (still & start_hit & (s["opened"] == 0))
+    s["opened"] = s["opened"] | (still & start_hit)  # a start marker written after thinking opened changes nothing
     at_limit = s["think"] >= s["limit"]
     due = still & at_limit  # the end is due: at the limit (past a grace window's sentence end)
     if needs & GRACE:
@@ -366,6 +366,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     if needs & CAP:  # truncate: t + s over the whole output
         ended = ended | ((still | (sampled ^ think_rows)) & (s["think"] + s["solve"] >= s["cap"]))
     s["done"] = s["done"] | ended
+    s["finished"] = s["done"] > 0  # [R] bool, for force
     if needs & QUEUE:
         if waited is not None:  # a complete "Wait" at the limit: the end is due
             due = due | (emptied & waited & at_limit)
@@ -373,7 +374,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         s["solving"] = s["solving"] | natural | emptied  # the forced end marker (and answer prompt) complete
         _force_end(s, due, needs, hits if needs & MARKS else None)
         head = s["template"].gather(1, s["qp"][:, None])[:, 0]
-        s["next"] = torch.where(s["done"] > 0, s["eos"], head)
+        s["next"] = torch.where(s["finished"], s["eos"], head)
     else:
         s["solving"] = s["solving"] | natural
     if needs & MARKS:
@@ -412,7 +413,7 @@ def bias(s: dict, free: torch.Tensor, needs: int) -> torch.Tensor:
 def force(logits: torch.Tensor, s: dict, needs: int) -> None:
     """Leave only the forced id's logit finite (0) in forced rows (EOS once done, else the queue's head);
     add soft's bias to the end marker's first id in the others, while thinking. One gather, one scatter."""
-    forced = s["done"] > 0
+    forced = s["finished"]
     if needs & QUEUE:
         forced = forced | (s["qp"] < s["qe"])
     column = s["next"] if needs & QUEUE else s["eos"]
@@ -422,5 +423,6 @@ def force(logits: torch.Tensor, s: dict, needs: int) -> None:
     value = logits.gather(1, column)  # [R, 1]
     if needs & BIAS:
         value = value + bias(s, ~forced & (s["solving"] == 0), needs).to(logits.dtype)[:, None]
-    logits.masked_fill_(forced[:, None], float("-inf"))  # [R, V]
-    logits.scatter_(1, column, value.masked_fill(forced[:, None], 0.0))
+    forced = forced[:, None]  # [R, 1]
+    logits.masked_fill_(forced, float("-inf"))  # [R, V]
+    logits.scatter_(1, column, value.masked_fill(forced, 0.0))
