@@ -142,7 +142,10 @@ def v1_run(rows: int, mode: str, args):
 
 def v2_run(rows: int, mode: str, args):
     import torch
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsContext,
+        LogitsProcRequestState,
+    )
 
     from e1.engine.vllm_v2_processor import V2BudgetProcessor
 

@@ -22,12 +22,15 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    LogitsContext,
+    LogitsProcRequestState,
+)
 
-from e1.budget import Budget  # noqa: E402
-from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
-from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
-from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
+from e1.budget import Budget
+from e1.engine import KEY, Markers, Mode, budget_args, state_for
+from e1.engine.vllm_processor import ARGMAX, row_state
+from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor
 
 VOCAB, SLOTS, MAX_LEN = 24, 6, 256
 EOS, PLAIN = 0, list(range(12, VOCAB))
@@ -262,7 +265,9 @@ def test_any_runner_processor_is_each_runners_own_class():
     """vLLM's V1 runner builds it with (config, device, pin_memory), runner V2 with (config, req_states):
     each gets the processor of its own interface; both runners' loaders accept the class."""
     from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Interface
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsProcessor as V2Interface,
+    )
 
     from e1.engine.vllm_processor import BudgetProcessor
 

@@ -27,7 +27,11 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    LogitsContext,
+    LogitsProcessor,
+    LogitsProcRequestState,
+)
 
 from e1.engine.row_state import DONE, T_THINK, THINK, RowState
 from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
@@ -326,9 +330,10 @@ def _grown(table: torch.Tensor, width: int, fill: int, right: bool) -> torch.Ten
 def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_mask: torch.Tensor) -> None:
     """RowState.accept for every row whose input id at ``pos`` is the next one its slot has not taken;
     ``needs``: the OR of the rows' bits (the parts no row needs are left out)."""
-    fresh = pos == s["seen"]  # [R]; earlier positions: a prefill chunk, taken already
-    s["seen"] = s["seen"] + fresh
-    new = fresh & (s["done"] == 0)
+    # [R] the rows that take an id (earlier positions: a prefill chunk, taken already); a finished row goes
+    # on too, as what it counts no longer matters: it is forced EOS from now on
+    new = pos == s["seen"]
+    s["seen"] = s["seen"] + new
     thinking = s["solving"] == 0
     if needs & MARKS:  # the last ids with the sampled one, against each marker (and the end marker's prefixes)
         hits = matches(s["tail"], token, s["marks"])  # [R, width + 1]
@@ -350,6 +355,8 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         sampled = new ^ popping
         s["qp"] = s["qp"] + popping
         emptied = popping & (s["qp"] >= s["qe"])
+        if needs & WAIT and needs & MARKS:  # a "Wait" id appended instead: the end marker's prefixes it ends
+            hits = matches(s["tail"], appended, s["marks"])
     think_rows = sampled & thinking
     s["think"] = s["think"] + (think_rows if waited is None else think_rows | waited)
     s["solve"] = s["solve"] + (sampled ^ think_rows)
