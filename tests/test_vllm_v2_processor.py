@@ -343,3 +343,34 @@ def test_a_step_dispatches_the_same_few_ops_at_any_batch(family):
     few, many = ops_per_step(mode, two_ids, 4), ops_per_step(mode, two_ids, 64)
     assert few == many and len(set(few)) == 1, (few, many)
     assert few[0] <= BOUNDS.get(family, 328 // 2), few[0]
+
+
+def test_a_prefill_chunk_leaves_the_last_ids_as_they_were():
+    """Ids fed at positions a slot has taken already (a chunked prefill re-feeding the prompt, a chunk's
+    last id each step) neither count nor shift the slot's last ids: the history ends with the first two
+    ids of a three-id end marker, the first sampled id completes it (a natural end), and with s = 1 the
+    next id ends the row, as RowState."""
+    markers = Markers("", "", (1,), (3, 4, 6), frozenset({EOS}), 0, (5,), (7, 8))
+    history = [12, 3, 4]  # thinking so far: 3 of t = 5, ending in the marker's first two ids
+    prompt = [13, 1, *history]
+    args = budget_args(Budget(5, 1), Mode.parse("elastic"), markers, "open", 20, history)
+    reference = row_state(args, SENTENCE_ENDS, tokenizer())
+    ids = torch.zeros(1, MAX_LEN, dtype=torch.int32)
+    ids[0, : len(prompt) + 2] = torch.tensor([*prompt, 6, 12], dtype=torch.int32)
+    length = torch.tensor([len(prompt)], dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=1, vocab_size=VOCAB, all_token_ids=uva(ids),
+                                 prompt_len=uva(length), prefill_len=uva(length.clone()), total_len=uva(length.clone()))
+    processor = Processor(None, req)
+    processor.add_request(0, SimpleNamespace(extra_args={KEY: args}))
+    processor.apply_staged_writes()
+    slot = torch.zeros(1, dtype=torch.int32)
+    forced = []
+    for position in (0, 2, 4, 5, 6):  # prompt chunks ending at 0, 2 and 4, then the sampled 6 and 12
+        ctx = LogitsContext(expanded_idx_mapping=slot, idx_mapping=slot, idx_mapping_np=slot.numpy(),
+                            expanded_local_pos=slot, input_ids=ids[0, position : position + 1].long(),
+                            pos=torch.tensor([position]), seq_lens_upper_bound_np=None)
+        logits = processor.apply(torch.zeros(1, VOCAB), ctx)[0]
+        forced.append(int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None)
+    reference.extend([6, 12])
+    assert reference.done and reference.think_end == "natural"
+    assert forced == [None, None, None, None, EOS]  # nothing forced until the row is done: then EOS
