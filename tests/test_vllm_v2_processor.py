@@ -13,16 +13,20 @@ and the GPU wheelhouse's vLLM 0.26 predates the V2 interface).
 from __future__ import annotations
 
 import random
+import sys
 from types import SimpleNamespace
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("vllm.v1.worker.gpu.sample.logits_processor")
 
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcRequestState  # noqa: E402
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    LogitsContext,
+    LogitsProcRequestState,
+)
 
 from e1.budget import Budget  # noqa: E402
 from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
@@ -46,13 +50,15 @@ def tokenizer():
     return TOKENIZER
 
 
-def markers_for(rng: random.Random) -> Markers:
+def markers_for(rng: random.Random, newline: tuple[int, ...] | None = None) -> Markers:
     """Start, end, "Wait", "Final Answer:" and s1's newline ids of one or two tokens each (multi-token markers
-    exercise the partial-marker and the tail matching)."""
+    exercise the partial-marker and the tail matching); ``newline``: s1's line break around a forced marker
+    (None: drawn, none or one or two ids)."""
     start = (1,) if rng.random() < 0.5 else (1, 2)
     end = (3,) if rng.random() < 0.5 else (3, 4)
     wait = (5,) if rng.random() < 0.5 else (5, 6)
-    newline = () if rng.random() < 0.3 else (15,) if rng.random() < 0.5 else (15, 16)  # s1's line breaks
+    if newline is None:
+        newline = () if rng.random() < 0.3 else (15,) if rng.random() < 0.5 else (15, 16)
     return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8),
                    newline)
 
@@ -73,9 +79,9 @@ class Processor(V2BudgetProcessor):
 
 
 class Request(SlotRequest):
-    def __init__(self, rng: random.Random, number: int):
+    def __init__(self, rng: random.Random, number: int, newline: tuple[int, ...] | None = None):
         super().__init__()
-        self.markers = markers_for(rng)
+        self.markers = markers_for(rng, newline)
         self.eos = self.markers.eos_ids
         self.mode = Mode.parse(rng.choice(MODES))
         budget = Budget(rng.randint(0, 12), rng.randint(1, 8))
@@ -157,15 +163,23 @@ class Runner(SlotRunner):
         assert torch.equal(after, expected) or torch.allclose(after, expected, rtol=0, atol=1e-6), (request.mode, bias)
 
 
-def run(seed: int, steps: int = 60) -> Runner:
+def run(seed: int, steps: int = 60, newline: tuple[int, ...] | None = None) -> Runner:
     rng, numbers = random.Random(seed), iter(range(1, 1 << 30))
-    return drive(Runner(rng), lambda: Request(rng, next(numbers)), steps)
+    return drive(Runner(rng), lambda: Request(rng, next(numbers), newline), steps)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32 - 1))
 def test_every_row_is_forced_what_its_row_state_forces(seed):
     run(seed)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_s1_line_breaks_are_forced_as_row_state_forces_them(seed):
+    """budget-forcing's default answer=s1 forces "\\n" before the end marker (unless it completes a partly
+    written one) and before "Final Answer:": with a line-break id, every row still as its RowState."""
+    run(seed, newline=(15,))
 
 
 def test_the_runs_reach_every_event():
@@ -186,7 +200,9 @@ def test_any_runner_processor_is_each_runners_own_class():
     """vLLM's V1 runner builds it with (config, device, pin_memory), runner V2 with (config, req_states):
     each gets the processor of its own interface; both runners' loaders accept the class."""
     from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
-    from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Interface
+    from vllm.v1.worker.gpu.sample.logits_processor import (
+        LogitsProcessor as V2Interface,
+    )
 
     from e1.engine.vllm_processor import BudgetProcessor
 
@@ -265,3 +281,125 @@ def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, 
             assert host.state.tokens[: forced_at[slot]] == streams[slot][: forced_at[slot]]
         else:
             assert host.state.tokens == streams[slot]
+
+
+# Each family of modes, with what a step can need beyond counting: its mode and whether its markers are
+# two ids long (the last ids matched, a partly written marker completed) with two EOS ids.
+FAMILIES = {"elastic": ("elastic", False), "truncate": ("truncate", False), "none": ("none", False),
+            "budget-forcing": ("budget-forcing", False), "soft": ("soft:start=0.5", False),
+            "elastic, 2-id markers": ("elastic", True),
+            "everything": ("budget-forcing:wait=2:grace=2:exit='x'", True), "soft, everything": ("soft:shape=exp:grace=2", True)}
+# The first V2 step dispatched 328 ops in every mode (on a GPU each is a kernel launch, 5-10 us). Now at
+# most a third of that for elastic, truncate and none: about 8 ops gather and write back, 25 count and
+# end rows, 10 pop and refill the forced queue, 8 force (56 for elastic); soft's bias adds about 18, a
+# grace window, "Wait" and two-id markers about 10-30 each: at most half of 328 for every part at once.
+BOUNDS = {"elastic": 328 // 3, "truncate": 328 // 3, "none": 328 // 3}
+
+
+def ops_per_step(mode: str, two_ids: bool, rows: int, steps: int = 12) -> list[int]:
+    """The aten ops of each ``apply`` over ``rows`` requests in ``mode`` (all rows every step, shuffled)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        ops = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops += 1
+            return func(*args, **(kwargs or {}))
+
+    rng = random.Random(0)
+    markers = Markers("", "", (1, 2) if two_ids else (1,), (3, 4) if two_ids else (3,),
+                      frozenset({EOS, 11}) if two_ids else frozenset({EOS}), 0, (5, 6), (7, 8), (15,))
+    mode, budget = Mode.parse(mode), Budget(4, 3)
+    room = (mode.worst_case(budget, markers, (9, 10)) or 20) + 1
+    params = SimpleNamespace(extra_args={KEY: budget_args(budget, mode, markers, "open", room, exit_ids=(9, 10))})
+    ids = torch.zeros(rows, MAX_LEN, dtype=torch.int32)
+    lengths = torch.full((rows,), 2, dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=rows, vocab_size=VOCAB, all_token_ids=Uva(ids),
+                                 prompt_len=Uva(lengths), prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    processor = Processor(None, req)
+    for slot in range(rows):
+        processor.add_request(slot, params)
+    processor.apply_staged_writes()
+    counts = []
+    for position in range(1, steps + 1):
+        slots = torch.randperm(rows, generator=torch.Generator().manual_seed(position)).int()
+        tokens = torch.tensor([rng.choice(PLAIN + [3, 4, EOS, 12]) for _ in range(rows)], dtype=torch.int32)
+        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
+                            expanded_local_pos=torch.zeros(rows, dtype=torch.int32), input_ids=tokens,
+                            pos=torch.full((rows,), position), seq_lens_upper_bound_np=None)
+        logits, counter = torch.randn(rows, VOCAB), Count()
+        with counter:
+            processor.apply(logits, ctx)
+        counts.append(counter.ops)
+    return counts
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_step_dispatches_the_same_few_ops_at_any_batch(family):
+    """A step's cost on a GPU is its kernel launches: the same ops at 4 rows as at 64 (nothing per row),
+    every step alike, and few (BOUNDS; half the first version's 328 for any family)."""
+    mode, two_ids = FAMILIES[family]
+    few, many = ops_per_step(mode, two_ids, 4), ops_per_step(mode, two_ids, 64)
+    assert few == many and len(set(few)) == 1, (few, many)
+    assert few[0] <= BOUNDS.get(family, 328 // 2), few[0]
+
+
+def test_a_prefill_chunk_leaves_the_last_ids_as_they_were():
+    """Ids fed at positions a slot has taken already (a chunked prefill re-feeding the prompt, a chunk's
+    last id each step) neither count nor shift the slot's last ids: the history ends with the first two
+    ids of a three-id end marker, the first sampled id completes it (a natural end), and with s = 1 the
+    next id ends the row, as RowState."""
+    markers = Markers("", "", (1,), (3, 4, 6), frozenset({EOS}), 0, (5,), (7, 8))
+    history = [12, 3, 4]  # thinking so far: 3 of t = 5, ending in the marker's first two ids
+    prompt = [13, 1, *history]
+    args = budget_args(Budget(5, 1), Mode.parse("elastic"), markers, "open", 20, history)
+    reference = row_state(args, SENTENCE_ENDS, tokenizer())
+    ids = torch.zeros(1, MAX_LEN, dtype=torch.int32)
+    ids[0, : len(prompt) + 2] = torch.tensor([*prompt, 6, 12], dtype=torch.int32)
+    length = torch.tensor([len(prompt)], dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=1, vocab_size=VOCAB, all_token_ids=Uva(ids),
+                                 prompt_len=Uva(length), prefill_len=Uva(length.clone()), total_len=Uva(length.clone()))
+    processor = Processor(None, req)
+    processor.add_request(0, SimpleNamespace(extra_args={KEY: args}))
+    processor.apply_staged_writes()
+    slot = torch.zeros(1, dtype=torch.int32)
+    forced = []
+    for position in (0, 2, 4, 5, 6):  # prompt chunks ending at 0, 2 and 4, then the sampled 6 and 12
+        ctx = LogitsContext(expanded_idx_mapping=slot, idx_mapping=slot, idx_mapping_np=slot.numpy(),
+                            expanded_local_pos=slot, input_ids=ids[0, position : position + 1].long(),
+                            pos=torch.tensor([position]), seq_lens_upper_bound_np=None)
+        logits = processor.apply(torch.zeros(1, VOCAB), ctx)[0]
+        forced.append(int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None)
+    reference.extend([6, 12])
+    assert reference.done and reference.think_end == "natural"
+    assert forced == [None, None, None, None, EOS]  # nothing forced until the row is done: then EOS
+
+
+@settings(max_examples=60, deadline=None)
+@example(think=4, solve=5, room=sys.maxsize, mode="budget-forcing")  # a served request without max_tokens
+@given(think=st.integers(0, 2**31 - 1), solve=st.integers(1, 2**31 - 1), room=st.integers(1, sys.maxsize) | st.integers(sys.maxsize - 4, sys.maxsize),
+       mode=st.sampled_from(["elastic", "truncate", "budget-forcing", "soft:start=0.5", "none"]))
+def test_any_host_count_fits_a_slot(think, solve, room, mode):
+    """Invariant: whatever counts a request brings (a served request without ``max_tokens`` has sys.maxsize
+    room; budgets up to the Budget gate's 2**31 - 1), its slot is written (int64 tables) and its first
+    step forces what RowState forces: a count past the tables' range means "no limit"."""
+    markers = Markers("", "", (1,), (3,), frozenset({EOS}), 0, (5,), (7, 8), (15,))
+    args = budget_args(Budget(think, solve), Mode.parse(mode), markers, "open", room)
+    reference = row_state(args, SENTENCE_ENDS, tokenizer())
+    lengths = torch.ones(1, dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=1, vocab_size=VOCAB,
+                                 all_token_ids=Uva(torch.zeros(1, MAX_LEN, dtype=torch.int32)), prompt_len=Uva(lengths),
+                                 prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    processor = Processor(None, req)
+    processor.add_request(0, SimpleNamespace(extra_args={KEY: args}))
+    processor.apply_staged_writes()
+    slot = torch.zeros(1, dtype=torch.int32)
+    ctx = LogitsContext(expanded_idx_mapping=slot, idx_mapping=slot, idx_mapping_np=slot.numpy(), expanded_local_pos=slot,
+                        input_ids=torch.tensor([PLAIN[0]], dtype=torch.int32), pos=torch.tensor([1]),
+                        seq_lens_upper_bound_np=None)
+    logits = processor.apply(torch.zeros(1, VOCAB), ctx)[0]
+    reference.extend([PLAIN[0]])
+    forced = None if reference.done is False and reference.forced_token() is None else (
+        min(markers.eos_ids) if reference.done else reference.forced_token())
+    assert (int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None) == forced

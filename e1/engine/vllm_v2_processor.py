@@ -12,6 +12,14 @@ the id it fed this step (``ctx.input_ids`` at ``ctx.pos``) with tensor operation
 Python per row, the same kernels at any batch size. The step is ``RowState.accept`` transcribed
 (tests/test_vllm_v2_processor.py drives both over generated streams and compares every step).
 
+On a GPU each tensor operation is a kernel launch, so a step is kept to few: one gather per table
+and one write back of what changed; the forced queue as spans of the request's forced texts (no
+copied buffer); every marker pattern matched in one comparison; soft's bias added by the same gather
+and scatter that force. Each request sets bits on the host when it is written (a forced queue,
+"Wait", a grace window, soft's bias, truncate's cap, markers of several ids, several EOS ids), and a
+step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 118 ops per
+step whatever the batch, where the first version dispatched 328 (the tests count them).
+
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
 preemption also the output the runner re-fills it with), then is written to its slot. Runner V2 admits
 a request without its prompt: a state that needs it (``reads_prompt``: the server's budgeted requests)
@@ -28,26 +36,33 @@ from __future__ import annotations
 import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
-from vllm.v1.worker.gpu.sample.logits_processor import LogitsContext, LogitsProcessor, LogitsProcRequestState
+from vllm.v1.worker.gpu.sample.logits_processor import (
+    LogitsContext,
+    LogitsProcessor,
+    LogitsProcRequestState,
+)
 
-from e1.engine.row_state import DONE, SOLVE, T_ANSWER, T_MARKER, T_THINK, THINK, RowState
+from e1.engine.row_state import RowState
 from e1.engine.vllm_held import HeldRows
 from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
-
-PHASES = {THINK: 0, SOLVE: 1, DONE: 2}
-P_THINK, P_SOLVE, P_DONE = 0, 1, 2
-NONE = 1 << 62  # "no cap" (truncate's t + s is the only whole-output cap)
-# per-slot numbers: what changes per token, then the request's constants (one int64 column each)
-MUTABLE = ("phase", "think", "solve", "written", "waits", "seen", "opened", "qh", "qn")
-CONSTANT = ("active", "t", "s", "limit", "room", "cap", "budgeted", "grace", "eos", "end_first", "end_last",
-            "end_len", "start_len", "ls", "lx", "le", "la", "lw")
-INTS = MUTABLE + CONSTANT
-CURVE = ("begin", "strength", "rate")  # soft's bias (float64)
-# per-slot id rows, in three tables by width: "L" the last ids, the end marker, its all-but-last prefix
-# and the start marker, right-aligned; "W" the forced texts (start | exit | end | answer | wait), the
-# forced queue and its kinds; "E" the EOS ids
-TABLES = {"L": ("tail", "end_r", "endp_r", "start_r"), "W": ("template", "qbuf", "qkind"), "E": ("eos_set",)}
-ROWS = {name: key for key, names in TABLES.items() for name in names}
+from e1.engine.vllm_v2_slots import (
+    ANY,
+    BIAS,
+    CAP,
+    CONSTANT,
+    CURVE,
+    EOS_SET,
+    EXP,
+    GRACE,
+    MARKS,
+    MUTABLE,
+    NEVER,
+    QUEUE,
+    WAIT,
+    export,
+    match_rows,
+    pad,
+)
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
@@ -62,10 +77,17 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
                              "it does not run with speculative decoding")
         super().__init__(vllm_config)
         self.req, self.device, n = req_states, req_states.device, req_states.max_num_reqs
-        self.ints = torch.zeros(n, len(INTS), dtype=torch.int64, device=self.device)  # [S, F]
-        self.floats = torch.zeros(n, len(CURVE), dtype=torch.float64, device=self.device)  # [S, 3]
-        self.tables = {key: torch.full((n, len(names), 1), -1, dtype=torch.int64, device=self.device)  # [S, k, width]
-                       for key, names in TABLES.items()}
+        self.mutable = torch.zeros(n, len(MUTABLE), dtype=torch.int64, device=self.device)  # [S, M]
+        self.constant = torch.zeros(n, len(CONSTANT), dtype=torch.int64, device=self.device)  # [S, C]
+        self.curve = torch.zeros(n, len(CURVE), dtype=torch.float64, device=self.device)  # [S, 5]
+        # id tables, widened as requests need: the forced texts (see ``export``), the EOS ids, the last
+        # (width - 1) ids (right-aligned) and the marker patterns a new id may complete (``match_rows``)
+        self.template = torch.zeros(n, 1, dtype=torch.int64, device=self.device)  # [S, T]
+        self.eos_set = torch.full((n, 1), NEVER, dtype=torch.int64, device=self.device)  # [S, E]
+        self.tail = torch.full((n, 0), ANY, dtype=torch.int64, device=self.device)  # [S, width - 1]
+        self.marks = torch.tensor(match_rows((), (), 1), device=self.device).repeat(n, 1, 1)  # [S, width + 1, width]
+        self.prefix_len = torch.arange(1, 1, device=self.device)  # [width - 1]: k of the rows end[:k]
+        self.needs = np.zeros(n, dtype=np.int64)  # each slot's bits (QUEUE, ...), on the host
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
         self.on_host: dict[int, HostRow] = {}
@@ -142,44 +164,64 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
     def _write(self, slots: list[int], states: list[RowState | None], seen: list[int]) -> None:
         """Slot numbers from host states (None: a slot this processor leaves alone), one copy per table."""
         exported = [export(state, seen_at) for state, seen_at in zip(states, seen)]
+        self._widen(max(e.width for e in exported), max(len(e.template) for e in exported) + 1,
+                    max(len(e.eos_set) for e in exported))
         index = torch.tensor(slots, dtype=torch.int64, device=self.device)
-        self.ints[index] = torch.tensor([e[0] for e in exported], dtype=torch.int64).to(self.device)
-        self.floats[index] = torch.tensor([e[1] for e in exported], dtype=torch.float64).to(self.device)
-        for key, names in TABLES.items():
-            self._widen(key, max((len(e[2][name]) for e in exported for name in names), default=1))
-            width = self.tables[key].shape[2]
-            values = [[pad(e[2][name], width, right=key == "L") for name in names] for e in exported]
-            self.tables[key][index] = torch.tensor(values, dtype=torch.int64).reshape(len(slots), len(names), width).to(self.device)
 
-    def _widen(self, key: str, width: int) -> None:
-        """Grow table ``key`` to ``width`` columns (ids padded with -1: the right-aligned table on the left)."""
-        table = self.tables[key]
-        if width > table.shape[2]:
-            filler = torch.full((*table.shape[:2], width - table.shape[2]), -1, dtype=table.dtype, device=self.device)
-            self.tables[key] = torch.cat([filler, table] if key == "L" else [table, filler], dim=2)
+        def put(table: torch.Tensor, rows: list) -> None:
+            table.index_put_((index,), torch.tensor(rows, dtype=table.dtype).reshape(len(slots), *table.shape[1:]).to(self.device))
+
+        put(self.mutable, [e.mutable for e in exported])
+        put(self.constant, [e.constant for e in exported])
+        put(self.curve, [e.curve for e in exported])
+        put(self.template, [pad(e.template, self.template.shape[1], 0, right=False) for e in exported])
+        put(self.eos_set, [pad(e.eos_set, self.eos_set.shape[1], NEVER, right=False) for e in exported])
+        width = self.marks.shape[2]
+        put(self.tail, [pad(e.tail[max(0, len(e.tail) - width + 1):], width - 1, ANY, right=True) for e in exported])
+        put(self.marks, [match_rows(e.end, e.start, width) for e in exported])
+        self.needs[slots] = [e.needs for e in exported]
+
+    def _widen(self, width: int, template: int, eos: int) -> None:
+        """Grow the id tables to markers of ``width`` ids, ``template`` forced ids and ``eos`` EOS ids."""
+        if template > self.template.shape[1]:
+            self.template = _grown(self.template, template, 0, right=False)
+        if eos > self.eos_set.shape[1]:
+            self.eos_set = _grown(self.eos_set, eos, NEVER, right=False)
+        old = self.marks.shape[2]
+        if width > old:  # the old slots' markers are shorter: their rows for the longer prefixes match nothing
+            self.tail = _grown(self.tail, width - 1, ANY, right=True)
+            marks = torch.tensor(match_rows((), (), width), device=self.device).repeat(len(self.marks), 1, 1)
+            marks[:, : old + 1, width - old :] = self.marks
+            self.marks, self.prefix_len = marks, torch.arange(1, width, device=self.device)
 
     def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
         if self.on_host and any(slot in self.on_host for slot in ctx.idx_mapping_np.tolist()):
             self._apply_host(logits, ctx)
         if not self.on_device[ctx.idx_mapping_np].any():
             return logits
-        slots = ctx.expanded_idx_mapping.long()  # [R] row -> slot
-        state = self._gather(slots)
-        step(state, ctx.input_ids.long(), ctx.pos.long(), self.sentence_mask)
-        self.ints[slots] = torch.stack([state[name] for name in INTS], dim=1)  # [R, F]
-        self.tables["L"][slots, 0] = state["tail"]
-        self.tables["W"][slots, 1:] = torch.stack([state["qbuf"], state["qkind"]], dim=1)
-        force(logits, state)
+        needs = int(np.bitwise_or.reduce(self.needs[ctx.idx_mapping_np]))  # what this batch's slots can need
+        slots = ctx.expanded_idx_mapping  # [R] row -> slot
+        state = self._gather(slots, needs)
+        step(state, ctx.input_ids, ctx.pos, needs, self.sentence_mask)
+        self.mutable.index_put_((slots,), torch.stack([state[name] for name in MUTABLE], dim=1))  # [R, M]
+        if needs & MARKS:
+            self.tail.index_put_((slots,), state["tail"])
+        force(logits, state, needs)
         return logits
 
-    def _gather(self, slots: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The batch's slots as named columns (views of one gather per table)."""
-        ints, floats = self.ints[slots], self.floats[slots]  # [R, F], [R, 3]
-        state = {name: ints[:, i] for i, name in enumerate(INTS)}
-        state.update((name, floats[:, i]) for i, name in enumerate(CURVE))
-        for key, names in TABLES.items():
-            table = self.tables[key][slots]  # [R, k, width]
-            state.update((name, table[:, i]) for i, name in enumerate(names))
+    def _gather(self, slots: torch.Tensor, needs: int) -> dict[str, torch.Tensor]:
+        """The batch's slots as named columns (views of one gather per table the batch needs)."""
+        state = dict(zip(MUTABLE, self.mutable.index_select(0, slots).unbind(1)))  # [R] each
+        state.update(zip(CONSTANT, self.constant.index_select(0, slots).unbind(1)))
+        if needs & BIAS:
+            state.update(zip(CURVE, self.curve.index_select(0, slots).unbind(1)))
+        if needs & QUEUE:
+            state["template"] = self.template.index_select(0, slots)  # [R, T]
+        if needs & EOS_SET:
+            state["eos_set"] = self.eos_set.index_select(0, slots)  # [R, E]
+        if needs & MARKS:
+            state["tail"], state["marks"] = self.tail.index_select(0, slots), self.marks.index_select(0, slots)
+            state["prefix_len"] = self.prefix_len
         return state
 
     def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
@@ -251,161 +293,115 @@ class HostRow:
         return ARGMAX if state.trial_answering else state.forced_token()
 
 
-def export(state: RowState | None, seen: int) -> tuple[list[int], list[float], dict[str, list[int]]]:
-    """A host RowState as a slot's numbers: (MUTABLE + CONSTANT ints, CURVE floats, ROWS ids)."""
-    if state is None:
-        return [0] * len(INTS), [0.0] * len(CURVE), {name: [] for name in ROWS}
-    markers, mode, budget = state.markers, state.mode, state.budget
-    start, end, wait = list(markers.start_ids), list(markers.end_ids), list(markers.wait_ids)
-    lines = list(markers.newline_ids) if mode.answer_prompt and mode.answer_lines else []  # s1's "\n" around the marker
-    exit_text = list(state.exit_ids) + lines  # what RowState._force_end queues before the end marker ...
-    answer = lines + list(markers.answer_ids) if mode.answer_prompt else []  # ... and after it
-    queue = state.queued()
-    ints = {"phase": PHASES[state.phase], "think": state.think_tokens, "solve": state.solve_tokens,
-            "written": len(state.tokens), "waits": state.waits_left, "seen": seen, "opened": int(state.opened),
-            "qh": 0, "qn": len(queue), "active": 1, "t": budget.think, "s": budget.solve, "limit": state.think_limit,
-            "room": state.max_new_tokens, "cap": NONE if state.total_cap is None else state.total_cap,
-            "budgeted": int(state.budgeted), "grace": mode.grace, "eos": min(markers.eos_ids), "end_first": end[0],
-            "end_last": end[-1], "end_len": len(end), "start_len": len(start), "ls": len(start),
-            "lx": len(exit_text), "le": len(end), "la": len(answer), "lw": len(wait)}
-    width = max(len(start), len(end), 1)
-    rows = {"tail": state.tokens[-width:], "end_r": end, "endp_r": end[:-1], "start_r": start,
-            "eos_set": sorted(markers.eos_ids), "template": start + exit_text + end + answer + wait,
-            "qbuf": [token for token, _ in queue], "qkind": [kind for _, kind in queue]}
-    return [ints[name] for name in INTS], list(mode.bias_curve(budget.think)), rows
+def _grown(table: torch.Tensor, width: int, fill: int, right: bool) -> torch.Tensor:
+    """``table`` [S, w] in ``width`` columns, ``fill`` in the new ones (on the left for a right-aligned table)."""
+    filler = torch.full((len(table), width - table.shape[1]), fill, dtype=table.dtype, device=table.device)
+    return torch.cat([filler, table] if right else [table, filler], dim=1)
 
 
-def pad(ids: list[int], width: int, right: bool) -> list[int]:
-    """``ids`` in ``width`` columns, -1 elsewhere: right-aligned (a tail, a suffix to match) or left-aligned."""
-    fill = [-1] * (width - len(ids))
-    return fill + ids if right else ids + fill
+def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_mask: torch.Tensor) -> None:
+    """RowState.accept for every row whose input id at ``pos`` is the next one its slot has not taken;
+    ``needs``: the OR of the rows' bits (the parts no row needs are left out)."""
+    # [R] the rows that take an id (earlier positions: a prefill chunk, taken already); a finished row goes
+    # on too, as what it counts no longer matters: it is forced EOS from now on
+    new = pos == s["seen"]
+    s["seen"] = s["seen"] + new
+    thinking = s["solving"] == 0
+    if needs & MARKS:  # the last ids with the sampled one, against each marker (and the end marker's prefixes)
+        hits = matches(s["tail"], token, s["marks"])  # [R, width + 1]
+        end_hit, start_hit = hits[:, 0], hits[:, 1]
+    else:
+        end_hit, start_hit = token == s["end_last"], token == s["start_last"]
+    appended, sampled, waited = token, new, None
+    if needs & QUEUE:
+        queued = s["qp"] < s["qe"]
+        if needs & WAIT:  # s1's wait=k: a natural end becomes "Wait" (its first id appended now)
+            wait = (new & ~queued & thinking & (s["waits"] > 0) & end_hit & (s["think"] < s["wait_below"]))
+            s["waits"] = s["waits"] - wait.long()
+            s["qp"], s["qe"] = torch.where(wait, s["wait_at"], s["qp"]), torch.where(wait, s["wait_stop"], s["qe"])
+            s["next"] = torch.where(wait, s["wait_first"], s["next"])
+            queued = queued | wait
+            waited = new & queued & (s["qp"] >= s["wait_at"])  # a "Wait" id appended: thinking
+        popping = new & queued
+        appended = torch.where(popping, s["next"], token)  # what RowState appends
+        sampled = new ^ popping
+        s["qp"] = s["qp"] + popping
+        emptied = popping & (s["qp"] >= s["qe"])
+        if needs & WAIT and needs & MARKS:  # a "Wait" id appended instead: the end marker's prefixes it ends
+            hits = matches(s["tail"], appended, s["marks"])
+    think_rows = sampled & thinking
+    s["think"] = s["think"] + (think_rows if waited is None else think_rows | waited)
+    s["solve"] = s["solve"] + (sampled ^ think_rows)
+    eos = sampled & (appended == s["eos"] if not needs & EOS_SET else (appended[:, None] == s["eos_set"]).any(dim=1))
+    thought = think_rows & ~eos
+    natural = thought & end_hit  # RowState._after_think: EOS first, then the end marker, then the start marker
+    still = thought ^ natural  # thinking goes on after this id
+    s["opened"] = s["opened"] | (still & start_hit)  # a start marker written after thinking opened changes nothing
+    at_limit = s["think"] >= s["limit"]
+    due = still & at_limit  # the end is due: at the limit (past a grace window's sentence end)
+    if needs & GRACE:
+        due = due & (sentence_mask[token] | (s["think"] >= s["grace_at"]))  # (sampled: the id appended)
+    ended = (s["seen"] >= s["room_at"]) | (s["solve"] >= s["solve_at"]) | eos  # the room, s, EOS end the row
+    if needs & CAP:  # truncate: t + s over the whole output
+        ended = ended | ((still | (sampled ^ think_rows)) & (s["think"] + s["solve"] >= s["cap"]))
+    s["done"] = s["done"] | ended
+    s["finished"] = s["done"] > 0  # [R] bool, for force
+    if needs & QUEUE:
+        if waited is not None:  # a complete "Wait" at the limit: the end is due
+            due = due | (emptied & waited & at_limit)
+            emptied = emptied & ~waited
+        s["solving"] = s["solving"] | natural | emptied  # the forced end marker (and answer prompt) complete
+        _force_end(s, due, needs, hits if needs & MARKS else None)
+        head = s["template"].gather(1, s["qp"][:, None])[:, 0]
+        s["next"] = torch.where(s["finished"], s["eos"], head)
+    else:
+        s["solving"] = s["solving"] | natural
+    if needs & MARKS:
+        s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], appended[:, None]], dim=1), s["tail"])
 
 
-def ends_with(tail: torch.Tensor, pattern: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
-    """Per row: do the last ids end with the right-aligned ``pattern`` of ``length`` ids (0: never, as RowState)."""
-    columns = torch.arange(tail.shape[1], device=tail.device)  # [L]
-    outside = columns[None, :] < tail.shape[1] - length[:, None]  # [R, L]
-    return ((tail == pattern) | outside).all(dim=1) & (length > 0)  # [R]
+def matches(tail: torch.Tensor, token: torch.Tensor, marks: torch.Tensor) -> torch.Tensor:
+    """Per row and pattern: do the last ids ``tail`` [R, w-1] then ``token`` [R] end with it ([R, K, w], right-aligned)."""
+    ids = torch.cat([tail, token[:, None]], dim=1)[:, None, :]  # [R, 1, w]
+    return ((ids == marks) | (marks == ANY)).all(dim=2)  # [R, K]
 
 
-def set_queue(s: dict, mask: torch.Tensor, before, start, stop, head) -> None:
-    """Rows in ``mask`` get a fresh forced queue, template[:before] then template[start:stop], from ``head`` on."""
-    columns = torch.arange(s["template"].shape[1], device=mask.device)[None, :]  # [1, W]
-    source = torch.where(columns < before[:, None], columns, start[:, None] + columns - before[:, None])  # [R, W]
-    source = source.clamp(0, s["template"].shape[1] - 1)
-    answer_at = (s["ls"] + s["lx"] + s["le"])[:, None]
-    kinds = torch.where(source >= answer_at + s["la"][:, None], T_THINK, torch.where(source >= answer_at, T_ANSWER, T_MARKER))
-    s["qbuf"] = torch.where(mask[:, None], s["template"].gather(1, source), s["qbuf"])
-    s["qkind"] = torch.where(mask[:, None], kinds, s["qkind"])
-    s["qh"] = torch.where(mask, head, s["qh"])
-    s["qn"] = torch.where(mask, before + stop - start, s["qn"])
+def _force_end(s: dict, due: torch.Tensor, needs: int, hits: torch.Tensor | None) -> None:
+    """RowState._force_end for the rows in ``due``: the queue template[0 or ls : stop] (the start marker
+    first if thinking never opened), or, when the last ids are a proper prefix of the end marker, the start
+    marker if not opened, then the rest of the marker: a jump from ls to at_end + its length."""
+    s["qp"] = torch.where(due, s["ls"] * s["opened"], s["qp"])
+    s["qe"] = torch.where(due, s["stop"], s["qe"])
+    if needs & MARKS:
+        partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1)  # [R] the longest prefix the ids end with (0: none)
+        s["qj"] = torch.where(due, s["ls"], s["qj"])
+        s["qt"] = torch.where(due, torch.where(partial > 0, s["at_end"] + partial, s["ls"]), s["qt"])
+        s["qp"] = torch.where(s["qp"] == s["qj"], s["qt"], s["qp"])
 
 
-def end_queue(s: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """RowState._force_end's queue as template spans (before, start, stop): the exit text and end marker
-    (or the rest of a partly written marker), the start marker first if thinking never opened, s1's
-    answer prompt after."""
-    tail, width = s["tail"], s["tail"].shape[1]
-    at_end = s["ls"] + s["lx"]  # the end marker's place in the template
-    partial = torch.zeros_like(s["le"])
-    for k in range(1, width):  # the longest proper prefix of the end marker the ids end with (k: marker ids, not rows)
-        columns = (at_end[:, None] + torch.arange(k, device=tail.device)).clamp(max=s["template"].shape[1] - 1)
-        match = (tail[:, width - k:] == s["template"].gather(1, columns)).all(dim=1) & (k < s["le"])
-        partial = torch.where(match, k, partial)
-    before = torch.where(s["opened"] > 0, 0, s["ls"])
-    start = torch.where(partial > 0, at_end + partial, s["ls"])
-    return before, start, at_end + s["le"] + s["la"]
+def bias(s: dict, free: torch.Tensor, needs: int) -> torch.Tensor:
+    """Soft's end-marker bias in ``free`` rows (``Mode.end_bias`` from its ``bias_curve``), in float64 as on the
+    host: progress (think - begin) / (t - begin), at most 1 (t <= begin: 1, as x / 0 is inf)."""
+    think = s["think"].to(torch.float64)
+    progress = ((think - s["begin"]) / s["span"]).clamp(max=1.0)
+    if needs & EXP:
+        progress = torch.where(s["rate"] > 0, torch.expm1(s["rate"] * progress) / s["scale"], progress)
+    return torch.where(free & (think > s["begin"]), s["strength"] * progress, 0.0)
 
 
-def step(s: dict, token: torch.Tensor, pos: torch.Tensor, sentence_mask: torch.Tensor) -> None:
-    """RowState.accept for every row whose input id at ``pos`` is the next one its state has not taken."""
-    fresh = (s["active"] > 0) & (pos == s["seen"])  # [R]; earlier positions: a prefill chunk, taken already
-    s["seen"] = torch.where(fresh, s["seen"] + 1, s["seen"])
-    new = fresh & (s["phase"] != P_DONE)
-    thinking, solving = s["phase"] == P_THINK, s["phase"] == P_SOLVE
-    # s1's wait=k: a natural end becomes "Wait" (its first id appended now), judged on the ids before it
-    wait = (new & (s["waits"] > 0) & (s["qh"] >= s["qn"]) & thinking & (token == s["end_last"])
-            & ((s["end_len"] == 1) | ends_with(s["tail"], s["endp_r"], s["end_len"] - 1)) & (s["think"] + s["lw"] < s["t"]))
-    s["waits"] = s["waits"] - wait.long()
-    wait_at = s["ls"] + s["lx"] + s["le"] + s["la"]
-    popping = new & ((s["qh"] < s["qn"]) | wait)
-    head = s["qh"].clamp(max=s["qbuf"].shape[1] - 1)[:, None]
-    first_wait = s["template"].gather(1, wait_at.clamp(max=s["template"].shape[1] - 1)[:, None])[:, 0]
-    kind = torch.where(wait, T_THINK, s["qkind"].gather(1, head)[:, 0])
-    token = torch.where(wait, first_wait, torch.where(popping, s["qbuf"].gather(1, head)[:, 0], token))  # what RowState appends
-    s["qh"] = torch.where(wait, 1, s["qh"] + popping.long())
-    s["qn"] = torch.where(wait, s["lw"], s["qn"])
-    s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], token[:, None]], dim=1), s["tail"])
-    s["written"] = s["written"] + new.long()
-    due = _popped(s, popping, kind) | _sampled_thinking(s, new & ~popping & thinking, token, sentence_mask)
-    _sampled_solving(s, new & ~popping & solving, token)
-    before, start, stop = end_queue(s)
-    zero = torch.zeros_like(before)
-    set_queue(s, wait | due, torch.where(due, before, zero), torch.where(due, start, wait_at),
-              torch.where(due, stop, wait_at + s["lw"]), torch.where(due, zero, 1))  # "Wait": its rest still queued
-    s["phase"] = torch.where(new & (s["phase"] != P_DONE) & (s["written"] >= s["room"]), P_DONE, s["phase"])
-    s["qh"] = torch.where(s["phase"] == P_DONE, s["qn"], s["qh"])  # a finished row's queue is dropped
-
-
-def _popped(s: dict, popping: torch.Tensor, kind: torch.Tensor) -> torch.Tensor:
-    """A forced id appended: "Wait" is thinking (the end is due when it is complete at the limit); the
-    end marker's (and answer prompt's) last id starts the solution. Returns the rows whose end is due."""
-    emptied = popping & (s["qh"] >= s["qn"])
-    waited = popping & (kind == T_THINK)
-    s["think"] = s["think"] + waited.long()
-    s["phase"] = torch.where(emptied & ~waited, P_SOLVE, s["phase"])
-    return emptied & waited & (s["think"] >= s["limit"])
-
-
-def _sampled_thinking(s: dict, rows: torch.Tensor, token: torch.Tensor, sentence_mask: torch.Tensor) -> torch.Tensor:
-    """RowState._after_think: EOS ends the row, the end marker thinking, the start marker opens it;
-    truncate's cap ends the row. Returns the rows whose end is due: at the limit (past a grace
-    window's sentence end)."""
-    s["think"] = s["think"] + rows.long()
-    eos = (token[:, None] == s["eos_set"]).any(dim=1)
-    natural = rows & ~eos & ends_with(s["tail"], s["end_r"], s["end_len"])
-    opens = rows & ~eos & ~natural & (s["opened"] == 0) & ends_with(s["tail"], s["start_r"], s["start_len"])
-    s["opened"] = torch.where(opens, 1, s["opened"])
-    still = rows & ~eos & ~natural
-    sentence = sentence_mask[token.clamp(0, len(sentence_mask) - 1)] & (token >= 0)
-    at_limit = (s["budgeted"] > 0) & (s["think"] >= s["limit"])
-    due = still & at_limit & ((s["grace"] == 0) | sentence | (s["think"] >= s["limit"] + s["grace"]))
-    capped = still & ~due & (s["think"] >= s["cap"])
-    s["phase"] = torch.where(rows & eos | capped, P_DONE, torch.where(natural, P_SOLVE, s["phase"]))
-    return due
-
-
-def _sampled_solving(s: dict, rows: torch.Tensor, token: torch.Tensor) -> None:
-    """RowState._after_solve: EOS, ``s`` solution ids (separate budgets) or truncate's cap end the row."""
-    s["solve"] = s["solve"] + rows.long()
-    eos = (token[:, None] == s["eos_set"]).any(dim=1)
-    full = ((s["budgeted"] > 0) & (s["solve"] >= s["s"])) | (s["think"] + s["solve"] >= s["cap"])
-    s["phase"] = torch.where(rows & (eos | full), P_DONE, s["phase"])
-
-
-def bias(s: dict) -> torch.Tensor:
-    """Soft's end-marker bias per row (``Mode.end_bias`` from its ``bias_curve``), in float64 as on the host."""
-    think, t = s["think"].double(), s["t"].double()
-    begin, strength, rate = s["begin"], s["strength"], s["rate"]
-    progress = torch.where(t <= begin, 1.0, ((think - begin) / (t - begin)).clamp(max=1.0))
-    progress = torch.where(rate > 0, torch.expm1(rate * progress) / torch.expm1(rate), progress)
-    return torch.where((think > begin) & (strength != 0), strength * progress, 0.0)
-
-
-def forced_tokens(s: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """(whether each row's next id is forced, which): EOS once done, else the queue's head."""
-    done = s["phase"] == P_DONE
-    head = s["qh"].clamp(max=s["qbuf"].shape[1] - 1)[:, None]
-    token = torch.where(done, s["eos"], s["qbuf"].gather(1, head)[:, 0])
-    return (s["active"] > 0) & (done | (s["qh"] < s["qn"])), token.clamp(min=0)
-
-
-def force(logits: torch.Tensor, s: dict) -> None:
-    """Leave only the forced id's logit finite (0) in forced rows; add soft's bias in the others."""
-    forced, token = forced_tokens(s)  # [R], [R]
-    keep = logits.gather(1, token[:, None])  # [R, 1]
-    logits.masked_fill_(forced[:, None], float("-inf"))  # [R, V]
-    logits.scatter_(1, token[:, None], torch.where(forced[:, None], 0.0, keep))
-    free = (s["active"] > 0) & ~forced & (s["phase"] == P_THINK)
-    raised = torch.where(free, bias(s), 0.0).to(logits.dtype)  # [R]
-    logits.scatter_add_(1, s["end_first"].clamp(min=0)[:, None], raised[:, None])
+def force(logits: torch.Tensor, s: dict, needs: int) -> None:
+    """Leave only the forced id's logit finite (0) in forced rows (EOS once done, else the queue's head);
+    add soft's bias to the end marker's first id in the others, while thinking. One gather, one scatter."""
+    forced = s["finished"]
+    if needs & QUEUE:
+        forced = forced | (s["qp"] < s["qe"])
+    column = s["next"] if needs & QUEUE else s["eos"]
+    if needs & BIAS:
+        column = torch.where(forced, column, s["end_first"])
+    column = column[:, None]  # [R, 1]
+    value = logits.gather(1, column)  # [R, 1]
+    if needs & BIAS:
+        value = value + bias(s, ~forced & (s["solving"] == 0), needs).to(logits.dtype)[:, None]
+    forced = forced[:, None]  # [R, 1]
+    logits.masked_fill_(forced, float("-inf"))  # [R, V]
+    logits.scatter_(1, column, value.masked_fill(forced, 0.0))
