@@ -403,3 +403,34 @@ def test_any_host_count_fits_a_slot(think, solve, room, mode):
     forced = None if reference.done is False and reference.forced_token() is None else (
         min(markers.eos_ids) if reference.done else reference.forced_token())
     assert (int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None) == forced
+
+
+@settings(max_examples=20, deadline=None)
+@given(patterns=st.lists(st.text(alphabet="abcxyz", min_size=2, max_size=4), min_size=1, max_size=40),
+       slots=st.integers(1, 3))
+def test_held_rows_keep_only_the_tables_of_slots_holding_now(patterns, slots):
+    """Invariant: however many stop patterns requests bring (each its own quiet table), HeldRows keeps
+    the tables of the slots holding now, never more than the slots; a slot given to a new request lets go."""
+    tok = tokenizer()
+    markers = Markers("", "", (1,), (3,), frozenset({EOS}), 0, (5,), (7, 8))
+    lengths = torch.ones(slots, dtype=torch.int32)
+    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=slots, vocab_size=len(tok) + 1,
+                                 all_token_ids=Uva(torch.zeros(slots, MAX_LEN, dtype=torch.int32)), prompt_len=Uva(lengths),
+                                 prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    processor = Processor(None, req)
+    quiet = tok.encode(" the", add_special_tokens=False)[0]  # no pattern's lead letter in it
+    for number, pattern in enumerate(patterns):
+        slot = number % slots
+        args = budget_args(Budget(1000, 4), Mode.parse(f"elastic:stop='{pattern}'"), markers, "open", room=2000)
+        processor.add_request(slot, SimpleNamespace(extra_args={KEY: args}))
+        processor.apply_staged_writes()
+        index = torch.tensor([slot], dtype=torch.int32)
+        for position in (1, 2):  # one step looks and holds from the next; the next is held
+            ctx = LogitsContext(expanded_idx_mapping=index, idx_mapping=index, idx_mapping_np=index.numpy(),
+                                expanded_local_pos=torch.zeros(1, dtype=torch.int32),
+                                input_ids=torch.tensor([quiet], dtype=torch.int32), pos=torch.tensor([position]),
+                                seq_lens_upper_bound_np=None)
+            processor.apply(torch.zeros(1, len(tok) + 1), ctx)
+        holding = int(processor.held.on.sum())
+        assert processor.held.on[slot] and len(processor.held.tables) <= holding <= slots, (len(processor.held.tables), holding)
+        assert sum(processor.held.users.values()) == int((processor.held.on & processor.held.scan).sum())

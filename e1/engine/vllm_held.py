@@ -37,7 +37,12 @@ class HeldRows:
         self.specials = np.full((slots, 1), -2, dtype=np.int64)  # [S, P] phase ids, padded with -2
         self.table = np.zeros(slots, dtype=np.int64)  # [S] which quiet table
         self.scan = np.zeros(slots, dtype=bool)  # [S] thinking: its ids must be quiet (solving: any id but a phase id)
-        self.tables: list[np.ndarray] = []
+        # the quiet tables of the slots holding now, by number, and how many slots hold with each: a table
+        # no slot holds with is dropped, so what is kept (and looked through each step) is bounded by the
+        # slots, not by how many patterns requests ever brought
+        self.tables: dict[int, np.ndarray] = {}
+        self.users: dict[int, int] = {}
+        self._numbers = 0
 
     def take(self, slots: np.ndarray, ids: np.ndarray, positions: np.ndarray) -> np.ndarray:
         """Hold this step's id of every holding slot that may (``slots``, ``ids``, ``positions``: [H]); returns
@@ -47,8 +52,10 @@ class HeldRows:
             return ~ok
         ok &= ~(ids[:, None] == self.specials[slots]).any(1)  # [H, P] -> [H]
         quiet = ~self.scan[slots]  # [H]
-        for number, table in enumerate(self.tables):
-            mine = ok & self.scan[slots] & (self.table[slots] == number) & (ids >= 0) & (ids < len(table))
+        scanning = ok & self.scan[slots]
+        for number in np.unique(self.table[slots[scanning]]).tolist():  # the patterns held this step
+            table = self.tables[number]
+            mine = scanning & (self.table[slots] == number) & (ids >= 0) & (ids < len(table))
             quiet[mine] = table[ids[mine]]
         ok &= quiet
         held = slots[ok]
@@ -61,7 +68,7 @@ class HeldRows:
         """Hand the held ids to the row's scanner and state, in order; the row is looked at one by one again."""
         if not self.on[slot]:
             return
-        self.on[slot] = False
+        self.drop(slot)
         held = self.ids[slot, : self.count[slot]].tolist()
         if held and self.scan[slot]:
             host.state.scanner.skip(held)
@@ -69,6 +76,17 @@ class HeldRows:
         elif held:  # solution ids: accepted one by one, at C speed
             host.state.extend(held)
         host.seen += len(held)
+
+    def drop(self, slot: int) -> None:
+        """The slot holds no more (handed over, or given to a new request): its quiet table is let go."""
+        if not self.on[slot]:
+            return
+        self.on[slot] = False
+        if self.scan[slot]:
+            number = int(self.table[slot])
+            self.users[number] -= 1
+            if not self.users[number]:
+                del self.users[number], self.tables[number]
 
     def enter(self, slot: int, host) -> None:
         """Hold the row's ids from the next step on: while it thinks plainly with an idle scanner, or solves
@@ -92,8 +110,10 @@ class HeldRows:
         self.specials[slot, : len(specials)] = specials
         number = 0
         if thinking:
-            number = next((k for k, table in enumerate(self.tables) if table is scanner.quiet), len(self.tables))
-            if number == len(self.tables):
-                self.tables.append(scanner.quiet)
+            number = next((k for k, table in self.tables.items() if table is scanner.quiet), None)
+            if number is None:
+                number, self._numbers = self._numbers, self._numbers + 1
+                self.tables[number] = scanner.quiet
+            self.users[number] = self.users.get(number, 0) + 1
         self.on[slot], self.count[slot], self.until[slot] = True, 0, min(ahead, self.CAP)
         self.seen[slot], self.table[slot], self.scan[slot] = host.seen, number, thinking

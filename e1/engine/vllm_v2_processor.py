@@ -97,7 +97,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
 
     def add_request(self, req_idx: int, sampling_params) -> bool:
         self.on_host.pop(req_idx, None)
-        self.held.on[req_idx] = False
+        self.held.drop(req_idx)
         self.on_device[req_idx] = False
         if self.reads_prompt(sampling_params):  # its state is built once the prompt is on the device
             self._staged[req_idx] = (sampling_params, None)
@@ -216,7 +216,9 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         if needs & BIAS:
             state.update(zip(CURVE, self.curve.index_select(0, slots).unbind(1)))
         if needs & QUEUE:
-            state["template"] = self.template.index_select(0, slots)  # [R, T]
+            # the table and the rows' slots, not a copy of their rows: a step reads one id per row (the
+            # template is as wide as the longest forced text any request brought, up to the exit-text gate)
+            state["template"], state["slots"] = self.template, slots
         if needs & EOS_SET:
             state["eos_set"] = self.eos_set.index_select(0, slots)  # [R, E]
         if needs & MARKS:
@@ -352,7 +354,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
             emptied = emptied & ~waited
         s["solving"] = s["solving"] | natural | emptied  # the forced end marker (and answer prompt) complete
         _force_end(s, due, needs, hits if needs & MARKS else None)
-        head = s["template"].gather(1, s["qp"][:, None])[:, 0]
+        head = s["template"][s["slots"], s["qp"]]  # [R]: each row's queue head, one id per row
         s["next"] = torch.where(s["finished"], s["eos"], head)
     else:
         s["solving"] = s["solving"] | natural
