@@ -172,6 +172,41 @@ def test_zero3_reference_is_partitioned_like_the_policy(reference_runs, offload)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("offload", [False, True])
+def test_zero3_reference_is_built_partitioned(reference_runs, offload):
+    """Invariant: the reference leaves its loader already partitioned (built under zero.Init):
+    every weight a DeepSpeed parameter, none held whole, no partition over its 1/W share. A model
+    loaded whole and wrapped later would pass through the accelerator whole at DeepSpeed's engine
+    setup (its ``module.to(device)``). A model loaded after it loads whole again (``numel``)."""
+    for rank in (0, 1):
+        row = reference_runs[(offload, rank)]
+        built = row["built"]
+        assert built["ds_ids"] and built["largest_held"] == 0
+        assert 0 < built["largest_partition"] <= built["largest_share"]
+        assert row["numel"] == row["full"]  # the whole model loaded after it: zero3_loading was cleared
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3, None])
+@pytest.mark.parametrize("raises", [False, True])
+def test_zero3_loading_is_registered_only_while_open(stage, raises):
+    """transformers sees ZeRO-3 exactly inside ``zero3_loading`` (and only for a stage-3 config),
+    and not after it, even when the load inside fails."""
+    from transformers.integrations import deepspeed_config, is_deepspeed_zero3_enabled
+
+    from e1.grpo.parallel import zero3_loading
+
+    config = {"zero_optimization": {"stage": stage}} if stage is not None else {}
+    try:
+        with zero3_loading(config):
+            assert is_deepspeed_zero3_enabled() == (stage == 3) and deepspeed_config() is config
+            if raises:
+                raise KeyError("load failed")
+    except KeyError:
+        assert raises
+    assert not is_deepspeed_zero3_enabled() and deepspeed_config() is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("offload", [False, True])
 def test_zero3_reference_log_probs_equal_the_whole_models(reference_runs, offload):
     """Each rank's own micro-batches (whole groups and split ones) score the same under the
     partitioned reference as under the model loaded whole."""

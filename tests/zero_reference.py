@@ -4,7 +4,9 @@ prints one JSON line per setting: the weights it holds of the reference (``local
 partitions' elements; ``full``: DeepSpeed's ``ds_numel`` of every weight; ``whole``: elements held
 outside a partition), :func:`e1.grpo.memory.account`'s ``reference`` bytes, its partitions' device types and DeepSpeed's parameter offload device,
 and the largest difference between the partitioned reference's log-probs and those of the same
-model loaded whole, on this rank's own micro-batches (whole groups, and groups split).
+model loaded whole, on this rank's own micro-batches (whole groups, and groups split); ``built``:
+the reference as it left ``load``, before DeepSpeed's engine wrapped it (each weight's ``ds_id``,
+the most elements any weight held whole, and the largest partition vs the largest 1/W share).
 
     python -m torch.distributed.run --nproc_per_node 2 tests/zero_reference.py MODEL_DIR SPEC_DIR
 """
@@ -58,7 +60,19 @@ def main(model_dir: str, spec_dir: str) -> None:
                               ref_offload=offload, out=f"{spec_dir}/out-ref")
         rank, world, _ = launch(config)
         strategy = ZeRO(load_model(model_dir, "float32", "cpu"), config, rank, world)
-        reference = strategy.reference(lambda where: load_model(model_dir, "float32", where))
+        built = {}
+
+        def load(where: str, built: dict = built, world: int = world):
+            """The reference as ``strategy.reference`` builds it, seen before DeepSpeed wraps it."""
+            model = load_model(model_dir, "float32", where)
+            params = list(model.parameters())
+            built.update(ds_ids=all(hasattr(p, "ds_id") for p in params),
+                         largest_held=max(p.data.numel() for p in params),  # 0: no weight whole
+                         largest_partition=max((p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor")), default=0),
+                         largest_share=max(-(-getattr(p, "ds_numel", p.numel()) // world) for p in params))
+            return model
+
+        reference = strategy.reference(load)
         whole = load_model(model_dir, "float32", "cpu")
         batches = micro_batches(rank, whole.config.vocab_size)
         sharded, plain = log_probs(reference, batches), log_probs(whole, batches)
@@ -75,6 +89,7 @@ def main(model_dir: str, spec_dir: str) -> None:
             "offload_device": getattr(offload_device, "value", offload_device),  # DeepSpeed's own setting
             "max_diff": max(float((a - b).abs().max()) for a, b in zip(sharded, plain)),
             "trainable": any(p.requires_grad for p in params),
+            "built": built,
         }), flush=True)
         strategy.barrier()
 

@@ -127,15 +127,26 @@ class ZeRO:
         """The frozen reference model, held as the policy is: under stages 1-2 a whole copy on
         every rank (no optimizer shards it); under ZeRO-3 a DeepSpeed engine with no optimizer
         (:func:`reference_config`) that partitions it over the ranks like the policy and gathers
-        each layer for its forward. It is loaded on the CPU first, so no rank ever holds all of it
-        on the accelerator; with ``ref_offload`` its partition stays in CPU memory."""
+        each layer for its forward. Under ZeRO-3 it is built partitioned (:func:`zero3_loading`),
+        so no rank ever holds all of it on the accelerator, at load or after; with
+        ``ref_offload`` its partition lives in CPU memory from the start."""
         import deepspeed
+        import torch
 
         if self.resident:
             return load(str(self.engine.device)).requires_grad_(False)
-        model = load("cpu").requires_grad_(False)
-        engine, *_ = deepspeed.initialize(model=model, config=reference_config(self.ds_config, self.ref_offload))
+        config = reference_config(self.ds_config, self.ref_offload)
+        with zero3_loading(config):
+            # on the policy's device: only the module's buffers (rotary tables) move there whole;
+            # each weight is by now an empty placeholder there and its partition where config says
+            model = load(str(self.engine.device)).requires_grad_(False)
+        # Weights made under zero.Init carry ``ds_id``, so DeepSpeed's engine skips its whole-module
+        # ``self.module.to(self.device)`` (deepspeed 0.19.8 runtime/engine.py:2077-2094,
+        # _configure_distributed_model) and ZeRO-3 keeps the partitions where zero.Init put them.
+        engine, *_ = deepspeed.initialize(model=model, config=config)
         engine.eval()  # DeepSpeed's eval() returns None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # the per-layer gathers of the load, back to the allocator's pool
         return engine
 
     def zero_grad(self) -> None:
@@ -251,6 +262,39 @@ def reference_config(policy: dict, offload: bool) -> dict:
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
     dropped = ("optimizer", "scheduler", "gradient_clipping", "zero_optimization")
     return {key: value for key, value in policy.items() if key not in dropped} | {"zero_optimization": zero}
+
+
+@contextmanager
+def zero3_loading(config: dict):
+    """While open, transformers' ``from_pretrained`` builds a model partitioned under ZeRO-3 with
+    ``config``: it creates the modules inside ``deepspeed.zero.Init(config_dict_or_path=config)``
+    (transformers 5.x modeling_utils, ``_from_config``/``get_init_context``), which partitions
+    each module's weights as soon as that module is built (deepspeed 0.19.8
+    runtime/zero/partition_parameters.py:1232-1254, ``Init._post_init_method``) onto the
+    ``offload_param`` device when the config has one (the same file, lines 1160-1169: CPU memory
+    with ``ref_offload``), then loads the checkpoint one module at a time, gathering only that
+    module's weights (transformers' ``_load_state_dict_into_zero3_model``). Transformers learns of
+    ZeRO-3 from a registered config object; its own ``HfDeepSpeedConfig`` needs ``accelerate``, so
+    this registers a minimal one (the two things transformers asks of it) and clears it on exit,
+    so later loads (a rollout copy, a whole model) load whole again."""
+    from transformers import integrations
+
+    registered = _ZeRO3Config(config)  # transformers keeps only a weak reference: held here
+    integrations.set_hf_deepspeed_config(registered)
+    try:
+        yield registered
+    finally:
+        integrations.unset_hf_deepspeed_config()
+
+
+class _ZeRO3Config:
+    """What transformers reads of a registered DeepSpeed config: ``config`` and ``is_zero3()``."""
+
+    def __init__(self, config: dict):
+        self.config = config
+
+    def is_zero3(self) -> bool:
+        return self.config.get("zero_optimization", {}).get("stage") == 3
 
 
 def zero_stage(spec: str) -> int:
