@@ -240,7 +240,7 @@ def retyped(draw, value):
     if change and draw(st.booleans()):
         try:
             return draw(st.sampled_from(change))(value)
-        except (TypeError, ValueError):  # items that cannot be a set's, text that is no number
+        except (TypeError, ValueError, OverflowError):  # items that cannot be a set's, text that is no number, inf as an int
             return value
     if type(value) in (list, tuple):
         return type(value)([draw(retyped(item)) for item in value])

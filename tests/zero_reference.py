@@ -1,6 +1,6 @@
 """Run by ``tests/test_train_memory.py`` under torchrun: the KL reference model under ZeRO-3, as
 :meth:`e1.grpo.parallel.ZeRO.reference` builds it, with and without ``ref_offload``. Every rank
-prints one JSON line per setting: the weights it holds of the reference (``local``: its
+writes one JSON line per setting to SPEC_DIR/rows-RANK.jsonl: the weights it holds of the reference (``local``: its
 partitions' elements; ``full``: DeepSpeed's ``ds_numel`` of every weight; ``whole``: elements held
 outside a partition), :func:`e1.grpo.memory.account`'s ``reference`` bytes, its partitions' device types and DeepSpeed's parameter offload device,
 and the largest difference between the partitioned reference's log-probs and those of the same
@@ -78,7 +78,7 @@ def main(model_dir: str, spec_dir: str) -> None:
         sharded, plain = log_probs(reference, batches), log_probs(whole, batches)
         params = list(reference.parameters())
         offload_device = getattr(reference.optimizer, "offload_device", None)  # DeepSpeedZeRoOffload's
-        print(json.dumps({
+        row = json.dumps({
             "offload": offload, "rank": rank, "world": world,
             "numel": sum(p.numel() for p in whole.parameters()),
             "full": sum(p.ds_numel for p in params), "local": sum(p.ds_tensor.numel() for p in params),
@@ -90,7 +90,9 @@ def main(model_dir: str, spec_dir: str) -> None:
             "max_diff": max(float((a - b).abs().max()) for a, b in zip(sharded, plain)),
             "trainable": any(p.requires_grad for p in params),
             "built": built,
-        }), flush=True)
+        })
+        with open(f"{spec_dir}/rows-{rank}.jsonl", "a") as rows:  # a file per rank: two ranks' prints can interleave
+            rows.write(row + "\n")
         strategy.barrier()
 
 
