@@ -161,21 +161,26 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
     """A run directory holds one grid: its summary, config.json and exports describe every cell in
     it, so a rerun that asks for other datasets, budgets or modes is refused (with the way to get
-    them) rather than mixed in. ``previous`` and ``current`` are config.json records; datasets are
-    compared by the names the results hold (a file however its path is typed is the same dataset)."""
+    them) rather than mixed in. ``previous`` and ``current`` are config.json records. Datasets are
+    compared by name: the names the folder holds as its run recorded them (:func:`e1.store.held_datasets`),
+    against the names the new ``--datasets`` load under, so a file however its path is typed, and
+    from whichever directory, is the same dataset."""
     from e1.data import dataset_names
+    from e1.store import held_datasets
 
     if previous is None:
         return
     more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
     if previous.get(MODE_FORMAT_KEY, 1) < MODE_FORMAT and isinstance(previous.get("modes"), list):
         previous = {**previous, "modes": [Mode.legacy(m) for m in previous["modes"]]}  # as today's texts say them
-    shown = {"datasets": lambda specs: ", ".join(dataset_names(specs)), "budgets": _budgets_text,
-             "modes": lambda modes: ", ".join(sorted(modes))}
-    for key, text in shown.items():
-        if key in previous and text(previous[key]) != text(current[key]):
+    held = held_datasets(out, previous)
+    grids = [("datasets", ", ".join(held), ", ".join(dataset_names(current["datasets"])))] if held else []
+    grids += [(key, text(previous[key]), text(current[key])) for key, text in
+              (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))) if key in previous]
+    for key, was, now in grids:
+        if was != now:
             raise ResultsError(
-                f"{out} holds a run of {key} {text(previous[key])}, not {text(current[key])}",
+                f"{out} holds a run of {key} {was}, not {now}",
                 hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
                      f"{key} resumes it{more if key != 'datasets' else ''}")
 
