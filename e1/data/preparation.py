@@ -23,13 +23,12 @@ this module (and ``e1 --help``) stays fast.
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import functools
 import json
 import os
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -221,16 +220,16 @@ def _load_file(path: Path) -> pd.DataFrame:
 
 def dataset_names(specs: Sequence[str]) -> list[str]:
     """The names ``specs`` load under (the results' ``dataset`` column), sorted, without loading them:
-    a registered or prepared name is itself, a file its stem (a prepared parquet: the names it holds).
-    Paths are read from the current directory: a run folder's names are what it recorded
-    (:func:`e1.store.held_datasets`), not its old specs read again."""
+    a registered or prepared name is itself, a file its stem (a prepared parquet: the names it holds)."""
     names: set[str] = set()
     for spec in specs:
         file = Path(spec).expanduser()
         if is_registered(spec) or not (file.is_file() or file.suffix.lower() in _READERS):
             names.add(spec)  # a registered or prepared name
         elif file.is_file() and file.suffix.lower() == ".parquet" and not schema.missing_columns(_parquet_schema(file).names):
-            column = _parquet_table(file, columns=[schema.DATASET]).column(0)
+            import pyarrow.parquet as pq
+
+            column = _parquet(file, lambda path: pq.read_table(path, columns=[schema.DATASET])).column(0)
             names.update(str(name) for name in column.unique().to_pylist())
         else:
             names.add(_name_from_stem(file))
@@ -240,8 +239,7 @@ def dataset_names(specs: Sequence[str]) -> list[str]:
 def _read_canonical(path: Path) -> pd.DataFrame:
     import pandas as pd
 
-    with _unreadable_parquet(path):
-        frame = pd.read_parquet(path)
+    frame = _parquet(path, pd.read_parquet)
     missing = schema.missing_columns(frame.columns)
     if missing:
         raise DataError(f"{path}: not a prepared dataset (no column {', '.join(missing)})",
@@ -402,38 +400,28 @@ def _read_json(path: Path) -> tuple[Records, list[str]]:
 
 
 def _read_parquet(path: Path) -> tuple[Records, list[str]]:
-    records = _parquet_table(path).to_pylist()  # plain Python values: lists stay lists, nulls are None
+    import pyarrow.parquet as pq
+
+    records = _parquet(path, pq.read_table).to_pylist()  # plain Python values: lists stay lists, nulls are None
     return records, [f"row {number}" for number in range(1, len(records) + 1)]
 
 
 def _parquet_schema(path: Path) -> Any:
     import pyarrow.parquet as pq
 
-    with _unreadable_parquet(path):
-        return pq.read_schema(path)
+    return _parquet(path, pq.read_schema)
 
 
-def _parquet_table(path: Path, columns: list[str] | None = None) -> Any:
-    """``path``'s rows (only ``columns``) as a pyarrow Table; a file that is not parquet, or whose
-    pages are damaged, is one line naming it."""
-    import pyarrow.parquet as pq
-
-    with _unreadable_parquet(path):
-        return pq.read_table(path, columns=columns)
-
-
-@contextlib.contextmanager
-def _unreadable_parquet(path: Path) -> Iterator[None]:
-    """The one gate every parquet read passes: pyarrow's error (often several lines, raw bytes in
-    them) becomes a :class:`DataError` of one line naming the file."""
+def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
+    """``read(path)``: the one gate every parquet read passes, where pyarrow's error (often several
+    lines, raw bytes in them) becomes one :class:`DataError` line naming the file."""
     import pyarrow as pa
 
     try:
-        yield
+        return read(path)
     except (pa.ArrowException, OSError) as err:
-        reason = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        reason = " ".join("".join(c if c.isprintable() else " " for c in reason).split())
-        raise DataError(f"{path}: not a readable parquet file ({reason})",
+        reason = " ".join("".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split())
+        raise DataError(f"{path}: not a readable parquet file ({reason or type(err).__name__})",
                         hint="is it really parquet, and whole?") from None
 
 

@@ -276,31 +276,6 @@ def check_datasets(out: Path, fingerprints: dict[str, str]) -> dict[str, str]:
     return {**recorded, **fingerprints}
 
 
-def held_datasets(out: Path, record: dict | None = None) -> list[str]:
-    """The dataset names the run in ``out`` holds, sorted, from what the run itself recorded, never
-    its ``--datasets`` read again (a relative path means another file, or none, from another
-    directory): the names its ``config.json`` (``record``; read when None) keeps fingerprints under,
-    which an eval run records as loaded before it writes a sample; else (a run written before
-    fingerprints, or a sweep) the ``dataset`` column of its samples and summary, and of each model's
-    run a sweep records. Empty: it holds no results of any dataset."""
-    from e1.store.paths import inside
-    from e1.store.samples import SampleStore
-
-    out = Path(out)
-    record = (_record(out / CONFIG) if record is None else record) or {}
-    fingerprints = record.get(FINGERPRINTS)
-    if isinstance(fingerprints, dict) and fingerprints:
-        return sorted(map(str, fingerprints))
-    names = set(SampleStore(out).table(["dataset"]).column("dataset").unique().to_pylist())
-    if (out / SUMMARY).is_file():
-        names.update(read_parquet(out / SUMMARY, columns=["dataset"]).get("dataset", ()))
-    runs = record.get("runs")  # a sweep: {model: its eval run's folder, relative to out}
-    for folder in runs.values() if isinstance(runs, dict) else ():
-        if isinstance(folder, str) and (run := inside(out, folder)).is_dir():
-            names.update(held_datasets(run))
-    return sorted(str(name) for name in names if name is not None)
-
-
 def _same(key: str, previous: dict, current: dict) -> bool:
     """A model is the same when it is the same model, however its path was typed (or if it moved)."""
     if key == "model":
