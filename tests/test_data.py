@@ -497,3 +497,29 @@ def test_dataset_names_are_the_names_the_specs_load_under(tmp_path_factory, monk
         return
     assert dataset_names(specs) == sorted(loaded)
     assert dataset_names([*specs, *reversed(specs)]) == sorted(loaded)  # a set: order and repeats aside
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.floats(0, 1), length=st.integers(1, 64), byte=st.sampled_from([0x00, 0xFF, 0x0A, 0x80]))
+def test_a_damaged_parquet_is_read_or_one_line_naming_it(tmp_path_factory, monkeypatch, start, length, byte):
+    """Damage anywhere in a prepared parquet (its pages, their headers, the footer): every reader
+    (the names a run compares, a run's load, ``--from``'s records) reads it or raises one printable
+    DataError line naming the file, never pyarrow's own error."""
+    from e1.data import dataset_names, load_datasets
+
+    folder = tmp_path_factory.mktemp("damaged")
+    monkeypatch.chdir(folder)
+    path = folder / "aime_2024.parquet"
+    pd.DataFrame({"id": [f"a{i}" for i in range(20)], "dataset": "aime", "problem": [f"What is {i} + {i}?" for i in range(20)],
+                  "answer": "2", "task": "math", "task_version": 1}).to_parquet(path)
+    raw = bytearray(path.read_bytes())
+    at = int(start * (len(raw) - 1))
+    raw[at : at + length] = bytes([byte]) * len(raw[at : at + length])
+    path.write_bytes(bytes(raw))
+    for read in (lambda: dataset_names([path.name]), lambda: load_datasets([str(path)]),
+                 lambda: prepare_file(path, name="copy", out_dir=folder / "prepared")):
+        try:
+            read()
+        except DataError as err:
+            assert err.message.startswith(f"{path.name}: ") or err.message.startswith(f"{path}: "), err.message
+            assert err.message.isprintable(), err.message

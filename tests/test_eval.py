@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from e1.budget import Budget
 from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
-from e1.errors import ResultsError
+from e1.errors import DataError, ResultsError
 from e1.eval.run import EvalConfig, evaluate
 from e1.store.results import SAMPLE_COLUMNS
 from e1.store.samples import SampleStore
@@ -107,6 +111,128 @@ def test_another_dataset_in_the_same_dir_is_refused_and_the_same_one_resumes(tmp
     samples, summary = evaluate(config(out, problems_file, datasets=("./toy.jsonl",)), engine=counting)
     assert counting.calls == 0 and set(samples["dataset"]) == set(summary["dataset"]) == {"toy"}
     assert set(pd.read_parquet(out / "samples.parquet")["dataset"]) == {"toy"}  # nothing of the other mixed in
+
+
+def prepared(path: Path, name: str) -> Path:
+    """A prepared (canonical) parquet at ``path`` whose rows say dataset ``name``: its name is read
+    from inside the file, not from the file's name."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame({"id": ["a1", "a2"], "dataset": name, "problem": ["What is 1 + 1?", "What is 2 + 0?"],
+                  "answer": "2", "task": "math", "task_version": 1}).to_parquet(path)
+    return path
+
+
+def without_fingerprints(out: Path) -> None:
+    """``out``'s config.json as a run written before dataset fingerprints were recorded."""
+    record = json.loads((out / "config.json").read_text())
+    record.pop("dataset_fingerprints")
+    (out / "config.json").write_text(json.dumps(record))
+
+
+@pytest.mark.parametrize("old_record", [False, True], ids=["fingerprinted", "before-fingerprints"])
+def test_a_run_resumes_from_another_directory_and_another_dataset_is_still_refused(tmp_path, boxed_engine,
+                                                                                   monkeypatch, old_record):
+    """The names a run folder holds are what its run recorded, not its old relative paths read from
+    today's directory: a prepared file of dataset ``aime`` run as ``data/aime_2024.parquet`` from one
+    directory resumes from another by its absolute path (from a relative path that now names nothing,
+    the folder would have seemed to hold ``aime_2024``), and a file of another dataset typed with the
+    very same relative path is refused."""
+    first, second, out = tmp_path / "a", tmp_path / "b", tmp_path / "run"
+    data = prepared(first / "data" / "aime_2024.parquet", "aime")
+    second.mkdir()
+    monkeypatch.chdir(first)
+    evaluate(config(out, "data/aime_2024.parquet", n=1), engine=boxed_engine)
+    if old_record:
+        without_fingerprints(out)
+    monkeypatch.chdir(second)
+    counting = Interrupting(boxed_engine, fail_on=10**6)
+    samples, summary = evaluate(config(out, data, n=1), engine=counting)
+    assert counting.calls == 0 and set(samples["dataset"]) == set(summary["dataset"]) == {"aime"}
+    if old_record:
+        without_fingerprints(out)  # the resume recorded them: an old run again
+    prepared(second / "data" / "aime_2024.parquet", "other")  # the old spelling, from here: another dataset
+    with pytest.raises(ResultsError) as refused:
+        evaluate(config(out, "data/aime_2024.parquet", n=1), engine=counting)
+    assert refused.value.message == f"{out} holds a run of datasets aime, not other" and counting.calls == 0
+    assert set(pd.read_parquet(out / "samples.parquet")["dataset"]) == {"aime"}
+
+
+def test_an_unreadable_dataset_file_is_one_line_naming_it(tmp_path, boxed_engine, monkeypatch):
+    """A damaged prepared parquet, whether a new run loads it or a resume reads its names, is one
+    DataError line naming the file (pyarrow's own error runs over several lines)."""
+    monkeypatch.chdir(tmp_path)
+    out, data = tmp_path / "run", prepared(tmp_path / "aime_2024.parquet", "aime")
+    evaluate(config(out, data, n=1), engine=boxed_engine)
+    damaged = tmp_path / "damaged.parquet"
+    raw = bytearray(data.read_bytes())
+    raw[4:200] = b"\xff" * 196  # the first column pages: the footer, and so the schema, still read
+    damaged.write_bytes(bytes(raw))
+    for run in (out, tmp_path / "new"):  # the grid check of a resume reads its names; a new run loads it
+        with pytest.raises(DataError) as unreadable:
+            evaluate(config(run, damaged, n=1), engine=boxed_engine)
+        message = unreadable.value.message
+        assert message.startswith(f"{damaged}: not a readable parquet file (") and "\n" not in message, message
+        assert message.isprintable()
+
+
+SPELLINGS = ("absolute", "relative", "dotted", "home", "detour", "linked-folder", "linked-file")
+
+
+def spelled(path: Path, how: str, root: Path) -> str:
+    """``path`` as a user might type it from the current directory: ``root`` is $HOME, and holds
+    ``linked`` (a symlink to ``path``'s folder) and ``link-<folder>/<name>`` (one to ``path`` itself)."""
+    relative = os.path.relpath(path)
+    return {"absolute": str(path), "relative": relative, "dotted": os.path.join(".", relative),
+            "home": f"~/{path.relative_to(root)}", "detour": os.path.join(os.path.relpath(path.parent), "..",
+                                                                           path.parent.name, path.name),
+            "linked-folder": os.path.relpath(root / "linked" / path.name),
+            "linked-file": str(root / f"link-{path.parent.name}" / path.name)}[how]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(kind="prepared", other=False, old_record=False, typed=("relative", "absolute"), cwds=("a", "b"))  # the report
+@given(kind=st.sampled_from(["prepared", "jsonl"]), other=st.booleans(), old_record=st.booleans(),
+       typed=st.tuples(st.sampled_from(SPELLINGS), st.sampled_from(SPELLINGS)),
+       cwds=st.tuples(st.sampled_from(["root", "a", "data", "b"]), st.sampled_from(["root", "a", "data", "b"])))
+def test_the_same_file_however_typed_and_from_wherever_resumes(tmp_path_factory, boxed_engine, monkeypatch, kind,
+                                                               other, old_record, typed, cwds):
+    """A run of a file resumed with the same file, spelled any way from any directory (relative,
+    absolute, ``./``, ``~``, through ``..``, a symlinked folder, a symlink to the file; a config.json
+    with or without fingerprints), resumes and generates nothing; a file of another dataset, spelled
+    the same way, is refused and the folder keeps only its own samples."""
+    root = tmp_path_factory.mktemp("home")
+    folders = {"root": root, "a": root / "a", "data": root / "a" / "data", "b": root / "b"}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HOME", str(root))
+    if kind == "prepared":
+        data, elsewhere = prepared(folders["data"] / "aime_2024.parquet", "aime"), root / "b" / "aime_2025.parquet"
+        prepared(elsewhere, "other")
+    else:
+        data, elsewhere = folders["data"] / "toy.jsonl", root / "b" / "toy-2.jsonl"
+        for path, answer in ((data, "2"), (elsewhere, "3")):
+            path.write_text(json.dumps({"id": "q0", "problem": "What is 1 + 1?", "answer": answer}) + "\n")
+    (root / "linked").symlink_to(folders["data"])  # the file's folder under another name
+    for path in (data, elsewhere):  # the file itself, under the same name (a file's stem is its name)
+        (root / f"link-{path.parent.name}").mkdir()
+        (root / f"link-{path.parent.name}" / path.name).symlink_to(path)
+    out = root / "run"
+    monkeypatch.chdir(folders[cwds[0]])
+    evaluate(config(out, spelled(data, typed[0], root), n=1), engine=boxed_engine)
+    if old_record:
+        without_fingerprints(out)
+    monkeypatch.chdir(folders[cwds[1]])
+    target = elsewhere if other else data
+    how = "absolute" if other and typed[1] == "linked-folder" else typed[1]  # the link is to the first's folder
+    counting = Interrupting(boxed_engine, fail_on=10**6)
+    if other:
+        with pytest.raises(ResultsError, match="holds a run of datasets"):
+            evaluate(config(out, spelled(target, how, root), n=1), engine=counting)
+    else:
+        samples, _ = evaluate(config(out, spelled(target, how, root), n=1), engine=counting)
+        assert set(samples["dataset"]) == ({"aime"} if kind == "prepared" else {"toy"})
+    assert counting.calls == 0
+    assert set(pd.read_parquet(out / "samples.parquet")["dataset"]) == ({"aime"} if kind == "prepared" else {"toy"})
 
 
 def test_registry_name_uses_the_prepared_parquet(tmp_path, boxed_engine, monkeypatch):

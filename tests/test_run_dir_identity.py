@@ -174,17 +174,19 @@ def test_a_benchmark_prepared_again_with_other_problems_is_refused(tmp_path, tin
         evaluate(config, engine=boxed(tiny_engine))
 
 
-def test_fingerprints_accumulate_over_runs_and_old_directories_gain_them(tmp_path, tiny_engine):
+def test_old_directories_gain_the_fingerprints_of_every_dataset(tmp_path, tiny_engine):
     first, second, out = write_jsonl(tmp_path / "first.jsonl", problems(0)), tmp_path / "second.jsonl", tmp_path / "run"
     write_jsonl(second, problems(1))
-    evaluate(eval_config(out, first), engine=boxed(tiny_engine))
+    evaluate(eval_config(out, first, second), engine=boxed(tiny_engine))
     record = json.loads((out / "config.json").read_text())
     (out / "config.json").write_text(json.dumps(older(record)))
-    evaluate(eval_config(out, first), engine=boxed(tiny_engine))  # nothing to generate: the record gains what it lacked
-    evaluate(eval_config(out, second), engine=boxed(tiny_engine))  # another dataset into the same run
+    evaluate(eval_config(out, second, first), engine=boxed(tiny_engine))  # nothing to generate: the record gains them
+    assert json.loads((out / "config.json").read_text())["dataset_fingerprints"] == record["dataset_fingerprints"]
+    with pytest.raises(ResultsError, match="holds a run of datasets first, second, not second"):  # one grid per folder
+        evaluate(eval_config(out, second), engine=boxed(tiny_engine))
     write_jsonl(first, problems(2))
     with pytest.raises(ResultsError, match="other problems of dataset 'first'"):
-        evaluate(eval_config(out, first), engine=boxed(tiny_engine))
+        evaluate(eval_config(out, first, second), engine=boxed(tiny_engine))
 
 
 def test_a_training_run_resumed_on_changed_problems_is_refused(tiny_model_dir, tmp_path):

@@ -175,6 +175,27 @@ def test_interrupted_sweep_resumes_without_redoing_finished_points(tmp_path, pro
     assert again.loads == []
 
 
+def test_a_sweep_resumes_from_another_directory_and_refuses_another_dataset(tmp_path, tiny_engine, monkeypatch):
+    """A sweep's dataset names are what its models' runs recorded: one run as ``data/aime_2024.parquet``
+    (a prepared file of dataset ``aime``) from one directory resumes from another by its absolute
+    path, loading no model; a file of another dataset under that relative path there is refused."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, name in ((first, "aime"), (second, "other")):
+        (folder / "data").mkdir(parents=True)
+        pd.DataFrame({"id": ["a1", "a2"], "dataset": name, "problem": ["What is 1 + 1?", "What is 2 + 1?"],
+                      "answer": ["2", "3"], "task": "math", "task_version": 1}).to_parquet(folder / "data" / "aime_2024.parquet")
+    out = tmp_path / "sweep"
+    monkeypatch.chdir(first)
+    sweep(sweep_config(out, "data/aime_2024.parquet"), load_engine=Loader(tiny_engine))
+    monkeypatch.chdir(second)
+    again = Loader(tiny_engine)
+    samples, _, _ = sweep(sweep_config(out, first / "data" / "aime_2024.parquet"), load_engine=again)
+    assert again.loads == [] and set(samples["dataset"]) == {"aime"}
+    with pytest.raises(ResultsError) as refused:
+        sweep(sweep_config(out, "data/aime_2024.parquet"), load_engine=again)
+    assert refused.value.message == f"{out} holds a run of datasets aime, not other" and again.loads == []
+
+
 def test_sweep_config_validation():
     with pytest.raises(ConfigError, match="no model"):
         SweepConfig(models=(), settings=grid())

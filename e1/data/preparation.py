@@ -28,9 +28,10 @@ import functools
 import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from e1.data import schema
 from e1.data.fields import extra_fields, field_value, row_task
@@ -228,7 +229,8 @@ def dataset_names(specs: Sequence[str]) -> list[str]:
         elif file.is_file() and file.suffix.lower() == ".parquet" and not schema.missing_columns(_parquet_schema(file).names):
             import pyarrow.parquet as pq
 
-            names.update(str(name) for name in pq.read_table(file, columns=[schema.DATASET]).column(0).unique().to_pylist())
+            column = _parquet(file, lambda path: pq.read_table(path, columns=[schema.DATASET])).column(0)
+            names.update(str(name) for name in column.unique().to_pylist())
         else:
             names.add(_name_from_stem(file))
     return sorted(names)
@@ -237,7 +239,7 @@ def dataset_names(specs: Sequence[str]) -> list[str]:
 def _read_canonical(path: Path) -> pd.DataFrame:
     import pandas as pd
 
-    frame = pd.read_parquet(path)
+    frame = _parquet(path, pd.read_parquet)
     missing = schema.missing_columns(frame.columns)
     if missing:
         raise DataError(f"{path}: not a prepared dataset (no column {', '.join(missing)})",
@@ -400,19 +402,27 @@ def _read_json(path: Path) -> tuple[Records, list[str]]:
 def _read_parquet(path: Path) -> tuple[Records, list[str]]:
     import pyarrow.parquet as pq
 
-    _parquet_schema(path)  # a clear error for a file that is not parquet
-    records = pq.read_table(path).to_pylist()  # plain Python values: lists stay lists, nulls are None
+    records = _parquet(path, pq.read_table).to_pylist()  # plain Python values: lists stay lists, nulls are None
     return records, [f"row {number}" for number in range(1, len(records) + 1)]
 
 
 def _parquet_schema(path: Path) -> Any:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    return _parquet(path, pq.read_schema)
+
+
+def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
+    """``read(path)``: the one gate every parquet read passes, where pyarrow's error (often several
+    lines, raw bytes in them) becomes one :class:`DataError` line naming the file."""
+    import pyarrow as pa
+
     try:
-        return pq.read_schema(path)
-    except (pa.ArrowInvalid, OSError) as err:
-        raise DataError(f"{path}: not a readable parquet file ({err})", hint="is it really parquet?") from None
+        return read(path)
+    except (pa.ArrowException, OSError) as err:
+        reason = " ".join("".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split())
+        raise DataError(f"{path}: not a readable parquet file ({reason or type(err).__name__})",
+                        hint="is it really parquet, and whole?") from None
 
 
 def _read_csv(path: Path) -> tuple[Records, list[str]]:

@@ -33,7 +33,7 @@ from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
 from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
-                      check_run_dir, mode_format, model_identity)
+                      check_run_dir, held_datasets, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -159,10 +159,8 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 
 
 def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
-    """A run directory holds one grid: its summary, config.json and exports describe every cell in
-    it, so a rerun that asks for other datasets, budgets or modes is refused (with the way to get
-    them) rather than mixed in. ``previous`` and ``current`` are config.json records; datasets are
-    compared by the names the results hold (a file however its path is typed is the same dataset)."""
+    """A run directory holds one grid (the cells its summary, config.json and exports describe): other datasets,
+    budgets or modes are refused, with the way to get them. Datasets: what its run recorded (:func:`held_datasets`)."""
     from e1.data import dataset_names
 
     if previous is None:
@@ -170,12 +168,14 @@ def check_grid(out: Path, previous: dict | None, current: dict, command: str = "
     more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
     if previous.get(MODE_FORMAT_KEY, 1) < MODE_FORMAT and isinstance(previous.get("modes"), list):
         previous = {**previous, "modes": [Mode.legacy(m) for m in previous["modes"]]}  # as today's texts say them
-    shown = {"datasets": lambda specs: ", ".join(dataset_names(specs)), "budgets": _budgets_text,
-             "modes": lambda modes: ", ".join(sorted(modes))}
-    for key, text in shown.items():
-        if key in previous and text(previous[key]) != text(current[key]):
+    held = ", ".join(held_datasets(out, previous))  # empty: the folder holds no results of any dataset
+    grids = [("datasets", held, ", ".join(dataset_names(current["datasets"])))] if held else []
+    grids += [(key, text(previous[key]), text(current[key])) for key, text in
+              (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))) if key in previous]
+    for key, was, now in grids:
+        if was != now:
             raise ResultsError(
-                f"{out} holds a run of {key} {text(previous[key])}, not {text(current[key])}",
+                f"{out} holds a run of {key} {was}, not {now}",
                 hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
                      f"{key} resumes it{more if key != 'datasets' else ''}")
 

@@ -18,13 +18,13 @@ from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, METR
                               SAMPLE_COLUMNS, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, atomic_write, check_datasets,
                               check_run_dir, mode_format, model_identity, parquet_metadata, read_parquet, write_json,
                               write_parquet, write_text)
-from e1.store.samples import SampleStore
+from e1.store.samples import SampleStore, held_datasets
 
 __all__ = ["CHECKPOINTS", "CONFIG", "CONTEXT_FIELDS", "DISK_ERRNOS", "FINGERPRINTS", "GROUP_KEY", "METRICS", "MODE_FORMAT",
            "MODE_FORMAT_KEY", "RESUME",
            "SAMPLES", "SAMPLE_COLUMNS", "SAMPLE_KEY", "SUMMARY", "SUMMARY_COLUMNS", "SampleStore", "atomic_write", "check_alive",
            "check_context", "check_datasets", "check_model_path", "check_out", "check_run_dir", "check_writable",
-           "disk_errno", "disk_errors", "file_name", "guard_dir", "held", "inside", "missing_file", "mode_format",
+           "disk_errno", "disk_errors", "file_name", "guard_dir", "held", "held_datasets", "inside", "missing_file", "mode_format",
            "model_identity", "new_run_dir",
            "parquet_metadata", "read_parquet", "run_lock",
            "write_json", "write_parquet", "write_text"]

@@ -36,8 +36,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from e1.errors import ResultsError
-from e1.store.results import (MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES, SAMPLE_KEY, SAMPLES,
-                              mode_format, samples_frame, write_parquet)
+from e1.store.paths import inside
+from e1.store.results import (CONFIG, FINGERPRINTS, MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES,
+                              SAMPLE_KEY, SAMPLES, SUMMARY, _record, mode_format, read_parquet, samples_frame,
+                              write_parquet)
 
 PARTS_DIR = "samples"
 
@@ -250,3 +252,25 @@ def _first_of_each(table, key: list[str]):
     numbered = table.append_column("__row", pa.array(np.arange(table.num_rows, dtype=np.int64)))
     first = numbered.group_by(key, use_threads=False).aggregate([("__row", "min")]).column("__row_min")
     return table.take(pa.array(np.sort(first.to_numpy())))
+
+
+def held_datasets(out: Path, record: dict | None = None) -> list[str]:
+    """The dataset names the run in ``out`` holds, sorted, from what the run itself recorded, never
+    its ``--datasets`` read again (a relative path means another file, or none, from another
+    directory): the names its ``config.json`` (``record``; read when None) keeps fingerprints under,
+    which an eval run records as loaded before it writes a sample; else (a run written before
+    fingerprints, or a sweep) the ``dataset`` column of its samples and summary, and of each model's
+    run a sweep records. Empty: it holds no results of any dataset."""
+    out = Path(out)
+    record = (_record(out / CONFIG) if record is None else record) or {}
+    fingerprints = record.get(FINGERPRINTS)
+    if isinstance(fingerprints, dict) and fingerprints:
+        return sorted(map(str, fingerprints))
+    names = set(SampleStore(out).table(["dataset"]).column("dataset").unique().to_pylist())
+    if (out / SUMMARY).is_file():
+        names.update(read_parquet(out / SUMMARY, columns=["dataset"]).get("dataset", ()))
+    runs = record.get("runs")  # a sweep: {model: its eval run's folder, relative to out}
+    for folder in runs.values() if isinstance(runs, dict) else ():
+        if isinstance(folder, str) and (run := inside(out, folder)).is_dir():
+            names.update(held_datasets(run))
+    return sorted(str(name) for name in names if name is not None)
