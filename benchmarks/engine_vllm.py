@@ -13,8 +13,8 @@ row writes its whole budget: elastic t + 1 (forced ``</think>``) + s tokens, the
     ``max_tokens = s`` (prefix caching on, so the second prefill is a cache hit).
 (c) vLLM's own ``thinking_token_budget = t`` (reasoning config ``<think>``/``</think>``) with
     ``max_tokens = t + 1 + s``: it caps thinking only, so it is not the same decoding — speed only;
-    a vLLM without it gets a line saying so. All runs share one engine, on the V1 model runner
-    (which e1's processor needs; 0.26's thinking_token_budget needs it too).
+    a vLLM without it gets a line saying so. All runs share one engine, on the model runner vLLM
+    picks (``--runner v1|v2`` asks for one: e1's processor runs on either where vLLM is 0.32+).
 (d) e1's soft budget (default bias schedule: it may end thinking before t) and elastic with a stop
     pattern a random model never matches (a boxed answer): cost per output token vs plain.
 (e) early-exit with trials at the commonest thinking token, never confident (output = elastic's).
@@ -47,8 +47,13 @@ def main() -> None:
                         help="skip the warm-up pass of every run (vLLM captures its graphs at load; saves device time)")
     parser.add_argument("--skip", default="", help="runs to leave out, comma-separated (e.g. 'e1 early-exit')")
     parser.add_argument("--json", help="also write the figures to this file (benchmarks/gpu_check.py reads it)")
+    parser.add_argument("--runner", choices=("auto", "v1", "v2"), default="auto",
+                        help="vLLM's model runner: auto (what vLLM picks; e1 sets nothing), or v1/v2 asked for through "
+                             "VLLM_USE_V2_MODEL_RUNNER (v2 needs vLLM 0.32+ and a GPU)")
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if args.runner != "auto":  # the user's own choice, passed on (e1 never sets it by itself)
+        os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "1" if args.runner == "v2" else "0"
 
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt

@@ -194,6 +194,11 @@ def part_v2(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
         return {"V1 vs V2: skipped (no e1/engine/vllm_v2_processor.py in this checkout)": dict(value="-", unit="", goal="")}
     if "--runner" not in (HERE / "engine_vllm.py").read_text():
         return {"V1 vs V2: skipped (engine_vllm.py has no --runner option yet)": dict(value="-", unit="", goal="")}
+    from e1.engine.vllm_compat import has_v2_processors
+
+    if not has_v2_processors():  # vLLM before 0.32 (the device's 0.26): runner V2 loads no custom processor
+        return {"V1 vs V2: skipped (this vLLM's runner V2 loads no custom logits processors; 0.32+ does)":
+                dict(value="-", unit="", goal="")}
     batch, tokens = (8, 32) if tiny else (256, 2048)
     rows = {}
     for runner in ("v1", "v2"):
