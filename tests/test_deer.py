@@ -278,16 +278,3 @@ def test_recipes_parse_print_back_and_keep_old_strings_meaning():
     for text in ("early-exit:confidence=geometric", "early-exit:tries=3:at=alt:recipe=e1:confidence=min"):
         assert str(Mode.parse(text)) == text
     assert Mode.parse("early-exit:recipe=deer").served().trial_cap == 10  # DEER's own cap stays under e1 serve's
-
-
-@pytest.mark.parametrize("text, says", [
-    ("early-exit:recipe=der", "did you mean 'deer'"),
-    ("early-exit:confidence=avg", "unknown confidence 'avg'"),
-    ("elastic:recipe=deer", "recipe= does not fit mode 'elastic'"),
-])
-def test_bad_recipe_options_are_one_clear_line(text, says):
-    from e1.errors import ConfigError
-
-    with pytest.raises(ConfigError) as caught:
-        Mode.parse(text)
-    assert says in f"{caught.value} ({caught.value.hint})"

@@ -190,6 +190,9 @@ def test_mode_options_parse_and_print_back(text, threshold, trial, texts):
     ("early-exit:at=pra", "did you mean 'para'"),
     ("elastic:threshold=0.9", "threshold= does not fit mode 'elastic'"),
     ("budget-forcing:at=para", "at= does not fit"),
+    ("early-exit:recipe=der", "did you mean 'deer'"),
+    ("early-exit:confidence=avg", "unknown confidence 'avg'"),
+    ("elastic:recipe=deer", "recipe= does not fit mode 'elastic'"),
 ])
 def test_bad_mode_options_are_one_clear_line(text, says):
     with pytest.raises(ConfigError) as caught:
