@@ -1,7 +1,7 @@
 """e1's CPU stages alone and beside other work: torch's default threading (old) vs e1's settings (new),
 side by side in one run.
 
-    python benchmarks/contention.py [--seconds 3 --rounds 1]      # about 2-3 minutes on 2 cores
+    python benchmarks/contention.py [--seconds 2.5 --rounds 1]      # about 2-3 minutes on 2 cores
 
 Goal, per stage: new beside / new alone >= 0.4 (two processes on two cores should cost about 2x,
 not 10x), and new alone / old alone >= 0.95 (e1's settings cost at most 5% on a quiet machine).
@@ -10,9 +10,11 @@ What runs, and how:
 
 - **Stages** (the CPU work of ``e1 demo``, at its sizes): ``sft`` — SFT steps of the demo's tiny
   model (hidden 128, 3 layers, 64 digit-sum traces per step, ``Trainer.step``); ``grpo`` — GRPO
-  steps (4 prompts x 8 samples in elastic mode at t = 24, s = 2, then the update); ``decode`` — the
-  transformers engine decoding 64 prompts in elastic mode (t = 48, s = 2). Each stage is warmed
-  up by one step, then stepped for ``--seconds`` (at least 2 steps); the rate is steps per second.
+  steps (4 prompts x 8 samples in elastic mode at t = 24, s = 2, then the update), and ``grpo
+  update`` — the same steps' ``update`` phase alone (steps per second of ``update_s``); ``decode`` —
+  the transformers engine decoding 64 prompts in elastic mode (t = 48, s = 2). Each stage is warmed
+  up by one step, then stepped for ``--seconds`` (at least one step; where the warm-up alone took
+  longer, it is the measurement); the rate is steps per second.
 - **Settings.** Each measurement is a fresh process, since the OpenMP runtime reads its
   environment once, when torch loads. *old*: nothing set (torch's defaults: one OpenMP thread per
   core, libgomp's spin-then-sleep wait). *new*: :func:`e1.cli.threads.cpu_threads` first, exactly
@@ -41,7 +43,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("sft", "grpo", "decode")
+STAGES = ("sft", "grpo", "grpo update", "decode")
 THREAD_VARIABLES = ("OMP_", "GOMP_", "KMP_", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
@@ -94,8 +96,9 @@ def trainer(folder: Path, out: Path, **settings):
                                        weight_decay=0.0, **settings))
 
 
-def stages(folder: Path, out: Path) -> dict:
-    """Each stage's step function, built (weights loaded) before any is timed."""
+def stages(folder: Path, out: Path) -> tuple[dict, list[float]]:
+    """Each stage's step function, built (weights loaded) before any is timed, and the list where
+    GRPO steps leave their update phase's seconds."""
     from e1.budget import Budget
     from e1.engine import Mode, Sampling
 
@@ -109,13 +112,18 @@ def stages(folder: Path, out: Path) -> dict:
     texts = [build_prompt(grpo.tokenizer, problem) for problem in prompts]
     sampling = Sampling(temperature=1.0, seed=0, max_tokens=64)
     decode = lambda: engine.generate(texts, Budget(48, 2), Mode("elastic"), sampling)  # noqa: E731
-    return {"sft": sft.step, "grpo": grpo.step, "decode": decode}
+    updates: list[float] = []
+    grpo_step = lambda: updates.append(grpo.step()["update_s"])  # noqa: E731
+    return {"sft": sft.step, "grpo": grpo_step, "decode": decode}, updates
 
 
 def rate(step, seconds: float) -> float:
+    started = time.perf_counter()
     step()  # warm-up
+    if time.perf_counter() - started > seconds:  # too slow to afford more: the warm-up is the measurement
+        return 1 / (time.perf_counter() - started)
     count, started = 0, time.perf_counter()
-    while count < 2 or time.perf_counter() - started < seconds:
+    while count < 1 or time.perf_counter() - started < seconds:
         step()
         count += 1
     return count / (time.perf_counter() - started)
@@ -132,8 +140,10 @@ def worker(settings: str, folder: Path, out: Path, seconds: float) -> None:
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()
-    steps = stages(folder, out)
-    rates = {name: rate(steps[name], seconds) for name in STAGES}
+    steps, updates = stages(folder, out)
+    rates = {name: rate(step, seconds) for name, step in steps.items()}
+    timed = updates[1:] or updates  # past the warm-up step, if it was not the measurement
+    rates["grpo update"] = len(timed) / sum(timed)
     print(json.dumps({"rates": rates, "threads": torch.get_num_threads(),
                       "wait_policy": os.environ.get("OMP_WAIT_POLICY")}), flush=True)
 
@@ -171,7 +181,7 @@ def report(cells: dict[tuple[str, str], dict]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=float, default=3.0, help="timed seconds per stage and cell")
+    parser.add_argument("--seconds", type=float, default=2.5, help="timed seconds per stage and cell")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every cell, keep the best rate")
     parser.add_argument("--hog", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--worker", choices=("old", "new"), help=argparse.SUPPRESS)
