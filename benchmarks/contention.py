@@ -1,7 +1,10 @@
 """e1's CPU stages alone and beside other work: torch's default threading (old) vs e1's settings (new),
 side by side in one run.
 
-    python benchmarks/contention.py [--seconds 2.5 --rounds 1]      # about 2-3 minutes on 2 cores
+    python benchmarks/contention.py [--seconds 2.5 --rounds 1]
+
+Sized for at most 3 minutes on 2 quiet cores (an estimate: it was built on 2 cores that ~10 other busy
+processes shared, where one run took 8-13 minutes and its figures were mostly that load's).
 
 Goal, per stage: new beside / new alone >= 0.4 (two processes on two cores should cost about 2x,
 not 10x), and new alone / old alone >= 0.95 (e1's settings cost at most 5% on a quiet machine).
@@ -19,8 +22,8 @@ What runs, and how:
   environment once, when torch loads. *old*: nothing set (torch's defaults: one OpenMP thread per
   core, libgomp's spin-then-sleep wait). *new*: :func:`e1.cli.threads.cpu_threads` first, exactly
   as the ``e1`` command calls it before anything imports torch. Thread variables of the caller's
-  environment (OMP_*, GOMP_*, KMP_*, MKL_NUM_THREADS) are dropped for every child, so *old* is
-  torch's defaults whatever the shell holds.
+  environment (OMP_*, GOMP_*, KMP_*, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS) are dropped for every
+  child, so *old* is torch's defaults whatever the shell holds.
 - **Beside.** A second process multiplies 512 x 512 matrices in a loop with default torch
   threads and the caller's environment less those variables (a CPU-bound torch job that knows
   nothing of e1); it starts before the measured process and is stopped after it.
