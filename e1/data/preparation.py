@@ -12,8 +12,7 @@ then read from ``DIR/<hub_id>/``, a copy of the hub repository in its own layout
 ``hf download HuggingFaceH4/aime_2024 --repo-type dataset --local-dir DIR/HuggingFaceH4/aime_2024``.
 
 Prepared rows come from the source as it is now. Each prepared file records where its rows came
-from (:func:`source_fingerprint`; for a mirror, a digest of its files' names, sizes and
-modification times) and the options it was prepared with; :func:`load_dataset` prepares a
+from (:func:`source_fingerprint`; for a mirror, a digest of its files' names and contents) and the options it was prepared with; :func:`load_dataset` prepares a
 registered name again, with those options, when its mirror has changed since, and otherwise
 reads the prepared file as it is. ``e1 data prepare`` always reads the source afresh.
 
@@ -176,7 +175,7 @@ def _load_registered(benchmark: Benchmark, data_dir: Path) -> pd.DataFrame:
 
 def source_fingerprint(benchmark: Benchmark) -> str:
     """What ``benchmark``'s rows are read from now: its ``E1_HUB_MIRROR`` folder and a digest of
-    the names, sizes and modification times of the files there; else its hub id (the hub's
+    the names and contents of the files there; else its hub id (the hub's
     revision is ``datasets``' concern) or, for data not on the hub, its origin."""
     return mirror_fingerprint(benchmark) or (f"hub {benchmark.hub_id}" if benchmark.hub_id else benchmark.source)
 
