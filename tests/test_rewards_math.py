@@ -66,10 +66,11 @@ def test_reward_with_another_marker():
     from e1.engine.base import Completion
     from e1.engine.markers import DEFAULT_END
 
-    # a model that closes thinking with ◁/think▷: its completion is joined with the canonical marker
+    # a model that closes thinking with ◁/think▷: its completion is joined with the canonical marker,
+    # and the reward reads e1's split, not a marker in the text (however the text was joined)
     completion = Completion(0, 0, "thinking... ", r" \boxed{42}", 3, 2, 4, False, "stop", [], [], closed=True)
     assert reward(completion.text(DEFAULT_END), "42") == 1.0
-    assert reward(completion.text("◁/think▷"), "42") == 0.0  # the model's own marker is not what rewards read
+    assert completion.text("◁/think▷").solution == r" \boxed{42}" and reward(completion.text("◁/think▷"), "42") == 1.0
 
 
 # What math-verify 0.9 actually accepts (checked by hand), prediction first, gold second.

@@ -44,7 +44,7 @@ from e1.data.registry import (
     is_registered,
     register,
 )
-from e1.data.schema import DATASET, ID, PROBLEM, THINK_END, THINK_START
+from e1.data.schema import DATASET, ID, PROBLEM, THINK_END, THINK_START, CompletionText
 
 # Benchmark families: importing a module registers its benchmarks.
 from e1.data import aime, amc, deepscaler, math500, minerva, olympiad_bench  # noqa: E402,F401  isort: skip
@@ -61,6 +61,7 @@ __all__ = [
     "THINK_END",
     "THINK_START",
     "Benchmark",
+    "CompletionText",
     "DigitSumTask",
     "Fields",
     "Option",
