@@ -177,7 +177,7 @@ def test_registry_suggests_the_closest_task():
 
 
 def test_registry_registers_a_new_task(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
 
     @registry.register_reward("always")
     def always(completions: list[str], answers: list[str], **columns) -> list[float]:
@@ -189,7 +189,7 @@ def test_registry_registers_a_new_task(monkeypatch):
 
 
 def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
 
     @registry.register_reward("length")
     def by_length(completions, answers, *, weight, **columns):  # plain floats, None = not applicable
@@ -203,7 +203,7 @@ def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
 
 
 def test_a_reward_must_return_one_value_per_completion(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
     registry.register_reward("short")(lambda completions, answers, **columns: [1.0])
     with Scorer() as scorer, pytest.raises(RewardError, match="returned 1 values for 2"):
         scorer.score(["short", "short"], ["a", "b"], ["", ""])

@@ -36,7 +36,7 @@ from e1.data import schema
 from e1.data.fields import extra_fields, field_value, row_task
 from e1.data.hub import hub_records, mirror_fingerprint
 from e1.data.registry import (
-    NAME_PATTERN,
+    DATASET_NAME,
     Benchmark,
     Fields,
     RowError,
@@ -126,7 +126,7 @@ def prepare_file(
     """
     path = Path(path).expanduser()
     name = name or _name_from_stem(path)
-    if not NAME_PATTERN.match(name):  # how the dataset is asked for later (--data NAME)
+    if not DATASET_NAME.matches(name):  # how the dataset is asked for later (--data NAME)
         raise DataError(f"--name {name!r} is not a dataset name", hint="use letters, digits, . _ - (a letter first)")
     records, labels = read_records(path)
     benchmark = _file_benchmark(name, path, records, problem_field, answer_field, id_field)
@@ -145,7 +145,7 @@ def load_dataset(spec: str, data_dir: Path | None = None) -> pd.DataFrame:
     file = Path(spec).expanduser()
     if file.is_file():
         return _load_file(file)
-    if NAME_PATTERN.match(spec) and prepared_path(spec, data_dir).is_file():
+    if DATASET_NAME.matches(spec) and prepared_path(spec, data_dir).is_file():
         return _read_canonical(prepared_path(spec, data_dir))
     if file.suffix.lower() in _READERS or "/" in spec or os.sep in spec or os.path.lexists(file):
         raise missing_file(spec, hint=f"pass a file ({', '.join(_READERS)}) or a registered name")

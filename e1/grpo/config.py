@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
+from e1.data import include_fingerprints
 from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
@@ -34,7 +35,7 @@ from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.grpo.parallel import zero_stage
 from e1.numeric import Number, check_numbers
 from e1.rewards import ScoringSpec
-from e1.store import model_identity
+from e1.store import INCLUDE_FINGERPRINTS, model_identity
 
 ALGOS = ("grpo", "sft")
 MEMORY_OPTIONS = ("activation_checkpointing", "ref_offload")  # where tensors live, not what is trained
@@ -252,6 +253,8 @@ class TrainConfig:
         for key in ("include", *MEMORY_OPTIONS):  # recorded only when given: config.json stays as it was without them
             if not data[key]:
                 del data[key]
+        if self.include:  # and what each was: a resume with changed code is refused (e1.data.include)
+            data[INCLUDE_FINGERPRINTS] = include_fingerprints(self.include)
         return data
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from e1.data import CompletionText
 from e1.errors import RewardError, did_you_mean
+from e1.names import Registry
 
 if TYPE_CHECKING:
     from e1.sandbox import Sandbox
@@ -59,21 +60,16 @@ class ScoringContext:
 
 Reward = Callable[..., Sequence["float | Scored | None"]]
 
-# The built-in rewards register themselves when e1.rewards (this module's package) imports them.
-_REWARDS: dict[str, Reward] = {}
+# The built-in rewards register themselves when e1.rewards (this module's package) imports them;
+# a name is registered once (e1.names.Registry: the gate every registry's registration passes).
+_REWARDS: Registry = Registry("reward task", RewardError)
 
 
 def register_reward(task: str) -> Callable[[Reward], Reward]:
     """Decorator: make ``fn`` the reward for ``task`` (one function per task)."""
 
     def register(fn: Reward) -> Reward:
-        existing = _REWARDS.get(task)
-        if existing is not None and existing is not fn:
-            raise RewardError(
-                f"reward task {task!r} is already registered to {existing.__module__}.{existing.__qualname__}",
-                hint="pick another task name",
-            )
-        _REWARDS[task] = fn
+        _REWARDS[task] = fn  # refused when another reward holds the task (e1's own included)
         return fn
 
     return register
