@@ -61,6 +61,15 @@ def include_fingerprints(paths: Iterable[str | Path]) -> dict[str, str]:
     return {str(path): _IMPORTED.get(path) or include_fingerprint(path, str(path)) for path in resolved}
 
 
+def record_includes(record: dict) -> dict:
+    """A config's record (``to_json``) with its ``include`` paths and :data:`~e1.store.INCLUDE_FINGERPRINTS`
+    when it has includes; without either when it has none (config.json stays as it was without --include)."""
+    if not record.get("include"):
+        record.pop("include", None)
+        return record
+    return {**record, INCLUDE_FINGERPRINTS: include_fingerprints(record["include"])}
+
+
 def include_fingerprint(path: Path, given: str) -> str:
     """``sha256:`` over a file's bytes, or over every ``.py`` file under a folder (hidden folders left
     out): each one's relative path, its size and its bytes, sorted by relative path."""

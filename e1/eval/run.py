@@ -26,13 +26,13 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.data import PromptOptions, include_fingerprints
+from e1.data import PromptOptions, record_includes
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
-from e1.store import (CONFIG, FINGERPRINTS, INCLUDE_FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY,
+from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY,
                       check_datasets, check_run_dir, held_datasets, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
@@ -94,11 +94,7 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
-        if not self.include:  # recorded only when given: config.json stays as it was without --include
-            del data["include"]
-        else:  # and what each was: a resume with changed code is refused (e1.data.include)
-            data[INCLUDE_FINGERPRINTS] = include_fingerprints(self.include)
-        return data
+        return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
 def evaluate(config: EvalConfig, engine=None, progress=None, group=None):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
-from e1.data import include_fingerprints
+from e1.data import record_includes
 from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
@@ -35,7 +35,7 @@ from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.grpo.parallel import zero_stage
 from e1.numeric import Number, check_numbers
 from e1.rewards import ScoringSpec
-from e1.store import INCLUDE_FINGERPRINTS, model_identity
+from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")
 MEMORY_OPTIONS = ("activation_checkpointing", "ref_offload")  # where tensors live, not what is trained
@@ -250,12 +250,10 @@ class TrainConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
-        for key in ("include", *MEMORY_OPTIONS):  # recorded only when given: config.json stays as it was without them
+        for key in MEMORY_OPTIONS:  # recorded only when given: config.json stays as it was without them
             if not data[key]:
                 del data[key]
-        if self.include:  # and what each was: a resume with changed code is refused (e1.data.include)
-            data[INCLUDE_FINGERPRINTS] = include_fingerprints(self.include)
-        return data
+        return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
 # a config file's keys (and `e1 train`'s options) are flat: TrainConfig's own fields and its specs' fields
