@@ -13,7 +13,9 @@ A registry (rewards, benchmarks, prompt styles, decoding modes, length rewards) 
 every registration passes. It refuses a name that is not a :class:`Name`, and a name another
 definition holds already (one of e1's own, or the user's), in one line naming the name and the
 module that holds it: user code (``--include``, ``E1_MODES``) never replaces e1's own silently.
-The same definition registered again (a module imported twice) is no change and passes.
+The same definition registered again is no change and passes: the same object, or (user code
+imported twice) the same function or class of the same module; e1's own definitions only as
+themselves, so code that names itself after an e1 module replaces nothing.
 
     >>> styles = Registry("prompt style")
     >>> styles["shout"] = str.upper
@@ -72,9 +74,10 @@ class Registry(dict):
     def __setitem__(self, key: str, value: Any) -> None:
         self.name.check(key, f"a {self.kind}'s name", self.error)
         origin = _registering_module()
-        if key in self and not _same(self[key], value):
-            held = self.origins.get(key, "?")
-            whose = f"e1's own ({held})" if held.split(".")[0] == "e1" else f"already registered by {held}"
+        held = self.origins.get(key, "?")
+        own = held.split(".")[0] == "e1"  # e1's own definition is replaced by nothing but itself
+        if key in self and not (self[key] is value or (not own and _same(self[key], value))):
+            whose = f"e1's own ({held})" if own else f"already registered by {held}"
             raise self.error(f"{self.kind} {key!r} is {whose}",
                              hint="register yours under another name")
         super().__setitem__(key, value)
@@ -104,11 +107,13 @@ class Registry(dict):
         self.origins.pop(key, None)
         return super().pop(key, *default)
 
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.origins.pop(key, None)
+
 
 def _same(held: Any, value: Any) -> bool:
-    """One definition: the same object, or the same function or class of the same module (imported again)."""
-    if held is value:
-        return True
+    """One user definition: the same function or class of the same module (imported again), or an equal value."""
     if hasattr(held, "__qualname__") and hasattr(value, "__qualname__"):
         return (getattr(held, "__module__", None), held.__qualname__) == (getattr(value, "__module__", None),
                                                                            value.__qualname__)
@@ -118,7 +123,7 @@ def _same(held: Any, value: Any) -> bool:
 def _registering_module() -> str:
     """The module whose code registers: the first caller outside this module and outside the
     ``register*`` functions that wrap the gate (``@register_reward``, ``register(Benchmark(...))``)."""
-    frame = sys._getframe(2)
+    frame = sys._getframe(2)  # the caller of __setitem__ (a register* wrapper, or the registering module)
     while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name.startswith("register")):
         frame = frame.f_back
     return str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"

@@ -154,3 +154,17 @@ def test_e1_eval_refuses_a_changed_include_before_anything_loads(tmp_path):
     said = (done.stdout + done.stderr).strip()
     assert done.returncode == 1 and "Traceback" not in said and len(said.splitlines()) == 1, said
     assert f"--include {include} (it changed since" in said and f"restore {include} as it was" in said
+
+
+def test_code_that_names_itself_after_an_e1_module_replaces_nothing(tmp_path):
+    """e1's own definition is replaced by nothing but itself: a class claiming the built-in's module
+    and name (``__module__``, ``__qualname__``) is still someone else's."""
+    held = MODES["truncate"]
+    file = tmp_path / "spoof.py"
+    file.write_text("from e1.engine.modes import Mode, register\n"
+                    f"Spoof = type({held.__qualname__!r}, (Mode,), {{'name': 'truncate', 'summary': 'mine',\n"
+                    f"                                      '__module__': {held.__module__!r}}})\n"
+                    "register(Spoof)\n")
+    with pytest.raises(E1Error, match="mode 'truncate' is e1's own"):
+        load_includes([file])
+    assert MODES["truncate"] is held
