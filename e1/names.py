@@ -122,8 +122,12 @@ def _same(held: Any, value: Any) -> bool:
 
 def _registering_module() -> str:
     """The module whose code registers: the first caller outside this module and outside the
-    ``register*`` functions that wrap the gate (``@register_reward``, ``register(Benchmark(...))``)."""
+    ``register*`` functions that wrap the gate (``@register_reward``, ``register(Benchmark(...))``):
+    e1's by its name (``e1.rewards.math``), the user's by its file (an ``--include``'s path)."""
     frame = sys._getframe(2)  # the caller of __setitem__ (a register* wrapper, or the registering module)
     while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name.startswith("register")):
         frame = frame.f_back
-    return str(frame.f_globals.get("__name__", "?")) if frame is not None else "?"
+    if frame is None:
+        return "?"
+    name, file = str(frame.f_globals.get("__name__", "?")), frame.f_globals.get("__file__")
+    return name if name.split(".")[0] == "e1" or not file else str(file)
