@@ -263,8 +263,7 @@ INCLUDE_FINGERPRINTS = "include_fingerprints"  # config.json: {an --include's ab
 # what a changed input is called, and how to resume, by the config.json key its fingerprints are under
 _CHANGED = {
     FINGERPRINTS: ("a run on other problems of dataset '{name}' (they changed since", "restore '{name}' as it was"),
-    INCLUDE_FINGERPRINTS: ("a run made with other code of --include {name} (it changed since",
-                           "restore {name} as it was (or include the changed code from another path)"),
+    INCLUDE_FINGERPRINTS: ("a run made with other code of --include {name} (it changed since", "restore {name} as it was"),
 }
 
 
