@@ -18,7 +18,7 @@ from e1.errors import BudgetError, ConfigError
 from e1.numeric import Number
 
 MAX_TOKENS = 2**31 - 1  # no context comes near it; a larger count would overflow int32 token buffers
-_TOKENS = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)([kK]?)$")
+_TOKENS = re.compile(r"(\d+(?:\.\d+)?|\.\d+)([kK]?)")  # matched whole
 _HINT = "use a whole number of tokens such as 512, 1k (=1024), 1.5k (=1536) or 2K"
 
 
@@ -33,7 +33,7 @@ def parse_tokens(text: str | int, what: str = "budget") -> int:
         if text < 0:
             raise BudgetError(f"invalid {what} {text}: must be >= 0", hint=_HINT)
         return _in_range(text, what)
-    match = _TOKENS.match(str(text).strip())
+    match = _TOKENS.fullmatch(str(text).strip())
     if not match:
         shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
         raise BudgetError(f"invalid {what} {shown}", hint=_HINT)

@@ -153,7 +153,7 @@ def test_unknown_name_suggests_the_closest():
 
 
 def test_register_rejects_duplicates_and_bad_benchmarks():
-    with pytest.raises(DataError, match="registered twice"):
+    with pytest.raises(DataError, match="benchmark 'aime' is e1's own"):
         register(Benchmark(name="aime", hub_id="x/y", split="train", description="again"))
     with pytest.raises(DataError, match="bad dataset name"):
         Benchmark(name="no spaces", hub_id="x/y", split="train", description="d")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import e1.data
@@ -132,7 +132,7 @@ def test_prepared_file_records_its_source_and_options(mirror_rows, tmp_path):
 def test_preparing_again_keeps_the_recorded_options(monkeypatch):
     prepare_benchmark("digits", options={"rows": "5"})
     bumped = replace(e1.data.get_benchmark("digits"), task_version=99)  # a new row mapping: prepare again
-    monkeypatch.setitem(registry._REGISTRY, "digits", bumped)
+    monkeypatch.setattr(registry, "_REGISTRY", {**registry._REGISTRY, "digits": bumped})  # past the registry's gate
     frame = load_dataset("digits")
     assert len(frame) == 5 and set(frame["task_version"]) == {99}  # not the default 500 rows
 
@@ -149,3 +149,34 @@ def test_a_file_prepared_before_sources_were_recorded_is_prepared_again_from_the
     pd.read_parquet(path).head(1).to_parquet(path, index=False)  # no e1.source metadata, one row
     assert preparation.prepared_source(path) == {}
     assert len(load_dataset("gsm8k")) == 2
+
+
+def _replace_keeping_size_and_times(path: Path, content: bytes) -> None:
+    """Rewrite ``path`` in place (same inode) with ``content`` of its size, then set its times back
+    (what ``cp -p``, ``rsync -t`` and ``touch -r`` leave behind)."""
+    before = path.stat()
+    assert len(content) == before.st_size
+    with open(path, "r+b") as handle:
+        handle.write(content)
+    import os
+
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.lists(st.integers(10**5, 10**6 - 1), min_size=2, max_size=4, unique=True), data=st.data())
+def test_a_mirror_file_replaced_by_one_of_equal_size_and_time_is_prepared_again(first, data, monkeypatch):
+    """Fingerprints by content: the same size and modification time is not the same file."""
+    second = data.draw(st.lists(st.integers(10**5, 10**6 - 1), min_size=len(first), max_size=len(first), unique=True)
+                       .filter(lambda answers: answers != first))
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        write_gsm8k(work / "new", second)  # the replacement, written beside the mirror
+        expected = write_gsm8k(work / "mirror", first) and write_gsm8k(work / "new", second)
+        file = Path("openai/gsm8k/main/test-00000-of-00001.parquet")
+        replacement = (work / "new" / file).read_bytes()
+        assume((work / "mirror" / file).stat().st_size == len(replacement))
+        monkeypatch.setenv("E1_HUB_MIRROR", str(work / "mirror"))
+        assert [a for _, a in prepared_rows("gsm8k", load_dataset("gsm8k", work / "data"))] == list(map(str, first))
+        _replace_keeping_size_and_times(work / "mirror" / file, replacement)
+        assert prepared_rows("gsm8k", load_dataset("gsm8k", work / "data")) == expected

@@ -66,10 +66,11 @@ def test_reward_with_another_marker():
     from e1.engine.base import Completion
     from e1.engine.markers import DEFAULT_END
 
-    # a model that closes thinking with ◁/think▷: its completion is joined with the canonical marker
+    # a model that closes thinking with ◁/think▷: its completion is joined with the canonical marker,
+    # and the reward reads e1's split, not a marker in the text (however the text was joined)
     completion = Completion(0, 0, "thinking... ", r" \boxed{42}", 3, 2, 4, False, "stop", [], [], closed=True)
     assert reward(completion.text(DEFAULT_END), "42") == 1.0
-    assert reward(completion.text("◁/think▷"), "42") == 0.0  # the model's own marker is not what rewards read
+    assert completion.text("◁/think▷").solution == r" \boxed{42}" and reward(completion.text("◁/think▷"), "42") == 1.0
 
 
 # What math-verify 0.9 actually accepts (checked by hand), prediction first, gold second.
@@ -176,7 +177,7 @@ def test_registry_suggests_the_closest_task():
 
 
 def test_registry_registers_a_new_task(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
 
     @registry.register_reward("always")
     def always(completions: list[str], answers: list[str], **columns) -> list[float]:
@@ -188,7 +189,7 @@ def test_registry_registers_a_new_task(monkeypatch):
 
 
 def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
 
     @registry.register_reward("length")
     def by_length(completions, answers, *, weight, **columns):  # plain floats, None = not applicable
@@ -202,7 +203,7 @@ def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
 
 
 def test_a_reward_must_return_one_value_per_completion(monkeypatch):
-    monkeypatch.setattr(registry, "_REWARDS", dict(registry._REWARDS))
+    monkeypatch.setattr(registry, "_REWARDS", registry._REWARDS.copy())
     registry.register_reward("short")(lambda completions, answers, **columns: [1.0])
     with Scorer() as scorer, pytest.raises(RewardError, match="returned 1 values for 2"):
         scorer.score(["short", "short"], ["a", "b"], ["", ""])

@@ -349,7 +349,7 @@ def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(
 NAMES = st.one_of(
     st.sampled_from(sorted(reserved_columns() - {"id", "problem", "answer", "task"})),
     st.text(min_size=1, max_size=70),
-    st.from_regex(FIELD_NAME, fullmatch=True),
+    st.from_regex(FIELD_NAME.pattern, fullmatch=True),
 )
 VALUES = st.recursive(
     st.none()
@@ -389,7 +389,7 @@ def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(
         name
         for name in fields
         if name in reserved_columns()
-        or not FIELD_NAME.match(name)
+        or not FIELD_NAME.matches(name)
         or keyword.iskeyword(name)
     ]
     try:

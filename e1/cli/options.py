@@ -180,10 +180,11 @@ class RunOptions:
              "table (WANDB_MODE=offline needs no network).")] = None
 
     def includes(self, out: Path | None) -> tuple[str, ...]:
-        """Load ``--include`` and the includes ``out``'s config.json recorded (a resume); their absolute paths."""
-        from e1.data import load_includes, recorded_includes
+        """Load the includes ``out``'s config.json recorded (a resume; each refused if its code changed since)
+        and ``--include``; their absolute paths."""
+        from e1.data import load_includes
 
-        return load_includes([*recorded_includes(out), *(self.include or ())])
+        return load_includes(self.include or (), out=out)
 
     def run_dir(self, out: Path | None, command: str, models: list[str]) -> Path:
         """``--out``, else a new folder per run: ``runs/<command>/MODEL-DATASETS-TIME``."""

@@ -18,7 +18,7 @@ pandas and datasets load only when a dataset is prepared or read.
 
 from e1.data.digits_task import ALPHABET, DigitSumTask
 from e1.data.fields import carried_fields
-from e1.data.include import load_includes, recorded_includes
+from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_includes
 from e1.data.identity import fingerprint, load_datasets
 from e1.data.preparation import DATA_SUFFIXES
 from e1.data.preparation import (
@@ -44,7 +44,7 @@ from e1.data.registry import (
     is_registered,
     register,
 )
-from e1.data.schema import DATASET, ID, PROBLEM, THINK_END, THINK_START
+from e1.data.schema import DATASET, ID, PROBLEM, THINK_END, THINK_START, CompletionText
 
 # Benchmark families: importing a module registers its benchmarks.
 from e1.data import aime, amc, deepscaler, math500, minerva, olympiad_bench  # noqa: E402,F401  isort: skip
@@ -61,6 +61,7 @@ __all__ = [
     "THINK_END",
     "THINK_START",
     "Benchmark",
+    "CompletionText",
     "DigitSumTask",
     "Fields",
     "Option",
@@ -77,6 +78,7 @@ __all__ = [
     "is_registered",
     "load_dataset",
     "load_datasets",
+    "include_fingerprints",
     "load_includes",
     "prepare",
     "prepare_benchmark",
@@ -84,6 +86,7 @@ __all__ = [
     "prepared_names",
     "prepared_path",
     "prepared_source",
+    "record_includes",
     "recorded_includes",
     "register",
 ]

@@ -29,20 +29,20 @@ from __future__ import annotations
 
 import json
 import keyword
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from e1.data import schema
 from e1.errors import DataError
+from e1.names import NAME, Name
 
 MAX_NAME_CHARS = 64
-FIELD_NAME = re.compile(rf"^[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}$")
+# names matched whole (e1.names: ``$`` would let ``reward\n`` through)
+FIELD_NAME = Name(rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}",
+                  f"a letter, then letters, digits or _, at most {MAX_NAME_CHARS} characters")
 # a table's row index, not a field: a CSV's unnamed first column (pandas' to_csv), pandas' parquet index
-_INDEX = re.compile(r"^(|Unnamed: \d+|__index_level_\d+__)$")
-TASK_NAME = re.compile(
-    r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-)  # a reward task's name, as typed in a file
+_INDEX = Name(r"|Unnamed: \d+|__index_level_\d+__", "a row index")
+TASK_NAME = NAME  # a reward task's name, as typed in a file: a registry's name (e1.names)
 
 
 def reserved_columns() -> frozenset[str]:
@@ -61,7 +61,7 @@ def extra_fields(
     names = [
         name
         for name in dict.fromkeys(key for record in records for key in record)
-        if name not in consumed and not _INDEX.match(str(name))
+        if name not in consumed and not _INDEX.matches(str(name))
     ]
     for name in names:
         shown = repr(name) if len(str(name)) <= 80 else repr(str(name)[:80]) + "..."
@@ -72,7 +72,7 @@ def extra_fields(
             )
         if (
             not isinstance(name, str)
-            or not FIELD_NAME.match(name)
+            or not FIELD_NAME.matches(name)
             or keyword.iskeyword(name)
         ):
             raise DataError(
@@ -105,7 +105,7 @@ def row_task(record: Mapping[str, Any], default: str) -> str:
     value = record.get(schema.TASK)
     if value is None or value == "":
         return default
-    if not isinstance(value, str) or not TASK_NAME.match(value):
+    if not isinstance(value, str) or not TASK_NAME.matches(value):
         raise RowError(
             schema.TASK,
             f"is {str(value)[:40]!r}, not a task name (letters, digits, . _ -)",

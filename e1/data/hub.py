@@ -136,8 +136,12 @@ def _not_on_hub(benchmark: Benchmark) -> DataError:
 
 def mirror_fingerprint(benchmark: Benchmark) -> str | None:
     """``mirror DIR sha256:...`` over each file under the benchmark's mirror folder (hidden ones,
-    such as ``hf download``'s ``.cache``, left out): its path, size, inode and modification time.
-    None when no mirror is set or it does not hold this dataset."""
+    such as ``hf download``'s ``.cache``, left out): its path and a hash of its bytes
+    (:func:`e1.store.file_digest`), so a file replaced by another of the same size and
+    modification time (``cp -p``, ``touch -r``) is new. None when no mirror is set or it does not
+    hold this dataset."""
+    from e1.store import file_digest
+
     mirror = os.environ.get(HUB_MIRROR_ENV, "")
     local = Path(mirror).expanduser() / benchmark.hub_id if mirror and benchmark.hub_id else None
     if local is None or not local.is_dir():
@@ -148,7 +152,5 @@ def mirror_fingerprint(benchmark: Benchmark) -> str | None:
         for name in sorted(name for name in files if not name.startswith(".")):
             path = Path(folder, name)
             with contextlib.suppress(OSError):  # a dangling link counts as absent
-                info = path.stat()
-                digest.update(f"{path.relative_to(local).as_posix()}\0{info.st_size}\0{info.st_ino}\0"
-                              f"{info.st_mtime_ns}\n".encode())
+                digest.update(f"{path.relative_to(local).as_posix()}\0{file_digest(path)}\n".encode())
     return f"mirror {local.resolve()} sha256:{digest.hexdigest()[:24]}"

@@ -9,6 +9,18 @@ what it brings the usual way (``@register_reward("shout")``, ``register(Benchmar
 run that loads the includes its ``config.json`` recorded (a resume) after the command line did
 registers nothing twice. A path that is not there, or code that fails to import, is one line:
 the error's own message, not a traceback (``E1_DEBUG=1`` shows it).
+
+User code never replaces e1's own: a reward, benchmark, prompt style, mode or length reward
+registered under a name that e1 (or another include) holds is refused in one line naming the
+include and the name (:class:`e1.names.Registry`, the gate every registration passes).
+
+What was included is recorded by content: :func:`include_fingerprints` (``sha256:`` over the file,
+or over every ``.py`` file of a folder, sorted by relative path) goes into ``config.json`` beside
+the paths, and a resume (``load_includes(paths, out=run_dir)``) refuses an include that changed
+since, as it refuses a changed dataset (:func:`e1.store.check_datasets`): one run is never scored
+by two versions of a reward.
+
+    paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # its recorded includes first, each checked
 """
 
 from __future__ import annotations
@@ -20,26 +32,71 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from e1.errors import ConfigError, E1Error
+from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets
 
 _LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
+_IMPORTED: dict[Path, str] = {}  # resolved path -> the fingerprint of the code imported from it
 
 
-def load_includes(paths: Iterable[str | Path]) -> tuple[str, ...]:
-    """Import each path (once per process); their absolute paths, in order, duplicates dropped."""
-    loaded = []
-    for given in paths:
-        path = Path(given).expanduser().resolve()
+def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple[str, ...]:
+    """Import each path (once per process); their absolute paths, in order, duplicates dropped.
+    With ``out`` (a run directory), the includes its ``config.json`` recorded come first, and an
+    include whose code changed since that run is refused before anything is imported."""
+    wanted: dict[Path, str] = {}  # resolved path -> as it was typed (or recorded), for messages
+    for typed in [*recorded_includes(out), *paths]:
+        wanted.setdefault(Path(typed).expanduser().resolve(), str(typed))
+    if out is not None:  # a missing include is _import's to name
+        check_datasets(Path(out), include_fingerprints(path for path in wanted if path.exists()),
+                       key=INCLUDE_FINGERPRINTS)
+    for path, typed in wanted.items():
         if path not in _LOADED:
-            _LOADED[path] = _import(path, str(given))
-        loaded.append(str(path))
-    return tuple(dict.fromkeys(loaded))
+            _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
+            _LOADED[path] = _import(path, typed)
+    return tuple(map(str, wanted))
+
+
+def include_fingerprints(paths: Iterable[str | Path]) -> dict[str, str]:
+    """``{absolute path: fingerprint}`` of each include, as it was imported (as it is now if it was not)."""
+    resolved = [Path(path).expanduser().resolve() for path in paths]
+    return {str(path): _IMPORTED.get(path) or include_fingerprint(path, str(path)) for path in resolved}
+
+
+def record_includes(record: dict) -> dict:
+    """A config's record (``to_json``) with its ``include`` paths and :data:`~e1.store.INCLUDE_FINGERPRINTS`
+    when it has includes; without either when it has none (config.json stays as it was without --include)."""
+    if not record.get("include"):
+        record.pop("include", None)
+        return record
+    return {**record, INCLUDE_FINGERPRINTS: include_fingerprints(record["include"])}
+
+
+def include_fingerprint(path: Path, given: str) -> str:
+    """``sha256:`` over a file's bytes, or over every ``.py`` file under a folder (hidden folders left
+    out): each one's relative path, its size and its bytes, sorted by relative path."""
+    if path.is_file():
+        return "sha256:" + hashlib.sha256(_read(path, given)).hexdigest()[:24]
+    digest = hashlib.sha256()
+    files = sorted((file.relative_to(path).as_posix(), file) for file in path.rglob("*.py")
+                   if not any(part.startswith(".") for part in file.relative_to(path).parts[:-1]))
+    for relative, file in files:
+        content = _read(file, given)
+        digest.update(f"{relative}\0{len(content)}\0".encode() + content)
+    return "sha256:" + digest.hexdigest()[:24]
+
+
+def _read(file: Path, given: str) -> bytes:
+    try:
+        return file.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"--include {given}: cannot read {file}: {err.strerror or err}",
+                          hint="check the path") from None
 
 
 def recorded_includes(out: Path | None) -> list[str]:
     """The includes a run directory's ``config.json`` recorded (none when there is no run there yet)."""
     import json
 
-    config = Path(out) / "config.json" if out is not None else None
+    config = Path(out) / CONFIG if out is not None else None
     if config is None or not config.is_file():
         return []
     try:

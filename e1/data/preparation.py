@@ -12,8 +12,7 @@ then read from ``DIR/<hub_id>/``, a copy of the hub repository in its own layout
 ``hf download HuggingFaceH4/aime_2024 --repo-type dataset --local-dir DIR/HuggingFaceH4/aime_2024``.
 
 Prepared rows come from the source as it is now. Each prepared file records where its rows came
-from (:func:`source_fingerprint`; for a mirror, a digest of its files' names, sizes and
-modification times) and the options it was prepared with; :func:`load_dataset` prepares a
+from (:func:`source_fingerprint`; for a mirror, a digest of its files' names and contents) and the options it was prepared with; :func:`load_dataset` prepares a
 registered name again, with those options, when its mirror has changed since, and otherwise
 reads the prepared file as it is. ``e1 data prepare`` always reads the source afresh.
 
@@ -37,7 +36,7 @@ from e1.data import schema
 from e1.data.fields import extra_fields, field_value, row_task
 from e1.data.hub import hub_records, mirror_fingerprint
 from e1.data.registry import (
-    NAME_PATTERN,
+    DATASET_NAME,
     Benchmark,
     Fields,
     RowError,
@@ -127,7 +126,7 @@ def prepare_file(
     """
     path = Path(path).expanduser()
     name = name or _name_from_stem(path)
-    if not NAME_PATTERN.match(name):  # how the dataset is asked for later (--data NAME)
+    if not DATASET_NAME.matches(name):  # how the dataset is asked for later (--data NAME)
         raise DataError(f"--name {name!r} is not a dataset name", hint="use letters, digits, . _ - (a letter first)")
     records, labels = read_records(path)
     benchmark = _file_benchmark(name, path, records, problem_field, answer_field, id_field)
@@ -146,7 +145,7 @@ def load_dataset(spec: str, data_dir: Path | None = None) -> pd.DataFrame:
     file = Path(spec).expanduser()
     if file.is_file():
         return _load_file(file)
-    if NAME_PATTERN.match(spec) and prepared_path(spec, data_dir).is_file():
+    if DATASET_NAME.matches(spec) and prepared_path(spec, data_dir).is_file():
         return _read_canonical(prepared_path(spec, data_dir))
     if file.suffix.lower() in _READERS or "/" in spec or os.sep in spec or os.path.lexists(file):
         raise missing_file(spec, hint=f"pass a file ({', '.join(_READERS)}) or a registered name")
@@ -176,7 +175,7 @@ def _load_registered(benchmark: Benchmark, data_dir: Path) -> pd.DataFrame:
 
 def source_fingerprint(benchmark: Benchmark) -> str:
     """What ``benchmark``'s rows are read from now: its ``E1_HUB_MIRROR`` folder and a digest of
-    the names, sizes and modification times of the files there; else its hub id (the hub's
+    the names and contents of the files there; else its hub id (the hub's
     revision is ``datasets``' concern) or, for data not on the hub, its origin."""
     return mirror_fingerprint(benchmark) or (f"hub {benchmark.hub_id}" if benchmark.hub_id else benchmark.source)
 

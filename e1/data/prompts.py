@@ -33,9 +33,10 @@ from functools import cached_property
 from typing import Any
 
 from e1.errors import ConfigError, did_you_mean
+from e1.names import Registry
 
 PromptStyle = Callable[[Mapping[str, Any]], str]
-_STYLES: dict[str, PromptStyle] = {}
+_STYLES: Registry = Registry("prompt style")  # one style per name: e1's own are never replaced (e1.names)
 
 MATH_INSTRUCTION = " Let's think step by step and output the final answer within \\boxed{}."
 # LiveCodeBench's code generation format (its prompt for models without a system prompt)
@@ -56,7 +57,8 @@ _LCB_ANSWER = "### Answer: (use the provided format with backticks)"
 
 
 def register_prompt(style: str) -> Callable[[PromptStyle], PromptStyle]:
-    """Decorator: ``fn(row) -> user message`` for rows of ``style``."""
+    """Decorator: ``fn(row) -> user message`` for rows of ``style``; a style another function holds
+    (e1's ``math`` included) is refused in one line."""
 
     def register(fn: PromptStyle) -> PromptStyle:
         _STYLES[style] = fn

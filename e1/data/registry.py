@@ -23,14 +23,15 @@ takes (``e1 data prepare livecodebench --release v6``), each with a default.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from e1.data import schema
 from e1.errors import DataError, did_you_mean
+from e1.names import Name, Registry
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# a dataset's name: results are keyed by it and its prepared file is named by it (matched whole: e1.names)
+DATASET_NAME = Name(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", "use letters, digits, '.', '_' or '-', a letter or digit first")
 
 
 class RowError(Exception):
@@ -101,7 +102,7 @@ class Benchmark:
     origin: str | None = None  # where the data comes from when it is not the hub (shown instead of hub_id)
 
     def __post_init__(self) -> None:
-        if not NAME_PATTERN.match(self.name):
+        if not DATASET_NAME.matches(self.name):
             raise DataError(f"bad dataset name '{self.name}'", hint="use letters, digits, '.', '_' or '-'")
         if self.task_version < 1:
             raise DataError(f"{self.name}: task_version must be >= 1, got {self.task_version}")
@@ -138,13 +139,11 @@ class Benchmark:
         return values | dict(given or {})
 
 
-_REGISTRY: dict[str, Benchmark] = {}
+_REGISTRY: Registry = Registry("benchmark", DataError, DATASET_NAME)
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    """Add ``benchmark`` to the registry (names are unique) and return it."""
-    if benchmark.name in _REGISTRY:
-        raise DataError(f"benchmark '{benchmark.name}' is registered twice")
+    """Add ``benchmark`` to the registry and return it; a name another benchmark holds is refused."""
     _REGISTRY[benchmark.name] = benchmark
     return benchmark
 

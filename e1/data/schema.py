@@ -30,6 +30,42 @@ THINK_START = "<think>"
 THINK_END = "</think>"
 
 
+class CompletionText(str):
+    """A completion as a reward receives it: its text (thinking, :data:`THINK_END` if thinking ended,
+    the solution), a ``str`` as TRL's rewards take, that carries e1's token split: ``thinking`` and
+    ``solution`` (None when thinking never ended). The split is the engine's, made on token ids,
+    so a literal ``</think>`` the model wrote in its thinking or its solution is text, never a cut.
+
+        >>> text = CompletionText("I guess </think> 42", None)   # thinking that never ended
+        >>> text.solution is None, str(text)
+        (True, 'I guess </think> 42')
+        >>> CompletionText.of("<think>hm</think>42").solution   # a text e1 did not generate: cut at the last marker
+        '42'
+    """
+
+    __slots__ = ("thinking", "solution")
+    thinking: str
+    solution: str | None
+
+    def __new__(cls, thinking: str, solution: str | None, end_marker: str = THINK_END) -> CompletionText:
+        text = super().__new__(cls, thinking if solution is None else f"{thinking}{end_marker}{solution}")
+        text.thinking, text.solution = str(thinking), None if solution is None else str(solution)
+        return text
+
+    def __reduce__(self):
+        return CompletionText, (self.thinking, self.solution)
+
+    @classmethod
+    def of(cls, completion: str) -> CompletionText:
+        """``completion`` with its split: its own if it carries one; a plain text (one e1 did not
+        decode: a file, a test, a library caller) is cut at its last :data:`THINK_END`."""
+        if isinstance(completion, CompletionText):
+            return completion
+        text = str(completion)
+        end = text.rfind(THINK_END)
+        return cls(text, None) if end < 0 else cls(text[:end], text[end + len(THINK_END):])
+
+
 def missing_columns(columns: Any) -> list[str]:
     """The canonical columns absent from ``columns`` (empty when a table is canonical)."""
     present = set(columns)

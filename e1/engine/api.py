@@ -50,7 +50,7 @@ API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch: `$` passes "NAME\n")
 
 
 API_NUMBERS = {
@@ -87,7 +87,7 @@ class ApiSettings:
                               hint="a hosted vendor counts its own tokens")
         if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
             raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
-        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
+        if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
             raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
                               hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)")
         check_numbers(self, API_NUMBERS, API_FLAGS)

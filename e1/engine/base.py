@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 from e1.budget import Budget
+from e1.data import CompletionText
 from e1.engine.markers import Markers
 from e1.engine.modes import Mode
 from e1.errors import ConfigError
@@ -89,12 +90,16 @@ class Completion:
         """Every token the model decoded for this sample: the output plus rolled-back trial tokens."""
         return len(self.token_ids) + self.trial_tokens
 
-    def text(self, end_marker: str) -> str:
+    def text(self, end_marker: str) -> CompletionText:
         """The output as a reward sees it, the one gate from a completion to scoring (eval, sweep,
-        training's rewards): thinking, the end marker if thinking ended, the solution the model wrote.
-        Nothing e1 forced after thinking (``forced_text``) is in it, so a forced "Final Answer:" is
-        never scored as the model's answer."""
-        return self.think_text + (end_marker if self.closed else "") + self.solution_text
+        training's rewards): thinking, the end marker if thinking ended, the solution the model wrote,
+        carrying this split (:class:`~e1.data.CompletionText`): a reward reads ``solution``, so a
+        literal end marker the model wrote inside thinking that never ended is no cut. Nothing e1
+        forced after thinking (``forced_text``) is in it, so a forced "Final Answer:" is never
+        scored as the model's answer."""
+        if not self.closed:  # no solution: whatever followed is thinking's
+            return CompletionText(self.think_text + self.solution_text, None, end_marker)
+        return CompletionText(self.think_text, self.solution_text, end_marker)
 
 
 class Engine(Protocol):

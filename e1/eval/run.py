@@ -26,14 +26,14 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.budget import Budget
-from e1.data import PromptOptions
+from e1.data import PromptOptions, record_includes
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
-from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
-                      check_run_dir, held_datasets, mode_format, model_identity)
+from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY,
+                      check_datasets, check_run_dir, held_datasets, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -94,9 +94,7 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
-        if not self.include:  # recorded only when given: config.json stays as it was without --include
-            del data["include"]
-        return data
+        return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
 def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
@@ -110,7 +108,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     from e1.eval.distributed import current_group, group_lock
 
     group = group or current_group(eval_tp(config), config.engine.device)
-    load_includes(config.include)  # the command line loaded them already; a library caller may not have
+    load_includes(config.include, out=config.out)  # the command line loaded them already; a library caller may not have
     preflight(config, model=engine is None)
     previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
     check_grid(Path(config.out), previous, config.to_json())

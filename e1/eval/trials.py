@@ -15,11 +15,11 @@ import math
 
 
 def overthinking_tokens(generated: list[tuple], scorer) -> list[float]:
-    from e1.engine import DEFAULT_END
+    from e1.data import CompletionText
 
     trials = [(i, trial) for i, g in enumerate(generated) for trial in g[3].trials]
     tasks = [generated[i][2].task for i, _ in trials]
-    texts = [f"{DEFAULT_END}{generated[i][0].trial_solution(trial['text'])}" for i, trial in trials]
+    texts = [CompletionText("", generated[i][0].trial_solution(trial["text"])) for i, trial in trials]
     scores = scorer.score(tasks, texts, [str(generated[i][2].answer) for i, _ in trials]) if trials else []
     first_correct: dict[int, int] = {}
     for (i, trial), scored in zip(trials, scores):

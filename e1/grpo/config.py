@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
+from e1.data import record_includes
 from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
@@ -249,10 +250,10 @@ class TrainConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
-        for key in ("include", *MEMORY_OPTIONS):  # recorded only when given: config.json stays as it was without them
+        for key in MEMORY_OPTIONS:  # recorded only when given: config.json stays as it was without them
             if not data[key]:
                 del data[key]
-        return data
+        return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
 # a config file's keys (and `e1 train`'s options) are flat: TrainConfig's own fields and its specs' fields

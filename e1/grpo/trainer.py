@@ -89,10 +89,10 @@ def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | 
           reward: Reward | None = None) -> Path:
     """Train (or resume) as configured; returns the run directory. ``on_step`` gets each metrics row;
     ``reward`` (``reward(completions, answers, **columns)``) replaces the registered rewards."""
-    from e1.data import load_includes, recorded_includes
+    from e1.data import load_includes
 
-    # --include, and on --resume the includes config.json recorded: the same rewards and datasets as before
-    config = replace(config, include=load_includes([*recorded_includes(config.out), *config.include]))
+    # --include, and on --resume the includes config.json recorded: the same code (refused if changed) as before
+    config = replace(config, include=load_includes(config.include, out=config.out))
     check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails before any step
     check_run_dir(config)  # a refused run creates nothing; checked again under the lock
     progress = progress or NullProgress()

@@ -49,7 +49,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from e1.data import THINK_END as DEFAULT_END
 from e1.errors import RewardError
 from e1.rewards.code_tests import (
     DEFAULT_SANDBOX,
@@ -63,7 +62,7 @@ from e1.rewards.code_tests import (
     run_code_tests,
 )
 from e1.rewards.verdicts import compare_output, same_value
-from e1.rewards.registry import Scored, ScoringContext, register_reward
+from e1.rewards.registry import Scored, ScoringContext, register_reward, solution_of
 
 __all__ = [  # the code reward's names, the test-running core's included (from e1.rewards.code_tests)
     "DEFAULT_TIME_LIMIT_S", "CallTest", "CodeResult", "CodeTest", "StdioTest", "code_reward",
@@ -86,9 +85,10 @@ def code_reward(completions: Sequence[str], answers: Sequence[str | Sequence[dic
 
     def one(pair: tuple[str, str]) -> Scored:
         completion, key = pair
-        code = extract_code(completion, DEFAULT_END)
+        solution = solution_of(completion)  # e1's split: a literal </think> in thinking is no end of it
+        code = None if solution is None else extract_code(solution, end_marker="")
         if code is None:
-            why = "no end of thinking" if DEFAULT_END not in completion else "no complete python code block"
+            why = "no end of thinking" if solution is None else "no complete python code block"
             return Scored(0.0, None, 0.0, why)
         result = run_code_tests(code, tests[key], time_limit_s=context.time_limit_s, max_tests=context.max_tests,
                                 sandbox=context.sandbox)

@@ -65,6 +65,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from e1.data import CompletionText
 from e1.errors import E1Error, RewardError
 from e1.rewards import harness
 from e1.rewards.verdicts import compare_output, printable, same_value, short, show
@@ -192,15 +193,20 @@ def _judge(box: Sandbox, code: str, test: Test, limits: Limits) -> str | None:
         return f"judge error: {type(err).__name__}: {err}"
 
 def extract_code(completion: str, end_marker: str = "</think>") -> str | None:
-    """The last Python (or unlabelled) fenced block after the last ``end_marker``, dedented.
+    """The last Python (or unlabelled) fenced block of the solution, dedented: e1's split of a
+    :class:`~e1.data.CompletionText`, else the text after the last ``end_marker``.
 
     ``end_marker=""`` looks at the whole completion (a model that does not think).
     """
-    end = completion.rfind(end_marker) if end_marker else 0
-    if end < 0:
+    if isinstance(completion, CompletionText) and end_marker:
+        solution = completion.solution  # e1's token split, never a cut of the text
+    else:
+        end = completion.rfind(end_marker) if end_marker else 0
+        solution = None if end < 0 else completion[end + len(end_marker):]
+    if solution is None:
         return None
     blocks, language, body = [], None, []
-    for line in completion[end + len(end_marker) :].splitlines():
+    for line in solution.splitlines():
         fence = line.strip().startswith("```")
         if language is None and fence:
             info = line.strip()[3:].split()

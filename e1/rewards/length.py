@@ -39,16 +39,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from e1.errors import ConfigError, did_you_mean
+from e1.names import Registry
 from e1.numeric import Number
 
-_SHAPINGS: dict[str, type[LengthShaping]] = {}
+_SHAPINGS: Registry = Registry("length reward")  # one class per name (e1.names)
 
 
 def register_shaping(name: str):
     """Class decorator: make a :class:`LengthShaping` subclass available as ``name``."""
 
     def register(cls: type[LengthShaping]) -> type[LengthShaping]:
-        _SHAPINGS[name] = cls
+        _SHAPINGS[name] = cls  # refused when another class holds the name
         cls.name = name
         return cls
 

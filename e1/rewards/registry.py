@@ -3,7 +3,9 @@
 A reward is a plain callable, as in TRL: ``reward(completions, answers, **columns)`` returns
 one ``float``, :class:`Scored` or ``None`` (not applicable: 0.0) per completion. Completions are
 full texts joined with the canonical ``</think>`` (thinking, ``</think>``, solution; see
-:meth:`e1.engine.base.Completion.text`), so a reward never needs a model's own markers. The
+:meth:`e1.engine.base.Completion.text`), so a reward never needs a model's own markers, and each
+carries e1's token split (:class:`~e1.data.CompletionText`): a reward reads the solution with
+:func:`solution_of`, never by cutting the text itself (thinking may hold a literal ``</think>``). The
 built-in rewards (math, exact, code) return :class:`Scored` with what they looked at; the
 keyword ``context`` (a :class:`ScoringContext`) carries the code sandbox and its limits, and a
 reward that needs none of it takes ``**columns`` and ignores it.
@@ -28,8 +30,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from e1.data import THINK_END as DEFAULT_END
+from e1.data import CompletionText
 from e1.errors import RewardError, did_you_mean
+from e1.names import Registry
 
 if TYPE_CHECKING:
     from e1.sandbox import Sandbox
@@ -57,21 +60,16 @@ class ScoringContext:
 
 Reward = Callable[..., Sequence["float | Scored | None"]]
 
-# The built-in rewards register themselves when e1.rewards (this module's package) imports them.
-_REWARDS: dict[str, Reward] = {}
+# The built-in rewards register themselves when e1.rewards (this module's package) imports them;
+# a name is registered once (e1.names.Registry: the gate every registry's registration passes).
+_REWARDS: Registry = Registry("reward task", RewardError)
 
 
 def register_reward(task: str) -> Callable[[Reward], Reward]:
     """Decorator: make ``fn`` the reward for ``task`` (one function per task)."""
 
     def register(fn: Reward) -> Reward:
-        existing = _REWARDS.get(task)
-        if existing is not None and existing is not fn:
-            raise RewardError(
-                f"reward task {task!r} is already registered to {existing.__module__}.{existing.__qualname__}",
-                hint="pick another task name",
-            )
-        _REWARDS[task] = fn
+        _REWARDS[task] = fn  # refused when another reward holds the task (e1's own included)
         return fn
 
     return register
@@ -114,6 +112,7 @@ def as_scored(values: Sequence[float | Scored | None]) -> list[Scored]:
 
 
 def solution_of(completion: str) -> str | None:
-    """The text after the last ``</think>``; None when thinking never ended."""
-    end = completion.rfind(DEFAULT_END)
-    return None if end < 0 else completion[end + len(DEFAULT_END) :]
+    """The completion's solution as e1's token split made it (:class:`~e1.data.CompletionText`); None
+    when thinking never ended. A reward reads this, never a cut of its own: a literal ``</think>``
+    inside thinking is no end of it. (A plain text, from outside e1, is cut at its last ``</think>``.)"""
+    return CompletionText.of(completion).solution

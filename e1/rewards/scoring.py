@@ -9,9 +9,11 @@
 
 Each task's items go to its registered reward (:mod:`e1.rewards.registry`) in one batched call,
 with a :class:`~e1.rewards.registry.ScoringContext` holding the Scorer's one sandbox, so code
-runs ``workers`` programs at a time. Completions must be joined with the canonical ``</think>``
+runs ``workers`` programs at a time. Completions are joined with the canonical ``</think>``
 (:meth:`e1.engine.base.Completion.text` with :data:`~e1.data.schema.THINK_END`), whatever
-markers the model used.
+markers the model used, and carry e1's token split (:class:`~e1.data.CompletionText`); every
+completion passes :meth:`CompletionText.of` here, so each reward receives its split (a plain text
+from outside e1 is cut once, here, at its last ``</think>``).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from e1.data import CompletionText
 from e1.numeric import Number, check_numbers
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S
 from e1.rewards.registry import Reward, Scored, ScoringContext, as_scored, reward_for
@@ -95,6 +98,7 @@ class Scorer:
         one call. ``columns`` (one value per item each) reach the rewards as keyword arguments.
         No program makes this raise or stall: whatever one does is its own 0 with a reason
         (:mod:`e1.rewards.code_tests` states the judge's threat model)."""
+        completions = [CompletionText.of(c) for c in completions]  # each with its split: rewards never cut text
         results: list[Scored | None] = [None] * len(completions)
         by_task: dict[str, list[int]] = {}
         for index, task in enumerate(tasks):

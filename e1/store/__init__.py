@@ -2,29 +2,33 @@
 
 - :mod:`e1.store.results`: the parquet schemas, the one atomic writer, a run's identity check;
 - :mod:`e1.store.samples`: samples written once per batch as parts, compacted at the end;
+- :mod:`e1.store.digest`: a file's content hash (:func:`file_digest`), never its size and time;
 - :mod:`e1.store.paths`: names that become paths (:func:`file_name`) and paths kept inside their root (:func:`inside`);
 - :mod:`e1.store.lock`: one process per run directory (a lock that dies with its process);
 - :mod:`e1.store.preflight`: checks before any model loads (``--out`` writable, model paths,
   budgets against the context).
 """
 
+from e1.store.digest import file_digest
 from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno, disk_errors
 from e1.store.guard import check_alive
 from e1.store.guard import guard as guard_dir  # its own name would hide the module e1.store.guard
 from e1.store.lock import held, run_lock
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
-from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, METRICS, MODE_FORMAT, MODE_FORMAT_KEY,
+from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, INCLUDE_FINGERPRINTS, METRICS, MODE_FORMAT,
+                              MODE_FORMAT_KEY,
                               SAMPLE_COLUMNS, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, atomic_write, check_datasets,
                               check_run_dir, mode_format, model_identity, parquet_metadata, read_parquet, write_json,
                               write_parquet, write_text)
 from e1.store.samples import SampleStore, held_datasets
 
-__all__ = ["CHECKPOINTS", "CONFIG", "CONTEXT_FIELDS", "DISK_ERRNOS", "FINGERPRINTS", "GROUP_KEY", "METRICS", "MODE_FORMAT",
+__all__ = ["CHECKPOINTS", "CONFIG", "CONTEXT_FIELDS", "DISK_ERRNOS", "FINGERPRINTS", "GROUP_KEY", "INCLUDE_FINGERPRINTS",
+           "METRICS", "MODE_FORMAT",
            "MODE_FORMAT_KEY", "RESUME",
            "SAMPLES", "SAMPLE_COLUMNS", "SAMPLE_KEY", "SUMMARY", "SUMMARY_COLUMNS", "SampleStore", "atomic_write", "check_alive",
            "check_context", "check_datasets", "check_model_path", "check_out", "check_run_dir", "check_writable",
-           "disk_errno", "disk_errors", "file_name", "guard_dir", "held", "held_datasets", "inside", "missing_file", "mode_format",
+           "disk_errno", "disk_errors", "file_digest", "file_name", "guard_dir", "held", "held_datasets", "inside", "missing_file", "mode_format",
            "model_identity", "new_run_dir",
            "parquet_metadata", "read_parquet", "run_lock",
            "write_json", "write_parquet", "write_text"]

@@ -259,20 +259,27 @@ def run_kind(out: Path, record: dict | None = None) -> str | None:
 
 
 FINGERPRINTS = "dataset_fingerprints"  # config.json: {dataset name: e1.data.identity.fingerprint}
+INCLUDE_FINGERPRINTS = "include_fingerprints"  # config.json: {an --include's absolute path: e1.data.include_fingerprint}
+# what a changed input is called, and how to resume, by the config.json key its fingerprints are under
+_CHANGED = {
+    FINGERPRINTS: ("a run on other problems of dataset '{name}' (they changed since", "restore '{name}' as it was"),
+    INCLUDE_FINGERPRINTS: ("a run made with other code of --include {name} (it changed since", "restore {name} as it was"),
+}
 
 
-def check_datasets(out: Path, fingerprints: dict[str, str]) -> dict[str, str]:
-    """Refuse a run directory that holds results of one of these datasets drawn from other problems
-    (its ``config.json`` recorded another fingerprint); returns the record's fingerprints updated
-    with these, for the run to write. Directories written before fingerprints were recorded pass."""
+def check_datasets(out: Path, fingerprints: dict[str, str], key: str = FINGERPRINTS) -> dict[str, str]:
+    """Refuse a run directory that holds results of one of these inputs (datasets; under ``key``
+    :data:`INCLUDE_FINGERPRINTS`, the user's code) as it was before a change (its ``config.json``
+    recorded another fingerprint); returns the record's fingerprints updated with these, for the run
+    to write. Directories written before fingerprints were recorded pass."""
     out = Path(out)
-    recorded = (_record(out / CONFIG) or {}).get(FINGERPRINTS) or {}
+    recorded = (_record(out / CONFIG) or {}).get(key) or {}
+    recorded = recorded if isinstance(recorded, dict) else {}
+    what, restore = _CHANGED[key]
     for name, digest in fingerprints.items():
         if recorded.get(name, digest) != digest:
-            raise ResultsError(
-                f"{out} holds a run on other problems of dataset '{name}' (they changed since: "
-                f"{recorded[name]}, now {digest})",
-                hint=f"use another --out, or restore '{name}' as it was to resume")
+            raise ResultsError(f"{out} holds {what.format(name=name)}: {recorded[name]}, now {digest})",
+                               hint=f"use another --out, or {restore.format(name=name)} to resume")
     return {**recorded, **fingerprints}
 
 

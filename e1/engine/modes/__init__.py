@@ -11,12 +11,12 @@ See :mod:`e1.engine.modes.base` for what a mode answers, and any module here for
 
 from __future__ import annotations
 
-from e1.engine.modes.base import (PLUGINS_ENV, REGISTRY, Mode, load_plugins, lookup, names, reference, register,
-                                   usage)
+from e1.engine.modes.base import (MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, load_plugins, lookup, names, reference,
+                                   register, usage)
 from e1.engine.modes.options import EXIT_TEXTS, Option
 
 # the built-in modes, registered in this order (help and completion list them so)
 from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none  # noqa: E402,F401  isort: skip
 
-__all__ = ["EXIT_TEXTS", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "load_plugins", "lookup", "names", "reference", "register",
+__all__ = ["EXIT_TEXTS", "MODE_NAME", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "load_plugins", "lookup", "names", "reference", "register",
            "usage"]

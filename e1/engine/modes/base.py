@@ -28,26 +28,25 @@ import os
 import re
 from typing import TYPE_CHECKING, ClassVar
 
-from e1.errors import ConfigError
+from e1.errors import ConfigError, E1Error
+from e1.names import Name, Registry
 
 if TYPE_CHECKING:
     from e1.budget import Budget
     from e1.engine.markers import Markers
     from e1.engine.modes.options import Option
 
-REGISTRY: dict[str, type[Mode]] = {}
+# a mode's name: a lower-case word, dashes allowed; a name is registered once (e1.names.Registry)
+MODE_NAME = Name(r"[a-z][a-z0-9-]{0,31}", "a mode's name is a lower-case word (dashes allowed), at most 32 characters")
+REGISTRY: Registry = Registry("mode", ConfigError, MODE_NAME)
 PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
 MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
-_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")
 
 
 def register(cls: type[Mode]) -> type[Mode]:
-    """Add a mode class to the registry under its ``name`` (a class decorator)."""
-    if not _NAME.fullmatch(cls.name):
-        raise ValueError(f"a mode name is a lower-case word (dashes allowed), not {cls.name!r}")
-    if cls.name in REGISTRY and REGISTRY[cls.name].__qualname__ != cls.__qualname__:
-        raise ValueError(f"mode {cls.name!r} is registered twice ({REGISTRY[cls.name].__module__} and {cls.__module__})")
+    """Add a mode class to the registry under its ``name`` (a class decorator); a name another class
+    holds (a built-in's included) is refused in one line."""
     REGISTRY[cls.name] = cls
     return cls
 
@@ -115,6 +114,8 @@ def load_plugins() -> None:
                 spec.loader.exec_module(importlib.util.module_from_spec(spec))
             else:
                 importlib.import_module(item)
+        except E1Error as err:  # e.g. a mode named like a built-in: its own line, naming the file
+            raise type(err)(f"{PLUGINS_ENV}: {item}: {err.message}", hint=err.hint) from None
         except (ImportError, OSError, SyntaxError) as err:
             raise ConfigError(f"{PLUGINS_ENV}: cannot load {item!r}: {err}", hint="name a .py file or an importable module") from None
 

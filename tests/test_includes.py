@@ -1,0 +1,170 @@
+"""User code (``--include``, ``E1_MODES``) never replaces e1's own silently, and what it was is recorded.
+
+Each registry (rewards, benchmarks, prompt styles, modes, length rewards) has one gate
+(:class:`e1.names.Registry`): an include that registers a name e1 holds is refused in one line
+naming the include and the name, and e1's definition stays. Each include is recorded in
+``config.json`` with a content fingerprint; a resume with changed code is refused in one line with
+the fix, as a changed dataset is; a run recorded before fingerprints were resumes as it did."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from e1.data import include_fingerprints, load_includes, registry
+from e1.data import prompts
+from e1.engine.modes import REGISTRY as MODES
+from e1.errors import E1Error, ResultsError
+from e1.rewards import registry as rewards
+from e1.rewards import length
+from e1.store import CONFIG, INCLUDE_FINGERPRINTS, write_json
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# each registry: the table, and the code of an include registering ``name`` there
+REGISTRIES = {
+    "reward task": (lambda: rewards._REWARDS, "from e1.rewards import register_reward\n"
+                    "@register_reward({name!r})\ndef mine(completions, answers, **columns):\n"
+                    "    return [1.0] * len(completions)\n"),
+    "benchmark": (lambda: registry._REGISTRY, "from e1.data import Benchmark, register\n"
+                  "register(Benchmark(name={name!r}, hub_id='me/mine', split='test', description='mine'))\n"),
+    "prompt style": (lambda: prompts._STYLES, "from e1.data.prompts import register_prompt\n"
+                     "@register_prompt({name!r})\ndef mine(row):\n    return 'x'\n"),
+    "mode": (lambda: MODES, "from e1.engine.modes import Mode, register\n"
+             "@register\nclass Mine(Mode):\n    name = {name!r}\n    summary = 'mine'\n"),
+    "length reward": (lambda: length._SHAPINGS, "from e1.rewards.length import LengthShaping, register_shaping\n"
+                      "@register_shaping({name!r})\nclass Mine(LengthShaping):\n    pass\n"),
+}
+BUILT_IN = {kind: sorted(table()) for kind, (table, _) in REGISTRIES.items()}
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), kind=st.sampled_from(sorted(REGISTRIES)))
+def test_an_include_registering_a_built_in_name_is_refused_naming_both(data, kind):
+    name = data.draw(st.sampled_from(BUILT_IN[kind]))
+    table, code = REGISTRIES[kind]
+    held = table()[name]
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "mine.py"
+        file.write_text(code.format(name=name))
+        with pytest.raises(E1Error) as info:
+            load_includes([file])
+    line = str(info.value)
+    assert f"--include {file}" in line and f"{kind} {name!r}" in line and "e1's own" in line and "\n" not in line
+    assert table()[name] is held  # e1's definition stays
+
+
+def test_a_mode_from_e1_modes_named_like_a_built_in_is_refused(tmp_path):
+    """The reported case: a ``truncate`` from ``E1_MODES`` decoded the run as the user's class."""
+    file = tmp_path / "mine.py"
+    file.write_text(REGISTRIES["mode"][1].format(name="truncate"))
+    done = subprocess.run([sys.executable, "-m", "e1", "eval", "--model", "m", "--datasets", "aime", "--mode",
+                           "truncate"], env={**os.environ, "E1_MODES": str(file)}, capture_output=True, text=True,
+                          timeout=120, check=False)
+    said = (done.stdout + done.stderr).strip()
+    assert done.returncode == 1 and "Traceback" not in said and len(said.splitlines()) == 1, said
+    assert f"E1_MODES: {file}: mode 'truncate' is e1's own" in said
+
+
+def _write_include(root: Path, layout: str, files: dict[str, str]) -> Path:
+    """An include as a file, a package (folder with __init__.py) or a plain folder of modules."""
+    if layout == "file":
+        path = root / "mine.py"
+        path.write_text(next(iter(files.values())))
+        return path
+    path = root / "mine"
+    for relative, text in files.items():
+        (path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (path / relative).write_text(text)
+    if layout == "package":
+        (path / "__init__.py").write_text("")
+    return path
+
+
+sources = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30).map(lambda t: f"X = {t!r}\n")
+modules = st.dictionaries(st.sampled_from(["b.py", "sub/c.py"]), sources, max_size=2).flatmap(
+    lambda more: sources.map(lambda first: {"a.py": first, **more}))  # a folder's modules: a.py at least
+
+
+@settings(max_examples=25, deadline=None)
+@given(layout=st.sampled_from(["file", "package", "folder"]), before=modules, data=st.data())
+def test_a_resume_with_changed_include_code_is_refused(layout, before, data):
+    changed_at = data.draw(st.sampled_from(sorted(before)))
+    after = {**before, changed_at: data.draw(sources.filter(lambda text: text != before[changed_at]))}
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        include, out = _write_include(root, layout, before), root / "run"
+        out.mkdir()
+        write_json({"include": [str(include)], INCLUDE_FINGERPRINTS: include_fingerprints([include])}, out / CONFIG)
+        unchanged = include_fingerprints([include])
+        _write_include(root, layout, after)
+        if layout == "file" and changed_at != next(iter(before)):
+            assert include_fingerprints([include]) == unchanged  # only the file's text counts
+            return
+        with pytest.raises(ResultsError) as info:
+            load_includes([], out=out)
+        line = str(info.value)
+        assert f"--include {include}" in line and f"restore {include} as it was" in line and "\n" not in line
+        _write_include(root, layout, before)  # restored: the resume goes on, with the same code
+        assert load_includes([], out=out) == (str(include),)
+
+
+def test_a_recorded_fingerprint_is_what_eval_writes_and_an_old_run_resumes(tmp_path):
+    """config.json records each include's fingerprint (eval and train alike); a run folder written
+    before fingerprints were recorded (tests/fixtures/old_run, or one with include paths only) resumes."""
+    from e1.eval import EvalConfig
+    from e1.grpo.config import TrainConfig
+
+    include = tmp_path / "mine.py"
+    include.write_text("X = 1\n")
+    for config in (EvalConfig(model="m", datasets=("aime",), include=(str(include),), out=tmp_path / "e"),
+                   TrainConfig(model="m", data="aime", include=(str(include),), out=tmp_path / "t")):
+        record = config.to_json()
+        assert record["include"] == [str(include)] or record["include"] == (str(include),)
+        assert record[INCLUDE_FINGERPRINTS] == include_fingerprints([include])
+    without = EvalConfig(model="m", datasets=("aime",), out=tmp_path / "e").to_json()
+    assert "include" not in without and INCLUDE_FINGERPRINTS not in without
+    old = tmp_path / "old_run"
+    shutil.copytree(FIXTURES / "old_run", old)
+    assert load_includes([], out=old) == ()
+    write_json({**json.loads((old / CONFIG).read_text()), "include": [str(include)]}, old / CONFIG)
+    include.write_text("X = 2\n")  # no fingerprint was recorded: nothing to compare with
+    assert load_includes([], out=old) == (str(include),)
+
+
+def test_e1_eval_refuses_a_changed_include_before_anything_loads(tmp_path):
+    """The reported case: an include edited between a run and its resume scored one run by two versions."""
+    include = tmp_path / "mine.py"
+    include.write_text("X = 1\n")
+    (tmp_path / "run").mkdir()
+    write_json({"kind": "eval", "include": [str(include)], INCLUDE_FINGERPRINTS: include_fingerprints([include])},
+               tmp_path / "run" / CONFIG)
+    include.write_text("X = 2\n")
+    done = subprocess.run([sys.executable, "-m", "e1", "eval", "--model", "nowhere", "--datasets", "aime", "--out",
+                           "run"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    said = (done.stdout + done.stderr).strip()
+    assert done.returncode == 1 and "Traceback" not in said and len(said.splitlines()) == 1, said
+    assert f"--include {include} (it changed since" in said and f"restore {include} as it was" in said
+
+
+def test_code_that_names_itself_after_an_e1_module_replaces_nothing(tmp_path):
+    """e1's own definition is replaced by nothing but itself: a class claiming the built-in's module
+    and name (``__module__``, ``__qualname__``) is still someone else's."""
+    held = MODES["truncate"]
+    file = tmp_path / "spoof.py"
+    file.write_text("from e1.engine.modes import Mode, register\n"
+                    f"Spoof = type({held.__qualname__!r}, (Mode,), {{'name': 'truncate', 'summary': 'mine',\n"
+                    f"                                      '__module__': {held.__module__!r}}})\n"
+                    "register(Spoof)\n")
+    with pytest.raises(E1Error, match="mode 'truncate' is e1's own"):
+        load_includes([file])
+    assert MODES["truncate"] is held
