@@ -16,6 +16,9 @@ What a reply may be, whatever the server sends:
   ``max_tokens``; reasoning tokens within completion tokens; a budget report's thinking within
   the mode's limit (t, soft's ceiling, the grace window) and its solution within s, both within
   the completion; a text at most :data:`MAX_CHARS_PER_TOKEN` characters per token it counts;
+- **prompt ids**: a reply that shows the prompt as the server took it (vLLM's ``prompt_token_ids``)
+  shows exactly the ids e1 sent: a server that changed them (a BOS of its own in front) decoded
+  another prompt, so its reply is refused (:class:`PromptChanged`), never stored as token for token;
 - **texts**: a text never runs past the stop string it was asked to stop at, and a chat reply's
   split holds no thinking marker (an answer inside unclosed thinking would otherwise be scored).
 
@@ -230,6 +233,7 @@ class Reply(Shape):
 
     choices: list[Choice] = Field(min_length=1)
     usage: Usage = Usage()
+    prompt_token_ids: list[Count] | None = None  # vLLM's chat replies show the prompt here, not per choice
 
     @field_validator("usage", mode="before")
     @classmethod
@@ -253,14 +257,16 @@ class Limits:
     stop: tuple[str, ...] = ()
     think_limit: int | None = None  # a mode with a thinking budget: t (soft: its ceiling) plus the grace window
     solve_limit: int | None = None  # ... and s
+    prompt_ids: tuple[int, ...] | None = None  # a prompt sent as token ids: what a reply's prompt_token_ids must be
 
 
 def limits_of(body: dict) -> Limits:
     """The limits of an OpenAI-compatible request body e1 built."""
     cap = body.get("max_tokens", body.get("max_completion_tokens"))
-    stop = body.get("stop") or ()
+    stop, prompt = tuple(body.get("stop") or ()), body.get("prompt")
+    ids = tuple(prompt) if isinstance(prompt, list) else None
     if THINK_FIELD not in body:
-        return Limits(cap, tuple(stop))
+        return Limits(cap, stop, prompt_ids=ids)
     from e1.budget import Budget
     from e1.engine.modes import Mode
 
@@ -268,8 +274,8 @@ def limits_of(body: dict) -> Limits:
     if not mode.separate:  # truncate: one budget t + s over the whole output (none: only max_tokens)
         total = mode.output_cap(budget)
         cap = total if cap is None else cap if total is None else min(cap, total)
-        return Limits(cap, tuple(stop))
-    return Limits(cap, tuple(stop), mode.think_limit(budget) + mode.grace, budget.solve)
+        return Limits(cap, stop, prompt_ids=ids)
+    return Limits(cap, stop, mode.think_limit(budget) + mode.grace, budget.solve, ids)
 
 
 def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (), counted: int | None = None):
@@ -280,6 +286,8 @@ def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (
         reply = shape.model_validate_json(raw) if isinstance(raw, (bytes, str)) else shape.model_validate(raw)
     except ValidationError as err:
         raise RequestError(_shape_error(err)) from None
+    if isinstance(reply, Reply):
+        _check_prompt(reply, limits)
     problem = _inconsistent(reply, limits, markers) if isinstance(reply, Reply) else None
     counted = reply.usage.completion_tokens if counted is None and isinstance(reply, Reply) else counted
     texts = reply.texts()
@@ -297,6 +305,22 @@ def _shape_error(err: ValidationError) -> str:
     where = ".".join(str(part) for part in first["loc"])
     where = f"the reply's {where}" if where else "the reply"
     return f"{where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"
+
+
+class PromptChanged(RequestError):
+    """A reply whose ``prompt_token_ids`` are not the ids e1 sent: the server decoded another prompt."""
+
+
+def _check_prompt(reply: Reply, limits: Limits) -> None:
+    """Every reply that shows the prompt's ids shows e1's own (a prompt sent as ids), or is refused."""
+    sent = limits.prompt_ids
+    for shown in (reply.choice.prompt_token_ids, reply.prompt_token_ids):
+        if sent is not None and shown is not None and tuple(shown) != sent:
+            at = next((i for i, (a, b) in enumerate(zip(shown, sent)) if a != b), min(len(shown), len(sent)))
+            raise PromptChanged(f"the server took other prompt ids than e1 sent ({len(shown)} ids for {len(sent)}, "
+                                f"the first difference at position {at}), so its reply is not token for token",
+                                hint="serve the model so that it takes token-id prompts as given (no BOS added), "
+                                     "or leave out --tokenizer")
 
 
 def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str | None:
