@@ -43,7 +43,7 @@ from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK
-from e1.errors import ConfigError, register_secret
+from e1.errors import ConfigError, redact, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
@@ -130,7 +130,7 @@ def api_identity(model: str, api: ApiSettings) -> str:
     from e1.store import model_identity
 
     tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
-    where = api.url.rstrip("/") if api.url else "the vendor's endpoint"
+    where = redact(api.url.rstrip("/")) if api.url else "the vendor's endpoint"  # config.json: no key in it
     where = where if api.backend == API_BACKEND else f"{api.backend} at {where}"
     return f"{where} | {model} | {tokenizer}"
 
@@ -214,7 +214,7 @@ class OpenAIEngine(RowEngine):
         prompts = ("chat messages, /v1/chat/completions" if self.chat
                    else f"chat template of {self.settings.tokenizer}, /v1/completions")
         exact, why = exactness(self.chat, self.ids_in, self.ids_out)
-        return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
+        return {"url": redact(self.settings.url), "model": self.model, "server": self.server, "prompts": prompts,
                 "methods": dict(self.methods), "token_exact": exact, "exactness": why,
                 "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
                 "request_timeout_s": self.settings.request_timeout_s}

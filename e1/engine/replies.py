@@ -69,11 +69,14 @@ class RequestError(ModelError):
 # ---- time and size: below the SDKs, so their retries see a cut reply as a failed try -----------
 
 
-def bounded_client(deadline_s: float, like: type | None = None):
-    """The HTTP client an API backend's SDK sends through (``deadline_s``: ``--request-timeout``):
-    an ``httpx`` client, or one of the fork ``like`` (an SDK's default client class) is built on."""
+def bounded_client(deadline_s: float, like: type | None = None, max_bytes: int = MAX_REPLY_BYTES, **options):
+    """The one bounded HTTP client of every server e1 talks to (the API backends' SDKs, the hub's
+    ``--push``; ``deadline_s``: ``--request-timeout`` or the push's deadline): an ``httpx`` client, or
+    one of the fork ``like`` (an SDK's client class) is built on, whose every reply arrives whole
+    within ``deadline_s`` and ``max_bytes``; ``options``: the client's other arguments (hooks, redirects)."""
     module = importlib.import_module(_package(like) if like is not None else "httpx")
-    return module.Client(transport=_transport_class(module.__name__)(deadline_s), timeout=deadline_s)
+    transport = _transport_class(module.__name__)(deadline_s, max_bytes)
+    return module.Client(transport=transport, timeout=deadline_s, **options)
 
 
 def transport_reason(err: BaseException | None, deadline_s: float | None = None) -> str | None:
@@ -103,19 +106,19 @@ def _transport_class(name: str) -> type:
     class ReplyTooLarge(httpx.TransportError):
         pass
 
-    def too_large(request, size: str = "") -> Exception:
-        return ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB{size}", request=request)
+    def too_large(request, cap: int, size: str = "") -> Exception:
+        return ReplyTooLarge(f"the reply is larger than {cap / 2**20:g} MiB{size}", request=request)
 
     class Bounded(httpx.SyncByteStream):
-        def __init__(self, inner, request, deadline: float):
-            self.inner, self.request, self.deadline = inner, request, deadline
+        def __init__(self, inner, request, deadline: float, cap: int):
+            self.inner, self.request, self.deadline, self.cap = inner, request, deadline, cap
 
         def __iter__(self):
             read = 0
             for chunk in self.inner:
                 read += len(chunk)
-                if read > MAX_REPLY_BYTES:
-                    raise too_large(self.request)
+                if read > self.cap:
+                    raise too_large(self.request, self.cap)
                 if time.monotonic() > self.deadline:
                     raise httpx.ReadTimeout("the reply was not complete within its deadline", request=self.request)
                 yield chunk
@@ -124,20 +127,20 @@ def _transport_class(name: str) -> type:
             self.inner.close()
 
     class BoundedTransport(httpx.BaseTransport):
-        def __init__(self, deadline_s: float):
-            self.inner, self.deadline_s = httpx.HTTPTransport(), deadline_s
+        def __init__(self, deadline_s: float, cap: int):
+            self.inner, self.deadline_s, self.cap = httpx.HTTPTransport(), deadline_s, cap
 
         def handle_request(self, request):
             deadline = time.monotonic() + self.deadline_s
             _read_within(request, deadline)
             response = self.inner.handle_request(request)
             length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+            if length.isdigit() and int(length) > self.cap:
                 response.close()
-                raise too_large(request, f" ({int(length) >> 20} MiB)")
+                raise too_large(request, self.cap, f" ({int(length) >> 20} MiB)")
             _read_within(request, deadline)  # the body's reads: httpcore reads the timeout as the body starts
             return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
-                                  stream=Bounded(response.stream, request, deadline))
+                                  stream=Bounded(response.stream, request, deadline, self.cap))
 
         def close(self) -> None:
             self.inner.close()
@@ -146,9 +149,11 @@ def _transport_class(name: str) -> type:
 
 
 def _read_within(request, deadline: float) -> None:
+    """Every wait of the request (connect, write, pool, read) ends by ``deadline``."""
+    left = max(0.001, deadline - time.monotonic())
     timeouts = dict(request.extensions.get("timeout") or {})
-    timeouts["read"] = max(0.001, deadline - time.monotonic())
-    request.extensions["timeout"] = timeouts
+    request.extensions["timeout"] = {key: left if key == "read" or timeouts.get(key) is None else min(timeouts[key], left)
+                                     for key in ("connect", "read", "write", "pool")}
 
 
 # ---- types ---------------------------------------------------------------------------------------
