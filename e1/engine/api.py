@@ -165,12 +165,13 @@ class OpenAIEngine(RowEngine):
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
         max_context = served_context(client, model, settings.url)
-        probe = Caller(client, deadline_s=settings.request_timeout_s)
+        replies = ReplyJournal(journal)  # the probes' replies too: a resumed run sends no answered request again
+        probe = Caller(client, replies, deadline_s=settings.request_timeout_s)
         server = probe_budgets(probe, model, chat=settings.tokenizer is None)
         token_ids = (True, True)  # a budget server is sent e1's ids and its reply's ids are replayed (or refused)
         if settings.tokenizer and server == PLAIN_SERVER:
             token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
-        caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
+        caller = Caller(client, replies, (markers.start_text, markers.end_text), settings.request_timeout_s)
         return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
                    token_ids)
 
@@ -258,9 +259,7 @@ class OpenAIEngine(RowEngine):
 
         body = {"model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p,
                 "seed": derive_seed(row_seed, call) >> 1, **fields}  # >> 1: a signed 64-bit value, as vLLM takes
-        if sampling.top_k:
-            body["top_k"] = sampling.top_k
-        return body
+        return body | ({"top_k": sampling.top_k} if sampling.top_k else {})
 
     def _call(self, endpoint: str, body: dict, read=None):
         """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.replies`), by default
