@@ -53,8 +53,8 @@ class ReplyJournal:
                 try:
                     entry = json.loads(line)
                     self._replies[entry["key"]] = entry["reply"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by a kill
+                except (ValueError, KeyError, TypeError, RecursionError):
+                    continue  # a line torn by a kill (or not e1's)
 
     @staticmethod
     def key(endpoint: str, body: dict) -> str:

@@ -37,6 +37,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from e1.data import lone_surrogate
 from e1.errors import ModelError
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
@@ -298,6 +299,8 @@ def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (
     texts = reply.texts()
     if problem is None and counted is not None and len(texts) > MAX_CHARS_PER_TOKEN * (counted + 1):
         problem = f"its texts hold {len(texts)} characters for {counted} tokens"
+    if problem is None and lone_surrogate(texts):  # (an SDK's json.loads keeps "\ud800"; parquet would not)
+        problem = f"its text holds a lone surrogate {lone_surrogate(texts).group()!r}, which is no text"
     if problem is not None:
         raise RequestError(f"the reply is inconsistent: {problem}")
     return reply
@@ -306,7 +309,9 @@ def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (
 def _shape_error(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
-        return f"the reply is not JSON ({first['msg']})"
+        if "recursion limit" in first["msg"]:
+            return "the reply is JSON nested deeper than e1 reads (its parser's recursion limit)"
+        return f"the reply is not JSON ({first['msg']}{'; a lone surrogate?' if 'hex escape' in first['msg'] else ''})"
     where = ".".join(str(part) for part in first["loc"])
     where = f"the reply's {where}" if where else "the reply"
     return f"{where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"

@@ -211,7 +211,7 @@ def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
 
     datasets = load_datasets(config.datasets, config.data_dir)
     for name, frame in datasets.items():  # a local file's task column names rewards --include may have added
-        check_tasks(frame["task"].unique(), f"--datasets {name}")
+        check_tasks(frame, f"--datasets {name}")  # each row's answer too (code: a test list), before any request
     fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
     if config.limit:
         datasets = {name: frame.head(config.limit) for name, frame in datasets.items()}
