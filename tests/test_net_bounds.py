@@ -203,3 +203,28 @@ def test_a_commit_url_that_carries_the_token_is_printed_masked(hub_env, monkeypa
     hub.server.shutdown()
     assert "error" not in outcome, outcome
     assert outcome["value"].startswith("http://***@127.0.0.1") and TOKEN not in outcome["value"]
+
+
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(behaviour=BEHAVIOURS)
+def test_the_codeforces_client_ends_within_its_timeout_whatever_the_server_sends(tmp_path, monkeypatch, behaviour):
+    """`e1 elo fetch`'s client: each answer read whole within --timeout and a size cap, or one DataError."""
+    import urllib.request
+
+    from e1.errors import DataError
+    from e1.report.elo import FetchConfig, fetch_contests
+
+    monkeypatch.setattr("e1.report.elo.MAX_ANSWER_BYTES", 8 << 20)
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({})).open  # never a proxy for 127.0.0.1
+    server = Hub(behaviour)
+    config = FetchConfig(base_url=server.url + "/api", retries=0, timeout_s=DEADLINE_S, min_interval_s=0)
+    started = time.monotonic()
+    tracemalloc.start()
+    try:
+        with pytest.raises(DataError) as failed:
+            fetch_contests([1971], tmp_path / "cf", config=config, opener=direct, sleep=lambda s: None)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        server.stop()
+    assert time.monotonic() - started < 2 * DEADLINE_S + 1.5 and "\n" not in str(failed.value) and peak < 64 << 20
