@@ -155,3 +155,18 @@ def test_an_api_url_with_a_key_in_it_is_in_no_file_and_no_line(tmp_path, capsys,
         main()  # nothing listens there: the connection-error line
     err = capsys.readouterr().err
     assert "cannot reach" in err and key not in err and key2 not in err
+
+
+@settings(max_examples=150, deadline=None)
+@given(secret=URL_SECRETS.filter(lambda s: s[0].isalnum()), before=AROUND, after=AROUND, plus=st.booleans())
+def test_a_known_secret_is_masked_percent_encoded_too(secret, before, after, plus):
+    """A token e1 knows (HF_TOKEN, a key it read) that a server echoes percent-encoded, in a URL or not."""
+    from urllib.parse import quote, quote_plus
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())
+        register_secret(secret)
+        encoded = (quote_plus if plus else quote)(secret, safe="")
+        shown = redact(f"{before}echoed {encoded} back{after}")
+    if encoded not in before + after:
+        assert encoded not in shown
