@@ -4,9 +4,15 @@ Library code raises an :class:`E1Error` subclass; the CLI turns it into one red 
 (``message`` plus ``hint``) and a non-zero exit. ``E1_DEBUG=1`` shows the traceback.
 
 Every message passes :func:`redact` (an error's message and hint as it is made, the CLI's error
-line, log records and progress lines): the secrets e1 knows (values of key-like environment
-variables, of ``--api-key``-style options, keys registered as read, ``Authorization``-style
-headers and bearer tokens) are masked, so a server that echoes a key back never gets it printed.
+line, log records and progress lines), and so does every URL e1 writes to a file (config.json):
+the secrets e1 knows (values of key-like environment variables, of ``--api-key``-style options,
+keys registered as read, such as the Hugging Face token from its login file), as they are and
+percent-encoded, every URL's userinfo and query and fragment values, secret-named fields
+(``access_token=``, ``password:``, ``sig=``, ...), ``Authorization``-style headers and bearer
+tokens are masked, so a server that echoes a key back never gets it printed.
+
+    >>> redact("cannot reach https://me:sk-abc@host/v1?sig=x1&alt=json#access_token=y")
+    'cannot reach https://***@host/v1?sig=***&alt=***#access_token=***'
 
     >>> register_secret("sk-test-0123456789") and redact("401: bad key sk-test-0123456789")
     '401: bad key ***'
@@ -32,6 +38,12 @@ _SECRET_NAME = re.compile(r"(^|[_-])(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|C
 # a header or query field that carries a secret, whatever its value: `Authorization: Bearer x`, `x-api-key=x`, `?key=x`
 _SECRET_FIELD = re.compile(r"(?i)((?<![\w-])(?:(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|token)|[?&]key)"
                            r"([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"',;&]+)")
+# a secret-named field in any text (query, form, log line): `access_token=x`, `password: x`, `sig=x`, `client_secret=x`
+_SECRET_VALUE = re.compile(r"(?i)((?<![\w-])(?:[\w-]*[_-])?(?:access[_-]?token|refresh[_-]?token|id[_-]?token|auth|"
+                           r"password|passwd|pwd|secret|sig|signature|credentials?|session[_-]?id)(?![\w-]))"
+                           r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]+)")
+# a URL in text: its userinfo, and the values of its query and fragment, are masked whatever their names
+_URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)")
 _BEARER = re.compile(r"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{%d,})" % MIN_SECRET_CHARS)
 _NAMING = ("-env", "-file", "-path", "-dir")  # --api-key-env NAME names where a key is, and is no secret
 _registered: set[str] = set()
@@ -121,12 +133,28 @@ def redact(text: str) -> str:
     >>> redact("Authorization: Bearer abcdefgh12345 and x-api-key=zzz")
     'Authorization: Bearer *** and x-api-key=***'
     """
+    from urllib.parse import quote, quote_plus
+
     text = str(text)
-    for secret in sorted(known_secrets(), key=len, reverse=True):
+    secrets = {form for secret in known_secrets() for form in (secret, quote(secret, safe=""), quote_plus(secret))}
+    for secret in sorted(secrets, key=len, reverse=True):
         while secret in text:  # a key holding the mask's characters cannot reappear around it
             text = text.replace(secret, MASK)
+    text = _URL.sub(lambda m: m.group(1) + _url_rest(m.group(2)), text)
+    text = _SECRET_VALUE.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
     text = _SECRET_FIELD.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) + " " if m.group(3) else "") + MASK, text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+
+
+def _url_rest(rest: str) -> str:
+    """A URL after its scheme, userinfo and every query and fragment value masked (names kept)."""
+    before = re.split(r"[?#]", rest, maxsplit=1)[0]
+    if "@" in before:  # userinfo, even one holding an unencoded "/" (a path's "@" masks a little more)
+        rest = MASK + "@" + rest[before.rindex("@") + 1:]
+    if "?" not in rest and "#" not in rest:
+        return rest
+    head, tail = re.split(r"(?=[?#])", rest, maxsplit=1)
+    return head + re.sub(r"([?#&;][^=&#;]*=)[^&#;]*", lambda m: m.group(1) + MASK, tail)
 
 
 def redact_logs() -> None:

@@ -96,6 +96,10 @@ def _engine(server: StandIn, budget_server: bool, journal=None) -> OpenAIEngine:
     return engine
 
 
+def _journalled(journal) -> list[str]:
+    return journal.read_text().splitlines() if journal.exists() else []
+
+
 def _row(engine: OpenAIEngine):
     budget_server = engine.server == BUDGET_SERVER
     mode = Mode.parse("elastic" if budget_server else "none")
@@ -236,9 +240,10 @@ def test_each_hostile_reply_is_its_samples_failure_never_a_stored_number(server,
     journal = tmp_path / "api-replies.jsonl"
     _serve(server, reply, budget_server)
     engine = _engine(server, budget_server, journal)
+    probes = _journalled(journal)  # the probe's reply is journalled as it loads (a rerun does not ask again)
     with pytest.raises(RequestError, match=reason):
         _row(engine)
-    assert not journal.exists()  # refused: never journalled
+    assert _journalled(journal) == probes  # refused: never journalled
     _serve(server, budget_reply() if budget_server else chat_reply(), budget_server)  # the server heals
     row = _row(_engine(server, budget_server, journal))  # a resumed run sends the request again
     assert (row.think_tokens, row.solve_tokens) == ((5, 3) if budget_server else (3, 3))
@@ -295,10 +300,11 @@ def test_whatever_the_server_replies_a_row_holds_the_invariant_or_fails_clearly(
     journal = tmp_path / f"{time.monotonic_ns()}.jsonl"
     _serve(server, reply, budget_server)
     engine = _engine(server, budget_server, journal)
+    probes = _journalled(journal)
     try:
         row = _row(engine)
     except RequestError:
-        assert not journal.exists()  # a refused reply is never journalled: a resumed run asks again
+        assert _journalled(journal) == probes  # a refused reply is never journalled: a resumed run asks again
         return
     _holds_the_invariant(row, reply, budget_server)
 

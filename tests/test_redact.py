@@ -95,3 +95,78 @@ def test_a_server_that_echoes_the_key_in_its_401_never_gets_it_printed(monkeypat
     err = capsys.readouterr().err
     assert exit_.value.code == 1 and "HTTP 401" in err and "Incorrect API key provided: ***" in err
     assert key not in err and server.keys == {f"Bearer {key}"}  # sent to the server, never printed
+
+
+# ---- URLs: one rule for every part that can carry a secret -------------------------------------------
+
+URL_SECRETS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/?#%",
+                      min_size=8, max_size=40)
+PLACES = ["https://user:{}@{host}/v1", "http://{}@{host}/v1/models", "https://{host}/v1?{name}={}",
+          "https://{host}/v1/chat?alt=json&{name}={}&b=2", "https://{host}/commit/abc#{name}={}",
+          "http://u:{}@{host}/api?{name}={}"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(secret=URL_SECRETS, place=st.sampled_from(PLACES), name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,11}", fullmatch=True),
+       host=st.sampled_from(["127.0.0.1:8000", "api.example.com", "hub.local"]),
+       around=st.sampled_from(["cannot reach {} (ConnectError)", "Client error '401' for url '{}'", "{}", "url={}\n"]))
+def test_a_secret_in_any_part_of_a_url_is_never_printed_as_text_or_percent_encoded(secret, place, name, host, around):
+    from urllib.parse import quote
+
+    from e1.errors import _registered
+
+    assert not _registered or secret not in _registered  # unknown to e1: the URL rule alone masks it
+    encoded = quote(secret, safe="")
+    text = around.format(place.replace("{host}", host).replace("{name}", name).replace("{}", encoded))
+    shown = redact(text)
+    bare = text.replace(encoded, "")
+    assert encoded in text
+    if secret not in bare:  # (a secret that is the host's own text cannot be told from it)
+        assert secret not in shown
+    if encoded not in bare:
+        assert encoded not in shown
+    assert host.split(":")[0] in shown  # where it went is still said
+
+
+def test_an_api_url_with_a_key_in_it_is_in_no_file_and_no_line(tmp_path, capsys, monkeypatch):
+    """--api-url https://user:KEY@host/v1: config.json and the summary line do not carry the key; with
+    ?access_token=KEY2 too, the connection-error line carries neither."""
+    from e1.cli.app import main
+    from tests.test_api_backend import MODEL, StandIn, _dataset
+
+    key, key2 = "sk-userinfo-Zq8c1Xb2Vn3", "tok-query-Mm4Ll5Kk6Jj7"
+    server = StandIn().start()
+    url = server.url.replace("http://", f"http://user:{key}@")
+    args = ["e1", "eval", "--backend", "openai", "--api-url", url, "--model", MODEL, "--mode", "none",
+            "--think", "8", "--solve", "8", "--datasets", str(_dataset(tmp_path)), "--out", str(tmp_path / "run")]
+    monkeypatch.setattr(sys, "argv", args)
+    try:
+        with pytest.raises(SystemExit):
+            main()
+    finally:
+        server.stop()
+    printed = "".join(capsys.readouterr())
+    written = "".join(path.read_text(errors="replace") for path in (tmp_path / "run").rglob("*.json"))
+    assert "config.json" in {path.name for path in (tmp_path / "run").rglob("*.json")}
+    assert key not in printed and key not in written and "user:" not in written
+    down = url.replace(str(server.port), "9") + f"?access_token={key2}&sig={key2}"  # nothing listens there
+    monkeypatch.setattr(sys, "argv", [*args[:5], down, *args[6:-1], str(tmp_path / "r2")])
+    with pytest.raises(SystemExit):
+        main()  # nothing listens there: the connection-error line
+    err = capsys.readouterr().err
+    assert "cannot reach" in err and key not in err and key2 not in err
+
+
+@settings(max_examples=150, deadline=None)
+@given(secret=URL_SECRETS.filter(lambda s: s[0].isalnum()), before=AROUND, after=AROUND, plus=st.booleans())
+def test_a_known_secret_is_masked_percent_encoded_too(secret, before, after, plus):
+    """A token e1 knows (HF_TOKEN, a key it read) that a server echoes percent-encoded, in a URL or not."""
+    from urllib.parse import quote, quote_plus
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())
+        register_secret(secret)
+        encoded = (quote_plus if plus else quote)(secret, safe="")
+        shown = redact(f"{before}echoed {encoded} back{after}")
+    if encoded not in before + after:
+        assert encoded not in shown

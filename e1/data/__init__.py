@@ -20,6 +20,7 @@ from e1.data.digits_task import ALPHABET, DigitSumTask
 from e1.data.fields import carried_fields
 from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_includes
 from e1.data.identity import fingerprint, load_datasets
+from e1.data.json_values import lone_surrogate
 from e1.data.preparation import DATA_SUFFIXES
 from e1.data.preparation import (
     Prepared,
@@ -53,6 +54,7 @@ from e1.data import gpqa, gsm8k, mmlu_pro  # noqa: E402,F401  isort: skip
 from e1.data import digits  # noqa: E402,F401  isort: skip
 
 __all__ = [
+    "lone_surrogate",
     "DATA_SUFFIXES",
     "ALPHABET",
     "DATASET",

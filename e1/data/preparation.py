@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from e1.data import schema
 from e1.data.fields import extra_fields, field_value, row_task
 from e1.data.hub import hub_records, mirror_fingerprint
+from e1.data.json_values import check_value, load_json
 from e1.data.registry import (
     DATASET_NAME,
     Benchmark,
@@ -353,6 +354,8 @@ def read_records(path: Path) -> tuple[Records, list[str]]:
         raise DataError(f"{path}: not UTF-8 text", hint="save the file as UTF-8") from None
     if not records:
         raise DataError(f"{path}: the file has no rows", hint="is it the right file?")
+    for record, label in zip(records, labels):  # every value bounded, every text true text
+        check_value(record, f"{path}: {label}")
     return records, labels
 
 
@@ -363,7 +366,7 @@ def _read_jsonl(path: Path) -> tuple[Records, list[str]]:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = load_json(line, f"{path}: line {number}")
             except json.JSONDecodeError as err:
                 raise DataError(
                     f"{path}: line {number}: not valid JSON ({err.msg})", hint="each line must hold one JSON object"
@@ -384,7 +387,7 @@ def _read_json(path: Path) -> tuple[Records, list[str]]:
     if not text.strip():
         return [], []
     try:
-        data = json.loads(text)
+        data = load_json(text, str(path))
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})", hint=shape_hint) from None
     if isinstance(data, dict) and "data" in data:

@@ -39,7 +39,8 @@ from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 # completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
     **dict.fromkeys(("API_FLAGS", "API_NUMBERS", "ApiSettings", "OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
-    "RequestError": "e1.engine.replies", "HostedEngine": "e1.engine.hosted",
+    "RequestError": "e1.engine.replies", "bounded_client": "e1.engine.replies", "transport_reason": "e1.engine.replies",
+    "HostedEngine": "e1.engine.hosted",
     "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
     "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
     "weights_dtype": "e1.engine.hf",

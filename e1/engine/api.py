@@ -43,7 +43,7 @@ from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK
-from e1.errors import ConfigError, register_secret
+from e1.errors import ConfigError, redact, register_secret
 from e1.numeric import Number, check_numbers
 
 API_BACKEND = "openai"
@@ -130,7 +130,7 @@ def api_identity(model: str, api: ApiSettings) -> str:
     from e1.store import model_identity
 
     tokenizer = model_identity(api.tokenizer) if api.tokenizer else "chat messages"
-    where = api.url.rstrip("/") if api.url else "the vendor's endpoint"
+    where = redact(api.url.rstrip("/")) if api.url else "the vendor's endpoint"  # config.json: no key in it
     where = where if api.backend == API_BACKEND else f"{api.backend} at {where}"
     return f"{where} | {model} | {tokenizer}"
 
@@ -165,12 +165,13 @@ class OpenAIEngine(RowEngine):
             tokenizer = load_tokenizer(settings.tokenizer)
             markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
         max_context = served_context(client, model, settings.url)
-        probe = Caller(client, deadline_s=settings.request_timeout_s)
+        replies = ReplyJournal(journal)  # the probes' replies too: a resumed run sends no answered request again
+        probe = Caller(client, replies, deadline_s=settings.request_timeout_s)
         server = probe_budgets(probe, model, chat=settings.tokenizer is None)
         token_ids = (True, True)  # a budget server is sent e1's ids and its reply's ids are replayed (or refused)
         if settings.tokenizer and server == PLAIN_SERVER:
             token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
-        caller = Caller(client, ReplyJournal(journal), (markers.start_text, markers.end_text), settings.request_timeout_s)
+        caller = Caller(client, replies, (markers.start_text, markers.end_text), settings.request_timeout_s)
         return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
                    token_ids)
 
@@ -214,7 +215,7 @@ class OpenAIEngine(RowEngine):
         prompts = ("chat messages, /v1/chat/completions" if self.chat
                    else f"chat template of {self.settings.tokenizer}, /v1/completions")
         exact, why = exactness(self.chat, self.ids_in, self.ids_out)
-        return {"url": self.settings.url, "model": self.model, "server": self.server, "prompts": prompts,
+        return {"url": redact(self.settings.url), "model": self.model, "server": self.server, "prompts": prompts,
                 "methods": dict(self.methods), "token_exact": exact, "exactness": why,
                 "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
                 "request_timeout_s": self.settings.request_timeout_s}
@@ -258,9 +259,7 @@ class OpenAIEngine(RowEngine):
 
         body = {"model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p,
                 "seed": derive_seed(row_seed, call) >> 1, **fields}  # >> 1: a signed 64-bit value, as vLLM takes
-        if sampling.top_k:
-            body["top_k"] = sampling.top_k
-        return body
+        return body | ({"top_k": sampling.top_k} if sampling.top_k else {})
 
     def _call(self, endpoint: str, body: dict, read=None):
         """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.replies`), by default

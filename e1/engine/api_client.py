@@ -53,8 +53,8 @@ class ReplyJournal:
                 try:
                     entry = json.loads(line)
                     self._replies[entry["key"]] = entry["reply"]
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line torn by a kill
+                except (ValueError, KeyError, TypeError, RecursionError):
+                    continue  # a line torn by a kill (or not e1's)
 
     @staticmethod
     def key(endpoint: str, body: dict) -> str:
@@ -152,19 +152,25 @@ def row_task(row: tuple[int, int], fn: Callable, *args) -> Callable[[], object]:
 
 def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int, progress=None) -> list:
     """Run every task, ``concurrency`` at a time; their results in order (``progress(len(tasks))``
-    once all are done, where given). On the first failure no
-    new task starts, the ones in flight finish (their replies reach the journal), and it is raised
-    as a :class:`RequestError` naming the task's row (``task.row``: (prompt, sample)) when it has one."""
+    once all are done, where given). On the first failure, or an abort of the caller (Ctrl-C), no
+    new task starts and the ones in flight finish (every reply they received reaches the journal)
+    before it propagates; a task's failure is raised as a :class:`RequestError` naming the task's
+    row (``task.row``: (prompt, sample)) when it has one."""
     if not tasks:
         return []
+    flight = _Flight()
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(tasks)))) as pool:
-        futures = [pool.submit(task) for task in tasks]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        futures = []
+        try:
+            for task in tasks:
+                futures.append(pool.submit(flight.run, task))
+            done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        except BaseException:
+            flight.land()
+            raise
         failed = next((f for f in futures if f in done and f.exception() is not None), None)
         if failed is not None:
-            for future in futures:
-                future.cancel()
-            wait(futures)
+            flight.land()
             error = failed.exception()
             row = getattr(tasks[futures.index(failed)], "row", None)
             if isinstance(error, RequestError) and row is not None:
@@ -174,6 +180,30 @@ def run_rows(tasks: Sequence[Callable[[], object]], concurrency: int, progress=N
     if progress:
         progress(len(tasks))
     return results
+
+
+class _Flight:
+    """The tasks in flight: :meth:`land` starts no other and waits for those (their replies journalled)."""
+
+    def __init__(self):
+        self.active, self.stopped, self.changed = 0, False, threading.Condition()
+
+    def run(self, task: Callable[[], object]):
+        with self.changed:
+            if self.stopped:
+                return None  # never started: its request is not sent
+            self.active += 1
+        try:
+            return task()
+        finally:
+            with self.changed:
+                self.active -= 1
+                self.changed.notify_all()
+
+    def land(self) -> None:
+        with self.changed:
+            self.stopped = True
+            self.changed.wait_for(lambda: self.active == 0)
 
 
 class ChatMessages:

@@ -13,7 +13,7 @@ returns the reply's ids (vLLM's ``return_token_ids``) is run on ids throughout, 
 from __future__ import annotations
 
 from e1.engine.api_client import Caller
-from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, RequestError
+from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, PromptChanged, RequestError
 from e1.errors import ModelError
 
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
@@ -46,19 +46,21 @@ def probe_token_ids(caller: Caller, model: str, prompt_ids: list[int]) -> tuple[
     """Whether a plain server takes a prompt as token ids (the OpenAI completions API allows it;
     vLLM, SGLang and llama.cpp do) and returns the reply's ids (vLLM's ``return_token_ids``): one
     request. A refusal (HTTP 400/422) means text only; a server that echoes other prompt ids than
-    e1 sent (it added a BOS) is treated as text only too."""
+    e1 sent (it added a BOS: the reply gate's :class:`PromptChanged`) is treated as text only too.
+    Every later reply passes the same gate, so a server that changes its prompts after the probe
+    gets its rows refused, never stored as token for token."""
     import openai
 
     body = {"model": model, "prompt": list(prompt_ids), "max_tokens": 1, "temperature": 0, "return_token_ids": True}
     try:
         choice = caller.call("completions", body).choice
+    except PromptChanged:
+        return False, False
     except RequestError as err:
         if isinstance(err.__cause__, (openai.BadRequestError, openai.UnprocessableEntityError)):
             return False, False
         raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
                          hint="check --api-url, --model (the served name) and --api-key-env") from err
-    if choice.prompt_token_ids is not None and list(choice.prompt_token_ids) != list(prompt_ids):
-        return False, False
     return True, choice.token_ids is not None
 
 

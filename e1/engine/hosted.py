@@ -24,7 +24,7 @@ from e1.engine.api import ApiSettings, _text_markers
 from e1.engine.api_client import ChatMessages, ReplyJournal, row_task, run_rows
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.vendors import VENDORS, Vendor
-from e1.errors import ConfigError
+from e1.errors import ConfigError, redact
 
 
 class HostedEngine:
@@ -48,7 +48,7 @@ class HostedEngine:
 
     def describe(self) -> dict:
         """What config.json records: where, what, and the method each mode used (never the key)."""
-        return {"backend": self.settings.backend, "url": self.settings.url or "the vendor's endpoint",
+        return {"backend": self.settings.backend, "url": redact(self.settings.url or "the vendor's endpoint"),
                 "model": self.model, "prompts": "chat messages", "methods": dict(self.methods),
                 "sampling": self.vendor.sampling,
                 "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,

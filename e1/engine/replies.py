@@ -16,6 +16,9 @@ What a reply may be, whatever the server sends:
   ``max_tokens``; reasoning tokens within completion tokens; a budget report's thinking within
   the mode's limit (t, soft's ceiling, the grace window) and its solution within s, both within
   the completion; a text at most :data:`MAX_CHARS_PER_TOKEN` characters per token it counts;
+- **prompt ids**: a reply that shows the prompt as the server took it (vLLM's ``prompt_token_ids``)
+  shows exactly the ids e1 sent: a server that changed them (a BOS of its own in front) decoded
+  another prompt, so its reply is refused (:class:`PromptChanged`), never stored as token for token;
 - **texts**: a text never runs past the stop string it was asked to stop at, and a chat reply's
   split holds no thinking marker (an answer inside unclosed thinking would otherwise be scored).
 
@@ -34,6 +37,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from e1.data import lone_surrogate
 from e1.errors import ModelError
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
@@ -66,11 +70,14 @@ class RequestError(ModelError):
 # ---- time and size: below the SDKs, so their retries see a cut reply as a failed try -----------
 
 
-def bounded_client(deadline_s: float, like: type | None = None):
-    """The HTTP client an API backend's SDK sends through (``deadline_s``: ``--request-timeout``):
-    an ``httpx`` client, or one of the fork ``like`` (an SDK's default client class) is built on."""
+def bounded_client(deadline_s: float, like: type | None = None, max_bytes: int = MAX_REPLY_BYTES, **options):
+    """The one bounded HTTP client of every server e1 talks to (the API backends' SDKs, the hub's
+    ``--push``; ``deadline_s``: ``--request-timeout`` or the push's deadline): an ``httpx`` client, or
+    one of the fork ``like`` (an SDK's client class) is built on, whose every reply arrives whole
+    within ``deadline_s`` and ``max_bytes``; ``options``: the client's other arguments (hooks, redirects)."""
     module = importlib.import_module(_package(like) if like is not None else "httpx")
-    return module.Client(transport=_transport_class(module.__name__)(deadline_s), timeout=deadline_s)
+    transport = _transport_class(module.__name__)(deadline_s, max_bytes)
+    return module.Client(transport=transport, timeout=deadline_s, **options)
 
 
 def transport_reason(err: BaseException | None, deadline_s: float | None = None) -> str | None:
@@ -100,19 +107,19 @@ def _transport_class(name: str) -> type:
     class ReplyTooLarge(httpx.TransportError):
         pass
 
-    def too_large(request, size: str = "") -> Exception:
-        return ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES >> 20} MiB{size}", request=request)
+    def too_large(request, cap: int, size: str = "") -> Exception:
+        return ReplyTooLarge(f"the reply is larger than {cap / 2**20:g} MiB{size}", request=request)
 
     class Bounded(httpx.SyncByteStream):
-        def __init__(self, inner, request, deadline: float):
-            self.inner, self.request, self.deadline = inner, request, deadline
+        def __init__(self, inner, request, deadline: float, cap: int):
+            self.inner, self.request, self.deadline, self.cap = inner, request, deadline, cap
 
         def __iter__(self):
             read = 0
             for chunk in self.inner:
                 read += len(chunk)
-                if read > MAX_REPLY_BYTES:
-                    raise too_large(self.request)
+                if read > self.cap:
+                    raise too_large(self.request, self.cap)
                 if time.monotonic() > self.deadline:
                     raise httpx.ReadTimeout("the reply was not complete within its deadline", request=self.request)
                 yield chunk
@@ -121,20 +128,20 @@ def _transport_class(name: str) -> type:
             self.inner.close()
 
     class BoundedTransport(httpx.BaseTransport):
-        def __init__(self, deadline_s: float):
-            self.inner, self.deadline_s = httpx.HTTPTransport(), deadline_s
+        def __init__(self, deadline_s: float, cap: int):
+            self.inner, self.deadline_s, self.cap = httpx.HTTPTransport(), deadline_s, cap
 
         def handle_request(self, request):
             deadline = time.monotonic() + self.deadline_s
             _read_within(request, deadline)
             response = self.inner.handle_request(request)
             length = response.headers.get("content-length", "")
-            if length.isdigit() and int(length) > MAX_REPLY_BYTES:
+            if length.isdigit() and int(length) > self.cap:
                 response.close()
-                raise too_large(request, f" ({int(length) >> 20} MiB)")
+                raise too_large(request, self.cap, f" ({int(length) >> 20} MiB)")
             _read_within(request, deadline)  # the body's reads: httpcore reads the timeout as the body starts
             return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
-                                  stream=Bounded(response.stream, request, deadline))
+                                  stream=Bounded(response.stream, request, deadline, self.cap))
 
         def close(self) -> None:
             self.inner.close()
@@ -143,9 +150,11 @@ def _transport_class(name: str) -> type:
 
 
 def _read_within(request, deadline: float) -> None:
+    """Every wait of the request (connect, write, pool, read) ends by ``deadline``."""
+    left = max(0.001, deadline - time.monotonic())
     timeouts = dict(request.extensions.get("timeout") or {})
-    timeouts["read"] = max(0.001, deadline - time.monotonic())
-    request.extensions["timeout"] = timeouts
+    request.extensions["timeout"] = {key: left if key == "read" or timeouts.get(key) is None else min(timeouts[key], left)
+                                     for key in ("connect", "read", "write", "pool")}
 
 
 # ---- types ---------------------------------------------------------------------------------------
@@ -230,6 +239,7 @@ class Reply(Shape):
 
     choices: list[Choice] = Field(min_length=1)
     usage: Usage = Usage()
+    prompt_token_ids: list[Count] | None = None  # vLLM's chat replies show the prompt here, not per choice
 
     @field_validator("usage", mode="before")
     @classmethod
@@ -253,14 +263,16 @@ class Limits:
     stop: tuple[str, ...] = ()
     think_limit: int | None = None  # a mode with a thinking budget: t (soft: its ceiling) plus the grace window
     solve_limit: int | None = None  # ... and s
+    prompt_ids: tuple[int, ...] | None = None  # a prompt sent as token ids: what a reply's prompt_token_ids must be
 
 
 def limits_of(body: dict) -> Limits:
     """The limits of an OpenAI-compatible request body e1 built."""
     cap = body.get("max_tokens", body.get("max_completion_tokens"))
-    stop = body.get("stop") or ()
+    stop, prompt = tuple(body.get("stop") or ()), body.get("prompt")
+    ids = tuple(prompt) if isinstance(prompt, list) else None
     if THINK_FIELD not in body:
-        return Limits(cap, tuple(stop))
+        return Limits(cap, stop, prompt_ids=ids)
     from e1.budget import Budget
     from e1.engine.modes import Mode
 
@@ -268,8 +280,8 @@ def limits_of(body: dict) -> Limits:
     if not mode.separate:  # truncate: one budget t + s over the whole output (none: only max_tokens)
         total = mode.output_cap(budget)
         cap = total if cap is None else cap if total is None else min(cap, total)
-        return Limits(cap, tuple(stop))
-    return Limits(cap, tuple(stop), mode.think_limit(budget) + mode.grace, budget.solve)
+        return Limits(cap, stop, prompt_ids=ids)
+    return Limits(cap, stop, mode.think_limit(budget) + mode.grace, budget.solve, ids)
 
 
 def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (), counted: int | None = None):
@@ -280,11 +292,15 @@ def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (
         reply = shape.model_validate_json(raw) if isinstance(raw, (bytes, str)) else shape.model_validate(raw)
     except ValidationError as err:
         raise RequestError(_shape_error(err)) from None
+    if isinstance(reply, Reply):
+        _check_prompt(reply, limits)
     problem = _inconsistent(reply, limits, markers) if isinstance(reply, Reply) else None
     counted = reply.usage.completion_tokens if counted is None and isinstance(reply, Reply) else counted
     texts = reply.texts()
     if problem is None and counted is not None and len(texts) > MAX_CHARS_PER_TOKEN * (counted + 1):
         problem = f"its texts hold {len(texts)} characters for {counted} tokens"
+    if problem is None and lone_surrogate(texts):  # (an SDK's json.loads keeps "\ud800"; parquet would not)
+        problem = f"its text holds a lone surrogate {lone_surrogate(texts).group()!r}, which is no text"
     if problem is not None:
         raise RequestError(f"the reply is inconsistent: {problem}")
     return reply
@@ -293,10 +309,28 @@ def accept(shape: type[Shape], raw, limits: Limits, markers: tuple[str, ...] = (
 def _shape_error(err: ValidationError) -> str:
     first = err.errors(include_url=False)[0]
     if first["type"] == "json_invalid":
-        return f"the reply is not JSON ({first['msg']})"
+        if "recursion limit" in first["msg"]:
+            return "the reply is JSON nested deeper than e1 reads (its parser's recursion limit)"
+        return f"the reply is not JSON ({first['msg']}{'; a lone surrogate?' if 'hex escape' in first['msg'] else ''})"
     where = ".".join(str(part) for part in first["loc"])
     where = f"the reply's {where}" if where else "the reply"
     return f"{where}: {first['msg'].lower()} (got {reprlib.repr(first.get('input'))})"
+
+
+class PromptChanged(RequestError):
+    """A reply whose ``prompt_token_ids`` are not the ids e1 sent: the server decoded another prompt."""
+
+
+def _check_prompt(reply: Reply, limits: Limits) -> None:
+    """Every reply that shows the prompt's ids shows e1's own (a prompt sent as ids), or is refused."""
+    sent = limits.prompt_ids
+    for shown in (reply.choice.prompt_token_ids, reply.prompt_token_ids):
+        if sent is not None and shown is not None and tuple(shown) != sent:
+            at = next((i for i, (a, b) in enumerate(zip(shown, sent)) if a != b), min(len(shown), len(sent)))
+            raise PromptChanged(f"the server took other prompt ids than e1 sent ({len(shown)} ids for {len(sent)}, "
+                                f"the first difference at position {at}), so its reply is not token for token",
+                                hint="serve the model so that it takes token-id prompts as given (no BOS added), "
+                                     "or leave out --tokenizer")
 
 
 def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str | None:

@@ -28,7 +28,7 @@ from e1 import __version__
 from e1.budget import Budget
 from e1.data import PromptOptions, record_includes
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
-from e1.errors import ConfigError, ResultsError
+from e1.errors import ConfigError, ResultsError, redact
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
@@ -94,7 +94,15 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
+<<<<<<< HEAD
         return record_includes(data)  # with what each include was; config.json stays as it was without one
+=======
+        if self.api is not None and self.api.url:  # a key in the URL (userinfo, query) is never written
+            data["api"]["url"] = redact(self.api.url)
+        if not self.include:  # recorded only when given: config.json stays as it was without --include
+            del data["include"]
+        return data
+>>>>>>> f5-net
 
 
 def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
@@ -207,7 +215,7 @@ def _load_datasets(config: EvalConfig) -> tuple[dict, dict]:
 
     datasets = load_datasets(config.datasets, config.data_dir)
     for name, frame in datasets.items():  # a local file's task column names rewards --include may have added
-        check_tasks(frame["task"].unique(), f"--datasets {name}")
+        check_tasks(frame, f"--datasets {name}")  # each row's answer too (code: a test list), before any request
     fingerprints = {name: fingerprint(frame) for name, frame in datasets.items()}
     if config.limit:
         datasets = {name: frame.head(config.limit) for name, frame in datasets.items()}
@@ -424,11 +432,9 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
     ids = {name: set(frame["id"].astype(str)) for name, frame in datasets.items()}
     modes = {str(m) for m in config.modes}
     budgets = {(b.think, b.solve) for b in config.budgets}
-    keep = [
-        ds in ids and pid in ids[ds] and mode in modes and (t, s) in budgets and index < config.n
-        for ds, pid, mode, t, s, index in zip(samples["dataset"], samples["problem_id"], samples["mode"],
-                                              samples["think_budget"], samples["solve_budget"], samples["sample_index"])
-    ]
+    keep = [ds in ids and pid in ids[ds] and mode in modes and (t, s) in budgets and index < config.n
+            for ds, pid, mode, t, s, index in zip(samples["dataset"], samples["problem_id"], samples["mode"],
+                                                  samples["think_budget"], samples["solve_budget"], samples["sample_index"])]
     return samples[keep].sort_values(SAMPLE_KEY).reset_index(drop=True)
 
 

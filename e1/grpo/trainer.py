@@ -153,7 +153,7 @@ class Trainer:
         inputs = prepare_inputs(config)
         fingerprints = check_data(config, inputs.problems)
         if reward is None:
-            check_tasks(inputs.problems["task"], config.data)  # an unknown task fails now, not after the first rollout
+            check_tasks(inputs.problems, config.data)  # an unknown task fails now, not after the first rollout
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         rank, world, device = launch(config)

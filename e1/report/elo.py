@@ -21,7 +21,6 @@ holding ``<id>.standings.json``, ``<id>.ratingChanges.json`` and optionally ``po
 
 from __future__ import annotations
 
-import gzip
 import http.client
 import json
 import re
@@ -323,9 +322,9 @@ class _Client:
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip", "User-Agent": "e1-elo"})
         try:
             with self.opener(request, timeout=self.config.timeout_s) as response:
-                body = response.read()
+                body = _bounded_body(response, time.monotonic() + self.config.timeout_s)
                 if response.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
+                    body = _gunzip(body)
         except urllib.error.HTTPError as err:
             if err.code == 429 or err.code >= 500:
                 raise _Transient(f"HTTP {err.code}") from None
@@ -344,6 +343,38 @@ class _Client:
                 raise _Transient(comment)
             raise DataError(f"{url}: Codeforces says {comment!r}")
         return answer["result"]
+
+
+MAX_ANSWER_BYTES = 256 << 20  # the largest standings (and the rated list) are tens of MiB, unpacked
+
+
+def _bounded_body(response, deadline: float) -> bytes:
+    """The answer's bytes, read as they arrive: at most :data:`MAX_ANSWER_BYTES`, whole by ``deadline``
+    (``--timeout`` bounds each wait, so a server dripping a byte at a time ends there too)."""
+    read = getattr(response, "read1", response.read)
+    chunks, size = [], 0
+    while chunk := read(1 << 16):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            raise DataError(f"the answer is larger than {MAX_ANSWER_BYTES >> 20} MiB")
+        if time.monotonic() > deadline:
+            raise _Transient("no complete answer within the timeout")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _gunzip(body: bytes) -> bytes:
+    """A gzip answer unpacked to at most :data:`MAX_ANSWER_BYTES` (a small bomb unpacks to no more)."""
+    import zlib
+
+    try:
+        unpacking = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        data = unpacking.decompress(body, MAX_ANSWER_BYTES + 1)
+    except zlib.error:
+        raise _Transient("the answer is not gzip") from None
+    if len(data) > MAX_ANSWER_BYTES:
+        raise DataError(f"the answer unpacks to more than {MAX_ANSWER_BYTES >> 20} MiB")
+    return data
 
 
 class _Transient(Exception):

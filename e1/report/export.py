@@ -397,27 +397,3 @@ def check_repo_id(repo: str) -> str:
     except HFValidationError as err:
         raise ConfigError(f"--push {repo!r} is not a hub repository id: {str(err).splitlines()[0][:200]}", hint=hint) from None
     return repo
-
-
-def push(written: list[Path], repo: str) -> str:
-    """Upload a hub export's ``.eval_results/*.yaml`` (the Hub's eval-results files) to the model repository
-    ``repo`` through huggingface_hub (creating it if needed; ``HF_TOKEN`` or ``hf auth login`` authenticates,
-    ``HF_ENDPOINT`` names another hub); returns the commit's URL. The model card is not uploaded: a
-    repository's README is its authors' (merge the exported one by hand)."""
-    from huggingface_hub import HfApi
-    from huggingface_hub.errors import HfHubHTTPError
-
-    repo = check_repo_id(repo)
-    folders = {path.parent.parent if path.parent.name == ".eval_results" else path.parent for path in written}
-    if len(folders) != 1:
-        raise ConfigError(f"--push takes a run of one model; this run has {len(folders)}",
-                          hint="export a sweep's models/<model> run directories one by one, each with its --push")
-    api = HfApi()
-    try:
-        api.create_repo(repo, exist_ok=True)
-        commit = api.upload_folder(folder_path=str(next(iter(folders))), repo_id=repo, allow_patterns=[".eval_results/*.yaml"],
-                                   commit_message=f"Eval results from e1 {__version__}")
-    except (HfHubHTTPError, OSError, ValueError) as err:
-        raise ConfigError(f"cannot push to {repo}: {str(err).splitlines()[0][:300]}",
-                          hint="log in (hf auth login, or set HF_TOKEN) with write access to the repository") from None
-    return str(commit)

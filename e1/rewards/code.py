@@ -70,7 +70,7 @@ __all__ = [  # the code reward's names, the test-running core's included (from e
 ]
 
 
-@register_reward("code")
+@register_reward("code", answers=parse_tests)  # a row whose answer is no test list: refused as its dataset loads
 def code_reward(completions: Sequence[str], answers: Sequence[str | Sequence[dict]], *,
                 context: ScoringContext | None = None, **columns) -> list[Scored]:
     """1.0 where the last code block after ``</think>`` passes every test of its answer, else 0.0;

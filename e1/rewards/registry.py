@@ -63,13 +63,18 @@ Reward = Callable[..., Sequence["float | Scored | None"]]
 # The built-in rewards register themselves when e1.rewards (this module's package) imports them;
 # a name is registered once (e1.names.Registry: the gate every registry's registration passes).
 _REWARDS: Registry = Registry("reward task", RewardError)
+_ANSWERS: dict[str, Callable[[object], object]] = {}  # a task's check of one answer (code: a test list)
 
 
-def register_reward(task: str) -> Callable[[Reward], Reward]:
-    """Decorator: make ``fn`` the reward for ``task`` (one function per task)."""
+def register_reward(task: str, answers: Callable[[object], object] | None = None) -> Callable[[Reward], Reward]:
+    """Decorator: make ``fn`` the reward for ``task`` (one function per task); ``answers``: the check
+    (raising :class:`RewardError`) that each answer of the task is one the reward can read, run on every
+    row as a dataset loads (:func:`check_tasks`), before any request is sent or model loaded."""
 
     def register(fn: Reward) -> Reward:
         _REWARDS[task] = fn  # refused when another reward holds the task (e1's own included)
+        if answers is not None:  # only once the task is this reward's: a refused include changes no check
+            _ANSWERS[task] = answers
         return fn
 
     return register
@@ -84,20 +89,30 @@ def reward_for(task: str) -> Reward:
 
 
 def check_tasks(tasks, where: str) -> None:
-    """Every task in ``tasks`` (a dataset's ``task`` column) has a reward; else one RewardError
-    naming the first that has none, the closest known tasks, and how to add one.
+    """Every task in ``tasks`` (a dataset's ``task`` column, or the dataset: then each row's answer is
+    checked too, where its task's reward registered a check) has a reward; else one RewardError
+    naming the first that has none (or the first row whose answer its reward cannot read), the
+    closest known tasks, and how to add one.
 
         >>> check_tasks(["math", "mathh"], "probs.jsonl")
         Traceback (most recent call last):
         ...
         e1.errors.RewardError: probs.jsonl: task 'mathh' has no reward (did you mean 'math'?; or register it: @register_reward('mathh') in a file passed with --include FILE)
     """
-    unknown = sorted(set(map(str, tasks)) - set(_REWARDS))
+    frame = tasks if hasattr(tasks, "columns") else None
+    unknown = sorted(set(map(str, tasks["task"] if frame is not None else tasks)) - set(_REWARDS))
     if unknown:
         close = did_you_mean(unknown[0], reward_tasks(), listing="known tasks:")
         raise RewardError(f"{where}: task {unknown[0]!r} has no reward",
                           hint=f"{close}; or register it: @register_reward({unknown[0]!r}) in a file passed with "
                                "--include FILE")
+    for row in frame.itertuples(index=False) if frame is not None else ():
+        if row.task in _ANSWERS:
+            try:
+                _ANSWERS[row.task](row.answer)
+            except RewardError as err:
+                raise RewardError(f"{where}: problem {str(getattr(row, 'id', '?'))[:80]!r} (task {row.task}): its answer "
+                                  f"is not one the reward reads: {err.message}", hint=err.hint) from None
 
 
 def reward_tasks() -> list[str]:
