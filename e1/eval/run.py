@@ -94,15 +94,9 @@ class EvalConfig:
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         # what the model is, however it was typed (behind an API: the URL, served name and tokenizer)
         data["model_identity"] = api_identity(self.model, self.api) if self.api else model_identity(self.model)
-<<<<<<< HEAD
-        return record_includes(data)  # with what each include was; config.json stays as it was without one
-=======
         if self.api is not None and self.api.url:  # a key in the URL (userinfo, query) is never written
             data["api"]["url"] = redact(self.api.url)
-        if not self.include:  # recorded only when given: config.json stays as it was without --include
-            del data["include"]
-        return data
->>>>>>> f5-net
+        return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
 def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
