@@ -334,6 +334,21 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None):
         raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err
 
 
+# a stored sample always holds these (a null would be read as 0 or False), and its counts are not negative
+_REQUIRED = [column for column, dtype in SAMPLE_DTYPES.items() if dtype in ("int64", "bool")] + [
+    "dataset", "problem_id", "mode"]
+
+
+def _check_values(frame) -> None:
+    """Refuse a samples file whose rows e1 cannot have written, in one line naming the column."""
+    hint = "the samples file was edited or damaged: move it away and rerun into a new --out"
+    for column in _REQUIRED:
+        if frame[column].isna().any():
+            raise ResultsError(f"a samples file with a sample without {column}", hint=hint)
+        if SAMPLE_DTYPES[column] == "int64" and (frame[column] < 0).any():
+            raise ResultsError(f"a samples file with a negative {column}", hint=hint)
+
+
 def samples_frame(rows=None, frame=None):
     """Samples as a DataFrame with the schema's columns and dtypes, from rows (dicts keyed by
     :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`;
@@ -354,5 +369,6 @@ def samples_frame(rows=None, frame=None):
                            hint="it is not an e1 run's samples.parquet: move it away or use another --out")
     if missing:
         frame = frame.assign(**missing)
+    _check_values(frame)
     extra = [column for column in frame.columns if column not in SAMPLE_COLUMNS]  # a sweep's model, first
     return frame[extra + SAMPLE_COLUMNS].astype(SAMPLE_DTYPES)
