@@ -24,13 +24,13 @@ import json
 import os
 import re
 import secrets
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e1.errors import ResultsError
 from e1.store.disk import RESUME, disk_errors
 from e1.store.guard import check_alive
+from e1.store.owned import record_files, remove_owned, replace_owned
 
 CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 
@@ -102,15 +102,13 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
             else:
                 os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
             write(tmp)
-            if directory and path.is_dir():
-                shutil.rmtree(path)
+            if directory:
+                record_files(tmp)  # what e1 wrote: all that a later replacement may remove
+                replace_owned(path, "the folder")
             os.replace(tmp, path)
         check_alive(path)
     except BaseException:
-        if directory:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+        remove_owned(tmp.parent, [tmp.name], whole=True)  # the sibling e1 just made under a random name
         raise
     return path
 
@@ -127,12 +125,8 @@ def remove_leftovers(out: Path) -> list[Path]:
     for folder, dirs, files in os.walk(out):
         for name in [*files, *dirs]:
             if _LEFTOVER.fullmatch(name):
-                path = Path(folder) / name
-                if name in dirs:
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
-                removed.append(path)
+                remove_owned(Path(folder), [name], whole=True)  # e1's own random name: nobody else's
+                removed.append(Path(folder) / name)
         dirs[:] = [d for d in dirs if not _LEFTOVER.fullmatch(d) and not (Path(folder) / d / CONFIG).exists()]
     return removed
 
