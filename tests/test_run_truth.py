@@ -117,6 +117,27 @@ CONFIG_EDITS = st.one_of(
                                          min_size=1, max_size=2, unique=True)))
 
 
+@pytest.mark.parametrize("key, value", [("budgets", "t=2"), ("budgets", [{"think": "2", "solve": 40}]), ("budgets", [[2, 40]]),
+                                        ("budgets", [{"think": -1, "solve": 40}]), ("modes", [1]), ("modes", "elastic"),
+                                        ("modes", [{"name": "elastic"}]), ("modes", ["no-such-mode"])])
+def test_a_config_json_holding_what_e1_never_writes_is_one_line(run, swept, tmp_path, boxed, problems, key, value):
+    for name, folder, again in (("eval", run, lambda out: evaluate(grid(out, problems), engine=boxed)),
+                                ("sweep", swept, lambda out: sweep(_sweep(out, problems), load_engine=lambda m: boxed))):
+        edited = tmp_path / name
+        shutil.copytree(folder, edited)
+        record = json.loads((folder / "config.json").read_text())
+        (edited / "config.json").write_text(json.dumps({**record, key: value}))
+        with pytest.raises(ResultsError, match=f"config.json records {key} e1 did not write"):
+            again(edited)
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, problems, boxed):
+    out = tmp_path_factory.mktemp("truth") / "sweep"
+    sweep(_sweep(out, problems), load_engine=lambda model: boxed)
+    return out
+
+
 @SLOW
 @given(edit=CONFIG_EDITS)
 def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothing_is_appended(run, tmp_path, boxed,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from e1.budget import Budget
 from e1.engine import Mode
-from e1.errors import ResultsError
+from e1.errors import E1Error, ResultsError
 from e1.store import GROUP_KEY, MODE_FORMAT, MODE_FORMAT_KEY, SUMMARY, SampleStore, held_datasets, read_parquet
 
 
@@ -68,8 +68,7 @@ def held_cells(out: Path) -> set[tuple[str, str, int, int]]:
 def check_held(out: Path, record: dict) -> None:
     """Every cell the folder holds is one of the grid its ``config.json`` records, else one line: an edited
     record would have the next run add a second grid beside the first."""
-    budgets = {(int(b["think"]), int(b["solve"])) for b in record.get("budgets", ())} if "budgets" in record else None
-    modes = set(record["modes"]) if "modes" in record else None
+    budgets, modes = _recorded(out, record, "budgets"), _recorded(out, record, "modes")
     names = set(held_datasets(out, record)) if "dataset_fingerprints" in record else None
     for dataset, mode, think, solve in sorted(held_cells(out)):
         for key, ok, value in (("budgets", budgets is None or (think, solve) in budgets, f"t={think} s={solve}"),
@@ -79,6 +78,29 @@ def check_held(out: Path, record: dict) -> None:
                 raise ResultsError(
                     f"{out}/config.json records {key} that its samples disagree with (they hold {value})",
                     hint="restore config.json as e1 wrote it, or use another --out")
+
+
+def _recorded(out: Path, record: dict, key: str) -> set | None:
+    """The budgets ((think, solve) pairs) or modes (texts) ``record`` names; None when it names none;
+    a value e1 does not write there is refused in one line."""
+    if key not in record:
+        return None
+    value = record[key]
+    try:
+        if not isinstance(value, list) or (key == "modes" and not all(isinstance(m, str) for m in value)):
+            raise TypeError(key)
+        if key == "modes":
+            return {str(Mode.parse(m)) for m in value}
+        return {(_count(b["think"]), _count(b["solve"])) for b in value}
+    except (TypeError, KeyError, ValueError, E1Error):
+        raise ResultsError(f"{out}/config.json records {key} e1 did not write ({str(value)[:60]})",
+                           hint="restore config.json as e1 wrote it, or use another --out") from None
+
+
+def _count(value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(value)
+    return value
 
 
 def budgets_text(budgets: list) -> str:
@@ -98,6 +120,7 @@ def grown(out: Path, previous: dict | None, settings):
     if previous is None:
         return settings
     previous = _today(previous)
+    _recorded(out, previous, "budgets"), _recorded(out, previous, "modes")  # a record e1 wrote (check_held)
     budgets = [Budget(int(b["think"]), int(b["solve"])) for b in previous.get("budgets", ())]
     modes = [Mode.parse(m) for m in previous.get("modes", ())]
     datasets, named = list(settings.datasets), set(dataset_names(settings.datasets))
