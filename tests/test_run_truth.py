@@ -219,3 +219,17 @@ def test_a_grown_sweep_keeps_its_computed_cells_and_refuses_what_would_change_th
     with pytest.raises(ResultsError, match="holds a run of budgets"):  # e1 eval keeps one grid per folder
         evaluate(grid(tmp_path / "eval", problems), engine=boxed)
         evaluate(grid(tmp_path / "eval", problems, budgets=(Budget(9, 40),)), engine=boxed)
+
+
+def test_a_sampled_sweep_grown_by_a_budget_is_the_fresh_sweep_of_the_whole_grid(tmp_path, tiny_engine, problems):
+    """Sampling (t=1, shared prefixes): the new budget's rows are the fresh run's, the old ones kept as they were."""
+    def config(out, budgets):
+        settings = grid(out, problems, budgets=tuple(Budget(t, 6) for t in budgets), modes=(Mode("elastic"),),
+                        sampling=Sampling(temperature=1.0, seed=3))
+        return SweepConfig(models=("tiny",), settings=settings, out=out)
+
+    first, _, _ = sweep(config(tmp_path / "grown", (4,)), load_engine=lambda model: tiny_engine)
+    grown, _, _ = sweep(config(tmp_path / "grown", (4, 12)), load_engine=lambda model: tiny_engine)
+    fresh, _, _ = sweep(config(tmp_path / "fresh", (4, 12)), load_engine=lambda model: tiny_engine)
+    pd.testing.assert_frame_equal(grown, fresh)
+    pd.testing.assert_frame_equal(grown[grown["think_budget"] == 4].reset_index(drop=True), first)
