@@ -273,9 +273,9 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     group = group or current_group(eval_tp(config.settings), config.settings.engine.device)
     out = Path(config.out)
     _preflight(config, models=load_engine is None)
-    config = _check_sweep_dir(out, config)
-    with group_lock(out, "e1 sweep", group):
-        return _sweep(config, progress or NullProgress(), load_engine, group)
+    _check_sweep_dir(out, config)  # refused before waiting for the folder
+    with group_lock(out, "e1 sweep", group):  # grown from what the folder holds once it is ours
+        return _sweep(_check_sweep_dir(out, config), progress or NullProgress(), load_engine, group)
 
 
 def _sweep(config: SweepConfig, progress, load_engine, group):
