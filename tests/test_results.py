@@ -51,7 +51,11 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
 def test_a_folder_replaces_the_folder_at_its_path(tmp_path):
     atomic_write(tmp_path / "step_1", lambda tmp: (tmp / "old").write_text("1"), directory=True)
     atomic_write(tmp_path / "step_1", lambda tmp: (tmp / "new").write_text("2"), directory=True)
-    assert [p.name for p in (tmp_path / "step_1").iterdir()] == ["new"]
+    assert sorted(p.name for p in (tmp_path / "step_1").iterdir()) == [".e1-files.json", "new"]  # and what e1 wrote
+    (tmp_path / "step_1" / "mine.txt").write_text("the user's")  # a file e1 did not write: refused, kept
+    with pytest.raises(ResultsError, match="mine.txt is not a file e1 wrote"):
+        atomic_write(tmp_path / "step_1", lambda tmp: (tmp / "newer").write_text("3"), directory=True)
+    assert (tmp_path / "step_1" / "mine.txt").read_text() == "the user's" and not list(tmp_path.glob(".step_1*"))
 
 
 def test_run_dir_check_names_the_first_differing_key(tmp_path):

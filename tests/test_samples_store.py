@@ -68,7 +68,7 @@ def test_a_kill_between_compaction_and_cleanup_duplicates_nothing(tmp_path, monk
     store = SampleStore(tmp_path / "run")
     store.append([row("p1", 0), row("p1", 1)])
     store.append([row("p2", 0)])
-    monkeypatch.setattr("e1.store.samples.shutil.rmtree", lambda path: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr("e1.store.samples.remove_owned", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         store.compact()
     monkeypatch.undo()

@@ -178,7 +178,7 @@ def test_interrupted_sweep_resumes_without_redoing_finished_points(tmp_path, pro
 def test_a_sweep_resumes_from_another_directory_and_refuses_another_dataset(tmp_path, tiny_engine, monkeypatch):
     """A sweep's dataset names are what its models' runs recorded: one run as ``data/aime_2024.parquet``
     (a prepared file of dataset ``aime``) from one directory resumes from another by its absolute
-    path, loading no model; a file of another dataset under that relative path there is refused."""
+    path, loading no model; a file of another dataset under that relative path there grows the sweep."""
     first, second = tmp_path / "a", tmp_path / "b"
     for folder, name in ((first, "aime"), (second, "other")):
         (folder / "data").mkdir(parents=True)
@@ -191,9 +191,10 @@ def test_a_sweep_resumes_from_another_directory_and_refuses_another_dataset(tmp_
     again = Loader(tiny_engine)
     samples, _, _ = sweep(sweep_config(out, first / "data" / "aime_2024.parquet"), load_engine=again)
     assert again.loads == [] and set(samples["dataset"]) == {"aime"}
-    with pytest.raises(ResultsError) as refused:
-        sweep(sweep_config(out, "data/aime_2024.parquet"), load_engine=again)
-    assert refused.value.message == f"{out} holds a run of datasets aime, not other" and again.loads == []
+    # the relative path names another dataset here: the sweep grows by it, its aime cells kept as they were
+    grown, _, _ = sweep(sweep_config(out, "data/aime_2024.parquet"), load_engine=again)
+    assert again.loads == ["m/A", "m/B"] and set(grown["dataset"]) == {"aime", "other"}
+    pd.testing.assert_frame_equal(grown[grown["dataset"] == "aime"].reset_index(drop=True), samples)
 
 
 def test_sweep_config_validation():

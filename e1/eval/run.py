@@ -29,6 +29,7 @@ from e1.budget import Budget
 from e1.data import PromptOptions, record_includes
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
 from e1.errors import ConfigError, ResultsError, redact
+from e1.eval.grid import check_grid
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
@@ -99,12 +100,13 @@ class EvalConfig:
         return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
-def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
+def evaluate(config: EvalConfig, engine=None, progress=None, group=None, grow: bool = False):
     """Run (or resume) an evaluation; returns (samples, summary) DataFrames, also written to ``config.out``.
 
     Holds the run directory (:func:`e1.store.lock.run_lock`) for the duration. Under torchrun every
     rank calls this; ranks share the work (:mod:`e1.eval.distributed`) and only rank 0 gets the
-    frames (the others get ``(None, None)``).
+    frames (the others get ``(None, None)``). ``grow``: ``config`` may hold more cells than the
+    folder (a sweep grown by :func:`e1.eval.grid.grown`); without it another grid is refused.
     """
     from e1.data import load_includes
     from e1.eval.distributed import current_group, group_lock
@@ -113,7 +115,7 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None):
     load_includes(config.include, out=config.out)  # the command line loaded them already; a library caller may not have
     preflight(config, model=engine is None)
     previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
-    check_grid(Path(config.out), previous, config.to_json())
+    check_grid(Path(config.out), previous, config.to_json(), grow=grow)
     with group_lock(Path(config.out), "e1 eval", group):
         return _evaluate(config, engine, progress or NullProgress(), group)
 
@@ -156,34 +158,6 @@ def _evaluate(config: EvalConfig, engine, progress, group):
         report_results(parse_report_to(config.report_to), out, summary, samples, record)
     group.barrier()  # nobody leaves (and starts another run) before the results are complete
     return samples, summary
-
-
-def check_grid(out: Path, previous: dict | None, current: dict, command: str = "e1 eval") -> None:
-    """A run directory holds one grid (the cells its summary, config.json and exports describe): other datasets,
-    budgets or modes are refused, with the way to get them. Datasets: what its run recorded (:func:`held_datasets`)."""
-    from e1.data import dataset_names
-
-    if previous is None:
-        return
-    more = "; e1 sweep runs several budgets and modes in one folder" if command == "e1 eval" else ""
-    if previous.get(MODE_FORMAT_KEY, 1) < MODE_FORMAT and isinstance(previous.get("modes"), list):
-        previous = {**previous, "modes": [Mode.legacy(m) for m in previous["modes"]]}  # as today's texts say them
-    held = ", ".join(held_datasets(out, previous))  # empty: the folder holds no results of any dataset
-    grids = [("datasets", held, ", ".join(dataset_names(current["datasets"])))] if held else []
-    grids += [(key, text(previous[key]), text(current[key])) for key, text in
-              (("budgets", _budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))) if key in previous]
-    for key, was, now in grids:
-        if was != now:
-            raise ResultsError(
-                f"{out} holds a run of {key} {was}, not {now}",
-                hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
-                     f"{key} resumes it{more if key != 'datasets' else ''}")
-
-
-def _budgets_text(budgets: list) -> str:
-    """``t=512 s=1024, t=1024 s=1024`` for config.json's budget records, sorted."""
-    pairs = sorted({(int(b["think"]), int(b["solve"])) for b in budgets})
-    return ", ".join(f"t={t} s={s}" for t, s in pairs)
 
 
 def upgrade_run(out: Path, store) -> None:

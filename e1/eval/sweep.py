@@ -15,6 +15,11 @@ dataset × mode × budget; see :data:`CURVE_COLUMNS`), ``curves.png``, ``differe
 ``areas.parquet`` and ``problems.parquet`` (the area under each curve and each problem's
 smallest solving budget: :mod:`e1.report.spending`) and ``config.json``.
 
+A sweep grows: more budgets, modes or datasets into an existing ``out`` run the union of its grid
+and the new one (:func:`e1.eval.grid.grown`); every computed cell is kept as it is, only the new
+cells are drawn, and every file then covers the whole grid. What would change a computed cell
+(model, n, sampling, seed, prompt options, a dataset's content) is still refused in one line.
+
 By default one unconstrained trajectory per sample serves every mode and budget
 (:mod:`e1.eval.shared`): each cell's samples are still exact draws from that cell, and the
 cells are paired. ``independent=True`` draws every cell on its own.
@@ -45,7 +50,8 @@ from e1 import __version__
 from e1.budget import Budget, parse_tokens
 from e1.engine import Mode
 from e1.errors import ConfigError
-from e1.eval.run import RUN_IDENTITY, EvalConfig, check_grid
+from e1.eval.grid import check_grid, grown
+from e1.eval.run import RUN_IDENTITY, EvalConfig
 from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
 from e1.report import NullProgress, check_trackers, parse_report_to
 
@@ -267,9 +273,9 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
     group = group or current_group(eval_tp(config.settings), config.settings.engine.device)
     out = Path(config.out)
     _preflight(config, models=load_engine is None)
-    _check_sweep_dir(out, config)
-    with group_lock(out, "e1 sweep", group):
-        return _sweep(config, progress or NullProgress(), load_engine, group)
+    _check_sweep_dir(out, config)  # refused before waiting for the folder
+    with group_lock(out, "e1 sweep", group):  # grown from what the folder holds once it is ours
+        return _sweep(_check_sweep_dir(out, config), progress or NullProgress(), load_engine, group)
 
 
 def _sweep(config: SweepConfig, progress, load_engine, group):
@@ -292,7 +298,7 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
         engine = _LazyEngine(lambda model=model: load_engine(model))
         try:
             samples, _ = evaluate(config.eval_config(model), engine=engine, progress=_Labelled(progress, names[model]),
-                                  group=group)
+                                  group=group, grow=True)
         finally:
             engine.release()
         if main:
@@ -333,10 +339,12 @@ def curves_frame(summary):
     return summary.assign(effort=efforts)[CURVE_COLUMNS].reset_index(drop=True)
 
 
-def _check_sweep_dir(out: Path, config: SweepConfig) -> None:
-    """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too)."""
+def _check_sweep_dir(out: Path, config: SweepConfig) -> SweepConfig:
+    """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too);
+    returns ``config`` grown to hold the folder's grid too (:func:`e1.eval.grid.grown`)."""
     previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
-    check_grid(out, previous, config.to_json(), command="e1 sweep")
+    check_grid(out, previous, config.to_json(), command="e1 sweep", grow=True)
+    return replace(config, settings=grown(out, previous, config.settings))
 
 
 def _in_config_order(frame, config: SweepConfig):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +30,7 @@ import torch
 from e1.errors import ConfigError, ModelError, ResultsError
 from e1.grpo.config import TrainConfig
 from e1.grpo.parallel import Parallel
-from e1.store import CHECKPOINTS, METRICS
+from e1.store import CHECKPOINTS, METRICS, record_files, recorded, remove_owned, replace_owned
 
 STATE = "trainer_state.pt"
 
@@ -58,7 +57,7 @@ def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel
     check_alive(final)  # save_pretrained would make a vanished run directory again
     kept, resume = _kept(config.out)
     if strategy.rank == 0:
-        shutil.rmtree(tmp, ignore_errors=True)
+        remove_owned(root, [tmp.name], whole=True)  # a save killed before: e1's own temporary folder
     strategy.barrier()
     try:
         with disk_errors(final, kept, resume):  # judged before tmp goes: torch's error needs the full disk
@@ -71,7 +70,7 @@ def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel
                     _prune(config)
     except BaseException:
         if strategy.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)  # a half-written checkpoint would only hold the space
+            remove_owned(root, [tmp.name], whole=True)  # a half-written checkpoint would only hold the space
         raise
     strategy.barrier()
     return final
@@ -91,8 +90,8 @@ def _write(module: torch.nn.Module, tokenizer, saved: dict | None, tmp: Path, fi
     if saved is not None:
         torch.save(saved | {"python_rng": random.getstate(), "torch_rng": torch.get_rng_state(),
                             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}, tmp / STATE)
-    if final.exists():
-        shutil.rmtree(final)
+    record_files(tmp)  # what e1 wrote: all that pruning or a later save of this step may remove
+    replace_owned(final, "the checkpoint")
     os.replace(tmp, final)
 
 
@@ -101,8 +100,8 @@ def _prune(config: TrainConfig) -> None:
     if config.keep_last:
         resumable = checkpoints(config.out)[-1:]
         for old in saved_models(config.out)[: -config.keep_last]:
-            if old not in resumable:
-                shutil.rmtree(old)
+            if old not in resumable:  # only the files its save recorded: what the user added stays
+                remove_owned(old, recorded(old) or [], drop_root=True)
 
 
 def load_checkpoint_model(checkpoint: Path, dtype: str, device: str):

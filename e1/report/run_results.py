@@ -163,28 +163,29 @@ def load_run(path: Path) -> RunResults:
 
 
 def _cells(samples, summary) -> tuple[Cell, ...]:
-    """One cell per model × dataset × mode × budget the *samples* hold, in summary order first: a run
-    that grew new budgets after its summary was written exports them too (their summary row is
-    computed from their samples, as e1 eval computes it)."""
+    """One cell per model × dataset × mode × budget the *samples* hold, in summary order first (a run
+    that grew new budgets after its summary was written exports them too). Every number is computed
+    from the samples by :func:`e1.report.metrics.summarize`, as e1 eval computes it: ``summary.parquet``
+    gives only the order, so an edited or damaged summary never changes an export."""
     from e1.report.metrics import summarize
 
     key = ["model", "dataset", "mode", "think_budget", "solve_budget"]
     kept = samples[[c for c in SAMPLE_FIELDS + ["model", "reward", "finish_reason"] if c in samples.columns]]
     groups = {k: rows for k, rows in kept.groupby(key, sort=False)}
-    rows_of = {tuple(row[c] for c in key): row for row in summary.to_dict(orient="records")}
+    computed = {tuple(row[c] for c in key): row for row in summarize(samples, by=key).to_dict(orient="records")}
+    order = {k: i for i, k in enumerate(dict.fromkeys(_keys(summary, key)))}
     cells = []
-    for k in sorted(groups, key=lambda k: (k not in rows_of, list(rows_of).index(k) if k in rows_of else 0, k)):
+    for k in sorted(groups, key=lambda k: (k not in order, order.get(k, 0), k)):
         rows = groups[k].sort_values(["problem_id", "sample_index"], kind="stable")
-        row = rows_of.get(k) or summarize(samples[_matching(samples, key, k)], by=key).to_dict(orient="records")[0]
-        cells.append(Cell(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), row, rows))
+        cells.append(Cell(str(k[0]), str(k[1]), str(k[2]), int(k[3]), int(k[4]), computed[k], rows))
     return tuple(cells)
 
 
-def _matching(frame, columns: list[str], values: tuple):
-    mask = frame[columns[0]] == values[0]
-    for column, value in zip(columns[1:], values[1:]):
-        mask &= frame[column] == value
-    return mask
+def _keys(summary, key: list[str]) -> list[tuple]:
+    """The cells ``summary.parquet`` lists, in its order (none when its key columns are not all there)."""
+    if not set(key) <= set(summary.columns):
+        return []
+    return [tuple(row) for row in summary[key].itertuples(index=False)]
 
 
 def sha256(text: str) -> str:

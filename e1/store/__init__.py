@@ -14,6 +14,7 @@ from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno, disk_errors
 from e1.store.guard import check_alive
 from e1.store.guard import guard as guard_dir  # its own name would hide the module e1.store.guard
 from e1.store.lock import held, run_lock
+from e1.store.owned import MANIFEST, record_files, recorded, remove_owned, replace_owned
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
 from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, INCLUDE_FINGERPRINTS, METRICS, MODE_FORMAT,
@@ -24,8 +25,8 @@ from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, INCL
 from e1.store.samples import SampleStore, held_datasets
 
 __all__ = ["CHECKPOINTS", "CONFIG", "CONTEXT_FIELDS", "DISK_ERRNOS", "FINGERPRINTS", "GROUP_KEY", "INCLUDE_FINGERPRINTS",
-           "METRICS", "MODE_FORMAT",
-           "MODE_FORMAT_KEY", "RESUME",
+           "MANIFEST", "METRICS", "MODE_FORMAT", "MODE_FORMAT_KEY", "RESUME", "record_files", "recorded", "remove_owned",
+           "replace_owned",
            "SAMPLES", "SAMPLE_COLUMNS", "SAMPLE_KEY", "SUMMARY", "SUMMARY_COLUMNS", "SampleStore", "atomic_write", "check_alive",
            "check_context", "check_datasets", "check_model_path", "check_out", "check_run_dir", "check_writable",
            "disk_errno", "disk_errors", "file_digest", "file_name", "guard_dir", "held", "held_datasets", "inside", "missing_file", "mode_format",

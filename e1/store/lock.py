@@ -29,6 +29,7 @@ from pathlib import Path
 
 from e1.errors import ResultsError
 from e1.store.guard import check_alive, guard
+from e1.store.owned import remove_owned
 from e1.store.results import remove_leftovers
 
 LOCK_NAME = ".e1.lock"
@@ -57,7 +58,7 @@ def run_lock(out: Path, command: str):
         _HELD.discard(key)
         ours = _inode(out) == taken  # not a directory made there since ours vanished (its lock is another's)
         if ours:
-            (out / LOCK_NAME).unlink(missing_ok=True)  # still locked: whoever opens the path next gets a new file
+            remove_owned(out, [LOCK_NAME])  # still locked: whoever opens the path next gets a new file
         os.close(fd)  # releases the lock
         if created and ours:
             _remove_if_empty(out)  # a run refused before writing anything leaves nothing behind

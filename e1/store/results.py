@@ -24,13 +24,13 @@ import json
 import os
 import re
 import secrets
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from e1.errors import ResultsError
 from e1.store.disk import RESUME, disk_errors
 from e1.store.guard import check_alive
+from e1.store.owned import record_files, remove_owned, replace_owned
 
 CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 
@@ -102,15 +102,13 @@ def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = 
             else:
                 os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
             write(tmp)
-            if directory and path.is_dir():
-                shutil.rmtree(path)
+            if directory:
+                record_files(tmp)  # what e1 wrote: all that a later replacement may remove
+                replace_owned(path, "the folder")
             os.replace(tmp, path)
         check_alive(path)
     except BaseException:
-        if directory:
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            tmp.unlink(missing_ok=True)
+        remove_owned(tmp.parent, [tmp.name], whole=True)  # the sibling e1 just made under a random name
         raise
     return path
 
@@ -127,12 +125,8 @@ def remove_leftovers(out: Path) -> list[Path]:
     for folder, dirs, files in os.walk(out):
         for name in [*files, *dirs]:
             if _LEFTOVER.fullmatch(name):
-                path = Path(folder) / name
-                if name in dirs:
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
-                removed.append(path)
+                remove_owned(Path(folder), [name], whole=True)  # e1's own random name: nobody else's
+                removed.append(Path(folder) / name)
         dirs[:] = [d for d in dirs if not _LEFTOVER.fullmatch(d) and not (Path(folder) / d / CONFIG).exists()]
     return removed
 
@@ -341,6 +335,21 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None):
         raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err
 
 
+# a stored sample always holds these (a null would be read as 0 or False), and its counts are not negative
+_REQUIRED = [column for column, dtype in SAMPLE_DTYPES.items() if dtype in ("int64", "bool")] + [
+    "dataset", "problem_id", "mode"]
+
+
+def _check_values(frame) -> None:
+    """Refuse a samples file whose rows e1 cannot have written, in one line naming the column."""
+    hint = "the samples file was edited or damaged: move it away and rerun into a new --out"
+    for column in _REQUIRED:
+        if frame[column].isna().any():
+            raise ResultsError(f"a samples file with a sample without {column}", hint=hint)
+        if SAMPLE_DTYPES[column] == "int64" and (frame[column] < 0).any():
+            raise ResultsError(f"a samples file with a negative {column}", hint=hint)
+
+
 def samples_frame(rows=None, frame=None):
     """Samples as a DataFrame with the schema's columns and dtypes, from rows (dicts keyed by
     :data:`SAMPLE_COLUMNS`) or from a frame read back (older files gain :data:`SAMPLE_DEFAULTS`;
@@ -361,5 +370,6 @@ def samples_frame(rows=None, frame=None):
                            hint="it is not an e1 run's samples.parquet: move it away or use another --out")
     if missing:
         frame = frame.assign(**missing)
+    _check_values(frame)
     extra = [column for column in frame.columns if column not in SAMPLE_COLUMNS]  # a sweep's model, first
     return frame[extra + SAMPLE_COLUMNS].astype(SAMPLE_DTYPES)

@@ -30,18 +30,20 @@ processes append into one run directory without coordinating.
 
 from __future__ import annotations
 
+import re
 import secrets
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from e1.errors import ResultsError
+from e1.store.owned import remove_owned
 from e1.store.paths import inside
 from e1.store.results import (CONFIG, FINGERPRINTS, MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES,
                               SAMPLE_KEY, SAMPLES, SUMMARY, _record, mode_format, read_parquet, samples_frame,
                               write_parquet)
 
 PARTS_DIR = "samples"
+_PART = re.compile(r"part-r\d+-[0-9a-f]+\.parquet")  # what append names a part: nothing else there is read or removed
 
 
 class SampleStore:
@@ -63,7 +65,8 @@ class SampleStore:
 
     def parts(self) -> list[Path]:
         """Complete parts, in name order (temporary files of a write in flight are not listed)."""
-        return sorted(self.parts_dir.glob("part-*.parquet")) if self.parts_dir.is_dir() else []
+        found = self.parts_dir.glob("part-*.parquet") if self.parts_dir.is_dir() else ()
+        return sorted(path for path in found if _PART.fullmatch(path.name) and not path.is_symlink())
 
     def files(self) -> list[Path]:
         """What the samples are read from: ``samples.parquet`` (if there), then the parts."""
@@ -135,10 +138,10 @@ class SampleStore:
         the rewrite changes nothing twice)."""
         if not self.relabels():
             return False
+        parts = self.parts()
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         write_parquet(samples, self.out / SAMPLES, kept=f"every finished sample is kept (in {self.out})")
-        if self.parts_dir.exists():
-            shutil.rmtree(self.parts_dir)
+        self._drop(parts)
         return True
 
     def append(self, rows: list[dict]) -> Path | None:
@@ -151,12 +154,18 @@ class SampleStore:
     def compact(self):
         """Fold the parts into ``samples.parquet`` (rows sorted by :data:`SAMPLE_KEY`, so the file
         is the same however many batches or ranks wrote it) and remove them; returns every sample."""
+        parts = self.parts()
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         if self.parts_dir.exists():
             write_parquet(samples, self.out / SAMPLES,  # in row groups: a problem's texts read alone
                           kept=f"every finished sample is kept (in {self.parts_dir})")
-            shutil.rmtree(self.parts_dir)  # a kill before this line leaves duplicates the next read drops
+            self._drop(parts)  # a kill before this line leaves duplicates the next read drops
         return samples
+
+    def _drop(self, parts: list[Path]) -> None:
+        """Remove the parts just folded into ``samples.parquet`` (and their folder once empty): a part
+        written meanwhile, or a file the user put there, stays."""
+        remove_owned(self.parts_dir, [part.name for part in parts], drop_root=True)
 
     def _schema(self):
         """The samples' schema: e1's columns, and the extra columns of the compacted file (a sweep's

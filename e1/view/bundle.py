@@ -8,17 +8,20 @@ because a page opened from ``file://`` may load scripts but not fetch JSON. ``da
 the runs, curves, training metrics and every run's sample list; ``data/r<run>/p<k>.js`` one
 problem's samples with their texts, loaded when the page opens that problem. Nothing is copied
 from the runs: only the values the viewer shows are written, so the folder holds no file of a run
-(nor a dataset file a config names); a folder already holding something else is refused.
+(nor a dataset file a config names); a folder already holding something else is refused. The marker
+``e1-bundle.json`` lists every file the bundle wrote: writing again replaces those and removes those
+no longer written (:func:`e1.store.remove_owned`), and never touches a file the user added beside them
+(one at a name the bundle writes is refused in one line).
 """
 
 from __future__ import annotations
 
 import json
-import shutil
+import re
 from pathlib import Path
 
 from e1.errors import ConfigError
-from e1.store import check_out, check_writable, inside, write_text
+from e1.store import check_out, check_writable, inside, remove_owned, write_text
 from e1.view import tables
 from e1.view.routes import STATIC_TYPES, Api
 from e1.view.runs import Run
@@ -29,32 +32,64 @@ BUNDLE_TAG = "<!-- bundle -->"
 
 def write_bundle(runs: list[Run], out: Path) -> list[Path]:
     """Write the bundle of ``runs`` into ``out`` (absent, empty, or an earlier bundle); returns the files."""
-    out = _check_folder(check_out(out, "--bundle"))
+    out = check_out(out, "--bundle")
+    owned = _check_folder(out)
     api = Api(runs)
     readable = api.readable()
     problems: dict[str, dict[str, int]] = {}
-    written = []
+    put = _Writer(out, owned)
     for run_id, run in readable:
         keys, files = _problem_files(run_id, run)
         problems[str(run_id)] = keys
         for name, value in files:
-            written.append(_script(out, f"r{run_id}/{name}", value))
+            _script(put, f"r{run_id}/{name}", value)
     index = {"runs": api.runs({}), "curves": api.curves({}), "metrics": api.metrics({}), "problems": problems,
              "lists": {str(i): tables.sample_list(run) for i, run in readable}}
-    written.append(_script(out, "index", index))
-    written += _assets(out)
-    written.append(write_text(json.dumps({"runs": [run.name for run in runs]}) + "\n", out / MARKER))
-    return written
+    _script(put, "index", index)
+    _assets(put)
+    names = sorted(path.relative_to(out).as_posix() for path in put.written)
+    put(json.dumps({"runs": [run.name for run in runs], "files": names}) + "\n", MARKER)
+    remove_owned(out, sorted(owned - set(names) - {MARKER}))  # an earlier bundle's files not written now
+    return put.written
 
 
-def _check_folder(out: Path) -> Path:
+# the files a bundle written before the marker listed them holds (the shape this module writes)
+_SHAPE = re.compile(r"index\.html|data/index\.js|data/r\d+/p\d+\.js|static/[A-Za-z0-9_.-]+")
+
+
+def _check_folder(out: Path) -> set[str]:
+    """The files an earlier bundle in ``out`` wrote (none for an absent or empty folder); a folder
+    holding files that are no bundle is refused."""
     check_writable(out, "--bundle")
-    if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
+    if not (out.is_dir() and any(out.iterdir())):
+        return set()
+    if not (out / MARKER).is_file() or (out / MARKER).is_symlink():
         raise ConfigError(f"--bundle {out} already holds files that are not an e1 view bundle",
                           hint="name a new or empty folder")
-    if (out / "data").is_dir():
-        shutil.rmtree(out / "data")  # an earlier bundle's data: runs may have been dropped since
-    return out
+    try:
+        files = json.loads((out / MARKER).read_text()).get("files")
+    except (OSError, ValueError, AttributeError):
+        files = None
+    if isinstance(files, list):
+        return {str(name) for name in files} | {MARKER}
+    found = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
+    return {name for name in found if _SHAPE.fullmatch(name)} | {MARKER}
+
+
+class _Writer:
+    """Writes a bundle's files under ``out``: a path where a file e1 did not write lies is refused."""
+
+    def __init__(self, out: Path, owned: set[str]):
+        self.out, self.owned, self.written = out, owned, []
+
+    def __call__(self, text: str, *parts: str) -> Path:
+        path = inside(self.out, *parts)
+        name = path.relative_to(self.out).as_posix()
+        if (path.exists() or path.is_symlink()) and (name not in self.owned or path.is_symlink()):
+            raise ConfigError(f"--bundle {self.out}: {name} is not a file e1 wrote: e1 will not replace it",
+                              hint="move it out of the folder, or name a new one")
+        self.written.append(write_text(text, path))
+        return path
 
 
 def _problem_files(run_id: int, run: Run) -> tuple[dict[str, int], list[tuple[str, dict]]]:
@@ -70,25 +105,23 @@ def _problem_files(run_id: int, run: Run) -> tuple[dict[str, int], list[tuple[st
     return keys, files
 
 
-def _script(out: Path, key: str, value) -> Path:
+def _script(put: _Writer, key: str, value) -> Path:
     """``data/<key>.js``: one call that hands the page its value (ASCII JSON: nothing in it can end the call)."""
     body = json.dumps(value, ensure_ascii=True, allow_nan=False, default=str)
-    return write_text(f"e1Bundle.put({json.dumps(key)}, {body});\n", inside(out, "data", f"{key}.js"))
+    return put(f"e1Bundle.put({json.dumps(key)}, {body});\n", "data", f"{key}.js")
 
 
-def _assets(out: Path) -> list[Path]:
+def _assets(put: _Writer) -> None:
     import plotly
 
     static = Path(__file__).parent / "static"
-    written = []
     for path in sorted(static.iterdir()):
         if path.suffix in STATIC_TYPES and path.name != "index.html":
-            written.append(write_text(path.read_text(encoding="utf-8"), inside(out, "static", path.name)))
+            put(path.read_text(encoding="utf-8"), "static", path.name)
     plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    written.append(write_text(plotly_js.read_text(encoding="utf-8"), inside(out, "static", "plotly.min.js")))
+    put(plotly_js.read_text(encoding="utf-8"), "static", "plotly.min.js")
     page = (static / "index.html").read_text(encoding="utf-8")
     if BUNDLE_TAG not in page:
         raise RuntimeError("index.html lost its bundle tag")  # a broken checkout, not a user error
     loader = '<script src="static/bundle.js"></script>\n  <script src="data/index.js"></script>'
-    written.append(write_text(page.replace(BUNDLE_TAG, loader), out / "index.html"))
-    return written
+    put(page.replace(BUNDLE_TAG, loader), "index.html")
