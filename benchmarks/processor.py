@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import time
 
-MODES = {"none": "none", "elastic": "elastic", "soft": "soft:start=0", "stop": "elastic:stop='\\\\boxed\\{'"}
+MODES = {"none": "none", "elastic": "elastic", "budget-forcing": "budget-forcing", "soft": "soft:start=0", "stop": "elastic:stop='\\\\boxed\\{'"}
 
 
 def main() -> None:

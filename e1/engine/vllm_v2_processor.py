@@ -150,8 +150,8 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         return {slot: flat[end - length : end] for slot, end, length in zip(want, ends.tolist(), lengths.tolist())}
 
     def _needs_host(self, state: RowState) -> bool:
-        """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
-        if state.stop is not None or state.mode.trials or state.mode.bias_curve(state.budget.think) is None:
+        """Whether ``state`` reads text, has notes or a bias the device cannot compute (then it runs on the host)."""
+        if state.stop is not None or state.mode.trials or state.notes or state.mode.bias_curve(state.budget.think) is None:
             return True
         if not state.mode.grace:
             return False
