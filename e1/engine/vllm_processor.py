@@ -337,11 +337,8 @@ class RequestStates:
 
 
 class BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request, as the request's RowState says. ``stepping`` False: every
-    row is looked at one by one (the path before the stepping arrays; benchmarks and tests compare the two).
-    vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
-
-    stepping = True
+    """Forces end markers and EOS per request, as the request's RowState says (tests/test_vllm_stepping.py
+    checks every step against it). vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         super().__init__(vllm_config)
@@ -406,7 +403,7 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
                 continue
             if bias := row.state.end_bias():
                 biased.append(([index], [row.state.markers.end_ids[0]], np.array([bias], np.float32)))
-            if self.stepping and row.steppable():
+            if row.steppable():
                 row.held = row.scanned = row.fed  # looked at as arrays from the next step on
                 self._changed = True
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does
