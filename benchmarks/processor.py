@@ -1,11 +1,10 @@
-"""vLLM's logits processor: CPU time per decoding step vs batch size, per mode, the stepping path (soft's bias
-and stop= rows as arrays) against looking at every row one by one (``BudgetProcessor.stepping = False``, the
-processor before it), and for stop= rows the stepping path with the quiet-id prefilter (each row's scanner
+"""vLLM's logits processor: CPU time per decoding step vs batch size, per mode (soft's bias and stop= rows on
+the stepping path, as arrays), and for stop= rows the stepping path with the quiet-id prefilter (each row's scanner
 is given only the ids that can start or complete a match, :mod:`e1.engine.stop`) against the stepping path
 before it (``StopPattern.prefilter = False``: every row's id through its detokenizer each step), side by
 side in one run.
 
-    python benchmarks/processor.py [--batches 8,64,256,1024 --steps 300 --repeats 3 --modes none,elastic,soft,stop]
+    python benchmarks/processor.py [--batches 8,64,256,1024 --steps 300 --repeats 3 --modes none,elastic,budget-forcing,soft,stop]
 
 No vLLM engine: the rows are added as vLLM's ``update_state`` adds them and each step appends one thinking
 id to every row, then times ``apply`` on a small logits tensor (its work between two forward passes: on an
@@ -20,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-MODES = {"none": "none", "elastic": "elastic", "soft": "soft:start=0", "stop": "elastic:stop='\\\\boxed\\{'"}
+MODES = {"none": "none", "elastic": "elastic", "budget-forcing": "budget-forcing", "soft": "soft:start=0", "stop": "elastic:stop='\\\\boxed\\{'"}
 
 
 def main() -> None:
@@ -43,7 +42,7 @@ def main() -> None:
     tokenizer = build_tokenizer()
     markers = resolve_markers(tokenizer)
     ids = tokenizer.encode(args.text * (args.steps + 8), add_special_tokens=False)[: args.steps + 8]
-    paths = {"row by row": (False, False), "stepping": (True, False), "+ quiet ids": (True, True)}
+    paths = {"stepping": False, "+ quiet ids": True}
     if "stop" in args.modes.split(","):
         from e1.engine.stop import StopPattern
 
@@ -52,12 +51,12 @@ def main() -> None:
         print(f"stop: {loud} of {args.steps} timed ids are not quiet (by default the {{ of \\frac{{1}}{{2}}, and é and → "
               f"split into bytes by the tiny vocabulary): they and the id after a split character wake every row's scanner")
     print(f"processor CPU time per step, {args.steps} steps, best of {args.repeats}; us/step (us/row-step)")
-    print(f"{'batch':>6} {'mode':8} " + " ".join(f"{path:>20}" for path in paths) + f" {'stepping / by row':>18} {'quiet / stepping':>17}")
+    print(f"{'batch':>6} {'mode':14} " + " ".join(f"{path:>20}" for path in paths) + f" {'quiet / stepping':>17}")
     for batch in map(int, args.batches.split(",")):
         for name in args.modes.split(","):
             mode = MODES[name]
-            timed = {path: how for path, how in paths.items() if how[1] <= ("stop=" in mode)}  # quiet ids: stop= only
-            runs = {path: run(tokenizer, markers, mode, batch, ids, args.steps, *how) for path, how in timed.items()}
+            timed = {path: quiet for path, quiet in paths.items() if quiet <= ("stop=" in mode)}  # quiet ids: stop= only
+            runs = {path: run(tokenizer, markers, mode, batch, ids, args.steps, quiet) for path, quiet in timed.items()}
             best = {path: float("inf") for path in runs}
             for _ in range(args.repeats):  # the paths take turns; each run returns the seconds inside apply
                 for path, fn in runs.items():
@@ -65,10 +64,10 @@ def main() -> None:
             per = {path: best[path] / args.steps * 1e6 for path in runs}
             cells = [f"{per[path]:9.1f} ({per[path] / batch:8.2f})" if path in per else f"{'-':>20}" for path in paths]
             quiet = f"{per['+ quiet ids'] / per['stepping']:16.3f}x" if "+ quiet ids" in per else f"{'-':>17}"
-            print(f"{batch:6d} {name:8} " + " ".join(cells) + f" {per['stepping'] / per['row by row']:17.3f}x {quiet}", flush=True)
+            print(f"{batch:6d} {name:14} " + " ".join(cells) + f" {quiet}", flush=True)
 
 
-def run(tokenizer, markers, mode_text: str, batch: int, ids: list[int], steps: int, stepping: bool, prefilter: bool):
+def run(tokenizer, markers, mode_text: str, batch: int, ids: list[int], steps: int, prefilter: bool):
     """One timed run: a fresh processor with ``batch`` rows in ``mode``, warmed up to its window, then ``steps`` steps
     (``prefilter``: stop= scanners with the quiet-id table)."""
     import torch
@@ -89,7 +88,7 @@ def run(tokenizer, markers, mode_text: str, batch: int, ids: list[int], steps: i
 
     def go():
         processor = Processor(None, torch.device("cpu"), False)
-        processor.stepping, StopPattern.prefilter = stepping, prefilter  # the rows' scanners are made below
+        StopPattern.prefilter = prefilter  # the rows' scanners are made below
         outputs = [[] for _ in range(batch)]
         added = [(i, SamplingParams(extra_args={KEY: args}), [1], output) for i, output in enumerate(outputs)]
         processor.update_state(BatchUpdate(batch, [], added, []))

@@ -13,7 +13,7 @@ processor a ``LogitsContext`` (rows shuffled, as runner V2 reorders them). The l
 wide: small, so that what is timed is the processors' own per-step work, not a pass over a real
 vocabulary (which either processor's masking makes, on the GPU). A ``stop=`` mode's rows run on V2's
 host path (their ids read back each step), with the tiny byte tokenizer; such a mode also times V2's host path
-as it was before held rows and quiet ids ("V2 before": every host row fed one by one, every id scanned). CPU
+as it was before quiet ids ("V2 before": every id of a stop row scanned; held rows kept). CPU
 only: no vLLM engine runs.
 
 Prints, per mode and batch: aten ops per step (each one a kernel launch or a view on a GPU, counted
@@ -52,7 +52,7 @@ def main() -> None:
     print(f"{'mode':<16} {'rows':>5} {'V1 ops':>7} {'V2 ops':>7} {'V1 us/step':>11} {'V2 us/step':>11} {'V1/V2':>6}"
           f" {'V2 before':>10} {'V2/before':>10}")
     for mode in Mode.split_list(args.modes):
-        stop = "stop=" in mode  # then also V2's host rows as before: fed one by one, every id scanned
+        stop = "stop=" in mode  # then also V2's host rows without quiet ids: every id scanned
         for rows in map(int, args.batches.split(",")):
             runs = {"v1": v1_run(rows, mode, args), "v2": v2_run(rows, mode, args)}
             if stop:
@@ -171,7 +171,7 @@ def v2_run(rows: int, mode: str, args, prefilter: bool = True):
                                      prompt_len=tensor(lengths), prefill_len=tensor(lengths.clone()),
                                      total_len=tensor(lengths.clone()))
         processor = with_tokenizer(V2BudgetProcessor)(None, req)
-        StopPattern.prefilter = processor.holding = prefilter  # before: no quiet ids, no held rows
+        StopPattern.prefilter = prefilter  # before: no quiet ids
         for slot in range(rows):
             processor.add_request(slot, params)
         StopPattern.prefilter = True

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 import e1
 from e1.budget import Budget
 from e1.engine.modes import REGISTRY, Mode, names
+from e1.engine.modes.base import EXTENSIONS
 from e1.engine.modes.options import Count, Pattern, Real, Text, Word
 from e1.errors import ConfigError
 
@@ -32,8 +33,9 @@ BUILT_IN = ("elastic", "truncate", "budget-forcing", "soft", "early-exit", "none
 def test_each_built_in_mode_is_one_module_of_the_modes_package():
     assert names()[: len(BUILT_IN)] == BUILT_IN
     modules = {REGISTRY[name].__module__ for name in BUILT_IN}
+    options = {type(option).__module__ for option, _ in EXTENSIONS} - {"e1.engine.modes.options"}  # option modules
     files = {p.stem for p in (PACKAGE / "engine" / "modes").glob("*.py")} - {"__init__", "base", "options"}
-    assert modules == {f"e1.engine.modes.{stem}" for stem in files} and len(modules) == len(BUILT_IN)
+    assert modules | options == {f"e1.engine.modes.{stem}" for stem in files} and len(modules) == len(BUILT_IN)
 
 
 def _comparisons_of_mode_names(path: Path) -> list[str]:
@@ -224,3 +226,42 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
     fresh = fresh.sort_values(["mode", "problem_id"]).reset_index(drop=True)
     assert fresh[columns].equals(old_rows)
     assert (fresh["forced_text"][answered] == "Final Answer:").all()
+
+
+def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(monkeypatch):
+    """``extend`` adds an option (with its rule, ``Option.notes``) to every registered mode it fits and to
+    modes registered later; the one builder tokenizes its notes into the row's state."""
+    from e1.engine.markers import PROMPT_OPEN, Markers
+    from e1.engine.modes import REGISTRY, base, extend, register
+    from e1.engine.modes.options import Count
+    from e1.engine.row_engine import ModeIds, build_state
+
+    class Every(Count):
+        def notes(self, value, budget):
+            return tuple((at, f"<{budget.think - at}>") for at in range(value, budget.think, value)) if value else ()
+
+    monkeypatch.setattr(base, "EXTENSIONS", [])
+    for cls in REGISTRY.values():
+        monkeypatch.setattr(cls, "options", cls.options)  # restored after the test
+    option = extend(Every("every", "every=K: a note every K tokens", default=0), lambda cls: cls.name in ("elastic", "later-mode"))
+    assert option in Mode.parse("elastic").options and not Mode.parse("truncate").takes("every")
+    mode = Mode.parse("elastic:every=2")
+    assert str(mode) == "elastic:every=2" and mode.notes(Budget(5, 1)) == ((2, "<3>"), (4, "<1>")) and mode.per_token
+    assert not Mode.parse("elastic").per_token
+
+    class Tokenizer:  # one id per character
+        def encode(self, text, add_special_tokens=False):
+            return [ord(c) for c in text]
+
+    markers = Markers("<t>", "</t>", (1,), (2,), frozenset({3}), 0, (4,), (5,))
+    state = build_state(mode, Budget(5, 1), markers, PROMPT_OPEN, 20, ModeIds.of(Tokenizer(), mode, Budget(5, 1)))
+    assert state.notes == ((2, (60, 51, 62)), (4, (60, 49, 62)))
+
+    try:
+        @register
+        class Later(Mode):
+            name = "later-mode"
+
+        assert Mode.parse("later-mode:every=3").notes(Budget(4, 1)) == ((3, "<1>"),)  # registered after: fits too
+    finally:
+        REGISTRY.pop("later-mode", None)

@@ -111,3 +111,21 @@ def test_mode_options_parse_and_refuse():
     for bad in ("truncate:grace=3", "none:exit=qwen", "elastic:exit=qwn", "elastic:grace=x", "elastic:foo=1"):
         with pytest.raises(ConfigError):
             Mode.parse(bad)
+
+
+def test_notes_are_forced_at_their_thinking_count_and_count_as_thinking():
+    # t = 7, a note (30, 31) due at 2 thinking tokens, another at 5: the model's 11s, the notes forced in between
+    state = RowState(Budget(7, 2), Mode(), MARKERS, PROMPT_OPEN, 100, notes=((2, (30, 31)), (5, (32,)), (6, (33,))))
+    assert state.tokens_before_forcing() == 2  # a late-seeing backend must look again at the first note
+    drive(state, [THINK] * 10 + [12, 12])  # a forced id takes the place of the id sampled then
+    # 11 11 | 30 31 (think = 4) | 11 (5) | 32 (6) | 11 (7 = t: the cut; the note at 6 would not fit) | 7 8 9 | 12 12
+    assert state.tokens == [THINK, THINK, 30, 31, THINK, 32, THINK, 7, 8, 9, 12, 12]
+    assert state.forced == [False, False, True, True, False, True, False, True, True, True, False, False]
+    assert state.think_tokens == 7 and state.split()[0] == [THINK, THINK, 30, 31, THINK, 32, THINK]
+    assert state.think_end == "budget" and state.forced_text_ids() == []  # a note is thinking, not forced text
+
+
+def test_notes_at_or_past_the_cut_are_never_written():
+    state = RowState(Budget(3, 2), Mode(), MARKERS, PROMPT_OPEN, 100, notes=((3, (30,)), (9, (31,))))
+    assert state.notes == ()
+    assert drive(state, [THINK] * 6).tokens[:6] == [THINK] * 3 + [7, 8, 9]

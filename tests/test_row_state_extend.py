@@ -31,9 +31,9 @@ FIELDS = ("tokens", "forced", "kinds", "phase", "think_tokens", "solve_tokens", 
           "finish_reason", "opened")
 
 
-def fresh(markers, mode, think, solve, opens, room) -> RowState:
+def fresh(markers, mode, think, solve, opens, room, notes=()) -> RowState:
     return RowState(Budget(think, solve), mode, MARKERS[markers], opens, room,
-                    EXIT if mode.exit_text else (), frozenset({PERIOD}) if mode.grace else frozenset())
+                    EXIT if mode.exit_text else (), frozenset({PERIOD}) if mode.grace else frozenset(), notes=notes)
 
 
 def stepwise(state: RowState, ids) -> int:
@@ -63,6 +63,23 @@ def test_extend_leaves_the_state_the_token_loop_leaves(markers, mode, think, sol
     assert sum(ours.extend(piece) for piece in pieces) == taken
     assert snapshot(ours) == snapshot(expected)
     assert ours.split() == expected.split()
+
+
+# a mode's notes (Mode.notes as ids): forced into the thinking at rising thinking counts, ids that include markers
+NOTES = st.lists(st.tuples(st.integers(1, 12), st.lists(st.sampled_from([30, 31, 7, PERIOD]), min_size=1, max_size=3)),
+                 max_size=4).map(lambda drawn: tuple(sorted((at, tuple(ids)) for at, ids in drawn)))
+
+
+@settings(max_examples=int(os.environ.get("E1_HYPOTHESIS_EXAMPLES", 300)), deadline=None)
+@given(markers=st.sampled_from(sorted(MARKERS)), mode=MODES, think=st.integers(0, 12), solve=st.integers(1, 12),
+       opens=st.sampled_from(PROMPT_THINKING), room=st.integers(1, 90), ids=IDS, notes=NOTES, cut=st.integers(0, 80))
+def test_extend_forces_notes_where_the_token_loop_does(markers, mode, think, solve, opens, room, ids, notes, cut):
+    """With notes (the texts an option forces into the thinking) extend's runs stop where a note is due."""
+    expected = fresh(markers, mode, think, solve, opens, room, notes)
+    ours = fresh(markers, mode, think, solve, opens, room, notes)
+    taken = stepwise(expected, ids)
+    assert ours.extend(ids[:cut]) + ours.extend(ids[cut:]) == taken
+    assert snapshot(ours) == snapshot(expected) and ours.split() == expected.split()
 
 
 def test_extend_counts_a_whole_budget_arithmetically():

@@ -1,6 +1,6 @@
 """vLLM's logits processor on its stepping path (soft's bias and stop= patterns as arrays over the rows)
-against the path that looks at every row one by one (``BudgetProcessor.stepping = False``, the processor as
-it was before): generated batches of rows, streams and batch changes, the very same logits at every step."""
+against the one definition, each request's RowState fed the ids vLLM shows it: generated batches of rows,
+streams and batch changes, the very logits RowState says at every step."""
 
 from __future__ import annotations
 
@@ -33,16 +33,50 @@ def setting():
     return tokenizer, markers, plain, special
 
 
-def processor(tokenizer, stepping: bool):
+def processor(tokenizer):
     from e1.engine.vllm_processor import BudgetProcessor
 
     class Processor(BudgetProcessor):
         def tokenizer(self):
             return tokenizer
 
-    made = Processor(None, torch.device("cpu"), False)
-    made.stepping = stepping
-    return made
+    return Processor(None, torch.device("cpu"), False)
+
+
+class Reference:
+    """A request's RowState (the one definition) fed the ids its output shows (up to an async placeholder),
+    and the logits it says: only the forced id finite (EOS once done), else soft's bias on the end marker."""
+
+    def __init__(self, args: dict, tokenizer):
+        from e1.engine.markers import sentence_end_ids
+        from e1.engine.vllm_processor import row_state
+
+        mode = Mode.parse(args["mode"])
+        self.state = row_state(args, sentence_end_ids(tokenizer) if mode.grace else frozenset(),
+                               tokenizer if mode.stop else None)
+        self.fed = 0
+
+    def logits(self, output: list[int], before: torch.Tensor) -> torch.Tensor | None:
+        """None: vLLM itself has ended the request (an EOS sampled, ``max_tokens``, or the end marker that
+        "Wait" replaces, which the vLLM backend sends as a stop id and continues in a new request)."""
+        ready = output.index(-1) if -1 in output else len(output)
+        if ready > self.fed and not self.state.done:
+            self.state.extend(output[self.fed : ready])
+        self.fed = max(self.fed, ready)
+        state, after = self.state, before.clone()
+        if state.done and (state.finish_reason == "stop" or len(state.tokens) >= state.max_new_tokens):
+            return None
+        taken = min(len(state.tokens), self.fed)
+        if state.tokens[:taken] != output[:taken]:  # an id the state replaced ("Wait")
+            return None
+        forced = min(state.markers.eos_ids) if state.done else state.forced_token()
+        if forced is not None:
+            after[:] = float("-inf")
+            after[forced] = 0.0
+        elif bias := state.end_bias():
+            column = state.markers.end_ids[0]
+            after[column] = before[column] + torch.tensor(bias, dtype=torch.float32)
+        return after
 
 
 ROW = st.fixed_dictionaries({
@@ -56,9 +90,9 @@ ROW = st.fixed_dictionaries({
 @settings(max_examples=40, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate))
 @given(rows=st.lists(ROW, min_size=1, max_size=6), events=st.lists(st.tuples(st.integers(0, 39), st.sampled_from(
     ["swap", "drop", "add"]), st.integers(0, 5), st.integers(0, 5)), max_size=3), seed=st.integers(0, 2**16))
-def test_the_stepping_path_gives_the_same_logits_as_looking_at_each_row(setting, rows, events, seed):
-    """Invariant: at every step both processors return the same logits (soft's bias to the bit, the same
-    forced tokens, a stop pattern firing at the same id), whatever the modes, budgets, ids (markers and EOS
+def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, events, seed):
+    """Invariant: at every step the processor returns the logits each row's RowState says (soft's bias to the bit, the
+    forced token, a stop pattern firing at the same id), whatever the modes, budgets, ids (markers and EOS
     among them), steps of 0, 1 or 2 ids, async placeholders (-1, filled in a step later), and swaps,
     removals and additions of rows between steps."""
     from vllm import SamplingParams
@@ -68,19 +102,18 @@ def test_the_stepping_path_gives_the_same_logits_as_looking_at_each_row(setting,
 
     tokenizer, markers, plain, special = setting
     vocab = max(len(tokenizer), *plain, *special) + 1
-    ours, theirs = processor(tokenizer, True), processor(tokenizer, False)
-    outputs = {}  # (which, batch index) -> the output list vLLM would hand the processor
+    ours = processor(tokenizer)
+    outputs, references = {}, {}  # batch index -> the output list vLLM would hand the processor, its RowState
     cursor = {}
 
-    def params(spec):
-        args = budget_args(Budget(spec["think"], spec["solve"]), Mode.parse(spec["mode"]), markers,
+    def settings(spec):
+        return budget_args(Budget(spec["think"], spec["solve"]), Mode.parse(spec["mode"]), markers,
                            prompt_thinking=spec["opens"], room=spec["room"])
-        return SamplingParams(extra_args={KEY: args})
 
     def add(index, spec):
-        for which, proc in (("ours", ours), ("theirs", theirs)):
-            outputs[which, index] = []
-            proc.update_state(BatchUpdate(len(rows), [], [(index, params(spec), [1], outputs[which, index])], []))
+        outputs[index], references[index] = [], Reference(settings(spec), tokenizer)
+        ours.update_state(BatchUpdate(len(rows), [], [(index, SamplingParams(extra_args={KEY: settings(spec)}), [1],
+                                                       outputs[index])], []))
         cursor[index] = (spec, 0)
 
     for index, spec in enumerate(rows):
@@ -94,8 +127,8 @@ def test_the_stepping_path_gives_the_same_logits_as_looking_at_each_row(setting,
                 if a not in cursor or b not in cursor:
                     continue  # vLLM moves live rows only
                 change = BatchUpdate(len(rows), [], [], [(a, b, MoveDirectionality.SWAP)])
-                for which in ("ours", "theirs"):
-                    outputs[which, a], outputs[which, b] = outputs[which, b], outputs[which, a]
+                outputs[a], outputs[b] = outputs[b], outputs[a]
+                references[a], references[b] = references[b], references[a]
                 cursor[a], cursor[b] = cursor[b], cursor[a]
             elif what == "drop":
                 change = BatchUpdate(len(rows), [a], [], [])
@@ -103,23 +136,24 @@ def test_the_stepping_path_gives_the_same_logits_as_looking_at_each_row(setting,
             else:
                 add(a, rows[b])
                 continue
-            ours.update_state(change), theirs.update_state(change)
+            ours.update_state(change)
         logits = torch.randn(len(rows), vocab, generator=generator)  # [B, V]
-        mine, reference = ours.apply(logits.clone()), theirs.apply(logits.clone())
-        assert torch.equal(mine, reference), explain(step, mine, reference, ours, theirs, outputs, cursor)
+        mine = ours.apply(logits.clone())
+        for index in range(len(rows)):  # a dropped row is left alone
+            expected = references[index].logits(outputs[index], logits[index]) if index in cursor else logits[index]
+            if expected is not None:
+                assert torch.equal(mine[index], expected), explain(step, index, mine[index], expected, ours, cursor, outputs)
         for index, (spec, at) in list(cursor.items()):
             size = spec["sizes"][step]
-            for which in ("ours", "theirs"):
-                output = outputs[which, index]
-                if output and output[-1] == -1:  # an async placeholder: filled in now
-                    output[-1] = plain[(step + index) % len(plain)]
+            output = outputs[index]
+            if output and output[-1] == -1:  # an async placeholder: filled in now
+                output[-1] = plain[(step + index) % len(plain)]
             for _ in range(abs(size)):
                 finite = mine[index].isfinite().nonzero().flatten().tolist()
                 kind, value = spec["stream"][at % 40]
                 token = finite[0] if len(finite) == 1 else special[value % len(special)] if kind == 0 \
                     else plain[value % len(plain)]
-                for which in ("ours", "theirs"):
-                    outputs[which, index].append(-1 if size < 0 else token)
+                output.append(-1 if size < 0 else token)
                 at += 1
             cursor[index] = (spec, at)
 
@@ -135,22 +169,24 @@ def test_a_stop_match_on_the_stepping_path_forces_the_marker_at_the_same_id(sett
     tokenizer, markers, _, _ = setting
     ids = tokenizer.encode("x x x x x ab c x x", add_special_tokens=False)
     args = budget_args(Budget(100, 4), Mode.parse("elastic:stop='b c'"), markers, prompt_thinking="open", room=200)
-    forced_at = {}
-    for stepping in (True, False):
-        proc, output = processor(tokenizer, stepping), []
-        proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))
-        for token in ids:
-            finite = proc.apply(torch.zeros(1, len(tokenizer) + 1))[0].isfinite().nonzero().flatten().tolist()
-            if len(finite) == 1:
-                forced_at[stepping] = (len(output), finite[0])
-                break
-            output.append(token)
-        if stepping:
-            assert proc.rows[0].held is None  # released: the state has every id
-            assert proc.rows[0].state.tokens == output and proc.rows[0].state.think_end == "pattern"
-    assert forced_at[True] == forced_at[False]
-    assert forced_at[True][1] == markers.end_ids[0]
-    assert tokenizer.decode(ids[: forced_at[True][0]]).endswith("ab c")
+    proc, output = processor(tokenizer), []
+    proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))
+    forced_at = None
+    for token in ids:
+        finite = proc.apply(torch.zeros(1, len(tokenizer) + 1))[0].isfinite().nonzero().flatten().tolist()
+        if len(finite) == 1:
+            forced_at = (len(output), finite[0])
+            break
+        output.append(token)
+    assert proc.rows[0].held is None  # released: the state has every id
+    assert proc.rows[0].state.tokens == output and proc.rows[0].state.think_end == "pattern"
+    reference = Reference(args, tokenizer).state  # the one definition, fed id by id
+    for token in ids:
+        if reference.forced_token() is not None:
+            break
+        reference.accept(token)
+    assert forced_at == (len(reference.tokens), reference.forced_token()) and forced_at[1] == markers.end_ids[0]
+    assert tokenizer.decode(ids[: forced_at[0]]).endswith("ab c")
 
 
 def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
@@ -165,7 +201,7 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     tokenizer, markers, plain, _ = setting
     mode = Mode.parse("soft:start=0.25:strength=5:shape=exp:ceiling=2")
     args = budget_args(Budget(16, 4), mode, markers, prompt_thinking="open", room=100)
-    proc, output = processor(tokenizer, True), []
+    proc, output = processor(tokenizer), []
     proc.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))
     end = markers.end_ids[0]
     for written in range(32):
@@ -176,17 +212,15 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     assert proc.apply(torch.zeros(1, len(tokenizer) + 1))[0].isfinite().nonzero().flatten().tolist() == [end]  # 2t
 
 
-def explain(step, mine, reference, ours, theirs, outputs, cursor) -> str:
-    """Which rows differ, and how (the assertion's message)."""
-    lines = [f"step {step}"]
-    for index in range(mine.shape[0]):
-        if not torch.equal(mine[index], reference[index]):
-            spec = cursor.get(index, ({"mode": "?"}, 0))[0]
-            differ = (mine[index] != reference[index]).nonzero().flatten().tolist()[:5]
-            lines.append(f"row {index} {spec['mode']} t={spec.get('think')} s={spec.get('solve')} room={spec.get('room')} "
-                         f"opens={spec.get('opens')} sizes={spec.get('sizes', [])[:step]} ours={ours.rows[index].fed, ours.rows[index].held, ours.rows[index].check_at, ours.rows[index].state.think_tokens} theirs={theirs.rows[index].fed, theirs.rows[index].check_at, theirs.rows[index].state.think_tokens} output={outputs['ours', index]} columns {differ}: "
-                         f"{mine[index, differ].tolist()} vs {reference[index, differ].tolist()}")
-    return "\n".join(lines)
+def explain(step, index, mine, expected, ours, cursor, outputs) -> str:
+    """How a row differs from its RowState (the assertion's message)."""
+    spec = cursor.get(index, ({"mode": "?"}, 0))[0]
+    differ = (mine != expected).nonzero().flatten().tolist()[:5]
+    row = ours.rows.get(index)
+    where = (row.fed, row.held, row.check_at, row.state.think_tokens) if row is not None else None
+    return (f"step {step} row {index} {spec['mode']} t={spec.get('think')} s={spec.get('solve')} room={spec.get('room')} "
+            f"opens={spec.get('opens')} sizes={spec.get('sizes', [])[:step]} ours={where} output={outputs.get(index)} "
+            f"columns {differ}: {mine[differ].tolist()} vs {expected[differ].tolist()}")
 
 
 @settings(max_examples=40, deadline=None)
@@ -206,7 +240,7 @@ def test_stop_rows_on_the_stepping_path_stop_where_the_plain_scanner_first_match
     tokenizer, markers, _, _ = setting
     patterns = [p if p is None or i % 2 else data.draw(GENERATED) for i, p in enumerate(patterns)]
     phase = {*markers.end_ids, *markers.start_ids, *markers.eos_ids}
-    proc, rows = processor(tokenizer, True), []
+    proc, rows = processor(tokenizer), []
     for index, pattern in enumerate(patterns):
         try:
             mode = Mode.parse("elastic" if pattern is None else f"elastic:stop='{pattern}'")

@@ -29,7 +29,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.budget import Budget  # noqa: E402
-from e1.engine import KEY, Markers, Mode, budget_args, state_for  # noqa: E402
+from e1.engine import KEY, Markers, Mode, ModeIds, budget_args, build_state  # noqa: E402
 from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
 from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
 from tests.test_soft_stop import GENERATED, id_stream  # noqa: E402
@@ -98,10 +98,10 @@ class Request(SlotRequest):
         history = [rng.choice(PLAIN + [3]) for _ in range(rng.randint(0, 3))] if rng.random() < 0.3 else []
         self.prompt += history  # ids the prompt already continues (a followed prefix)
         plain = rng.random() < 0.15  # a request without e1's settings: left alone
-        trials = None
-        if self.mode.trials:  # early-exit: a trial after each "*" (id 14), its answer greedy (ARGMAX)
-            trials = state_for(self.mode, budget, self.markers, opens, room, exit_ids, transitions=((14,),))
-        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids, trials)
+        # early-exit: a trial after each "*" (id 14), its answer greedy (ARGMAX); a mode's notes as the tokenizer's ids
+        ids = ModeIds(exit_ids, ((14,),) if self.mode.trials else (), ModeIds.of(tokenizer(), self.mode, budget).notes)
+        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids,
+                           build_state(self.mode, budget, self.markers, opens, room, ids))
         self.params = SimpleNamespace(extra_args=None if plain else {KEY: args}, number=number)
         self.state = None if plain else row_state(args, SENTENCE_ENDS, tokenizer())  # the reference
         self.room = room
@@ -135,7 +135,8 @@ class Runner(SlotRunner):
     def staged(self) -> None:
         for request in self.running:  # text modes keep their RowState on the host, the others in the slot tables
             on_host = request.slot in self.processor.on_host
-            assert on_host == bool(request.state is not None and (request.mode.stop or request.mode.trials)), request.mode
+            assert on_host == bool(request.state is not None and (request.mode.stop or request.mode.trials
+                                                                   or request.state.notes)), request.mode
             assert self.processor.on_device[request.slot] == (request.state is not None and not on_host)
 
     def check(self, batch: list[Request], before: torch.Tensor, after: torch.Tensor) -> None:

@@ -27,7 +27,7 @@ from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
 from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
-from e1.engine.row_engine import new_row_state, state_for
+from e1.engine.row_engine import ModeIds, build_state
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
 from e1.engine.spec import EngineSpec
@@ -55,8 +55,8 @@ __all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES",
            "Backend", "Completion", "EarlyExitState", "EngineSpec", "LoadSettings",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",
            "check_backend", "check_device", "check_runner", "check_engine_options", "check_markers", "derive_seed",
-           "exit_ids", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "new_row_state", "problem_seed", "replay_round",
-           "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "state_for",
+           "exit_ids", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "problem_seed", "replay_round",
+           "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "build_state", "ModeIds",
            "transition_ids", "vllm_available", "worst_case_tokens", *_LAZY]
 
 

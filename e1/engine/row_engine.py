@@ -12,7 +12,7 @@ them — so the transformers and vLLM backends count, split and report identical
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
@@ -74,7 +74,8 @@ class RowEngine:
         room = sampling.max_tokens if worst is None else worst + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
-        return new_row_state(mode, budget, self.markers, self.tokenizer, prompt, room, self.sentence_ends)
+        return build_state(mode, budget, self.markers, self.markers.prompt_thinking(prompt), room,
+                           ModeIds.of(self.tokenizer, mode, budget), self.tokenizer, self.sentence_ends)
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
@@ -117,30 +118,42 @@ class RowEngine:
         ]
 
 
-def new_row_state(mode: Mode, budget: Budget, markers: Markers, tokenizer, prompt: Sequence[int], room: int,
-                  sentence_ends=lambda: frozenset()) -> RowState:
-    """The one way a row's state is built from a mode and a tokenizer (the local engines and e1 serve):
-    the mode's texts as this tokenizer's ids (exit text, transitions), its stop pattern as a matcher,
-    and the tokenizer's sentence ends for a grace window (``sentence_ends``: a function, read only then)."""
+class ModeIds(NamedTuple):
+    """A mode's texts as one tokenizer's ids: the exit text, early-exit's transitions, the notes an option
+    forces into the thinking (``(thinking count, ids)``). The vLLM processor receives them in a request's
+    settings (``budget_args``), every other caller tokenizes them here (:meth:`of`), once."""
+
+    exit: tuple[int, ...] = ()
+    transitions: tuple[tuple[int, ...], ...] = ()
+    notes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    @classmethod
+    def of(cls, tokenizer, mode: Mode, budget: Budget) -> ModeIds:
+        return cls(exit_ids(tokenizer, mode.exit_text), transition_ids(tokenizer, mode.transition_texts),
+                   tuple((at, exit_ids(tokenizer, text)) for at, text in mode.notes(budget)))
+
+
+def build_state(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: str, room: int,
+                ids: ModeIds = ModeIds(), tokenizer=None, sentence_ends=frozenset()) -> RowState:
+    """The one function that builds a row's state, for every caller (the local engines, the vLLM
+    processors, e1 serve's processor and replay, the API backend's replay): :class:`EarlyExitState` for a
+    mode that tries trial answers, else :class:`RowState`. ``ids``: the mode's texts as ids (``ModeIds.of``);
+    ``tokenizer``: for a stop pattern and recipe=deer's texts (None: neither is watched); ``sentence_ends``:
+    the ids for a grace window, or a function giving them (read only when the mode has one).
+
+        state = build_state(mode, budget, markers, markers.prompt_thinking(prompt), room, ModeIds.of(tok, mode, budget), tok)
+    """
+    ends = (sentence_ends() if callable(sentence_ends) else sentence_ends) if mode.grace else frozenset()
+    if mode.trials:
+        texts = trial_texts(tokenizer, mode) if tokenizer is not None else None
+        return EarlyExitState(budget, mode, markers, prompt_thinking, room, ids.exit, ends,
+                              transitions=ids.transitions, texts=texts)
     stop = None
-    if mode.stop:
+    if mode.stop and tokenizer is not None:
         from e1.engine.stop import StopPattern
 
         stop = StopPattern(tokenizer, mode.stop)
-    return state_for(mode, budget, markers, markers.prompt_thinking(prompt), room, exit_ids(tokenizer, mode.exit_text),
-                     sentence_ends() if mode.grace else frozenset(), stop, transition_ids(tokenizer, mode.transition_texts),
-                     trial_texts(tokenizer, mode))
-
-
-def state_for(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: str, room: int, exit_ids: tuple[int, ...] = (),
-              sentence_ends: frozenset[int] = frozenset(), stop=None, transitions=(), texts=None) -> RowState:
-    """The row state machine ``mode`` runs on: :class:`EarlyExitState` for a mode that tries trial
-    answers (``mode.trials``; ``transitions``: where, as ids; ``texts``: recipe=deer's, from
-    :func:`~e1.engine.early_exit.trial_texts`), else :class:`RowState`."""
-    if mode.trials:
-        return EarlyExitState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends,
-                              transitions=transitions, texts=texts)
-    return RowState(budget, mode, markers, prompt_thinking, room, exit_ids, sentence_ends, stop)
+    return RowState(budget, mode, markers, prompt_thinking, room, ids.exit, ends, stop, ids.notes)
 
 
 def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:

@@ -26,6 +26,8 @@ Mode ``soft`` adds one thing a backend must do: add :meth:`RowState.end_bias` to
 end marker's first token before sampling (:func:`soft_bias`, a pure function of the thinking
 count, ``t`` and the mode, so both backends add the very same float). ``stop=`` patterns are
 checked here after each thinking token, through a matcher the backend builds (:mod:`e1.engine.stop`).
+A mode's notes (:meth:`Mode.notes`, texts an option forces into the thinking at given thinking counts,
+``notes`` as ids) are queued like "Wait": forced, counted as thinking, due once thinking reaches their count.
 Why thinking ended is kept in ``think_end``: natural, budget, pattern, trial (early-exit), or open (it never ended).
 """
 
@@ -73,7 +75,9 @@ def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tu
 class RowState:
     """``exit_ids``: the mode's exit text, forced before the end marker at ``t``; ``sentence_ends``:
     the ids that end a sentence, for the mode's grace window (see :class:`~e1.engine.base.Mode`);
-    ``stop``: the mode's stop pattern (:class:`~e1.engine.stop.StopPattern`); each row scans its own thinking text."""
+    ``stop``: the mode's stop pattern (:class:`~e1.engine.stop.StopPattern`); each row scans its own thinking text;
+    ``notes``: ``(thinking count, ids)`` pairs, counts rising, each forced into the thinking once it reaches the count.
+    Build one with :func:`e1.engine.row_engine.build_state` (the one builder every caller uses)."""
 
     # trial answers (early-exit, e1.engine.early_exit), none here: whether the next token is a trial
     # answer's (the backend decodes it greedily and passes its probability), how many cache
@@ -86,13 +90,18 @@ class RowState:
 
     def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, max_new_tokens: int,
                  exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(),
-                 stop: StopPattern | None = None):
+                 stop: StopPattern | None = None, notes: tuple[tuple[int, tuple[int, ...]], ...] = ()):
         if prompt_thinking not in PROMPT_THINKING:
             raise ValueError(f"prompt_thinking must be one of {PROMPT_THINKING}, got {prompt_thinking!r}")
         self.budget, self.mode, self.markers = budget, mode, markers
         self.exit_ids, self.sentence_ends, self.stop = tuple(exit_ids), sentence_ends, stop
         self._scan = stop.scanner() if stop is not None else None  # this row's view of its thinking text
         self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
+        self.grace_at = self.think_limit + mode.grace  # at or past it a grace window forces the end anyway
+        self.wait_below = budget.think - len(markers.wait_ids)  # "Wait" replaces a natural end only below it
+        # notes count against thinking's own budget: a mode without one (truncate, none) has none
+        self.notes = tuple((at, tuple(ids)) for at, ids in notes if ids and at < self.think_limit and mode.separate)
+        self._notes = list(reversed(self.notes))  # the notes not yet due, the next one last
         self.opened = prompt_thinking in (PROMPT_OPEN, PROMPT_CLOSED)
         self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
         self.max_new_tokens = max_new_tokens if self.total_cap is None else min(max_new_tokens, self.total_cap)
@@ -146,7 +155,7 @@ class RowState:
             bias_start = self.mode.bias_start(self.budget.think)
             if bias_start is not None and bias_start > self.think_tokens:
                 room = min(room, bias_start - self.think_tokens)
-            return max(1, min(self.think_limit - self.think_tokens, 1 + self.budget.solve, room))
+            return max(1, min(self._next_limit() - self.think_tokens, 1 + self.budget.solve, room))
         left = self.budget.solve - self.solve_tokens if self.budgeted else room
         return max(1, min(left, room))
 
@@ -177,12 +186,14 @@ class RowState:
         if self._queue:
             token, kind = self._queue.popleft()
             self._append(token, kind, forced=True)
-            if kind == T_THINK:  # an inserted "Wait" is thinking (its text is matched from the next sample on)
+            if kind == T_THINK:  # an inserted "Wait" or note is thinking (its text is matched from the next sample on)
                 self.think_tokens += 1
                 if self._scan is not None:
                     self._scan.push(token)
                 if not self._queue and self.think_tokens >= self.think_limit:
                     self._force_end()
+                elif not self._queue:
+                    self._note_due()
             elif not self._queue:  # the forced marker (and answer prompt) is complete
                 self.closed, self.phase = True, SOLVE
         elif self.phase == THINK:
@@ -260,7 +271,7 @@ class RowState:
             return 0  # a forced token is due: one at a time
         room = self.max_new_tokens - len(self.tokens) - 1
         if self.phase == THINK:
-            limit = self.think_limit if self.budgeted else self.total_cap
+            limit = self._next_limit() if self.budgeted else self.total_cap
             count = self.think_tokens
         else:
             limit = self.budget.solve if self.budgeted else self.total_cap
@@ -316,11 +327,25 @@ class RowState:
                 self._force_end()
             elif self.total_cap is not None and self.think_tokens >= self.total_cap:
                 self._finish("length")
+            elif self._notes and not self._queue:
+                self._note_due()
+
+    def _next_limit(self) -> int:
+        """The thinking count at which a forced token may next be due: the cut, or the next note's count."""
+        return min(self.think_limit, self._notes[-1][0]) if self._notes else self.think_limit
+
+    def _note_due(self) -> None:
+        """Queue the note due at this thinking count (the last of those reached, if several were passed),
+        if it fits before the cut (as "Wait": the cut still bounds the thinking)."""
+        due = None
+        while self._notes and self._notes[-1][0] <= self.think_tokens:
+            due = self._notes.pop()
+        if due is not None and self.think_tokens + len(due[1]) < self.think_limit:
+            self._queue.extend((t, T_THINK) for t in due[1])
 
     def _sentence_done(self, token: int) -> bool:
         """At or past t: force now, unless the grace window lets the current sentence finish."""
-        grace = self.mode.grace
-        return not grace or token in self.sentence_ends or self.think_tokens >= self.think_limit + grace
+        return not self.mode.grace or token in self.sentence_ends or self.think_tokens >= self.grace_at
 
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
@@ -339,19 +364,26 @@ class RowState:
         """Queue the exit text and the end marker (or complete a partly written marker) and, for s1,
         "Final Answer:". A stop pattern (``why`` PATTERN) ended thinking by its content, not for
         lack of budget: the bare marker is forced, without the exit text."""
-        end = self.markers.end_ids
+        start, exit_ids, lines, end, after = self.end_parts()
         partial = max((k for k in range(1, len(end)) if self._ends_with(end[:k])), default=0)
         if partial:
             self._relabel_tail(partial, T_MARKER)
-        exit_ids = self.exit_ids if why == BUDGET and not partial else ()
-        lines = self.markers.newline_ids if self.mode.answer_prompt and self.mode.answer_lines else ()
+        exit_ids = exit_ids if why == BUDGET and not partial else ()
         queued = [(t, T_EXIT) for t in exit_ids + (() if partial else lines)] + [(t, T_MARKER) for t in end[partial:]]
         if not self.opened:  # the template did not open thinking and the model has not either
-            queued = [(t, T_MARKER) for t in self.markers.start_ids] + queued
-        if self.mode.answer_prompt:  # s1: "\n" + marker + "\nFinal Answer:" (answer=inline: marker + "Final Answer:")
-            queued += [(t, T_ANSWER) for t in lines + self.markers.answer_ids]
-        self._queue.extend(queued)
+            queued = [(t, T_MARKER) for t in start] + queued
+        self._queue.extend(queued + [(t, T_ANSWER) for t in after])
         self.was_forced, self.think_end = True, why
+
+    def end_parts(self) -> tuple[tuple[int, ...], ...]:
+        """What a forced end writes, in order: the start marker (if thinking never opened), the exit text,
+        s1's line break, the end marker, s1's answer prompt ("\\n" + "Final Answer:"; answer=inline: without the
+        line breaks). ``_force_end`` and runner V2's slot template (``vllm_v2_slots.export``) both cut their
+        queues from these, so the texts are decided here once."""
+        mode, markers = self.mode, self.markers
+        lines = markers.newline_ids if mode.answer_prompt and mode.answer_lines else ()
+        after = lines + markers.answer_ids if mode.answer_prompt else ()
+        return markers.start_ids, self.exit_ids, lines, markers.end_ids, after
 
     def _replace_end_with_wait(self, token: int) -> bool:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
@@ -360,7 +392,7 @@ class RowState:
             return False
         if len(end) > 1 and not self._ends_with(end[:-1]):
             return False
-        if self.think_tokens + len(self.markers.wait_ids) >= self.budget.think:
+        if self.think_tokens >= self.wait_below:
             return False
         self.waits_left -= 1
         self._queue.extend((t, T_THINK) for t in self.markers.wait_ids)

@@ -45,13 +45,15 @@ def budget_args(budget: Budget, mode: Mode, markers: Markers, prompt_thinking: s
     """The per-request settings, as plain JSON-able values (they cross process boundaries): the mode
     as its text (``str(mode)``, read back by ``Mode.parse``), the ids its texts became with the model's
     tokenizer, and the row's history. A grace window's sentence ends are not sent: the processor reads
-    them off the model's tokenizer (and a stop pattern's matcher is built there too)."""
+    them off the model's tokenizer (and a stop pattern's matcher is built there too). ``state``: the row's
+    state, whose notes (ids an option forces into the thinking) travel with it, and early-exit's trials."""
     return {
         "think": budget.think, "solve": budget.solve, "mode": str(mode),
         "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
         "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
         "newline": list(markers.newline_ids),
         "exit": list(exit_ids), "thinking": prompt_thinking, "room": room, "history": list(history),
+        "notes": [[at, list(ids)] for at, ids in (state.notes if state is not None else ())],
         **(early_exit_args(state) if mode.trials else {}),
     }
 
@@ -82,23 +84,18 @@ def early_exit_args(state) -> dict:
 
 
 def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer=None) -> RowState:
-    """A fresh RowState from ``budget_args`` output, with ``history`` already replayed (``tokenizer``: for
-    a ``stop`` pattern and early-exit recipe=deer's texts; without one the pattern is only checked to compile)."""
+    """The row state ``budget_args`` describe (built by :func:`~e1.engine.row_engine.build_state`), with
+    ``history`` already replayed (``tokenizer``: for a ``stop`` pattern and early-exit recipe=deer's texts;
+    without one the pattern is only checked to compile, by its option)."""
+    from e1.engine.row_engine import ModeIds, build_state
+
     markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
                       tuple(args["wait_ids"]), tuple(args["answer"]), tuple(args["newline"]))
     mode = Mode.parse(args["mode"])
-    stop = None
-    if mode.stop and tokenizer is not None:
-        from e1.engine.stop import StopPattern
-
-        stop = StopPattern(tokenizer, mode.stop)
-    from e1.engine.early_exit import trial_texts
-    from e1.engine.row_engine import state_for
-
-    transitions = tuple(map(tuple, args["transitions"])) if mode.trials else ()
-    texts = trial_texts(tokenizer, mode) if tokenizer is not None else None
-    state = state_for(mode, Budget(args["think"], args["solve"]), markers, args["thinking"], args["room"],
-                      tuple(args["exit"]), sentence_ends, stop, transitions, texts)
+    ids = ModeIds(tuple(args["exit"]), tuple(map(tuple, args["transitions"])) if mode.trials else (),
+                  tuple((at, tuple(note)) for at, note in args.get("notes", ())))
+    state = build_state(mode, Budget(args["think"], args["solve"]), markers, args["thinking"], args["room"], ids,
+                        tokenizer, sentence_ends)
     if mode.trials:
         return _replay_trials(state, args)
     state.extend(args["history"])
@@ -340,11 +337,8 @@ class RequestStates:
 
 
 class BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request, as the request's RowState says. ``stepping`` False: every
-    row is looked at one by one (the path before the stepping arrays; benchmarks and tests compare the two).
-    vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
-
-    stepping = True
+    """Forces end markers and EOS per request, as the request's RowState says (tests/test_vllm_stepping.py
+    checks every step against it). vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         super().__init__(vllm_config)
@@ -409,7 +403,7 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
                 continue
             if bias := row.state.end_bias():
                 biased.append(([index], [row.state.markers.end_ids[0]], np.array([bias], np.float32)))
-            if self.stepping and row.steppable():
+            if row.steppable():
                 row.held = row.scanned = row.fed  # looked at as arrays from the next step on
                 self._changed = True
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does

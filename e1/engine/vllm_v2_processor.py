@@ -66,10 +66,7 @@ from e1.engine.vllm_v2_slots import (
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
-    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would.
-    ``holding`` False: every host row is fed one by one each step (the path before ``HeldRows``; benchmarks compare)."""
-
-    holding = True
+    """Forces end markers and EOS per request slot on model runner V2, as each request's RowState would."""
 
     def __init__(self, vllm_config, req_states: LogitsProcRequestState):
         if getattr(vllm_config, "speculative_config", None) is not None:
@@ -150,8 +147,8 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         return {slot: flat[end - length : end] for slot, end, length in zip(want, ends.tolist(), lengths.tolist())}
 
     def _needs_host(self, state: RowState) -> bool:
-        """Whether ``state`` reads text or has a bias the device cannot compute (then it runs on the host)."""
-        if state.stop is not None or state.mode.trials or state.mode.bias_curve(state.budget.think) is None:
+        """Whether ``state`` reads text, has notes or a bias the device cannot compute (then it runs on the host)."""
+        if state.stop is not None or state.mode.trials or state.notes or state.mode.bias_curve(state.budget.think) is None:
             return True
         if not state.mode.grace:
             return False
@@ -233,7 +230,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         where = torch.tensor(rows, dtype=torch.int64, device=logits.device)
         ids, positions = torch.stack([ctx.input_ids[where].long(), ctx.pos[where].long()]).cpu().numpy()
         slots = ctx.idx_mapping_np[rows].astype(np.int64)
-        looked = self.held.take(slots, ids, positions) if self.holding else np.ones(len(rows), dtype=bool)  # [H]
+        looked = self.held.take(slots, ids, positions)  # [H]
         forced, biased = [], []
         for row, slot, token, position in zip(np.array(rows)[looked].tolist(), slots[looked].tolist(),
                                               ids[looked].tolist(), positions[looked].tolist()):
@@ -244,7 +241,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
                 forced.append((row, token))
             elif bias := host.state.end_bias():
                 biased.append((row, host.state.markers.end_ids[0], bias))
-            elif self.holding:
+            else:
                 self.held.enter(slot, host)
         if biased:
             index, column, bias = (torch.tensor(values, device=logits.device) for values in zip(*biased))

@@ -59,14 +59,13 @@ def export(state: RowState | None, seen: int) -> Slot:
         return Slot(0, [mutable[n] for n in MUTABLE], [constant[n] for n in CONSTANT], [0.0, 1.0, 0.0, 0.0, 1.0],
                     [], [], [], (), ())
     markers, mode, budget = state.markers, state.mode, state.budget
-    start, end, wait = markers.start_ids, markers.end_ids, list(markers.wait_ids)
-    lines = list(markers.newline_ids) if mode.answer_prompt and mode.answer_lines else []
-    after = lines + list(markers.answer_ids) if mode.answer_prompt else []
+    start, exit_ids, lines, end, after = state.end_parts()  # RowState's texts: decided there once
+    wait = list(markers.wait_ids)
     queue = state.queued()
     waiting = bool(queue) and queue[0][1] == T_THINK  # a "Wait" is being written (else a forced end, or nothing)
     forced_end = [] if waiting else [token for token, _ in queue]
-    template = [*start, *state.exit_ids, *lines, *end, *after, *forced_end, *wait, *(t for t, _ in queue if waiting)]
-    ls, at_end = len(start), len(start) + len(state.exit_ids) + len(lines)
+    template = [*start, *exit_ids, *lines, *end, *after, *forced_end, *wait, *(t for t, _ in queue if waiting)]
+    ls, at_end = len(start), len(start) + len(exit_ids) + len(lines)
     stop = at_end + len(end) + len(after)
     wait_at = stop + len(forced_end)
     qp = (wait_at + len(wait) if waiting else stop) if queue else 0
@@ -77,11 +76,11 @@ def export(state: RowState | None, seen: int) -> Slot:
                "solve": state.solve_tokens, "seen": seen, "opened": int(state.opened), "waits": state.waits_left,
                "qp": qp, "qe": qp + len(queue), "qj": 0, "qt": 0,
                "next": eos if done else template[qp] if queue else 0}
-    constant = {"limit": limit, "grace_at": limit + mode.grace if state.budgeted else NONE,
+    constant = {"limit": limit, "grace_at": state.grace_at if state.budgeted else NONE,
                 "solve_at": max(budget.solve, 1) if state.budgeted else NONE,
                 "cap": NONE if state.total_cap is None else state.total_cap,
                 "room_at": seen + state.max_new_tokens - len(state.tokens),
-                "wait_below": budget.think - len(wait) if wait else -NONE, "wait_at": wait_at,
+                "wait_below": state.wait_below if wait else -NONE, "wait_at": wait_at,
                 "wait_stop": wait_at + len(wait), "wait_first": wait[0] if wait else 0, "eos": eos,
                 "end_last": end[-1], "start_last": start[-1] if start else NEVER, "end_first": end[0], "ls": ls,
                 "at_end": at_end, "stop": stop}

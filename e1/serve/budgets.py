@@ -29,7 +29,7 @@ from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
-from e1.engine import Markers, Mode, RowState, exit_ids, new_row_state, sentence_end_ids
+from e1.engine import Markers, Mode, ModeIds, RowState, build_state, exit_ids, sentence_end_ids
 from e1.errors import ConfigError
 from e1.numeric import Number
 
@@ -130,13 +130,12 @@ def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, e
 
 
 def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int], exit_ids: tuple[int, ...] = (),
-           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize, stop=None) -> RowState:
-    """A fresh RowState for one choice, fed its token ids as they arrive (``state.accept``); the
-    logits processor decodes with the same state (``room``: the request's ``max_tokens``; ``stop``:
-    the mode's stop pattern as a matcher, :class:`~e1.engine.stop.StopPattern`)."""
+           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize) -> RowState:
+    """A fresh RowState for one choice (:func:`~e1.engine.row_engine.build_state` without a tokenizer: no
+    stop pattern, no notes), fed its token ids as they arrive (``state.accept``); ``room``: the request's ``max_tokens``."""
     budget = budget or RequestBudget(_PLAIN, Mode("none"))
-    return RowState(budget.budget, budget.mode, markers, markers.prompt_thinking(prompt_ids), room,
-                    exit_ids, sentence_ends, stop)
+    return build_state(budget.mode, budget.budget, markers, markers.prompt_thinking(prompt_ids), room, ModeIds(exit_ids),
+                       None, sentence_ends)
 
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
@@ -222,8 +221,9 @@ class Served:
         if budget is None:
             return replay(None, self.markers, prompt_ids, room=room)
         # as e1 eval's engines build it (RowEngine.row_state)
-        return new_row_state(budget.mode, budget.budget, self.markers, self.tokenizer, prompt_ids, room,
-                             lambda: self.sentence_end_ids)
+        return build_state(budget.mode, budget.budget, self.markers, self.markers.prompt_thinking(prompt_ids), room,
+                           ModeIds.of(self.tokenizer, budget.mode, budget.budget), self.tokenizer,
+                           lambda: self.sentence_end_ids)
 
 
 def load_served(vllm_config) -> Served:

@@ -11,12 +11,25 @@ See :mod:`e1.engine.modes.base` for what a mode answers, and any module here for
 
 from __future__ import annotations
 
-from e1.engine.modes.base import (MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, load_plugins, lookup, names, reference,
+from e1.engine.modes.base import (MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, extend, load_plugins, lookup, names,
+                                   reference,
                                    register, usage)
 from e1.engine.modes.options import EXIT_TEXTS, Option
 
 # the built-in modes, registered in this order (help and completion list them so)
 from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none  # noqa: E402,F401  isort: skip
 
-__all__ = ["EXIT_TEXTS", "MODE_NAME", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "load_plugins", "lookup", "names", "reference", "register",
+
+def _load_package() -> None:
+    """Import every other module of this package: a mode or option module dropped here registers itself."""
+    import importlib
+    import pkgutil
+
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name):
+        importlib.import_module(f"{__name__}.{info.name}")
+
+
+_load_package()
+
+__all__ = ["EXIT_TEXTS", "MODE_NAME", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "extend", "load_plugins", "lookup", "names", "reference", "register",
            "usage"]

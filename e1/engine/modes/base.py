@@ -20,13 +20,16 @@ server and sweeps ask of it, so no code outside this package compares mode names
 
 A new mode is one module: a subclass with ``name``, ``summary`` and ``options``, decorated with
 :func:`register` (put it in this package, or name its file in ``E1_MODES`` to load it from outside).
+A new option for existing modes is one module too: an :class:`~e1.engine.modes.options.Option` given
+to :func:`extend`, which adds it to every mode it fits; its rule is the option's own (``Option.notes``:
+texts forced into the thinking, which every executor runs through :class:`~e1.engine.row_state.RowState`).
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Callable, ClassVar
 
 from e1.errors import ConfigError, E1Error
 from e1.names import Name, Registry
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 # a mode's name: a lower-case word, dashes allowed; a name is registered once (e1.names.Registry)
 MODE_NAME = Name(r"[a-z][a-z0-9-]{0,31}", "a mode's name is a lower-case word (dashes allowed), at most 32 characters")
 REGISTRY: Registry = Registry("mode", ConfigError, MODE_NAME)
+EXTENSIONS: list[tuple[Option, Callable[[type[Mode]], bool]]] = []  # options added to the modes they fit (extend)
 PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
 MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
@@ -48,7 +52,31 @@ def register(cls: type[Mode]) -> type[Mode]:
     """Add a mode class to the registry under its ``name`` (a class decorator); a name another class
     holds (a built-in's included) is refused in one line."""
     REGISTRY[cls.name] = cls
+    for option, fits in EXTENSIONS:
+        _add_option(cls, option, fits)
     return cls
+
+
+def extend(option: Option, fits: Callable[[type[Mode]], bool]) -> Option:
+    """Add ``option`` to every registered mode class that ``fits`` (and to those registered later), after
+    its own options: how a module brings one option to existing modes without editing them."""
+    EXTENSIONS.append((option, fits))
+    for cls in list(REGISTRY.values()):
+        _add_option(cls, option, fits)
+    return option
+
+
+def _add_option(cls: type[Mode], option: Option, fits: Callable[[type[Mode]], bool]) -> None:
+    """An option name a mode already declares is refused: an extension adds, it never replaces (nor is
+    silently dropped)."""
+    if not fits(cls):
+        return
+    held = next((declared for declared in cls.options if declared.name == option.name), None)
+    if held is option:
+        return
+    if held is not None:
+        raise ConfigError(f"mode {cls.name!r} already has an option {option.name!r}", hint="name the option apart")
+    cls.options = (*cls.options, option)
 
 
 def names() -> tuple[str, ...]:
@@ -60,8 +88,8 @@ def names() -> tuple[str, ...]:
 def usage() -> str:
     """Every mode with its options, for ``--help`` (read from the registry, so it never drifts).
 
-    >>> usage().split(" | ")[:2]
-    ['elastic[:exit=…:grace=0:stop=…]', 'truncate']
+    >>> usage().split(" | ")[1]
+    'truncate'
     """
     def option(o) -> str:
         choices = getattr(o, "choices", ())
@@ -333,8 +361,22 @@ class Mode:
 
     @property
     def per_token(self) -> bool:
-        """Whether the mode acts on the logits during thinking (a bias or a pattern): a plain server can't."""
-        return bool(self.stop)
+        """Whether the mode acts on the logits during thinking (a bias, a pattern, forced notes): a plain server can't."""
+        return bool(self.stop) or self.writes_notes
+
+    @property
+    def writes_notes(self) -> bool:
+        """Whether an option of this mode forces texts into the thinking (:meth:`notes`)."""
+        from e1.engine.modes.options import Option
+
+        return any(type(option).notes is not Option.notes and getattr(self, option.name) for option in self.options)
+
+    def notes(self, budget: Budget) -> tuple[tuple[int, str], ...]:
+        """Texts forced into the thinking at ``budget``: ``(thinking count, text)`` pairs, counts rising, from
+        the options that bring them (``Option.notes``). A note is forced once thinking reaches its count, counts
+        as thinking (it is thinking the model reads, as s1's "Wait"), and ends thinking if it reaches the cut."""
+        found = [note for option in self.options for note in option.notes(getattr(self, option.name), budget)]
+        return tuple(sorted(found, key=lambda note: note[0]))
 
     def output_cap(self, budget: Budget) -> int | None:
         """A cap on the whole output (thinking + solution) from the budget; None: none of its own."""

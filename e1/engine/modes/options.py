@@ -48,6 +48,11 @@ class Option:
     def format(self, value) -> str:
         return str(value)
 
+    def notes(self, value, budget) -> tuple[tuple[int, str], ...]:
+        """The texts this option's ``value`` forces into the thinking, as ``(thinking count, text)`` pairs,
+        counts rising: a rule an option brings (:meth:`e1.engine.modes.Mode.notes`; most bring none)."""
+        return ()
+
     def invalid(self, value, mode_text: str, hint: str | None = None) -> ConfigError:
         shown = value if len(str(value)) <= 60 else str(value)[:57] + "..."
         return ConfigError(f"invalid mode option {self.name}={shown!r} in {_short(mode_text)!r}", hint=hint or self.help)
