@@ -265,3 +265,22 @@ def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(
         assert Mode.parse("later-mode:every=3").notes(Budget(4, 1)) == ((3, "<1>"),)  # registered after: fits too
     finally:
         REGISTRY.pop("later-mode", None)
+
+
+@given(st.sampled_from(["elastic", "budget-forcing", "soft", "early-exit"]), st.data())
+@settings(max_examples=20, deadline=None)
+def test_an_extension_never_replaces_nor_silently_drops_an_option_a_mode_declares(name, data):
+    """An option added by ``extend`` under a name the mode already declares (a built-in option, or one an
+    earlier extension added) is refused in one line; the mode keeps its own option."""
+    from e1.engine.modes import REGISTRY, base, extend
+    from e1.engine.modes.options import Count
+
+    cls = REGISTRY[name]
+    held = data.draw(st.sampled_from([option.name for option in cls.options]))
+    before, extensions = cls.options, list(base.EXTENSIONS)
+    try:
+        with pytest.raises(ConfigError, match=f"already has an option '{held}'"):
+            extend(Count(held, "a user's option", default=0), lambda c: c is cls)
+        assert cls.options == before
+    finally:
+        cls.options, base.EXTENSIONS[:] = before, extensions
