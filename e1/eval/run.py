@@ -325,10 +325,7 @@ def load_engine_for(config: EvalConfig, ranks=None):
         raise ConfigError(f"--backend {backend} runs in one process (the server batches)",
                           hint="run without torchrun and raise --concurrency instead")
     options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched and backend == "vllm" else {}
-    return load_engine(config.model, backend, dtype=spec.dtype, device=spec.device,
-                       batch_size=config.batch_size, think_start=spec.think_start, think_end=spec.think_end,
-                       tp=spec.tp, gpu_memory_utilization=spec.gpu_memory_utilization,
-                       max_model_len=spec.max_model_len, api=config.api, modes=config.modes,
+    return load_engine(config.model, spec, batch_size=config.batch_size, api=config.api, modes=config.modes,
                        journal=Path(config.out) / API_REPLIES, **options)
 
 
