@@ -33,6 +33,7 @@ from functools import cached_property
 from typing import Any
 
 from e1.errors import ConfigError, did_you_mean
+from e1.settings import DATA, setting
 
 PromptStyle = Callable[[Mapping[str, Any]], str]
 _STYLES: dict[str, PromptStyle] = {}
@@ -145,9 +146,15 @@ class PromptOptions:
     {'enable_thinking': False}
     """
 
-    system: str | None = None
-    template_kwargs: str = ""  # a JSON object, kept as given (it is recorded in config.json)
-    budget: str | None = None  # a key of BUDGET_STATEMENTS, or None
+    system: str | None = setting(None, "A system message before the problem.", DATA, flag="--system-prompt",
+                                 shown="none, as the paper")
+    template_kwargs: str = setting(  # a JSON object, kept as given (it is recorded in config.json)
+        "", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.",
+        DATA, flag="--chat-template-kwargs", shown=False)
+    budget: str | None = setting(  # a key of BUDGET_STATEMENTS, or None
+        None, "State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
+        "2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode.", DATA,
+        flag="--prompt-budget", shown="none")
 
     def __post_init__(self):
         if self.budget is not None and self.budget not in BUDGET_STATEMENTS:

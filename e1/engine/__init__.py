@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
+from e1.engine.api_settings import API_FLAGS, API_NUMBERS, ApiSettings
 from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
                                 check_backend, resolve_backend, vllm_available)
 from e1.engine.base import Completion, Sampling
@@ -25,11 +26,11 @@ from e1.engine.modes.base import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
-from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
+from e1.engine.options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
 from e1.engine.row_engine import new_row_state, state_for
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
-from e1.engine.spec import EngineSpec
+from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
 from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 
@@ -37,7 +38,7 @@ from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
 # completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
-    **dict.fromkeys(("API_FLAGS", "API_NUMBERS", "ApiSettings", "OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
+    **dict.fromkeys(("OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
     "RequestError": "e1.engine.replies", "HostedEngine": "e1.engine.hosted",
     "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
     "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
@@ -48,7 +49,7 @@ _LAZY = {
     "AnyRunnerProcessor": "e1.engine.vllm_v2_processor", "V2BudgetProcessor": "e1.engine.vllm_v2_processor",
 }
 
-__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
            "Backend", "Completion", "EarlyExitState", "EngineSpec",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",

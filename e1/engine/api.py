@@ -27,9 +27,6 @@ no finished request twice). The API key is read from an environment variable onl
 from __future__ import annotations
 
 import functools
-import os
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -43,66 +40,11 @@ from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_
 from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK
-from e1.errors import ConfigError, register_secret
-from e1.numeric import Number, check_numbers
+from e1.engine.api_settings import API_BACKEND, API_FLAGS, API_NUMBERS, KEY_ENVS, ApiSettings  # noqa: F401  (importers)
+from e1.errors import ConfigError
 
-API_BACKEND = "openai"
-KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-API_NUMBERS = {
-    "concurrency": Number(int, min=1, max=4096, hint="requests in flight at once, e.g. 8"),
-    "request_timeout_s": Number(float, min=0, max=86400, above=True, hint="seconds per request, e.g. 600"),
-    "max_retries": Number(int, min=0, max=100, hint="retries of a request on 429, 5xx and connection errors"),
-}
-API_FLAGS = {"concurrency": "--concurrency", "request_timeout_s": "--request-timeout", "max_retries": "--max-retries"}
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    """Where the model is served and how to talk to it. ``backend``: ``openai`` (any OpenAI-compatible
-    server, ``url`` required) or a hosted vendor (``gemini``, ``anthropic``; ``url`` None: the
-    vendor's endpoint). ``api_key_env`` names the environment variable holding the key (None: the
-    backend's usual one, :data:`KEY_ENVS`); the key itself is never stored. ``tokenizer`` (a local
-    folder or hub id, openai only) builds exact prompts and counts."""
-
-    url: str | None
-    api_key_env: str | None = None
-    tokenizer: str | None = None
-    concurrency: int = 8
-    request_timeout_s: float = 600.0
-    max_retries: int = 5
-    backend: str = API_BACKEND
-
-    def __post_init__(self):
-        if self.backend not in API_BACKENDS:
-            from e1.errors import did_you_mean
-
-            raise ConfigError(f"unknown API backend {self.backend!r}", hint=did_you_mean(self.backend, API_BACKENDS))
-        if self.tokenizer is not None and self.backend != API_BACKEND:
-            raise ConfigError(f"--tokenizer is for --backend openai, not {self.backend}",
-                              hint="a hosted vendor counts its own tokens")
-        if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
-            raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
-        if self.api_key_env is not None and not _ENV_NAME.match(self.api_key_env):
-            raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
-                              hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)")
-        check_numbers(self, API_NUMBERS, API_FLAGS)
-
-    def api_key(self) -> str:
-        """The key, read from its variable at load (never stored, logged or put in an error)."""
-        if self.api_key_env is None and self.backend == API_BACKEND:
-            return register_secret(os.environ.get(KEY_ENVS[API_BACKEND])) or "none"  # local servers take any key
-        variable = self.api_key_env or KEY_ENVS[self.backend]
-        key = os.environ.get(variable)
-        register_secret(key)  # masked in every message e1 prints (e1.errors.redact)
-        if not key:
-            flag = f"--api-key-env {variable}" if self.api_key_env else f"--backend {self.backend} reads {variable}"
-            raise ConfigError(f"{flag}: the variable is not set", hint=f"export {variable}=... before running")
-        return key
 
 
 def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ()) -> None:
