@@ -49,6 +49,12 @@ INCLUDE_HELP = ("Your own code to import first: a .py file or a folder (a packag
                 "rewards (@register_reward), datasets, prompt styles or modes; repeat for several.")
 
 
+def mode_help(lead: str, names) -> str:
+    """The help of a mode option: the registry's ``names``, and where their options are (``e1 help modes``)."""
+    return (f"{lead}, written name[:key=value]...: {' | '.join(names)}; e.g. elastic:exit=qwen:grace=32. "
+            "Every mode and its options: e1 help modes.")
+
+
 @dataclass(frozen=True)
 class Setting:
     """How a user gives one field. ``flag``: the option (default ``--name-with-dashes``); ``shown``:
@@ -143,7 +149,7 @@ def unflatten(cls: type, values: dict[str, Any], defaults: dict[str, Any] | None
 
     kwargs = dict(values)
     for name, kind in flat_specs(cls).items():
-        mine = {f.name: kwargs.pop(f.name) for f in fields(kind) if f.name in kwargs}
+        mine = {key: kwargs.pop(key) for key in declared(kind) if key in kwargs}
         base = (defaults or {}).get(name)
         kwargs[name] = replace(base, **mine) if base is not None else kind(**mine)
     return kwargs

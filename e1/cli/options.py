@@ -69,9 +69,9 @@ DataDirOpt = Annotated[
 def mode_help(lead: str) -> str:
     """The help of a mode option: the registry's names, and where their options are (``e1 help modes``)."""
     from e1.cli.completion import mode_names
+    from e1.settings import mode_help as help_text
 
-    return (f"{lead}, written name[:key=value]...: {' | '.join(mode_names())}; e.g. elastic:exit=qwen:grace=32. "
-            "Every mode and its options: e1 help modes.")
+    return help_text(lead, mode_names())
 
 
 def option_class(name: str, *sources: type, defaults: dict | None = None, bases: tuple[type, ...] = ()) -> type:
@@ -87,7 +87,9 @@ def option_class(name: str, *sources: type, defaults: dict | None = None, bases:
             default = overrides[field_name]
             kind = Annotated[(Optional[typing.get_args(kind)[0]], *kind.__metadata__)] if default is None else kind
         specs.append((field_name, kind, field() if default is MISSING else field(default=default)))
-    return make_dataclass(name, specs, bases=bases, frozen=True, kw_only=True)
+    options = make_dataclass(name, specs, bases=bases, frozen=True, kw_only=True)
+    options.__derived__ = frozenset(spec[0] for spec in specs)  # these fields restate no declaration (tests)
+    return options
 
 
 def _options(source: type, base: dict, narrow: dict) -> list[tuple[str, object, object]]:

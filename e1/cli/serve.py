@@ -6,9 +6,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from e1.cli.completion import complete_mode
 from e1.cli.help import command_app
-from e1.cli.options import BUDGETS, SERVER, ModelOpt, mode_help, option_class, with_options
+from e1.cli.options import SERVER, option_class, with_options
 from e1.serve import ServeConfig
 
 EXAMPLES = """Examples:
@@ -20,25 +19,14 @@ EXAMPLES = """Examples:
       --max-num-seqs 64"""
 
 
-# the options of ServeConfig's settings (host, port, reasoning parser) and its engine's (dtype, vLLM's
-# settings, think markers): the same declarations `e1 eval` reads
+# the options of ServeConfig's settings (model, host, port, reasoning parser), its defaults' (--think,
+# --solve, --mode) and its engine's (dtype, vLLM's settings, think markers): the declarations `e1 eval` reads too
 ServeOptions = option_class("ServeOptions", ServeConfig)
 
 
 @with_options
 def serve_command(
     *,
-    model: ModelOpt,
-    think: Annotated[Optional[str], typer.Option(
-        "--think", "-t", show_default=False, rich_help_panel=BUDGETS,
-        help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
-    solve: Annotated[Optional[str], typer.Option(
-        "--solve", "-s", show_default=False, rich_help_panel=BUDGETS,
-        help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
-        help=mode_help("Default mode") + " Served as in e1 eval, but for budget-forcing's wait=K; early-exit (DEER's recipe "
-        "unless recipe=e1) runs in several requests per sample, not streamed (at most 64 trial answers per sample).")] = "elastic",
     options: ServeOptions,
     print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.",
                                                 rich_help_panel=SERVER)] = False,
@@ -50,18 +38,10 @@ def serve_command(
     Requests may set thinking_budget, solution_budget and budget_mode (top level or in
     vllm_xargs); --think/--solve/--mode are the defaults. Responses add per-phase token counts.
     """
-    from e1.budget import parse_tokens
-    from e1.serve import ServeDefaults, command_line, serve
+    from e1.serve import command_line, serve
     from e1.settings import unflatten
 
-    settings = unflatten(ServeConfig, vars(options))
-    engine = settings["engine"]
-    defaults = ServeDefaults(
-        think=None if think is None else parse_tokens(think, "think budget"),
-        solve=None if solve is None else parse_tokens(solve, "solve budget"),
-        mode=mode, think_start=engine.think_start, think_end=engine.think_end,
-    )
-    config = ServeConfig(model=model, defaults=defaults, vllm_args=tuple(vllm_args or ()), **settings)
+    config = ServeConfig(**unflatten(ServeConfig, vars(options)), vllm_args=tuple(vllm_args or ()))
     if print_command:
         typer.echo(command_line(config))
         return

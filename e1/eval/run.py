@@ -32,6 +32,7 @@ from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
+from e1.settings import record, spec
 from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
                       check_run_dir, held_datasets, mode_format, model_identity)
 
@@ -64,8 +65,8 @@ class EvalConfig:
     batch_size: int = 64
     limit: int | None = None  # first N problems of each dataset
     data_dir: Path | None = None
-    engine: EngineSpec = field(default_factory=EngineSpec)  # backend, dtype, device, vLLM settings, think markers
-    scoring: ScoringSpec = field(default_factory=ScoringSpec)  # code: sandbox, workers, per-test time, max tests
+    engine: EngineSpec = spec(factory=EngineSpec, flat=True)  # backend, dtype, device, vLLM settings, think markers
+    scoring: ScoringSpec = spec(factory=ScoringSpec, flat=True)  # code: sandbox, workers, per-test time, max tests
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
@@ -86,8 +87,7 @@ class EvalConfig:
         parse_report_to(self.report_to)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
+        data = record(self)  # the engine's and the scoring's settings flat, beside the run's own
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
         data[MODE_FORMAT_KEY] = MODE_FORMAT  # how these texts read (e1.store.mode_format)

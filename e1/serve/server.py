@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from e1.engine import EngineSpec
 from e1.errors import ModelError
@@ -32,10 +32,11 @@ class ServeConfig:
     """``reasoning_parser`` is vLLM's (``""``: none; the replayed split still fills ``reasoning``
     in whole responses); ``vllm_args`` are passed to vLLM's server as they are. ``engine``: the
     weights' dtype and vLLM's settings, as `e1 eval` takes them (the same declarations, :mod:`e1.settings`);
-    its think markers are the defaults' (``defaults.think_start``, ...: what the processor reads)."""
+    ``defaults``: the budgets and mode of requests that name none, and the engine's think markers
+    (what the processor reads)."""
 
-    model: str
-    defaults: ServeDefaults = field(default_factory=ServeDefaults)
+    model: str = setting(help="Model folder or Hugging Face hub id.", panel=MODEL, short="-m", shown=False)
+    defaults: ServeDefaults = spec(factory=ServeDefaults, flat=True)  # --think, --solve, --mode
     host: str = setting("127.0.0.1", "Address to listen on (0.0.0.0: every interface).", SERVER)
     port: int = setting(8000, "Port to listen on.", SERVER, number=Number(int, min=1, max=65535, hint="e.g. 8000"))
     engine: EngineSpec = spec(factory=EngineSpec, flat=True, skip=("backend", "device"))
@@ -44,6 +45,9 @@ class ServeConfig:
 
     def __post_init__(self):
         check_settings(self)
+        engine, defaults = self.engine, self.defaults  # the processor reads the markers from the defaults
+        object.__setattr__(self, "defaults", replace(defaults, think_start=engine.think_start or defaults.think_start,
+                                                     think_end=engine.think_end or defaults.think_end))
 
 
 SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.numeric); the engine's: EngineSpec's
