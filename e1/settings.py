@@ -81,6 +81,13 @@ def setting(default: Any = MISSING, help: str = "", panel: str = "", *, factory:
     return field(default=default, default_factory=factory, metadata={"setting": Setting(help, panel, **how)})
 
 
+def like(cls: type, name: str, default: Any = MISSING) -> Any:
+    """A field that is ``cls``'s setting ``name`` under another key (TrainConfig's ``system_prompt``
+    is PromptOptions' ``system``: its flag, help and bounds), with that setting's default unless given."""
+    source, how = declared(cls)[name]
+    return field(default=source.default if default is MISSING else default, metadata={"setting": how})
+
+
 def spec(default: Any = MISSING, *, factory: Any = MISSING, flat: bool = False,
          narrow: dict[str, dict] | None = None, skip: tuple[str, ...] = ()) -> Any:
     """A field holding a settings dataclass; ``flat``: its settings are recorded beside its owner's

@@ -87,7 +87,8 @@ def option_class(name: str, *sources: type, defaults: dict | None = None, bases:
             default = overrides[field_name]
             kind = Annotated[(Optional[typing.get_args(kind)[0]], *kind.__metadata__)] if default is None else kind
         specs.append((field_name, kind, field() if default is MISSING else field(default=default)))
-    options = make_dataclass(name, specs, bases=bases, frozen=True, kw_only=True)
+    # eq and repr are never used: fewer generated methods keep --help and completion quick
+    options = make_dataclass(name, specs, bases=bases, frozen=True, kw_only=True, eq=False, repr=False)
     options.__derived__ = frozenset(spec[0] for spec in specs)  # these fields restate no declaration (tests)
     return options
 

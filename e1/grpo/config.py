@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
+from e1.data import PromptOptions
 from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
@@ -35,7 +36,7 @@ from e1.grpo.parallel import zero_stage
 from e1.numeric import Number
 from e1.rewards import ScoringSpec
 from e1.settings import (BUDGETS, DATA, GRPO, INCLUDE_HELP, MODEL, OPTIMIZER, RUN, SAMPLING, SCALE, check_settings,
-                         default_of, flat_fields, numbers, record, setting, spec, unflatten)
+                         default_of, flat_fields, like, numbers, record, setting, spec, unflatten)
 from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")
@@ -171,11 +172,8 @@ class TrainConfig:
         None, "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the "
               "steps) or a linear 4k..1k; caps --think.",
         BUDGETS, shown="none")
-    system_prompt: str | None = setting(None, "A system message before each problem.", DATA,
-                                        shown="none, as the paper")
-    chat_template_kwargs: str = setting(
-        "", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' (Qwen3-style hybrids).",
-        DATA, shown="none")
+    system_prompt: str | None = like(PromptOptions, "system")  # config files' keys: PromptOptions' settings
+    chat_template_kwargs: str = like(PromptOptions, "template_kwargs")
     rollout_cut: str = setting(
         "force", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic "
                  "Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).",
@@ -264,8 +262,6 @@ class TrainConfig:
     @cached_property
     def prompt(self):
         """The :class:`e1.data.prompts.PromptOptions` of every prompt (rollouts, SFT, validation)."""
-        from e1.data import PromptOptions
-
         return PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs)
 
     @cached_property
