@@ -17,15 +17,15 @@ from e1.cli.app import app
 from e1.data import PromptOptions
 from e1.engine import ApiSettings, EngineSpec, Sampling, load_engine
 from e1.errors import ConfigError
-from e1.eval import EvalConfig
+from e1.eval import EvalConfig, RunSettings
 from e1.grpo import TrainConfig
 from e1.rewards import ScoringSpec
 from e1.serve import ServeConfig
 from e1.serve.budgets import ServeDefaults
 from e1.settings import declared, flag_of, flat_fields, numbers, record, unflatten
 
-# the configs each command builds (EvalConfig's own settings aside: it lives in a module --help must not load)
-BUILDS = {"eval": (EngineSpec, Sampling, ScoringSpec, PromptOptions, ApiSettings), "train": (TrainConfig,),
+# the settings each command's config holds (EvalConfig's own: RunSettings, which --help reads without the run)
+BUILDS = {"eval": (RunSettings, EngineSpec, Sampling, ScoringSpec, PromptOptions, ApiSettings), "train": (TrainConfig,),
           "serve": (ServeConfig, ServeDefaults)}
 BUILDS["sweep"] = BUILDS["eval"]
 

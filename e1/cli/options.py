@@ -18,15 +18,15 @@ import functools
 import inspect
 import types
 import typing
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass, make_dataclass, replace
+from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass, replace
 from pathlib import Path
 from typing import Annotated, Callable, Optional
 
 import typer
 
-from e1.cli.completion import complete_datasets
 from e1.data import PromptOptions
 from e1.engine import API_FLAGS, API_NUMBERS, ApiSettings, EngineSpec, Sampling
+from e1.eval import RunSettings, parse_ks
 from e1.rewards import ScoringSpec
 from e1.settings import (API, BUDGETS, CODE, DATA, INCLUDE_HELP, MODEL, OUTPUT, SAMPLING, SCALE, SERVER,  # noqa: F401
                          Setting, declared, flag_of)
@@ -56,9 +56,6 @@ OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunn
 RunOutOpt = Annotated[Optional[Path], typer.Option(
     "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME", rich_help_panel=OUTPUT,
     help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
-IncludeOpt = Annotated[Optional[list[str]], typer.Option(
-    "--include", show_default=False, rich_help_panel=DATA,
-    help=f"{INCLUDE_HELP} Recorded in config.json: a resume loads it again.")]
 DataDirOpt = Annotated[
     Optional[Path],
     typer.Option("--data-dir", help="Where prepared datasets live.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
@@ -106,8 +103,9 @@ def _options(source: type, base: dict, narrow: dict) -> list[tuple[str, object, 
             how = replace(f.metadata["setting"], **narrow.get(f.name, {}))
             default = base.get(f.name, f.default)
             kind = how.cli_type or hints[f.name]
-            if f.default is MISSING and f.default_factory is not MISSING or _is_tuple(kind):
+            if f.default_factory is not MISSING or _is_tuple(kind) and default is not MISSING:
                 kind, default = Optional[_listed(kind)], None  # a default made when built (workers), or a list
+            kind = _listed(kind)  # a required list stays required (--datasets)
             options.append((f.name, Annotated[_optional(kind), _typer_option(f.name, how)], default))
     return options
 
@@ -140,37 +138,14 @@ def _optional(kind):
     return kind
 
 
-@dataclass(frozen=True, kw_only=True)
-class _RunOwn:
-    """The settings of an eval run that are its own, not one of its specs'."""
-
-    datasets: Annotated[list[str], typer.Option(
-        "--datasets", "-d", show_default=False, autocompletion=complete_datasets, rich_help_panel=DATA,
-        help="Registry names (see e1 data list) or files (.parquet, .jsonl, .json, .csv); repeat or "
-             "comma-separate.")]
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Sequences decoded together (bounds memory).",
-                                            rich_help_panel=SCALE)] = 64
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the first N problems of each dataset.",
-                                                 show_default="all", rich_help_panel=DATA)] = None
-    data_dir: DataDirOpt = None
-    k: Annotated[str, typer.Option(
-        "--k", show_default="pass@1 and pass@n", rich_help_panel=OUTPUT,
-        help="Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16.")] = ""
-    include: IncludeOpt = None
-    report_to: Annotated[Optional[str], typer.Option(
-        "--report-to", show_default="none", rich_help_panel=OUTPUT,
-        help="Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's metrics and a samples "
-             "table (WANDB_MODE=offline needs no network).")] = None
-
-
-# every setting that `e1 eval` and `e1 sweep` share: the run's own, then the dataclasses' that hold them
-_RunSettings = option_class("_RunSettings", Sampling, EngineSpec, ScoringSpec, PromptOptions, ApiSettings,
-                            defaults={"url": None}, bases=(_RunOwn,))
+# every setting that `e1 eval` and `e1 sweep` share: the run's own, then its specs'
+_RunSettings = option_class("_RunSettings", RunSettings, Sampling, EngineSpec, ScoringSpec, PromptOptions, ApiSettings,
+                            defaults={"url": None, "ks": ""})
 
 
 class RunOptions(_RunSettings):
     """The options of `e1 eval` and `e1 sweep` other than model, budgets, modes, n and --out: the
-    settings of Sampling, EngineSpec, ScoringSpec, PromptOptions and ApiSettings, and the run's own."""
+    settings of RunSettings (the run's own), Sampling, EngineSpec, ScoringSpec, PromptOptions and ApiSettings."""
 
     def settings(self, kind: type):
         """The ``kind`` (a settings dataclass) of these options; a setting left to be made when built
@@ -219,22 +194,8 @@ class RunOptions(_RunSettings):
             budgets=tuple(budgets), modes=tuple(modes), n=n, out=out, batch_size=self.batch_size, limit=self.limit,
             data_dir=self.data_dir, sampling=self.settings(Sampling), engine=self.settings(EngineSpec),
             scoring=self.settings(ScoringSpec), api=self.api_settings(), prompt=self.settings(PromptOptions),
-            ks=parse_ks(self.k), report_to=self.report_to or "none", include=self.includes(out),
+            ks=parse_ks(self.ks), report_to=self.report_to, include=self.includes(out),
         )
-
-
-def parse_ks(text: str) -> tuple[int, ...]:
-    """``--k 1,4,16`` as sorted distinct whole numbers (their range is checked by EvalConfig).
-
-    >>> parse_ks("16, 4,1,4"), parse_ks("")
-    ((1, 4, 16), ())
-    """
-    from e1.errors import ConfigError
-
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not all(part.isdigit() and len(part) <= 18 for part in parts):
-        raise ConfigError(f"--k {text!r}: give whole numbers, comma-separated", hint="e.g. --k 1,4,16")
-    return tuple(sorted({int(part) for part in parts}))
 
 
 def _parameters(function: Callable, groups: dict[str, type]) -> list[inspect.Parameter]:

@@ -32,6 +32,7 @@ from e1.errors import ConfigError, ResultsError
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
+from e1.eval.settings import RUN_NUMBERS, RunSettings, parse_ks
 from e1.settings import record, spec
 from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
                       check_run_dir, held_datasets, mode_format, model_identity)
@@ -43,38 +44,31 @@ RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests
 
 
 # what each numeric setting may hold (e1.numeric); the engine's and the scoring's are checked by their specs
-EVAL_NUMBERS = {
-    "n": Number(int, min=1, max=1_000_000),
-    "batch_size": Number(int, min=1, max=1_000_000),
-    "limit": Number(int, min=1, optional=True),
-}
+EVAL_NUMBERS = {"n": Number(int, min=1, max=1_000_000), **RUN_NUMBERS}
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(RunSettings):
     """One evaluation: a model on datasets over budgets × modes, ``n`` samples per problem, into ``out``.
-    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed."""
+    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed. The run's
+    own settings (datasets, batch_size, limit, data_dir, ks, report_to, include: keyword-only) are
+    :class:`~e1.eval.settings.RunSettings`'."""
 
     model: str
-    datasets: tuple[str, ...]
     budgets: tuple[Budget, ...] = (Budget(1024, 1024),)
     modes: tuple[Mode, ...] = (Mode(),)
     n: int = 1
     sampling: Sampling = field(default_factory=Sampling)
     out: Path = Path("runs/eval")
-    batch_size: int = 64
-    limit: int | None = None  # first N problems of each dataset
-    data_dir: Path | None = None
     engine: EngineSpec = spec(factory=EngineSpec, flat=True)  # backend, dtype, device, vLLM settings, think markers
     scoring: ScoringSpec = spec(factory=ScoringSpec, flat=True)  # code: sandbox, workers, per-test time, max tests
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
-    ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
-    report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
-    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts, modes), absolute paths
 
     def __post_init__(self):
+        if isinstance(self.ks, str):  # the command line's --k 1,4,16
+            object.__setattr__(self, "ks", parse_ks(self.ks))
         if not self.datasets:
             raise ConfigError("no dataset given", hint="pass --datasets NAME_OR_FILE (see `e1 data list`)")
         check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
