@@ -1,8 +1,10 @@
 """Options the subcommands share, each declared once.
 
-:class:`RunOptions` holds every option that `e1 eval` and `e1 sweep` both take: its fields
-carry the typer declarations (flag, help, default), and :func:`with_options` shows them to
-typer as parameters of a command that takes one ``options: RunOptions`` argument:
+A command's options come from the settings the library declares (:mod:`e1.settings`):
+:func:`option_class` turns the fields of settings dataclasses into a dataclass of typer options
+(:class:`RunOptions`: every option that `e1 eval` and `e1 sweep` both take; `e1 train`'s from
+TrainConfig, `e1 serve`'s from ServeConfig), and :func:`with_options` shows them to typer as
+parameters of a command that takes one ``options: RunOptions`` argument:
 
     @with_options
     def eval_command(model: ModelOpt, options: RunOptions, out: OutOpt = Path("runs/eval")) -> None:
@@ -71,12 +73,11 @@ def mode_help(lead: str) -> str:
     return help_text(lead, mode_names())
 
 
-def option_class(name: str, *sources: type, defaults: dict | None = None, bases: tuple[type, ...] = ()) -> type:
+def option_class(name: str, *sources: type, defaults: dict | None = None) -> type:
     """A frozen dataclass of typer options, one per setting of ``sources`` (settings dataclasses,
     :mod:`e1.settings`): the flag, help, panel, completion and default all come from the setting's
     one declaration, and a flat spec field (TrainConfig's ``engine``) gives its settings in its
-    place, narrowed as the field says. ``defaults`` overrides a default (``url``: no API unless given);
-    ``bases``: dataclasses whose fields come first.
+    place, narrowed as the field says. ``defaults`` overrides a default (``url``: no API unless given).
     :func:`with_options` shows its fields to typer as a command's own parameters."""
     overrides, specs = defaults or {}, []
     for field_name, kind, default in (option for source in sources for option in _options(source, {}, {})):
@@ -85,7 +86,7 @@ def option_class(name: str, *sources: type, defaults: dict | None = None, bases:
             kind = Annotated[(Optional[typing.get_args(kind)[0]], *kind.__metadata__)] if default is None else kind
         specs.append((field_name, kind, field() if default is MISSING else field(default=default)))
     # eq and repr are never used: fewer generated methods keep --help and completion quick
-    options = make_dataclass(name, specs, bases=bases, frozen=True, kw_only=True, eq=False, repr=False)
+    options = make_dataclass(name, specs, frozen=True, kw_only=True, eq=False, repr=False)
     options.__derived__ = frozenset(spec[0] for spec in specs)  # these fields restate no declaration (tests)
     return options
 

@@ -49,7 +49,8 @@ _LAZY = {
     "AnyRunnerProcessor": "e1.engine.vllm_v2_processor", "V2BudgetProcessor": "e1.engine.vllm_v2_processor",
 }
 
-__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings",
+           "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
            "Backend", "Completion", "EarlyExitState", "EngineSpec",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",

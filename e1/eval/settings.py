@@ -27,8 +27,8 @@ class RunSettings:
                               number=Number(int, min=1, max=1_000_000))
     limit: int | None = setting(None, "Only the first N problems of each dataset.", DATA, shown="all",
                                 number=Number(int, min=1, optional=True))
-    data_dir: Path | None = setting(None, "Where prepared datasets live.", DATA, shown="$E1_DATA_DIR or ~/.cache/e1/data",
-                                    path=True)
+    data_dir: Path | None = setting(None, "Where prepared datasets live.", DATA, path=True,
+                                    shown="$E1_DATA_DIR or ~/.cache/e1/data")
     # pass@k reported for each k, beside pass@1 and pass@n (the command line's "1,4,16" is parse_ks'd)
     ks: tuple[int, ...] = setting((), "Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16.",
                                   OUTPUT, flag="--k", shown="pass@1 and pass@n", cli_type=str)

@@ -51,7 +51,8 @@ TRAIN_ENGINE = EngineSpec(backend="hf", dtype="float32", gpu_memory_utilization=
 TRAIN_ENGINE_HELP = {
     "backend": {"help": "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if "
                         "installed and a GPU is present); not the API backends.", "complete": "train_backends"},
-    "dtype": {"help": "float32 | bfloat16 | float16 (the weights and the optimizer state).", "complete": "train_dtypes"},
+    "dtype": {"help": "float32 | bfloat16 | float16 (the weights and the optimizer state).",
+              "complete": "train_dtypes"},
     "tp": {"help": "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine)."},
     "gpu_memory_utilization": {"help": "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it "
                                        "sleeps during updates; training state stays resident)."},
