@@ -112,7 +112,7 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
     import typer
     from dataclasses import fields
 
-    from e1.cli.options import RunOptions
+    from e1.cli.run_options import RunOptions
 
     commands = typer.main.get_command(app).commands
     shared = {f.name for f in fields(RunOptions)}
