@@ -123,3 +123,12 @@ def test_a_declared_number_is_checked_where_the_config_is_built(config, name, nu
         assert flag_of(name, how) in str(err)
     else:
         assert number.fits(value), value
+
+
+def test_load_engine_reads_every_engine_setting_from_its_one_spec(tiny_model_dir):
+    """What the spec says is what loads: the backend, the weights' dtype, the device and the markers."""
+    spec = EngineSpec(backend="hf", dtype="bfloat16", device="cpu", think_end="</think>")
+    engine = load_engine(str(tiny_model_dir), spec, batch_size=3)
+    assert type(engine).__name__ == "HFEngine" and engine.batch_size == 3
+    assert (engine.dtype, engine.device.type) == ("bfloat16", "cpu")
+    assert engine.markers.end_text == "</think>"
