@@ -71,10 +71,11 @@ def main() -> None:
     from e1.data.prompts import build_prompt
     from e1.engine.base import Mode, Sampling
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
     from e1.models.tiny import build_tiny_model
 
     path = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
-    engine = HFEngine.load(str(path), dtype="float32", device="cpu")
+    engine = HFEngine.load(str(path), EngineSpec(dtype="float32", device="cpu"))
     tokenizer, greedy, budget = engine.tokenizer, Sampling(temperature=0.0), Budget(args.think, 4)
     texts = [build_prompt(tokenizer, f"What is {i} + {3 * i}? Put the answer in \\boxed{{}}.") for i in range(args.prompts)]
     prompt_ids = engine.encode(texts)

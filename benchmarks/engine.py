@@ -43,6 +43,7 @@ from e1.budget import Budget
 from e1.data.prompts import build_prompt
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf import HFEngine
+from e1.engine.spec import EngineSpec
 from e1.engine.hf_cache import exact_keys, key_bucket
 from e1.models.tiny import build_tiny_model
 
@@ -72,7 +73,7 @@ def main() -> None:
         path = args.model or build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
                                               heads=args.hidden // 32, intermediate_size=4 * args.hidden,
                                               max_positions=4096 + args.tokens)
-        engine = HFEngine.load(str(path), batch_size=max(1, args.batch), device=args.device, dtype=args.dtype)
+        engine = HFEngine.load(str(path), EngineSpec(device=args.device, dtype=args.dtype), batch_size=max(1, args.batch))
     # No EOS and an end marker of two pad tokens (which a random model practically never writes):
     # every row thinks t tokens, gets 2 forced, writes s — exactly as many tokens as none's rows.
     pad = engine.markers.pad_id

@@ -61,6 +61,7 @@ def main() -> None:
     from e1.budget import Budget
     from e1.engine.base import Mode, Sampling
     from e1.engine.vllm import VLLMEngine
+    from e1.engine.spec import EngineSpec
     from e1.engine.vllm_compat import has_thinking_token_budget
     from e1.models.tiny import build_tiny_model
     from e1.data.prompts import build_prompt
@@ -72,8 +73,9 @@ def main() -> None:
     tmp = tempfile.TemporaryDirectory()  # lives as long as the run: vLLM's workers read the tokenizer from it
     path = args.model or build_tiny_model(f"{tmp.name}/m", hidden_size=args.hidden, layers=args.layers,
                                           heads=args.hidden // 32, intermediate_size=4 * args.hidden)
-    engine = VLLMEngine.load(str(path), dtype="float32" if args.model is None else "auto",
-                             gpu_memory_utilization=args.gpu_memory_utilization, **(reasoning if own_budget else {}))
+    engine = VLLMEngine.load(str(path), EngineSpec(dtype="float32" if args.model is None else "auto",
+                                                        gpu_memory_utilization=args.gpu_memory_utilization),
+                             **(reasoning if own_budget else {}))
     llm, markers = engine.llm, engine.markers
     prompts = [engine.encode([build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?")])[0]
                for i in range(args.batch)]

@@ -105,13 +105,15 @@ def main() -> None:
                                     intermediate_size=4 * args.hidden))
         if args.backend in ("both", "hf"):
             from e1.engine.hf import HFEngine
+            from e1.engine.spec import EngineSpec
 
-            measure(HFEngine.load(path, dtype="float32", device="cpu", batch_size=args.problems * args.n), args,
-                    "transformers")
+            engine = HFEngine.load(path, EngineSpec(dtype="float32", device="cpu"), batch_size=args.problems * args.n)
+            measure(engine, args, "transformers")
         if args.backend in ("both", "vllm"):
             from e1.engine.vllm import VLLMEngine
+            from e1.engine.spec import EngineSpec
 
-            engine = VLLMEngine.load(path, dtype="float32", max_model_len=1024)
+            engine = VLLMEngine.load(path, EngineSpec(dtype="float32", max_model_len=1024))
             measure(engine, args, "vLLM")
             engine.close()
 

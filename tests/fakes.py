@@ -128,9 +128,10 @@ def engine_pair(path):
 
     from e1.engine.hf import HFEngine
     from e1.engine.vllm import VLLMEngine
+    from e1.engine.spec import EngineSpec
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    vllm_engine = VLLMEngine.load(str(path), dtype="float32", colocate=True, max_model_len=512)
-    hf_engine = HFEngine.load(str(path), dtype="float32", device="cpu")
+    vllm_engine = VLLMEngine.load(str(path), EngineSpec(dtype="float32", max_model_len=512), colocate=True)
+    hf_engine = HFEngine.load(str(path), EngineSpec(dtype="float32", device="cpu"))
     hf_engine.max_context = vllm_engine.max_context
     return vllm_engine, hf_engine

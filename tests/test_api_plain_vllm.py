@@ -61,13 +61,14 @@ def _record(c) -> tuple:
 
 def test_plain_vllm_server_runs_each_mode_as_the_local_engine_does(server):
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
     url, path = server
     api = OpenAIEngine.load(path, ApiSettings(url + "/v1", tokenizer=path), list(MODES))
     assert api.server != BUDGET_SERVER  # vLLM without e1's plug-ins takes no budget fields
     assert {mode: api.describe()["methods"][mode] for mode in MODES} == MODES
     assert api.describe()["token_exact"] and (api.ids_in, api.ids_out) == (True, True)
-    local = HFEngine.load(path, dtype="float32", device="cpu")
+    local = HFEngine.load(path, EngineSpec(dtype="float32", device="cpu"))
     local.max_context = api.max_context
     sampling = Sampling(temperature=0, max_tokens=40)
     # R1's newer template opens thinking; a prompt that closed it again (thinking skipped) is all solution

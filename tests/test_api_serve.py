@@ -27,11 +27,12 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def engines(server):
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
     url, path = server
     api = OpenAIEngine.load(path, ApiSettings(url + "/v1", tokenizer=path), MODES)
     chat = OpenAIEngine.load(path, ApiSettings(url + "/v1"), MODES)
-    local = HFEngine.load(path, dtype="float32", device="cpu")
+    local = HFEngine.load(path, EngineSpec(dtype="float32", device="cpu"))
     local.max_context = api.max_context  # the served context (256), as the vLLM tests align them
     return api, chat, local
 

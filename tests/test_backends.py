@@ -41,7 +41,7 @@ def stand_in():
 
 
 def test_load_engine_reaches_the_openai_engine(stand_in):
-    engine = load_engine(MODEL, backend="openai", api=ApiSettings(stand_in.url), modes=["truncate"])
+    engine = load_engine(MODEL, EngineSpec(backend="openai"), api=ApiSettings(stand_in.url), modes=["truncate"])
     assert isinstance(engine, OpenAIEngine)  # not transformers' engine on a model called "stand-in"
     assert [path for path, _ in stand_in.requests] == ["/v1/chat/completions"]  # its budget probe
     assert engine.describe()["url"] == stand_in.url
@@ -55,7 +55,7 @@ def test_load_engine_reaches_a_hosted_vendor(monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     gemini = Hosted("gemini").start()
     try:
-        engine = load_engine(MODEL, backend="gemini", api=ApiSettings(gemini.url, backend="gemini"), modes=["elastic"])
+        engine = load_engine(MODEL, EngineSpec(backend="gemini"), api=ApiSettings(gemini.url, backend="gemini"), modes=["elastic"])
     finally:
         gemini.stop()
     assert isinstance(engine, HostedEngine) and engine.describe()["backend"] == "gemini"
@@ -63,11 +63,11 @@ def test_load_engine_reaches_a_hosted_vendor(monkeypatch):
 
 def test_an_api_backend_without_its_settings_is_one_clear_error():
     with pytest.raises(ConfigError, match="--backend openai needs --api-url"):
-        load_engine(MODEL, backend="openai")
+        load_engine(MODEL, EngineSpec(backend="openai"))
 
 
 @pytest.mark.parametrize("load", [
-    lambda name: load_engine("./nowhere", backend=name),
+    lambda name: load_engine("./nowhere", EngineSpec(backend=name)),
     resolve_backend,
     check_backend,
     lambda name: check_backend(name, local=True),

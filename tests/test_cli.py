@@ -112,7 +112,7 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
     import typer
     from dataclasses import fields
 
-    from e1.cli.options import RunOptions
+    from e1.cli.run_options import RunOptions
 
     commands = typer.main.get_command(app).commands
     shared = {f.name for f in fields(RunOptions)}
@@ -125,4 +125,4 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
         mine, theirs = eval_params[name], sweep_params[name]
         assert (mine.opts, mine.help, mine.default, mine.required) == (theirs.opts, theirs.help, theirs.default,
                                                                       theirs.required), name
-    assert eval_params["datasets"].required and eval_params["test_time_limit"].default == 6.0
+    assert eval_params["datasets"].required and eval_params["test_time_limit_s"].default == 6.0

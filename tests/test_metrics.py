@@ -233,7 +233,7 @@ def test_pass_at_every_asked_k_by_hand():
 @pytest.mark.parametrize(("given", "error"), [("0", "--k must be >= 1"), ("5", "--k must be <= 4"), ("1,x", "whole numbers"),
                                                ("-1", "whole numbers"), ("9" * 30, "whole numbers")])
 def test_bad_k_lists_are_refused_naming_k(given, error):
-    from e1.cli.options import parse_ks
+    from e1.eval import parse_ks
     from e1.errors import ConfigError
     from e1.eval.run import EvalConfig
 

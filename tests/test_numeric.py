@@ -113,7 +113,7 @@ def test_every_numeric_option_refuses_what_is_not_a_number_in_range(command, fla
 CONFIGS = [
     ("e1.grpo.config", "TrainConfig", ("e1.grpo.config:TRAIN_NUMBERS",), {"model": "m", "data": "d"}),
     ("e1.eval.run", "EvalConfig", ("e1.eval.run:EVAL_NUMBERS",), {"model": "m", "datasets": ("d",)}),
-    ("e1.engine.spec", "EngineSpec", ("e1.engine.options:ENGINE_NUMBERS",), {}),
+    ("e1.engine.spec", "EngineSpec", ("e1.engine.spec:ENGINE_NUMBERS",), {}),
     ("e1.rewards.scoring", "ScoringSpec", ("e1.rewards.scoring:SCORING_NUMBERS",), {}),
     ("e1.engine.base", "Sampling", ("e1.engine.base:SAMPLING_NUMBERS",), {}),
     ("e1.serve.server", "ServeConfig", ("e1.serve.server:SERVE_NUMBERS",), {"model": "m"}),

@@ -235,8 +235,9 @@ def reference(model_dir):
     """e1's own engine on the same folder (the transformers backend; tests/test_vllm.py shows
     that the vLLM backend gives the same tokens)."""
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
-    return HFEngine.load(str(model_dir), dtype="float32", device="cpu")
+    return HFEngine.load(str(model_dir), EngineSpec(dtype="float32", device="cpu"))
 
 
 def chat(client, model, problem, **extra):

@@ -171,9 +171,10 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
     import openai
 
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
-    reference = HFEngine.load(server[1], dtype="float32", device="cpu")
+    reference = HFEngine.load(server[1], EngineSpec(dtype="float32", device="cpu"))
     jobs = [("What is 1 + 3? x", {}, 3, 4), ("What is 2 + 6? x x", {"thinking_budget": 1, "solution_budget": 6}, 1, 6),
             ("What is 4 + 4? <think>", {"thinking_budget": 5, "solution_budget": 3, "budget_mode": SERVED_MODE}, 5, 3),
             ("What is 3 + 9? x x x <think>", {"thinking_budget": 2, "solution_budget": 4}, 2, 4)]
@@ -202,9 +203,10 @@ def test_soft_and_stop_requests_equal_e1s_engine_token_for_token(server):
     import openai
 
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
-    reference = HFEngine.load(server[1], dtype="float32", device="cpu")
+    reference = HFEngine.load(server[1], EngineSpec(dtype="float32", device="cpu"))
     for prompt in ("What is 4 + 4? <think>", "What is 3 + 9? x x x <think>", "What is 1 + 3? x", "What is 2 + 6? x x"):
         _, prompt_ids = ask(client, server[1], prompt, {"budget_mode": "elastic"})
         free = reference.generate([prompt_ids], Budget(5, 3), Mode("elastic"), Sampling(temperature=0.0))[0]

@@ -255,9 +255,10 @@ def reference(server):
     early-exit equals it), its elastic output, and a transition text that fires in it."""
     from e1.engine.base import Sampling
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
     from tests.test_early_exit import frequent_text, prompts
 
-    engine = HFEngine.load(server[1], dtype="float32", device="cpu")
+    engine = HFEngine.load(server[1], EngineSpec(dtype="float32", device="cpu"))
     texts = prompts(engine, 3)
     elastic = engine.generate(texts, BUDGET, Mode("elastic"), Sampling(temperature=0.0))
     return engine, texts, elastic, frequent_text(engine, elastic, 12)

@@ -255,9 +255,9 @@ def counted_loads(monkeypatch):
     """Counts HFEngine.load calls (the real loader still runs)."""
     loads, original = [], HFEngine.load
 
-    def load(model, **kw):
+    def load(model, *spec, **kw):
         loads.append(model)
-        return original(model, **kw)
+        return original(model, *spec, **kw)
 
     monkeypatch.setattr(HFEngine, "load", load)
     return loads

@@ -102,6 +102,7 @@ def test_the_run_writes_metrics_and_loadable_checkpoints(cli_run):
     import pandas as pd
 
     from e1.engine.hf import HFEngine
+    from e1.engine.spec import EngineSpec
 
     run, probes, trainer = cli_run
     prompts = trainer.prompt_ids[:4]
@@ -109,7 +110,7 @@ def test_the_run_writes_metrics_and_loadable_checkpoints(cli_run):
     assert list(metrics["step"]) == [1, 2, 3]
     assert metrics["loss"].notna().all() and (metrics["rollout_s"] > 0).all()
     assert json.loads((run / "config.json").read_text())["backend"] == "vllm"
-    engine = HFEngine.load(str(run / "checkpoints" / "step_3"), dtype="float32")
+    engine = HFEngine.load(str(run / "checkpoints" / "step_3"), EngineSpec(dtype="float32"))
     assert greedy_tokens(engine, prompts) == probes[-1][1]  # the weights of the last step
 
 

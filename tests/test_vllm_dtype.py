@@ -45,14 +45,15 @@ def test_vllm_without_dtype_decodes_a_float32_checkpoint_as_the_transformers_bac
     from e1.data.prompts import build_prompt
     from e1.engine.hf import HFEngine
     from e1.engine.vllm import VLLMEngine
+    from e1.engine.spec import EngineSpec
     from tests.fakes import build_chatty_model
 
     path = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))
     assert checkpoint_dtype(path) == "float32"
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    vllm_engine = VLLMEngine.load(path, colocate=True, max_model_len=512)  # no dtype: auto
+    vllm_engine = VLLMEngine.load(path, EngineSpec(max_model_len=512), colocate=True)  # no dtype: auto
     try:
-        hf_engine = HFEngine.load(path, device="cpu")
+        hf_engine = HFEngine.load(path, EngineSpec(device="cpu"))
         hf_engine.max_context = vllm_engine.max_context
         assert vllm_engine.dtype == hf_engine.dtype == "float32"
         prompts = [build_prompt(hf_engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(4)]

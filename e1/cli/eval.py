@@ -9,8 +9,9 @@ import typer
 
 from e1.cli.completion import complete_mode
 from e1.cli.help import command_app
-from e1.cli.options import (BUDGETS, SAMPLING, ModelOpt, RunOptions, RunOutOpt, SolveOpt, ThinkOpt, mode_help,
+from e1.cli.options import (BUDGETS, SAMPLING, ModelOpt, RunOutOpt, SolveOpt, ThinkOpt, mode_help,
                              with_options)
+from e1.cli.run_options import RunOptions
 
 EXAMPLES = """Examples:
 

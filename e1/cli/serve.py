@@ -6,12 +6,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from e1.cli.completion import complete_mode
 from e1.cli.help import command_app
-from e1.cli.options import (BUDGETS, MODEL, DtypeOpt, GpuMemOpt, MaxModelLenOpt, ModelOpt, ThinkEndOpt, ThinkStartOpt,
-                            TpOpt, mode_help)
-
-SERVER = "Server"
+from e1.cli.options import SERVER, option_class, with_options
+from e1.serve import ServeConfig
 
 EXAMPLES = """Examples:
 
@@ -22,30 +19,15 @@ EXAMPLES = """Examples:
       --max-num-seqs 64"""
 
 
+# the options of ServeConfig's settings (model, host, port, reasoning parser), its defaults' (--think,
+# --solve, --mode) and its engine's (dtype, vLLM's settings, think markers): the declarations `e1 eval` reads too
+ServeOptions = option_class("ServeOptions", ServeConfig)
+
+
+@with_options
 def serve_command(
-    model: ModelOpt,
-    think: Annotated[Optional[str], typer.Option(
-        "--think", "-t", show_default=False, rich_help_panel=BUDGETS,
-        help="Default thinking budget t (512, 1k, ...) for requests that name none.")] = None,
-    solve: Annotated[Optional[str], typer.Option(
-        "--solve", "-s", show_default=False, rich_help_panel=BUDGETS,
-        help="Default solution budget s; give both or neither (neither: such requests are served plainly).")] = None,
-    mode: Annotated[str, typer.Option(
-        "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
-        help=mode_help("Default mode") + " Served as in e1 eval, but for budget-forcing's wait=K; early-exit (DEER's recipe "
-        "unless recipe=e1) runs in several requests per sample, not streamed (at most 64 trial answers per sample).")] = "elastic",
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).",
-                                      rich_help_panel=SERVER)] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.", rich_help_panel=SERVER)] = 8000,
-    tp: TpOpt = 1,
-    dtype: DtypeOpt = "auto",
-    max_model_len: MaxModelLenOpt = None,
-    gpu_memory_utilization: GpuMemOpt = 0.9,
-    think_start: ThinkStartOpt = None,
-    think_end: ThinkEndOpt = None,
-    reasoning_parser: Annotated[str, typer.Option(
-        "--reasoning-parser", help="vLLM reasoning parser for streamed reasoning ('' = none).",
-        rich_help_panel=MODEL)] = "deepseek_r1",
+    *,
+    options: ServeOptions,
     print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.",
                                                 rich_help_panel=SERVER)] = False,
     vllm_args: Annotated[Optional[list[str]], typer.Argument(show_default=False,
@@ -56,17 +38,10 @@ def serve_command(
     Requests may set thinking_budget, solution_budget and budget_mode (top level or in
     vllm_xargs); --think/--solve/--mode are the defaults. Responses add per-phase token counts.
     """
-    from e1.budget import parse_tokens
-    from e1.serve import ServeConfig, ServeDefaults, command_line, serve
+    from e1.serve import command_line, serve
+    from e1.settings import unflatten
 
-    defaults = ServeDefaults(
-        think=None if think is None else parse_tokens(think, "think budget"),
-        solve=None if solve is None else parse_tokens(solve, "solve budget"),
-        mode=mode, think_start=think_start, think_end=think_end,
-    )
-    config = ServeConfig(model=model, defaults=defaults, host=host, port=port, tp=tp, dtype=dtype,
-                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
-                         reasoning_parser=reasoning_parser, vllm_args=tuple(vllm_args or ()))
+    config = ServeConfig(**unflatten(ServeConfig, vars(options)), vllm_args=tuple(vllm_args or ()))
     if print_command:
         typer.echo(command_line(config))
         return

@@ -8,7 +8,8 @@ import typer
 
 from e1.cli.completion import complete_modes
 from e1.cli.help import command_app
-from e1.cli.options import BUDGETS, MODEL, SAMPLING, RunOptions, RunOutOpt, mode_help, with_options
+from e1.cli.options import BUDGETS, MODEL, SAMPLING, RunOutOpt, mode_help, with_options
+from e1.cli.run_options import RunOptions
 
 EXAMPLES = """Examples:
 

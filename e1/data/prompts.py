@@ -34,6 +34,7 @@ from typing import Any
 
 from e1.errors import ConfigError, did_you_mean
 from e1.names import Registry
+from e1.settings import DATA, setting
 
 PromptStyle = Callable[[Mapping[str, Any]], str]
 _STYLES: Registry = Registry("prompt style")  # one style per name: e1's own are never replaced (e1.names)
@@ -147,9 +148,15 @@ class PromptOptions:
     {'enable_thinking': False}
     """
 
-    system: str | None = None
-    template_kwargs: str = ""  # a JSON object, kept as given (it is recorded in config.json)
-    budget: str | None = None  # a key of BUDGET_STATEMENTS, or None
+    system: str | None = setting(None, "A system message before the problem.", DATA, flag="--system-prompt",
+                                 shown="none, as the paper")
+    template_kwargs: str = setting(  # a JSON object, kept as given (it is recorded in config.json)
+        "", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.",
+        DATA, flag="--chat-template-kwargs", shown=False)
+    budget: str | None = setting(  # a key of BUDGET_STATEMENTS, or None
+        None, "State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
+        "2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode.", DATA,
+        flag="--prompt-budget", shown="none")
 
     def __post_init__(self):
         if self.budget is not None and self.budget not in BUDGET_STATEMENTS:

@@ -1,9 +1,9 @@
 """Budgeted decoding: one ``generate`` for every backend (see :mod:`e1.engine.base`).
 
-    engine = load_engine("./my-model", backend="auto")   # vLLM when installed and a GPU is there
+    engine = load_engine("./my-model", EngineSpec(backend="auto"))   # vLLM when installed and a GPU is there
     completions = engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling())
 
-    engine = load_engine("my-model", backend="openai", api=ApiSettings("http://127.0.0.1:8000/v1"))
+    engine = load_engine("my-model", EngineSpec(backend="openai"), api=ApiSettings("http://127.0.0.1:8000/v1"))
 
 The backends are named in :mod:`e1.engine.backends`; :data:`LOADERS` holds each one's loader and
 :func:`load_engine` is the one place that picks it (eval, sweep and training rollouts load through it).
@@ -12,10 +12,10 @@ Heavy libraries load inside the loaders, never at import.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
+from e1.engine.api_settings import API_FLAGS, API_NUMBERS, ApiSettings
 from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
                                 check_backend, resolve_backend, vllm_available)
 from e1.engine.base import Completion, Sampling
@@ -26,11 +26,11 @@ from e1.engine.modes.base import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
-from e1.engine.options import DEVICE_KINDS, DTYPES, ENGINE_NUMBERS, check_device, check_engine_options, check_markers
+from e1.engine.options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
 from e1.engine.row_engine import ModeIds, build_state
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
-from e1.engine.spec import EngineSpec
+from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
 from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 
@@ -38,7 +38,7 @@ from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
 # completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
-    **dict.fromkeys(("API_FLAGS", "API_NUMBERS", "ApiSettings", "OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
+    **dict.fromkeys(("OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
     "RequestError": "e1.engine.replies", "bounded_client": "e1.engine.replies", "transport_reason": "e1.engine.replies",
     "HostedEngine": "e1.engine.hosted",
     "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
@@ -50,9 +50,10 @@ _LAZY = {
     "AnyRunnerProcessor": "e1.engine.vllm_v2_processor", "V2BudgetProcessor": "e1.engine.vllm_v2_processor",
 }
 
-__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
+__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings",
+           "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
            "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
-           "Backend", "Completion", "EarlyExitState", "EngineSpec", "LoadSettings",
+           "Backend", "Completion", "EarlyExitState", "EngineSpec",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",
            "check_backend", "check_device", "check_runner", "check_engine_options", "check_markers", "derive_seed",
            "exit_ids", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "problem_seed", "replay_round",
@@ -69,83 +70,52 @@ def __getattr__(name: str):
     return getattr(importlib.import_module(module), attribute or name)
 
 
-@dataclass(frozen=True)
-class LoadSettings:
-    """What :func:`load_engine` was given; each loader reads the settings its backend takes."""
-
-    dtype: str = "auto"  # local engines
-    device: str = "auto"  # transformers
-    batch_size: int = 64  # transformers (vLLM batches by itself)
-    think_start: str | None = None
-    think_end: str | None = None
-    tp: int = 1  # vLLM
-    gpu_memory_utilization: float = 0.9  # vLLM
-    max_model_len: int | None = None  # vLLM
-    vllm_options: dict[str, Any] = field(default_factory=dict)  # more VLLMEngine.load / vllm.LLM options
-    api: Any = None  # served backends: an e1.engine.api.ApiSettings (hosted: None is the vendor's endpoint)
-    modes: Sequence = ()  # served backends: each mode's method is checked (and recorded) at load
-    journal: Path | None = None  # served backends: the file of replies that a resumed run reads back
-
-
-def load_engine(model: str, backend: str = AUTO, *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
-                think_start: str | None = None, think_end: str | None = None, tp: int = 1,
-                gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, api=None,
+def load_engine(model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int = 64, api=None,
                 modes: Sequence = (), journal: Path | None = None, **vllm_options):
-    """An engine for ``model`` on ``backend`` (a name of :data:`BACKENDS`, or ``auto``). ``device``
-    and ``batch_size`` apply to transformers; ``tp``, ``gpu_memory_utilization``, ``max_model_len``
-    and ``vllm_options`` to vLLM (which batches by itself); ``api`` (an
-    :class:`e1.engine.api.ApiSettings`), ``modes`` and ``journal`` (the reply file a resumed run
-    reads back) to the backends behind an API."""
-    settings = LoadSettings(dtype=dtype, device=device, batch_size=batch_size, think_start=think_start,
-                            think_end=think_end, tp=tp, gpu_memory_utilization=gpu_memory_utilization,
-                            max_model_len=max_model_len, vllm_options=vllm_options, api=api, modes=tuple(modes),
-                            journal=journal)
-    name = resolve_backend(backend)
-    return LOADERS[name](model, settings)
+    """An engine for ``model`` as ``spec`` says (its backend, ``auto`` included, dtype, device,
+    vLLM settings and think markers: one :class:`~e1.engine.spec.EngineSpec`, checked when built).
+    What is not a setting of the engine but of the run: ``batch_size`` (transformers; vLLM batches
+    by itself), ``vllm_options`` (more ``vllm.LLM`` options: seed, colocate, sleep_mode, ...), and
+    for the backends behind an API ``api`` (an :class:`e1.engine.api.ApiSettings`), ``modes`` (each
+    one's method is checked and recorded at load) and ``journal`` (the replies a resumed run reads back)."""
+    name = resolve_backend(spec.backend)
+    return LOADERS[name](model, spec, batch_size=batch_size, api=api, modes=[Mode.parse(m) for m in modes],
+                         journal=journal, vllm_options=vllm_options)
 
 
-def _load_hf(model: str, settings: LoadSettings):
+def _load_hf(model: str, spec: EngineSpec, *, batch_size: int, **_):
     from e1.engine.hf import HFEngine
 
-    return HFEngine.load(model, dtype=settings.dtype, device=settings.device, batch_size=settings.batch_size,
-                         think_start=settings.think_start, think_end=settings.think_end)
+    return HFEngine.load(model, spec, batch_size=batch_size)
 
 
-def _load_vllm(model: str, settings: LoadSettings):
+def _load_vllm(model: str, spec: EngineSpec, *, vllm_options: dict, **_):
     from e1.engine.vllm import VLLMEngine
 
-    return VLLMEngine.load(model, dtype=settings.dtype, tp=settings.tp,
-                           gpu_memory_utilization=settings.gpu_memory_utilization,
-                           max_model_len=settings.max_model_len, think_start=settings.think_start,
-                           think_end=settings.think_end, **settings.vllm_options)
+    return VLLMEngine.load(model, spec, **vllm_options)
 
 
-def _modes(settings: LoadSettings) -> list:
-    return [Mode.parse(mode) for mode in settings.modes]
-
-
-def _load_openai(model: str, settings: LoadSettings):
+def _load_openai(model: str, spec: EngineSpec, *, api, modes: list, journal, **_):
     from e1.engine.api import OpenAIEngine, check_api
 
-    check_api("openai", settings.api, _modes(settings))  # no --api-url: one line saying so
-    return OpenAIEngine.load(model, settings.api, _modes(settings), think_start=settings.think_start,
-                             think_end=settings.think_end, journal=settings.journal)
+    check_api("openai", api, modes)  # no --api-url: one line saying so
+    return OpenAIEngine.load(model, api, modes, think_start=spec.think_start, think_end=spec.think_end, journal=journal)
 
 
-def _hosted(name: str) -> Callable[[str, LoadSettings], object]:
-    def load(model: str, settings: LoadSettings):
+def _hosted(name: str) -> Callable[..., object]:
+    def load(model: str, spec: EngineSpec, *, api, modes: list, journal, **_):
         from e1.engine.api import ApiSettings, check_api
         from e1.engine.hosted import HostedEngine
 
-        api = settings.api or ApiSettings(None, backend=name)  # None: the vendor's own endpoint
-        check_api(name, api, _modes(settings))
-        return HostedEngine.load(model, api, _modes(settings), journal=settings.journal)
+        api = api or ApiSettings(None, backend=name)  # None: the vendor's own endpoint
+        check_api(name, api, modes)
+        return HostedEngine.load(model, api, modes, journal=journal)
 
     return load
 
 
-# each backend's loader: (model, settings) -> engine; the names are BACKENDS' (tests/test_backends.py)
-LOADERS: dict[str, Callable[[str, LoadSettings], object]] = {
+# each backend's loader: (model, spec, **run) -> engine; the names are BACKENDS' (tests/test_backends.py)
+LOADERS: dict[str, Callable[..., object]] = {
     "hf": _load_hf,
     "vllm": _load_vllm,
     "openai": _load_openai,

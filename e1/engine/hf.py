@@ -32,6 +32,7 @@ from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf_cache import growing_cache, key_bucket
 from e1.engine.markers import Markers, resolve_markers
+from e1.engine.spec import EngineSpec
 from e1.engine.row_engine import RowEngine
 from e1.engine.sampling import row_uniforms, sample_tokens
 from e1.engine.seeds import prompt_seeds, sample_seed
@@ -155,11 +156,11 @@ class HFEngine(RowEngine):
         self.key_bucket = key_bucket  # the key columns a decode step attends over (e1.engine.hf_cache)
 
     @classmethod
-    def load(cls, model: str, *, dtype: str = "auto", device: str = "auto", batch_size: int = 64,
-             think_start: str | None = None, think_end: str | None = None) -> HFEngine:
+    def load(cls, model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int = 64) -> HFEngine:
+        """``spec``'s dtype, device and think markers (its vLLM settings are not transformers')."""
         tokenizer = load_tokenizer(model)  # fail fast, before the weights load
-        markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(model))
-        return cls(load_model(model, dtype, device), tokenizer, markers, batch_size)
+        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, _generation_eos(model))
+        return cls(load_model(model, spec.dtype, spec.device), tokenizer, markers, batch_size)
 
     @property
     def device(self) -> torch.device:

@@ -9,16 +9,8 @@ from __future__ import annotations
 
 from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vllm_available: e1.engine.vllm reads it here)
 from e1.errors import ConfigError, did_you_mean
-from e1.numeric import Number
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
-# the numeric engine settings every command shares (e1.numeric): eval, sweep, train, serve
-ENGINE_NUMBERS = {
-    "tp": Number(int, min=1, max=4096, hint="the number of GPUs one vLLM engine spans"),
-    "gpu_memory_utilization": Number(float, min=0, max=1, above=True, hint=(
-        "a fraction of GPU memory, e.g. 0.9; 0.3-0.5 in training, where the policy and optimizer share the GPU")),
-    "max_model_len": Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
-}
 DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.weights_dtype reads them
 
 
@@ -58,14 +50,9 @@ def check_markers(think_start: str | None, think_end: str | None) -> None:
                           hint="pass two different markers, e.g. <think> and </think>")
 
 
-def check_engine_options(backend: str, device: str, dtype: str, tp: int, gpu_memory_utilization: float,
-                         max_model_len: int | None) -> None:
-    """The engine settings `e1 eval` and `e1 sweep` take, refused before anything loads."""
+def check_engine_options(backend: str, device: str, dtype: str) -> None:
+    """The engine's names, refused before anything loads (its numbers: :class:`~e1.engine.spec.EngineSpec`'s fields)."""
     check_backend(backend)
     check_device(device)
     if dtype not in DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}", hint=did_you_mean(dtype, DTYPES))
-    values = {"tp": tp, "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len}
-    for name, spec in ENGINE_NUMBERS.items():
-        spec.check(values[name], "--" + name.replace("_", "-"))
-

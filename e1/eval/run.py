@@ -33,8 +33,10 @@ from e1.eval.grid import check_grid
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
 from e1.rewards import ScoringSpec, check_tasks
-from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY,
-                      check_datasets, check_run_dir, held_datasets, mode_format, model_identity)
+from e1.eval.settings import RUN_NUMBERS, RunSettings, parse_ks
+from e1.settings import record, spec
+from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
+                      check_run_dir, held_datasets, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
@@ -43,38 +45,31 @@ RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests
 
 
 # what each numeric setting may hold (e1.numeric); the engine's and the scoring's are checked by their specs
-EVAL_NUMBERS = {
-    "n": Number(int, min=1, max=1_000_000),
-    "batch_size": Number(int, min=1, max=1_000_000),
-    "limit": Number(int, min=1, optional=True),
-}
+EVAL_NUMBERS = {"n": Number(int, min=1, max=1_000_000), **RUN_NUMBERS}
 
 
 @dataclass(frozen=True)
-class EvalConfig:
+class EvalConfig(RunSettings):
     """One evaluation: a model on datasets over budgets × modes, ``n`` samples per problem, into ``out``.
-    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed."""
+    The settings named in :data:`RUN_IDENTITY` must match for a run directory to be resumed. The run's
+    own settings (datasets, batch_size, limit, data_dir, ks, report_to, include: keyword-only) are
+    :class:`~e1.eval.settings.RunSettings`'."""
 
     model: str
-    datasets: tuple[str, ...]
     budgets: tuple[Budget, ...] = (Budget(1024, 1024),)
     modes: tuple[Mode, ...] = (Mode(),)
     n: int = 1
     sampling: Sampling = field(default_factory=Sampling)
     out: Path = Path("runs/eval")
-    batch_size: int = 64
-    limit: int | None = None  # first N problems of each dataset
-    data_dir: Path | None = None
-    engine: EngineSpec = field(default_factory=EngineSpec)  # backend, dtype, device, vLLM settings, think markers
-    scoring: ScoringSpec = field(default_factory=ScoringSpec)  # code: sandbox, workers, per-test time, max tests
+    engine: EngineSpec = spec(factory=EngineSpec, flat=True)  # backend, dtype, device, vLLM settings, think markers
+    scoring: ScoringSpec = spec(factory=ScoringSpec, flat=True)  # code: sandbox, workers, per-test time, max tests
     share_prefixes: bool = False  # one trajectory per sample serves every budget and mode (e1.eval.shared)
     prompt: PromptOptions = field(default_factory=PromptOptions)  # system prompt, template kwargs, stated budget
     api: ApiSettings | None = None  # --backend openai: the server (model is then its served name)
-    ks: tuple[int, ...] = ()  # pass@k reported for each k (--k 1,4,16), beside pass@1 and pass@n
-    report_to: str = "none"  # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
-    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts, modes), absolute paths
 
     def __post_init__(self):
+        if isinstance(self.ks, str):  # the command line's --k 1,4,16
+            object.__setattr__(self, "ks", parse_ks(self.ks))
         if not self.datasets:
             raise ConfigError("no dataset given", hint="pass --datasets NAME_OR_FILE (see `e1 data list`)")
         check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
@@ -87,8 +82,7 @@ class EvalConfig:
         parse_report_to(self.report_to)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
+        data = record(self)  # the engine's and the scoring's settings flat, beside the run's own
         data["budgets"] = [asdict(b) for b in self.budgets]
         data["modes"] = [str(m) for m in self.modes]
         data[MODE_FORMAT_KEY] = MODE_FORMAT  # how these texts read (e1.store.mode_format)
@@ -299,10 +293,7 @@ def load_engine_for(config: EvalConfig, ranks=None):
         raise ConfigError(f"--backend {backend} runs in one process (the server batches)",
                           hint="run without torchrun and raise --concurrency instead")
     options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched and backend == "vllm" else {}
-    return load_engine(config.model, backend, dtype=spec.dtype, device=spec.device,
-                       batch_size=config.batch_size, think_start=spec.think_start, think_end=spec.think_end,
-                       tp=spec.tp, gpu_memory_utilization=spec.gpu_memory_utilization,
-                       max_model_len=spec.max_model_len, api=config.api, modes=config.modes,
+    return load_engine(config.model, spec, batch_size=config.batch_size, api=config.api, modes=config.modes,
                        journal=Path(config.out) / API_REPLIES, **options)
 
 

@@ -57,7 +57,8 @@ from e1.report import NullProgress, check_trackers, parse_report_to
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 DECODED_PLOT = "curves_decoded.png"  # x = every decoded token (early-exit's trials too), when a mode has trials
-AREAS, PROBLEMS = "areas.parquet", "problems.parquet"  # e1.report.spending: AUC per curve; b* per problem
+AREAS = "areas.parquet"  # e1.report.spending: AUC per curve
+PROBLEMS = "problems.parquet"  # ... and b* per problem
 CURVE_KEY = ["model", "dataset", "mode"]
 CURVE_COLUMNS = [
     "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",

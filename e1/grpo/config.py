@@ -21,20 +21,22 @@ from __future__ import annotations
 import importlib.util
 import math
 import re
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import MISSING, asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from e1.budget import Budget, parse_tokens
-from e1.data import record_includes
+from e1.data import PromptOptions, record_includes
 from e1.engine import EngineSpec, check_backend
 from e1.errors import ConfigError, did_you_mean
 from e1.grpo.curriculum import ThinkBudgets
 from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.grpo.parallel import zero_stage
-from e1.numeric import Number, check_numbers
+from e1.numeric import Number
 from e1.rewards import ScoringSpec
+from e1.settings import (BUDGETS, DATA, GRPO, INCLUDE_HELP, MODEL, OPTIMIZER, RUN, SAMPLING, SCALE, check_settings,
+                         default_of, flat_fields, like, numbers, record, setting, spec, unflatten)
 from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")
@@ -45,104 +47,155 @@ TRAIN_DTYPES = ("float32", "bfloat16", "float16")  # weights and optimizer state
 # the rollout engine's defaults: decode with the policy module, in float32; vLLM (if asked for) shares
 # each GPU with the policy and optimizer, so it gets less of it than in `e1 eval`
 TRAIN_ENGINE = EngineSpec(backend="hf", dtype="float32", gpu_memory_utilization=0.4)
+# ... and what they mean there (`e1 train --help`): no API backend, a training dtype, vLLM sharing the GPU
+TRAIN_ENGINE_HELP = {
+    "backend": {"help": "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if "
+                        "installed and a GPU is present); not the API backends.", "complete": "train_backends"},
+    "dtype": {"help": "float32 | bfloat16 | float16 (the weights and the optimizer state).",
+              "complete": "train_dtypes"},
+    "tp": {"help": "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine)."},
+    "gpu_memory_utilization": {"help": "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it "
+                                       "sleeps during updates; training state stays resident)."},
+}
 
 
 def _whole(least: int = 1, **extra) -> Number:
     return Number(int, min=least, **extra)
 
 
-# what each numeric field may hold (e1.numeric), checked first in TrainConfig.__post_init__; errors
-# name the field as a config file does (--prompts-per-step is prompts_per_step)
-TRAIN_NUMBERS = {
-    **{name: _whole() for name in ("steps", "prompts_per_step", "samples_per_prompt", "mini_batch_prompts",
-                                    "micro_batch", "save_every", "eval_every", "batch_size", "rollout_chunks")},
-    "keep_last": _whole(optional=True), "eval_limit": _whole(optional=True),
-    "resume_every": _whole(optional=True, hint="e.g. --save-every 1 --resume-every 10: cheap weights each step"),
-    "warmup_steps": _whole(0), "seed": _whole(0),
-    "lr": Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"),
-    "weight_decay": Number(float, min=0, max=1, hint="the paper uses 0.01"),
-    "grad_clip": Number(float, min=0, above=True, max=1e6, hint="the paper uses 1.0"),
-    "temperature": Number(float, min=0, above=True, max=100,
-                          hint="greedy rollouts give every sample of a group the same reward; use 0.6"),
-    "top_p": Number(float, min=0, above=True, max=1, hint="use 1 to switch it off"),
-    "kl_coef": Number(float, min=0, max=1e6, hint="0 loads no reference model; the paper uses 0.001"),
-    "clip_low": Number(float, min=0, max=1, below=True, hint="0.2 is the usual value"),
-    "clip_high": Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher"),
-    "entropy_coef": Number(float, min=0, max=1e6, hint="0 turns the bonus off"),
-    "kv_cache_gib": Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"),
-}  # the engine's and the code rewards' numbers are checked by EngineSpec and ScoringSpec
-
-
 @dataclass(frozen=True)
 class TrainConfig:
-    model: str  # initial policy (and frozen reference): a model folder or hub id
-    data: str  # training problems: a registry name or a file with problem and answer fields
-    think: str | int = "1k"  # thinking budget t of the rollouts: 1k | a set 512,1k,2k | a range 512..2k (per prompt)
-    solve: str | int = "1k"  # solution budget s of the rollouts
-    out: Path = Path("runs/train")  # run directory: config.json, metrics.parquet, checkpoints/, eval/
-    steps: int = 200  # GRPO steps (one rollout batch each)
-    prompts_per_step: int = 128  # problems sampled per step
-    samples_per_prompt: int = 8  # completions per problem: the GRPO group size
-    mini_batch_prompts: int = 64  # problems per optimizer step (prompts_per_step / this = updates per step)
-    micro_batch: int = 8  # sequences per forward/backward (gradient accumulation; bounds memory)
+    model: str = setting(help="Initial policy: model folder or hub id.", panel=MODEL, short="-m", shown=False)
+    data: str = setting(
+        help="Training problems: registry name or file with problem and answer fields.",
+        panel=DATA, short="-d", shown=False, complete="dataset")
+    think: str | int = setting(
+        "1k", "Rollout thinking budget t: 512, 1k, 1.5k; a set 512,1k,2k or a range 512..2k draws one per prompt "
+              "and step (budget curriculum).",
+        BUDGETS, cli_type=str)
+    solve: str | int = setting("1k", "Rollout solution budget s.", BUDGETS, cli_type=str)
+    out: Path = setting(Path("runs/train"), "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", RUN,
+                        path=True)
+    steps: int = setting(200, "GRPO steps.", RUN, number=_whole())
+    prompts_per_step: int = setting(128, "Problems per step.", GRPO, number=_whole())
+    samples_per_prompt: int = setting(8, "Completions per problem (group size).", GRPO, number=_whole())
+    mini_batch_prompts: int = setting(64, "Problems per optimizer step.", OPTIMIZER, number=_whole())
+    micro_batch: int = setting(8, "Sequences per forward/backward.", OPTIMIZER, number=_whole())
     # recompute each decoder layer's activations in the update's backward instead of keeping them:
     # one layer's activations alive at a time, for about a third more update compute
-    activation_checkpointing: bool = False
-    lr: float = 1e-6  # AdamW learning rate (peak: see lr_schedule and warmup_steps)
-    weight_decay: float = 0.01  # AdamW weight decay
-    grad_clip: float = 1.0  # max global gradient norm per optimizer step
-    temperature: float = 0.6  # rollout sampling temperature
-    top_p: float = 1.0  # rollout nucleus sampling (1 = off)
-    kl_coef: float = 0.001  # k3 KL to the initial model, in the loss; 0 = no reference model at all
-    clip_low: float = 0.2  # PPO clip below 1
-    clip_high: float = 0.2  # PPO clip above 1 (DAPO "clip higher" uses 0.28)
-    entropy_coef: float = 0.0  # entropy bonus weight
-    forced_tokens: str = "train"  # forced end-of-thinking markers: "train" on them (paper) | "mask" them out
-    save_every: int = 10  # checkpoint every N steps (and always at the end)
+    activation_checkpointing: bool = setting(
+        False, "Keep only each decoder layer's input for the backward and recompute the rest there: far less memory"
+               " in the update (at the 1.5B shape most of it), about a third more update compute.",
+        OPTIMIZER)
+    lr: float = setting(1e-6, "AdamW learning rate.", OPTIMIZER,
+                        number=Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"))
+    weight_decay: float = setting(0.01, "AdamW weight decay.", OPTIMIZER,
+                                  number=Number(float, min=0, max=1, hint="the paper uses 0.01"))
+    grad_clip: float = setting(1.0, "Max gradient norm.", OPTIMIZER,
+                               number=Number(float, min=0, above=True, max=1e6, hint="the paper uses 1.0"))
+    temperature: float = setting(
+        0.6, "Rollout temperature.",
+        SAMPLING,
+        number=Number(float, min=0, above=True, max=100,
+                      hint="greedy rollouts give every sample of a group the same reward; use 0.6"))
+    top_p: float = setting(1.0, "Rollout nucleus threshold (1 = off).", SAMPLING,
+                           number=Number(float, min=0, above=True, max=1, hint="use 1 to switch it off"))
+    kl_coef: float = setting(
+        0.001, "k3 KL weight; 0 loads no reference model.",
+        GRPO,
+        number=Number(float, min=0, max=1e6, hint="0 loads no reference model; the paper uses 0.001"))
+    clip_low: float = setting(0.2, "PPO clip below 1.", GRPO,
+                              number=Number(float, min=0, max=1, below=True, hint="0.2 is the usual value"))
+    clip_high: float = setting(0.2, "PPO clip above 1.", GRPO,
+                               number=Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher"))
+    entropy_coef: float = setting(0.0, "Entropy bonus weight.", GRPO,
+                                  number=Number(float, min=0, max=1e6, hint="0 turns the bonus off"))
+    forced_tokens: str = setting("train", "Forced end markers: train | mask.", BUDGETS)
+    save_every: int = setting(10, "Checkpoint every N steps.", RUN, number=_whole())
     # also save what --resume needs (optimizer state, data cursor, RNG) every N steps and at the end;
     # None = at every save. Other saves write the model folder alone: in bf16 with AdamW, 2 of every
     # 14 bytes per weight (ZeRO adds fp32 master weights to Adam's two moments)
-    resume_every: int | None = None
-    keep_last: int | None = None  # keep only the newest K checkpoints; None = keep all
-    eval_every: int = 10  # validate on eval_data every N steps
-    eval_data: str | None = None  # validation problems (registry name or file); None = no validation
-    eval_limit: int | None = None  # only the first N validation problems
-    seed: int = 0  # data order, rollout sampling and mini-batch order all derive from it
-    resume: bool = False  # continue from the newest checkpoint in `out`
-    batch_size: int = 64  # sequences decoded together in rollouts and validation
-    rollout_chunks: int = 1  # rollout in N chunks of whole prompts, chunk k scored while chunk k + 1 generates
+    resume_every: int | None = setting(
+        None, "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write "
+              "the weights alone.",
+        RUN, shown="every save",
+        number=_whole(optional=True, hint="e.g. --save-every 1 --resume-every 10: cheap weights each step"))
+    keep_last: int | None = setting(
+        None, "Keep only the newest K checkpoints.",
+        RUN, shown="all",
+        number=_whole(optional=True))
+    eval_every: int = setting(10, "Validate every N steps.", RUN, number=_whole())
+    eval_data: str | None = setting(None, "Validation problems.", DATA, shown="none", complete="dataset")
+    eval_limit: int | None = setting(
+        None, "Only the first N validation problems.",
+        DATA, shown="all",
+        number=_whole(optional=True))
+    seed: int = setting(0, "Seed of data order, rollouts and mini-batches.", SAMPLING, number=_whole(0))
+    resume: bool = setting(False, "Continue from the newest checkpoint in --out.", RUN, switch="--resume/--no-resume")
+    batch_size: int = setting(64, "Sequences decoded together.", SCALE, number=_whole())
+    rollout_chunks: int = setting(
+        1, "Generate each step's rollouts in N chunks of whole prompts and score chunk k while chunk k+1 generates."
+           " Pays when scoring takes time (code tasks whose sandboxed tests run for seconds), at the cost of "
+           "smaller generate batches; 1 = one generate call, then scoring.",
+        SCALE,
+        number=_whole())
     # the rollout engine and the policy: backend (hf | vllm | auto), dtype of the weights and optimizer
     # (float32 | bfloat16 | float16), device, think markers; vLLM's tp (under DeepSpeed: ranks per engine,
     # dividing the world size), gpu_memory_utilization (used only with kv_cache_gib=0: vLLM sleeps during
     # the update, but the policy's weights and optimizer state stay resident) and max_model_len
-    engine: EngineSpec = TRAIN_ENGINE
+    engine: EngineSpec = spec(TRAIN_ENGINE, flat=True, narrow=TRAIN_ENGINE_HELP)
     # code rewards: programs run at once in the one sandbox, seconds per test, largest N tests, sandbox backend
-    scoring: ScoringSpec = field(default_factory=ScoringSpec)
-    data_dir: Path | None = None  # where prepared datasets live (default: $E1_DATA_DIR)
-    deepspeed: str | None = None  # ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON file; None = one device
+    scoring: ScoringSpec = spec(factory=ScoringSpec, flat=True)
+    data_dir: Path | None = setting(None, "Prepared datasets.", DATA,
+                                    shown="$E1_DATA_DIR or ~/.cache/e1/data", path=True)
+    deepspeed: str | None = setting(
+        None, "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).",
+        SCALE, shown="none")
     # under ZeRO-3 (the reference is then partitioned like the policy): keep the reference model's
     # partition in CPU memory, each layer fetched for its forward (slower ref_logprob, less GPU memory)
-    ref_offload: bool = False
-    algo: str = "grpo"  # grpo: budget-constrained GRPO | sft: supervised fine-tuning on the data's `completion` column
-    lr_schedule: str = "constant"  # constant (the paper) | cosine (decay to 0 over `steps`)
-    warmup_steps: int = 0  # linear warm-up of the learning rate over the first N steps
+    ref_offload: bool = setting(
+        False, "Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the "
+               "reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower"
+               " ref_logprob phase.",
+        SCALE)
+    algo: str = setting(
+        "grpo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).",
+        GRPO, complete="algos")
+    lr_schedule: str = setting("constant", "constant | cosine.", OPTIMIZER)
+    warmup_steps: int = setting(0, "Linear learning-rate warm-up steps.", OPTIMIZER, number=_whole(0))
     # vLLM's KV cache per GPU in GiB; None = what one step's rollouts need (e1.grpo.rollout.kv_cache_bytes),
     # 0 = from gpu_memory_utilization, as `e1 eval` sizes it
-    kv_cache_gib: float | None = None
-    think_schedule: str | None = None  # cap on t over the steps (ThinkPrune): stages 4k:2k:1k | linear 4k..1k
-    system_prompt: str | None = None  # a system message before each problem (default: none, as the paper)
-    chat_template_kwargs: str = ""  # JSON arguments for the chat template, e.g. {"enable_thinking": false}
-    rollout_cut: str = "force"  # a rollout at its budget: "force" the end marker and solve (paper) | "zero" (ThinkPrune)
-    length_reward: str | None = None  # shaping after the task reward: l1-exact | l1-max | dapo | cosine [:key=value]
-    report_to: str = "none"  # metrics also to: tensorboard | wandb | tensorboard,wandb | none
-    include: tuple[str, ...] = ()  # --include: the user's code (rewards, datasets, prompts), recorded for --resume
+    kv_cache_gib: float | None = setting(
+        None, "vLLM's KV cache per GPU in GiB (0: from --gpu-memory-utilization).",
+        SCALE, shown="what one step's rollouts need",
+        number=Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"))
+    think_schedule: str | None = setting(
+        None, "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the "
+              "steps) or a linear 4k..1k; caps --think.",
+        BUDGETS, shown="none")
+    system_prompt: str | None = like(PromptOptions, "system")  # config files' keys: PromptOptions' settings
+    chat_template_kwargs: str = like(PromptOptions, "template_kwargs")
+    rollout_cut: str = setting(
+        "force", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic "
+                 "Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).",
+        BUDGETS)
+    length_reward: str | None = setting(
+        None, "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target "
+              "length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., "
+              "2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5.",
+        BUDGETS, shown="none")
+    report_to: str = setting(
+        "none", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).",
+        RUN)
+    include: tuple[str, ...] = setting((), f"{INCLUDE_HELP} Recorded in config.json: --resume loads it again.", DATA,
+                                       shown=False)
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
         object.__setattr__(self, "include", tuple(str(path) for path in self.include))
         if self.data_dir is not None:
             object.__setattr__(self, "data_dir", Path(self.data_dir))
-        check_numbers(self, TRAIN_NUMBERS)  # first: NaN, inf and 23-digit seeds never reach anything else
+        check_settings(self, by_flag=False)  # first: NaN, inf and 23-digit seeds never reach anything else
         self.budget  # noqa: B018  parses think/solve and the schedule, raising BudgetError/ConfigError
         self.length_shaping  # noqa: B018  parses length_reward
         self.prompt  # noqa: B018  checks the system prompt and chat template arguments
@@ -210,8 +263,6 @@ class TrainConfig:
     @cached_property
     def prompt(self):
         """The :class:`e1.data.prompts.PromptOptions` of every prompt (rollouts, SFT, validation)."""
-        from e1.data import PromptOptions
-
         return PromptOptions(system=self.system_prompt, template_kwargs=self.chat_template_kwargs)
 
     @cached_property
@@ -245,8 +296,7 @@ class TrainConfig:
                               entropy_coef=self.entropy_coef, forced_tokens=self.forced_tokens)
 
     def to_json(self) -> dict:
-        data = asdict(self)
-        data |= data.pop("engine") | data.pop("scoring")  # flat, as config.json was before the specs
+        data = record(self)  # the engine's and the code rewards' settings flat, beside the run's own
         data["out"], data["data_dir"] = str(self.out), self.data_dir and str(self.data_dir)
         data["budget"] = {"think": self.budget.think, "solve": self.budget.solve}  # think: the largest
         data["model_identity"] = model_identity(self.model)  # what the model is, however it was typed
@@ -256,14 +306,15 @@ class TrainConfig:
         return record_includes(data)  # with what each include was; config.json stays as it was without one
 
 
+# what each numeric field may hold (e1.numeric), checked first in TrainConfig.__post_init__; errors
+# name the field as a config file does (--prompts-per-step is prompts_per_step); the engine's and the
+# code rewards' numbers are checked by EngineSpec and ScoringSpec
+TRAIN_NUMBERS = numbers(TrainConfig)
 # a config file's keys (and `e1 train`'s options) are flat: TrainConfig's own fields and its specs' fields
-SPECS = {"engine": EngineSpec, "scoring": ScoringSpec}
-_FLAT = {f.name: f for f in fields(TrainConfig) if f.name not in SPECS} | {
-    f.name: f for spec in SPECS.values() for f in fields(spec)}
+_FLAT = flat_fields(TrainConfig)
 FIELDS = tuple(_FLAT)
 # each key's default (MISSING: model and data): the rollout engine's are TRAIN_ENGINE's
-DEFAULTS = {f.name: f.default for f in fields(TrainConfig) if f.name not in SPECS} | asdict(TRAIN_ENGINE) | {
-    f.name: f.default_factory() if f.default is MISSING else f.default for f in fields(ScoringSpec)}
+DEFAULTS = {name: default_of(f) for name, f in _FLAT.items()} | asdict(TRAIN_ENGINE)
 
 
 def from_flat(values: dict[str, Any]) -> TrainConfig:
@@ -273,9 +324,7 @@ def from_flat(values: dict[str, Any]) -> TrainConfig:
     >>> config.engine.backend, config.engine.dtype, config.scoring.workers
     ('vllm', 'float32', 2)
     """
-    parts = {name: {f.name: values[f.name] for f in fields(spec) if f.name in values} for name, spec in SPECS.items()}
-    own = {key: value for key, value in values.items() if not any(key in part for part in parts.values())}
-    return TrainConfig(**own, engine=replace(TRAIN_ENGINE, **parts["engine"]), scoring=ScoringSpec(**parts["scoring"]))
+    return TrainConfig(**unflatten(TrainConfig, values, {"engine": TRAIN_ENGINE}))
 
 
 def check_keys(values: dict[str, Any], source: str = "config") -> None:

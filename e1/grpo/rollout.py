@@ -33,7 +33,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from e1.budget import Budget
 from e1.engine import Completion, Mode, Sampling, derive_seed
@@ -231,9 +231,7 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     if kv_bytes is not None:
         options["kv_cache_memory_bytes"] = kv_bytes
     spec = config.engine
-    return load_engine(model, "vllm", dtype=spec.dtype, tp=spec.tp, gpu_memory_utilization=spec.gpu_memory_utilization,
-                       max_model_len=spec.max_model_len, think_start=spec.think_start,
-                       think_end=spec.think_end, seed=config.seed + rank // spec.tp, colocate=True,
+    return load_engine(model, replace(spec, backend="vllm"), seed=config.seed + rank // spec.tp, colocate=True,
                        sleep_mode=torch.cuda.is_available(), **options)
 
 

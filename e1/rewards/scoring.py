@@ -21,23 +21,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from e1.data import CompletionText
-from e1.numeric import Number, check_numbers
+from e1.numeric import Number
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S
 from e1.rewards.registry import Reward, Scored, ScoringContext, as_scored, reward_for
 from e1.errors import RewardError
 from e1.sandbox import backend_name
+from e1.settings import CODE, check_settings, numbers, setting
 
 __all__ = ["Scored", "Scorer", "ScoringSpec", "default_workers", "gold_text", "score"]
-
-# what each numeric setting of a ScoringSpec may hold (e1.numeric); errors name the flag
-SCORING_NUMBERS = {
-    "workers": Number(int, min=1, max=4096),
-    "test_time_limit_s": Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
-    "max_tests": Number(int, min=1, optional=True, hint="leave it out to run every test"),
-}
 
 
 def default_workers() -> int:
@@ -59,19 +53,28 @@ class ScoringSpec:
     e1.errors.ConfigError: --test-time-limit must be in (0, 86400], got 0 (seconds per test, e.g. 6)
     """
 
-    workers: int = field(default_factory=default_workers)  # code: programs run at once
-    test_time_limit_s: float = DEFAULT_TIME_LIMIT_S  # code: wall-clock seconds per test
-    max_tests: int | None = None  # code: keep each problem's largest N tests (None: all)
-    sandbox: str | None = None  # code sandbox backend: auto | unshare | bwrap | none (None: $E1_SANDBOX, else auto)
+    workers: int = setting(help="Code tests run in parallel.", panel=CODE, factory=default_workers,
+                           shown="min(8, CPUs)", number=Number(int, min=1, max=4096))
+    test_time_limit_s: float = setting(DEFAULT_TIME_LIMIT_S, "Seconds per test.", CODE, flag="--test-time-limit",
+                                       number=Number(float, min=0, above=True, max=86400,
+                                                     hint="seconds per test, e.g. 6"))
+    max_tests: int | None = setting(None, "Run only each problem's N largest tests.", CODE, shown="all",
+                                    number=Number(int, min=1, optional=True, hint="leave it out to run every test"))
+    sandbox: str | None = setting(
+        None, "How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code "
+        "unconfined) | unshare | bwrap | none (NO isolation: only time, output and rlimits; prints a warning). "
+        "What each isolates: docs/sandbox.md.", CODE, shown="auto", envvar="E1_SANDBOX", complete="sandboxes")
 
     def __post_init__(self):
-        check_numbers(self, SCORING_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-")
-                                              for name in SCORING_NUMBERS})
+        check_settings(self)
         backend_name(self.sandbox)
 
     def scorer(self, reward: Reward | None = None) -> Scorer:
         """A :class:`Scorer` with these settings (``reward``: one reward for every task instead of the registered)."""
         return Scorer(self.workers, self.test_time_limit_s, self.max_tests, reward=reward, sandbox=self.sandbox)
+
+
+SCORING_NUMBERS = numbers(ScoringSpec)  # what each numeric setting may hold (e1.numeric)
 
 
 class Scorer:

@@ -29,9 +29,10 @@ from functools import cached_property
 from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
-from e1.engine import Markers, Mode, ModeIds, RowState, build_state, exit_ids, sentence_end_ids
+from e1.engine import Markers, Mode, ModeIds, RowState, build_state, exit_ids, mode_names, sentence_end_ids
 from e1.errors import ConfigError
 from e1.numeric import Number
+from e1.settings import BUDGETS, mode_help, setting
 
 THINK_FIELD, SOLVE_FIELD, MODE_FIELD = "thinking_budget", "solution_budget", "budget_mode"
 FIELDS = (THINK_FIELD, SOLVE_FIELD, MODE_FIELD)
@@ -49,13 +50,20 @@ class ServeDefaults:
     """The server's settings: budgets for requests that name none (None: such requests are
     served plainly), the default mode, and marker overrides (None: the tokenizer's)."""
 
-    think: int | None = None
-    solve: int | None = None
-    mode: str = "elastic"
-    think_start: str | None = None
+    think: int | None = setting(None, "Default thinking budget t (512, 1k, ...) for requests that name none.", BUDGETS,
+                                short="-t", shown=False, cli_type=str)
+    solve: int | None = setting(None, "Default solution budget s; give both or neither (neither: such requests are "
+                                "served plainly).", BUDGETS, short="-s", shown=False, cli_type=str)
+    mode: str = setting("elastic", mode_help("Default mode", mode_names()) + " Served as in e1 eval, but for "
+                        "budget-forcing's wait=K; early-exit (DEER's recipe unless recipe=e1) runs in several requests "
+                        "per sample, not streamed (at most 64 trial answers per sample).", BUDGETS, complete="mode")
+    think_start: str | None = None  # the server's EngineSpec's (ServeConfig), for the processor to read
     think_end: str | None = None
 
     def __post_init__(self):
+        for name in ("think", "solve"):  # "1k" from the command line, a whole number from a file or the JSON
+            if isinstance(getattr(self, name), str):
+                object.__setattr__(self, name, parse_tokens(getattr(self, name), f"{name} budget"))
         if (self.think is None) != (self.solve is None):
             raise ConfigError("a default budget needs both --think and --solve", hint="pass both or neither")
         _servable(Mode.parse(self.mode))

