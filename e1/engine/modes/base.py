@@ -67,16 +67,11 @@ def extend(option: Option, fits: Callable[[type[Mode]], bool]) -> Option:
 
 
 def _add_option(cls: type[Mode], option: Option, fits: Callable[[type[Mode]], bool]) -> None:
-    """An option name a mode already declares is refused: an extension adds, it never replaces (nor is
-    silently dropped)."""
-    if not fits(cls):
-        return
-    held = next((declared for declared in cls.options if declared.name == option.name), None)
-    if held is option:
-        return
-    if held is not None:
+    held = next((declared for declared in cls.options if declared.name == option.name), None) if fits(cls) else option
+    if held is not None and held is not option:  # an extension adds an option: it never replaces one, nor is dropped
         raise ConfigError(f"mode {cls.name!r} already has an option {option.name!r}", hint="name the option apart")
-    cls.options = (*cls.options, option)
+    if held is None:
+        cls.options = (*cls.options, option)
 
 
 def names() -> tuple[str, ...]:
