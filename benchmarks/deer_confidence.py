@@ -70,7 +70,7 @@ def main() -> None:
     from e1.budget import Budget
     from e1.data.prompts import build_prompt
     from e1.engine.base import Mode, Sampling
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
     from e1.models.tiny import build_tiny_model
 

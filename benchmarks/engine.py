@@ -42,9 +42,9 @@ import torch
 from e1.budget import Budget
 from e1.data.prompts import build_prompt
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
+from e1.engine.hf.hf_engine import HFEngine
 from e1.engine.spec import EngineSpec
-from e1.engine.hf_cache import exact_keys, key_bucket
+from e1.engine.hf.kv_cache import exact_keys, key_bucket
 from e1.models.tiny import build_tiny_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

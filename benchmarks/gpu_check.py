@@ -185,16 +185,16 @@ def part_vllm(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
 
 
 VLLM_GOALS = {"e1 elastic": "<= 1.01", "e1 soft": "<= 1.03", "e1 elastic:stop": "<= 1.03"}
-V2_MODULE = HERE.parent / "e1" / "engine" / "vllm_v2_processor.py"
+V2_MODULE = HERE.parent / "e1" / "engine" / "vllm" / "v2_processor.py"
 
 
 def part_v2(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
     """e1 elastic on vLLM's Model Runner V2 (e1's V2 processor) vs V1, where e1 has a V2 processor."""
     if not V2_MODULE.exists():
-        return {"V1 vs V2: skipped (no e1/engine/vllm_v2_processor.py in this checkout)": dict(value="-", unit="", goal="")}
+        return {"V1 vs V2: skipped (no e1/engine/vllm/v2_processor.py in this checkout)": dict(value="-", unit="", goal="")}
     if "--runner" not in (HERE / "engine_vllm.py").read_text():
         return {"V1 vs V2: skipped (engine_vllm.py has no --runner option yet)": dict(value="-", unit="", goal="")}
-    from e1.engine.vllm_compat import has_v2_processors
+    from e1.engine.vllm.compat import has_v2_processors
 
     if not has_v2_processors():  # vLLM before 0.32 (the device's 0.26): runner V2 loads no custom processor
         return {"V1 vs V2: skipped (this vLLM's runner V2 loads no custom logits processors; 0.32+ does)":

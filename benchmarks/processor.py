@@ -77,7 +77,7 @@ def run(tokenizer, markers, mode_text: str, batch: int, ids: list[int], steps: i
     from e1.budget import Budget
     from e1.engine.base import Mode
     from e1.engine.stop import StopPattern
-    from e1.engine.vllm_processor import KEY, BudgetProcessor, budget_args
+    from e1.engine.vllm.processor import KEY, BudgetProcessor, budget_args
 
     class Processor(BudgetProcessor):
         def tokenizer(self):

@@ -60,7 +60,7 @@ def main() -> None:
     show(f"RowState alone: {len(ids)} thinking tokens, pattern {pattern!r}, best of {args.repeats}; "
          f"per step at {args.rows} rows", interleaved_best(args.repeats, runs), args.rows)
     processor = {name: processor_run(stop, ids, markers, args.rows) for name, stop in stops.items()}
-    show(f"vLLM's logits processor (e1.engine.vllm_processor), {args.rows} rows, one token per row per step",
+    show(f"vLLM's logits processor (e1.engine.vllm.processor), {args.rows} rows, one token per row per step",
          interleaved_best(args.repeats, processor), 1)
 
 
@@ -79,7 +79,7 @@ def processor_run(stop, ids, markers, rows: int):
     try:
         import torch
 
-        from e1.engine import vllm_processor
+        import e1.engine.vllm.processor as vllm_processor
     except ImportError:  # no vLLM here: the RowState figures above still stand
         return lambda: 1
     from e1.budget import Budget

@@ -104,13 +104,13 @@ def main() -> None:
         path = str(build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers, heads=args.hidden // 32,
                                     intermediate_size=4 * args.hidden))
         if args.backend in ("both", "hf"):
-            from e1.engine.hf import HFEngine
+            from e1.engine.hf.hf_engine import HFEngine
             from e1.engine.spec import EngineSpec
 
             engine = HFEngine.load(path, EngineSpec(dtype="float32", device="cpu"), batch_size=args.problems * args.n)
             measure(engine, args, "transformers")
         if args.backend in ("both", "vllm"):
-            from e1.engine.vllm import VLLMEngine
+            from e1.engine.vllm.vllm_engine import VLLMEngine
             from e1.engine.spec import EngineSpec
 
             engine = VLLMEngine.load(path, EngineSpec(dtype="float32", max_model_len=1024))

@@ -128,7 +128,7 @@ def timed(steps, counter) -> float:
 def v1_run(rows: int, mode: str, args):
     import torch
 
-    from e1.engine.vllm_processor import BudgetProcessor, _Row
+    from e1.engine.vllm.processor import BudgetProcessor, _Row
 
     params, stream = requests(rows, mode, args)
 
@@ -156,7 +156,7 @@ def v2_run(rows: int, mode: str, args, prefilter: bool = True):
     )
 
     from e1.engine.stop import StopPattern
-    from e1.engine.vllm_v2_processor import V2BudgetProcessor
+    from e1.engine.vllm.v2_processor import V2BudgetProcessor
 
     params, stream = requests(rows, mode, args)
     prompt = 4

@@ -34,7 +34,7 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
 
     return HFEngine.load(str(tiny_model_dir), batch_size=64)
 

@@ -126,8 +126,8 @@ def engine_pair(path):
     """(vLLM, transformers) engines on one model folder, float32 on the CPU, with one context length."""
     import os
 
-    from e1.engine.hf import HFEngine
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine.hf.hf_engine import HFEngine
+    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.engine.spec import EngineSpec
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

@@ -4,7 +4,7 @@ Each follows its vendor's published request schema strictly (pydantic models tha
 or misspelled fields and wrong types, plus the documented constraints: Gemini's thinkingBudget
 and thinkingLevel not both, Claude's ``budget_tokens`` >= 1024 and < ``max_tokens``; the Messages
 API of anthropic >= 2 has no temperature, top_p or top_k) and answers in its documented reply shape (fields
-and sources: the table in ``e1/engine/vendors.py``).
+and sources: the table in ``e1/engine/api/vendors.py``).
 
 The scripted model: a problem "needs N" thinking tokens; it thinks as many tokens as its effort
 level says (:data:`EFFORT_TOKENS`), or :data:`NATURAL` tokens within a token budget, then answers

@@ -18,7 +18,7 @@ import pytest
 
 from e1.budget import Budget
 from e1.data.prompts import PromptOptions, build_prompt
-from e1.engine.api import ONE_CALL, PLAIN_SERVER, TWO_CALLS, ApiSettings, OpenAIEngine
+from e1.engine.api.openai_engine import ONE_CALL, PLAIN_SERVER, TWO_CALLS, ApiSettings, OpenAIEngine
 from e1.engine.base import Mode, Sampling
 from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError, E1Error, ResultsError
@@ -312,7 +312,7 @@ def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand
     assert not any("question 2" in key[0] for key in back.answered)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["api_method"]["methods"] == {"elastic": TWO_CALLS} and config["api_method"]["server"] == PLAIN_SERVER
-    from e1.cli.eval import api_line
+    from e1.commands.eval import api_line
 
     assert config["api_method"]["token_exact"] is False  # the stand-in takes no token-id prompt: the summary says so
     assert "NOT token-exact: the server takes no token-id prompt" in api_line(tmp_path / "run")
@@ -361,7 +361,7 @@ def test_the_api_options_are_checked_before_anything_starts(tmp_path):
 def test_a_server_that_returns_token_ids_is_continued_from_them(stand_in, tokenizer_dir):
     """vLLM returns the ids when asked: the solution call continues from prompt + the row's own ids
     (the forced marker included), so the record is the local engines' (ids, forced mask, counts)."""
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(tokenizer_dir)
@@ -394,7 +394,7 @@ def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexa
     """A server that takes token-id prompts but returns no ids (SGLang, llama.cpp without e1's fields):
     both calls are sent as ids (e1's prompt ids, then the thinking text tokenised after them), never
     as text the server would tokenise again; the thinking's re-tokenisation makes the run inexact."""
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
 
     tokenizer = load_tokenizer(tokenizer_dir)
     stand_in.decode = lambda ids: tokenizer.decode(ids, skip_special_tokens=False)

@@ -1,7 +1,7 @@
 """Exactness is checked on every reply that shows ids, not claimed from the probe alone.
 
 The invariant: a reply that shows the prompt as the server took it (vLLM's ``prompt_token_ids``)
-shows exactly the ids e1 sent, or it is refused at the reply gate (:func:`e1.engine.replies.accept`)
+shows exactly the ids e1 sent, or it is refused at the reply gate (:func:`e1.engine.api.replies.accept`)
 in one line, and no row is stored, nothing journalled. The stand-in answers e1's probe honestly, then
 perturbs every later prompt's ids (a BOS in front, one id dropped, changed or added, as hypothesis
 draws them).
@@ -32,7 +32,7 @@ def _perturbations():
 
 def _vllm_like(stand_in: StandIn, tokenizer_dir: str, perturb) -> None:
     """A server that takes and returns ids and shows the prompt's ids: honest to the probe, then ``perturb``ed."""
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(tokenizer_dir)

@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
-from e1.engine.api import BUDGET_SERVER, PLAIN_SERVER, ApiSettings, OpenAIEngine
+from e1.engine.api.openai_engine import BUDGET_SERVER, PLAIN_SERVER, ApiSettings, OpenAIEngine
 from e1.engine.base import Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START
-from e1.engine.replies import MAX_REPLY_BYTES, RequestError
+from e1.engine.api.replies import MAX_REPLY_BYTES, RequestError
 from e1.errors import E1Error
 from tests.test_api_backend import MODEL, StandIn, _eval, tokenizer_dir  # noqa: F401  (tokenizer_dir: a fixture)
 
@@ -381,7 +381,7 @@ VENDOR_PLACES = {
        answer=st.integers(0, 20))
 def test_a_vendors_reply_holds_the_invariant_or_fails_clearly(data, vendor, think, answer):
     pytest.importorskip("anthropic")
-    from e1.engine.vendors import VENDORS
+    from e1.engine.api.vendors import VENDORS
 
     cap = 64
     reply = _vendor_reply(vendor, think, answer)
@@ -405,7 +405,7 @@ def test_a_vendors_reply_holds_the_invariant_or_fails_clearly(data, vendor, thin
 def test_a_vendors_reply_is_cut_at_its_deadline(monkeypatch):
     """The hosted SDKs send through the same bounded transport (anthropic's own httpx fork included)."""
     pytest.importorskip("anthropic")
-    from e1.engine.hosted import HostedEngine
+    from e1.engine.api.hosted import HostedEngine
 
     server = StandIn().start()
     _serve(server, drip(0.2))

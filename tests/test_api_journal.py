@@ -1,6 +1,6 @@
 """Every received reply is journalled before a run's abort propagates, so a rerun sends no answered request.
 
-The invariant (:mod:`e1.engine.api_client`): a reply the gate accepted reaches the journal before the
+The invariant (:mod:`e1.engine.api.client`): a reply the gate accepted reaches the journal before the
 run stops, whatever stops it: a failed request (the server died), or the caller's abort (Ctrl-C), with
 other requests in flight; the probes' replies too. Counted at the stand-in: across the aborted run and
 its rerun, no request body is answered twice.
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from e1.engine.api_client import row_task, run_rows
+from e1.engine.api.client import row_task, run_rows
 from e1.errors import E1Error
 from tests.test_api_backend import StandIn, _eval, tokenizer_dir  # noqa: F401  (tokenizer_dir: a fixture)
 

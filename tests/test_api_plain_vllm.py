@@ -13,7 +13,7 @@ import pytest
 
 from e1.budget import Budget
 from e1.data.prompts import build_prompt
-from e1.engine.api import BUDGET_SERVER, ONE_CALL, TWO_CALLS, ApiSettings, OpenAIEngine
+from e1.engine.api.openai_engine import BUDGET_SERVER, ONE_CALL, TWO_CALLS, ApiSettings, OpenAIEngine
 from e1.engine.base import Sampling
 
 MODES = {"elastic": TWO_CALLS, "budget-forcing": TWO_CALLS, "truncate": ONE_CALL, "none": ONE_CALL}
@@ -41,7 +41,7 @@ def chatty_r1_model(path):
 def server(tmp_path_factory):
     pytest.importorskip("vllm")
     pytest.importorskip("openai")
-    from e1.engine.vllm_compat import server_entry
+    from e1.engine.vllm.compat import server_entry
     from tests.serving import free_port, running
 
     path = str(chatty_r1_model(tmp_path_factory.mktemp("models") / "chatty-r1"))
@@ -60,7 +60,7 @@ def _record(c) -> tuple:
 
 
 def test_plain_vllm_server_runs_each_mode_as_the_local_engine_does(server):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     url, path = server

@@ -10,7 +10,7 @@ import pytest
 
 from e1.budget import Budget
 from e1.data.prompts import build_prompt
-from e1.engine.api import BUDGET_FIELDS, BUDGET_SERVER, ApiSettings, OpenAIEngine
+from e1.engine.api.openai_engine import BUDGET_FIELDS, BUDGET_SERVER, ApiSettings, OpenAIEngine
 from e1.engine.base import Mode, Sampling
 
 MODES = ["elastic", "elastic:exit=qwen", "elastic:grace=4", "truncate", "budget-forcing", "none"]
@@ -26,7 +26,7 @@ def server(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engines(server):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     url, path = server

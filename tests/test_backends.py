@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from e1.engine import BACKEND_NAMES, BACKENDS, LOADERS, LOCAL_BACKENDS, check_backend, load_engine, resolve_backend
-from e1.engine.api import ApiSettings, OpenAIEngine
+from e1.engine.api.openai_engine import ApiSettings, OpenAIEngine
 from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError
 from tests.test_api_backend import MODEL, StandIn
@@ -49,7 +49,7 @@ def test_load_engine_reaches_the_openai_engine(stand_in):
 
 def test_load_engine_reaches_a_hosted_vendor(monkeypatch):
     pytest.importorskip("google.genai")
-    from e1.engine.hosted import HostedEngine
+    from e1.engine.api.hosted import HostedEngine
     from tests.hosted_standins import StandIn as Hosted
 
     monkeypatch.setenv("GEMINI_API_KEY", "test-key")

@@ -4,7 +4,7 @@ file, row and field, as the dataset loads: before any request is sent or model l
 
 The gates: :func:`e1.data.json_values.check_value` (every local file's record, through
 :func:`e1.data.preparation.read_records`), :func:`e1.rewards.check_tasks` (each row's answer against
-its task's reward), and the reply gate for a server's reply (:func:`e1.engine.replies.accept`).
+its task's reward), and the reply gate for a server's reply (:func:`e1.engine.api.replies.accept`).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def test_each_is_refused_before_any_request_is_sent(tmp_path, monkeypatch, capsy
 
 
 def test_a_reply_nested_deep_or_holding_a_lone_surrogate_is_one_specific_line():
-    from e1.engine.replies import Limits, Reply, RequestError, accept
+    from e1.engine.api.replies import Limits, Reply, RequestError, accept
 
     for raw, expected in [(b'{"choices": [{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}]}", "nested deeper"),
                           ({"choices": [{"text": "a" + chr(0xDC00)}]}, "lone surrogate")]:

@@ -87,7 +87,7 @@ def options(kwargs) -> PromptOptions:
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
 
     root = tmp_path_factory.mktemp("families")
     return {name: HFEngine.load(str(family_model(root / name, name)), dtype="float32", device="cpu")

@@ -33,8 +33,8 @@ def test_help_lists_working_commands_and_loads_no_command_and_no_heavy_library()
         "assert result.exit_code == 0, result.output\n"
         "print(result.output)\n"
         "heavy = sorted(m for m in sys.modules if m.startswith(('torch', 'vllm', 'transformers', 'pandas', 'datasets',\n"
-        "    'math_verify', 'starlette', 'uvicorn', 'plotly', 'pydantic', 'e1.cli.eval', 'e1.cli.sweep', 'e1.cli.train',\n"
-        "    'e1.cli.serve', 'e1.engine', 'e1.grpo')))\n"
+        "    'math_verify', 'starlette', 'uvicorn', 'plotly', 'pydantic', 'e1.commands.eval', 'e1.commands.sweep', 'e1.commands.train',\n"
+        "    'e1.commands.serve', 'e1.engine', 'e1.grpo')))\n"
         "print('HEAVY', heavy)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -453,7 +453,7 @@ def test_real_cli_offline_hub_is_one_line():
 
 def test_data_modules_import_no_heavy_libraries():
     heavy = "{'pandas', 'datasets', 'pyarrow', 'torch'}"
-    code = f"import sys, e1.cli.data, e1.data; print(sorted({heavy} & set(sys.modules)))"
+    code = f"import sys, e1.commands.data, e1.data; print(sorted({heavy} & set(sys.modules)))"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert done.stdout.strip() == "[]", done.stderr

@@ -53,7 +53,7 @@ def torchrun(processes: int, tmp_path: Path, model: Path, out: str, *extra: str)
 def check_run(run: Path, steps: int = 2) -> None:
     import pandas as pd
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
 
     metrics = pd.read_parquet(run / "metrics.parquet")
     assert list(metrics["step"]) == list(range(1, steps + 1))

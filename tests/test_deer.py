@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.early_exit import EarlyExitState, TextWatch, trial_texts
+from e1.engine.early_exit_state import EarlyExitState, TextWatch, trial_texts
 from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.modes.early_exit import DEER_PROMPT, DEER_STOP_TEXTS
 
@@ -203,8 +203,8 @@ def test_deer_tries_at_most_ten_trials_unless_told(tokenizer):
 def test_a_deferred_trial_begins_where_the_next_request_starts(tokenizer):
     """vLLM has written the held token: the request ends there, and the next one (rebuilt from the
     settings) begins with the whole prompt, then keeps the held token after the trial."""
-    from e1.engine.early_exit import replay_round
-    from e1.engine.vllm_processor import budget_args, row_state
+    from e1.engine.early_exit_state import replay_round
+    from e1.engine.vllm.processor import budget_args, row_state
 
     driver = deer_state(tokenizer, "early-exit:recipe=deer:threshold=1")
     ids = tokenizer.encode("So the sum is 12.\n\nWait, check", add_special_tokens=False)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.early_exit import EarlyExitState, Trial
+from e1.engine.early_exit_state import EarlyExitState, Trial
 from e1.engine.markers import PROMPT_OPEN
 from e1.engine.row_state import RowState
 from e1.errors import ConfigError
@@ -151,7 +151,7 @@ def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t,
 def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
     """Each vLLM round rebuilds the row from its history: the driver's count of trials travels as
     ``tries_left``, so a row whose tries are spent starts no trial in the processor either."""
-    from e1.engine.vllm_processor import budget_args, row_state
+    from e1.engine.vllm.processor import budget_args, row_state
 
     driver = early(spec="early-exit:threshold=0.85:trial=3:tries=1:recipe=e1")
     drive(driver, [THINK, PARA, 0, 0, 0, 0, (30, 0.1), (31, 0.1), (32, 0.1), THINK])
@@ -202,7 +202,7 @@ def test_bad_mode_options_are_one_clear_line(text, says):
 
 # -- the transformers backend: trials in the running KV cache, rolled back by the mask --------------
 def test_scripted_model_exits_at_the_first_confident_trial(tiny_engine):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from tests.fakes import ScriptedModel
 
     tokenizer, markers = tiny_engine.tokenizer, tiny_engine.markers
@@ -314,7 +314,7 @@ def test_overthinking_counts_thinking_after_the_first_correct_trial_answer():
 def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, problems_file, tiny_engine):
     import pandas as pd
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.eval.run import EvalConfig, evaluate
     from tests.fakes import ScriptedModel
 

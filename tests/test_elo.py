@@ -18,7 +18,7 @@ import typer
 from typer.testing import CliRunner
 
 import e1.report.elo
-from e1.cli import elo as elo_cmd
+import e1.commands.elo as elo_cmd
 from e1.report.elo import FetchConfig, estimate_rating, fetch_contests, load_results
 from e1.errors import ConfigError, DataError
 from e1.store.results import SAMPLE_DTYPES, samples_frame
@@ -305,7 +305,7 @@ def test_command_module_imports_no_pandas():
     import subprocess
     import sys
 
-    code = "import sys, e1.cli.elo; print('pandas' in sys.modules, 'urllib.request' in sys.modules)"
+    code = "import sys, e1.commands.elo; print('pandas' in sys.modules, 'urllib.request' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
 

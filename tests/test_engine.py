@@ -9,7 +9,7 @@ import torch
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
+from e1.engine.hf.hf_engine import HFEngine
 from e1.engine.markers import resolve_markers
 from e1.errors import ConfigError, MarkerError
 from tests.fakes import ScriptedModel, assert_engine_invariants
@@ -241,7 +241,7 @@ def test_elastic_text_splits_thinking_and_solution(tiny_engine):
 def test_inverse_cdf_sampling_matches_the_probabilities_and_skips_zero_ones():
     import numpy as np
 
-    from e1.engine.sampling import row_uniforms, sample_from
+    from e1.engine.hf.sampling import row_uniforms, sample_from
 
     probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]]).expand(20_000, 6)  # [N, V]
     # one row's successive counters, as a sample drawing 20,000 tokens would use them
@@ -254,7 +254,7 @@ def test_inverse_cdf_sampling_matches_the_probabilities_and_skips_zero_ones():
 
 
 def test_top_p_keeps_the_smallest_set_reaching_p():
-    from e1.engine.sampling import _top_p
+    from e1.engine.hf.sampling import _top_p
 
     logits = torch.tensor([[0.1, 0.5, 0.15, 0.25]]).log()  # probabilities, shuffled
     # sorted 0.5, 0.25, 0.15, 0.1: 0.5 + 0.25 = 0.75 reaches 0.7, so 0.15 and 0.1 are dropped

@@ -17,7 +17,7 @@ import pytest
 from e1.budget import Budget
 from e1.eval.distributed import Group, Ranks
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
+from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import ResultsError, RewardError
 from e1.eval.run import EvalConfig, evaluate
 from e1.store.results import SAMPLES, SUMMARY
@@ -73,7 +73,7 @@ def test_todays_single_file_run_directory_resumes(tmp_path, problems_file, engin
 
 KILLED_RUN = """
     import sys, time
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.eval.run import evaluate
     from tests.test_eval_scale import SAMPLING, config
 

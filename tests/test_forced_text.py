@@ -52,7 +52,7 @@ def test_forced_digits_rows_score_what_the_model_wrote(tmp_path, offset, accurac
     digit and scored 0). A model that then writes the right digit scores 1 on every forced row, one
     that writes a wrong digit 0: the score is the model's, whatever was forced."""
     from e1.data import ALPHABET, prepare_benchmark
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.eval.run import EvalConfig, evaluate
     from e1.models import build_char_tokenizer
 

@@ -107,4 +107,4 @@ def test_a_call_out_of_time_records_every_part_it_could_not_run(gpu_check, tmp_p
 def test_v2_row_says_why_it_is_skipped(gpu_check, tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_check, "V2_MODULE", tmp_path / "absent.py")
     rows = gpu_check.part_v2(tmp_path, tmp_path, True, 10)
-    assert list(rows) == ["V1 vs V2: skipped (no e1/engine/vllm_v2_processor.py in this checkout)"]
+    assert list(rows) == ["V1 vs V2: skipped (no e1/engine/vllm/v2_processor.py in this checkout)"]

@@ -1,6 +1,6 @@
 """The transformers backend presents few attention shapes per decode, and the same tokens as before.
 
-Invariant (e1.engine.hf_cache): after the prefill (exact), a decode step over ``length`` keys
+Invariant (e1.engine.hf.kv_cache): after the prefill (exact), a decode step over ``length`` keys
 attends over ``key_bucket(length)`` key columns, so a decode of N new tokens from a prompt of width W hands
 attention at most ``N / 32 + 2`` distinct key lengths below 1024 keys (17 per doubling above),
 instead of one new length per token. Checked on the shapes the attention functions really
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
-from e1.engine.hf_cache import KEY_STEP, exact_keys, growing_cache, key_bucket
+from e1.engine.hf.hf_engine import HFEngine
+from e1.engine.hf.kv_cache import KEY_STEP, exact_keys, growing_cache, key_bucket
 
 SETTINGS = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
-from e1.engine.api import ApiSettings
-from e1.engine.api_client import RequestError
+from e1.engine.api.openai_engine import ApiSettings
+from e1.engine.api.client import RequestError
 from e1.engine.base import Mode, Sampling
-from e1.engine.vendors import ANTHROPIC_EFFORTS, GEMINI_LEVELS, VENDORS
+from e1.engine.api.vendors import ANTHROPIC_EFFORTS, GEMINI_LEVELS, VENDORS
 from e1.errors import ConfigError
 from tests.hosted_standins import ANSWER, EFFORT_TOKENS, NATURAL, StandIn
 
@@ -38,7 +38,7 @@ def _keys(monkeypatch):
 
 
 def _engine(stand_in: StandIn, modes=("elastic",)):
-    from e1.engine.hosted import HostedEngine
+    from e1.engine.api.hosted import HostedEngine
 
     return HostedEngine.load("stand-in", ApiSettings(stand_in.url, backend=stand_in.vendor, max_retries=0), modes)
 
@@ -124,7 +124,7 @@ def test_effort_is_a_mode_option_of_none_only():
 
 
 def test_openai_sends_reasoning_effort_and_counts_reasoning_tokens(monkeypatch):
-    from e1.engine.api import OpenAIEngine
+    from e1.engine.api.openai_engine import OpenAIEngine
 
     server = StandIn("openai").start()
     try:

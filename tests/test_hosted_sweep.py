@@ -14,7 +14,7 @@ import pytest
 from starlette.responses import Response
 
 from e1.budget import Budget
-from e1.engine.api import ApiSettings
+from e1.engine.api.openai_engine import ApiSettings
 from e1.engine.base import Mode, Sampling
 from e1.engine.spec import EngineSpec
 from e1.errors import E1Error

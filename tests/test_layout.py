@@ -237,14 +237,14 @@ def test_the_front_check_finds_breaches():
         "from e1.data import build_prompt\n"
         "from e1.eval import shared\n"  # its own package: anything goes
         "def load():\n"
-        "    importlib.import_module('e1.engine.hf')\n"
-        "    logging.getLogger('e1.engine.hf')\n"  # a logger's name, not an import
+        "    importlib.import_module('e1.engine.hf.hf_engine')\n"
+        "    logging.getLogger('e1.engine.hf.hf_engine')\n"  # a logger's name, not an import
     )
     exports = {"e1.engine": {"Mode"}, "e1.report": set(), "e1.store": set(), "e1.data": {"build_prompt"}, "e1.eval": set()}
     breaches = front_breaches("e1.eval.run", references(source, "e1.eval.run"), exports)
     assert [breach.partition(" `")[2].partition("`")[0] for breach in breaches] == [
         "from e1.engine.base import Mode", "from e1.engine import Secret", "from e1.report import ui",
-        "import e1.store.results", "'e1.engine.hf'"]
+        "import e1.store.results", "'e1.engine.hf.hf_engine'"]
     assert "Secret not in e1.engine.__all__" in breaches[1]
 
 

@@ -119,7 +119,7 @@ CONFIGS = [
     ("e1.serve.server", "ServeConfig", ("e1.serve.server:SERVE_NUMBERS",), {"model": "m"}),
     ("e1.demo.pipeline", "DemoConfig", ("e1.demo.pipeline:DEMO_NUMBERS",), {}),
     ("e1.report.elo", "FetchConfig", ("e1.report.elo:FETCH_NUMBERS",), {}),
-    ("e1.engine.api", "ApiSettings", ("e1.engine.api:API_NUMBERS",), {"url": "http://127.0.0.1:1/v1"}),
+    ("e1.engine.api.openai_engine", "ApiSettings", ("e1.engine.api.openai_engine:API_NUMBERS",), {"url": "http://127.0.0.1:1/v1"}),
     ("e1.view.server", "ViewConfig", ("e1.view.server:VIEW_NUMBERS",), {"paths": ("runs/x",)}),
 ]
 
@@ -212,7 +212,7 @@ def test_a_served_request_field_of_the_wrong_kind_is_a_400_naming_it(xargs, fiel
 
 
 def test_the_middleware_refuses_a_clients_budget_room_of_the_wrong_kind(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
     from e1.serve.budgets import ServeDefaults
     from e1.serve.responses import Served, prepare

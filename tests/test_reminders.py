@@ -114,7 +114,7 @@ def test_every_backend_writes_the_reminders_alike(server):
     against e1 serve (the mode travels as budget_mode; the server's processor and the client's replay each
     build the row with the one builder): the same ids, the reminders forced where thinking reached K."""
     from e1.data.prompts import build_prompt
-    from e1.engine.api import BUDGET_FIELDS, ApiSettings, OpenAIEngine
+    from e1.engine.api.openai_engine import BUDGET_FIELDS, ApiSettings, OpenAIEngine
     from e1.engine.markers import exit_ids
     from tests.fakes import engine_pair
 

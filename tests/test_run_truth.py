@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
+from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import E1Error, ResultsError
 from e1.eval.run import EvalConfig, evaluate
 from e1.eval.sweep import SweepConfig, sweep

@@ -10,8 +10,8 @@ import pytest
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
-from e1.engine.sampling import row_uniforms
+from e1.engine.hf.hf_engine import HFEngine
+from e1.engine.hf.sampling import row_uniforms
 from e1.engine.seeds import derive_seed, sample_seed
 from e1.eval.run import EvalConfig, evaluate
 

@@ -30,7 +30,7 @@ API_KEY = "e1-test-key"  # the test server's (vLLM's --api-key)
 
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(str(tiny_model_dir))
@@ -234,7 +234,7 @@ def client(server):
 def reference(model_dir):
     """e1's own engine on the same folder (the transformers backend; tests/test_vllm.py shows
     that the vLLM backend gives the same tokens)."""
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     return HFEngine.load(str(model_dir), EngineSpec(dtype="float32", device="cpu"))

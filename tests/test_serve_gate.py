@@ -27,7 +27,7 @@ SECONDS = 1.0  # the most the gate may take on one body (~100x what it takes)
 
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(str(tiny_model_dir))

@@ -65,7 +65,7 @@ def test_replay_counts_an_exit_and_grace_decoding_as_the_state_that_decoded_it()
 
 @pytest.fixture(scope="module")
 def tokenizer(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
 
     return load_tokenizer(str(tiny_model_dir))
 
@@ -170,7 +170,7 @@ def ask(client, model: str, prompt: str, extra: dict) -> tuple[dict, list[int]]:
 def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
     import openai
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
@@ -202,7 +202,7 @@ def test_soft_and_stop_requests_equal_e1s_engine_token_for_token(server):
     """The served processor adds soft's bias and matches stop patterns as e1 eval's engine does."""
     import openai
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)

@@ -33,7 +33,7 @@ from e1.serve.rounds import serve_rounds
 
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(str(tiny_model_dir))
@@ -74,7 +74,7 @@ class StandIn:
         return {"tokens": self.served.tokenizer.encode(body["prompt"], add_special_tokens=False)}
 
     def complete(self, body: dict) -> dict:
-        from e1.engine.vllm_processor import ARGMAX, _Row, row_state
+        from e1.engine.vllm.processor import ARGMAX, _Row, row_state
 
         self.rounds += 1
         args = json.loads(body["vllm_xargs"]["e1"])  # the tokenizer for recipe=deer's texts, as the processor loads it
@@ -254,7 +254,7 @@ def reference(server):
     """The transformers backend on the served folder (tests/test_early_exit_vllm.py: the vLLM backend's
     early-exit equals it), its elastic output, and a transition text that fires in it."""
     from e1.engine.base import Sampling
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
     from tests.test_early_exit import frequent_text, prompts
 

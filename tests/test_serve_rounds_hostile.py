@@ -27,7 +27,7 @@ MODE = "early-exit:threshold=0.9:trial=2:at=' x'"
 
 @pytest.fixture(scope="module")
 def served(tiny_model_dir):
-    from e1.engine.hf import load_tokenizer
+    from e1.engine.hf.hf_engine import load_tokenizer
     from e1.engine.markers import resolve_markers
 
     tokenizer = load_tokenizer(str(tiny_model_dir))

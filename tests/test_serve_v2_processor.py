@@ -210,5 +210,5 @@ def test_the_frontend_imports_no_more_than_the_v1_class_did():
             "print(json.dumps(sorted(set(sys.modules) - before)))")
     added = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout))
     interface = "vllm.v1.worker.gpu.sample.logits_processor"
-    assert added == {"e1.serve.processor_v2", "e1.engine.vllm_v2_processor", "e1.engine.vllm_held", "e1.engine.vllm_v2_slots", "vllm.v1.worker", "vllm.v1.worker.gpu",
+    assert added == {"e1.serve.processor_v2", "e1.engine.vllm.v2_processor", "e1.engine.vllm.held", "e1.engine.vllm.v2_slots", "vllm.v1.worker", "vllm.v1.worker.gpu",
                      "vllm.v1.worker.gpu.sample", interface, f"{interface}.interface", f"{interface}.loader"}, added

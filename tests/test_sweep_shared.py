@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from e1.budget import Budget
 from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import HFEngine
+from e1.engine.hf.hf_engine import HFEngine
 from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError

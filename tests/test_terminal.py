@@ -194,7 +194,7 @@ def test_decoding_and_training_pass_the_kv_cache_as_the_model_names_it(tiny_engi
 
     from e1.budget import Budget
     from e1.engine.base import Mode, Sampling
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.grpo.batches import MicroBatch, shared_prompt_logits
 
     model = cache_renamed(tiny_engine.model)

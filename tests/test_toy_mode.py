@@ -28,7 +28,7 @@ def toy_mode():
     patch.setenv(PLUGINS_ENV, TOY)
     yield
     patch.undo()
-    from e1.engine.modes import base
+    import e1.engine.modes.mode as base
 
     REGISTRY.pop("halfway", None)  # the other modules' tests see the built-in modes only
     base._loaded.discard(TOY)
@@ -80,7 +80,7 @@ def test_both_local_backends_and_e1_serve_decode_the_toy_mode_alike(server):
     """vLLM (its logits processor rebuilds the mode from its text in the engine process), the transformers
     backend, and --backend openai against e1 serve (the mode travels as budget_mode): the same records."""
     from e1.data.prompts import build_prompt
-    from e1.engine.api import BUDGET_FIELDS, ApiSettings, OpenAIEngine
+    from e1.engine.api.openai_engine import BUDGET_FIELDS, ApiSettings, OpenAIEngine
     from tests.fakes import engine_pair
 
     url, path = server

@@ -83,7 +83,7 @@ def test_resume_reproduces_the_uninterrupted_run(resumed_runs):
 def test_checkpoints_are_model_folders_that_eval_loads(resumed_runs, tmp_path):
     from e1.budget import Budget
     from e1.engine.base import Sampling
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.eval.run import EvalConfig, evaluate
     from e1.grpo.trainer import checkpoints
 
@@ -284,12 +284,12 @@ def test_vllm_settings_are_validated(tmp_path):
 @pytest.fixture
 def no_weights(monkeypatch):
     """Fail the test if the trainer gets as far as loading weights."""
-    import e1.engine.hf
+    import e1.engine.hf.hf_engine
 
     def refuse(*args, **kwargs):
         raise AssertionError("weights were loaded before the input was checked")
 
-    monkeypatch.setattr(e1.engine.hf, "load_model", refuse)
+    monkeypatch.setattr(e1.engine.hf.hf_engine, "load_model", refuse)
 
 
 def test_dataset_without_answers_is_refused(tiny_model_dir, tmp_path, no_weights):
@@ -396,7 +396,7 @@ def test_command_trains_and_writes_the_run(tiny_model_dir, tmp_path):
 
 
 def test_command_module_does_not_import_torch():
-    code = "import sys, e1.cli.train; assert 'torch' not in sys.modules"
+    code = "import sys, e1.commands.train; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

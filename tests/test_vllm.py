@@ -123,7 +123,7 @@ def test_weights_copied_in_change_what_it_decodes(engines, model_dir):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
 
     vllm_engine, hf = engines
     changed = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
@@ -157,7 +157,7 @@ def test_processor_forces_the_marker_at_t_and_eos_at_s(engines):
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 
-    from e1.engine.vllm_processor import KEY, BudgetProcessor, budget_args
+    from e1.engine.vllm.processor import KEY, BudgetProcessor, budget_args
 
     _, hf = engines
     markers = hf.markers
@@ -247,7 +247,7 @@ def test_processor_adds_the_soft_bias_to_the_marker_only(engines):
     from vllm.v1.sample.logits_processor import BatchUpdate
 
     from e1.engine.row_state import soft_bias
-    from e1.engine.vllm_processor import KEY, BudgetProcessor, budget_args
+    from e1.engine.vllm.processor import KEY, BudgetProcessor, budget_args
 
     _, hf = engines
     markers, mode = hf.markers, Mode.parse("soft:start=0.5:strength=4")

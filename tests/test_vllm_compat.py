@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from e1.engine import vllm_compat
-from e1.engine.vllm_compat import (NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, check_runner, missing, processor_class,
+import e1.engine.vllm.compat as vllm_compat
+from e1.engine.vllm.compat import (NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, check_runner, missing, processor_class,
                                    server_entry)
 from e1.errors import ModelError
 
@@ -100,13 +100,13 @@ def test_the_engine_leaves_the_runner_to_vllm_where_its_runner_v2_loads_processo
 
 def test_the_engine_gets_the_processor_of_what_the_installed_vllm_offers():
     pytest.importorskip("vllm")
-    from e1.engine.vllm_processor import BudgetProcessor
+    from e1.engine.vllm.processor import BudgetProcessor
 
     assert processor_class(tree({})) is BudgetProcessor  # 0.26: the V1 interface only
     with_v2 = tree({vllm_compat.V2_PROCESSORS: "class LogitsProcessor: ..."})
     if not vllm_compat.has_v2_processors():
         pytest.skip("the installed vLLM predates runner V2's processor interface")
-    from e1.engine.vllm_v2_processor import AnyRunnerProcessor
+    from e1.engine.vllm.v2_processor import AnyRunnerProcessor
 
     assert processor_class(with_v2) is AnyRunnerProcessor and processor_class() is AnyRunnerProcessor
 

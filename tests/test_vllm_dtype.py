@@ -10,7 +10,7 @@ import pytest
 
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
-from e1.engine.hf import checkpoint_dtype, weights_dtype
+from e1.engine.hf.hf_engine import checkpoint_dtype, weights_dtype
 from e1.errors import ConfigError
 
 
@@ -43,8 +43,8 @@ def test_vllm_without_dtype_decodes_a_float32_checkpoint_as_the_transformers_bac
     import os
 
     from e1.data.prompts import build_prompt
-    from e1.engine.hf import HFEngine
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine.hf.hf_engine import HFEngine
+    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.engine.spec import EngineSpec
     from tests.fakes import build_chatty_model
 

@@ -34,7 +34,7 @@ def setting():
 
 
 def processor(tokenizer):
-    from e1.engine.vllm_processor import BudgetProcessor
+    from e1.engine.vllm.processor import BudgetProcessor
 
     class Processor(BudgetProcessor):
         def tokenizer(self):
@@ -49,7 +49,7 @@ class Reference:
 
     def __init__(self, args: dict, tokenizer):
         from e1.engine.markers import sentence_end_ids
-        from e1.engine.vllm_processor import row_state
+        from e1.engine.vllm.processor import row_state
 
         mode = Mode.parse(args["mode"])
         self.state = row_state(args, sentence_end_ids(tokenizer) if mode.grace else frozenset(),
@@ -98,7 +98,7 @@ def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, e
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 
-    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.engine.vllm.processor import KEY, budget_args
 
     tokenizer, markers, plain, special = setting
     vocab = max(len(tokenizer), *plain, *special) + 1
@@ -164,7 +164,7 @@ def test_a_stop_match_on_the_stepping_path_forces_the_marker_at_the_same_id(sett
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate
 
-    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.engine.vllm.processor import KEY, budget_args
 
     tokenizer, markers, _, _ = setting
     ids = tokenizer.encode("x x x x x ab c x x", add_special_tokens=False)
@@ -196,7 +196,7 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     from vllm.v1.sample.logits_processor import BatchUpdate
 
     from e1.engine.row_state import soft_bias
-    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.engine.vllm.processor import KEY, budget_args
 
     tokenizer, markers, plain, _ = setting
     mode = Mode.parse("soft:start=0.25:strength=5:shape=exp:ceiling=2")
@@ -234,7 +234,7 @@ def test_stop_rows_on_the_stepping_path_stop_where_the_plain_scanner_first_match
     from vllm.v1.sample.logits_processor import BatchUpdate
 
     from e1.engine.stop import StopPattern
-    from e1.engine.vllm_processor import KEY, budget_args
+    from e1.engine.vllm.processor import KEY, budget_args
     from e1.errors import ConfigError
 
     tokenizer, markers, _, _ = setting

@@ -1,4 +1,4 @@
-"""e1's processor for vLLM's model runner V2 (e1/engine/vllm_v2_processor.py), driven on CPU tensors
+"""e1's processor for vLLM's model runner V2 (e1/engine/vllm/v2_processor.py), driven on CPU tensors
 through vLLM's own interface classes (``LogitsContext``, ``LogitsProcRequestState``) by a small
 runner that does what runner V2 does to a processor (tests/v2_runner.py): request slots taken from a
 free list and reused, rows in a new order every step, requests left out of a step, chunked prefills,
@@ -30,8 +30,8 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 
 from e1.budget import Budget  # noqa: E402
 from e1.engine import KEY, Markers, Mode, ModeIds, budget_args, build_state  # noqa: E402
-from e1.engine.vllm_processor import ARGMAX, row_state  # noqa: E402
-from e1.engine.vllm_v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
+from e1.engine.vllm.processor import ARGMAX, row_state  # noqa: E402
+from e1.engine.vllm.v2_processor import AnyRunnerProcessor, V2BudgetProcessor  # noqa: E402
 from tests.test_soft_stop import GENERATED, id_stream  # noqa: E402
 from tests.v2_runner import SlotRequest, SlotRunner, Uva, drive  # noqa: E402
 
@@ -205,7 +205,7 @@ def test_any_runner_processor_is_each_runners_own_class():
         LogitsProcessor as V2Interface,
     )
 
-    from e1.engine.vllm_processor import BudgetProcessor
+    from e1.engine.vllm.processor import BudgetProcessor
 
     assert issubclass(AnyRunnerProcessor, V1Interface) and issubclass(AnyRunnerProcessor, V2Interface)
     assert type(AnyRunnerProcessor(None, torch.device("cpu"), False)) is BudgetProcessor

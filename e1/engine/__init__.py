@@ -15,39 +15,39 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, Sequence
 
-from e1.engine.api_settings import API_FLAGS, API_NUMBERS, ApiSettings
+from e1.engine.api.settings import API_FLAGS, API_NUMBERS, ApiSettings
 from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
                                 check_backend, resolve_backend, vllm_available)
 from e1.engine.base import Completion, Sampling
-from e1.engine.early_exit import EarlyExitState, replay_round, transition_ids
-from e1.engine.markers import DEFAULT_END, Markers, exit_ids, resolve_markers, sentence_end_ids
+from e1.engine.early_exit_state import EarlyExitState, replay_round, transition_ids
+from e1.engine.markers import DEFAULT_END, Markers, exit_ids, generation_eos, resolve_markers, sentence_end_ids
 from e1.engine.modes import Mode
-from e1.engine.modes.base import MAX_MODE_TEXT
+from e1.engine.modes.mode import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
-from e1.engine.options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
+from e1.engine.load_options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
 from e1.engine.row_engine import ModeIds, build_state
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
-from e1.engine.vllm_compat import check_runner, has_v2_processors, server_entry
+from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
 
 # Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
 # completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
-    **dict.fromkeys(("OpenAIEngine", "api_identity", "check_api"), "e1.engine.api"),
-    "RequestError": "e1.engine.replies", "bounded_client": "e1.engine.replies", "transport_reason": "e1.engine.replies",
-    "HostedEngine": "e1.engine.hosted",
-    "HFEngine": "e1.engine.hf", "cache_keyword": "e1.engine.hf", "context_length": "e1.engine.hf",
-    "generation_eos": "e1.engine.hf:_generation_eos", "load_model": "e1.engine.hf", "load_tokenizer": "e1.engine.hf",
-    "weights_dtype": "e1.engine.hf",
-    "VLLMEngine": "e1.engine.vllm",
-    "KEY": "e1.engine.vllm_processor", "BudgetProcessor": "e1.engine.vllm_processor",
-    "budget_args": "e1.engine.vllm_processor",
-    "AnyRunnerProcessor": "e1.engine.vllm_v2_processor", "V2BudgetProcessor": "e1.engine.vllm_v2_processor",
+    **dict.fromkeys(("OpenAIEngine", "api_identity", "check_api"), "e1.engine.api.openai_engine"),
+    "RequestError": "e1.engine.api.replies", "bounded_client": "e1.engine.api.replies", "transport_reason": "e1.engine.api.replies",
+    "HostedEngine": "e1.engine.api.hosted",
+    "HFEngine": "e1.engine.hf.hf_engine", "cache_keyword": "e1.engine.hf.hf_engine", "context_length": "e1.engine.hf.hf_engine",
+    "load_model": "e1.engine.hf.hf_engine", "load_tokenizer": "e1.engine.hf.hf_engine",
+    "weights_dtype": "e1.engine.hf.hf_engine",
+    "VLLMEngine": "e1.engine.vllm.vllm_engine",
+    "KEY": "e1.engine.vllm.processor", "BudgetProcessor": "e1.engine.vllm.processor",
+    "budget_args": "e1.engine.vllm.processor",
+    "AnyRunnerProcessor": "e1.engine.vllm.v2_processor", "V2BudgetProcessor": "e1.engine.vllm.v2_processor",
 }
 
 __all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings",
@@ -56,7 +56,7 @@ __all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSett
            "Backend", "Completion", "EarlyExitState", "EngineSpec",
            "Markers", "Mode", "RowState", "Sampling", "StopPattern",
            "check_backend", "check_device", "check_runner", "check_engine_options", "check_markers", "derive_seed",
-           "exit_ids", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "problem_seed", "replay_round",
+           "exit_ids", "generation_eos", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "problem_seed", "replay_round",
            "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "build_state", "ModeIds",
            "transition_ids", "vllm_available", "worst_case_tokens", *_LAZY]
 
@@ -76,7 +76,7 @@ def load_engine(model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int 
     vLLM settings and think markers: one :class:`~e1.engine.spec.EngineSpec`, checked when built).
     What is not a setting of the engine but of the run: ``batch_size`` (transformers; vLLM batches
     by itself), ``vllm_options`` (more ``vllm.LLM`` options: seed, colocate, sleep_mode, ...), and
-    for the backends behind an API ``api`` (an :class:`e1.engine.api.ApiSettings`), ``modes`` (each
+    for the backends behind an API ``api`` (an :class:`e1.engine.api.openai_engine.ApiSettings`), ``modes`` (each
     one's method is checked and recorded at load) and ``journal`` (the replies a resumed run reads back)."""
     name = resolve_backend(spec.backend)
     return LOADERS[name](model, spec, batch_size=batch_size, api=api, modes=[Mode.parse(m) for m in modes],
@@ -84,19 +84,19 @@ def load_engine(model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int 
 
 
 def _load_hf(model: str, spec: EngineSpec, *, batch_size: int, **_):
-    from e1.engine.hf import HFEngine
+    from e1.engine.hf.hf_engine import HFEngine
 
     return HFEngine.load(model, spec, batch_size=batch_size)
 
 
 def _load_vllm(model: str, spec: EngineSpec, *, vllm_options: dict, **_):
-    from e1.engine.vllm import VLLMEngine
+    from e1.engine.vllm.vllm_engine import VLLMEngine
 
     return VLLMEngine.load(model, spec, **vllm_options)
 
 
 def _load_openai(model: str, spec: EngineSpec, *, api, modes: list, journal, **_):
-    from e1.engine.api import OpenAIEngine, check_api
+    from e1.engine.api.openai_engine import OpenAIEngine, check_api
 
     check_api("openai", api, modes)  # no --api-url: one line saying so
     return OpenAIEngine.load(model, api, modes, think_start=spec.think_start, think_end=spec.think_end, journal=journal)
@@ -104,8 +104,8 @@ def _load_openai(model: str, spec: EngineSpec, *, api, modes: list, journal, **_
 
 def _hosted(name: str) -> Callable[..., object]:
     def load(model: str, spec: EngineSpec, *, api, modes: list, journal, **_):
-        from e1.engine.api import ApiSettings, check_api
-        from e1.engine.hosted import HostedEngine
+        from e1.engine.api.openai_engine import ApiSettings, check_api
+        from e1.engine.api.hosted import HostedEngine
 
         api = api or ApiSettings(None, backend=name)  # None: the vendor's own endpoint
         check_api(name, api, modes)

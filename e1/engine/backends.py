@@ -9,8 +9,8 @@
     e1.errors.ConfigError: unknown backend 'vlm' (did you mean 'vllm'?)
 
 A backend is where the model runs: in this process (``local``: transformers, vLLM; training takes
-only these), behind any OpenAI-compatible server (``server``: :mod:`e1.engine.api`), or behind a
-vendor's hosted reasoning API through its SDK (``hosted``: :mod:`e1.engine.hosted`). ``auto`` is no
+only these), behind any OpenAI-compatible server (``server``: :mod:`e1.engine.api.openai_engine`), or behind a
+vendor's hosted reasoning API through its SDK (``hosted``: :mod:`e1.engine.api.hosted`). ``auto`` is no
 backend of its own: :func:`resolve_backend` turns it into vllm or hf.
 
 This module imports no engine (the engines read it: the API key variables, the served names); each

@@ -104,7 +104,7 @@ class Engine(Protocol):
     """What every backend provides, and everything its callers (eval, sweep, the trainer) use.
 
     ``seeds`` gives each prompt its own seed; sample ``j`` of prompt ``p`` draws its randomness
-    from (``seeds[p]``, ``j``) alone (:mod:`e1.engine.sampling`), so the same seeds give the same
+    from (``seeds[p]``, ``j``) alone (:mod:`e1.engine.hf.sampling`), so the same seeds give the same
     samples whatever the batch size. Without ``seeds`` they derive from ``sampling.seed`` and
     each prompt's position in the call.
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from dataclasses import dataclass
 
 from e1.data import THINK_END, THINK_START
@@ -125,3 +126,19 @@ def sentence_end_ids(tokenizer) -> frozenset[int]:
     vocabulary (~1 s for 150k tokens); callers cache it."""
     texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
     return frozenset(i for i, text in enumerate(texts) if text.rstrip(" ").endswith(_SENTENCE_END))
+
+
+def generation_eos(model: str) -> list[int]:
+    """EOS ids from generation_config.json (often more than the tokenizer's one)."""
+    path = Path(model) / "generation_config.json"
+    if not path.exists():
+        return []
+    import json
+
+    try:
+        eos = json.loads(path.read_text()).get("eos_token_id")
+    except (OSError, ValueError):
+        return []
+    if eos is None:
+        return []
+    return list(eos) if isinstance(eos, list) else [eos]

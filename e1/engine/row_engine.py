@@ -16,7 +16,7 @@ from typing import NamedTuple, Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import EarlyExitState, transition_ids, trial_texts
+from e1.engine.early_exit_state import EarlyExitState, transition_ids, trial_texts
 from e1.engine.markers import Markers, exit_ids, sentence_end_ids
 from e1.engine.row_state import BUDGET, RowState
 from e1.errors import ConfigError

@@ -79,7 +79,7 @@ class RowState:
     ``notes``: ``(thinking count, ids)`` pairs, counts rising, each forced into the thinking once it reaches the count.
     Build one with :func:`e1.engine.row_engine.build_state` (the one builder every caller uses)."""
 
-    # trial answers (early-exit, e1.engine.early_exit), none here: whether the next token is a trial
+    # trial answers (early-exit, e1.engine.early_exit_state), none here: whether the next token is a trial
     # answer's (the backend decodes it greedily and passes its probability), how many cache
     # columns a just-ended trial leaves to mask, and what the trials cost
     trial_answering = False

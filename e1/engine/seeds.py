@@ -2,7 +2,7 @@
 serving derive seeds before any model loads).
 
 Each sample (one prompt's sample ``j``) has a 64-bit seed, :func:`sample_seed` of its prompt's
-seed and ``j``; :mod:`e1.engine.sampling` draws its ``i``-th token from a hash of (that seed, ``i``).
+seed and ``j``; :mod:`e1.engine.hf.sampling` draws its ``i``-th token from a hash of (that seed, ``i``).
 
     seeds = [derive_seed(0, "aime", "2024-I-1", "elastic", "1024+1024")]   # one per prompt
     engine.generate(prompts, budget, mode, sampling, n=16, seeds=seeds)

@@ -5,7 +5,7 @@
 
 Each field is a setting declared once (:mod:`e1.settings`): the ``--backend``, ``--dtype``, ... options
 of `e1 eval`, `e1 sweep`, `e1 train` and `e1 serve` are built from it. Checked when built
-(:func:`e1.engine.options.check_engine_options`, the fields' numbers, :func:`~e1.engine.options.check_markers`),
+(:func:`e1.engine.load_options.check_engine_options`, the fields' numbers, :func:`~e1.engine.load_options.check_markers`),
 so a typo is refused before anything loads. A command may narrow it further (training takes the
 local backends only, and a training dtype). Run directories record its fields flat, beside the
 command's own (``config.json``: ``"backend"``, ``"dtype"``, ...).
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from e1.engine.options import check_engine_options, check_markers
+from e1.engine.load_options import check_engine_options, check_markers
 from e1.numeric import Number
 from e1.settings import BUDGETS, MODEL, SCALE, check_settings, numbers, setting
 

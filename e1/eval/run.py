@@ -39,7 +39,7 @@ from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE
                       check_run_dir, held_datasets, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
-API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api_client)
+API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api.client)
 RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes",
                 "prompt")
 
@@ -398,7 +398,7 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
 
 
 def _api_info(engine, config: EvalConfig) -> dict:
-    """Behind an API: where, which model, and the method each mode used (see e1.engine.api)."""
+    """Behind an API: where, which model, and the method each mode used (see e1.engine.api.openai_engine)."""
     return {"api_method": engine.describe()} if config.api is not None else {}
 
 

@@ -5,9 +5,9 @@
     scored = rollouts.generate_scored(indices, step, problems, score)  # chunk k scored while k + 1 generates
     rollouts.sync(strategy)                                     # decode with the updated policy next
 
-The engine is :class:`~e1.engine.hf.HFEngine` on the policy module itself (``backend="hf"``; under
+The engine is :class:`~e1.engine.hf.hf_engine.HFEngine` on the policy module itself (``backend="hf"``; under
 ZeRO-3 on a plain copy, see :mod:`e1.grpo.parallel`) or a colocated
-:class:`~e1.engine.vllm.VLLMEngine` in this process (``backend="vllm"``, loaded through
+:class:`~e1.engine.vllm.vllm_engine.VLLMEngine` in this process (``backend="vllm"``, loaded through
 :func:`e1.engine.load_engine`; training takes no backend behind an API), which gets a copy of
 every tensor after each update (:meth:`sync_weights`). Rollouts are elastic at the training
 budget (one, or each problem's from the curriculum: :mod:`e1.grpo.curriculum`),

@@ -237,11 +237,11 @@ class Served:
 def load_served(vllm_config) -> Served:
     """The served model's tokenizer and markers (from its own tokenizer, never hard-coded), and
     the server's defaults, from vLLM's config."""
-    from e1.engine import generation_eos as _generation_eos, load_tokenizer, resolve_markers
+    from e1.engine import generation_eos, load_tokenizer, resolve_markers
 
     model_config, defaults = vllm_config.model_config, ServeDefaults.from_vllm_config(vllm_config)
     tokenizer = load_tokenizer(model_config.tokenizer)
-    markers = resolve_markers(tokenizer, defaults.think_start, defaults.think_end, _generation_eos(model_config.model))
+    markers = resolve_markers(tokenizer, defaults.think_start, defaults.think_end, generation_eos(model_config.model))
     return Served(defaults, tokenizer, markers, model_config.max_model_len)
 
 

@@ -11,7 +11,7 @@ are resolved from the served model's tokenizer when the engine starts:
 :class:`ServedRequests` is what serving adds to either runner's processor: each request's RowState
 from its budget fields (with the mode's exit text and grace window, as ``e1 eval`` decodes them),
 the server's defaults, and the admission check. :class:`ServedBudgetProcessor` is it on vLLM's V1
-interface (:class:`~e1.engine.vllm_processor.BudgetProcessor`); :mod:`e1.serve.processor_v2` holds
+interface (:class:`~e1.engine.vllm.processor.BudgetProcessor`); :mod:`e1.serve.processor_v2` holds
 runner V2's, and the class that serves whichever runner vLLM picks (vLLM 0.32+). An early-exit round
 that e1's middleware sends (:mod:`e1.serve.rounds`) carries the offline engine's settings under
 ``vllm_xargs["e1"]`` instead, and is decoded as the offline engine decodes it; early-exit named only

@@ -5,7 +5,7 @@ gives vLLM there, which serves whichever runner vLLM picks:
 
 Runner V2 admits a request with its sampling params only (``add_request(slot, params)``); the prompt
 ids that decide whether thinking is open, closed or absent are on the device by ``apply_staged_writes``,
-where :class:`~e1.engine.vllm_v2_processor.V2BudgetProcessor` reads back, in one read per step that
+where :class:`~e1.engine.vllm.v2_processor.V2BudgetProcessor` reads back, in one read per step that
 admits such requests, the prompts of those whose state needs them (:meth:`ServedRequests.reads_prompt`).
 """
 

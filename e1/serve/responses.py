@@ -25,7 +25,7 @@ from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK
                               check_context, feed, report, request_budget, room_field, worst_case_tokens)
 from e1.serve.stream import ChoiceText
 
-KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm_processor reads them (its KEY)
+KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm.processor reads them (its KEY)
 
 
 @dataclass

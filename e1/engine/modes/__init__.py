@@ -6,12 +6,12 @@
     >>> Mode.parse("soft:strength=4").think_limit(Budget(100, 10))
     150
 
-See :mod:`e1.engine.modes.base` for what a mode answers, and any module here for an example of adding one.
+See :mod:`e1.engine.modes.mode` for what a mode answers, and any module here for an example of adding one.
 """
 
 from __future__ import annotations
 
-from e1.engine.modes.base import (MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, extend, load_plugins, lookup, names,
+from e1.engine.modes.mode import (MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, extend, load_plugins, lookup, names,
                                    reference,
                                    register, usage)
 from e1.engine.modes.options import EXIT_TEXTS, Option

@@ -1,6 +1,6 @@
 """``early-exit`` (DEER: Yang et al., "Dynamic Early Exit in Reasoning Models", arXiv 2504.15895) —
 elastic, plus: at each thinking transition a short greedy *trial answer* is decoded and rolled back;
-thinking ends there when the trial is sure enough (:mod:`e1.engine.early_exit` runs the trials).
+thinking ends there when the trial is sure enough (:mod:`e1.engine.early_exit_state` runs the trials).
 Two recipes, chosen with ``recipe=``:
 
 ``recipe=deer`` (the default: a bare ``early-exit`` is this, with DEER's defaults) — DEER as its authors run it (https://github.com/iie-ycx/DEER, ``vllm-deer.py``, the
@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 
-from e1.engine.modes.base import Mode, register
+from e1.engine.modes.mode import Mode, register
 from e1.engine.modes.options import EXIT, GRACE, Count, Real, Text, Word
 from e1.errors import ConfigError
 

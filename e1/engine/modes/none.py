@@ -1,6 +1,6 @@
 """``none`` — unconstrained, up to ``--max-tokens`` (and the model's context). Behind a hosted reasoning
 API, ``none:effort=high`` asks the vendor for that reasoning effort (each vendor's levels are checked
-by its backend, :mod:`e1.engine.vendors`).
+by its backend, :mod:`e1.engine.api.vendors`).
 
     >>> str(Mode.parse("none:effort=HIGH"))
     'none:effort=high'
@@ -8,7 +8,7 @@ by its backend, :mod:`e1.engine.vendors`).
 
 from __future__ import annotations
 
-from e1.engine.modes.base import Mode, register
+from e1.engine.modes.mode import Mode, register
 from e1.engine.modes.options import Word
 
 EFFORT = Word("effort", "effort=high: a hosted vendor's reasoning effort level (none only)", default="")

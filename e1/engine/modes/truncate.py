@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from e1.engine.modes.base import Mode, register
+from e1.engine.modes.mode import Mode, register
 
 
 @register

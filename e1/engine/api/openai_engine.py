@@ -7,7 +7,7 @@
 At load e1 asks the server which model it serves (and its context) and sends one probe carrying
 e1's budget fields; a reply with a per-choice ``budget`` means the server decodes budgets itself
 (``e1 serve``, or vLLM with e1's plug-ins); a plain one is asked whether it takes and returns token
-ids (:mod:`e1.engine.api_probe`). How each mode then runs, and how exact it is (``token_exact``):
+ids (:mod:`e1.engine.api.probe`). How each mode then runs, and how exact it is (``token_exact``):
 
 | server | prompts | mode | method | exact? |
 |---|---|---|---|---|
@@ -20,7 +20,7 @@ ids (:mod:`e1.engine.api_probe`). How each mode then runs, and how exact it is (
 
 Every request carries a ``seed`` derived from e1's per-sample seed (as the vLLM backend derives
 its own, so the same server gives the same samples on a rerun); ``concurrency`` requests are in
-flight at once (:mod:`e1.engine.api_client`: retries, the reply journal that makes a resume send
+flight at once (:mod:`e1.engine.api.client`: retries, the reply journal that makes a resume send
 no finished request twice). The API key is read from an environment variable only.
 """
 
@@ -31,16 +31,16 @@ from pathlib import Path
 from typing import Sequence
 
 from e1.budget import Budget
-from e1.engine.api_client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
+from e1.engine.api.client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
                                   reported_completion, row_task, run_rows)
-from e1.engine.api_probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
+from e1.engine.api.probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, PROMPT_CLOSED, PROMPT_OPEN, Markers
-from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
+from e1.engine.api.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, Choice, Usage, bounded_client
 from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK
-from e1.engine.api_settings import API_BACKEND, API_FLAGS, API_NUMBERS, KEY_ENVS, ApiSettings  # noqa: F401  (importers)
+from e1.engine.api.settings import API_BACKEND, API_FLAGS, API_NUMBERS, KEY_ENVS, ApiSettings  # noqa: F401  (importers)
 from e1.errors import ConfigError, redact
 
 BUDGET_FIELDS, TWO_CALLS, ONE_CALL = "budget fields (one request)", "two calls", "one call"
@@ -59,7 +59,7 @@ def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ())
     if effort is not None and backend not in API_BACKENDS:
         raise ConfigError(f"mode {effort} needs a hosted reasoning API: a local model has no effort levels",
                           hint="pass --backend openai|gemini|anthropic, or give token budgets (--think)")
-    from e1.engine.vendors import EFFORTS, VENDORS, check_effort
+    from e1.engine.api.vendors import EFFORTS, VENDORS, check_effort
 
     for mode in modes if backend in API_BACKENDS else ():  # the vendor's levels and methods, before anything starts
         check_effort(backend, mode.effort, EFFORTS[backend])
@@ -101,11 +101,11 @@ class OpenAIEngine(RowEngine):
                                max_retries=settings.max_retries, http_client=http)
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
-            from e1.engine.hf import _generation_eos, load_tokenizer
-            from e1.engine.markers import resolve_markers
+            from e1.engine.hf.hf_engine import load_tokenizer
+            from e1.engine.markers import generation_eos, resolve_markers
 
             tokenizer = load_tokenizer(settings.tokenizer)
-            markers = resolve_markers(tokenizer, think_start, think_end, _generation_eos(settings.tokenizer))
+            markers = resolve_markers(tokenizer, think_start, think_end, generation_eos(settings.tokenizer))
         max_context = served_context(client, model, settings.url)
         replies = ReplyJournal(journal)  # the probes' replies too: a resumed run sends no answered request again
         probe = Caller(client, replies, deadline_s=settings.request_timeout_s)
@@ -125,7 +125,7 @@ class OpenAIEngine(RowEngine):
                               "token probabilities and a rollback of the running decode",
                               hint="use --backend hf or vllm (a local model)")
         if mode.effort:  # a hosted reasoning model's effort level: reasoning_effort on a chat request
-            from e1.engine.vendors import OPENAI_EFFORTS, check_effort
+            from e1.engine.api.vendors import OPENAI_EFFORTS, check_effort
 
             check_effort(API_BACKEND, mode.effort, OPENAI_EFFORTS)
             if not self.chat:
@@ -204,7 +204,7 @@ class OpenAIEngine(RowEngine):
         return body | ({"top_k": sampling.top_k} if sampling.top_k else {})
 
     def _call(self, endpoint: str, body: dict, read=None):
-        """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.replies`), by default
+        """``read(choice, usage)`` of a reply the gate accepted (:mod:`e1.engine.api.replies`), by default
         the pair itself; ``read`` runs before the reply is journalled, so what it refuses is sent again."""
         return self.caller.call(endpoint, body, lambda reply: (read or _pair)(reply.choice, reply.usage))
 

@@ -5,7 +5,7 @@
     held.release(slot, host); host.feed(...)     # a looked-at row: its held ids first, in order
     held.enter(slot, host)                      # and held again from the next step, if it may
 
-Used by :class:`e1.engine.vllm_v2_processor.V2BudgetProcessor` for its ``HostRow`` s (a row is ``.state``, a
+Used by :class:`e1.engine.vllm.v2_processor.V2BudgetProcessor` for its ``HostRow`` s (a row is ``.state``, a
 :class:`~e1.engine.row_state.RowState`, and ``.seen``, the next position it takes).
 """
 
@@ -18,7 +18,7 @@ from e1.engine.row_state import THINK
 
 class HeldRows:
     """Host rows with a stop pattern while they think plainly or solve, as arrays over the slots (V1's stepping
-    path, ``e1.engine.vllm_processor._Stepping``, for runner V2): a row's id is held back, not fed, when it comes
+    path, ``e1.engine.vllm.processor._Stepping``, for runner V2): a row's id is held back, not fed, when it comes
     at the next position, is no phase id (``RowState.phase_ids``), fits in ``RowState.plain_ahead`` (solving:
     comes before a forced id could be due) and, while thinking, is quiet for the row's idle scanner
     (``StopPattern.quiet``: it cannot start or complete a match). Such an id changes nothing the processor

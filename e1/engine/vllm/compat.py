@@ -107,14 +107,14 @@ def has_v2_processors(source: Source | None = None) -> bool:
 
 def processor_class(source: Source | None = None) -> type:
     """The class e1 gives vLLM as its logits processor: where runner V2 has a processor interface, the
-    one that serves whichever runner vLLM picks (:class:`~e1.engine.vllm_v2_processor.AnyRunnerProcessor`);
-    before that, the V1-interface :class:`~e1.engine.vllm_processor.BudgetProcessor`, which such a
+    one that serves whichever runner vLLM picks (:class:`~e1.engine.vllm.v2_processor.AnyRunnerProcessor`);
+    before that, the V1-interface :class:`~e1.engine.vllm.processor.BudgetProcessor`, which such a
     vLLM runs on runner V1 (0.26 falls back to V1 by itself when given one)."""
     if has_v2_processors(source):
-        from e1.engine.vllm_v2_processor import AnyRunnerProcessor
+        from e1.engine.vllm.v2_processor import AnyRunnerProcessor
 
         return AnyRunnerProcessor
-    from e1.engine.vllm_processor import BudgetProcessor
+    from e1.engine.vllm.processor import BudgetProcessor
 
     return BudgetProcessor
 

@@ -8,7 +8,7 @@ Retries are the ``openai`` client's own (``max_retries``): exponential backoff f
 8 s, with jitter) on connection errors, timeouts, 408, 409, 429 and 5xx, a ``Retry-After`` /
 ``retry-after-ms`` header of up to two minutes honoured instead; a reply cut at the deadline or the
 size cap is a failed try too. A request that still fails, or a reply the gate refuses
-(:mod:`e1.engine.replies`: its types, its counts against the request), raises :class:`RequestError`,
+(:mod:`e1.engine.api.replies`: its types, its counts against the request), raises :class:`RequestError`,
 which names the sample.
 
 The journal makes resuming safe for paid APIs: every reply the gate accepted is appended (and
@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from e1.engine.base import Completion
-from e1.engine.replies import Choice, Reply, RequestError, Usage, accept, limits_of, transport_reason
+from e1.engine.api.replies import Choice, Reply, RequestError, Usage, accept, limits_of, transport_reason
 
 
 class ReplyJournal:
     """Accepted replies by request, appended to a JSON-lines file as they arrive (None: keep nothing).
     Only the replies of an earlier, interrupted run are held in memory: a run sends each request once.
-    A reply enters only once it passed the gate (:mod:`e1.engine.replies`), and :meth:`get` hands
+    A reply enters only once it passed the gate (:mod:`e1.engine.api.replies`), and :meth:`get` hands
     back raw entries that the caller passes through the gate again, so a rejected reply (or a line
     from an older e1 that stored replies unchecked) is never replayed: its request is sent again."""
 
@@ -64,7 +64,7 @@ class ReplyJournal:
         return self._replies.get(key)
 
     def put(self, key: str, reply) -> None:
-        """Append an accepted reply (a :class:`~e1.engine.replies.Shape`): the fields e1 reads, as the server set them."""
+        """Append an accepted reply (a :class:`~e1.engine.api.replies.Shape`): the fields e1 reads, as the server set them."""
         if self.path is None:
             return
         line = json.dumps({"key": key, "reply": reply.model_dump(mode="json", exclude_unset=True)}) + "\n"
@@ -96,7 +96,7 @@ class ReplyJournal:
 
 class Caller:
     """POSTs JSON bodies through an ``openai.OpenAI`` client (its retries, its key; its ``http_client``
-    :func:`~e1.engine.replies.bounded_client`, which cuts a reply at the deadline and the size cap).
+    :func:`~e1.engine.api.replies.bounded_client`, which cuts a reply at the deadline and the size cap).
     ``markers``: the thinking markers a chat reply's split may not hold."""
 
     def __init__(self, client, journal: ReplyJournal | None = None, markers: tuple[str, ...] = (),

@@ -7,11 +7,11 @@
 
 from __future__ import annotations
 
-from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vllm_available: e1.engine.vllm reads it here)
+from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vllm_available: e1.engine.vllm.vllm_engine reads it here)
 from e1.errors import ConfigError, did_you_mean
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.weights_dtype reads them
+DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.hf_engine.weights_dtype reads them
 
 
 def check_device(device: str) -> str:

@@ -1,4 +1,4 @@
-"""A request as the numbers of a slot in runner V2's tables (e1.engine.vllm_v2_processor): the columns
+"""A request as the numbers of a slot in runner V2's tables (e1.engine.vllm.v2_processor): the columns
 of each table, the bits of what a slot can need beyond counting, and :func:`export`, which turns a host
 :class:`~e1.engine.row_state.RowState` into them. Host-side only: no torch."""
 

@@ -15,7 +15,7 @@ vLLM stop the request. A forced token is fed through the running KV cache like a
 one: nothing is prefilled twice. Requests without ``extra_args["e1"]`` are left alone.
 
 ``history`` (optional) replays ids that the request's prompt already continues — used by
-budget-forcing with ``wait=k``, whose replaced natural ends need a new call (see vllm.py).
+budget-forcing with ``wait=k``, whose replaced natural ends need a new call (see vllm_engine.py).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ class _Row:
     def forced(self) -> int | None:
         """The token to force (ARGMAX: the best one; a trial answer is greedy), None: sample freely.
         A just-ended trial (early-exit) ends the request with EOS: vLLM cannot roll it back, so the
-        driver (e1.engine.vllm) replays the ids and starts the next request from the real prefix; so does
+        driver (e1.engine.vllm.vllm_engine) replays the ids and starts the next request from the real prefix; so does
         an id held for a trial (recipe=deer: the trial comes before it, and vLLM has written it)."""
         state = self.state
         if state.done or state.rollback or state.restart:
@@ -338,7 +338,7 @@ class RequestStates:
 
 class BudgetProcessor(RequestStates, LogitsProcessor):
     """Forces end markers and EOS per request, as the request's RowState says (tests/test_vllm_stepping.py
-    checks every step against it). vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm_v2_processor`)."""
+    checks every step against it). vLLM's V1 interface (runner V2's is :mod:`e1.engine.vllm.v2_processor`)."""
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
         super().__init__(vllm_config)

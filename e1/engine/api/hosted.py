@@ -4,11 +4,11 @@
     engine = HostedEngine.load("gemini-2.5-flash", settings, modes=[Mode.parse("none:effort=high")])
     completions = engine.generate(prompts, Budget(1024, 1024), Mode.parse("elastic"), Sampling(seed=0), n=4, seeds=[7])
 
-Prompts are chat messages (the engine's ``tokenizer`` is :class:`~e1.engine.api_client.ChatMessages`);
-each sample is one request built by its vendor (:mod:`e1.engine.vendors`: the fields and their
+Prompts are chat messages (the engine's ``tokenizer`` is :class:`~e1.engine.api.client.ChatMessages`);
+each sample is one request built by its vendor (:mod:`e1.engine.api.vendors`: the fields and their
 documentation), sent through the vendor's official SDK (its retries on 429 and 5xx, its timeout),
 read through the vendor's gate (its shape, strictly typed, and its counts against the request:
-:mod:`e1.engine.replies`), journalled once accepted (:class:`~e1.engine.api_client.ReplyJournal`:
+:mod:`e1.engine.api.replies`), journalled once accepted (:class:`~e1.engine.api.client.ReplyJournal`:
 a resumed run sends no accepted request twice, and every refused one again), and read back with
 the vendor's own token counts. Every request is
 built, and refused if the vendor cannot take it, before the first one is sent.
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e1.budget import Budget
-from e1.engine.api import ApiSettings, _text_markers
-from e1.engine.api_client import ChatMessages, ReplyJournal, row_task, run_rows
+from e1.engine.api.openai_engine import ApiSettings, _text_markers
+from e1.engine.api.client import ChatMessages, ReplyJournal, row_task, run_rows
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.vendors import VENDORS, Vendor
+from e1.engine.api.vendors import VENDORS, Vendor
 from e1.errors import ConfigError, redact
 
 

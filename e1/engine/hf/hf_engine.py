@@ -14,7 +14,7 @@ Per step the loop avoids work that grows with the sequence: the KV cache and the
 mask live in buffers that double when full (no ``torch.cat`` of the whole history per layer
 per step), and with SDPA attention the mask is handed over already in its 4D additive form,
 so transformers does not rebuild it and SDPA does not convert it in every layer. Attention
-reads the cache in key buckets (:mod:`e1.engine.hf_cache`): one decode presents a few attention
+reads the cache in key buckets (:mod:`e1.engine.hf.kv_cache`): one decode presents a few attention
 shapes, not a new one per token, which on a GPU each cost a one-off plan/kernel selection.
 """
 
@@ -30,11 +30,11 @@ import torch
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.hf_cache import growing_cache, key_bucket
-from e1.engine.markers import Markers, resolve_markers
+from e1.engine.hf.kv_cache import growing_cache, key_bucket
+from e1.engine.markers import Markers, resolve_markers, generation_eos
 from e1.engine.spec import EngineSpec
 from e1.engine.row_engine import RowEngine
-from e1.engine.sampling import row_uniforms, sample_tokens
+from e1.engine.hf.sampling import row_uniforms, sample_tokens
 from e1.engine.seeds import prompt_seeds, sample_seed
 from e1.errors import ConfigError, ModelError
 from e1.store import CONTEXT_FIELDS
@@ -43,7 +43,7 @@ Progress = Callable[[int], None]  # called with the number of sequences just fin
 
 
 def pick_device(device: str = "auto") -> torch.device:
-    from e1.engine.options import check_device
+    from e1.engine.load_options import check_device
 
     check_device(device)
     if device == "auto":
@@ -153,13 +153,13 @@ class HFEngine(RowEngine):
         self._last_logit_only = {"logits_to_keep": 1} if accepts else {}
         self._cache = cache_keyword(model)
         self._sdpa = getattr(getattr(model, "config", None), "_attn_implementation", None) == "sdpa"
-        self.key_bucket = key_bucket  # the key columns a decode step attends over (e1.engine.hf_cache)
+        self.key_bucket = key_bucket  # the key columns a decode step attends over (e1.engine.hf.kv_cache)
 
     @classmethod
     def load(cls, model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int = 64) -> HFEngine:
         """``spec``'s dtype, device and think markers (its vLLM settings are not transformers')."""
         tokenizer = load_tokenizer(model)  # fail fast, before the weights load
-        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, _generation_eos(model))
+        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, generation_eos(model))
         return cls(load_model(model, spec.dtype, spec.device), tokenizer, markers, batch_size)
 
     @property
@@ -193,7 +193,7 @@ class HFEngine(RowEngine):
         """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
         state already holds (a followed prefix); rows with the same context (a prompt's samples) share
         one prefill. Each step attends over ``key_bucket(length)`` key columns (see
-        :mod:`e1.engine.hf_cache`): the mask's columns past the cache's keys are False."""
+        :mod:`e1.engine.hf.kv_cache`): the mask's columns past the cache's keys are False."""
         cache, logits, mask, next_pos = self._prefill(prompts, states)
         active = list(range(len(states)))  # row index of each batch slot
         seeds = np.array(row_seeds, dtype=np.uint64)  # [B]
@@ -368,19 +368,3 @@ def cache_keyword(model) -> str:
     except (TypeError, ValueError):  # a forward without a signature: the name every version takes
         return "past_key_values"
     return "cache" if "cache" in parameters else "past_key_values"
-
-
-def _generation_eos(model: str) -> list[int]:
-    """EOS ids from generation_config.json (often more than the tokenizer's one)."""
-    path = Path(model) / "generation_config.json"
-    if not path.exists():
-        return []
-    import json
-
-    try:
-        eos = json.loads(path.read_text()).get("eos_token_id")
-    except (OSError, ValueError):
-        return []
-    if eos is None:
-        return []
-    return list(eos) if isinstance(eos, list) else [eos]

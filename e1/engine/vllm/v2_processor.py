@@ -43,9 +43,9 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.engine.row_state import RowState
-from e1.engine.vllm_held import HeldRows
-from e1.engine.vllm_processor import ARGMAX, BudgetProcessor, RequestStates
-from e1.engine.vllm_v2_slots import (
+from e1.engine.vllm.held import HeldRows
+from e1.engine.vllm.processor import ARGMAX, BudgetProcessor, RequestStates
+from e1.engine.vllm.v2_slots import (
     ANY,
     BIAS,
     CAP,

@@ -17,7 +17,7 @@ Fields relied on, and where they are documented (the official SDKs' types mirror
 |---|---|---|---|
 | Gemini ``generateContent`` | ``contents[].role/parts[].text``, ``systemInstruction``, ``generationConfig``: ``temperature``, ``topP``, ``topK``, ``seed``, ``maxOutputTokens``, ``thinkingConfig``: ``thinkingBudget`` (0 = off, -1 = dynamic) or ``thinkingLevel`` (MINIMAL/LOW/MEDIUM/HIGH; not both), ``includeThoughts`` | ``candidates[0].content.parts[]`` (``thought: true`` marks a thought summary), ``candidates[0].finishReason`` (STOP, MAX_TOKENS), ``usageMetadata``: ``promptTokenCount``, ``candidatesTokenCount``, ``thoughtsTokenCount`` (left out when there were no thoughts) | ai.google.dev/gemini-api/docs/thinking; ai.google.dev/api/generate-content; google-genai ``types.ThinkingConfig``, ``ThinkingLevel``, ``GenerateContentResponseUsageMetadata`` |
 | Anthropic Messages ``POST /v1/messages`` | ``model``, ``max_tokens``, ``messages``, ``system``, ``thinking``: ``{type: enabled, budget_tokens}`` (>= 1024, < ``max_tokens``), ``{type: disabled}`` or ``{type: adaptive}``; ``output_config.effort`` (low, medium, high, xhigh, max) | ``content[]`` blocks ``thinking`` (``thinking``), ``redacted_thinking``, ``text`` (``text``); ``stop_reason`` (end_turn, max_tokens); ``usage``: ``input_tokens``, ``output_tokens`` (thinking included), ``output_tokens_details.thinking_tokens`` | platform.claude.com/docs/en/build-with-claude/extended-thinking and /effort; anthropic SDK ``ThinkingConfigEnabledParam``, ``OutputConfigParam``, ``Usage``, ``OutputTokensDetails`` |
-| OpenAI Chat Completions (in :mod:`e1.engine.api`) | ``reasoning_effort`` (none, minimal, low, medium, high, xhigh), ``max_completion_tokens``, ``seed`` | ``usage.completion_tokens``, ``usage.completion_tokens_details.reasoning_tokens`` | platform.openai.com/docs/api-reference/chat/create; openai SDK ``ReasoningEffort``, ``CompletionUsage`` |
+| OpenAI Chat Completions (in :mod:`e1.engine.api.openai_engine`) | ``reasoning_effort`` (none, minimal, low, medium, high, xhigh), ``max_completion_tokens``, ``seed`` | ``usage.completion_tokens``, ``usage.completion_tokens_details.reasoning_tokens`` | platform.openai.com/docs/api-reference/chat/create; openai SDK ``ReasoningEffort``, ``CompletionUsage`` |
 
 Claude's Messages API (anthropic >= 2) takes no sampling settings and no seed: Claude samples as
 the vendor sets it, which config.json records (``sampling``), rather than e1 sending fields the API
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from e1.budget import Budget
-from e1.engine.api_client import ChatMessages
+from e1.engine.api.client import ChatMessages
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START
-from e1.engine.replies import Count, RequestError, Shape, accept, bounded_client, transport_reason
+from e1.engine.api.replies import Count, RequestError, Shape, accept, bounded_client, transport_reason
 from e1.errors import ConfigError, did_you_mean
 
 OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
@@ -71,7 +71,7 @@ def _unsplit(thoughts: str, answer: str) -> str | None:
     return None
 
 
-# ---- the replies' shapes, as the SDKs dump them (the gate: e1.engine.replies.accept) ---------
+# ---- the replies' shapes, as the SDKs dump them (the gate: e1.engine.api.replies.accept) ---------
 
 
 class GeminiPart(Shape):
@@ -215,7 +215,7 @@ class Gemini(Vendor):
 
     def accept(self, raw: dict, request: dict) -> GeminiReply:
         """The gate: the reply's shape, and its counts against the request's cap."""
-        from e1.engine.replies import Limits
+        from e1.engine.api.replies import Limits
 
         reply = accept(GeminiReply, raw, Limits(), counted=self._counted(raw))
         thoughts, answer = reply.split()
@@ -289,7 +289,7 @@ class Anthropic(Vendor):
 
     def accept(self, raw: dict, request: dict) -> AnthropicReply:
         """The gate: the reply's shape, and its counts against each other and the request's ``max_tokens``."""
-        from e1.engine.replies import Limits
+        from e1.engine.api.replies import Limits
 
         usage = raw.get("usage") if isinstance(raw, dict) else None
         counted = usage.get("output_tokens") if isinstance(usage, dict) else None

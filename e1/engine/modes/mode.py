@@ -12,7 +12,7 @@ server and sweeps ask of it, so no code outside this package compares mode names
 - ``output_cap``: a cap on the whole output from the budget (truncate's ``t + s``);
 - ``worst_case``: the most tokens a row can write (context checks, the server's ``max_tokens``);
 - ``followable_tokens``: how much of an unconstrained sample a sweep's row may share;
-- ``trials``: whether it decodes trial answers (its rows then run :class:`~e1.engine.early_exit.EarlyExitState`).
+- ``trials``: whether it decodes trial answers (its rows then run :class:`~e1.engine.early_exit_state.EarlyExitState`).
 
     >>> mode = Mode.parse("budget-forcing:wait=2")
     >>> mode, str(mode), mode == Mode("budget-forcing", wait=2)

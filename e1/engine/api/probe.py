@@ -1,4 +1,4 @@
-"""What an OpenAI-compatible server can do, asked once when :class:`~e1.engine.api.OpenAIEngine` loads.
+"""What an OpenAI-compatible server can do, asked once when :class:`~e1.engine.api.openai_engine.OpenAIEngine` loads.
 
     context = served_context(client, "my-model", url)    # vLLM lists max_model_len; None if not said
     server = probe_budgets(caller, "my-model", chat=False)   # BUDGET_SERVER (e1 serve) or PLAIN_SERVER
@@ -12,8 +12,8 @@ returns the reply's ids (vLLM's ``return_token_ids``) is run on ids throughout, 
 
 from __future__ import annotations
 
-from e1.engine.api_client import Caller
-from e1.engine.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, PromptChanged, RequestError
+from e1.engine.api.client import Caller
+from e1.engine.api.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, PromptChanged, RequestError
 from e1.errors import ModelError
 
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
