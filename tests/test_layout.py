@@ -23,7 +23,7 @@ PACKAGE = Path(e1.__file__).parent
 # Top to bottom: a unit may import its own modules and those of any lower layer, never one of
 # its own layer or above. What each holds is in docs/architecture.md.
 LAYERS = (
-    ("cli",),  # the command line: one thin module per subcommand
+    ("cli",),  # the command line: the app, shared options, help, completion (e1/cli/); a module per subcommand (e1/commands/)
     ("view",),  # e1 view: the web app over run directories (only the command line imports it)
     ("demo",),  # runs of runs: the paper in miniature
     ("grpo", "serve"),  # training; serving with budgets
@@ -39,6 +39,9 @@ LAYERS = (
     ("names",),  # ... of every name, and the one gate of every registry ...
     ("errors",),  # ... and the errors every layer raises
 )
+# folders that belong to another unit: e1/commands/ is the command line's second folder (one module per
+# subcommand, beside e1/cli/'s app, shared options, help and completion); nothing outside the command line imports it
+FOLDERS = {"commands": "cli"}
 BASE_MODULES = {"__init__.py", "__main__.py", "budget.py", "settings.py", "numeric.py", "names.py", "errors.py"}
 MAX_FUNCTION_LINES, MAX_FILE_LINES = 60, 450
 
@@ -50,7 +53,8 @@ def module_name(path: Path) -> str:
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 # The packages under e1/ (their subpackages belong to them), each met only through its __init__.
-PACKAGES = {name for name, path in MODULES.items() if path.name == "__init__.py" and name.count(".") == 1}
+PACKAGES = {name for name, path in MODULES.items()
+            if path.name == "__init__.py" and name.count(".") == 1 and name.partition(".")[2] not in FOLDERS}
 MODULE_STRING = re.compile(r"e1(\.\w+)+(:\w+)?")  # "e1.x.y" or "e1.x.y:attr"
 
 
@@ -105,7 +109,7 @@ GRAPH = {name: {ref.module for ref in REFS[name]} for name in MODULES}
 def unit(name: str) -> str | None:
     """The top-level unit a module belongs to (``e1.eval.run`` -> ``eval``); None for e1 itself."""
     parts = name.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] != "__main__" else None
+    return FOLDERS.get(parts[1], parts[1]) if len(parts) > 1 and parts[1] != "__main__" else None
 
 
 LEVEL = {member: level for level, members in enumerate(LAYERS) for member in members}
@@ -274,6 +278,58 @@ def test_importing_every_front_imports_no_heavy_library():
             "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'deepspeed', 'pandas', 'datasets', 'math_verify',"
             " 'starlette', 'uvicorn', 'plotly', 'matplotlib') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
+
+
+def same_named(modules: dict[str, Path]) -> list[str]:
+    """Modules of one unit that share a file name (``engine/options.py`` and ``engine/modes/options.py``):
+    a reader who is told "options.py" should not have to ask which."""
+    seen: dict[tuple[str | None, str], list[str]] = {}
+    for name, path in sorted(modules.items()):
+        if path.name != "__init__.py" and unit(name):
+            seen.setdefault((unit(name), path.name), []).append(str(path.relative_to(PACKAGE.parent)))
+    return [" and ".join(paths) for paths in seen.values() if len(paths) > 1]
+
+
+def test_no_two_modules_of_a_unit_share_a_file_name():
+    assert same_named(MODULES) == [], "rename one of each pair:\n" + "\n".join(same_named(MODULES))
+
+
+def private_reaches(name: str, refs: list[Ref], modules=MODULES) -> list[str]:
+    """``name``'s uses of a private name (``_x``) of a module outside its own folder (package or
+    sub-package): what a sibling folder needs is public, in the folder that both may import."""
+    folder = name if modules.get(name, Path()).name == "__init__.py" else name.rpartition(".")[0]
+    found = []
+    for ref in refs:
+        names = ref.names or ((ref.code.strip("'\"").partition(":")[2],) if ":" in ref.code else ())
+        owner = ref.module if modules.get(ref.module, Path()).name == "__init__.py" else ref.module.rpartition(".")[0]
+        for private in (n for n in names if n.startswith("_") and not n.startswith("__")):
+            if owner != folder:
+                found.append(f"{name}:{ref.line} `{ref.code}` takes {ref.module}'s private {private}")
+    return found
+
+
+def test_no_module_takes_a_private_name_from_another_folder():
+    """api/ and vllm/ once imported hf's ``_generation_eos``: now ``generation_eos``, in the engine's core."""
+    reaches = [reach for name in sorted(MODULES) for reach in private_reaches(name, REFS[name])]
+    assert reaches == [], "\n".join(reaches)
+
+
+def test_the_name_and_privacy_checks_find_what_they_look_for():
+    """The two checks above, on made-up modules (so a silent pass means something)."""
+    root = PACKAGE.parent
+    made_up = {"e1.engine.options": root / "e1/engine/options.py", "e1.engine.modes.options": root / "e1/engine/modes/options.py",
+               "e1.engine.hf.hf_engine": root / "e1/engine/hf/hf_engine.py", "e1.engine.hf": root / "e1/engine/hf/__init__.py",
+               "e1.engine.vllm.vllm_engine": root / "e1/engine/vllm/vllm_engine.py",
+               "e1.engine.hf.kv_cache": root / "e1/engine/hf/kv_cache.py", "e1.eval.options": root / "e1/eval/options.py"}
+    assert same_named(made_up) == ["e1/engine/modes/options.py and e1/engine/options.py"]
+    source = ("from e1.engine.hf.hf_engine import _generation_eos, load_tokenizer\n"
+              "LAZY = {'eos': 'e1.engine.hf.hf_engine:_generation_eos'}\n")
+    assert [reach.partition(" takes ")[2] for reach in private_reaches(
+        "e1.engine.vllm.vllm_engine", references(source, "e1.engine.vllm.vllm_engine", modules=made_up), made_up)] == [
+        "e1.engine.hf.hf_engine's private _generation_eos"] * 2
+    inside = "from e1.engine.hf.kv_cache import _bucket\n"  # its own folder: allowed
+    assert private_reaches("e1.engine.hf.hf_engine", references(inside, "e1.engine.hf.hf_engine", modules=made_up),
+                           made_up) == []
 
 
 def test_functions_and_files_stay_small():
