@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from e1.cli.app import app
@@ -46,8 +48,55 @@ def test_help_lists_working_commands_and_loads_no_command_and_no_heavy_library()
 def test_only_working_commands_are_registered():
     import typer
 
-    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "demo",
-                                                         "serve", "view", "export", "help"}
+    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets",
+                                                         "demo", "serve", "view", "export", "help"}
+
+
+def test_sweep_budgets_is_the_sweep_command():
+    """The design card's name: `e1 sweep-budgets` runs e1 sweep itself (same options, same refusals)."""
+    import typer
+
+    commands = typer.main.get_command(app).commands
+    assert [p.opts for p in commands["sweep-budgets"].params] == [p.opts for p in commands["sweep"].params]
+    for name in ("sweep", "sweep-budgets"):
+        result = runner.invoke(app, [name, "--model", "m", "--datasets", "aime", "--think", "1x"], prog_name="e1")
+        assert "think budget" in str(result.exception), (name, result.output)
+    usage = runner.invoke(app, ["sweep-budgets", "--help"], prog_name="e1", env={"COLUMNS": "80"}).output
+    assert "Usage: e1 sweep-budgets" in usage
+
+
+def test_a_mistyped_command_is_one_line_naming_the_closest():
+    result = e1("evl", "--model", "m")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == ["error: no such command 'evl' (did you mean 'eval' or 'elo'?)"]
+    assert "did you mean 'sweep-budgets'" in e1("sweep-budget").stderr
+
+
+COMMAND_NAMES = ["data", "demo", "elo", "eval", "export", "help", "serve", "sweep", "sweep-budgets", "train", "view"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(name=st.text(alphabet="abcdefghijklmnopqrstuvwxyz-_0123456789.[]'", min_size=1, max_size=16))
+def test_any_unknown_command_name_is_refused_by_the_one_gate(name):
+    """Whatever is typed where a command goes: a known command runs; anything else is UnknownCommand,
+    naming it, with the closest commands (or all of them), never a traceback."""
+    from e1.cli.help import UnknownCommand
+
+    assume(name not in COMMAND_NAMES and not name.startswith("-"))
+    result = runner.invoke(app, [name], prog_name="e1")
+    assert isinstance(result.exception, UnknownCommand), result.output
+    assert repr(name) in str(result.exception) and result.exception.exit_code == 2
+    assert "did you mean" in str(result.exception) or all(c in str(result.exception) for c in COMMAND_NAMES)
+
+
+@settings(max_examples=30, deadline=None)
+@given(command=st.sampled_from([c for c in COMMAND_NAMES if len(c) >= 4]), data=st.data())
+def test_a_command_missing_one_letter_is_suggested(command, data):
+    at = data.draw(st.integers(0, len(command) - 1))
+    typo = command[:at] + command[at + 1:]
+    assume(typo not in COMMAND_NAMES)
+    result = runner.invoke(app, [typo], prog_name="e1")
+    assert f"'{command}'" in result.exception.hint, (typo, result.exception.hint)
 
 
 @pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],
@@ -98,6 +147,8 @@ def test_completion_scripts_match_the_app(shell):
 def test_completion_answers_with_subcommands():
     result = e1(env={"_E1_COMPLETE": "complete_bash", "COMP_WORDS": "e1 ev", "COMP_CWORD": "1"})
     assert result.stdout.split() == ["eval"]
+    result = e1(env={"_E1_COMPLETE": "complete_bash", "COMP_WORDS": "e1 sw", "COMP_CWORD": "1"})
+    assert result.stdout.split() == ["sweep", "sweep-budgets"]
     result = e1(env={"_E1_COMPLETE": "complete_bash", "COMP_WORDS": "e1 eval --th", "COMP_CWORD": "2"})
     assert {"--think", "--think-start", "--think-end"} <= set(result.stdout.split())
 

@@ -27,6 +27,7 @@ def complete(line: str) -> list[str]:
 @pytest.mark.parametrize("line, offered", [
     ("e1 eval --backend ", ["auto", "hf", "vllm", "openai", "gemini", "anthropic"]),
     ("e1 sweep --backend g", ["gemini"]),
+    ("e1 sweep-budgets --backend g", ["gemini"]),  # the design card's name for e1 sweep
     ("e1 train --backend ", ["auto", "hf", "vllm"]),  # training takes no API backend
     ("e1 eval --dtype ", ["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]),
     ("e1 serve --dtype f", ["float32", "fp32", "float16", "fp16"]),

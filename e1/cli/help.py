@@ -31,6 +31,8 @@ from typing import ClassVar
 import typer
 import typer.core
 
+from e1.errors import ConfigError, did_you_mean
+
 # a line that starts so keeps its line break: an indented example, a list item
 _OWN_LINE = (" ", "\t", "- ", "* ", "• ")
 _EMOJI_CODE = re.compile(r":\S*?(?:-(?:emoji|text))?:")  # the shape rich replaces with an emoji
@@ -133,6 +135,16 @@ class Lazy:
     summary: str  # the first line of the command's help, shown by ``e1 --help`` without importing it
 
 
+def with_aliases(commands: dict[str, Lazy], aliases: dict[str, str]) -> dict[str, Lazy]:
+    """``commands`` with each alias after its command, listed as ``The same command as e1 <name>.``"""
+    table = {}
+    for name, entry in commands.items():
+        table[name] = entry
+        table |= {alias: Lazy(entry.module, f"The same command as e1 {name}.") for alias, to in aliases.items()
+                  if to == name}
+    return table
+
+
 class _Commands(MutableMapping):
     """A group's commands by name, each imported on first look-up; listing the names imports nothing."""
 
@@ -161,6 +173,12 @@ class _Commands(MutableMapping):
         return len({**self.lazy, **self.loaded})
 
 
+class UnknownCommand(ConfigError):
+    """``e1 <name>`` where no command has that name: a usage error (exit code 2, as click's)."""
+
+    exit_code = 2
+
+
 class LazyGroup(Group):
     """The root group: its commands (``LAZY``, set by a subclass) load when run or asked for their
     own help; its listing (``e1 --help``, ``e1 <TAB>``) shows each one's summary without loading it."""
@@ -178,6 +196,14 @@ class LazyGroup(Group):
         if self._listing and name in self.LAZY and name not in self.commands.loaded:
             return Command(name=name, help=self.LAZY[name].summary)
         return self.commands.get(name)
+
+    def resolve_command(self, ctx, args):
+        """A mistyped command is one line naming the closest ones (``e1 evl``: did you mean 'eval' or 'elo'?)."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            raise UnknownCommand(f"no such command {name!r}",
+                                 hint=did_you_mean(name, self.list_commands(ctx), listing="the commands are:"))
+        return super().resolve_command(ctx, args)
 
     def format_help(self, ctx, formatter) -> None:
         """typer's layout drawn with rich's light parts: typer's own renderer imports rich's markdown,
