@@ -18,6 +18,7 @@ Prints seconds per 1M ids (best of --repeats) and the ratio; the records are che
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import random
 import sys
@@ -112,8 +113,8 @@ def main() -> None:
     for scenario in ("forced", "natural", "grace"):
         rows = rows_of_ids(engine, scenario, args, rng)
         count = sum(map(len, rows))
-        best = interleaved_best(args.repeats, {"old": lambda: old_path(engine, rows, scenario, args),
-                                               "new": lambda: new_path(engine, rows, scenario, args)})
+        best = interleaved_best(args.repeats, {"old": functools.partial(old_path, engine, rows, scenario, args),
+                                               "new": functools.partial(new_path, engine, rows, scenario, args)})
         assert best["old"][1] == best["new"][1], f"{scenario}: the two paths' records differ"
         old, new = (best[name][0] * 1e6 / count for name in ("old", "new"))
         print(f"  {scenario:10s} {old:20.3f}s {new:20.3f}s {old / new:8.1f}x   ({count} ids)")

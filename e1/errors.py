@@ -44,7 +44,7 @@ _SECRET_VALUE = re.compile(r"(?i)((?<![\w-])(?:[\w-]*[_-])?(?:access[_-]?token|r
                            r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]+)")
 # a URL in text: its userinfo, and the values of its query and fragment, are masked whatever their names
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)")
-_BEARER = re.compile(r"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{%d,})" % MIN_SECRET_CHARS)
+_BEARER = re.compile(rf"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{{{MIN_SECRET_CHARS},}})")
 _NAMING = ("-env", "-file", "-path", "-dir")  # --api-key-env NAME names where a key is, and is no secret
 _registered: set[str] = set()
 

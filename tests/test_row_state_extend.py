@@ -5,6 +5,7 @@ pieces, both leave exactly the same state."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 from hypothesis import given, settings
@@ -100,9 +101,8 @@ def test_decode_all_gives_the_texts_decode_gives(sequences, clean_up):
     assert decode_all(tokenizer, sequences) == [tokenizer.decode(ids, skip_special_tokens=True) for ids in sequences]
 
 
-def TOKENIZER(cache={}):
-    if "tokenizer" not in cache:
-        from e1.models.tiny import build_tokenizer
+@functools.cache
+def TOKENIZER():
+    from e1.models.tiny import build_tokenizer
 
-        cache["tokenizer"] = build_tokenizer()  # 380 ids, the think markers and EOS among them
-    return cache["tokenizer"]
+    return build_tokenizer()  # 380 ids, the think markers and EOS among them

@@ -153,7 +153,7 @@ def test_a_half_default_budget_is_refused(tiny_model_dir):
 # -- the middleware's door: the key first, then a bounded body ---------------------------------
 
 
-def middleware_call(headers: dict[bytes, bytes], chunks: list[bytes], api_key: list[str] | None = ["k"]):
+def middleware_call(headers: dict[bytes, bytes], chunks: list[bytes], api_key: tuple[str, ...] | None = ("k",)):
     """Run BudgetMiddleware once over a fake request; (status sent, JSON body sent, chunks it read)."""
     import asyncio
     from types import SimpleNamespace
@@ -256,7 +256,7 @@ def test_concurrent_requests_keep_their_budgets_and_equal_e1s_engine(server, cli
     with ThreadPoolExecutor(len(jobs)) as pool:
         responses = list(pool.map(lambda job: chat(client, server[1], job[0], thinking_budget=job[1],
                                                    solution_budget=job[2], return_token_ids=True), jobs))
-    for (problem, t, s), response in zip(jobs, responses):
+    for (_, t, s), response in zip(jobs, responses):
         choice = choice_json(response)
         report = choice["budget"]
         assert report["thinking_budget"] == t and report["solution_budget"] == s

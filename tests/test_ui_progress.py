@@ -113,7 +113,7 @@ def under_estimates(seen, name, widest_batch):
 def test_work_eta_never_under_estimates_beyond_its_bound_once_a_batch_is_done(plan):
     seen, widest = replay(plan, ESTIMATORS)
     assert under_estimates(seen, "work", widest) == []
-    for batch, left, est in seen:
+    for batch, _, est in seen:
         if batch >= 1:  # a boundary passed: an estimate, never negative
             assert est["work"] is not None and est["work"] >= 0
 

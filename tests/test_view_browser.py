@@ -259,7 +259,9 @@ def test_side_by_side_shows_both_runs_on_one_problem(page, runs):
 
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
-    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    def run_of(side, text):
+        return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+
     page.select_option("#left-run", run_of("left", "sweep (sweep)"))
     page.select_option("#left-model", "m/B")
     page.select_option("#right-run", run_of("right", "m--A"))
@@ -328,7 +330,9 @@ def painted_rows(png: bytes, color, tolerance=6) -> list[int]:
     image = Image.open(io.BytesIO(png)).convert("RGB")
     width, height = image.size
     data = image.load()
-    near = lambda rgb: all(abs(a - b) <= tolerance for a, b in zip(rgb, color))
+    def near(rgb):
+        return all(abs(a - b) <= tolerance for a, b in zip(rgb, color))
+
     return [y for y in range(height) if sum(near(data[x, y]) for x in range(0, width, 4)) > width / 8]
 
 
@@ -532,7 +536,9 @@ def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs
 
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
-    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    def run_of(side, text):
+        return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+
     picks = [("#left-run", run_of("left", "sweep (sweep)")), ("#left-model", "m/B"), ("#right-run", run_of("right", "m--A"))]
     picks += [(f"#{side}-{name}", value) for side in ("left", "right") for name, value in (("mode", "elastic"),
                                                                                           ("budget", "4+40"))]
@@ -614,7 +620,9 @@ def test_a_late_list_reply_never_sets_back_the_diff_or_the_problem_chosen_meanwh
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
     settled(page)
-    run_of = lambda side, text: page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+    def run_of(side, text):
+        return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
+
     sweep_id, eval_id = run_of("left", "sweep (sweep)"), run_of("right", "m--A")
     page.select_option("#left-model", "m/B")
     for side in ("left", "right"):
