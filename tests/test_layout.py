@@ -309,7 +309,7 @@ def private_reaches(name: str, refs: list[Ref], modules=MODULES) -> list[str]:
 
 
 def test_no_module_takes_a_private_name_from_another_folder():
-    """api/ and vllm/ once imported hf's ``_generation_eos``: now ``generation_eos``, in the engine's core."""
+    """The API and vLLM backends once took hf's private EOS reader: now a public name of the engine's core."""
     reaches = [reach for name in sorted(MODULES) for reach in private_reaches(name, REFS[name])]
     assert reaches == [], "\n".join(reaches)
 
@@ -317,16 +317,15 @@ def test_no_module_takes_a_private_name_from_another_folder():
 def test_the_name_and_privacy_checks_find_what_they_look_for():
     """The two checks above, on made-up modules (so a silent pass means something)."""
     root = PACKAGE.parent
-    made_up = {"e1.engine.options": root / "e1/engine/options.py", "e1.engine.modes.options": root / "e1/engine/modes/options.py",
-               "e1.engine.hf.hf_engine": root / "e1/engine/hf/hf_engine.py", "e1.engine.hf": root / "e1/engine/hf/__init__.py",
-               "e1.engine.vllm.vllm_engine": root / "e1/engine/vllm/vllm_engine.py",
-               "e1.engine.hf.kv_cache": root / "e1/engine/hf/kv_cache.py", "e1.eval.options": root / "e1/eval/options.py"}
-    assert same_named(made_up) == ["e1/engine/modes/options.py and e1/engine/options.py"]
-    source = ("from e1.engine.hf.hf_engine import _generation_eos, load_tokenizer\n"
-              "LAZY = {'eos': 'e1.engine.hf.hf_engine:_generation_eos'}\n")
+    made_up = {name: root / (name.replace(".", "/") + ".py") for name in (
+        "e1.engine.knobs", "e1.engine.modes.knobs", "e1.engine.hf.hf_engine", "e1.engine.hf.kv_cache",
+        "e1.engine.vllm.vllm_engine", "e1.eval.knobs")}
+    assert same_named(made_up) == ["e1/engine/knobs.py and e1/engine/modes/knobs.py"]
+    source = ("from e1.engine.hf.hf_engine import _eos_ids, load_tokenizer\n"
+              "LAZY = {'eos': 'e1.engine.hf.hf_engine:_eos_ids'}\n")
     assert [reach.partition(" takes ")[2] for reach in private_reaches(
         "e1.engine.vllm.vllm_engine", references(source, "e1.engine.vllm.vllm_engine", modules=made_up), made_up)] == [
-        "e1.engine.hf.hf_engine's private _generation_eos"] * 2
+        "e1.engine.hf.hf_engine's private _eos_ids"] * 2
     inside = "from e1.engine.hf.kv_cache import _bucket\n"  # its own folder: allowed
     assert private_reaches("e1.engine.hf.hf_engine", references(inside, "e1.engine.hf.hf_engine", modules=made_up),
                            made_up) == []
