@@ -43,8 +43,8 @@ from e1.budget import Budget
 from e1.data.prompts import build_prompt
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
-from e1.engine.spec import EngineSpec
 from e1.engine.hf.kv_cache import exact_keys, key_bucket
+from e1.engine.spec import EngineSpec
 from e1.models.tiny import build_tiny_model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -159,7 +159,7 @@ def against_generate(engine: HFEngine, batch: int, args) -> dict:
         synchronize()
         return [c.token_ids for c in completions]
 
-    def exact():  # e1 attending over exactly the keys written: a new attention shape every step 
+    def exact():  # e1 attending over exactly the keys written: a new attention shape every step
         engine.key_bucket = exact_keys
         try:
             return ours()

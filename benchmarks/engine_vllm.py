@@ -59,12 +59,12 @@ def main() -> None:
     from vllm.inputs import TokensPrompt
 
     from e1.budget import Budget
+    from e1.data.prompts import build_prompt
     from e1.engine.base import Mode, Sampling
-    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.engine.spec import EngineSpec
     from e1.engine.vllm.compat import has_thinking_token_budget
+    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.models.tiny import build_tiny_model
-    from e1.data.prompts import build_prompt
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()

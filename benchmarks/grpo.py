@@ -264,8 +264,8 @@ def main() -> None:
         sys.exit(f"this benchmark compares against TRL: pip install {TRL_PIN}")
     import torch
 
-    from e1.models.tiny import build_tiny_model
     from e1.data.prompts import build_prompt
+    from e1.models.tiny import build_tiny_model
     from e1.report.ui import quiet_libraries
 
     quiet_libraries()

@@ -110,8 +110,8 @@ def main() -> None:
             engine = HFEngine.load(path, EngineSpec(dtype="float32", device="cpu"), batch_size=args.problems * args.n)
             measure(engine, args, "transformers")
         if args.backend in ("both", "vllm"):
-            from e1.engine.vllm.vllm_engine import VLLMEngine
             from e1.engine.spec import EngineSpec
+            from e1.engine.vllm.vllm_engine import VLLMEngine
 
             engine = VLLMEngine.load(path, EngineSpec(dtype="float32", max_model_len=1024))
             measure(engine, args, "vLLM")

@@ -127,8 +127,8 @@ def engine_pair(path):
     import os
 
     from e1.engine.hf.hf_engine import HFEngine
-    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.engine.spec import EngineSpec
+    from e1.engine.vllm.vllm_engine import VLLMEngine
 
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     vllm_engine = VLLMEngine.load(str(path), EngineSpec(dtype="float32", max_model_len=512), colocate=True)

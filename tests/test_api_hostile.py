@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from e1.budget import Budget
 from e1.engine.api.openai_engine import BUDGET_SERVER, PLAIN_SERVER, ApiSettings, OpenAIEngine
+from e1.engine.api.replies import MAX_REPLY_BYTES, RequestError
 from e1.engine.base import Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START
-from e1.engine.api.replies import MAX_REPLY_BYTES, RequestError
 from e1.errors import E1Error
 from tests.test_api_backend import MODEL, StandIn, _eval, tokenizer_dir  # noqa: F401  (tokenizer_dir: a fixture)
 

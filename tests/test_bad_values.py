@@ -40,7 +40,7 @@ def test_a_deep_value_or_a_lone_surrogate_in_a_data_file_is_one_line_naming_the_
     leaf = text if surrogate is None else text[:at // 2] + surrogate + text[at // 2:]
     value = {leaf: 1} if in_key and surrogate is not None else leaf
     # ensure_ascii: a lone surrogate is written as its \\u escape, as valid JSON allows (the last of a key wins)
-    row = '{"problem": "What is 1 + 1?", "answer": "2", "%s": %s}' % (field, _nested(depth, value))
+    row = f'{{"problem": "What is 1 + 1?", "answer": "2", "{field}": {_nested(depth, value)}}}'
     path = tmp_path_factory.mktemp("data") / f"probs{suffix}"
     path.write_text(row + "\n" if suffix == ".jsonl" else f"[{row}]")
     deep, bad_text = depth + (1 if in_key and surrogate is not None else 0) > MAX_DEPTH, surrogate is not None
@@ -88,7 +88,7 @@ def test_a_code_row_whose_answer_is_no_test_list_is_refused_as_the_dataset_loads
 
 @pytest.mark.parametrize("row", [
     {"id": "c0", "problem": "write f", "answer": "5", "task": "code"},
-    '{"id": "d0", "problem": "x", "answer": %s}' % _nested(5000, "2"),
+    '{{"id": "d0", "problem": "x", "answer": {}}}'.format(_nested(5000, "2")),
     {"id": "s0", "problem": "x" + chr(0xD800), "answer": "2"},
 ])
 def test_each_is_refused_before_any_request_is_sent(tmp_path, monkeypatch, capsys, row):

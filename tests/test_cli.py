@@ -160,8 +160,9 @@ def test_version():
 
 
 def test_eval_and_sweep_share_one_declaration_of_their_common_options():
-    import typer
     from dataclasses import fields
+
+    import typer
 
     from e1.cli.run_options import RunOptions
 

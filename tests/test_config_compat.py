@@ -19,10 +19,10 @@ from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.spec import EngineSpec
 from e1.errors import ResultsError
-from e1.store import MODE_FORMAT, MODE_FORMAT_KEY
 from e1.eval.run import EvalConfig, evaluate
 from e1.grpo.config import build_config
 from e1.rewards.scoring import ScoringSpec
+from e1.store import MODE_FORMAT, MODE_FORMAT_KEY
 from tests.test_run_dir_identity import boxed, problems, write_jsonl
 from tests.test_train import contains_char, write_problems
 

@@ -21,8 +21,7 @@ from typer.testing import CliRunner
 
 import e1.data
 from e1.cli.app import app
-from e1.data import Benchmark, load_dataset, prepare, prepare_file
-from e1.data import schema
+from e1.data import Benchmark, load_dataset, prepare, prepare_file, schema
 from e1.data.registry import register
 from e1.errors import DataError
 

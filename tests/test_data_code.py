@@ -22,10 +22,10 @@ import e1.data
 from e1.cli.app import app
 from e1.data import load_dataset, prepare_benchmark
 from e1.data.code import decode_lcb_tests, pickled_string
-from e1.data.registry import RowError
-from e1.report.elo import split_problem_id
-from e1.errors import DataError
 from e1.data.prompts import build_prompt, prompt_content
+from e1.data.registry import RowError
+from e1.errors import DataError
+from e1.report.elo import split_problem_id
 from e1.rewards.scoring import score
 
 runner = CliRunner()

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from e1.data.digits_task import LETTERS, RECHECK, DigitSumTask, make_rows
 from e1.demo.claims import BEGIN, END, check_claims, claims_markdown, paired_difference, update_readme
 from e1.demo.pipeline import TINY, DemoConfig, run_demo
-from e1.data.digits_task import LETTERS, RECHECK, DigitSumTask, make_rows
 from e1.rewards.scoring import score
 
 

@@ -17,10 +17,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-import e1.report.elo
 import e1.commands.elo as elo_cmd
-from e1.report.elo import FetchConfig, estimate_rating, fetch_contests, load_results
+import e1.report.elo
 from e1.errors import ConfigError, DataError
+from e1.report.elo import FetchConfig, estimate_rating, fetch_contests, load_results
 from e1.store.results import SAMPLE_DTYPES, samples_frame
 
 # --- synthetic contests in the API's format ---------------------------------------------------

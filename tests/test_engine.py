@@ -146,8 +146,8 @@ def test_budget_beyond_the_context_is_refused_before_decoding(tiny_engine):
 
 
 def test_missing_markers_give_a_clear_error():
-    from transformers import PreTrainedTokenizerFast
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel()

@@ -18,9 +18,9 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import ConfigError, ResultsError
 from e1.eval.run import RUN_IDENTITY, EvalConfig, evaluate
-from e1.store.results import SAMPLE_COLUMNS
 from e1.rewards import scoring
 from e1.rewards.scoring import Scorer, ScoringSpec
+from e1.store.results import SAMPLE_COLUMNS
 from tests.fakes import ScriptedModel
 
 ADD = [{"kind": "stdio", "input": "2 3\n", "output": "5\n"}, {"kind": "stdio", "input": "2 2\n", "output": "4\n"}]

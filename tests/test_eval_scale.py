@@ -15,13 +15,13 @@ import pandas as pd
 import pytest
 
 from e1.budget import Budget
-from e1.eval.distributed import Group, Ranks
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import ResultsError, RewardError
+from e1.eval.distributed import Group, Ranks
 from e1.eval.run import EvalConfig, evaluate
-from e1.store.results import SAMPLES, SUMMARY
 from e1.store.lock import run_lock
+from e1.store.results import SAMPLES, SUMMARY
 from e1.store.samples import SampleStore
 from tests.fakes import Interrupting
 

@@ -11,10 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
-from e1.engine.api.openai_engine import ApiSettings
 from e1.engine.api.client import RequestError
-from e1.engine.base import Mode, Sampling
+from e1.engine.api.openai_engine import ApiSettings
 from e1.engine.api.vendors import ANTHROPIC_EFFORTS, GEMINI_LEVELS, VENDORS
+from e1.engine.base import Mode, Sampling
 from e1.errors import ConfigError
 from tests.hosted_standins import ANSWER, EFFORT_TOKENS, NATURAL, StandIn
 

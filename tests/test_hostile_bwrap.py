@@ -19,8 +19,18 @@ from pathlib import Path
 
 import pytest
 from test_hostile import (  # noqa: F401
-    BOMBS, FORGERIES, HONEST_TIME_LIMIT_S, PEER_CHANNELS, PEER_SECRET, PRIVILEGE, SECRET, SQUARE, completion,
-    host_services, leak, stdio,
+    BOMBS,
+    FORGERIES,
+    HONEST_TIME_LIMIT_S,
+    PEER_CHANNELS,
+    PEER_SECRET,
+    PRIVILEGE,
+    SECRET,
+    SQUARE,
+    completion,
+    host_services,
+    leak,
+    stdio,
 )
 
 from e1.rewards.scoring import Scorer

@@ -11,8 +11,8 @@ import ast
 import pytest
 
 from e1.data.humaneval import humaneval_row
-from e1.data.schema import ANSWER
 from e1.data.registry import get_benchmark
+from e1.data.schema import ANSWER
 from e1.rewards.scoring import Scorer
 
 

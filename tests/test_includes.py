@@ -20,12 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from e1.data import include_fingerprints, load_includes, registry
-from e1.data import prompts
+from e1.data import include_fingerprints, load_includes, prompts, registry
 from e1.engine.modes import REGISTRY as MODES
 from e1.errors import E1Error, ResultsError
-from e1.rewards import registry as rewards
 from e1.rewards import length
+from e1.rewards import registry as rewards
 from e1.store import CONFIG, INCLUDE_FINGERPRINTS, write_json
 
 FIXTURES = Path(__file__).parent / "fixtures"

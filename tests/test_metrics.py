@@ -8,8 +8,15 @@ import pandas as pd
 import pytest
 
 from e1.report import metrics
-from e1.report.metrics import (DIFFERENCE_COLUMNS, bootstrap_interval, majority_correct, mode_differences, pass_at_k,
-                        summarize, vote_key)
+from e1.report.metrics import (
+    DIFFERENCE_COLUMNS,
+    bootstrap_interval,
+    majority_correct,
+    mode_differences,
+    pass_at_k,
+    summarize,
+    vote_key,
+)
 from e1.store.results import SUMMARY_COLUMNS
 from tests.test_sweep import Loader, problems_file, sweep_config  # noqa: F401 - problems_file is a fixture
 
@@ -233,8 +240,8 @@ def test_pass_at_every_asked_k_by_hand():
 @pytest.mark.parametrize(("given", "error"), [("0", "--k must be >= 1"), ("5", "--k must be <= 4"), ("1,x", "whole numbers"),
                                                ("-1", "whole numbers"), ("9" * 30, "whole numbers")])
 def test_bad_k_lists_are_refused_naming_k(given, error):
-    from e1.eval import parse_ks
     from e1.errors import ConfigError
+    from e1.eval import parse_ks
     from e1.eval.run import EvalConfig
 
     with pytest.raises(ConfigError, match=error):

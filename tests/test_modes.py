@@ -231,9 +231,9 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
 def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(monkeypatch):
     """``extend`` adds an option (with its rule, ``Option.notes``) to every registered mode it fits and to
     modes registered later; the one builder tokenizes its notes into the row's state."""
+    import e1.engine.modes.mode as base
     from e1.engine.markers import PROMPT_OPEN, Markers
     from e1.engine.modes import REGISTRY, extend, register
-    import e1.engine.modes.mode as base
     from e1.engine.modes.options import Count
     from e1.engine.row_engine import ModeIds, build_state
 
@@ -273,8 +273,8 @@ def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(
 def test_an_extension_never_replaces_nor_silently_drops_an_option_a_mode_declares(name, data):
     """An option added by ``extend`` under a name the mode already declares (a built-in option, or one an
     earlier extension added) is refused in one line; the mode keeps its own option."""
-    from e1.engine.modes import REGISTRY, extend
     import e1.engine.modes.mode as base
+    from e1.engine.modes import REGISTRY, extend
     from e1.engine.modes.options import Count
 
     cls = REGISTRY[name]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -26,8 +25,8 @@ class Templated:
     """A tokenizer stand-in with a real jinja chat template (rendered by transformers' own renderer)."""
 
     def __init__(self):
-        from transformers import PreTrainedTokenizerFast
         from tokenizers import Tokenizer, models
+        from transformers import PreTrainedTokenizerFast
 
         self.tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, "[UNK]")))
         self.tokenizer.chat_template = TEMPLATE

@@ -10,7 +10,15 @@ import pandas as pd
 import pytest
 
 from e1.errors import ResultsError, did_you_mean
-from e1.store.results import CONFIG, SAMPLE_COLUMNS, atomic_write, check_run_dir, samples_frame, write_json, write_parquet
+from e1.store.results import (
+    CONFIG,
+    SAMPLE_COLUMNS,
+    atomic_write,
+    check_run_dir,
+    samples_frame,
+    write_json,
+    write_parquet,
+)
 
 
 @pytest.fixture

@@ -334,7 +334,8 @@ def run_train(out: Path, root: Path, tiny_engine, resume: bool = False):
 
 
 def run_demo(out: Path, root: Path, tiny_engine):
-    from e1.demo.pipeline import TINY, DemoConfig, run_demo as demo
+    from e1.demo.pipeline import TINY, DemoConfig
+    from e1.demo.pipeline import run_demo as demo
 
     demo(DemoConfig(out=out, scale=TINY))
 

@@ -20,8 +20,7 @@ from e1.cli.app import app
 from e1.engine.base import Mode
 from e1.engine.markers import PROMPT_OPEN
 from e1.errors import E1Error
-from e1.serve.budgets import (ROOM_FIELD, ServeDefaults, check_fields, check_room, request_budget,
-                              worst_case_tokens)
+from e1.serve.budgets import ROOM_FIELD, ServeDefaults, check_fields, check_room, request_budget, worst_case_tokens
 from e1.serve.responses import Served, prepare, rewrite_response
 
 THINK, SOLVE = 6, 4  # the test server's default budgets

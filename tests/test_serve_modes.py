@@ -21,8 +21,17 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.markers import PROMPT_OPEN, Markers, exit_ids, resolve_markers, sentence_end_ids
 from e1.engine.row_state import RowState
 from e1.errors import E1Error
-from e1.serve.budgets import (ROOM_FIELD, RequestBudget, Served, ServeDefaults, check_fields, feed, replay, report,
-                              worst_case_tokens)
+from e1.serve.budgets import (
+    ROOM_FIELD,
+    RequestBudget,
+    Served,
+    ServeDefaults,
+    check_fields,
+    feed,
+    replay,
+    report,
+    worst_case_tokens,
+)
 from e1.serve.middleware import BudgetMiddleware
 from e1.serve.responses import prepare
 

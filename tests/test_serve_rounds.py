@@ -23,8 +23,8 @@ pytest.importorskip("vllm")
 
 from e1.budget import Budget
 from e1.engine.base import Mode
-from e1.errors import E1Error
 from e1.engine.modes.early_exit import SERVED_TRIES
+from e1.errors import E1Error
 from e1.serve.budgets import RequestBudget, Served, ServeDefaults, check_fields, request_budget
 from e1.serve.middleware import BudgetMiddleware
 from e1.serve.responses import prepare

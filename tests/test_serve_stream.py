@@ -193,7 +193,6 @@ def server(tmp_path_factory):
 
 def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):
     import openai
-
     from transformers import AutoTokenizer
 
     end = AutoTokenizer.from_pretrained(server[1]).convert_tokens_to_ids("</think>")

@@ -17,9 +17,9 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import BudgetError, ConfigError, ResultsError
 from e1.eval.run import EvalConfig
+from e1.eval.sweep import CURVE_COLUMNS, SweepConfig, budget_grid, display_names, model_slug, parse_modes, sweep
 from e1.store.results import SAMPLE_COLUMNS, SUMMARY_COLUMNS
 from e1.store.samples import SampleStore
-from e1.eval.sweep import CURVE_COLUMNS, SweepConfig, budget_grid, display_names, model_slug, parse_modes, sweep
 from tests.fakes import Interrupting, ScriptedModel
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -20,10 +20,10 @@ from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.row_state import RowState
 from e1.errors import ResultsError
 from e1.eval.run import EvalConfig
-from e1.rewards.scoring import ScoringSpec
-from e1.store.samples import SampleStore
 from e1.eval.shared import followable_tokens, problem_batches
 from e1.eval.sweep import SweepConfig, sweep
+from e1.rewards.scoring import ScoringSpec
+from e1.store.samples import SampleStore
 from tests.fakes import Interrupting
 
 # a one-token marker 7; EOS 2; "Wait" is (5,); thinking ids 11, solution ids 12

@@ -7,15 +7,23 @@ check reads all three trees, so the manifest cannot drift from what is tested.
 
 from __future__ import annotations
 
-import tomllib
 import urllib.error
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import e1.engine.vllm.compat as vllm_compat
-from e1.engine.vllm.compat import (NEWEST, OLDEST, SERVER_ENTRIES, SUPPORTED, check_runner, missing, processor_class,
-                                   server_entry)
+from e1.engine.vllm.compat import (
+    NEWEST,
+    OLDEST,
+    SERVER_ENTRIES,
+    SUPPORTED,
+    check_runner,
+    missing,
+    processor_class,
+    server_entry,
+)
 from e1.errors import ModelError
 
 ROOT = Path(__file__).resolve().parents[1]

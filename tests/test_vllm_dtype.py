@@ -44,8 +44,8 @@ def test_vllm_without_dtype_decodes_a_float32_checkpoint_as_the_transformers_bac
 
     from e1.data.prompts import build_prompt
     from e1.engine.hf.hf_engine import HFEngine
-    from e1.engine.vllm.vllm_engine import VLLMEngine
     from e1.engine.spec import EngineSpec
+    from e1.engine.vllm.vllm_engine import VLLMEngine
     from tests.fakes import build_chatty_model
 
     path = str(build_chatty_model(tmp_path_factory.mktemp("models") / "chatty"))

@@ -18,7 +18,6 @@ from e1 import __version__
 from e1.cli.help import Lazy, LazyGroup, with_aliases
 from e1.errors import E1Error, redact, redact_logs
 
-
 # each command: its module (loaded when the command runs or shows its help) and its one-line summary
 COMMANDS: dict[str, Lazy] = {
     "eval": Lazy("e1.commands.eval", "Evaluate a model under a thinking budget t and a solution budget s."),

@@ -15,7 +15,7 @@ from (a flag, a config file, Python). Every lookup is a light import, so complet
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 MAX_FILES = 200  # a folder of thousands of files still answers at once
 

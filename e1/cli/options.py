@@ -20,14 +20,28 @@ import functools
 import inspect
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import MISSING, field, fields, is_dataclass, make_dataclass, replace
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import Annotated, Optional
 
 import typer
 
-from e1.settings import (API, BUDGETS, CODE, DATA, INCLUDE_HELP, MODEL, OUTPUT, SAMPLING, SCALE, SERVER,  # noqa: F401
-                         Setting, declared, flag_of)
+from e1.settings import (  # noqa: F401
+    API,
+    BUDGETS,
+    CODE,
+    DATA,
+    INCLUDE_HELP,
+    MODEL,
+    OUTPUT,
+    SAMPLING,
+    SCALE,
+    SERVER,
+    Setting,
+    declared,
+    flag_of,
+)
 
 
 def nonempty_path(flag: str) -> Callable[[object], Path]:
@@ -51,11 +65,11 @@ SolveOpt = Annotated[str, typer.Option("--solve", "-s", rich_help_panel=BUDGETS,
                                        help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
 OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.",
                                       rich_help_panel=OUTPUT, parser=nonempty_path("--out"))]
-RunOutOpt = Annotated[Optional[Path], typer.Option(
+RunOutOpt = Annotated[Path | None, typer.Option(
     "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME", rich_help_panel=OUTPUT,
     help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
 DataDirOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--data-dir", help="Where prepared datasets live.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
                  rich_help_panel=DATA, parser=nonempty_path("--data-dir")),
 ]
@@ -79,7 +93,7 @@ def option_class(name: str, *sources: type, defaults: dict | None = None) -> typ
     for field_name, kind, default in (option for source in sources for option in _options(source, {}, {})):
         if field_name in overrides:
             default = overrides[field_name]
-            kind = Annotated[(Optional[typing.get_args(kind)[0]], *kind.__metadata__)] if default is None else kind
+            kind = Annotated[(typing.get_args(kind)[0] | None, *kind.__metadata__)] if default is None else kind
         specs.append((field_name, kind, field() if default is MISSING else field(default=default)))
     # eq and repr are never used: fewer generated methods keep --help and completion quick
     options = make_dataclass(name, specs, frozen=True, kw_only=True, eq=False, repr=False)
@@ -101,7 +115,7 @@ def _options(source: type, base: dict, narrow: dict) -> list[tuple[str, object, 
             default = base.get(f.name, f.default)
             kind = how.cli_type or hints[f.name]
             if f.default_factory is not MISSING or _is_tuple(kind) and default is not MISSING:
-                kind, default = Optional[_listed(kind)], None  # a default made when built (workers), or a list
+                kind, default = Optional[_listed(kind)], None  # noqa: UP045 (a runtime type typer reads)  a default made when built (workers), or a list
             kind = _listed(kind)  # a required list stays required (--datasets)
             options.append((f.name, Annotated[_optional(kind), _typer_option(f.name, how)], default))
     return options
@@ -131,7 +145,7 @@ def _optional(kind):
     """``X | None`` as ``Optional[X]`` (what typer reads)."""
     args = typing.get_args(kind)
     if isinstance(kind, types.UnionType) and type(None) in args:
-        return Optional[next(arg for arg in args if arg is not type(None))]
+        return Optional[next(arg for arg in args if arg is not type(None))]  # noqa: UP045 (typer reads it)
     return kind
 
 

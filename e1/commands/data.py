@@ -12,7 +12,7 @@ The work happens in :mod:`e1.data`; pandas and datasets are imported only when a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -33,16 +33,16 @@ app = typer.Typer(
 )
 
 NamesArg = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Argument(help="Registered datasets to prepare (see e1 data list).", show_default=False),
 ]
 OutDirOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--out", "-o", help="Folder for the parquet files.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
                  parser=nonempty_path("--out")),
 ]
 FromOpt = Annotated[
-    Optional[Path],
+    Path | None,
     typer.Option("--from", help="A local .jsonl, .json, .parquet or .csv file to prepare.", show_default=False,
                  parser=nonempty_path("--from")),
 ]
@@ -50,7 +50,7 @@ FromOpt = Annotated[
 
 def _text_option(flag: str, help: str, default: str):
     """An optional text option (None: not given) whose default is ``default``, a value or a description."""
-    return Annotated[Optional[str], typer.Option(flag, help=help, show_default=default)]
+    return Annotated[str | None, typer.Option(flag, help=help, show_default=default)]
 
 
 NameOpt = _text_option("--name", "Dataset name for --from.", "the file stem")
@@ -60,7 +60,7 @@ IdFieldOpt = _text_option("--id-field", "Field with a unique id.", "id if every 
 ReleaseOpt = _text_option("--release", "livecodebench: release, e.g. v5 (every problem up to v5).", "v5")
 StartDateOpt = _text_option("--start-date", "livecodebench: first contest day kept, YYYY-MM-DD.", "2024-08-01")
 EndDateOpt = _text_option("--end-date", "livecodebench: last contest day kept, YYYY-MM-DD.", "2025-02-01")
-IncludeOpt = Annotated[Optional[list[str]], typer.Option("--include", help=INCLUDE_HELP, show_default=False)]
+IncludeOpt = Annotated[list[str] | None, typer.Option("--include", help=INCLUDE_HELP, show_default=False)]
 
 
 @app.command("list", cls=Command, epilog="Example:\n\n  e1 data list")

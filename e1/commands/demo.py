@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -20,7 +20,7 @@ def demo_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where every stage writes its run directory.", parser=nonempty_path("--out"))] = Path("runs/demo"),
     fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 5 minutes), weaker claims.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of data, model and training.")] = 0,
-    readme: Annotated[Optional[Path], typer.Option("--readme", help="Also write the results table into this README (between its demo markers).")] = None,
+    readme: Annotated[Path | None, typer.Option("--readme", help="Also write the results table into this README (between its demo markers).")] = None,
 ) -> None:
     """Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 training, budget curves.
 
@@ -47,8 +47,8 @@ def demo_command(
     seconds = time.perf_counter() - started
     from rich.markdown import Markdown
 
-    from e1.store import read_parquet
     from e1.report import curves_table
+    from e1.store import read_parquet
 
     curves = read_parquet(out / "curves" / "curves.parquet")
     console.print(curves_table(curves, names=model_names(result.base, result.e1, result.baseline)))

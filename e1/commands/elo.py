@@ -16,7 +16,6 @@ import typer
 
 from e1.cli.help import Command, Group
 from e1.cli.options import nonempty_path
-
 from e1.errors import ConfigError
 
 app = typer.Typer(

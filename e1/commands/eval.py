@@ -9,8 +9,7 @@ import typer
 
 from e1.cli.completion import complete_mode
 from e1.cli.help import command_app
-from e1.cli.options import (BUDGETS, SAMPLING, ModelOpt, RunOutOpt, SolveOpt, ThinkOpt, mode_help,
-                             with_options)
+from e1.cli.options import BUDGETS, SAMPLING, ModelOpt, RunOutOpt, SolveOpt, ThinkOpt, mode_help, with_options
 from e1.cli.run_options import RunOptions
 
 EXAMPLES = """Examples:
@@ -51,10 +50,10 @@ def eval_command(
     """
     from rich.console import Console
 
-    from e1.report import RichProgress, next_steps, quiet_libraries, results_line, summary_table
     from e1.budget import Budget
-    from e1.eval import evaluate, is_main_process
     from e1.engine import Mode
+    from e1.eval import evaluate, is_main_process
+    from e1.report import RichProgress, next_steps, quiet_libraries, results_line, summary_table
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
     out = options.run_dir(out, "eval", [model])

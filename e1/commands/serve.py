@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -30,7 +30,7 @@ def serve_command(
     options: ServeOptions,
     print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.",
                                                 rich_help_panel=SERVER)] = False,
-    vllm_args: Annotated[Optional[list[str]], typer.Argument(show_default=False,
+    vllm_args: Annotated[list[str] | None, typer.Argument(show_default=False,
                                                              help="More vLLM server options, after --.")] = None,
 ) -> None:
     """Serve a model with vLLM's OpenAI-compatible server and e1's budgets.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -32,23 +32,23 @@ def sweep_command(
     models: Annotated[list[str], typer.Option(
         "--model", "-m", show_default=False, rich_help_panel=MODEL,
         help="Model folder or Hugging Face hub id; repeat for several models.")],
-    think: Annotated[Optional[str], typer.Option(
+    think: Annotated[str | None, typer.Option(
         "--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k",
         rich_help_panel=BUDGETS)] = None,
-    solve: Annotated[Optional[str], typer.Option(
+    solve: Annotated[str | None, typer.Option(
         "--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.",
         show_default="1k", rich_help_panel=BUDGETS)] = None,
-    budgets: Annotated[Optional[str], typer.Option(
+    budgets: Annotated[str | None, typer.Option(
         "--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False,
         rich_help_panel=BUDGETS)] = None,
-    modes: Annotated[Optional[str], typer.Option(
+    modes: Annotated[str | None, typer.Option(
         "--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort",
         rich_help_panel=BUDGETS, help=mode_help("Decoding modes, comma-separated"))] = None,
     budget_axis: Annotated[str, typer.Option(
         "--budget-axis", rich_help_panel=BUDGETS,
         help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
              "thinking tokens).")] = "tokens",
-    efforts: Annotated[Optional[str], typer.Option(
+    efforts: Annotated[str | None, typer.Option(
         "--efforts", show_default=False, rich_help_panel=BUDGETS,
         help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: "
              "dynamic).")] = None,

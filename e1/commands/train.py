@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -44,7 +44,7 @@ EXAMPLES = """Examples:
 def train_command(
     *,
     ctx: typer.Context,
-    config: Annotated[Optional[Path], typer.Option(
+    config: Annotated[Path | None, typer.Option(
         "--config", "-c", help="TOML or YAML file with the same keys as the options (flags override it).",
         show_default=False, rich_help_panel=RUN)] = None,
     options: TrainOptions,
@@ -57,8 +57,8 @@ def train_command(
     """
     from rich.console import Console
 
-    from e1.report import RichProgress, next_steps, quiet_libraries, step_status
     from e1.grpo import build_config, train
+    from e1.report import RichProgress, next_steps, quiet_libraries, step_status
 
     given = {name: value for name, value in vars(options).items() if _given(ctx, name)}
     train_config = build_config(config, **given)

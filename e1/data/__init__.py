@@ -18,11 +18,11 @@ pandas and datasets load only when a dataset is prepared or read.
 
 from e1.data.digits_task import ALPHABET, DigitSumTask
 from e1.data.fields import carried_fields
-from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_includes
 from e1.data.identity import fingerprint, load_datasets
+from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_includes
 from e1.data.json_values import lone_surrogate
-from e1.data.preparation import DATA_SUFFIXES
 from e1.data.preparation import (
+    DATA_SUFFIXES,
     Prepared,
     dataset_names,
     default_data_dir,

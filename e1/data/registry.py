@@ -23,8 +23,9 @@ takes (``e1 data prepare livecodebench --release v6``), each with a default.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from e1.data import schema
 from e1.errors import DataError, did_you_mean

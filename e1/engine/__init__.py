@@ -12,21 +12,31 @@ Heavy libraries load inside the loaders, never at import.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from e1.engine.api.settings import API_FLAGS, API_NUMBERS, ApiSettings
-from e1.engine.backends import (API_BACKENDS, AUTO, BACKEND_NAMES, BACKENDS, HOSTED_BACKENDS, LOCAL_BACKENDS, Backend,
-                                check_backend, resolve_backend, vllm_available)
+from e1.engine.backends import (
+    API_BACKENDS,
+    AUTO,
+    BACKEND_NAMES,
+    BACKENDS,
+    HOSTED_BACKENDS,
+    LOCAL_BACKENDS,
+    Backend,
+    check_backend,
+    resolve_backend,
+    vllm_available,
+)
 from e1.engine.base import Completion, Sampling
 from e1.engine.early_exit_state import EarlyExitState, replay_round, transition_ids
+from e1.engine.load_options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
 from e1.engine.markers import DEFAULT_END, Markers, exit_ids, generation_eos, resolve_markers, sentence_end_ids
 from e1.engine.modes import Mode
-from e1.engine.modes.mode import MAX_MODE_TEXT
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
-from e1.engine.load_options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
+from e1.engine.modes.mode import MAX_MODE_TEXT
 from e1.engine.row_engine import ModeIds, build_state
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
@@ -104,8 +114,8 @@ def _load_openai(model: str, spec: EngineSpec, *, api, modes: list, journal, **_
 
 def _hosted(name: str) -> Callable[..., object]:
     def load(model: str, spec: EngineSpec, *, api, modes: list, journal, **_):
-        from e1.engine.api.openai_engine import ApiSettings, check_api
         from e1.engine.api.hosted import HostedEngine
+        from e1.engine.api.openai_engine import ApiSettings, check_api
 
         api = api or ApiSettings(None, backend=name)  # None: the vendor's own endpoint
         check_api(name, api, modes)

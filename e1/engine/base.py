@@ -9,8 +9,9 @@ soft, early-exit, none): ``Mode.parse("soft:strength=4")`` and ``str(mode)`` are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from e1.budget import Budget
 from e1.data import CompletionText

@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 from e1.data import THINK_END, THINK_START
 from e1.errors import MarkerError

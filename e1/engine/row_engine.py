@@ -12,7 +12,8 @@ them — so the transformers and vLLM backends count, split and report identical
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling

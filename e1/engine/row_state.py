@@ -34,12 +34,13 @@ Why thinking ended is kept in ``think_end``: natural, budget, pattern, trial (ea
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from itertools import compress
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from e1.budget import Budget
-from e1.engine.modes import Mode
 from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, PROMPT_THINKING, Markers
+from e1.engine.modes import Mode
 
 if TYPE_CHECKING:
     from e1.engine.stop import StopPattern

@@ -28,7 +28,7 @@ from e1 import __version__
 from e1.budget import Budget
 from e1.data import PromptOptions, record_includes
 from e1.engine import ApiSettings, EngineSpec, Mode, Sampling, api_identity, check_api
-from e1.errors import ConfigError, ResultsError, redact
+from e1.errors import ConfigError, redact
 from e1.eval.grid import check_grid
 from e1.numeric import Number, check_numbers
 from e1.report import NullProgress, check_trackers, parse_report_to, report_results, summarize
@@ -36,7 +36,7 @@ from e1.rewards import ScoringSpec, check_tasks
 from e1.eval.settings import RUN_NUMBERS, RunSettings, parse_ks
 from e1.settings import record, spec
 from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
-                      check_run_dir, held_datasets, mode_format, model_identity)
+                      check_run_dir, mode_format, model_identity)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api.client)

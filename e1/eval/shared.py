@@ -94,8 +94,8 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
     ``progress(amount)`` adds up to ``len(batch) * n``: a finished root counts :data:`ROOT_SHARE` of
     the samples that follow it (on average over the batch), a finished row the rest; ``worked(weight)``
     hears of each call as it ends (:func:`call_works`)."""
-    from e1.engine import problem_seed
     from e1.data import build_prompt
+    from e1.engine import problem_seed
 
     problems, cells = {}, {}
     for mode, budget, problem in batch:

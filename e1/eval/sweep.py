@@ -52,8 +52,8 @@ from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.eval.grid import check_grid, grown
 from e1.eval.run import RUN_IDENTITY, EvalConfig
-from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
 from e1.report import NullProgress, check_trackers, parse_report_to
+from e1.store import CONFIG, GROUP_KEY, SAMPLES, SUMMARY, check_run_dir, file_name, inside, model_identity
 
 CURVES, PLOT, MODELS_DIR = "curves.parquet", "curves.png", "models"
 DECODED_PLOT = "curves_decoded.png"  # x = every decoded token (early-exit's trials too), when a mode has trials
@@ -283,8 +283,16 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     import pandas as pd
 
     from e1.eval.run import evaluate, upgrade_run
-    from e1.report import (DIFFERENCES, curve_areas, mode_differences, parse_report_to, plot_curves, report_results,
-                           solving_budgets, summarize)
+    from e1.report import (
+        DIFFERENCES,
+        curve_areas,
+        mode_differences,
+        parse_report_to,
+        plot_curves,
+        report_results,
+        solving_budgets,
+        summarize,
+    )
     from e1.store import SampleStore, write_json, write_parquet
 
     out, main = Path(config.out), group.ranks.main

@@ -35,8 +35,26 @@ from e1.grpo.loss_config import FORCED_TOKENS, GRPOLossConfig
 from e1.grpo.parallel import zero_stage
 from e1.numeric import Number
 from e1.rewards import ScoringSpec
-from e1.settings import (BUDGETS, DATA, GRPO, INCLUDE_HELP, MODEL, OPTIMIZER, RUN, SAMPLING, SCALE, check_settings,
-                         default_of, flat_fields, like, numbers, record, setting, spec, unflatten)
+from e1.settings import (
+    BUDGETS,
+    DATA,
+    GRPO,
+    INCLUDE_HELP,
+    MODEL,
+    OPTIMIZER,
+    RUN,
+    SAMPLING,
+    SCALE,
+    check_settings,
+    default_of,
+    flat_fields,
+    like,
+    numbers,
+    record,
+    setting,
+    spec,
+    unflatten,
+)
 from e1.store import model_identity
 
 ALGOS = ("grpo", "sft")

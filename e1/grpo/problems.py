@@ -58,8 +58,8 @@ def prompt_of(prompt_ids: list[list[int]], instruct: Instructed | None, config: 
 
 def prepare_inputs(config: TrainConfig) -> Inputs:
     """Everything cheap about the run's input, validated; raises an E1Error on the first problem."""
-    from e1.engine import generation_eos, load_tokenizer, resolve_markers
     from e1.data import build_prompt
+    from e1.engine import generation_eos, load_tokenizer, resolve_markers
 
     problems = load_problems(config.data, config.data_dir)
     if config.eval_data:

@@ -54,8 +54,14 @@ from e1 import __version__
 from e1.budget import Budget
 from e1.engine import DEFAULT_END, Completion, Sampling
 from e1.errors import ConfigError
-from e1.grpo.batches import (Batcher, MicroBatch, activation_checkpointing, checkpointed_layers, completion_logits,
-                             epoch_order)
+from e1.grpo.batches import (
+    Batcher,
+    MicroBatch,
+    activation_checkpointing,
+    checkpointed_layers,
+    completion_logits,
+    epoch_order,
+)
 from e1.grpo.checkpoint import (
     TrainerState,
     check_data,
@@ -75,8 +81,8 @@ from e1.grpo.problems import prepare_inputs
 from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
-from e1.rewards import Reward, Scorer, check_tasks
 from e1.report import NullProgress, check_trackers, parse_report_to
+from e1.rewards import Reward, Scorer, check_tasks
 from e1.store import FINGERPRINTS
 
 PHASES = ("rollout", "reward", "old_logprob", "ref_logprob", "advantage", "update", "sync", "eval", "save")

@@ -13,8 +13,8 @@ that leaves ``<think>`` to the model. Heads are 32 wide, the smallest vLLM's CPU
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
 

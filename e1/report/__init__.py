@@ -11,15 +11,34 @@ from e1.report.curve_tables import spending_table
 from e1.report.elo import FetchConfig, check_elo_options, estimate_rating, fetch_contests, load_results
 from e1.report.eta import WorkEta
 from e1.report.export import FORMATS, check_repo_id
-from e1.report.push import push as push_results
 from e1.report.export import export as export_run  # its own name would hide the module e1.report.export
 from e1.report.metrics import DIFFERENCES, bootstrap_interval, mode_differences, summarize
 from e1.report.plots import plot_curves
-from e1.report.reporting import (REPORTERS, Reporters, TensorBoardReporter, WandbReporter, open_reporters,
-                                 check_trackers, parse_report_to, report_results)
+from e1.report.push import push as push_results
+from e1.report.reporting import (
+                                 REPORTERS,
+                                 Reporters,
+                                 TensorBoardReporter,
+                                 WandbReporter,
+                                 check_trackers,
+                                 open_reporters,
+                                 parse_report_to,
+                                 report_results,
+)
 from e1.report.spending import curve_areas, solving_budgets
-from e1.report.ui import (NullProgress, RichProgress, curves_table, datasets_table, differences_table, elo_table,
-                          next_steps, quiet_libraries, results_line, step_status, summary_table)
+from e1.report.ui import (
+                                 NullProgress,
+                                 RichProgress,
+                                 curves_table,
+                                 datasets_table,
+                                 differences_table,
+                                 elo_table,
+                                 next_steps,
+                                 quiet_libraries,
+                                 results_line,
+                                 step_status,
+                                 summary_table,
+)
 
 __all__ = ["DIFFERENCES", "FORMATS", "REPORTERS", "FetchConfig", "NullProgress", "Reporters", "RichProgress",
            "TensorBoardReporter", "WandbReporter", "WorkEta", "bootstrap_interval", "check_elo_options", "check_repo_id",

@@ -60,7 +60,7 @@ from e1.store import (
 
 FORMATS = ("lm-eval", "lighteval", "hub")
 EXPORT_DIR = "export"
-__all__ = ["EXPORT_DIR", "FORMATS", "check_repo_id", "export", "load_run", "model_folder", "push", "task_name"]
+__all__ = ["EXPORT_DIR", "FORMATS", "check_repo_id", "export", "load_run", "model_folder", "task_name"]
 
 
 def export(run_dir: Path, fmt: str, out: Path | None = None) -> tuple[list[Path], list[str]]:

@@ -13,9 +13,10 @@ returns with the table builders here. Files hold fractions; these tables show pe
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from e1.errors import redact
 from e1.report.eta import PlainTask, WorkEta, eta_column
@@ -24,7 +25,7 @@ BARS = " ▁▂▃▄▅▆▇█"
 
 
 class Progress(Protocol):
-    def task(self, description: str, total: int) -> "ProgressTask": ...
+    def task(self, description: str, total: int) -> ProgressTask: ...
 
     def stage(self, description: str):
         """A context manager around a step without a count (loading a model)."""
@@ -39,7 +40,7 @@ class ProgressTask(Protocol):
 
 class NullProgress:
     @contextmanager
-    def task(self, description: str, total: int) -> Iterator["NullProgress"]:
+    def task(self, description: str, total: int) -> Iterator[NullProgress]:
         yield self
 
     def stage(self, description: str):

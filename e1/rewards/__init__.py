@@ -10,8 +10,16 @@ from e1.rewards import choice, code, exact, math  # noqa: F401
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S
 from e1.rewards.length import LengthShaping
 from e1.rewards.math import answer_key
-from e1.rewards.registry import (Reward, Scored, ScoringContext, check_tasks, register_reward, reward_for,
-                                   reward_tasks, solution_of)
+from e1.rewards.registry import (
+                                   Reward,
+                                   Scored,
+                                   ScoringContext,
+                                   check_tasks,
+                                   register_reward,
+                                   reward_for,
+                                   reward_tasks,
+                                   solution_of,
+)
 from e1.rewards.scoring import Scorer, ScoringSpec, default_workers, gold_text
 
 __all__ = ["DEFAULT_TIME_LIMIT_S", "LengthShaping", "Reward", "Scored", "Scorer", "ScoringSpec", "ScoringContext", "answer_key", "check_tasks", "default_workers",

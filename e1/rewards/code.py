@@ -61,8 +61,8 @@ from e1.rewards.code_tests import (
     parse_tests,
     run_code_tests,
 )
-from e1.rewards.verdicts import compare_output, same_value
 from e1.rewards.registry import Scored, ScoringContext, register_reward, solution_of
+from e1.rewards.verdicts import compare_output, same_value
 
 __all__ = [  # the code reward's names, the test-running core's included (from e1.rewards.code_tests)
     "DEFAULT_TIME_LIMIT_S", "CallTest", "CodeResult", "CodeTest", "StdioTest", "code_reward",

@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from e1.data import CompletionText
+from e1.errors import RewardError
 from e1.numeric import Number
 from e1.rewards.code import DEFAULT_TIME_LIMIT_S
 from e1.rewards.registry import Reward, Scored, ScoringContext, as_scored, reward_for
-from e1.errors import RewardError
 from e1.sandbox import backend_name
 from e1.settings import CODE, check_settings, numbers, setting
 

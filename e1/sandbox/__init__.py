@@ -35,11 +35,11 @@ results (a non-zero ``returncode``), never exceptions out of :meth:`Sandbox.map`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from e1.sandbox.backends import BACKEND_NAMES, backend_name, get_backend

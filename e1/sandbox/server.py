@@ -190,7 +190,7 @@ def become_main(request):
             os.environ[name] = value
     sys.argv, sys.orig_argv = ["main.py"], list(request["argv"])
     for fd, (name, mode, errors) in enumerate(STDIO):
-        buffer = io.open(fd, mode + "b", -1, closefd=False)
+        buffer = open(fd, mode + "b", -1, closefd=False)
         buffer.raw.name = f"<{name}>"
         stream = io.TextIOWrapper(buffer, "utf-8", errors, "\n", fd == 2, False)
         stream.mode = mode

@@ -18,8 +18,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e1.sandbox import cgroups, seccomp
-from e1.sandbox.program import (OPT_IN, PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, environment,
-                                interpreter_paths, off_stdio, python_argv)
+from e1.sandbox.program import (
+    OPT_IN,
+    PYTHON_FLAGS,
+    UID_BASE,
+    UID_SPAN,
+    Program,
+    environment,
+    interpreter_paths,
+    off_stdio,
+    python_argv,
+)
 from e1.sandbox.pump import pump
 from e1.sandbox.types import Isolation, Limits, RunResult, SandboxError
 

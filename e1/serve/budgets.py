@@ -24,9 +24,9 @@ from __future__ import annotations
 import json
 import secrets
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import cached_property
-from typing import Mapping, Sequence
 
 from e1.budget import MAX_TOKENS, Budget, parse_tokens
 from e1.engine import Markers, Mode, ModeIds, RowState, build_state, exit_ids, mode_names, sentence_end_ids

@@ -35,8 +35,8 @@ import secrets
 from anyio import to_thread
 
 from e1.errors import E1Error
-from e1.serve.gate import MAX_BODY_BYTES, Refused, admit
 from e1.serve.budgets import error_body
+from e1.serve.gate import MAX_BODY_BYTES, Refused, admit
 from e1.serve.responses import Plan, Served, rewrite_response
 
 PATHS = ("/v1/chat/completions", "/v1/completions")

@@ -17,12 +17,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from e1.engine import RowState
 from e1.budget import MAX_TOKENS
+from e1.engine import RowState
 from e1.errors import ConfigError
 from e1.numeric import Number
-from e1.serve.budgets import (FIELDS, MODE_FIELD, ROOM_FIELD, SOLVE_FIELD, THINK_FIELD, RequestBudget, Served,
-                              check_context, feed, report, request_budget, room_field, worst_case_tokens)
+from e1.serve.budgets import (
+    FIELDS,
+    MODE_FIELD,
+    ROOM_FIELD,
+    SOLVE_FIELD,
+    THINK_FIELD,
+    RequestBudget,
+    Served,
+    check_context,
+    feed,
+    report,
+    request_budget,
+    room_field,
+    worst_case_tokens,
+)
 from e1.serve.stream import ChoiceText
 
 KEY = "e1"  # vllm_xargs[KEY]: the offline engine's settings, as e1.engine.vllm.processor reads them (its KEY)

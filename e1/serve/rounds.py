@@ -32,8 +32,16 @@ import uuid
 from anyio import to_thread
 
 from e1.engine import EarlyExitState, replay_round
-from e1.serve.budgets import ROOM_FIELD, ROUNDS_FIELD, ROUNDS_SECRET, SOLVE_FIELD, THINK_FIELD, Served, check_room
-from e1.serve.budgets import error_body
+from e1.serve.budgets import (
+    ROOM_FIELD,
+    ROUNDS_FIELD,
+    ROUNDS_SECRET,
+    SOLVE_FIELD,
+    THINK_FIELD,
+    Served,
+    check_room,
+    error_body,
+)
 
 SAMPLING = ("temperature", "top_p", "top_k")  # passed on to every round as the client gave them
 _TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template",

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 from e1.engine import EngineSpec
 from e1.errors import ModelError
 from e1.numeric import Number
-from e1.settings import MODEL, SERVER, check_settings, numbers, setting, spec
 from e1.serve.budgets import ServeDefaults
+from e1.settings import MODEL, SERVER, check_settings, numbers, setting, spec
 
 # the logits processor, by what the installed vLLM offers: where runner V2 loads custom processors
 # (0.32+), the class that serves either runner; before that, the V1 interface's (runner V1 runs it)

@@ -17,11 +17,31 @@ from e1.store.lock import held, run_lock
 from e1.store.owned import MANIFEST, record_files, recorded, remove_owned, replace_owned
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
-from e1.store.results import (CHECKPOINTS, CONFIG, FINGERPRINTS, GROUP_KEY, INCLUDE_FINGERPRINTS, METRICS, MODE_FORMAT,
+from e1.store.results import (
+                              CHECKPOINTS,
+                              CONFIG,
+                              FINGERPRINTS,
+                              GROUP_KEY,
+                              INCLUDE_FINGERPRINTS,
+                              METRICS,
+                              MODE_FORMAT,
                               MODE_FORMAT_KEY,
-                              SAMPLE_COLUMNS, SAMPLE_KEY, SAMPLES, SUMMARY, SUMMARY_COLUMNS, atomic_write, check_datasets,
-                              check_run_dir, mode_format, model_identity, parquet_metadata, read_parquet, write_json,
-                              write_parquet, write_text)
+                              SAMPLE_COLUMNS,
+                              SAMPLE_KEY,
+                              SAMPLES,
+                              SUMMARY,
+                              SUMMARY_COLUMNS,
+                              atomic_write,
+                              check_datasets,
+                              check_run_dir,
+                              mode_format,
+                              model_identity,
+                              parquet_metadata,
+                              read_parquet,
+                              write_json,
+                              write_parquet,
+                              write_text,
+)
 from e1.store.samples import SampleStore, held_datasets
 
 __all__ = ["CHECKPOINTS", "CONFIG", "CONTEXT_FIELDS", "DISK_ERRNOS", "FINGERPRINTS", "GROUP_KEY", "INCLUDE_FINGERPRINTS",

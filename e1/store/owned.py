@@ -13,7 +13,6 @@ e1 did not write stays, and a replacement that would need it gone is refused in 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path

@@ -38,9 +38,22 @@ from pathlib import Path
 from e1.errors import ResultsError
 from e1.store.owned import remove_owned
 from e1.store.paths import inside
-from e1.store.results import (CONFIG, FINGERPRINTS, MODE_FORMAT, SAMPLE_COLUMNS, SAMPLE_DEFAULTS, SAMPLE_DTYPES,
-                              SAMPLE_KEY, SAMPLES, SUMMARY, _record, mode_format, read_parquet, samples_frame,
-                              write_parquet)
+from e1.store.results import (
+    CONFIG,
+    FINGERPRINTS,
+    MODE_FORMAT,
+    SAMPLE_COLUMNS,
+    SAMPLE_DEFAULTS,
+    SAMPLE_DTYPES,
+    SAMPLE_KEY,
+    SAMPLES,
+    SUMMARY,
+    _record,
+    mode_format,
+    read_parquet,
+    samples_frame,
+    write_parquet,
+)
 
 PARTS_DIR = "samples"
 _PART = re.compile(r"part-r\d+-[0-9a-f]+\.parquet")  # what append names a part: nothing else there is read or removed

@@ -24,17 +24,16 @@ and the functions that read a reply's counts (``usage``, a budget server's ``bud
 from __future__ import annotations
 
 import functools
-
 import hashlib
 import json
 import os
 import threading
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Callable, Sequence
 
-from e1.engine.base import Completion
 from e1.engine.api.replies import Choice, Reply, RequestError, Usage, accept, limits_of, transport_reason
+from e1.engine.base import Completion
 
 
 class ReplyJournal:

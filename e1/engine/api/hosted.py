@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from e1.budget import Budget
-from e1.engine.api.openai_engine import ApiSettings, _text_markers
 from e1.engine.api.client import ChatMessages, ReplyJournal, row_task, run_rows
-from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.api.openai_engine import ApiSettings, _text_markers
 from e1.engine.api.vendors import VENDORS, Vendor
+from e1.engine.base import Completion, Mode, Sampling
 from e1.errors import ConfigError, redact
 
 

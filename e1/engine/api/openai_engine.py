@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from e1.budget import Budget
 from e1.engine.api.client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,

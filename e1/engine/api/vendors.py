@@ -32,9 +32,9 @@ from pydantic import Field
 
 from e1.budget import Budget
 from e1.engine.api.client import ChatMessages
+from e1.engine.api.replies import Count, RequestError, Shape, accept, bounded_client, transport_reason
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START
-from e1.engine.api.replies import Count, RequestError, Shape, accept, bounded_client, transport_reason
 from e1.errors import ConfigError, did_you_mean
 
 OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")

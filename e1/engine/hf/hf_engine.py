@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import inspect
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -31,11 +31,11 @@ import torch
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf.kv_cache import growing_cache, key_bucket
-from e1.engine.markers import Markers, resolve_markers, generation_eos
-from e1.engine.spec import EngineSpec
-from e1.engine.row_engine import RowEngine
 from e1.engine.hf.sampling import row_uniforms, sample_tokens
+from e1.engine.markers import Markers, generation_eos, resolve_markers
+from e1.engine.row_engine import RowEngine
 from e1.engine.seeds import prompt_seeds, sample_seed
+from e1.engine.spec import EngineSpec
 from e1.errors import ConfigError, ModelError
 from e1.store import CONTEXT_FIELDS
 
@@ -115,9 +115,8 @@ def _load_hint(model: str) -> str:
 
 
 def load_model(model: str, dtype: str = "auto", device: str = "auto"):
-    from transformers import AutoModelForCausalLM
-
     from safetensors import SafetensorError
+    from transformers import AutoModelForCausalLM
 
     torch_device = pick_device(device)
     try:

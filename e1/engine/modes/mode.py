@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING, Callable, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
 
 from e1.errors import ConfigError, E1Error
 from e1.names import Name, Registry

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from e1.errors import ModelError
 

@@ -37,20 +37,19 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from e1.budget import Budget
-from e1.engine.load_options import vllm_available
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.early_exit_state import replay_round
-from e1.engine.row_engine import RowEngine
 from e1.engine.hf.hf_engine import load_tokenizer, weights_dtype
-from e1.engine.markers import generation_eos, Markers, resolve_markers
-from e1.engine.spec import EngineSpec
-from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
+from e1.engine.load_options import vllm_available
+from e1.engine.markers import Markers, generation_eos, resolve_markers
+from e1.engine.row_engine import RowEngine
 from e1.engine.row_state import THINK, RowState
+from e1.engine.seeds import derive_seed, prompt_seeds, sample_seed
+from e1.engine.spec import EngineSpec
 from e1.errors import ModelError
-
 
 
 class VLLMEngine(RowEngine):
@@ -189,7 +188,7 @@ class VLLMEngine(RowEngine):
 
     # ---- training: weights from the trainer, GPU memory shared with it --------------------
 
-    def load_weights(self, named_tensors: Iterable[tuple[str, "object"]]) -> None:
+    def load_weights(self, named_tensors: Iterable[tuple[str, object]]) -> None:
         """Copy (name, tensor) pairs with Hugging Face names into the running model, in place.
         Load with ``colocate=True``: the tensors are then handed over by reference, not serialized."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(named_tensors)})
