@@ -32,10 +32,25 @@ def main() -> int:
     from e1.grpo.config import build_config
     from e1.grpo.trainer import Trainer
 
-    config = build_config(model=args.model, data=args.data, out=tempfile.mkdtemp(prefix="e1-sync-"), think=512,
-                          solve=256, steps=1, prompts_per_step=16, samples_per_prompt=4, mini_batch_prompts=16,
-                          micro_batch=8, lr=1e-5, kl_coef=0.001, save_every=1, backend="vllm", dtype="bfloat16",
-                          max_model_len=2048, deepspeed=args.deepspeed)
+    config = build_config(
+        model=args.model,
+        data=args.data,
+        out=tempfile.mkdtemp(prefix="e1-sync-"),
+        think=512,
+        solve=256,
+        steps=1,
+        prompts_per_step=16,
+        samples_per_prompt=4,
+        mini_batch_prompts=16,
+        micro_batch=8,
+        lr=1e-5,
+        kl_coef=0.001,
+        save_every=1,
+        backend="vllm",
+        dtype="bfloat16",
+        max_model_len=2048,
+        deepspeed=args.deepspeed,
+    )
     trainer = Trainer.create(config, reward=alternating)
     probe = trainer.prompt_ids[0] + trainer.tokenizer.encode(" First, add the two numbers: 2 + 3 = 5.")
     with trainer.strategy.full_weights() as policy:
@@ -50,10 +65,16 @@ def main() -> int:
     trainer.strategy.finish()
     if trainer.strategy.rank:
         return 0
-    print(f"vLLM vs policy, max |d log p|: before the step {before:.4f}, after {after:.4f}; the step moved them {moved:.4f}")
+    print(
+        f"vLLM vs policy, max |d log p|: before the step {before:.4f}, after {after:.4f}; the step moved them {moved:.4f}"
+    )
     for key in sorted(row):
         if key.endswith(("_s", "_bytes")):
-            print(f"  {key:>24}: {row[key] / 2**30:8.2f} GiB" if key.endswith("_bytes") else f"  {key:>24}: {row[key]:8.2f} s")
+            print(
+                f"  {key:>24}: {row[key] / 2**30:8.2f} GiB"
+                if key.endswith("_bytes")
+                else f"  {key:>24}: {row[key]:8.2f} s"
+            )
     ok = after <= args.tolerance < moved and row["grad_norm"] > 0
     print("OK" if ok else "FAILED: vLLM does not decode with the trained weights (or the step did not move them)")
     return 0 if ok else 1

@@ -58,6 +58,7 @@ def child_env() -> dict[str, str]:
 
 # ---- the process beside ---------------------------------------------------------------------
 
+
 def hog() -> None:
     """A CPU-bound torch job with default threads: matmuls until killed."""
     import torch
@@ -76,6 +77,7 @@ def start_hog() -> subprocess.Popen:
 
 # ---- the measured process -------------------------------------------------------------------
 
+
 def prepare(folder: Path) -> None:
     """The demo's initial model and its training data, built once for every measurement."""
     from e1.data import ALPHABET, prepare_benchmark
@@ -83,9 +85,17 @@ def prepare(folder: Path) -> None:
     from e1.models import build_char_tokenizer, build_tiny_model
 
     demo = DemoConfig()
-    build_tiny_model(folder / "model", tokenizer=build_char_tokenizer(ALPHABET), seed=0, hidden_size=demo.hidden_size,
-                     layers=demo.layers, heads=demo.heads, kv_heads=demo.heads,
-                     intermediate_size=4 * demo.hidden_size, max_positions=256)
+    build_tiny_model(
+        folder / "model",
+        tokenizer=build_char_tokenizer(ALPHABET),
+        seed=0,
+        hidden_size=demo.hidden_size,
+        layers=demo.layers,
+        heads=demo.heads,
+        kv_heads=demo.heads,
+        intermediate_size=4 * demo.hidden_size,
+        max_positions=256,
+    )
     prepare_benchmark("digits-train", folder / "data", options={"seed": "0", "rows": "512"})
 
 
@@ -94,9 +104,20 @@ def trainer(folder: Path, out: Path, **settings):
     from e1.grpo.trainer import Trainer
 
     never = 10**9  # no checkpoint, no validation
-    return Trainer.create(build_config(model=str(folder / "model"), data="digits-train", data_dir=folder / "data",
-                                       out=out, steps=never, save_every=never, eval_every=never, seed=0,
-                                       weight_decay=0.0, **settings))
+    return Trainer.create(
+        build_config(
+            model=str(folder / "model"),
+            data="digits-train",
+            data_dir=folder / "data",
+            out=out,
+            steps=never,
+            save_every=never,
+            eval_every=never,
+            seed=0,
+            weight_decay=0.0,
+            **settings,
+        )
+    )
 
 
 def stages(folder: Path, out: Path) -> tuple[dict, list[float]]:
@@ -105,10 +126,30 @@ def stages(folder: Path, out: Path) -> tuple[dict, list[float]]:
     from e1.budget import Budget
     from e1.engine import Mode, Sampling
 
-    sft = trainer(folder, out / "sft", algo="sft", think=0, solve=1, prompts_per_step=64, mini_batch_prompts=64,
-                  micro_batch=64, lr=3e-3)
-    grpo = trainer(folder, out / "grpo", think=24, solve=2, prompts_per_step=4, samples_per_prompt=8,
-                   mini_batch_prompts=2, micro_batch=16, lr=1e-4, kl_coef=0.0, batch_size=32)
+    sft = trainer(
+        folder,
+        out / "sft",
+        algo="sft",
+        think=0,
+        solve=1,
+        prompts_per_step=64,
+        mini_batch_prompts=64,
+        micro_batch=64,
+        lr=3e-3,
+    )
+    grpo = trainer(
+        folder,
+        out / "grpo",
+        think=24,
+        solve=2,
+        prompts_per_step=4,
+        samples_per_prompt=8,
+        mini_batch_prompts=2,
+        micro_batch=16,
+        lr=1e-4,
+        kl_coef=0.0,
+        batch_size=32,
+    )
     engine, prompts = grpo.engine, [grpo.problems["problem"].iloc[i] for i in range(64)]
     from e1.data import build_prompt
 
@@ -147,16 +188,35 @@ def worker(settings: str, folder: Path, out: Path, seconds: float) -> None:
     rates = {name: rate(step, seconds) for name, step in steps.items()}
     timed = updates[1:] or updates  # past the warm-up step, if it was not the measurement
     rates["grpo update"] = len(timed) / sum(timed)
-    print(json.dumps({"rates": rates, "threads": torch.get_num_threads(),
-                      "wait_policy": os.environ.get("OMP_WAIT_POLICY")}), flush=True)
+    print(
+        json.dumps(
+            {"rates": rates, "threads": torch.get_num_threads(), "wait_policy": os.environ.get("OMP_WAIT_POLICY")}
+        ),
+        flush=True,
+    )
 
 
 def measure(settings: str, beside: bool, folder: Path, seconds: float, tag: str) -> dict:
     other = start_hog() if beside else None
     try:
-        done = subprocess.run([sys.executable, __file__, "--worker", settings, "--folder", str(folder),
-                               "--out", str(folder / "runs" / tag), "--seconds", str(seconds)],
-                              env=child_env(), capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                settings,
+                "--folder",
+                str(folder),
+                "--out",
+                str(folder / "runs" / tag),
+                "--seconds",
+                str(seconds),
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     finally:
         if other is not None:
             other.kill()
@@ -168,17 +228,26 @@ def measure(settings: str, beside: bool, folder: Path, seconds: float, tag: str)
 
 # ---- the report -----------------------------------------------------------------------------
 
+
 def report(cells: dict[tuple[str, str], dict]) -> None:
     first = cells["new", "alone"]
-    print(f"new settings: torch threads {first['threads']}, OMP_WAIT_POLICY {first['wait_policy']}; "
-          f"old: torch threads {cells['old', 'alone']['threads']}, OMP_WAIT_POLICY unset")
+    print(
+        f"new settings: torch threads {first['threads']}, OMP_WAIT_POLICY {first['wait_policy']}; "
+        f"old: torch threads {cells['old', 'alone']['threads']}, OMP_WAIT_POLICY unset"
+    )
     head = ("stage", "old alone", "old beside", "new alone", "new beside", "old b/a", "new b/a", "new/old alone")
     print(" ".join(f"{h:>13}" for h in head) + "   (steps/s; goal: new b/a >= 0.40, new/old alone >= 0.95)")
     for stage in STAGES:
         r = {key: cell["rates"][stage] for key, cell in cells.items()}
-        row = (r["old", "alone"], r["old", "beside"], r["new", "alone"], r["new", "beside"],
-               r["old", "beside"] / r["old", "alone"], r["new", "beside"] / r["new", "alone"],
-               r["new", "alone"] / r["old", "alone"])
+        row = (
+            r["old", "alone"],
+            r["old", "beside"],
+            r["new", "alone"],
+            r["new", "beside"],
+            r["old", "beside"] / r["old", "alone"],
+            r["new", "beside"] / r["new", "alone"],
+            r["new", "alone"] / r["old", "alone"],
+        )
         print(f"{stage:>13} " + " ".join(f"{value:>13.3f}" for value in row))
 
 
@@ -208,8 +277,11 @@ def main() -> None:
                 for settings in ("old", "new"):
                     where = "beside" if beside else "alone"
                     cell = measure(settings, beside, folder, args.seconds, f"{settings}-{where}-{round_}")
-                    print(f"round {round_ + 1}, {settings} {where}: "
-                          + ", ".join(f"{k} {v:.3f}/s" for k, v in cell["rates"].items()), flush=True)
+                    print(
+                        f"round {round_ + 1}, {settings} {where}: "
+                        + ", ".join(f"{k} {v:.3f}/s" for k, v in cell["rates"].items()),
+                        flush=True,
+                    )
                     best = cells.setdefault((settings, where), cell)
                     best["rates"] = {k: max(v, cell["rates"][k]) for k, v in best["rates"].items()}
     report(cells)

@@ -45,8 +45,11 @@ def reference_trial(model, tokenizer, context: list[int], eos: set[int], most: i
     scored = probabilities[1:]
     if not scored:
         return {"mean": 0.0, "geometric": 0.0, "min": 0.0}
-    return {"mean": sum(scored) / len(scored), "min": min(scored),
-            "geometric": math.exp(sum(math.log(max(p, 1e-10)) for p in scored) / len(scored))}
+    return {
+        "mean": sum(scored) / len(scored),
+        "min": min(scored),
+        "geometric": math.exp(sum(math.log(max(p, 1e-10)) for p in scored) / len(scored)),
+    }
 
 
 def frequent_text(tokenizer, rows, special: set[int]) -> str:
@@ -77,21 +80,30 @@ def main() -> None:
     path = args.model or build_tiny_model(Path(tempfile.mkdtemp()) / "tiny")
     engine = HFEngine.load(str(path), EngineSpec(dtype="float32", device="cpu"))
     tokenizer, greedy, budget = engine.tokenizer, Sampling(temperature=0.0), Budget(args.think, 4)
-    texts = [build_prompt(tokenizer, f"What is {i} + {3 * i}? Put the answer in \\boxed{{}}.") for i in range(args.prompts)]
+    texts = [
+        build_prompt(tokenizer, f"What is {i} + {3 * i}? Put the answer in \\boxed{{}}.") for i in range(args.prompts)
+    ]
     prompt_ids = engine.encode(texts)
     streams = engine.generate(texts, budget, Mode("elastic"), greedy)
     at = args.at or frequent_text(tokenizer, streams, set(tokenizer.all_special_ids))
     # threshold=1 never ends thinking: the output stays elastic's, so every transition is tried on the same stream
-    deer = engine.generate(texts, budget, Mode.parse(f"early-exit:recipe=deer:threshold=1:tries=100000:at={at!r}"), greedy)
+    deer = engine.generate(
+        texts, budget, Mode.parse(f"early-exit:recipe=deer:threshold=1:tries=100000:at={at!r}"), greedy
+    )
     first = engine.generate(texts, budget, Mode.parse(f"early-exit:recipe=e1:threshold=1:at={at!r}"), greedy)
     eos = set(engine.markers.eos_ids)
     print(f"at={at!r}, {args.prompts} greedy streams of up to {args.think} thinking tokens, {path}")
-    print(f"{'row':>3} {'pos':>4} | {'ref mean':>8} {'ref geo':>8} {'ref min':>8} | {'deer':>8} {'|Δ|':>8} | {'e1':>8} {'e1/ref':>7}")
+    print(
+        f"{'row':>3} {'pos':>4} | {'ref mean':>8} {'ref geo':>8} {'ref min':>8} | {'deer':>8} {'|Δ|':>8} | {'e1':>8} {'e1/ref':>7}"
+    )
     gaps, ratios = [], []
     for row, (stream, d, f) in enumerate(zip(streams, deer, first)):
         assert d.token_ids == stream.token_ids == f.token_ids, "threshold=1 must leave the streams elastic's"
-        after = {t["position"]: t["confidence"] for t in f["trials"]} if isinstance(f, dict) else \
-            {t["position"]: t["confidence"] for t in f.trials}
+        after = (
+            {t["position"]: t["confidence"] for t in f["trials"]}
+            if isinstance(f, dict)
+            else {t["position"]: t["confidence"] for t in f.trials}
+        )
         for trial in d.trials:
             position = trial["position"]  # thinking before the held token
             ref = reference_trial(engine.model, tokenizer, prompt_ids[row] + stream.token_ids[:position], eos)
@@ -102,12 +114,16 @@ def main() -> None:
             if e1 is not None:
                 ratios.append(ratio)
             e1_text = f"{e1:8.4f}" if e1 is not None else f"{'-':>8}"
-            print(f"{row:>3} {position:>4} | {ref['mean']:8.4f} {ref['geometric']:8.4f} {ref['min']:8.4f} | "
-                  f"{trial['confidence']:8.4f} {gap:8.1e} | {e1_text} {ratio:7.2f}")
+            print(
+                f"{row:>3} {position:>4} | {ref['mean']:8.4f} {ref['geometric']:8.4f} {ref['min']:8.4f} | "
+                f"{trial['confidence']:8.4f} {gap:8.1e} | {e1_text} {ratio:7.2f}"
+            )
     finite = [r for r in ratios if math.isfinite(r)]
-    print(f"\n{len(gaps)} trials: e1 recipe=deer vs the reference, max |Δ| = {max(gaps, default=0):.2e}; "
-          f"e1's first variant / DEER: median {sorted(finite)[len(finite) // 2] if finite else float('nan'):.2f}x "
-          f"over {len(finite)} shared positions")
+    print(
+        f"\n{len(gaps)} trials: e1 recipe=deer vs the reference, max |Δ| = {max(gaps, default=0):.2e}; "
+        f"e1's first variant / DEER: median {sorted(finite)[len(finite) // 2] if finite else float('nan'):.2f}x "
+        f"over {len(finite)} shared positions"
+    )
 
 
 if __name__ == "__main__":

@@ -70,17 +70,26 @@ def main() -> None:
 
     quiet_libraries()
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
-                                              heads=args.hidden // 32, intermediate_size=4 * args.hidden,
-                                              max_positions=4096 + args.tokens)
-        engine = HFEngine.load(str(path), EngineSpec(device=args.device, dtype=args.dtype), batch_size=max(1, args.batch))
+        path = args.model or build_tiny_model(
+            f"{tmp}/m",
+            hidden_size=args.hidden,
+            layers=args.layers,
+            heads=args.hidden // 32,
+            intermediate_size=4 * args.hidden,
+            max_positions=4096 + args.tokens,
+        )
+        engine = HFEngine.load(
+            str(path), EngineSpec(device=args.device, dtype=args.dtype), batch_size=max(1, args.batch)
+        )
     # No EOS and an end marker of two pad tokens (which a random model practically never writes):
     # every row thinks t tokens, gets 2 forced, writes s — exactly as many tokens as none's rows.
     pad = engine.markers.pad_id
     engine.markers = dataclasses.replace(engine.markers, eos_ids=frozenset({-1}), end_ids=(pad, pad))
     shape = args.model or f"hidden {args.hidden}, layers {args.layers}"
-    print(f"model: {shape}, {sum(p.numel() for p in engine.model.parameters()) / 1e6:.2f}M "
-          f"params; {engine.device} {next(engine.model.parameters()).dtype}; torch threads {torch.get_num_threads()}")
+    print(
+        f"model: {shape}, {sum(p.numel() for p in engine.model.parameters()) / 1e6:.2f}M "
+        f"params; {engine.device} {next(engine.model.parameters()).dtype}; torch threads {torch.get_num_threads()}"
+    )
     figures = {}
     if args.batch:
         figures |= elastic_vs_none(engine, args)
@@ -112,8 +121,10 @@ def parse_args() -> argparse.Namespace:
 
 def prompts_for(engine: HFEngine, batch: int) -> list[str]:
     """Prompts of a few different lengths, so the batch is left-padded as in an eval."""
-    return [build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?" + " Think." * (i % 5))
-            for i in range(batch)]
+    return [
+        build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?" + " Think." * (i % 5))
+        for i in range(batch)
+    ]
 
 
 def elastic_vs_none(engine: HFEngine, args) -> dict:
@@ -131,10 +142,14 @@ def elastic_vs_none(engine: HFEngine, args) -> dict:
     tokens = {"elastic": run("elastic"), "none": run("none")}
     best = interleaved_best(args.repeats, {mode: (lambda m=mode: run(m)) for mode in ("elastic", "none")})
     secs = {mode: seconds for mode, (seconds, _) in best.items()}
-    print(f"(a) batch {args.batch}, elastic t={budget.think} s={budget.solve}: {secs['elastic']:.3f}s for "
-          f"{tokens['elastic']} tokens ({tokens['elastic'] / secs['elastic']:.0f} tok/s)")
-    print(f"    none max={args.tokens + 2}:           {secs['none']:.3f}s for {tokens['none']} tokens "
-          f"({tokens['none'] / secs['none']:.0f} tok/s)")
+    print(
+        f"(a) batch {args.batch}, elastic t={budget.think} s={budget.solve}: {secs['elastic']:.3f}s for "
+        f"{tokens['elastic']} tokens ({tokens['elastic'] / secs['elastic']:.0f} tok/s)"
+    )
+    print(
+        f"    none max={args.tokens + 2}:           {secs['none']:.3f}s for {tokens['none']} tokens "
+        f"({tokens['none'] / secs['none']:.0f} tok/s)"
+    )
     per_token = (secs["elastic"] / tokens["elastic"]) / (secs["none"] / tokens["none"])
     print(f"    ratio elastic/none per token: {per_token:.3f}x (goal <= 1.03x)")
     if not args.no_modes:
@@ -168,8 +183,14 @@ def against_generate(engine: HFEngine, batch: int, args) -> dict:
 
     def theirs():
         with torch.inference_mode():
-            out = engine.model.generate(input_ids, attention_mask=mask, max_new_tokens=args.tokens, do_sample=False,
-                                        eos_token_id=None, pad_token_id=pad)
+            out = engine.model.generate(
+                input_ids,
+                attention_mask=mask,
+                max_new_tokens=args.tokens,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=pad,
+            )
         synchronize()
         return out[:, width:].tolist()
 
@@ -179,16 +200,26 @@ def against_generate(engine: HFEngine, batch: int, args) -> dict:
     exact(), theirs()
     best = interleaved_best(args.repeats, {"ours": ours, "exact": exact, "theirs": theirs})
     (t_ours, ours_ids), (t_exact, _), (t_hf, hf_ids) = best["ours"], best["exact"], best["theirs"]
-    print(f"    e1 greedy at a cold shape (the first call at batch {batch}): {cold:.3f}s; cold / warm {cold / t_ours:.3f}x "
-          f"(goal <= 1.1x)")
+    print(
+        f"    e1 greedy at a cold shape (the first call at batch {batch}): {cold:.3f}s; cold / warm {cold / t_ours:.3f}x "
+        f"(goal <= 1.1x)"
+    )
     assert all(len(row) == args.tokens for row in ours_ids + hf_ids), "both must write exactly --tokens per row"
     same = sum(a == b for a, b in zip(ours_ids, hf_ids))
-    print(f"(b) batch {batch}: e1 greedy {t_ours:.3f}s, model.generate() {t_hf:.3f}s ({batch} x {args.tokens} tokens); "
-          f"ratio e1/generate {t_ours / t_hf:.3f}x (goal <= 1.0x); identical rows {same}/{batch}")
-    print(f"    e1 with exact key lengths (one attention shape per step): {t_exact:.3f}s; "
-          f"ratio bucketed/exact {t_ours / t_exact:.3f}x")
-    return {"e1_vs_generate": t_ours / t_hf, "bucketed_vs_exact": t_ours / t_exact, "cold_vs_warm": cold / t_ours,
-            "tokens_per_s": batch * args.tokens / t_ours}
+    print(
+        f"(b) batch {batch}: e1 greedy {t_ours:.3f}s, model.generate() {t_hf:.3f}s ({batch} x {args.tokens} tokens); "
+        f"ratio e1/generate {t_ours / t_hf:.3f}x (goal <= 1.0x); identical rows {same}/{batch}"
+    )
+    print(
+        f"    e1 with exact key lengths (one attention shape per step): {t_exact:.3f}s; "
+        f"ratio bucketed/exact {t_ours / t_exact:.3f}x"
+    )
+    return {
+        "e1_vs_generate": t_ours / t_hf,
+        "bucketed_vs_exact": t_ours / t_exact,
+        "cold_vs_warm": cold / t_ours,
+        "tokens_per_s": batch * args.tokens / t_ours,
+    }
 
 
 def early_exit_row(engine, prompts, budget, sampling, repeats: int) -> None:
@@ -203,19 +234,26 @@ def early_exit_row(engine, prompts, budget, sampling, repeats: int) -> None:
     output = {name: sum(len(c.token_ids) for c in rows) for name, rows in done.items()}
     decoded = {name: sum(c.decoded_tokens for c in rows) for name, rows in done.items()}
     trials = sum(len(c.trials) for c in done["early-exit"])
-    best = interleaved_best(repeats, {name: (lambda m=mode: engine.generate(prompts, budget, m, sampling))
-                                      for name, mode in modes.items()})
+    best = interleaved_best(
+        repeats, {name: (lambda m=mode: engine.generate(prompts, budget, m, sampling)) for name, mode in modes.items()}
+    )
     secs = {name: seconds for name, (seconds, _) in best.items()}
-    print(f"(d) {modes['early-exit']}: {secs['early-exit']:.3f}s, {output['early-exit']} output + "
-          f"{decoded['early-exit'] - output['early-exit']} trial tokens ({trials} trials); elastic {secs['elastic']:.3f}s, "
-          f"{output['elastic']} tokens")
+    print(
+        f"(d) {modes['early-exit']}: {secs['early-exit']:.3f}s, {output['early-exit']} output + "
+        f"{decoded['early-exit'] - output['early-exit']} trial tokens ({trials} trials); elastic {secs['elastic']:.3f}s, "
+        f"{output['elastic']} tokens"
+    )
     per_output = (secs["early-exit"] / output["early-exit"]) / (secs["elastic"] / output["elastic"])
     per_decoded = (secs["early-exit"] / decoded["early-exit"]) / (secs["elastic"] / decoded["elastic"])
     # rows decode in lockstep: a batch takes as many steps as its row that decodes most
     steps = {name: max(c.decoded_tokens for c in rows) for name, rows in done.items()}
     per_step = (secs["early-exit"] / steps["early-exit"]) / (secs["elastic"] / steps["elastic"])
-    print(f"    ratio early-exit/elastic per output token: {per_output:.3f}x; per decoded token: {per_decoded:.3f}x; "
-          f"per batch step ({steps['early-exit']} vs {steps['elastic']}): {per_step:.3f}x (goal ~1.0x)")
+    print(
+        f"    ratio early-exit/elastic per output token: {per_output:.3f}x; per decoded token: {per_decoded:.3f}x; "
+        f"per batch step ({steps['early-exit']} vs {steps['elastic']}): {per_step:.3f}x (goal ~1.0x)"
+    )
+
+
 MODE_ROWS = {"soft": "soft:start=0:ceiling=1", "stop": "elastic:stop='never written: ZQX'"}
 
 
@@ -226,8 +264,10 @@ def policies_vs_elastic(run, repeats: int) -> None:
     best = interleaved_best(repeats, {name: (lambda m=mode: run(m)) for name, mode in runs.items()})
     per_token = {name: best[name][0] / tokens[name] for name in runs}
     for name, mode in MODE_ROWS.items():
-        print(f"(c) {mode}: {best[name][0]:.3f}s for {tokens[name]} tokens; "
-              f"per token vs elastic: {per_token[name] / per_token['elastic']:.3f}x")
+        print(
+            f"(c) {mode}: {best[name][0]:.3f}s for {tokens[name]} tokens; "
+            f"per token vs elastic: {per_token[name] / per_token['elastic']:.3f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -43,13 +43,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model", help="an existing model directory (default: a tiny random one, built here)")
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
-    parser.add_argument("--no-warmup", action="store_true",
-                        help="skip the warm-up pass of every run (vLLM captures its graphs at load; saves device time)")
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="skip the warm-up pass of every run (vLLM captures its graphs at load; saves device time)",
+    )
     parser.add_argument("--skip", default="", help="runs to leave out, comma-separated (e.g. 'e1 early-exit')")
     parser.add_argument("--json", help="also write the figures to this file (benchmarks/gpu_check.py reads it)")
-    parser.add_argument("--runner", choices=("auto", "v1", "v2"), default="auto",
-                        help="vLLM's model runner: auto (what vLLM picks; e1 sets nothing), or v1/v2 asked for through "
-                             "VLLM_USE_V2_MODEL_RUNNER (v2 needs vLLM 0.32+ and a GPU)")
+    parser.add_argument(
+        "--runner",
+        choices=("auto", "v1", "v2"),
+        default="auto",
+        help="vLLM's model runner: auto (what vLLM picks; e1 sets nothing), or v1/v2 asked for through "
+        "VLLM_USE_V2_MODEL_RUNNER (v2 needs vLLM 0.32+ and a GPU)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     if args.runner != "auto":  # the user's own choice, passed on (e1 never sets it by itself)
@@ -71,22 +78,34 @@ def main() -> None:
     own_budget = has_thinking_token_budget()
     reasoning = {"reasoning_config": {"reasoning_start_str": "<think>", "reasoning_end_str": "</think>"}}
     tmp = tempfile.TemporaryDirectory()  # lives as long as the run: vLLM's workers read the tokenizer from it
-    path = args.model or build_tiny_model(f"{tmp.name}/m", hidden_size=args.hidden, layers=args.layers,
-                                          heads=args.hidden // 32, intermediate_size=4 * args.hidden)
-    engine = VLLMEngine.load(str(path), EngineSpec(dtype="float32" if args.model is None else "auto",
-                                                        gpu_memory_utilization=args.gpu_memory_utilization),
-                             **(reasoning if own_budget else {}))
+    path = args.model or build_tiny_model(
+        f"{tmp.name}/m",
+        hidden_size=args.hidden,
+        layers=args.layers,
+        heads=args.hidden // 32,
+        intermediate_size=4 * args.hidden,
+    )
+    engine = VLLMEngine.load(
+        str(path),
+        EngineSpec(
+            dtype="float32" if args.model is None else "auto", gpu_memory_utilization=args.gpu_memory_utilization
+        ),
+        **(reasoning if own_budget else {}),
+    )
     llm, markers = engine.llm, engine.markers
-    prompts = [engine.encode([build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?")])[0]
-               for i in range(args.batch)]
+    prompts = [
+        engine.encode([build_prompt(engine.tokenizer, f"Problem {i}: what is {i} * {i + 7}?")])[0]
+        for i in range(args.batch)
+    ]
     half = args.tokens // 2
     budget = Budget(half, args.tokens - half)
     greedy = Sampling(temperature=0.0, max_tokens=args.tokens + 1)
     end, eos = list(markers.end_ids), sorted(markers.eos_ids)
 
     def plain(detokenize=False, **extra):
-        params = SamplingParams(temperature=0.0, max_tokens=args.tokens + len(end), stop_token_ids=eos,
-                                detokenize=detokenize, **extra)
+        params = SamplingParams(
+            temperature=0.0, max_tokens=args.tokens + len(end), stop_token_ids=eos, detokenize=detokenize, **extra
+        )
         outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         return sum(len(o.outputs[0].token_ids) for o in outputs)
 
@@ -97,10 +116,11 @@ def main() -> None:
         first = SamplingParams(temperature=0.0, max_tokens=budget.think, stop_token_ids=end + eos, detokenize=False)
         outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], first, use_tqdm=False)
         thoughts = [list(o.outputs[0].token_ids) for o in outputs]
-        thoughts = [t if t[-len(end):] == end else t + end for t in thoughts]
+        thoughts = [t if t[-len(end) :] == end else t + end for t in thoughts]
         second = SamplingParams(temperature=0.0, max_tokens=budget.solve, stop_token_ids=eos, detokenize=False)
-        answers = llm.generate([TokensPrompt(prompt_token_ids=p + t) for p, t in zip(prompts, thoughts)], second,
-                               use_tqdm=False)
+        answers = llm.generate(
+            [TokensPrompt(prompt_token_ids=p + t) for p, t in zip(prompts, thoughts)], second, use_tqdm=False
+        )
         return sum(len(t) + len(a.outputs[0].token_ids) for t, a in zip(thoughts, answers))
 
     def mode_run(text):
@@ -108,9 +128,14 @@ def main() -> None:
         return lambda: sum(len(c.token_ids) for c in engine.generate(prompts, budget, mode, greedy))
 
     skip = {name.strip() for name in args.skip.split(",") if name.strip()}
-    runs = {"plain vLLM": plain, "plain vLLM + text": lambda: plain(detokenize=True), "e1 elastic": elastic,
-            "two calls": two_calls,
-            "e1 soft": mode_run("soft"), "e1 elastic:stop": mode_run(r"elastic:stop='\\boxed\{'")}
+    runs = {
+        "plain vLLM": plain,
+        "plain vLLM + text": lambda: plain(detokenize=True),
+        "e1 elastic": elastic,
+        "two calls": two_calls,
+        "e1 soft": mode_run("soft"),
+        "e1 elastic:stop": mode_run(r"elastic:stop='\\boxed\{'"),
+    }
     if own_budget:
         runs["thinking_token_budget"] = lambda: plain(thinking_token_budget=budget.think)
     if "e1 early-exit" not in skip:  # last: the slowest (one request round per trial)
@@ -124,8 +149,10 @@ def main() -> None:
     import vllm
 
     shape = args.model or f"hidden {args.hidden}, layers {args.layers}"
-    print(f"vLLM {vllm.__version__}; model: {shape}; batch {args.batch}; t={budget.think} s={budget.solve}; "
-          f"greedy; best of {args.repeats}")
+    print(
+        f"vLLM {vllm.__version__}; model: {shape}; batch {args.batch}; t={budget.think} s={budget.solve}; "
+        f"greedy; best of {args.repeats}"
+    )
     for name, (secs, tokens) in results.items():
         per_token = (secs / tokens) / (base_secs / base_tokens)
         print(f"  {name:22s} {secs:7.3f}s {tokens:6d} tokens {tokens / secs:7.0f} tok/s  {per_token:.3f}x per token")
@@ -135,10 +162,18 @@ def main() -> None:
     if args.json:
         per_token = {name: (secs / tokens) / (base_secs / base_tokens) for name, (secs, tokens) in results.items()}
         with open(args.json, "w") as sink:
-            json.dump({"vllm": vllm.__version__, "per_token": per_token,
-                       "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in results.items()}}, sink)
-    print("early-exit: threshold=1 (never confident), so its output is elastic's and the extra time is its trials,\n"
-          "one request round per trial (the prefix cache serves each continuation): compare it with e1 elastic")
+            json.dump(
+                {
+                    "vllm": vllm.__version__,
+                    "per_token": per_token,
+                    "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in results.items()},
+                },
+                sink,
+            )
+    print(
+        "early-exit: threshold=1 (never confident), so its output is elastic's and the extra time is its trials,\n"
+        "one request round per trial (the prefix cache serves each continuation): compare it with e1 elastic"
+    )
 
 
 def _shown(name, fn):
@@ -147,6 +182,7 @@ def _shown(name, fn):
         tokens = fn()
         print(f"  ran {name}: {time.perf_counter() - start:.3f}s, {tokens} tokens", flush=True)
         return tokens
+
     return run
 
 
@@ -156,11 +192,15 @@ def early_exit_run(engine, prompts, budget, greedy):
 
     from e1.engine.base import Mode
 
-    counts = Counter(t for c in engine.generate(prompts, budget, Mode("elastic"), greedy) for t in c.token_ids[: budget.think])
+    counts = Counter(
+        t for c in engine.generate(prompts, budget, Mode("elastic"), greedy) for t in c.token_ids[: budget.think]
+    )
     mode = Mode.parse(f"early-exit:threshold=1:trial=8:at={common_text(engine.tokenizer, counts)!r}")
     rows = engine.generate(prompts, budget, mode, greedy)
-    print(f"{mode}: {sum(len(c.trials) for c in rows)} trials, {sum(c.trial_tokens for c in rows)} trial tokens, "
-          f"at most {max(len(c.trials) for c in rows) + 1} request rounds")
+    print(
+        f"{mode}: {sum(len(c.trials) for c in rows)} trials, {sum(c.trial_tokens for c in rows)} trial tokens, "
+        f"at most {max(len(c.trials) for c in rows) + 1} request rounds"
+    )
     return lambda: sum(len(c.token_ids) for c in engine.generate(prompts, budget, mode, greedy))
 
 

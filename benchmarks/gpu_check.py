@@ -58,11 +58,16 @@ STRATEGIES = {  # name -> (launcher, e1 train flags); DeepSpeed needs a torchrun
     "zero2": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"], ["--deepspeed", "zero2"]),
     # one GPU is a world of one: ZeRO-3 shards nothing, so the memory options make its figure (the
     # estimate behind them: benchmarks/grpo_memory.py; the H200's 73.6 GiB was float32 without them)
-    "zero3": (["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"],
-              ["--deepspeed", "zero3", "--dtype", "bfloat16", "--activation-checkpointing", "--ref-offload"]),
+    "zero3": (
+        ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "1"],
+        ["--deepspeed", "zero3", "--dtype", "bfloat16", "--activation-checkpointing", "--ref-offload"],
+    ),
 }
 # the issue's shape: 16 prompts x 4 samples, t=512, s=256 (tiny: a CPU dry run)
-TRAIN_SHAPE = {False: dict(prompts=16, samples=4, think=512, solve=256), True: dict(prompts=4, samples=2, think=16, solve=8)}
+TRAIN_SHAPE = {
+    False: dict(prompts=16, samples=4, think=512, solve=256),
+    True: dict(prompts=4, samples=2, think=16, solve=8),
+}
 
 
 def build_model(out: Path, tiny: bool) -> Path:
@@ -75,15 +80,40 @@ def build_model(out: Path, tiny: bool) -> Path:
     from e1.models.tiny import DEFAULT_CORPUS, build_tokenizer
 
     rng = random.Random(0)
-    words = ["".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(4000 if tiny else 200_000)]
-    tokenizer = build_tokenizer([*DEFAULT_CORPUS, *(" ".join(words[i : i + 32]) for i in range(0, len(words), 32))],
-                                vocab_size=1024 if tiny else 151_648)
-    shape = (dict(vocab_size=(len(tokenizer) + 63) // 64 * 64, hidden_size=128, intermediate_size=256,
-                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2) if tiny else
-             dict(vocab_size=151_936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
-                  num_attention_heads=12, num_key_value_heads=2))
-    config = Qwen2Config(max_position_embeddings=4096, bos_token_id=None, eos_token_id=tokenizer.eos_token_id,
-                         pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True, **shape)
+    words = [
+        "".join(rng.choices(string.ascii_lowercase, k=rng.randint(2, 9))) for _ in range(4000 if tiny else 200_000)
+    ]
+    tokenizer = build_tokenizer(
+        [*DEFAULT_CORPUS, *(" ".join(words[i : i + 32]) for i in range(0, len(words), 32))],
+        vocab_size=1024 if tiny else 151_648,
+    )
+    shape = (
+        dict(
+            vocab_size=(len(tokenizer) + 63) // 64 * 64,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+        )
+        if tiny
+        else dict(
+            vocab_size=151_936,
+            hidden_size=1536,
+            intermediate_size=8960,
+            num_hidden_layers=28,
+            num_attention_heads=12,
+            num_key_value_heads=2,
+        )
+    )
+    config = Qwen2Config(
+        max_position_embeddings=4096,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+        **shape,
+    )
     torch.manual_seed(0)
     with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
         model = Qwen2ForCausalLM(config)
@@ -109,8 +139,13 @@ def run_json(args: list[str], log: Path, timeout: float, env: dict | None = None
     result = log.with_suffix(".json")
     result.unlink(missing_ok=True)
     with open(log, "w") as sink:
-        process = subprocess.Popen([sys.executable, *args, "--json", str(result)], stdout=sink,
-                                   stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        process = subprocess.Popen(
+            [sys.executable, *args, "--json", str(result)],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+        )
         try:
             code = process.wait(timeout=max(1.0, timeout))
         except subprocess.TimeoutExpired:
@@ -149,16 +184,48 @@ def ran_lines(log: Path) -> dict:
 
 def part_engine(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
     tokens, batches = ("32", "4,8") if tiny else ("1024", "64,256")
-    found = run_json([str(HERE / "engine.py"), "--model", str(model), "--batch", batches.split(",")[0], "--tokens",
-                      tokens, "--compare-batches", batches, "--no-modes", "--repeats", "1" if tiny else "2"],
-                     out / "engine.log", timeout)
-    rows = {f"b={batches.split(',')[0]}: elastic / none per token": {
-        "value": found["elastic_per_token"], "unit": "x", "goal": "<= 1.03"}}
+    found = run_json(
+        [
+            str(HERE / "engine.py"),
+            "--model",
+            str(model),
+            "--batch",
+            batches.split(",")[0],
+            "--tokens",
+            tokens,
+            "--compare-batches",
+            batches,
+            "--no-modes",
+            "--repeats",
+            "1" if tiny else "2",
+        ],
+        out / "engine.log",
+        timeout,
+    )
+    rows = {
+        f"b={batches.split(',')[0]}: elastic / none per token": {
+            "value": found["elastic_per_token"],
+            "unit": "x",
+            "goal": "<= 1.03",
+        }
+    }
     for batch in batches.split(","):
         figures = found[f"b={batch}"]
-        rows[f"b={batch}: e1 greedy / model.generate()"] = {"value": figures["e1_vs_generate"], "unit": "x", "goal": "<= 1.0"}
-        rows[f"b={batch}: bucketed / exact key lengths"] = {"value": figures["bucketed_vs_exact"], "unit": "x", "goal": ""}
-        rows[f"b={batch}: e1 greedy cold shape / warm"] = {"value": figures["cold_vs_warm"], "unit": "x", "goal": "<= 1.1"}
+        rows[f"b={batch}: e1 greedy / model.generate()"] = {
+            "value": figures["e1_vs_generate"],
+            "unit": "x",
+            "goal": "<= 1.0",
+        }
+        rows[f"b={batch}: bucketed / exact key lengths"] = {
+            "value": figures["bucketed_vs_exact"],
+            "unit": "x",
+            "goal": "",
+        }
+        rows[f"b={batch}: e1 greedy cold shape / warm"] = {
+            "value": figures["cold_vs_warm"],
+            "unit": "x",
+            "goal": "<= 1.1",
+        }
         rows[f"b={batch}: e1 greedy tok/s"] = {"value": figures["tokens_per_s"], "unit": "tok/s", "goal": ""}
     return rows
 
@@ -166,8 +233,20 @@ def part_engine(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dic
 def part_vllm(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
     """engine_vllm.py's rows (per token vs plain); a cut run keeps the runs it finished."""
     batch, tokens = (8, 32) if tiny else (256, 2048)  # t = s = 1k as in the paper
-    command = [str(HERE / "engine_vllm.py"), "--model", str(model), "--batch", str(batch), "--tokens", str(tokens),
-               "--repeats", "1", "--no-warmup", "--skip", "thinking_token_budget"]  # measured: 5.23x
+    command = [
+        str(HERE / "engine_vllm.py"),
+        "--model",
+        str(model),
+        "--batch",
+        str(batch),
+        "--tokens",
+        str(tokens),
+        "--repeats",
+        "1",
+        "--no-warmup",
+        "--skip",
+        "thinking_token_budget",
+    ]  # measured: 5.23x
     try:
         found = run_json(command, out / "vllm.log", timeout)
     except Cut as cut:
@@ -175,11 +254,16 @@ def part_vllm(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
         if "plain vLLM" not in runs:
             raise
         base = runs["plain vLLM"][0] / runs["plain vLLM"][1]
-        found = {"per_token": {name: (secs / tokens) / base for name, (secs, tokens) in runs.items()},
-                 "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in runs.items()}}
+        found = {
+            "per_token": {name: (secs / tokens) / base for name, (secs, tokens) in runs.items()},
+            "tokens_per_s": {name: tokens / secs for name, (secs, tokens) in runs.items()},
+        }
         print(f"vllm: {cut} (kept the {len(runs)} runs it finished)", flush=True)
-    rows = {f"{name} / plain per token": dict(value=ratio, unit="x", goal=VLLM_GOALS.get(name, ""))
-            for name, ratio in found["per_token"].items() if name != "plain vLLM"}
+    rows = {
+        f"{name} / plain per token": dict(value=ratio, unit="x", goal=VLLM_GOALS.get(name, ""))
+        for name, ratio in found["per_token"].items()
+        if name != "plain vLLM"
+    }
     rows["plain vLLM tok/s"] = dict(value=found["tokens_per_s"]["plain vLLM"], unit="tok/s", goal="")
     return rows
 
@@ -191,32 +275,72 @@ V2_MODULE = HERE.parent / "e1" / "engine" / "vllm" / "v2_processor.py"
 def part_v2(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
     """e1 elastic on vLLM's Model Runner V2 (e1's V2 processor) vs V1, where e1 has a V2 processor."""
     if not V2_MODULE.exists():
-        return {"V1 vs V2: skipped (no e1/engine/vllm/v2_processor.py in this checkout)": dict(value="-", unit="", goal="")}
+        return {
+            "V1 vs V2: skipped (no e1/engine/vllm/v2_processor.py in this checkout)": dict(value="-", unit="", goal="")
+        }
     if "--runner" not in (HERE / "engine_vllm.py").read_text():
         return {"V1 vs V2: skipped (engine_vllm.py has no --runner option yet)": dict(value="-", unit="", goal="")}
     from e1.engine.vllm.compat import has_v2_processors
 
     if not has_v2_processors():  # vLLM before 0.32 (the device's 0.26): runner V2 loads no custom processor
-        return {"V1 vs V2: skipped (this vLLM's runner V2 loads no custom logits processors; 0.32+ does)":
-                dict(value="-", unit="", goal="")}
+        return {
+            "V1 vs V2: skipped (this vLLM's runner V2 loads no custom logits processors; 0.32+ does)": dict(
+                value="-", unit="", goal=""
+            )
+        }
     batch, tokens = (8, 32) if tiny else (256, 2048)
     rows = {}
     for runner in ("v1", "v2"):
-        found = run_json([str(HERE / "engine_vllm.py"), "--model", str(model), "--batch", str(batch), "--tokens",
-                          str(tokens), "--repeats", "1", "--no-warmup", "--runner", runner,
-                          "--skip", "two calls,thinking_token_budget,e1 early-exit,plain vLLM + text"],
-                         out / f"vllm_{runner}.log", timeout / 2)
-        rows[f"{runner}: e1 elastic / plain per token"] = dict(value=found["per_token"]["e1 elastic"], unit="x", goal="")
+        found = run_json(
+            [
+                str(HERE / "engine_vllm.py"),
+                "--model",
+                str(model),
+                "--batch",
+                str(batch),
+                "--tokens",
+                str(tokens),
+                "--repeats",
+                "1",
+                "--no-warmup",
+                "--runner",
+                runner,
+                "--skip",
+                "two calls,thinking_token_budget,e1 early-exit,plain vLLM + text",
+            ],
+            out / f"vllm_{runner}.log",
+            timeout / 2,
+        )
+        rows[f"{runner}: e1 elastic / plain per token"] = dict(
+            value=found["per_token"]["e1 elastic"], unit="x", goal=""
+        )
         rows[f"{runner}: plain vLLM tok/s"] = dict(value=found["tokens_per_s"]["plain vLLM"], unit="tok/s", goal="")
     return rows
 
 
 def part_serve(model: Path, out: Path, tiny: bool, timeout: float = 600) -> dict:
-    found = run_json([str(HERE / "serve.py"), "--model", str(model), "--concurrency", "32", "--requests",
-                      "32" if tiny else "128", "--tokens", "32" if tiny else "1024", "--repeats", "1" if tiny else "2"],
-                     out / "serve.log", timeout)
-    return {f"c={c}: " + (what if "/" in what else f"budgeted / plain {what}"): dict(value=value, unit="x", goal="<= 1.05")
-            for c, ratios in found["ratios"].items() for what, value in ratios.items()}
+    found = run_json(
+        [
+            str(HERE / "serve.py"),
+            "--model",
+            str(model),
+            "--concurrency",
+            "32",
+            "--requests",
+            "32" if tiny else "128",
+            "--tokens",
+            "32" if tiny else "1024",
+            "--repeats",
+            "1" if tiny else "2",
+        ],
+        out / "serve.log",
+        timeout,
+    )
+    return {
+        f"c={c}: " + (what if "/" in what else f"budgeted / plain {what}"): dict(value=value, unit="x", goal="<= 1.05")
+        for c, ratios in found["ratios"].items()
+        for what, value in ratios.items()
+    }
 
 
 def sums_file(path: Path, count: int = 64) -> Path:
@@ -242,11 +366,36 @@ def part_train(model: Path, out: Path, tiny: bool, strategies: list[str], timeou
             continue
         run_dir = out / f"train_{name}"
         shutil.rmtree(run_dir, ignore_errors=True)
-        command = [sys.executable, *launcher, "-m", "e1", "train",
-                   "--model", str(model), "--data", str(data), "--out", str(run_dir), "--steps", "2",
-                   "--prompts-per-step", str(shape["prompts"]), "--samples-per-prompt", str(shape["samples"]),
-                   "--mini-batch-prompts", str(shape["prompts"]), "--think", str(shape["think"]), "--solve",
-                   str(shape["solve"]), "--save-every", "1", "--eval-every", "1000", *flags]
+        command = [
+            sys.executable,
+            *launcher,
+            "-m",
+            "e1",
+            "train",
+            "--model",
+            str(model),
+            "--data",
+            str(data),
+            "--out",
+            str(run_dir),
+            "--steps",
+            "2",
+            "--prompts-per-step",
+            str(shape["prompts"]),
+            "--samples-per-prompt",
+            str(shape["samples"]),
+            "--mini-batch-prompts",
+            str(shape["prompts"]),
+            "--think",
+            str(shape["think"]),
+            "--solve",
+            str(shape["solve"]),
+            "--save-every",
+            "1",
+            "--eval-every",
+            "1000",
+            *flags,
+        ]
         if tiny:
             command += ["--device", "cpu"]
         with open(out / f"train_{name}.log", "w") as sink, PeakMemory() as peak:
@@ -264,8 +413,9 @@ def part_train(model: Path, out: Path, tiny: bool, strategies: list[str], timeou
         step = pd.read_parquet(run_dir / "metrics.parquet").iloc[-1]  # step 2: warm shapes
         phases = ", ".join(f"{col[:-2]} {step[col]:.1f}" for col in ("rollout_s", "update_s", "save_s") if col in step)
         rows[f"{name}: s/step ({phases})"] = dict(value=float(step["step_s"]), unit="s", goal="")
-        rows[f"{name}: peak memory ({peak.where})"] = dict(value=peak.gib, unit="GiB",
-                                                         goal="< 40" if name == "zero3" and not tiny else "")
+        rows[f"{name}: peak memory ({peak.where})"] = dict(
+            value=peak.gib, unit="GiB", goal="< 40" if name == "zero3" and not tiny else ""
+        )
     return rows
 
 
@@ -290,8 +440,12 @@ class PeakMemory:
 
     def read(self) -> int:
         if self.gpu:
-            used = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                  capture_output=True, text=True, check=False).stdout.split()
+            used = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.split()
             return int(used[0]) * 2**20 if used else 0
         import psutil
 
@@ -323,14 +477,18 @@ def merge(out: Path, part: str, rows: dict) -> None:
     results[part] = rows
     path.write_text(json.dumps(results, indent=1))
     with open(out / "results.jsonl", "a") as sink:
-        sink.writelines(json.dumps({"part": part, "figure": name, **row, "at": time.strftime("%H:%M:%S")}) + "\n"
-                        for name, row in rows.items())
+        sink.writelines(
+            json.dumps({"part": part, "figure": name, **row, "at": time.strftime("%H:%M:%S")}) + "\n"
+            for name, row in rows.items()
+        )
     lines = ["| part | figure | value | unit | goal |", "|---|---|---|---|---|"]
     for done, figures in results.items():
         for name, row in figures.items():
             value = row["value"]
-            lines.append(f"| {done} | {name} | {f'{value:.3f}' if isinstance(value, float) else value} | {row['unit']} "
-                         f"| {row['goal']} |")
+            lines.append(
+                f"| {done} | {name} | {f'{value:.3f}' if isinstance(value, float) else value} | {row['unit']} "
+                f"| {row['goal']} |"
+            )
     (out / "table.md").write_text("\n".join(lines) + "\n")
 
 
@@ -349,8 +507,10 @@ def table(out: Path) -> str:
 
 
 # a lent device's two calls: (part, cap in seconds); call1 has no vLLM yet (its wheels come in call2)
-CALLS = {"call1": (("model", 120), ("engine", 210), ("train", 270)),
-         "call2": (("vllm", 280), ("v2", 60), ("serve", 150), ("train-vllm", 90))}
+CALLS = {
+    "call1": (("model", 120), ("engine", 210), ("train", 270)),
+    "call2": (("vllm", 280), ("v2", 60), ("serve", 150), ("train-vllm", 90)),
+}
 CALL_STRATEGIES = {"train": ["hf", "zero3"], "train-vllm": ["vllm"]}
 
 
@@ -363,29 +523,43 @@ def run_part(part: str, model: Path, out: Path, tiny: bool, strategies: list[str
         raise SystemExit(f"no model in {model}: run `gpu_check.py model --out ...` first (or --model)")
     if part in ("train", "train-vllm"):
         return part_train(model, out, tiny, strategies, timeout)
-    return {"engine": part_engine, "vllm": part_vllm, "v2": part_v2, "serve": part_serve}[part](model, out, tiny, timeout)
+    return {"engine": part_engine, "vllm": part_vllm, "v2": part_v2, "serve": part_serve}[part](
+        model, out, tiny, timeout
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("part", choices=(*PARTS, "v2", "table", "all", *CALLS))
-    parser.add_argument("--out", type=Path, default=Path(os.environ["OUT"]) / "gpu_check" if os.environ.get("OUT")
-                        else Path("/tmp/gpu_check"), help="where rows go (default: $OUT/gpu_check, else /tmp/gpu_check)")
-    parser.add_argument("--model", type=Path, help="an existing model folder (default: OUT/model; call1/call2: "
-                        "/tmp/gpu_check_model, kept out of $OUT)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(os.environ["OUT"]) / "gpu_check" if os.environ.get("OUT") else Path("/tmp/gpu_check"),
+        help="where rows go (default: $OUT/gpu_check, else /tmp/gpu_check)",
+    )
+    parser.add_argument(
+        "--model",
+        type=Path,
+        help="an existing model folder (default: OUT/model; call1/call2: /tmp/gpu_check_model, kept out of $OUT)",
+    )
     parser.add_argument("--tiny", action="store_true", help="a small model and shapes: check the script on a CPU")
     parser.add_argument("--strategies", default=None, help="train: " + ", ".join(STRATEGIES))
     parser.add_argument("--budget", type=float, default=540, help="call1/call2: seconds for the whole call")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     calls = args.part in CALLS
-    model = args.model or (Path("/tmp/gpu_check_model" + ("_tiny" if args.tiny else "")) if calls else args.out / "model")
+    model = args.model or (
+        Path("/tmp/gpu_check_model" + ("_tiny" if args.tiny else "")) if calls else args.out / "model"
+    )
     chosen = [s for s in (args.strategies or ",".join(STRATEGIES)).split(",") if s]
     unknown = sorted(set(chosen) - set(STRATEGIES))
     if unknown:
         raise SystemExit(f"unknown strategies {unknown}: choose from {', '.join(STRATEGIES)}")
-    plan = (CALLS[args.part] if calls else [(p, 600) for p in (PARTS if args.part == "all" else
-                                                                [] if args.part == "table" else [args.part])])
+    plan = (
+        CALLS[args.part]
+        if calls
+        else [(p, 600) for p in (PARTS if args.part == "all" else [] if args.part == "table" else [args.part])]
+    )
     deadline = time.monotonic() + (args.budget if calls else 1e9)
     for part, cap in plan:
         left = deadline - time.monotonic()

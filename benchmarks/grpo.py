@@ -112,13 +112,34 @@ def e1_trainer(args, model: Path, problems: Path, out: Path):
 
     never_reached = 10**9  # no checkpoint, no validation, no final save
     config = build_config(
-        model=str(model), data=str(problems), think=args.think, solve=args.tokens - 1 - args.think, out=out,
-        steps=never_reached, prompts_per_step=args.prompts, samples_per_prompt=args.group,
-        mini_batch_prompts=args.prompts, micro_batch=args.micro_batch, lr=1e-6, weight_decay=0.01, grad_clip=1.0,
-        temperature=1.0, top_p=1.0, kl_coef=0.0, clip_low=0.2, clip_high=0.2, save_every=never_reached,
-        eval_every=never_reached, batch_size=args.prompts * args.group, dtype="float32", device="cpu", seed=0,
+        model=str(model),
+        data=str(problems),
+        think=args.think,
+        solve=args.tokens - 1 - args.think,
+        out=out,
+        steps=never_reached,
+        prompts_per_step=args.prompts,
+        samples_per_prompt=args.group,
+        mini_batch_prompts=args.prompts,
+        micro_batch=args.micro_batch,
+        lr=1e-6,
+        weight_decay=0.01,
+        grad_clip=1.0,
+        temperature=1.0,
+        top_p=1.0,
+        kl_coef=0.0,
+        clip_low=0.2,
+        clip_high=0.2,
+        save_every=never_reached,
+        eval_every=never_reached,
+        batch_size=args.prompts * args.group,
+        dtype="float32",
+        device="cpu",
+        seed=0,
     )
-    return CountingTrainer.create(config, reward=lambda completions, answers, **columns: list(map(contains_a, completions)))
+    return CountingTrainer.create(
+        config, reward=lambda completions, answers, **columns: list(map(contains_a, completions))
+    )
 
 
 def trl_trainer(args, model: Path, prompts: list[str], out: Path):
@@ -153,14 +174,37 @@ def trl_trainer(args, model: Path, prompts: list[str], out: Path):
         return [contains_a(c) for c in completions]
 
     config = GRPOConfig(
-        output_dir=str(out), max_steps=1 + args.steps, per_device_train_batch_size=args.micro_batch,
+        output_dir=str(out),
+        max_steps=1 + args.steps,
+        per_device_train_batch_size=args.micro_batch,
         gradient_accumulation_steps=completions // args.micro_batch,
-        steps_per_generation=completions // args.micro_batch, num_generations=args.group,
-        max_completion_length=args.tokens, num_iterations=1, learning_rate=1e-6, weight_decay=0.01,
-        max_grad_norm=1.0, lr_scheduler_type="constant", warmup_steps=0, beta=0.0, epsilon=0.2,
-        loss_type="dapo", scale_rewards="group", temperature=1.0, top_p=1.0, top_k=0, use_vllm=False,
-        bf16=False, fp16=False, use_cpu=True, report_to="none", save_strategy="no", logging_strategy="no",
-        disable_tqdm=True, seed=0, model_init_kwargs={"dtype": torch.float32}, dataloader_num_workers=0,
+        steps_per_generation=completions // args.micro_batch,
+        num_generations=args.group,
+        max_completion_length=args.tokens,
+        num_iterations=1,
+        learning_rate=1e-6,
+        weight_decay=0.01,
+        max_grad_norm=1.0,
+        lr_scheduler_type="constant",
+        warmup_steps=0,
+        beta=0.0,
+        epsilon=0.2,
+        loss_type="dapo",
+        scale_rewards="group",
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        use_vllm=False,
+        bf16=False,
+        fp16=False,
+        use_cpu=True,
+        report_to="none",
+        save_strategy="no",
+        logging_strategy="no",
+        disable_tqdm=True,
+        seed=0,
+        model_init_kwargs={"dtype": torch.float32},
+        dataloader_num_workers=0,
         gradient_checkpointing=False,  # TRL's default is True; e1 does not recompute activations
     )
     dataset = Dataset.from_dict({"prompt": prompts})
@@ -208,23 +252,29 @@ def report(args, e1_steps: list[StepTime], trl_steps: list[StepTime], parameters
 
     e1_runs, trl_runs = e1_steps[1:], trl_steps[1:]  # the first of each is warm-up
     e1_s, trl_s = [r.seconds for r in e1_runs], [r.seconds for r in trl_runs]
-    print(f"e1 {__version__} vs trl {trl.__version__}; model: hidden {args.hidden}, layers {args.layers}, "
-          f"{parameters / 1e6:.2f}M params; {args.prompts} prompts x group {args.group} = "
-          f"{args.prompts * args.group} completions of {args.tokens} tokens; micro-batch {args.micro_batch}; "
-          f"1 optimizer step per training step; torch threads {torch.get_num_threads()}; "
-          f"{len(e1_s)} timed steps each after 1 warm-up, interleaved")
+    print(
+        f"e1 {__version__} vs trl {trl.__version__}; model: hidden {args.hidden}, layers {args.layers}, "
+        f"{parameters / 1e6:.2f}M params; {args.prompts} prompts x group {args.group} = "
+        f"{args.prompts * args.group} completions of {args.tokens} tokens; micro-batch {args.micro_batch}; "
+        f"1 optimizer step per training step; torch threads {torch.get_num_threads()}; "
+        f"{len(e1_s)} timed steps each after 1 warm-up, interleaved"
+    )
     for i, (e, t) in enumerate(zip(e1_steps, trl_steps)):
         tag = "warm-up" if i == 0 else f"step {i}"
         print(f"  {tag:8} e1 {e.seconds:7.3f}s ({e.tokens} tokens)   TRL {t.seconds:7.3f}s ({t.tokens} tokens)")
     e1_tokens, trl_tokens = {r.tokens for r in e1_runs}, {r.tokens for r in trl_runs}
     same = e1_tokens == trl_tokens and len(e1_tokens) == 1
-    print(f"generated completion tokens per step: e1 {sorted(e1_tokens)}, TRL {sorted(trl_tokens)} "
-          f"-> {'equal' if same else 'NOT equal'}")
+    print(
+        f"generated completion tokens per step: e1 {sorted(e1_tokens)}, TRL {sorted(trl_tokens)} "
+        f"-> {'equal' if same else 'NOT equal'}"
+    )
     print(f"e1 (Trainer.step):      {summary(e1_s)}")
     print(f"TRL (GRPOTrainer step): {summary(trl_s)}")
     ratio = min(e1_s) / min(trl_s)
-    print(f"ratio e1/TRL (best): {ratio:.3f}x  median: {statistics.median(e1_s) / statistics.median(trl_s):.3f}x  "
-          f"(goal <= 0.7x) -> {'met' if ratio <= 0.7 else 'NOT met'}")
+    print(
+        f"ratio e1/TRL (best): {ratio:.3f}x  median: {statistics.median(e1_s) / statistics.median(trl_s):.3f}x  "
+        f"(goal <= 0.7x) -> {'met' if ratio <= 0.7 else 'NOT met'}"
+    )
     if not same:
         per_token = (min(e1_s) / statistics.mean(e1_tokens)) / (min(trl_s) / statistics.mean(trl_tokens))
         print(f"ratio e1/TRL per generated token (best): {per_token:.3f}x")
@@ -234,8 +284,10 @@ def report(args, e1_steps: list[StepTime], trl_steps: list[StepTime], parameters
     print(f"e1 phases of its best step (s): {phases}  other {other:.3f}")
     best = min(trl_runs, key=lambda r: r.seconds)
     generate, scored = best.phases.get("generate", 0.0), best.phases.get("rollout+score", 0.0)
-    print(f"TRL phases of its best step (s): generate {generate:.3f}  score+advantage {scored - generate:.3f}  "
-          f"update+rest {best.seconds - scored:.3f}")
+    print(
+        f"TRL phases of its best step (s): generate {generate:.3f}  score+advantage {scored - generate:.3f}  "
+        f"update+rest {best.seconds - scored:.3f}"
+    )
 
 
 def main() -> None:
@@ -256,8 +308,9 @@ def main() -> None:
     if not 0 <= args.think <= args.tokens - 2:
         parser.error("--think must be in [0, tokens - 2] (one marker token and one solution token at least)")
 
-    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1",
-                      TOKENIZERS_PARALLELISM="false")
+    os.environ.update(
+        HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1", TOKENIZERS_PARALLELISM="false"
+    )
     try:
         import trl  # noqa: F401
     except ImportError:
@@ -274,8 +327,13 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        model = build_tiny_model(tmp / "model", hidden_size=args.hidden, layers=args.layers,
-                                 heads=max(args.hidden // 32, 1), intermediate_size=4 * args.hidden)
+        model = build_tiny_model(
+            tmp / "model",
+            hidden_size=args.hidden,
+            layers=args.layers,
+            heads=max(args.hidden // 32, 1),
+            intermediate_size=4 * args.hidden,
+        )
         unreachable_eos(model)
         problems = write_problems(tmp / "problems.jsonl", args.prompts)
         e1 = e1_trainer(args, model, problems, tmp / "e1")

@@ -33,8 +33,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-QWEN_1_5B = {"weights": 1_543_714_304, "layers": 28, "hidden_size": 1536, "intermediate_size": 8960, "heads": 12,
-             "kv_heads": 2, "vocab": 151_936}
+QWEN_1_5B = {
+    "weights": 1_543_714_304,
+    "layers": 28,
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "heads": 12,
+    "kv_heads": 2,
+    "vocab": 151_936,
+}
 GIB = 2**30
 
 
@@ -49,9 +56,18 @@ def state_worker(root: str) -> None:
 
     model_dir = f"{root}/model"
     for dtype in ("float32", "bfloat16"):
-        config = build_config(model=model_dir, data="d", deepspeed=f"{root}/zero3.json", prompts_per_step=2,
-                              mini_batch_prompts=2, samples_per_prompt=2, micro_batch=4, device="cpu", dtype=dtype,
-                              out=f"{root}/out")
+        config = build_config(
+            model=model_dir,
+            data="d",
+            deepspeed=f"{root}/zero3.json",
+            prompts_per_step=2,
+            mini_batch_prompts=2,
+            samples_per_prompt=2,
+            micro_batch=4,
+            device="cpu",
+            dtype=dtype,
+            out=f"{root}/out",
+        )
         rank, world, _ = launch(config)
         strategy = ZeRO(load_model(model_dir, dtype, "cpu"), config, rank, world)
         ids = torch.arange(8).reshape(2, 4)  # [B, L]
@@ -67,12 +83,24 @@ def measure_state(root: Path) -> dict[str, dict[str, float]]:
     from e1.models.tiny import build_tiny_model
 
     build_tiny_model(root / "model", hidden_size=128, intermediate_size=256, layers=2, heads=4, kv_heads=2)
-    (root / "zero3.json").write_text(json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}))
-    env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
-                        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                               str(Path.home() / ".cache/e1/torch_extensions"))}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", f"--master_port={free_port()}",
-               __file__, "--state-worker", str(root)]
+    (root / "zero3.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})
+    )
+    env = os.environ | {
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions")),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=1",
+        f"--master_port={free_port()}",
+        __file__,
+        "--state-worker",
+        str(root),
+    ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, check=False, timeout=900)
     if result.returncode:
         raise SystemExit(result.stdout[-2000:] + result.stderr[-4000:])
@@ -88,8 +116,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def kept_bytes(layers: int, dtype: str, rows: int, prompt: int, completion: int, checkpointing: bool,
-               group: int = 2) -> int:
+def kept_bytes(
+    layers: int, dtype: str, rows: int, prompt: int, completion: int, checkpointing: bool, group: int = 2
+) -> int:
     """Bytes autograd keeps for the backward of one micro-batch's GRPO loss at Qwen2-1.5B's width."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
@@ -100,14 +129,33 @@ def kept_bytes(layers: int, dtype: str, rows: int, prompt: int, completion: int,
 
     shape = QWEN_1_5B
     torch.manual_seed(0)
-    model = Qwen2ForCausalLM(Qwen2Config(
-        vocab_size=shape["vocab"], hidden_size=shape["hidden_size"], intermediate_size=shape["intermediate_size"],
-        num_hidden_layers=layers, num_attention_heads=shape["heads"], num_key_value_heads=shape["kv_heads"],
-        tie_word_embeddings=True)).to(getattr(torch, dtype)).eval()
+    model = (
+        Qwen2ForCausalLM(
+            Qwen2Config(
+                vocab_size=shape["vocab"],
+                hidden_size=shape["hidden_size"],
+                intermediate_size=shape["intermediate_size"],
+                num_hidden_layers=layers,
+                num_attention_heads=shape["heads"],
+                num_key_value_heads=shape["kv_heads"],
+                tie_word_embeddings=True,
+            )
+        )
+        .to(getattr(torch, dtype))
+        .eval()
+    )
     ids = torch.randint(0, shape["vocab"], (rows, completion))  # [B, C]
     mask = torch.ones_like(ids)
-    mb = MicroBatch(list(range(rows)), group, torch.randint(0, shape["vocab"], (rows // group, prompt)),
-                    torch.ones(rows // group, prompt, dtype=torch.long), ids, mask, mask.bool(), torch.ones(rows))
+    mb = MicroBatch(
+        list(range(rows)),
+        group,
+        torch.randint(0, shape["vocab"], (rows // group, prompt)),
+        torch.ones(rows // group, prompt, dtype=torch.long),
+        ids,
+        mask,
+        mask.bool(),
+        torch.ones(rows),
+    )
     seen: dict[int, int] = {}
 
     def pack(tensor):
@@ -119,23 +167,41 @@ def kept_bytes(layers: int, dtype: str, rows: int, prompt: int, completion: int,
     with activation_checkpointing(model, checkpointing), torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         logits = completion_logits(model, mb)  # [B, C, V]
         log_probs, entropy = log_probs_and_entropy(logits, mb.completion_ids)  # [B, C]
-        policy_loss(log_probs, log_probs.detach(), mb.advantages, mb.mask, GRPOLossConfig(kl_coef=0.001),
-                    log_probs.detach(), entropy, float(mask.sum()))
+        policy_loss(
+            log_probs,
+            log_probs.detach(),
+            mb.advantages,
+            mb.mask,
+            GRPOLossConfig(kl_coef=0.001),
+            log_probs.detach(),
+            entropy,
+            float(mask.sum()),
+        )
     return sum(size for ptr, size in seen.items() if ptr not in params)  # weights are counted as state
 
 
 def activation_model(dtype: str, checkpointing: bool, prompt: int) -> dict[str, float]:
     """Bytes a token per layer and per token outside the layers (logits), from four small forwards."""
     rows, short, long = 2, 64, 128
-    one_short, two_short, one_long = (kept_bytes(layers, dtype, rows, prompt, width, checkpointing)
-                                      for layers, width in ((1, short), (2, short), (1, long)))
+    one_short, two_short, one_long = (
+        kept_bytes(layers, dtype, rows, prompt, width, checkpointing)
+        for layers, width in ((1, short), (2, short), (1, long))
+    )
     per_layer = (two_short - one_short) / (rows * short)  # a token, a layer
     head = (one_long - one_short) / (rows * (long - short)) - per_layer  # a token, outside the layers
     return {"per_layer_token": per_layer, "head_token": head}
 
 
-def estimate(state: dict, activations: dict, dtype: str, checkpointing: bool, ref_offload: bool,
-             optimizer_offload: bool, micro_batch: int, completion: int) -> dict[str, float]:
+def estimate(
+    state: dict,
+    activations: dict,
+    dtype: str,
+    checkpointing: bool,
+    ref_offload: bool,
+    optimizer_offload: bool,
+    micro_batch: int,
+    completion: int,
+) -> dict[str, float]:
     """GiB of each part on the one GPU at the 1.5B shape."""
     shape, per_weight = QWEN_1_5B, state[dtype]
     n, tokens = shape["weights"], micro_batch * completion
@@ -173,18 +239,30 @@ def main(argv: list[str] | None = None) -> None:
         for checkpointing in (False, True):
             acts[dtype, checkpointing] = activation_model(dtype, checkpointing, args.prompt)
             a = acts[dtype, checkpointing]
-            print(f"activations kept ({dtype}, checkpointing {'on' if checkpointing else 'off'}): "
-                  f"{a['per_layer_token'] / 1024:.1f} KiB a token a layer, {a['head_token'] / 1024:.1f} KiB a token of logits")
-    rows = [("gpu_check's zero3 row as run (float32)", "float32", False, False, False),
-            ("--dtype bfloat16", "bfloat16", False, False, False),
-            ("+ --activation-checkpointing", "bfloat16", True, False, False),
-            ("+ --ref-offload", "bfloat16", True, True, False),
-            ("+ offload_optimizer (DeepSpeed JSON)", "bfloat16", True, True, True)]
+            print(
+                f"activations kept ({dtype}, checkpointing {'on' if checkpointing else 'off'}): "
+                f"{a['per_layer_token'] / 1024:.1f} KiB a token a layer, {a['head_token'] / 1024:.1f} KiB a token of logits"
+            )
+    rows = [
+        ("gpu_check's zero3 row as run (float32)", "float32", False, False, False),
+        ("--dtype bfloat16", "bfloat16", False, False, False),
+        ("+ --activation-checkpointing", "bfloat16", True, False, False),
+        ("+ --ref-offload", "bfloat16", True, True, False),
+        ("+ offload_optimizer (DeepSpeed JSON)", "bfloat16", True, True, True),
+    ]
     print(f"\nestimated GPU GiB at the 1.5B shape, micro-batch {args.micro_batch}, {args.completion} completion tokens")
     header = None
     for name, dtype, checkpointing, ref_offload, optimizer_offload in rows:
-        parts = estimate(state, acts[dtype, checkpointing], dtype, checkpointing, ref_offload, optimizer_offload,
-                         args.micro_batch, args.completion)
+        parts = estimate(
+            state,
+            acts[dtype, checkpointing],
+            dtype,
+            checkpointing,
+            ref_offload,
+            optimizer_offload,
+            args.micro_batch,
+            args.completion,
+        )
         if checkpointing:  # one layer's activations alive again while it is recomputed
             plain = acts[dtype, False]["per_layer_token"] * args.micro_batch * args.completion / GIB
             parts["backward"] += plain

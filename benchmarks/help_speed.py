@@ -21,11 +21,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import interleaved_best
 
 ROOT = Path(__file__).resolve().parents[1]
-EAGER = ("import sys; from e1.cli.app import Root; import importlib; "
-         "[importlib.import_module(entry.module) for entry in Root.LAZY.values()]; "
-         "sys.argv = ['e1', '--help']; from e1.cli import main; main()")
-COMMANDS = [[], ["eval"], ["sweep"], ["train"], ["serve"], ["data", "prepare"], ["elo"], ["view"], ["export"],
-            ["demo"], ["help", "modes"]]
+EAGER = (
+    "import sys; from e1.cli.app import Root; import importlib; "
+    "[importlib.import_module(entry.module) for entry in Root.LAZY.values()]; "
+    "sys.argv = ['e1', '--help']; from e1.cli import main; main()"
+)
+COMMANDS = [
+    [],
+    ["eval"],
+    ["sweep"],
+    ["train"],
+    ["serve"],
+    ["data", "prepare"],
+    ["elo"],
+    ["view"],
+    ["export"],
+    ["demo"],
+    ["help", "modes"],
+]
 
 
 def run(*args: str) -> str:
@@ -45,21 +58,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    runs = {"python -c pass": ("-c", "pass"), "e1 --help": ("-m", "e1", "--help"),
-            "e1 --help, every command imported": ("-c", EAGER)}
+    runs = {
+        "python -c pass": ("-c", "pass"),
+        "e1 --help": ("-m", "e1", "--help"),
+        "e1 --help, every command imported": ("-c", EAGER),
+    }
     used = {name: [] for name in runs}
-    best = interleaved_best(args.repeats, {name: lambda name=name: used[name].append(cpu(*runs[name]))
-                                           for name in runs})
+    best = interleaved_best(
+        args.repeats, {name: lambda name=name: used[name].append(cpu(*runs[name])) for name in runs}
+    )
     for name, (seconds, _) in best.items():
         print(f"{name:36s} wall {seconds:6.3f} s   cpu {min(used[name]):6.3f} s  (best of {args.repeats})")
     (bare, lazy, eager) = (min(used[name]) for name in runs)
-    print(f"cpu: e1 --help / every command imported {lazy / eager:.2f}x; above a bare interpreter "
-          f"{lazy - bare:.3f} s vs {eager - bare:.3f} s")
+    print(
+        f"cpu: e1 --help / every command imported {lazy / eager:.2f}x; above a bare interpreter "
+        f"{lazy - bare:.3f} s vs {eager - bare:.3f} s"
+    )
     for command in COMMANDS:
         text = run("-m", "e1", *command, *([] if command[:1] == ["help"] else ["--help"]))
         width = max(len(line) for line in text.splitlines())
-        print(f"e1 {' '.join(command + ([] if command[:1] == ['help'] else ['--help'])):22s} "
-              f"{len(text.splitlines()):4d} lines, widest {width}")
+        print(
+            f"e1 {' '.join(command + ([] if command[:1] == ['help'] else ['--help'])):22s} "
+            f"{len(text.splitlines()):4d} lines, widest {width}"
+        )
 
 
 if __name__ == "__main__":

@@ -45,13 +45,23 @@ class WritesSleepyCode:
         self.answer = f"\n```python\nimport time\ntime.sleep({sleep_s:.3f})\nprint(5)\n```\n"
 
     def generate(self, *args, **kw):
-        return [dataclasses.replace(c, closed=True, solution_text=self.answer) for c in self.engine.generate(*args, **kw)]
+        return [
+            dataclasses.replace(c, closed=True, solution_text=self.answer) for c in self.engine.generate(*args, **kw)
+        ]
 
 
 def problems_file(root: Path, count: int) -> Path:
     tests = json.dumps([{"kind": "stdio", "input": "", "output": "5\n"}])
-    frame = pd.DataFrame({"id": [f"c{i}" for i in range(count)], "dataset": "sleepy", "problem": [f"Print 5. ({i})" for i in range(count)],
-                          "answer": tests, "task": "code", "task_version": 1})
+    frame = pd.DataFrame(
+        {
+            "id": [f"c{i}" for i in range(count)],
+            "dataset": "sleepy",
+            "problem": [f"Print 5. ({i})" for i in range(count)],
+            "answer": tests,
+            "task": "code",
+            "task_version": 1,
+        }
+    )
     frame.to_parquet(root / "sleepy.parquet", index=False)
     return root / "sleepy.parquet"
 
@@ -82,10 +92,17 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model = HFEngine.load(str(build_tiny_model(root / "tiny")), batch_size=args.batch)
-        config = EvalConfig(model="tiny", datasets=(str(problems_file(root, args.problems)),), n=args.n,
-                            budgets=(Budget(args.tokens // 2, args.tokens // 2),), modes=(Mode("elastic"),),
-                            sampling=Sampling(temperature=1.0), batch_size=args.batch,
-                            scoring=ScoringSpec(workers=args.workers, test_time_limit_s=30.0), out=root / "unused")
+        config = EvalConfig(
+            model="tiny",
+            datasets=(str(problems_file(root, args.problems)),),
+            n=args.n,
+            budgets=(Budget(args.tokens // 2, args.tokens // 2),),
+            modes=(Mode("elastic"),),
+            sampling=Sampling(temperature=1.0),
+            batch_size=args.batch,
+            scoring=ScoringSpec(workers=args.workers, test_time_limit_s=30.0),
+            out=root / "unused",
+        )
         stages_alone(WritesSleepyCode(model, 0.0), config)  # warm-up
         generate_s, overhead_s = stages_alone(WritesSleepyCode(model, 0.0), config)
         samples = args.problems * args.n
@@ -96,12 +113,18 @@ def main() -> None:
         began = time.perf_counter()
         evaluate(dataclasses.replace(config, out=root / "run"), engine=engine)
         wall_s = time.perf_counter() - began
-    print(f"{samples} code samples in batches of {args.batch}, each test sleeping {sleep_s * 1e3:.0f} ms "
-          f"(sandbox cost alone {overhead_s:.2f} s), {args.workers} workers; load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} CPUs")
-    print(f"  generate alone G = {generate_s:.2f} s   score alone S = {score_s:.2f} s   G + S = {generate_s + score_s:.2f} s")
+    print(
+        f"{samples} code samples in batches of {args.batch}, each test sleeping {sleep_s * 1e3:.0f} ms "
+        f"(sandbox cost alone {overhead_s:.2f} s), {args.workers} workers; load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"  generate alone G = {generate_s:.2f} s   score alone S = {score_s:.2f} s   G + S = {generate_s + score_s:.2f} s"
+    )
     print(f"  e1 eval (overlapped) W = {wall_s:.2f} s")
-    print(f"  W / max(G, S) = {wall_s / max(generate_s, score_s):.3f}  (goal <= 1.15)   W / (G + S) = {wall_s / (generate_s + score_s):.3f}")
+    print(
+        f"  W / max(G, S) = {wall_s / max(generate_s, score_s):.3f}  (goal <= 1.15)   W / (G + S) = {wall_s / (generate_s + score_s):.3f}"
+    )
 
 
 if __name__ == "__main__":

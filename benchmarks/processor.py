@@ -19,7 +19,13 @@ from __future__ import annotations
 import argparse
 import time
 
-MODES = {"none": "none", "elastic": "elastic", "budget-forcing": "budget-forcing", "soft": "soft:start=0", "stop": "elastic:stop='\\\\boxed\\{'"}
+MODES = {
+    "none": "none",
+    "elastic": "elastic",
+    "budget-forcing": "budget-forcing",
+    "soft": "soft:start=0",
+    "stop": "elastic:stop='\\\\boxed\\{'",
+}
 
 
 def main() -> None:
@@ -28,8 +34,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="timed steps per run")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--modes", default=",".join(MODES), help="of " + ", ".join(MODES))
-    parser.add_argument("--text", default="Let me add 17 and 25: that is 42. Wait, check \\frac{1}{2} é → 42 again. ",
-                        help="the thinking every row writes, repeated")
+    parser.add_argument(
+        "--text",
+        default="Let me add 17 and 25: that is 42. Wait, check \\frac{1}{2} é → 42 again. ",
+        help="the thinking every row writes, repeated",
+    )
     args = parser.parse_args()
 
     import torch
@@ -48,14 +57,18 @@ def main() -> None:
 
         quiet = StopPattern(tokenizer, Mode.parse(MODES["stop"]).stop).quiet
         loud = sum(not quiet[i] for i in ids[8 : 8 + args.steps])
-        print(f"stop: {loud} of {args.steps} timed ids are not quiet (by default the {{ of \\frac{{1}}{{2}}, and é and → "
-              f"split into bytes by the tiny vocabulary): they and the id after a split character wake every row's scanner")
+        print(
+            f"stop: {loud} of {args.steps} timed ids are not quiet (by default the {{ of \\frac{{1}}{{2}}, and é and → "
+            f"split into bytes by the tiny vocabulary): they and the id after a split character wake every row's scanner"
+        )
     print(f"processor CPU time per step, {args.steps} steps, best of {args.repeats}; us/step (us/row-step)")
     print(f"{'batch':>6} {'mode':14} " + " ".join(f"{path:>20}" for path in paths) + f" {'quiet / stepping':>17}")
     for batch in map(int, args.batches.split(",")):
         for name in args.modes.split(","):
             mode = MODES[name]
-            timed = {path: quiet for path, quiet in paths.items() if quiet <= ("stop=" in mode)}  # quiet ids: stop= only
+            timed = {
+                path: quiet for path, quiet in paths.items() if quiet <= ("stop=" in mode)
+            }  # quiet ids: stop= only
             runs = {path: run(tokenizer, markers, mode, batch, ids, args.steps, quiet) for path, quiet in timed.items()}
             best = {path: float("inf") for path in runs}
             for _ in range(args.repeats):  # the paths take turns; each run returns the seconds inside apply

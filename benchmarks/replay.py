@@ -75,8 +75,17 @@ def old_path(engine, rows, scenario, args):
         think = [t for t, k in zip(state.tokens, state.kinds) if k == T_THINK]  # the split as it was
         solution = [t for t, k in zip(state.tokens, state.kinds) if k in (T_ANSWER, T_SOLVE)]
         decode = engine.tokenizer.decode
-        out.append((decode(think, skip_special_tokens=True), decode(solution, skip_special_tokens=True),
-                    state.think_tokens, state.solve_tokens, state.was_forced, list(state.tokens), list(state.forced)))
+        out.append(
+            (
+                decode(think, skip_special_tokens=True),
+                decode(solution, skip_special_tokens=True),
+                state.think_tokens,
+                state.solve_tokens,
+                state.was_forced,
+                list(state.tokens),
+                list(state.forced),
+            )
+        )
     return out
 
 
@@ -86,8 +95,10 @@ def new_path(engine, rows, scenario, args):
     for state, ids in zip(states, rows):
         state.extend(ids)
     records = engine.completions(states, [(i, 0) for i in range(len(rows))], [[]] * len(rows), [0] * len(rows))
-    return [(c.think_text, c.solution_text, c.think_tokens, c.solve_tokens, c.forced, c.token_ids, c.forced_mask)
-            for c in records]
+    return [
+        (c.think_text, c.solution_text, c.think_tokens, c.solve_tokens, c.forced, c.token_ids, c.forced_mask)
+        for c in records
+    ]
 
 
 def main() -> None:
@@ -107,14 +118,21 @@ def main() -> None:
     engine.markers, engine.max_context = resolve_markers(engine.tokenizer), None
     args.vocab = len(engine.tokenizer)
     rng = random.Random(0)
-    print(f"{args.rows} rows, elastic t={args.think} s={args.solve}, vocabulary {args.vocab}; "
-          f"seconds per 1M output ids, best of {args.repeats}")
+    print(
+        f"{args.rows} rows, elastic t={args.think} s={args.solve}, vocabulary {args.vocab}; "
+        f"seconds per 1M output ids, best of {args.repeats}"
+    )
     print(f"  {'ids':10s} {'old (accept + decode)':>22s} {'new (extend + batch)':>21s} {'speed-up':>9s}")
     for scenario in ("forced", "natural", "grace"):
         rows = rows_of_ids(engine, scenario, args, rng)
         count = sum(map(len, rows))
-        best = interleaved_best(args.repeats, {"old": functools.partial(old_path, engine, rows, scenario, args),
-                                               "new": functools.partial(new_path, engine, rows, scenario, args)})
+        best = interleaved_best(
+            args.repeats,
+            {
+                "old": functools.partial(old_path, engine, rows, scenario, args),
+                "new": functools.partial(new_path, engine, rows, scenario, args),
+            },
+        )
         assert best["old"][1] == best["new"][1], f"{scenario}: the two paths' records differ"
         old, new = (best[name][0] * 1e6 / count for name in ("old", "new"))
         print(f"  {scenario:10s} {old:20.3f}s {new:20.3f}s {old / new:8.1f}x   ({count} ids)")

@@ -39,11 +39,31 @@ def texts(count: int, chars: int, seed: int) -> list[str]:
 
 
 def rows(count: int, start: int, text_chars: int) -> list[dict]:
-    return [dict(dataset="bench", problem_id=f"p{(start + i) // 16}", sample_index=(start + i) % 16, mode="elastic",
-                 think_budget=2048, solve_budget=1024, prompt_tokens=120, think_tokens=2048, solve_tokens=300,
-                 forced=True, finish_reason="stop", think_text=text, solution_text="so \\boxed{4}", extracted_answer="4",
-                 gold="4", reward=1.0, correct=True, tests_passed=math.nan, first_failure=None, think_end="budget")
-            for i, text in enumerate(texts(count, text_chars, start))]
+    return [
+        dict(
+            dataset="bench",
+            problem_id=f"p{(start + i) // 16}",
+            sample_index=(start + i) % 16,
+            mode="elastic",
+            think_budget=2048,
+            solve_budget=1024,
+            prompt_tokens=120,
+            think_tokens=2048,
+            solve_tokens=300,
+            forced=True,
+            finish_reason="stop",
+            think_text=text,
+            solution_text="so \\boxed{4}",
+            extracted_answer="4",
+            gold="4",
+            reward=1.0,
+            correct=True,
+            tests_passed=math.nan,
+            first_failure=None,
+            think_end="budget",
+        )
+        for i, text in enumerate(texts(count, text_chars, start))
+    ]
 
 
 def store_holding(out: Path, held: int, args) -> SampleStore:
@@ -88,14 +108,25 @@ def simulated_run(root: Path, args) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in (("small", 10_000), ("large", 1_000_000), ("batch", 64), ("text-chars", 4000),
-                          ("old-max", 100_000), ("prefill-parts", 200), ("repeats", 9), ("run-batches", 300),
-                          ("tokens-per-sample", 2000), ("tokens-per-s", 20_000)):
+    for name, default in (
+        ("small", 10_000),
+        ("large", 1_000_000),
+        ("batch", 64),
+        ("text-chars", 4000),
+        ("old-max", 100_000),
+        ("prefill-parts", 200),
+        ("repeats", 9),
+        ("run-batches", 300),
+        ("tokens-per-sample", 2000),
+        ("tokens-per-s", 20_000),
+    ):
         parser.add_argument(f"--{name}", type=int, default=default)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        print(f"(a) one batch of {args.batch} samples ({args.text_chars}-char thinking) written when the run holds N rows")
+        print(
+            f"(a) one batch of {args.batch} samples ({args.text_chars}-char thinking) written when the run holds N rows"
+        )
         new = {}
         for held in (args.small, args.large):
             (root / f"new{held}").mkdir()
@@ -103,12 +134,16 @@ def main() -> None:
             old = f"{old_rewrite_s(root, held, args) * 1e3:10.1f} ms" if held <= args.old_max else "  (skipped)"
             print(f"  N = {held:>9,}   store: {new[held] * 1e3:7.2f} ms   whole-file rewrite: {old}")
         if args.old_max >= args.small:
-            print(f"  whole-file rewrite at N = {args.old_max:,}: {old_rewrite_s(root, args.old_max, args) * 1e3:.1f} ms")
+            print(
+                f"  whole-file rewrite at N = {args.old_max:,}: {old_rewrite_s(root, args.old_max, args) * 1e3:.1f} ms"
+            )
         print(f"  store ratio large/small: {new[args.large] / new[args.small]:.2f}  (goal <= 1.2)")
         write_s, count = simulated_run(root, args)
         generate_s = count * args.tokens_per_sample / args.tokens_per_s
-        print(f"(b) simulated run: {count:,} samples, writes + resume scan + compaction {write_s:.2f} s, "
-              f"generation {generate_s:,.0f} s at {args.tokens_per_s:,} tokens/s")
+        print(
+            f"(b) simulated run: {count:,} samples, writes + resume scan + compaction {write_s:.2f} s, "
+            f"generation {generate_s:,.0f} s at {args.tokens_per_s:,} tokens/s"
+        )
         print(f"  write share: {write_s / generate_s:.3%}  (goal <= 2%)")
 
 

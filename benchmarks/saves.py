@@ -45,10 +45,27 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     root = Path(tempfile.mkdtemp(prefix="e1-saves-"))
-    model_dir = build_tiny_model(root / "model", vocab_size=2048, hidden_size=args.hidden, intermediate_size=4 * args.hidden,
-                                 layers=args.layers, heads=max(1, args.hidden // 64), kv_heads=max(1, args.hidden // 256))
-    config = build_config(model=str(model_dir), data="d", out=root / "run", dtype=args.dtype, deepspeed=args.deepspeed,
-                          prompts_per_step=2, mini_batch_prompts=2, samples_per_prompt=2, micro_batch=4, device="cpu")
+    model_dir = build_tiny_model(
+        root / "model",
+        vocab_size=2048,
+        hidden_size=args.hidden,
+        intermediate_size=4 * args.hidden,
+        layers=args.layers,
+        heads=max(1, args.hidden // 64),
+        kv_heads=max(1, args.hidden // 256),
+    )
+    config = build_config(
+        model=str(model_dir),
+        data="d",
+        out=root / "run",
+        dtype=args.dtype,
+        deepspeed=args.deepspeed,
+        prompts_per_step=2,
+        mini_batch_prompts=2,
+        samples_per_prompt=2,
+        micro_batch=4,
+        device="cpu",
+    )
     rank, world, device = launch(config)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, args.dtype)).to(device)
     strategy = parallel_strategy(config, model, rank, world)
@@ -69,8 +86,10 @@ def main() -> None:
         sizes = {name: folder_bytes(path) for name, (_, path) in best.items()}
         for name, (seconds, _) in best.items():
             print(f"{name:>13}: {seconds:7.3f} s  {sizes[name] / 2**20:9.1f} MiB")
-        print(f"weights-only / resumable: time {best['weights-only'][0] / best['resumable'][0]:.2f}x, "
-              f"bytes {sizes['weights-only'] / sizes['resumable']:.2f}x")
+        print(
+            f"weights-only / resumable: time {best['weights-only'][0] / best['resumable'][0]:.2f}x, "
+            f"bytes {sizes['weights-only'] / sizes['resumable']:.2f}x"
+        )
     strategy.finish()
     if rank == 0:
         shutil.rmtree(root, ignore_errors=True)

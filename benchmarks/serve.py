@@ -38,19 +38,46 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import interleaved_best  # noqa: E402
 
 
-def start_server(model: str, port: int, log_path: str, max_model_len: int = 1024, dtype: str = "float32",
-                 raw: bool = False):
+def start_server(
+    model: str, port: int, log_path: str, max_model_len: int = 1024, dtype: str = "float32", raw: bool = False
+):
     """``e1 serve`` (``raw``: vLLM's own server, nothing of e1) on ``port``, once healthy; SystemExit if it is not."""
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     if raw:
         from e1.engine import server_entry
 
-        command = [sys.executable, "-m", server_entry(), "--model", model, "--port", str(port), "--dtype", dtype,
-                   "--max-model-len", str(max_model_len), "--disable-uvicorn-access-log"]
+        command = [
+            sys.executable,
+            "-m",
+            server_entry(),
+            "--model",
+            model,
+            "--port",
+            str(port),
+            "--dtype",
+            dtype,
+            "--max-model-len",
+            str(max_model_len),
+            "--disable-uvicorn-access-log",
+        ]
         command += [] if _on_gpu() else ["--enforce-eager"]
     else:
-        command = [sys.executable, "-m", "e1", "serve", "--model", model, "--port", str(port), "--dtype", dtype,
-                   "--max-model-len", str(max_model_len), "--", "--disable-uvicorn-access-log"]
+        command = [
+            sys.executable,
+            "-m",
+            "e1",
+            "serve",
+            "--model",
+            model,
+            "--port",
+            str(port),
+            "--dtype",
+            dtype,
+            "--max-model-len",
+            str(max_model_len),
+            "--",
+            "--disable-uvicorn-access-log",
+        ]
     process = subprocess.Popen(command, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env)
     deadline = time.monotonic() + 300
     while True:
@@ -95,8 +122,12 @@ async def send_all(client, model: str, problems: list[str], concurrency: int, ex
         async with gate:
             start = time.perf_counter()
             response = await client.chat.completions.create(
-                model=model, messages=[{"role": "user", "content": problem}], temperature=0,
-                max_tokens=max_tokens, extra_body=extra)
+                model=model,
+                messages=[{"role": "user", "content": problem}],
+                temperature=0,
+                max_tokens=max_tokens,
+                extra_body=extra,
+            )
             return time.perf_counter() - start, response.usage.completion_tokens
 
     results = await asyncio.gather(*(one(p) for p in problems))
@@ -131,8 +162,15 @@ def main() -> None:
     problems = [f"Problem {i}: what is {i} * {i + 7}?" for i in range(args.requests)]
     concurrencies = list(map(int, args.concurrency.split(",")))
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model or str(build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers,
-                                                  heads=args.hidden // 32, intermediate_size=4 * args.hidden))
+        path = args.model or str(
+            build_tiny_model(
+                f"{tmp}/m",
+                hidden_size=args.hidden,
+                layers=args.layers,
+                heads=args.hidden // 32,
+                intermediate_size=4 * args.hidden,
+            )
+        )
         length = args.max_model_len or max(1024, args.tokens + 512)
         dtype = "auto" if args.model else "float32"
         loop = asyncio.new_event_loop()
@@ -142,6 +180,7 @@ def main() -> None:
 
             def run(concurrency, extra, max_tokens):
                 return lambda: loop.run_until_complete(send_all(client, path, problems, concurrency, extra, max_tokens))
+
             return run
 
         raw = {}
@@ -179,11 +218,15 @@ def report(args, think, solve, total, run, budgeted, plain, raw: dict) -> dict:
     """Print the table; returns ``{concurrency: {what: ratio}}``: budgeted / plain (latency, time per token)
     and, with a raw baseline, e1 serve's plain / raw vLLM per token."""
     shape = args.model or f"hidden {args.hidden}, layers {args.layers}"
-    print(f"model: {shape}; {args.requests} requests; t={think} s={solve} (at most {total} tokens each, "
-          f"{total * args.requests} a run); greedy; best of {args.repeats}; ratios per token generated")
+    print(
+        f"model: {shape}; {args.requests} requests; t={think} s={solve} (at most {total} tokens each, "
+        f"{total * args.requests} a run); greedy; best of {args.repeats}; ratios per token generated"
+    )
     ratios = {}
-    print(f"  {'concurrency':>11} {'request':12} {'latency':>9} {'tokens':>8} {'tok/s':>8} {'latency x':>10} "
-          f"{'per token x plain':>18}")
+    print(
+        f"  {'concurrency':>11} {'request':12} {'latency':>9} {'tokens':>8} {'tok/s':>8} {'latency x':>10} "
+        f"{'per token x plain':>18}"
+    )
     for concurrency in map(int, args.concurrency.split(",")):
         runs = {"budgeted": run(concurrency, budgeted, None), "plain": run(concurrency, plain, total)}
         for fn in runs.values():  # warm up both paths
@@ -193,19 +236,33 @@ def report(args, think, solve, total, run, budgeted, plain, raw: dict) -> dict:
             results["raw vLLM"] = raw[concurrency]
         plain_s, (plain_latency, plain_tokens) = results["plain"]
         for name, (secs, (latency, tokens)) in results.items():
-            print(f"  {concurrency:11d} {name:12} {latency:8.3f}s {tokens:8d} {tokens / secs:8.0f} "
-                  f"{latency / plain_latency:9.3f}x {per_token(secs, tokens) / per_token(plain_s, plain_tokens):17.3f}x")
+            print(
+                f"  {concurrency:11d} {name:12} {latency:8.3f}s {tokens:8d} {tokens / secs:8.0f} "
+                f"{latency / plain_latency:9.3f}x {per_token(secs, tokens) / per_token(plain_s, plain_tokens):17.3f}x"
+            )
         secs, (latency, tokens) = results["budgeted"]
-        ratios[concurrency] = {"latency": latency / plain_latency,
-                               "time per token": per_token(secs, tokens) / per_token(plain_s, plain_tokens)}
+        ratios[concurrency] = {
+            "latency": latency / plain_latency,
+            "time per token": per_token(secs, tokens) / per_token(plain_s, plain_tokens),
+        }
         if concurrency in raw:
             raw_s, (_, raw_tokens) = raw[concurrency]
-            ratios[concurrency]["e1 serve / raw vLLM per token"] = (per_token(plain_s, plain_tokens)
-                                                                   / per_token(raw_s, raw_tokens))
-            print(f"  {'':11} e1 serve (plain) / raw vLLM per token: {ratios[concurrency]['e1 serve / raw vLLM per token']:.3f}x")
-        short = {name: total * args.requests - tokens for name, (_, (_, tokens)) in results.items() if tokens < total * args.requests}
+            ratios[concurrency]["e1 serve / raw vLLM per token"] = per_token(plain_s, plain_tokens) / per_token(
+                raw_s, raw_tokens
+            )
+            print(
+                f"  {'':11} e1 serve (plain) / raw vLLM per token: {ratios[concurrency]['e1 serve / raw vLLM per token']:.3f}x"
+            )
+        short = {
+            name: total * args.requests - tokens
+            for name, (_, (_, tokens)) in results.items()
+            if tokens < total * args.requests
+        }
         if short:
-            print(f"  {'':11} ended early (EOS before the budget): " + ", ".join(f"{n} {k} tokens short" for n, k in short.items()))
+            print(
+                f"  {'':11} ended early (EOS before the budget): "
+                + ", ".join(f"{n} {k} tokens short" for n, k in short.items())
+            )
     print("goal: budgeted <= 1.05x plain per token at concurrency 32; e1 serve <= 1.05x raw vLLM per token")
     return ratios
 

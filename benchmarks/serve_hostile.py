@@ -39,8 +39,10 @@ def main() -> None:
                 solo, under_load = statistics.median(solos), statistics.median(loaded)
                 ratios.append(under_load / solo)
                 refused = sum(1 for _, status, _ in results if status is not None and 400 <= status < 500)
-                print(f"round {round_index}: solo {solo * 1e3:.0f} ms, under load {under_load * 1e3:.0f} ms "
-                      f"({len(loaded)} timed), x{ratios[-1]:.2f}; {len(results)} hostile, {refused} refused (4xx)")
+                print(
+                    f"round {round_index}: solo {solo * 1e3:.0f} ms, under load {under_load * 1e3:.0f} ms "
+                    f"({len(loaded)} timed), x{ratios[-1]:.2f}; {len(results)} hostile, {refused} refused (4xx)"
+                )
             print(f"honest latency under hostile load: median x{statistics.median(ratios):.2f} (goal <= 2.00)")
 
 

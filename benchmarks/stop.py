@@ -52,16 +52,27 @@ def main() -> None:
                 state.accept(token)
             assert state.think_tokens == len(ids) and state.think_end == "open"
             return len(ids)
+
         return feed
 
-    stops = {"elastic, no pattern": None, "stop=, incremental scanner": StopPattern(tokenizer, pattern),
-             "stop=, decode 64 ids afresh": Fallback(tokenizer, pattern, window=256)}
+    stops = {
+        "elastic, no pattern": None,
+        "stop=, incremental scanner": StopPattern(tokenizer, pattern),
+        "stop=, decode 64 ids afresh": Fallback(tokenizer, pattern, window=256),
+    }
     runs = {name: run(stop) for name, stop in stops.items()}
-    show(f"RowState alone: {len(ids)} thinking tokens, pattern {pattern!r}, best of {args.repeats}; "
-         f"per step at {args.rows} rows", interleaved_best(args.repeats, runs), args.rows)
+    show(
+        f"RowState alone: {len(ids)} thinking tokens, pattern {pattern!r}, best of {args.repeats}; "
+        f"per step at {args.rows} rows",
+        interleaved_best(args.repeats, runs),
+        args.rows,
+    )
     processor = {name: processor_run(stop, ids, markers, args.rows) for name, stop in stops.items()}
-    show(f"vLLM's logits processor (e1.engine.vllm.processor), {args.rows} rows, one token per row per step",
-         interleaved_best(args.repeats, processor), 1)
+    show(
+        f"vLLM's logits processor (e1.engine.vllm.processor), {args.rows} rows, one token per row per step",
+        interleaved_best(args.repeats, processor),
+        1,
+    )
 
 
 def show(title: str, results: dict, rows: int) -> None:
@@ -69,8 +80,10 @@ def show(title: str, results: dict, rows: int) -> None:
     print(title)
     for name, (secs, count) in results.items():
         per = secs / count
-        print(f"  {name:28s} {per * 1e6:8.2f} us/{'token' if rows > 1 else 'step '}  "
-              f"{per * rows * 1e3:7.2f} ms/step  {per / base:6.2f}x elastic")
+        print(
+            f"  {name:28s} {per * 1e6:8.2f} us/{'token' if rows > 1 else 'step '}  "
+            f"{per * rows * 1e3:7.2f} ms/step  {per / base:6.2f}x elastic"
+        )
 
 
 def processor_run(stop, ids, markers, rows: int):
@@ -98,6 +111,7 @@ def processor_run(stop, ids, markers, rows: int):
                 output.append(token)
             processor.apply(logits)
         return len(ids)
+
     return feed
 
 

@@ -43,8 +43,19 @@ def grid_batch(args):
     from e1.budget import Budget
     from e1.engine.base import Mode
 
-    frame = pd.DataFrame([dict(id=f"p{i}", dataset="bench", problem=f"Problem {i}: what is {i} * {i + 7}?",
-                               answer=str(i * (i + 7)), task="math", task_version=1) for i in range(args.problems)])
+    frame = pd.DataFrame(
+        [
+            dict(
+                id=f"p{i}",
+                dataset="bench",
+                problem=f"Problem {i}: what is {i} * {i + 7}?",
+                answer=str(i * (i + 7)),
+                task="math",
+                task_version=1,
+            )
+            for i in range(args.problems)
+        ]
+    )
     thinks = [int(t) for t in args.think.split(",")]
     cells = [(Mode("elastic"), Budget(t, args.solve)) for t in thinks]
     cells += [(Mode("truncate"), Budget(t, args.solve)) for t in thinks]
@@ -60,7 +71,9 @@ def measure(engine, args, label: str) -> None:
 
     batch, thinks = grid_batch(args)
     sampling = Sampling(temperature=1.0, top_p=1.0, seed=0, max_tokens=thinks[-1] + args.solve)
-    base = EvalConfig(model="bench", datasets=("bench",), n=args.n, sampling=sampling, batch_size=args.problems * args.n)
+    base = EvalConfig(
+        model="bench", datasets=("bench",), n=args.n, sampling=sampling, batch_size=args.problems * args.n
+    )
     counting = Counting(engine)
 
     def run(shared: bool):
@@ -68,6 +81,7 @@ def measure(engine, args, label: str) -> None:
             counting.decoded = 0
             _generate_batch(counting, batch, replace(base, share_prefixes=shared))
             return counting.decoded
+
         return go
 
     runs = {"independent": run(False), "shared": run(True)}
@@ -75,12 +89,16 @@ def measure(engine, args, label: str) -> None:
         fn()
     results = interleaved_best(args.repeats, runs)
     (alone_s, alone_tokens), (shared_s, shared_tokens) = results["independent"], results["shared"]
-    print(f"{label}: {args.problems} problems × n={args.n}; elastic t={args.think} s={args.solve}, truncate at t+s, "
-          f"none ≤ {thinks[-1] + args.solve}; best of {args.repeats}")
+    print(
+        f"{label}: {args.problems} problems × n={args.n}; elastic t={args.think} s={args.solve}, truncate at t+s, "
+        f"none ≤ {thinks[-1] + args.solve}; best of {args.repeats}"
+    )
     print(f"  independent {alone_tokens:7d} tokens {alone_s:8.2f}s")
     print(f"  shared      {shared_tokens:7d} tokens {shared_s:8.2f}s")
-    print(f"  shared / independent: {shared_tokens / alone_tokens:.3f}x tokens, {shared_s / alone_s:.3f}x time"
-          "   (goal <= 0.4x tokens, <= 0.5x time)")
+    print(
+        f"  shared / independent: {shared_tokens / alone_tokens:.3f}x tokens, {shared_s / alone_s:.3f}x time"
+        "   (goal <= 0.4x tokens, <= 0.5x time)"
+    )
 
 
 def main() -> None:
@@ -101,8 +119,15 @@ def main() -> None:
 
     quiet_libraries()
     with tempfile.TemporaryDirectory() as tmp:
-        path = str(build_tiny_model(f"{tmp}/m", hidden_size=args.hidden, layers=args.layers, heads=args.hidden // 32,
-                                    intermediate_size=4 * args.hidden))
+        path = str(
+            build_tiny_model(
+                f"{tmp}/m",
+                hidden_size=args.hidden,
+                layers=args.layers,
+                heads=args.hidden // 32,
+                intermediate_size=4 * args.hidden,
+            )
+        )
         if args.backend in ("both", "hf"):
             from e1.engine.hf.hf_engine import HFEngine
             from e1.engine.spec import EngineSpec

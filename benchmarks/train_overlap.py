@@ -69,11 +69,26 @@ class SleepingReward:
 
 
 def trainer_for(root: Path, model: Path, data: Path, args, chunks: int) -> tuple[Trainer, SleepyAnswers]:
-    config = build_config(model=str(model), data=str(data), out=root / f"chunks{chunks}", think=args.tokens // 2,
-                          solve=args.tokens // 2, steps=10_000, save_every=10_000, eval_every=10_000,
-                          prompts_per_step=args.prompts, samples_per_prompt=args.group, mini_batch_prompts=args.prompts,
-                          micro_batch=args.group * 2, kl_coef=0.0, temperature=1.0, batch_size=args.batch,
-                          workers=args.workers, test_time_limit_s=60.0, rollout_chunks=chunks)
+    config = build_config(
+        model=str(model),
+        data=str(data),
+        out=root / f"chunks{chunks}",
+        think=args.tokens // 2,
+        solve=args.tokens // 2,
+        steps=10_000,
+        save_every=10_000,
+        eval_every=10_000,
+        prompts_per_step=args.prompts,
+        samples_per_prompt=args.group,
+        mini_batch_prompts=args.prompts,
+        micro_batch=args.group * 2,
+        kl_coef=0.0,
+        temperature=1.0,
+        batch_size=args.batch,
+        workers=args.workers,
+        test_time_limit_s=60.0,
+        rollout_chunks=chunks,
+    )
     trainer = Trainer.create(config)
     answers = SleepyAnswers(trainer.rollouts.engine)
     if args.sleep_only:
@@ -83,8 +98,15 @@ def trainer_for(root: Path, model: Path, data: Path, args, chunks: int) -> tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for name, default in (("prompts", 16), ("group", 4), ("tokens", 1024), ("batch", 8), ("chunks", 4), ("steps", 3),
-                          ("workers", 8)):
+    for name, default in (
+        ("prompts", 16),
+        ("group", 4),
+        ("tokens", 1024),
+        ("batch", 8),
+        ("chunks", 4),
+        ("steps", 3),
+        ("workers", 8),
+    ):
         parser.add_argument(f"--{name}", type=int, default=default)
     parser.add_argument("--sleep-only", action="store_true", help="score by sleeping in-process, no sandbox programs")
     args = parser.parse_args()
@@ -92,7 +114,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         model, data = build_tiny_model(root / "tiny"), problems_file(root, args.prompts * (args.steps + 2))
-        (one, one_answers), (chunked, chunked_answers) = (trainer_for(root, model, data, args, n) for n in (1, args.chunks))
+        (one, one_answers), (chunked, chunked_answers) = (
+            trainer_for(root, model, data, args, n) for n in (1, args.chunks)
+        )
         with one.scorer, chunked.scorer:
             calibration = one.step()  # also the warm-up: generation alone, and the sandbox's own cost
             chunked.step()
@@ -104,24 +128,34 @@ def main() -> None:
 
 
 def report(args, calibration: dict, sleep_s: float, rows: list[tuple[dict, dict]]) -> None:
-    print(f"{args.prompts} prompts x {args.group} code samples per step, {args.tokens} tokens, decoded {args.batch} at a "
-          f"time{' (--sleep-only: no sandbox)' if args.sleep_only else ''}; each test sleeps {sleep_s * 1e3:.0f} ms (sandbox cost alone {calibration['reward_busy_s']:.2f} s), "
-          f"{args.workers} workers; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
-    print(f"  {'step':>4}  {'G':>7}  {'S':>7}  {'G + S':>7}  {'W':>7}  {'W/max(G,S)':>10}  {'G chunked':>9}  "
-          f"{'step_s 1':>8}  {f'step_s {args.chunks}':>8}  {'ratio':>6}")
+    print(
+        f"{args.prompts} prompts x {args.group} code samples per step, {args.tokens} tokens, decoded {args.batch} at a "
+        f"time{' (--sleep-only: no sandbox)' if args.sleep_only else ''}; each test sleeps {sleep_s * 1e3:.0f} ms (sandbox cost alone {calibration['reward_busy_s']:.2f} s), "
+        f"{args.workers} workers; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
+    print(
+        f"  {'step':>4}  {'G':>7}  {'S':>7}  {'G + S':>7}  {'W':>7}  {'W/max(G,S)':>10}  {'G chunked':>9}  "
+        f"{'step_s 1':>8}  {f'step_s {args.chunks}':>8}  {'ratio':>6}"
+    )
     for step, (one, chunked) in enumerate(rows, start=2):
         generate_s, score_s = one["rollout_s"], one["reward_busy_s"]
         wall_s = chunked["rollout_s"] + chunked["reward_s"]
-        print(f"  {step:>4}  {generate_s:7.2f}  {score_s:7.2f}  {generate_s + score_s:7.2f}  {wall_s:7.2f}  "
-              f"{wall_s / max(generate_s, score_s):10.3f}  {chunked['rollout_s']:9.2f}  {one['step_s']:8.2f}  {chunked['step_s']:8.2f}  "
-              f"{chunked['step_s'] / one['step_s']:6.3f}")
+        print(
+            f"  {step:>4}  {generate_s:7.2f}  {score_s:7.2f}  {generate_s + score_s:7.2f}  {wall_s:7.2f}  "
+            f"{wall_s / max(generate_s, score_s):10.3f}  {chunked['rollout_s']:9.2f}  {one['step_s']:8.2f}  {chunked['step_s']:8.2f}  "
+            f"{chunked['step_s'] / one['step_s']:6.3f}"
+        )
     ratios = [(c["rollout_s"] + c["reward_s"]) / max(o["rollout_s"], o["reward_busy_s"]) for o, c in rows]
     steps = [c["step_s"] / o["step_s"] for o, c in rows]
     hidden = [c["reward_busy_s"] - c["reward_s"] for _, c in rows]
-    print(f"  median W / max(G, S) = {statistics.median(ratios):.3f}  (ideal with {args.chunks} chunks "
-          f"≈ {1 + 1 / args.chunks:.2f}; one after the other it is (G + S) / max(G, S))")
-    print(f"  median step time, --rollout-chunks {args.chunks} / 1 = {statistics.median(steps):.3f}; scoring hidden "
-          f"behind generation (reward_busy_s - reward_s): median {statistics.median(hidden):.2f} s per step")
+    print(
+        f"  median W / max(G, S) = {statistics.median(ratios):.3f}  (ideal with {args.chunks} chunks "
+        f"≈ {1 + 1 / args.chunks:.2f}; one after the other it is (G + S) / max(G, S))"
+    )
+    print(
+        f"  median step time, --rollout-chunks {args.chunks} / 1 = {statistics.median(steps):.3f}; scoring hidden "
+        f"behind generation (reward_busy_s - reward_s): median {statistics.median(hidden):.2f} s per step"
+    )
 
 
 if __name__ == "__main__":

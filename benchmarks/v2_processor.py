@@ -36,8 +36,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--modes", default="elastic,soft:start=0,budget-forcing,truncate",
-                        help="each request's mode, one table row group per mode (comma-separated mode texts)")
+    parser.add_argument(
+        "--modes",
+        default="elastic,soft:start=0,budget-forcing,truncate",
+        help="each request's mode, one table row group per mode (comma-separated mode texts)",
+    )
     parser.add_argument("--batches", default="8,64,256,1024", help="rows per step, comma-separated")
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--vocab", type=int, default=64)
@@ -49,8 +52,10 @@ def main() -> None:
 
     torch.set_num_threads(1)
     print(f"apply() per step, {args.steps} steps, vocab {args.vocab}, best of {args.repeats} (torch threads: 1)")
-    print(f"{'mode':<16} {'rows':>5} {'V1 ops':>7} {'V2 ops':>7} {'V1 us/step':>11} {'V2 us/step':>11} {'V1/V2':>6}"
-          f" {'V2 before':>10} {'V2/before':>10}")
+    print(
+        f"{'mode':<16} {'rows':>5} {'V1 ops':>7} {'V2 ops':>7} {'V1 us/step':>11} {'V2 us/step':>11} {'V1/V2':>6}"
+        f" {'V2 before':>10} {'V2/before':>10}"
+    )
     for mode in Mode.split_list(args.modes):
         stop = "stop=" in mode  # then also V2's host rows without quiet ids: every id scanned
         for rows in map(int, args.batches.split(",")):
@@ -64,8 +69,10 @@ def main() -> None:
                     best[name] = min(best[name], run(None))
             v1, v2 = (best[name] / args.steps * 1e6 for name in ("v1", "v2"))
             before = best["before"] / args.steps * 1e6 if stop else None
-            print(f"{mode:<16} {rows:5d} {ops['v1']:7.1f} {ops['v2']:7.1f} {v1:11.1f} {v2:11.1f} {v1 / v2:6.2f}"
-                  + (f" {before:10.1f} {v2 / before:9.3f}x" if stop else f" {'-':>10} {'-':>10}"))
+            print(
+                f"{mode:<16} {rows:5d} {ops['v1']:7.1f} {ops['v2']:7.1f} {v1:11.1f} {v2:11.1f} {v1 / v2:6.2f}"
+                + (f" {before:10.1f} {v2 / before:9.3f}x" if stop else f" {'-':>10} {'-':>10}")
+            )
 
 
 def count_ops(run) -> int:
@@ -109,6 +116,7 @@ def with_tokenizer(processor_class):
     class Processor(processor_class):
         def tokenizer(self):
             return tokenizer
+
     return Processor
 
 
@@ -144,7 +152,9 @@ def v1_run(rows: int, mode: str, args):
             for output in outputs:
                 output.append(token)
             processor.apply(logits)
+
         return timed([lambda token=token: step(token) for token in stream], counter)
+
     return run
 
 
@@ -166,10 +176,15 @@ def v2_run(rows: int, mode: str, args, prefilter: bool = True):
 
     def run(counter) -> float:
         lengths = torch.full((rows,), prompt, dtype=torch.int32)
-        req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=rows, vocab_size=args.vocab,
-                                     all_token_ids=tensor(torch.zeros(rows, prompt + args.steps, dtype=torch.int32)),
-                                     prompt_len=tensor(lengths), prefill_len=tensor(lengths.clone()),
-                                     total_len=tensor(lengths.clone()))
+        req = LogitsProcRequestState(
+            device=torch.device("cpu"),
+            max_num_reqs=rows,
+            vocab_size=args.vocab,
+            all_token_ids=tensor(torch.zeros(rows, prompt + args.steps, dtype=torch.int32)),
+            prompt_len=tensor(lengths),
+            prefill_len=tensor(lengths.clone()),
+            total_len=tensor(lengths.clone()),
+        )
         processor = with_tokenizer(V2BudgetProcessor)(None, req)
         StopPattern.prefilter = prefilter  # before: no quiet ids
         for slot in range(rows):
@@ -178,13 +193,20 @@ def v2_run(rows: int, mode: str, args, prefilter: bool = True):
         processor.apply_staged_writes()
         logits = torch.zeros(rows, args.vocab)
         order = [torch.randperm(rows, generator=torch.Generator().manual_seed(k)).int() for k in range(4)]
-        contexts = [LogitsContext(expanded_idx_mapping=order[step % 4], idx_mapping=order[step % 4],
-                                  idx_mapping_np=order[step % 4].numpy(),
-                                  expanded_local_pos=torch.zeros(rows, dtype=torch.int32),
-                                  input_ids=torch.full((rows,), token, dtype=torch.int32),
-                                  pos=torch.full((rows,), prompt + step - 1), seq_lens_upper_bound_np=None)
-                    for step, token in enumerate(stream)]
+        contexts = [
+            LogitsContext(
+                expanded_idx_mapping=order[step % 4],
+                idx_mapping=order[step % 4],
+                idx_mapping_np=order[step % 4].numpy(),
+                expanded_local_pos=torch.zeros(rows, dtype=torch.int32),
+                input_ids=torch.full((rows,), token, dtype=torch.int32),
+                pos=torch.full((rows,), prompt + step - 1),
+                seq_lens_upper_bound_np=None,
+            )
+            for step, token in enumerate(stream)
+        ]
         return timed([lambda ctx=ctx: processor.apply(logits, ctx) for ctx in contexts], counter)
+
     return run
 
 

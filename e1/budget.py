@@ -1,11 +1,11 @@
 """Token budgets for separate budgeting: ``t`` thinking tokens and ``s`` solution tokens.
 
-    >>> Budget.parse("1.5k", "1k")
-    Budget(think=1536, solve=1024)
-    >>> parse_tokens("2K")
-    2048
-    >>> Budget(think=0, solve=1).total
-    1
+>>> Budget.parse("1.5k", "1k")
+Budget(think=1536, solve=1024)
+>>> parse_tokens("2K")
+2048
+>>> Budget(think=0, solve=1).total
+1
 """
 
 from __future__ import annotations

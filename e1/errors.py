@@ -36,12 +36,16 @@ MIN_SECRET_CHARS = 8  # shorter values ("none", "1") are no secrets, and masking
 # a variable or option named like a secret: OPENAI_API_KEY, HF_TOKEN, --api-key, --hf-token=...
 _SECRET_NAME = re.compile(r"(^|[_-])(API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)($|[_-])", re.I)
 # a header or query field that carries a secret, whatever its value: `Authorization: Bearer x`, `x-api-key=x`, `?key=x`
-_SECRET_FIELD = re.compile(r"(?i)((?<![\w-])(?:(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|token)|[?&]key)"
-                           r"([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"',;&]+)")
+_SECRET_FIELD = re.compile(
+    r"(?i)((?<![\w-])(?:(?:proxy-)?authorization|x-api-key|x-goog-api-key|api[-_]?key|token)|[?&]key)"
+    r"([\"']?\s*[:=]\s*[\"']?)(?:(bearer|basic|token)\s+)?([^\s\"',;&]+)"
+)
 # a secret-named field in any text (query, form, log line): `access_token=x`, `password: x`, `sig=x`, `client_secret=x`
-_SECRET_VALUE = re.compile(r"(?i)((?<![\w-])(?:[\w-]*[_-])?(?:access[_-]?token|refresh[_-]?token|id[_-]?token|auth|"
-                           r"password|passwd|pwd|secret|sig|signature|credentials?|session[_-]?id)(?![\w-]))"
-                           r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]+)")
+_SECRET_VALUE = re.compile(
+    r"(?i)((?<![\w-])(?:[\w-]*[_-])?(?:access[_-]?token|refresh[_-]?token|id[_-]?token|auth|"
+    r"password|passwd|pwd|secret|sig|signature|credentials?|session[_-]?id)(?![\w-]))"
+    r"([\"']?\s*[:=]\s*[\"']?)([^\s\"',;&]+)"
+)
 # a URL in text: its userinfo, and the values of its query and fragment, are masked whatever their names
 _URL = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)([^\s\"'<>]*)")
 _BEARER = re.compile(rf"(?i)\b(bearer)\s+([A-Za-z0-9._~+/=-]{{{MIN_SECRET_CHARS},}})")
@@ -150,7 +154,7 @@ def _url_rest(rest: str) -> str:
     """A URL after its scheme, userinfo and every query and fragment value masked (names kept)."""
     before = re.split(r"[?#]", rest, maxsplit=1)[0]
     if "@" in before:  # userinfo, even one holding an unencoded "/" (a path's "@" masks a little more)
-        rest = MASK + "@" + rest[before.rindex("@") + 1:]
+        rest = MASK + "@" + rest[before.rindex("@") + 1 :]
     if "?" not in rest and "#" not in rest:
         return rest
     head, tail = re.split(r"(?=[?#])", rest, maxsplit=1)

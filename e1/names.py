@@ -54,13 +54,17 @@ class Name:
 
 def shown(value: Any) -> str:
     """A name as an error line shows it: quoted, escaped (a newline reads ``\\n``), cut short."""
-    text = repr(value) if not isinstance(value, str) or len(value) <= _SHOWN_CHARS else repr(value[:_SHOWN_CHARS]) + "..."
+    text = (
+        repr(value) if not isinstance(value, str) or len(value) <= _SHOWN_CHARS else repr(value[:_SHOWN_CHARS]) + "..."
+    )
     return text
 
 
 # a registry key, a task, a prompt style, a length reward: what a user types and a file holds
-NAME = Name(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", "letters, digits, '.', '_' or '-', a letter or digit first, "
-                                                 "at most 64 characters")
+NAME = Name(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}",
+    "letters, digits, '.', '_' or '-', a letter or digit first, at most 64 characters",
+)
 
 
 class Registry(dict):
@@ -78,8 +82,7 @@ class Registry(dict):
         own = held.split(".")[0] == "e1"  # e1's own definition is replaced by nothing but itself
         if key in self and not (self[key] is value or (not own and _same(self[key], value))):
             whose = f"e1's own ({held})" if own else f"already registered by {held}"
-            raise self.error(f"{self.kind} {key!r} is {whose}",
-                             hint="register yours under another name")
+            raise self.error(f"{self.kind} {key!r} is {whose}", hint="register yours under another name")
         super().__setitem__(key, value)
         self.origins.setdefault(key, origin)
 
@@ -115,8 +118,10 @@ class Registry(dict):
 def _same(held: Any, value: Any) -> bool:
     """One user definition: the same function or class of the same module (imported again), or an equal value."""
     if hasattr(held, "__qualname__") and hasattr(value, "__qualname__"):
-        return (getattr(held, "__module__", None), held.__qualname__) == (getattr(value, "__module__", None),
-                                                                           value.__qualname__)
+        return (getattr(held, "__module__", None), held.__qualname__) == (
+            getattr(value, "__module__", None),
+            value.__qualname__,
+        )
     return type(held) is type(value) and held == value
 
 
@@ -125,7 +130,9 @@ def _registering_module() -> str:
     ``register*`` functions that wrap the gate (``@register_reward``, ``register(Benchmark(...))``):
     e1's by its name (``e1.rewards.math``), the user's by its file (an ``--include``'s path)."""
     frame = sys._getframe(2)  # the caller of __setitem__ (a register* wrapper, or the registering module)
-    while frame is not None and (frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name.startswith("register")):
+    while frame is not None and (
+        frame.f_globals.get("__name__") == __name__ or frame.f_code.co_name.startswith("register")
+    ):
         frame = frame.f_back
     if frame is None:
         return "?"

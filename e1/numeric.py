@@ -86,16 +86,19 @@ class Number:
         whole = self.kind is int
         if isinstance(value, bool) or not isinstance(value, numbers.Integral if whole else numbers.Real):
             expected = "a whole number" if whole else "a number"
-            raise ConfigError(f"{name} must be {expected}{_space(self.describe())}, got {_show(value)}",
-                              hint=self.hint or _unset(self))
+            raise ConfigError(
+                f"{name} must be {expected}{_space(self.describe())}, got {_show(value)}",
+                hint=self.hint or _unset(self),
+            )
         if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # ints are finite (10**400 too)
-            raise ConfigError(f"{name} must be a finite number{_space(self.describe())}, got {_show(value)}",
-                              hint=self.hint)
+            raise ConfigError(
+                f"{name} must be a finite number{_space(self.describe())}, got {_show(value)}", hint=self.hint
+            )
         low, high = self.low, self.high  # exact comparisons: 10**400 > 1.0 is True, no float conversion
         whole_range = not whole and self.min is not None and self.max is not None  # an interval reads best whole
-        if (value <= low if self.above else value < low):
+        if value <= low if self.above else value < low:
             words = self.describe() if whole_range else f"{'>' if self.above else '>='} {_show(low)}"
-        elif (value >= high if self.below else value > high):
+        elif value >= high if self.below else value > high:
             words = self.describe() if whole_range else f"{'<' if self.below else '<='} {_show(high)}"
         else:
             return value

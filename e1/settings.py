@@ -45,14 +45,18 @@ GRPO = "GRPO"
 OPTIMIZER = "Optimizer"
 SERVER = "Server"
 
-INCLUDE_HELP = ("Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
-                "rewards (@register_reward), datasets, prompt styles or modes; repeat for several.")
+INCLUDE_HELP = (
+    "Your own code to import first: a .py file or a folder (a package, or its .py files) that registers "
+    "rewards (@register_reward), datasets, prompt styles or modes; repeat for several."
+)
 
 
 def mode_help(lead: str, names) -> str:
     """The help of a mode option: the registry's ``names``, and where their options are (``e1 help modes``)."""
-    return (f"{lead}, written name[:key=value]...: {' | '.join(names)}; e.g. elastic:exit=qwen:grace=32. "
-            "Every mode and its options: e1 help modes.")
+    return (
+        f"{lead}, written name[:key=value]...: {' | '.join(names)}; e.g. elastic:exit=qwen:grace=32. "
+        "Every mode and its options: e1 help modes."
+    )
 
 
 @dataclass(frozen=True)
@@ -88,14 +92,21 @@ def like(cls: type, name: str, default: Any = MISSING) -> Any:
     return field(default=source.default if default is MISSING else default, metadata={"setting": how})
 
 
-def spec(default: Any = MISSING, *, factory: Any = MISSING, flat: bool = False,
-         narrow: dict[str, dict] | None = None, skip: tuple[str, ...] = ()) -> Any:
+def spec(
+    default: Any = MISSING,
+    *,
+    factory: Any = MISSING,
+    flat: bool = False,
+    narrow: dict[str, dict] | None = None,
+    skip: tuple[str, ...] = (),
+) -> Any:
     """A field holding a settings dataclass; ``flat``: its settings are recorded beside its owner's
     (``config.json`` and config files say ``"dtype"``, not ``"engine": {"dtype": ...}``); ``narrow``:
     what its settings mean in this owner (``{"dtype": {"help": ...}}``: :class:`Setting` fields);
     ``skip``: its settings this owner does not take (a server has no ``device``)."""
-    return field(default=default, default_factory=factory,
-                 metadata={"spec": flat, "narrow": narrow or {}, "skip": skip})
+    return field(
+        default=default, default_factory=factory, metadata={"spec": flat, "narrow": narrow or {}, "skip": skip}
+    )
 
 
 def declared(cls: type) -> dict[str, tuple[Field, Setting]]:

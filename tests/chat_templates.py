@@ -44,7 +44,8 @@ def family_tokenizer(name: str, corpus=DEFAULT_CORPUS):
         tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token = R1_BOS, R1_EOS, R1_EOS
         bos_id = tokenizer.convert_tokens_to_ids(R1_BOS)
         tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{R1_BOS} $A", pair=f"{R1_BOS} $A {R1_BOS} $B", special_tokens=[(R1_BOS, bos_id)])
+            single=f"{R1_BOS} $A", pair=f"{R1_BOS} $A {R1_BOS} $B", special_tokens=[(R1_BOS, bos_id)]
+        )
     return tokenizer
 
 

@@ -43,6 +43,8 @@ def tiny_engine(tiny_model_dir):
 def problems_file(tmp_path):
     """Five toy problems in a .jsonl (ids q0..q4; answers alternate 3 and 2)."""
     path = tmp_path / "toy.jsonl"
-    rows = [{"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)]
+    rows = [
+        {"id": f"q{i}", "problem": f"What is {i} + {i}?" + " x" * i, "answer": "2" if i % 2 else "3"} for i in range(5)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path

@@ -16,8 +16,16 @@ import torch
 
 
 class ScriptedModel(torch.nn.Module):
-    def __init__(self, vocab_size: int, scripts: dict[tuple, tuple], markers, think_token: int, solve_token: int,
-                 max_positions: int = 4096, solution: list[int] | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        scripts: dict[tuple, tuple],
+        markers,
+        think_token: int,
+        solve_token: int,
+        max_positions: int = 4096,
+        solution: list[int] | None = None,
+    ):
         super().__init__()
         self.anchor = torch.nn.Parameter(torch.zeros(1))  # gives the engine a device
         self.config = SimpleNamespace(max_position_embeddings=max_positions)
@@ -84,8 +92,9 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
         limit = think_limit(budget, mode)  # t, or soft's ceiling
         assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
         # "": the prompt closed thinking itself (its last marker the end one): all solution, nothing forced
-        assert c.think_end in ("natural", "budget", "pattern", "open") or (c.think_end == "" and not c.think_tokens
-                                                                           and not c.forced)
+        assert c.think_end in ("natural", "budget", "pattern", "open") or (
+            c.think_end == "" and not c.think_tokens and not c.forced
+        )
         assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end != "open")
         natural_end = c.think_end == "natural"
         if c.think_end == "pattern":  # a stop pattern matched: forced whenever it matched, before the limit

@@ -40,8 +40,16 @@ from starlette.routing import Route
 
 from tests.serving import free_port
 
-EFFORT_TOKENS = {"none": 0, "minimal": 64, "low": 256, "medium": 640, "high": 1500, "xhigh": 2500, "max": 3000,
-                 "dynamic": 900}
+EFFORT_TOKENS = {
+    "none": 0,
+    "minimal": 64,
+    "low": 256,
+    "medium": 640,
+    "high": 1500,
+    "xhigh": 2500,
+    "max": 3000,
+    "dynamic": 900,
+}
 NATURAL, ANSWER = 1200, 8  # thinking tokens when nothing limits it; answer tokens
 Number = StrictInt | StrictFloat
 
@@ -53,6 +61,7 @@ class Strict(BaseModel):
 # ---- Gemini generateContent (ai.google.dev/api/generate-content) ------------------------------
 # A proto3 JSON API: a field is accepted by its lowerCamelCase name or its proto name (snake_case),
 # as protobuf's JSON mapping specifies (google-genai sends nested thinkingConfig fields in snake_case).
+
 
 class Proto(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
@@ -84,7 +93,7 @@ class GenerationConfig(Proto):
     temperature: Number | None = Field(None, ge=0, le=2)
     top_p: Number | None = Field(None, ge=0, le=1)
     top_k: StrictInt | None = Field(None, ge=1)
-    seed: StrictInt | None = Field(None, ge=-2**31, lt=2**31)
+    seed: StrictInt | None = Field(None, ge=-(2**31), lt=2**31)
     max_output_tokens: StrictInt | None = Field(None, ge=1)
     thinking_config: ThinkingConfig | None = None
 
@@ -96,6 +105,7 @@ class GenerateContent(Proto):
 
 
 # ---- Anthropic Messages (platform.claude.com/docs/en/api/messages) ----------------------------
+
 
 class Message(Strict):
     role: Literal["user", "assistant"]
@@ -130,6 +140,7 @@ class Messages(Strict):
 
 # ---- OpenAI Chat Completions (platform.openai.com/docs/api-reference/chat/create) --------------
 
+
 class ChatMessage(Strict):
     role: Literal["system", "user", "assistant", "developer"]
     content: StrictStr
@@ -147,6 +158,7 @@ class ChatCompletion(Strict):
 
 
 # ---- the scripted model ---------------------------------------------------------------------------
+
 
 def script(prompt: str, think_limit: int, cap: int) -> tuple[int, int, str, bool]:
     """(thinking tokens, answer tokens, answer, finished) for a prompt, a thinking limit and a cap."""
@@ -168,14 +180,26 @@ def _gemini(body: GenerateContent) -> dict:
         limit = NATURAL if budget is None else EFFORT_TOKENS["dynamic"] if budget == -1 else min(budget, NATURAL)
     prompt = body.contents[-1].parts[-1].text
     think, answer_tokens, answer, finished = script(prompt, limit, config.max_output_tokens or 65536)
-    parts = ([{"text": "thought " * 3, "thought": True}] if think and thinking.include_thoughts else [])
-    usage = {"promptTokenCount": 12, "candidatesTokenCount": answer_tokens, "totalTokenCount": 12 + think + answer_tokens}
+    parts = [{"text": "thought " * 3, "thought": True}] if think and thinking.include_thoughts else []
+    usage = {
+        "promptTokenCount": 12,
+        "candidatesTokenCount": answer_tokens,
+        "totalTokenCount": 12 + think + answer_tokens,
+    }
     if think:
         usage["thoughtsTokenCount"] = think  # documented: absent when the model did not think
     parts += [{"text": answer}] if answer else []
-    return {"candidates": [{"content": {"role": "model", "parts": parts},
-                            "finishReason": "STOP" if finished else "MAX_TOKENS", "index": 0}],
-            "usageMetadata": usage, "modelVersion": "stand-in"}
+    return {
+        "candidates": [
+            {
+                "content": {"role": "model", "parts": parts},
+                "finishReason": "STOP" if finished else "MAX_TOKENS",
+                "index": 0,
+            }
+        ],
+        "usageMetadata": usage,
+        "modelVersion": "stand-in",
+    }
 
 
 def _anthropic(body: Messages) -> dict:
@@ -188,28 +212,52 @@ def _anthropic(body: Messages) -> dict:
         limit = EFFORT_TOKENS[body.output_config.effort if body.output_config else "high"]
     think, answer_tokens, answer, finished = script(body.messages[-1].content, limit, body.max_tokens)
     blocks = [{"type": "thinking", "thinking": "thought " * 3, "signature": "c2ln"}] if think else []
-    return {"id": "msg_stand_in", "type": "message", "role": "assistant", "model": body.model,
-            "content": [*blocks, *([{"type": "text", "text": answer}] if answer else [])], "stop_reason": "end_turn" if finished else "max_tokens",
-            "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": think + answer_tokens,
-                                             "output_tokens_details": {"thinking_tokens": think}}}
+    return {
+        "id": "msg_stand_in",
+        "type": "message",
+        "role": "assistant",
+        "model": body.model,
+        "content": [*blocks, *([{"type": "text", "text": answer}] if answer else [])],
+        "stop_reason": "end_turn" if finished else "max_tokens",
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 12,
+            "output_tokens": think + answer_tokens,
+            "output_tokens_details": {"thinking_tokens": think},
+        },
+    }
 
 
 def _openai(body: ChatCompletion) -> dict:
     limit = EFFORT_TOKENS[body.reasoning_effort or "medium"]
-    think, answer_tokens, answer, finished = script(body.messages[-1].content, limit,
-                                                    body.max_completion_tokens or body.max_tokens or 65536)
+    think, answer_tokens, answer, finished = script(
+        body.messages[-1].content, limit, body.max_completion_tokens or body.max_tokens or 65536
+    )
     message = {"role": "assistant", "content": answer}
-    return {"id": "chatcmpl-stand-in", "object": "chat.completion", "created": 0, "model": body.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop" if finished else "length"}],
-            "usage": {"prompt_tokens": 12, "completion_tokens": think + answer_tokens, "total_tokens": 12 + think + answer_tokens,
-                      "completion_tokens_details": {"reasoning_tokens": think}}}
+    return {
+        "id": "chatcmpl-stand-in",
+        "object": "chat.completion",
+        "created": 0,
+        "model": body.model,
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop" if finished else "length"}],
+        "usage": {
+            "prompt_tokens": 12,
+            "completion_tokens": think + answer_tokens,
+            "total_tokens": 12 + think + answer_tokens,
+            "completion_tokens_details": {"reasoning_tokens": think},
+        },
+    }
 
 
 class StandIn:
     """One vendor's stand-in on a loopback port, in a thread. ``requests``: every valid body;
     ``answered``: replies sent, by request; ``keys``: the key headers seen."""
 
-    KEY_HEADERS: ClassVar[dict[str, str]] = {"gemini": "x-goog-api-key", "anthropic": "authorization", "openai": "authorization"}  # anthropic>=2: Bearer
+    KEY_HEADERS: ClassVar[dict[str, str]] = {
+        "gemini": "x-goog-api-key",
+        "anthropic": "authorization",
+        "openai": "authorization",
+    }  # anthropic>=2: Bearer
 
     def __init__(self, vendor: str, port: int | None = None):
         self.vendor, self.port = vendor, port or free_port()
@@ -224,8 +272,11 @@ class StandIn:
         return f"http://127.0.0.1:{self.port}" + ("/v1" if self.vendor == "openai" else "")
 
     def app(self) -> Starlette:
-        schema, answer = {"gemini": (GenerateContent, _gemini), "anthropic": (Messages, _anthropic),
-                          "openai": (ChatCompletion, _openai)}[self.vendor]
+        schema, answer = {
+            "gemini": (GenerateContent, _gemini),
+            "anthropic": (Messages, _anthropic),
+            "openai": (ChatCompletion, _openai),
+        }[self.vendor]
 
         async def post(request: Request):
             self.keys.add(request.headers.get(self.KEY_HEADERS[self.vendor]))
@@ -233,8 +284,10 @@ class StandIn:
             try:
                 body = schema.model_validate(raw)
             except ValueError as err:
-                return JSONResponse({"error": {"code": 400, "message": str(err).splitlines()[0],
-                                               "type": "invalid_request_error"}}, status_code=400)
+                return JSONResponse(
+                    {"error": {"code": 400, "message": str(err).splitlines()[0], "type": "invalid_request_error"}},
+                    status_code=400,
+                )
             self.requests.append(raw)
             fault = self.fault(self.vendor, raw)
             if fault is not None:
@@ -247,10 +300,14 @@ class StandIn:
         async def models(request: Request):
             return JSONResponse({"object": "list", "data": [{"id": "stand-in", "object": "model"}]})
 
-        return Starlette(routes=[Route("/v1beta/models/{model}:generateContent", post, methods=["POST"]),
-                                 Route("/v1/messages", post, methods=["POST"]),
-                                 Route("/v1/chat/completions", post, methods=["POST"]),
-                                 Route("/v1/models", models)])
+        return Starlette(
+            routes=[
+                Route("/v1beta/models/{model}:generateContent", post, methods=["POST"]),
+                Route("/v1/messages", post, methods=["POST"]),
+                Route("/v1/chat/completions", post, methods=["POST"]),
+                Route("/v1/models", models),
+            ]
+        )
 
     def start(self) -> StandIn:
         config = uvicorn.Config(self.app(), host="127.0.0.1", port=self.port, log_level="error", lifespan="off")

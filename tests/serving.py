@@ -26,8 +26,21 @@ def running_server(model_dir: str, log: Path, *args: str, port: int | None = Non
     loopback port until the block ends; yields its URL once ``/health`` answers (within 300 s).
     It is stopped with SIGTERM, which must end it cleanly (exit 0); its output goes to ``log``."""
     port = port or free_port()
-    command = [sys.executable, "-m", "e1", "serve", "--model", str(model_dir), "--port", str(port),
-               "--dtype", "float32", "--max-model-len", "256", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "e1",
+        "serve",
+        "--model",
+        str(model_dir),
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "256",
+        *args,
+    ]
     with running(command, port, log, clean_exit=True) as url:
         yield url
 

@@ -115,23 +115,35 @@ class StandIn:
         if path.endswith("/chat/completions"):  # a reasoning parser's split, and its count
             tokens = min(body.get("max_tokens", 16), 6)
             message = {"role": "assistant", "reasoning_content": "a a a", "content": "\\boxed{5}"}
-            usage = {"prompt_tokens": 9, "completion_tokens": tokens,
-                     "completion_tokens_details": {"reasoning_tokens": 3}}
+            usage = {
+                "prompt_tokens": 9,
+                "completion_tokens": tokens,
+                "completion_tokens_details": {"reasoning_tokens": 3},
+            }
             return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
         prompt, limit = body["prompt"], body.get("max_tokens", 16)
         if body.get("stop") == [END]:  # thinking: "short" prompts end it after 3 tokens
             natural = "short" in prompt and limit >= 3
             tokens = 3 if natural else limit
-            choice = {"text": " a" * (tokens - 1 if natural else tokens), "finish_reason": "stop" if natural else "length",
-                      "stop_reason": END if natural else None}
+            choice = {
+                "text": " a" * (tokens - 1 if natural else tokens),
+                "finish_reason": "stop" if natural else "length",
+                "stop_reason": END if natural else None,
+            }
         elif prompt.rstrip().endswith(END) or END in prompt:  # the solution: " 5", "!", EOS
             tokens = min(3, limit)
-            choice = {"text": " \\boxed{5}"[: 4 * tokens], "finish_reason": "stop" if tokens == 3 else "length",
-                      "stop_reason": None}
+            choice = {
+                "text": " \\boxed{5}"[: 4 * tokens],
+                "finish_reason": "stop" if tokens == 3 else "length",
+                "stop_reason": None,
+            }
         else:  # one call: 3 thinking tokens, the marker, 2 solution tokens and EOS
             tokens = min(6, limit)
-            choice = {"text": (" a a" + END + " \\boxed{5}") if tokens == 6 else " a" * tokens,
-                      "finish_reason": "stop" if tokens == 6 else "length", "stop_reason": None}
+            choice = {
+                "text": (" a a" + END + " \\boxed{5}") if tokens == 6 else " a" * tokens,
+                "finish_reason": "stop" if tokens == 6 else "length",
+                "stop_reason": None,
+            }
         return {"choices": [{"index": 0, **choice}], "usage": {"prompt_tokens": 9, "completion_tokens": tokens}}
 
 
@@ -165,15 +177,26 @@ def test_two_calls_make_elastic_on_a_plain_server(stand_in, tokenizer_dir):
     assert engine.server == PLAIN_SERVER
     # the stand-in refuses a token-id prompt: the run is recorded as not token-exact, and why
     assert not engine.describe()["token_exact"] and "no token-id prompt" in engine.describe()["exactness"]
-    assert engine.describe()["methods"] == {"elastic": TWO_CALLS, "elastic:exit='Stop now.'": TWO_CALLS,
-                                            "truncate": ONE_CALL, "none": ONE_CALL}
+    assert engine.describe()["methods"] == {
+        "elastic": TWO_CALLS,
+        "elastic:exit='Stop now.'": TWO_CALLS,
+        "truncate": ONE_CALL,
+        "none": ONE_CALL,
+    }
     sampling = Sampling(temperature=0.6, seed=3)
     prompt = lambda text: build_prompt(engine.tokenizer, text)  # the template opens thinking  # noqa: E731
-    short, long_ = engine.generate([prompt("short question"), prompt("long question")], Budget(5, 4), Mode(), sampling,
-                                   seeds=[1, 2])
+    short, long_ = engine.generate(
+        [prompt("short question"), prompt("long question")], Budget(5, 4), Mode(), sampling, seeds=[1, 2]
+    )
     # the short row ended thinking itself after 3 tokens (the marker counted, as in e1's engines);
     # its solution is 3 tokens, the EOS counted: the counts are the replies' usage
-    assert (short.think_tokens, short.solve_tokens, short.forced, short.closed, short.finish_reason) == (3, 3, False, True, "stop")
+    assert (short.think_tokens, short.solve_tokens, short.forced, short.closed, short.finish_reason) == (
+        3,
+        3,
+        False,
+        True,
+        "stop",
+    )
     # the long row was cut at t = 5 and its solution continued after the forced marker
     assert (long_.think_tokens, long_.solve_tokens, long_.forced, long_.closed) == (5, 3, True, True)
     assert long_.solution_text == " \\boxed{5}" and long_.think_text == " a a a a a"
@@ -204,8 +227,9 @@ def test_what_a_plain_server_cannot_do_is_refused(stand_in, tokenizer_dir):
         _engine(stand_in, tokenizer_dir, modes=("early-exit",))
     chat = OpenAIEngine.load(MODEL, ApiSettings(stand_in.url), [Mode("none")])  # counts from reasoning_tokens
     options = PromptOptions(system="Be brief.", template_kwargs='{"enable_thinking": true}')
-    row = chat.generate([build_prompt(chat.tokenizer, "q", options=options)], Budget(1, 1), "none",
-                        Sampling(max_tokens=50))[0]
+    row = chat.generate(
+        [build_prompt(chat.tokenizer, "q", options=options)], Budget(1, 1), "none", Sampling(max_tokens=50)
+    )[0]
     assert (row.think_tokens, row.solve_tokens, row.think_text, row.solution_text) == (3, 3, "a a a", "\\boxed{5}")
     sent = stand_in.requests[-1][1]  # the system prompt and template arguments reach the server's template
     assert sent["messages"][0] == {"role": "system", "content": "Be brief."}
@@ -241,8 +265,10 @@ def test_429_is_retried_and_500s_fail_clearly(stand_in, tokenizer_dir):
 
 def _dataset(tmp_path: Path, count: int = 4) -> Path:
     path = tmp_path / "problems.jsonl"
-    rows = [{"id": f"p{i}", "problem": ("short " if i % 2 else "long ") + f"question {i}", "answer": "5"}
-            for i in range(count)]
+    rows = [
+        {"id": f"p{i}", "problem": ("short " if i % 2 else "long ") + f"question {i}", "answer": "5"}
+        for i in range(count)
+    ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     return path
 
@@ -251,9 +277,18 @@ def _eval(url: str, tokenizer_dir: str, tmp_path: Path, batch_size: int = 1, **a
     from e1.eval.run import EvalConfig, evaluate
 
     settings = ApiSettings(url, tokenizer=tokenizer_dir, max_retries=1, concurrency=2, **api)
-    config = EvalConfig(model=MODEL, datasets=(str(_dataset(tmp_path)),), budgets=(Budget(5, 4),), n=1,
-                        sampling=Sampling(temperature=0), out=tmp_path / "run", batch_size=batch_size,
-                        engine=EngineSpec(backend="openai"), api=settings, scoring=ScoringSpec(workers=1))
+    config = EvalConfig(
+        model=MODEL,
+        datasets=(str(_dataset(tmp_path)),),
+        budgets=(Budget(5, 4),),
+        n=1,
+        sampling=Sampling(temperature=0),
+        out=tmp_path / "run",
+        batch_size=batch_size,
+        engine=EngineSpec(backend="openai"),
+        api=settings,
+        scoring=ScoringSpec(workers=1),
+    )
     return evaluate(config)
 
 
@@ -267,12 +302,16 @@ def _failing_on(problem: str, status: int, raw: bytes):
     return lambda path, body: (status, {"retry-after-ms": "1"}, raw) if problem in body.get("prompt", "") else None
 
 
-@pytest.mark.parametrize("status, raw, reason", [
-    (500, b'{"error": {"message": "boom"}}', "HTTP 500 from the server: boom"),
-    (200, b'{"choices": [{"text": "cut', "the reply is not JSON"),
-])
-def test_a_failed_request_names_its_problem_and_keeps_finished_samples(stand_in, tokenizer_dir, tmp_path,
-                                                                       status, raw, reason):
+@pytest.mark.parametrize(
+    "status, raw, reason",
+    [
+        (500, b'{"error": {"message": "boom"}}', "HTTP 500 from the server: boom"),
+        (200, b'{"choices": [{"text": "cut', "the reply is not JSON"),
+    ],
+)
+def test_a_failed_request_names_its_problem_and_keeps_finished_samples(
+    stand_in, tokenizer_dir, tmp_path, status, raw, reason
+):
     stand_in.fault = _failing_on("question 2", status, raw)
     with pytest.raises(E1Error, match=rf"problem p2 \(elastic, t=5 s=4\), sample 0 failed: {reason}"):
         _eval(stand_in.url, tokenizer_dir, tmp_path)
@@ -283,9 +322,11 @@ def test_a_failed_request_names_its_problem_and_keeps_finished_samples(stand_in,
     assert max(stand_in.answered.values()) == 1  # no answered request was sent again
 
 
-def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(stand_in, tokenizer_dir, tmp_path,
-                                                                           monkeypatch):
+def test_a_server_that_dies_mid_run_is_resumed_without_repeating_a_request(
+    stand_in, tokenizer_dir, tmp_path, monkeypatch
+):
     monkeypatch.setenv("E1_TEST_API_KEY", "sk-test-secret")
+
     def dies(path, body):
         if "question 3" in body.get("prompt", ""):  # the last batch's second problem: the server goes away
             for _ in range(200):  # once the batch's other problem, p2, is answered (its journal has it)
@@ -327,13 +368,24 @@ def test_a_sweep_draws_every_cell_on_its_own_behind_an_api(stand_in, tokenizer_d
     from e1.eval.run import EvalConfig
     from e1.eval.sweep import SweepConfig, sweep
 
-    grid = EvalConfig(model="", datasets=(str(_dataset(tmp_path, count=2)),), budgets=(Budget(5, 4),),
-                      modes=(Mode(), Mode("truncate")), n=1, sampling=Sampling(temperature=0),
-                      engine=EngineSpec(backend="openai"), api=ApiSettings(stand_in.url, tokenizer=tokenizer_dir),
-                      scoring=ScoringSpec(workers=1))
+    grid = EvalConfig(
+        model="",
+        datasets=(str(_dataset(tmp_path, count=2)),),
+        budgets=(Budget(5, 4),),
+        modes=(Mode(), Mode("truncate")),
+        n=1,
+        sampling=Sampling(temperature=0),
+        engine=EngineSpec(backend="openai"),
+        api=ApiSettings(stand_in.url, tokenizer=tokenizer_dir),
+        scoring=ScoringSpec(workers=1),
+    )
     samples, _, curves = sweep(SweepConfig(models=(MODEL,), settings=grid, out=tmp_path / "sweep"))
     assert sorted(zip(samples["mode"], samples["problem_id"], samples["think_tokens"])) == [
-        ("elastic", "p0", 5), ("elastic", "p1", 3), ("truncate", "p0", 3), ("truncate", "p1", 3)]
+        ("elastic", "p0", 5),
+        ("elastic", "p1", 3),
+        ("truncate", "p0", 3),
+        ("truncate", "p1", 3),
+    ]
     assert json.loads((tmp_path / "sweep" / "config.json").read_text())["share_prefixes"] is False
     assert not any(body.get("max_tokens") == 32768 for _, body in stand_in.requests)  # no unconstrained roots grown
 
@@ -344,16 +396,18 @@ def test_the_api_options_are_checked_before_anything_starts(tmp_path):
     from e1.cli.app import app
 
     def run(*args):
-        result = CliRunner().invoke(app, ["eval", "--model", MODEL, "--datasets", "x.jsonl", "--out", str(tmp_path / "r"),
-                                          *args])
+        result = CliRunner().invoke(
+            app, ["eval", "--model", MODEL, "--datasets", "x.jsonl", "--out", str(tmp_path / "r"), *args]
+        )
         assert isinstance(result.exception, E1Error), result.output  # e1's one-line error, not a traceback
         return str(result.exception)
 
     assert "--backend openai needs --api-url" in run("--backend", "openai")
     assert "is for --backend openai" in run("--backend", "hf", "--api-url", "http://127.0.0.1:9/v1")
     assert "not an http(s) URL" in run("--backend", "openai", "--api-url", "127.0.0.1:9")
-    assert "not an environment variable name" in run("--backend", "openai", "--api-url", "http://x/v1",
-                                                     "--api-key-env", "sk-123")
+    assert "not an environment variable name" in run(
+        "--backend", "openai", "--api-url", "http://x/v1", "--api-key-env", "sk-123"
+    )
     assert "--concurrency must be >= 1" in run("--backend", "openai", "--api-url", "http://x/v1", "--concurrency", "0")
     assert "are for --backend openai" in run("--tokenizer", "./tok")
 

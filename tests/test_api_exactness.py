@@ -23,9 +23,10 @@ from tests.test_api_backend import END, StandIn, _eval, tokenizer_dir  # noqa: F
 def _perturbations():
     """A function changing a non-empty id list (so that it differs), as hypothesis draws it."""
     bos = st.integers(0, 50).map(lambda token: lambda ids: [token] + ids)
-    drop = st.integers(0, 10**6).map(lambda at: lambda ids: ids[:at % len(ids)] + ids[at % len(ids) + 1:])
+    drop = st.integers(0, 10**6).map(lambda at: lambda ids: ids[: at % len(ids)] + ids[at % len(ids) + 1 :])
     change = st.tuples(st.integers(0, 10**6), st.integers(1, 50)).map(
-        lambda p: lambda ids: [t + p[1] if i == p[0] % len(ids) else t for i, t in enumerate(ids)])
+        lambda p: lambda ids: [t + p[1] if i == p[0] % len(ids) else t for i, t in enumerate(ids)]
+    )
     add = st.integers(0, 50).map(lambda token: lambda ids: ids + [token])
     return st.one_of(bos, drop, change, add)
 
@@ -47,8 +48,13 @@ def _vllm_like(stand_in: StandIn, tokenizer_dir: str, perturb) -> None:
         shown = sent[body["prompt"]]
         choice["prompt_token_ids"] = shown if body["max_tokens"] == 1 else perturb(shown)  # the probe: max_tokens 1
         ids = tokenizer.encode(choice["text"], add_special_tokens=False)
-        return ids + (list(markers.end_ids) if choice.get("stop_reason") == END
-                      else [min(markers.eos_ids)] if choice["finish_reason"] == "stop" else [])
+        return ids + (
+            list(markers.end_ids)
+            if choice.get("stop_reason") == END
+            else [min(markers.eos_ids)]
+            if choice["finish_reason"] == "stop"
+            else []
+        )
 
     stand_in.decode, stand_in.token_ids = decode, token_ids
 
@@ -82,8 +88,9 @@ def test_an_honest_server_is_run_token_for_token(tokenizer_dir):
     try:
         _vllm_like(stand_in, tokenizer_dir, lambda ids: ids)
         engine = _engine(stand_in, tokenizer_dir, modes=("budget-forcing",))
-        row = engine.generate([build_prompt(engine.tokenizer, "long question")], Budget(3, 20), "budget-forcing",
-                              Sampling(temperature=0))[0]
+        row = engine.generate(
+            [build_prompt(engine.tokenizer, "long question")], Budget(3, 20), "budget-forcing", Sampling(temperature=0)
+        )[0]
     finally:
         stand_in.stop()
     assert engine.describe()["token_exact"] and row.forced and row.solution_text == " \\boxed{5}"

@@ -57,16 +57,23 @@ def _healthy(request):
 def chat_reply(think: int = 3, solve: int = 3) -> dict:
     """A plain server's chat reply (a reasoning parser's split and its count)."""
     message = {"role": "assistant", "reasoning_content": "a " * think, "content": "\\boxed{5}"}
-    usage = {"prompt_tokens": 9, "completion_tokens": think + solve,
-             "completion_tokens_details": {"reasoning_tokens": think}}
+    usage = {
+        "prompt_tokens": 9,
+        "completion_tokens": think + solve,
+        "completion_tokens_details": {"reasoning_tokens": think},
+    }
     return {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}], "usage": usage}
 
 
 def budget_reply(think: int = 5, solve: int = 3, end: str = "natural") -> dict:
     """A budget server's chat reply (e1 serve: a per-choice ``budget``); the forced marker counts in usage."""
     reply = chat_reply(think, solve)
-    reply["choices"][0]["budget"] = {"thinking_tokens": think, "solution_tokens": solve,
-                                     "thinking_forced": end == "budget", "thinking_end": end}
+    reply["choices"][0]["budget"] = {
+        "thinking_tokens": think,
+        "solution_tokens": solve,
+        "thinking_forced": end == "budget",
+        "thinking_end": end,
+    }
     reply["usage"]["completion_tokens"] += 1
     return reply
 
@@ -78,6 +85,7 @@ def _is_probe(body: dict) -> bool:
 def _serve(server: StandIn, reply, budget_server: bool = False) -> None:
     """Answer e1's probe as a plain or a budget server, and every other request with ``reply``:
     a dict or raw bytes, or a callable that writes the reply itself (a behaviour)."""
+
     def fault(path, body):
         if _is_probe(body):
             return (200, {}, json.dumps(budget_reply(0, 1, "budget")).encode()) if budget_server else None
@@ -118,6 +126,7 @@ def drip(every_s: float):
         for _ in range(10**6):
             handler.wfile.write(b" ")
             time.sleep(every_s)
+
     return write
 
 
@@ -129,6 +138,7 @@ def endless(chunk_bytes: int):
         handler.wfile.write(b'{"choices": [{"text": "')
         while True:
             handler.wfile.write(b"a" * chunk_bytes)
+
     return write
 
 
@@ -146,6 +156,7 @@ def huge(size_bytes: int, announced: bool = True):
             handler.wfile.write(chunk[:left])
             left -= len(chunk)
         handler.wfile.write(tail)
+
     return write
 
 
@@ -158,6 +169,7 @@ def silent_after(headers_after_s: float):
         handler.end_headers()
         handler.wfile.write(b'{"choices": ')
         time.sleep(10 * DEADLINE_S)
+
     return write
 
 
@@ -165,13 +177,16 @@ TOO_SLOW = r"no complete reply within 1 s \(--request-timeout"
 TOO_LARGE = r"the reply is larger than 8 MiB"
 
 
-@pytest.mark.parametrize("behaviour, reason", [
-    (drip(0.25), TOO_SLOW),  # 1 byte every 0.25 s: each read is quick, the reply never ends
-    (silent_after(0.6 * DEADLINE_S), TOO_SLOW),  # headers at 0.6 s, then silence: cut at 1 s, not at 1.6 s
-    (endless(1 << 16), TOO_LARGE),
-    (huge(48 << 20), TOO_LARGE + r" \(48 MiB\)"),  # refused from its content-length, never read
-    (huge(12 << 20, announced=False), TOO_LARGE),
-])
+@pytest.mark.parametrize(
+    "behaviour, reason",
+    [
+        (drip(0.25), TOO_SLOW),  # 1 byte every 0.25 s: each read is quick, the reply never ends
+        (silent_after(0.6 * DEADLINE_S), TOO_SLOW),  # headers at 0.6 s, then silence: cut at 1 s, not at 1.6 s
+        (endless(1 << 16), TOO_LARGE),
+        (huge(48 << 20), TOO_LARGE + r" \(48 MiB\)"),  # refused from its content-length, never read
+        (huge(12 << 20, announced=False), TOO_LARGE),
+    ],
+)
 def test_a_reply_is_cut_at_its_deadline_and_its_size_cap(server, behaviour, reason):
     engine = _engine(server, budget_server=False)
     _serve(server, behaviour)
@@ -204,32 +219,65 @@ def _with(reply: dict, path: tuple, value) -> dict:
 CHOICE, USAGE = ("choices", 0), ("usage",)
 CLASSES = {  # failure class -> (budget server?, the reply, what the error says)
     "negative usage": (False, _with(chat_reply(), USAGE + ("completion_tokens",), -3), "greater than or equal to 0"),
-    "reasoning 900 of 5": (False, _with(chat_reply(2, 3), USAGE + ("completion_tokens_details", "reasoning_tokens"), 900),
-                           "900 reasoning tokens of 5 completion tokens"),
-    "completion beyond max_tokens": (False, _with(chat_reply(), USAGE + ("completion_tokens",), 900),
-                                     "900 exceeds the request's max_tokens 50"),
+    "reasoning 900 of 5": (
+        False,
+        _with(chat_reply(2, 3), USAGE + ("completion_tokens_details", "reasoning_tokens"), 900),
+        "900 reasoning tokens of 5 completion tokens",
+    ),
+    "completion beyond max_tokens": (
+        False,
+        _with(chat_reply(), USAGE + ("completion_tokens",), 900),
+        "900 exceeds the request's max_tokens 50",
+    ),
     "1e30": (False, _with(chat_reply(), USAGE + ("completion_tokens",), 1e30), "valid integer"),
     "a huge int": (False, _with(chat_reply(), USAGE + ("prompt_tokens",), 10**30), "less than or equal to"),
     "a bool count": (False, _with(chat_reply(), USAGE + ("prompt_tokens",), True), "valid integer"),
-    "100,000 thinking tokens under t = 16": (True, _with(budget_reply(), CHOICE + ("budget", "thinking_tokens"), 100_000),
-                                             "100000 thinking tokens under a thinking limit of 16"),
+    "100,000 thinking tokens under t = 16": (
+        True,
+        _with(budget_reply(), CHOICE + ("budget", "thinking_tokens"), 100_000),
+        "100000 thinking tokens under a thinking limit of 16",
+    ),
     "solution beyond s": (True, _with(budget_reply(), CHOICE + ("budget", "solution_tokens"), 9), "under s = 8"),
-    '"false" as forced': (True, _with(budget_reply(), CHOICE + ("budget", "thinking_forced"), "false"), "valid boolean"),
-    "forced but ended naturally": (True, _with(budget_reply(), CHOICE + ("budget", "thinking_forced"), True),
-                                   "thinking_forced=True but thinking_end='natural'"),
+    '"false" as forced': (
+        True,
+        _with(budget_reply(), CHOICE + ("budget", "thinking_forced"), "false"),
+        "valid boolean",
+    ),
+    "forced but ended naturally": (
+        True,
+        _with(budget_reply(), CHOICE + ("budget", "thinking_forced"), True),
+        "thinking_forced=True but thinking_end='natural'",
+    ),
     "report beyond usage": (True, _with(budget_reply(5, 3), USAGE + ("completion_tokens",), 7), "5 \\+ 3 tokens of 7"),
-    "answer inside unclosed thinking": (False, _with(chat_reply(), CHOICE + ("message", "content"),
-                                                     "<think>a a a \\boxed{5}"), "thinking marker '<think>'"),
-    "answer after a marker in the reasoning": (False, _with(chat_reply(), CHOICE + ("message", "reasoning_content"),
-                                                            "a a </think> \\boxed{5}"), "thinking marker '</think>'"),
+    "answer inside unclosed thinking": (
+        False,
+        _with(chat_reply(), CHOICE + ("message", "content"), "<think>a a a \\boxed{5}"),
+        "thinking marker '<think>'",
+    ),
+    "answer after a marker in the reasoning": (
+        False,
+        _with(chat_reply(), CHOICE + ("message", "reasoning_content"), "a a </think> \\boxed{5}"),
+        "thinking marker '</think>'",
+    ),
     "content as a dict": (False, _with(chat_reply(), CHOICE + ("message", "content"), {"text": "5"}), "valid string"),
-    "content as a list": (False, _with(chat_reply(), CHOICE + ("message", "content"), [{"type": "text"}]), "valid string"),
-    "a text too long for its count": (False, _with(chat_reply(), CHOICE + ("message", "content"), "a" * 5000),
-                                      "characters for 6 tokens"),
+    "content as a list": (
+        False,
+        _with(chat_reply(), CHOICE + ("message", "content"), [{"type": "text"}]),
+        "valid string",
+    ),
+    "a text too long for its count": (
+        False,
+        _with(chat_reply(), CHOICE + ("message", "content"), "a" * 5000),
+        "characters for 6 tokens",
+    ),
     "no choices": (False, {"choices": [], "usage": {}}, "at least 1 item"),
     "not an object": (False, [chat_reply()], "the reply: input should be an object"),
     "not JSON": (False, b'{"choices": [{"text": "cut', "the reply is not JSON"),
-    "no reasoning count": (False, _with(chat_reply(), USAGE + ("completion_tokens_details",), None), "reasoning_tokens"),
+    "no reasoning count": (
+        False,
+        _with(chat_reply(), USAGE + ("completion_tokens_details",), None),
+        "reasoning_tokens",
+    ),
     "no usage": (False, _with(chat_reply(), USAGE, None), "reasoning_tokens"),
 }
 
@@ -251,17 +299,31 @@ def test_each_hostile_reply_is_its_samples_failure_never_a_stored_number(server,
 
 # ---- generated: whatever the server sends --------------------------------------------------------
 
-HOSTILE_COUNTS = st.one_of(st.integers(-5, -1), st.integers(2**31, 2**70), st.floats(allow_nan=False, allow_infinity=False),
-                           st.booleans(), st.sampled_from(["5", "false", None]), st.integers(0, 2000))
-HOSTILE_TEXTS = st.one_of(st.text(max_size=12), st.none(), st.integers(), st.lists(st.text(max_size=3), max_size=2),
-                          st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
-                          st.sampled_from([f"{DEFAULT_START}a \\boxed{{5}}", f"a {DEFAULT_END} \\boxed{{5}}", "a" * 9000]))
+HOSTILE_COUNTS = st.one_of(
+    st.integers(-5, -1),
+    st.integers(2**31, 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+    st.sampled_from(["5", "false", None]),
+    st.integers(0, 2000),
+)
+HOSTILE_TEXTS = st.one_of(
+    st.text(max_size=12),
+    st.none(),
+    st.integers(),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+    st.sampled_from([f"{DEFAULT_START}a \\boxed{{5}}", f"a {DEFAULT_END} \\boxed{{5}}", "a" * 9000]),
+)
 PLACES = {  # where a mutation lands -> what it puts there
-    USAGE + ("completion_tokens",): HOSTILE_COUNTS, USAGE + ("prompt_tokens",): HOSTILE_COUNTS,
+    USAGE + ("completion_tokens",): HOSTILE_COUNTS,
+    USAGE + ("prompt_tokens",): HOSTILE_COUNTS,
     USAGE + ("completion_tokens_details", "reasoning_tokens"): HOSTILE_COUNTS,
-    CHOICE + ("message", "content"): HOSTILE_TEXTS, CHOICE + ("message", "reasoning_content"): HOSTILE_TEXTS,
+    CHOICE + ("message", "content"): HOSTILE_TEXTS,
+    CHOICE + ("message", "reasoning_content"): HOSTILE_TEXTS,
     CHOICE + ("finish_reason",): st.one_of(st.sampled_from(["stop", "length", None]), st.integers()),
-    CHOICE + ("budget", "thinking_tokens"): HOSTILE_COUNTS, CHOICE + ("budget", "solution_tokens"): HOSTILE_COUNTS,
+    CHOICE + ("budget", "thinking_tokens"): HOSTILE_COUNTS,
+    CHOICE + ("budget", "solution_tokens"): HOSTILE_COUNTS,
     CHOICE + ("budget", "thinking_forced"): st.one_of(st.booleans(), st.sampled_from(["false", "true", 0, 1, None])),
     CHOICE + ("budget", "thinking_end"): st.sampled_from(["natural", "budget", "pattern", "open", "soon", None, 3]),
 }
@@ -271,8 +333,11 @@ PLACES = {  # where a mutation lands -> what it puts there
 def replies(draw, budget_server: bool) -> dict:
     """A consistent reply, then up to three of its fields made hostile."""
     think, solve = draw(st.integers(0, T)), draw(st.integers(0, S))
-    reply = budget_reply(think, solve, draw(st.sampled_from(["natural", "budget"]))) if budget_server else chat_reply(
-        think, solve)
+    reply = (
+        budget_reply(think, solve, draw(st.sampled_from(["natural", "budget"])))
+        if budget_server
+        else chat_reply(think, solve)
+    )
     places = [p for p in PLACES if budget_server or "budget" not in p]
     for place in draw(st.lists(st.sampled_from(places), max_size=3, unique=True)):
         reply = _with(reply, place, draw(PLACES[place]))
@@ -310,9 +375,14 @@ def test_whatever_the_server_replies_a_row_holds_the_invariant_or_fails_clearly(
 
 
 @hypothesis_settings(8)
-@given(behaviour=st.one_of(st.builds(drip, st.sampled_from([0.05, 0.25])), st.builds(endless, st.integers(1, 1 << 17)),
-                           st.builds(huge, st.integers(MAX_REPLY_BYTES + 1, 48 << 20), st.booleans()),
-                           st.builds(silent_after, st.floats(0, 0.8 * DEADLINE_S))))
+@given(
+    behaviour=st.one_of(
+        st.builds(drip, st.sampled_from([0.05, 0.25])),
+        st.builds(endless, st.integers(1, 1 << 17)),
+        st.builds(huge, st.integers(MAX_REPLY_BYTES + 1, 48 << 20), st.booleans()),
+        st.builds(silent_after, st.floats(0, 0.8 * DEADLINE_S)),
+    )
+)
 def test_whatever_the_server_does_a_reply_ends_within_its_deadline(server, behaviour):
     engine = _engine(server, budget_server=False)
     _serve(server, behaviour)
@@ -326,16 +396,24 @@ def test_whatever_the_server_does_a_reply_ends_within_its_deadline(server, behav
 
 
 @hypothesis_settings(6)
-@given(bad=st.sampled_from([
-    {"choices": [{"text": " a a", "finish_reason": "length"}]},  # no usage: the tokens cannot be counted
-    {"choices": [{"text": " a a", "finish_reason": "length"}], "usage": {"completion_tokens": -1}},
-    {"choices": [{"text": " a a", "finish_reason": "length"}], "usage": {"completion_tokens": 900}},
-    {"choices": [{"text": " a a", "finish_reason": "stop"}], "usage": {"completion_tokens": 2}},  # no stop_reason
-    {"choices": [{"text": " a </think> 5", "finish_reason": "length"}], "usage": {"completion_tokens": 3}},
-    {"choices": [{"text": {"a": 1}}], "usage": {"completion_tokens": 3}},
-]))
-def test_a_resumed_run_after_any_single_bad_reply_completes_against_a_healthy_server(server, tokenizer_dir, tmp_path,
-                                                                                   bad):
+@given(
+    bad=st.sampled_from(
+        [
+            {"choices": [{"text": " a a", "finish_reason": "length"}]},  # no usage: the tokens cannot be counted
+            {"choices": [{"text": " a a", "finish_reason": "length"}], "usage": {"completion_tokens": -1}},
+            {"choices": [{"text": " a a", "finish_reason": "length"}], "usage": {"completion_tokens": 900}},
+            {
+                "choices": [{"text": " a a", "finish_reason": "stop"}],
+                "usage": {"completion_tokens": 2},
+            },  # no stop_reason
+            {"choices": [{"text": " a </think> 5", "finish_reason": "length"}], "usage": {"completion_tokens": 3}},
+            {"choices": [{"text": {"a": 1}}], "usage": {"completion_tokens": 3}},
+        ]
+    )
+)
+def test_a_resumed_run_after_any_single_bad_reply_completes_against_a_healthy_server(
+    server, tokenizer_dir, tmp_path, bad
+):
     out = tmp_path / f"{time.monotonic_ns()}"
     out.mkdir()
     sent = []
@@ -359,26 +437,48 @@ def test_a_resumed_run_after_any_single_bad_reply_completes_against_a_healthy_se
 
 def _vendor_reply(vendor: str, think: int, answer: int) -> dict:
     if vendor == "anthropic":
-        return {"content": [{"type": "thinking", "thinking": "t " * think}, {"type": "text", "text": "\\boxed{5}"}],
-                "usage": {"input_tokens": 3, "output_tokens": think + answer,
-                          "output_tokens_details": {"thinking_tokens": think}}, "stop_reason": "end_turn"}
-    return {"candidates": [{"content": {"parts": [{"text": "t " * think, "thought": True}, {"text": "\\boxed{5}"}]},
-                            "finish_reason": "STOP"}],
-            "usage_metadata": {"prompt_token_count": 3, "candidates_token_count": answer, "thoughts_token_count": think}}
+        return {
+            "content": [{"type": "thinking", "thinking": "t " * think}, {"type": "text", "text": "\\boxed{5}"}],
+            "usage": {
+                "input_tokens": 3,
+                "output_tokens": think + answer,
+                "output_tokens_details": {"thinking_tokens": think},
+            },
+            "stop_reason": "end_turn",
+        }
+    return {
+        "candidates": [
+            {
+                "content": {"parts": [{"text": "t " * think, "thought": True}, {"text": "\\boxed{5}"}]},
+                "finish_reason": "STOP",
+            }
+        ],
+        "usage_metadata": {"prompt_token_count": 3, "candidates_token_count": answer, "thoughts_token_count": think},
+    }
 
 
 VENDOR_PLACES = {
-    "anthropic": [("usage", "output_tokens"), ("usage", "input_tokens"), ("usage", "output_tokens_details", "thinking_tokens"),
-                  ("content", 1, "text"), ("content", 0, "thinking")],
-    "gemini": [("usage_metadata", "candidates_token_count"), ("usage_metadata", "thoughts_token_count"),
-               ("usage_metadata", "prompt_token_count"), ("candidates", 0, "content", "parts", 1, "text"),
-               ("candidates", 0, "content", "parts", 0, "thought")],
+    "anthropic": [
+        ("usage", "output_tokens"),
+        ("usage", "input_tokens"),
+        ("usage", "output_tokens_details", "thinking_tokens"),
+        ("content", 1, "text"),
+        ("content", 0, "thinking"),
+    ],
+    "gemini": [
+        ("usage_metadata", "candidates_token_count"),
+        ("usage_metadata", "thoughts_token_count"),
+        ("usage_metadata", "prompt_token_count"),
+        ("candidates", 0, "content", "parts", 1, "text"),
+        ("candidates", 0, "content", "parts", 0, "thought"),
+    ],
 }
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data(), vendor=st.sampled_from(["anthropic", "gemini"]), think=st.integers(0, 40),
-       answer=st.integers(0, 20))
+@given(
+    data=st.data(), vendor=st.sampled_from(["anthropic", "gemini"]), think=st.integers(0, 40), answer=st.integers(0, 20)
+)
 def test_a_vendors_reply_holds_the_invariant_or_fails_clearly(data, vendor, think, answer):
     pytest.importorskip("anthropic")
     from e1.engine.api.vendors import VENDORS
@@ -411,8 +511,13 @@ def test_a_vendors_reply_is_cut_at_its_deadline(monkeypatch):
     _serve(server, drip(0.2))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0123456789")
     try:
-        engine = HostedEngine.load("m", ApiSettings(server.url.removesuffix("/v1"), backend="anthropic", max_retries=0,
-                                                    request_timeout_s=DEADLINE_S), [Mode.parse("none")])
+        engine = HostedEngine.load(
+            "m",
+            ApiSettings(
+                server.url.removesuffix("/v1"), backend="anthropic", max_retries=0, request_timeout_s=DEADLINE_S
+            ),
+            [Mode.parse("none")],
+        )
         started = time.monotonic()
         with pytest.raises(RequestError, match="no complete reply within the deadline"):
             engine.generate(["q"], Budget(0, 8), Mode.parse("none"), Sampling(max_tokens=64))

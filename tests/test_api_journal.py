@@ -29,6 +29,7 @@ from tests.test_api_backend import StandIn, _eval, tokenizer_dir  # noqa: F401  
 def _counting(stand_in: StandIn, answered: Counter, dies_after: int | None = None):
     """Count every request the stand-in answers (probes included); after ``dies_after`` answers it goes away,
     the requests then in flight still answered (their handlers run on)."""
+
     def fault(path, body):
         if dies_after is not None and sum(answered.values()) >= dies_after:
             if not getattr(stand_in, "stopping", False):
@@ -40,6 +41,7 @@ def _counting(stand_in: StandIn, answered: Counter, dies_after: int | None = Non
             return None  # refused (HTTP 400: it takes text only), not answered
         answered[json.dumps(body, sort_keys=True)] += 1
         return None
+
     stand_in.fault = fault
 
 
@@ -64,7 +66,9 @@ def test_a_rerun_after_the_server_died_sends_no_answered_request(tokenizer_dir, 
 
 @settings(max_examples=30, deadline=None)
 @given(count=st.integers(2, 12), concurrency=st.integers(1, 4), interrupter=st.integers(0, 11))
-def test_an_abort_of_the_caller_lets_every_request_in_flight_finish_and_starts_no_other(count, concurrency, interrupter):
+def test_an_abort_of_the_caller_lets_every_request_in_flight_finish_and_starts_no_other(
+    count, concurrency, interrupter
+):
     """Ctrl-C while rows are in flight: each started row finishes (its reply journalled) before the
     KeyboardInterrupt propagates, and no row that had not started is sent."""
     interrupter %= count

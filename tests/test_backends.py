@@ -21,7 +21,12 @@ def test_the_registry_lists_exactly_the_five_backends():
     assert BACKEND_NAMES == ("auto", "hf", "vllm", "openai", "gemini", "anthropic")  # what --backend takes
     assert LOCAL_BACKENDS == ("auto", "hf", "vllm")  # what training takes
     assert {name: backend.kind for name, backend in BACKENDS.items()} == {
-        "hf": "local", "vllm": "local", "openai": "server", "gemini": "hosted", "anthropic": "hosted"}
+        "hf": "local",
+        "vllm": "local",
+        "openai": "server",
+        "gemini": "hosted",
+        "anthropic": "hosted",
+    }
     assert all(backend.served == (backend.key_env is not None) for backend in BACKENDS.values())
 
 
@@ -55,7 +60,9 @@ def test_load_engine_reaches_a_hosted_vendor(monkeypatch):
     monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     gemini = Hosted("gemini").start()
     try:
-        engine = load_engine(MODEL, EngineSpec(backend="gemini"), api=ApiSettings(gemini.url, backend="gemini"), modes=["elastic"])
+        engine = load_engine(
+            MODEL, EngineSpec(backend="gemini"), api=ApiSettings(gemini.url, backend="gemini"), modes=["elastic"]
+        )
     finally:
         gemini.stop()
     assert isinstance(engine, HostedEngine) and engine.describe()["backend"] == "gemini"
@@ -66,12 +73,15 @@ def test_an_api_backend_without_its_settings_is_one_clear_error():
         load_engine(MODEL, EngineSpec(backend="openai"))
 
 
-@pytest.mark.parametrize("load", [
-    lambda name: load_engine("./nowhere", EngineSpec(backend=name)),
-    resolve_backend,
-    check_backend,
-    lambda name: check_backend(name, local=True),
-])
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda name: load_engine("./nowhere", EngineSpec(backend=name)),
+        resolve_backend,
+        check_backend,
+        lambda name: check_backend(name, local=True),
+    ],
+)
 def test_an_unknown_backend_gets_did_you_mean(load):
     with pytest.raises(ConfigError, match=r"unknown backend 'vlm'") as caught:
         load("vlm")
@@ -98,13 +108,19 @@ def test_training_refuses_it_on_the_command_line(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "error: --backend openai cannot train: the model runs behind an API, and training updates its weights here "
-        "(use --backend hf, vllm or auto)"]
+        "(use --backend hf, vllm or auto)"
+    ]
 
 
 def test_an_eval_under_torchrun_refuses_a_backend_behind_an_api(tmp_path):
     from e1.eval.run import EvalConfig, load_engine_for
 
-    config = EvalConfig(model=MODEL, datasets=("x.jsonl",), engine=EngineSpec(backend="openai"), api=ApiSettings("http://127.0.0.1:9/v1"),
-                        out=tmp_path / "run")
+    config = EvalConfig(
+        model=MODEL,
+        datasets=("x.jsonl",),
+        engine=EngineSpec(backend="openai"),
+        api=ApiSettings("http://127.0.0.1:9/v1"),
+        out=tmp_path / "run",
+    )
     with pytest.raises(ConfigError, match="--backend openai runs in one process"):
         load_engine_for(config, ranks=SimpleNamespace(world=2))

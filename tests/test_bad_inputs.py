@@ -18,8 +18,36 @@ from pathlib import Path
 
 import pytest
 
-EVAL = ["eval", "--model", "{tiny}", "--datasets", "{data}", "--n", "1", "--think", "8", "--solve", "8", "--out", "{out}"]
-SWEEP = ["sweep", "--model", "{tiny}", "--datasets", "{data}", "--n", "1", "--think", "8", "--solve", "8", "--out", "{out}"]
+EVAL = [
+    "eval",
+    "--model",
+    "{tiny}",
+    "--datasets",
+    "{data}",
+    "--n",
+    "1",
+    "--think",
+    "8",
+    "--solve",
+    "8",
+    "--out",
+    "{out}",
+]
+SWEEP = [
+    "sweep",
+    "--model",
+    "{tiny}",
+    "--datasets",
+    "{data}",
+    "--n",
+    "1",
+    "--think",
+    "8",
+    "--solve",
+    "8",
+    "--out",
+    "{out}",
+]
 TRAIN = ["train", "--model", "{tiny}", "--data", "{data}", "--out", "{out}"]
 USAGE = 2  # typer's own usage errors (a boxed message, no traceback)
 
@@ -95,16 +123,28 @@ CASES = [
     ("prepare-name-without-from", ["data", "prepare", "--name", "x"], 1, "only apply with --from"),
     ("prepare-from-missing", ["data", "prepare", "--from", "{tmp}/nope.jsonl", "--out", "{out}"], 1, "nope.jsonl"),
     ("prepare-from-and-names", ["data", "prepare", "aime", "--from", "{data}", "--out", "{out}"], 1, "not both"),
-    ("prepare-from-builtin-fields", ["data", "prepare", "--from", "{data}", "--name", "humaneval", "--out", "{out}"],
-     1, "field 'prompt' is missing"),
-    ("prepare-out-under-file", ["data", "prepare", "--from", "{data}", "--name", "x", "--out", "{file}/d"], 1,
-     "cannot write"),
+    (
+        "prepare-from-builtin-fields",
+        ["data", "prepare", "--from", "{data}", "--name", "humaneval", "--out", "{out}"],
+        1,
+        "field 'prompt' is missing",
+    ),
+    (
+        "prepare-out-under-file",
+        ["data", "prepare", "--from", "{data}", "--name", "x", "--out", "{file}/d"],
+        1,
+        "cannot write",
+    ),
     ("prepare-from-empty", ["data", "prepare", "--from", ""], 1, "--from is empty"),
     # training
     ("train-steps-float", [*TRAIN, "--config", "{toml:steps = 2.5}"], 1, "steps must be a whole number, got 2.5"),
-    ("train-prompts-bool", [*TRAIN, "--config", "{toml:prompts_per_step = true}"], 1,
-     "prompts_per_step must be a whole number, got True"),
-    ("train-lr-string", [*TRAIN, "--config", "{toml:lr = \"fast\"}"], 1, "lr must be a number, got 'fast'"),
+    (
+        "train-prompts-bool",
+        [*TRAIN, "--config", "{toml:prompts_per_step = true}"],
+        1,
+        "prompts_per_step must be a whole number, got True",
+    ),
+    ("train-lr-string", [*TRAIN, "--config", '{toml:lr = "fast"}'], 1, "lr must be a number, got 'fast'"),
     ("train-unknown-key", [*TRAIN, "--config", "{toml:stpes = 3}"], 1, "did you mean 'steps'"),
     ("train-config-missing", [*TRAIN, "--config", "{tmp}/nope.toml"], 1, "no such config file"),
     ("train-config-syntax", [*TRAIN, "--config", "{toml:steps = }"], 1, "cannot parse"),
@@ -122,8 +162,12 @@ CASES = [
     # demo and elo
     ("demo-out-is-file", ["demo", "--out", "{file}"], 1, "is a file"),
     ("demo-out-empty", ["demo", "--out", ""], 1, "--out is empty"),
-    ("elo-api-url", ["elo", "fetch", "--contests", "1", "--api-url", "notaurl", "--out", "{out}"], 1,
-     "--api-url 'notaurl' is not an http(s) URL"),
+    (
+        "elo-api-url",
+        ["elo", "fetch", "--contests", "1", "--api-url", "notaurl", "--out", "{out}"],
+        1,
+        "--api-url 'notaurl' is not an http(s) URL",
+    ),
     ("elo-fetch-out-empty", ["elo", "fetch", "--contests", "1", "--out", ""], 1, "--out is empty"),
     ("elo-needs-contests", ["elo", "--results", "{garbage_run}"], 1, "needs --results and --contests"),
     # every number is checked for what it is: NaN, inf and 23 or 400 digits are refused before anything loads
@@ -141,45 +185,87 @@ CASES = [
     ("train-think-400-digits", [*TRAIN, "--think", "9" * 400], 1, "think budget must be <= 2147483647"),
     ("train-lr-nan-in-toml", [*TRAIN, "--config", "{toml:lr = nan}"], 1, "lr must be a finite number"),
     ("demo-seed-23-digits", ["demo", "--out", "{out}", "--seed", "9" * 23], 1, "--seed must be <= 9223372036854775807"),
-    ("elo-min-participants-negative", ["elo", "--results", "{garbage_run}", "--contests", "{tmp}",
-                                       "--min-participants", "-1"], 1, "--min-participants must be >= 0"),
-    ("elo-pass-n-23-digits", ["elo", "--results", "{garbage_run}", "--contests", "{tmp}", "--pass-n", "9" * 23], 1,
-     "--pass-n must be <= 1000000"),
-    ("serve-gpu-memory-nan", ["serve", "--model", "{tiny}", "--gpu-memory-utilization", "nan", "--print-command"], 1,
-     "--gpu-memory-utilization must be a finite number"),
+    (
+        "elo-min-participants-negative",
+        ["elo", "--results", "{garbage_run}", "--contests", "{tmp}", "--min-participants", "-1"],
+        1,
+        "--min-participants must be >= 0",
+    ),
+    (
+        "elo-pass-n-23-digits",
+        ["elo", "--results", "{garbage_run}", "--contests", "{tmp}", "--pass-n", "9" * 23],
+        1,
+        "--pass-n must be <= 1000000",
+    ),
+    (
+        "serve-gpu-memory-nan",
+        ["serve", "--model", "{tiny}", "--gpu-memory-utilization", "nan", "--print-command"],
+        1,
+        "--gpu-memory-utilization must be a finite number",
+    ),
     ("mode-wait-23-digits", [*EVAL, "--mode", "budget-forcing:wait=" + "9" * 23], 1, "wait must be <= 1000"),
-    ("train-length-reward-nan", [*TRAIN, "--length-reward", "cosine:exceed=nan"], 1,
-     "cosine exceed must be a finite number"),
-    ("serve-port-23-digits", ["serve", "--model", "{tiny}", "--port", "9" * 23, "--print-command"], 1,
-     "--port must be <= 65535"),
+    (
+        "train-length-reward-nan",
+        [*TRAIN, "--length-reward", "cosine:exceed=nan"],
+        1,
+        "cosine exceed must be a finite number",
+    ),
+    (
+        "serve-port-23-digits",
+        ["serve", "--model", "{tiny}", "--port", "9" * 23, "--print-command"],
+        1,
+        "--port must be <= 65535",
+    ),
     # errors that name the right cause
     ("dataset-fifo", [*EVAL, "--datasets", "{fifo}"], 1, "is a FIFO (named pipe), not a data file"),
     ("dataset-symlink-loop", [*EVAL, "--datasets", "{loop}"], 1, "is a symlink loop, not a data file"),
     ("dataset-dev-null", [*EVAL, "--datasets", "/dev/null"], 1, "/dev/null is a character device"),
     ("dataset-directory", [*EVAL, "--datasets", "{tmp}"], 1, "is a directory, not a data file"),
-    ("dataset-row-without-answer", [*EVAL, "--datasets", "{noanswer}"], 1,
-     "e1 data prepare --from"),
+    ("dataset-row-without-answer", [*EVAL, "--datasets", "{noanswer}"], 1, "e1 data prepare --from"),
     ("prepare-from-fifo", ["data", "prepare", "--from", "{fifo}", "--out", "{out}"], 1, "is a FIFO (named pipe)"),
     ("model-empty-folder", [*EVAL, "--model", "{emptymodel}"], 1, "emptymodel' is empty"),
-    ("model-gguf-folder", [*EVAL, "--model", "{gguf}"], 1, "holds a GGUF file (model-Q4_K_M.gguf), which e1 cannot load"),
+    (
+        "model-gguf-folder",
+        [*EVAL, "--model", "{gguf}"],
+        1,
+        "holds a GGUF file (model-Q4_K_M.gguf), which e1 cannot load",
+    ),
     ("train-model-empty-folder", [*TRAIN, "--model", "{emptymodel}"], 1, "emptymodel' is empty"),
     ("train-yaml-lr-fix-is-a-yaml-float", [*TRAIN, "--config", "{yaml:lr: fast}"], 1, "write e.g. lr: 1.0e-06"),
-    ("elo-results-malformed", ["elo", "--results", "{badjson}", "--contests", "{tmp}"], 1,
-     "--results file"),
-    ("train-resume-truncated-checkpoint", [*TRAIN, "--out", "{ckpt_run}", "--resume", "--think", "8", "--solve", "8"], 1, "step_1 away"),
+    ("elo-results-malformed", ["elo", "--results", "{badjson}", "--contests", "{tmp}"], 1, "--results file"),
+    (
+        "train-resume-truncated-checkpoint",
+        [*TRAIN, "--out", "{ckpt_run}", "--resume", "--think", "8", "--solve", "8"],
+        1,
+        "step_1 away",
+    ),
     ("sandbox-bogus-math-data", [*EVAL, "--sandbox", "bogus"], 1, "--sandbox 'bogus': unknown sandbox backend"),
     ("train-sandbox-bogus-math-data", [*TRAIN, "--sandbox", "bogus"], 1, "--sandbox 'bogus': unknown sandbox"),
-    ("serve-print-command-model-missing", ["serve", "--model", "./no-model", "--print-command"], 1,
-     "no model folder './no-model'"),
-    ("serve-print-command-budget-over-context", ["serve", "--model", "{tiny}", "--think", "4k", "--solve", "1k",
-                                                 "--print-command"], 1, "more than the context"),
-    ("demo-readme-missing-folder", ["demo", "--out", "{out}", "--readme", "{tmp}/missing/README.md"], 1,
-     "its folder does not exist"),
+    (
+        "serve-print-command-model-missing",
+        ["serve", "--model", "./no-model", "--print-command"],
+        1,
+        "no model folder './no-model'",
+    ),
+    (
+        "serve-print-command-budget-over-context",
+        ["serve", "--model", "{tiny}", "--think", "4k", "--solve", "1k", "--print-command"],
+        1,
+        "more than the context",
+    ),
+    (
+        "demo-readme-missing-folder",
+        ["demo", "--out", "{out}", "--readme", "{tmp}/missing/README.md"],
+        1,
+        "its folder does not exist",
+    ),
 ]
 # what these cases were told before: the wrong cause, which their message must not say
 WRONG_CAUSES = {
-    **dict.fromkeys(("dataset-fifo", "dataset-symlink-loop", "dataset-dev-null", "dataset-directory",
-                     "prepare-from-fifo"), "no such file"),
+    **dict.fromkeys(
+        ("dataset-fifo", "dataset-symlink-loop", "dataset-dev-null", "dataset-directory", "prepare-from-fifo"),
+        "no such file",
+    ),
     "dataset-row-without-answer": "choose the fields with --problem-field, --answer-field",  # e1 eval has none
     **dict.fromkeys(("model-empty-folder", "model-gguf-folder", "train-model-empty-folder"), "no tokenizer files"),
     "train-yaml-lr-fix-is-a-yaml-float": "lr: 1e-06",
@@ -205,15 +291,26 @@ def workspace(tiny_model_dir, tmp_path_factory) -> dict[str, Path]:
     (root / "data.jsonl").write_text(json.dumps({"problem": "What is 1 + 1?", "answer": "2"}) + "\n")
     (root / "empty.jsonl").write_text("")
     (root / "file").write_text("not a directory")
-    for name, write in (("garbage_run", lambda p: p.write_bytes(b"PAR1 garbage")),
-                        ("foreign_run", lambda p: pd.DataFrame({"x": [1]}).to_parquet(p))):
+    for name, write in (
+        ("garbage_run", lambda p: p.write_bytes(b"PAR1 garbage")),
+        ("foreign_run", lambda p: pd.DataFrame({"x": [1]}).to_parquet(p)),
+    ):
         (root / name).mkdir()
         write(root / name / "samples.parquet")
     (root / "other_run").mkdir()
     (root / "other_run" / "config.json").write_text(json.dumps({"model": "someone/else", "n": 1}))
-    return {"tiny": tiny_model_dir, "trunc": trunc, "notok": notok, "data": root / "data.jsonl",
-            "empty": root / "empty.jsonl", "file": root / "file", "garbage_run": root / "garbage_run",
-            "foreign_run": root / "foreign_run", "other_run": root / "other_run", **odd_paths(root, trunc)}
+    return {
+        "tiny": tiny_model_dir,
+        "trunc": trunc,
+        "notok": notok,
+        "data": root / "data.jsonl",
+        "empty": root / "empty.jsonl",
+        "file": root / "file",
+        "garbage_run": root / "garbage_run",
+        "foreign_run": root / "foreign_run",
+        "other_run": root / "other_run",
+        **odd_paths(root, trunc),
+    }
 
 
 def odd_paths(root: Path, trunc: Path) -> dict[str, Path]:
@@ -229,16 +326,22 @@ def odd_paths(root: Path, trunc: Path) -> dict[str, Path]:
     step = root / "ckpt_run" / "checkpoints" / "step_1"
     shutil.copytree(trunc, step)
     (step / "trainer_state.pt").write_bytes(b"")
-    return {"fifo": root / "fifo.jsonl", "loop": root / "loop.jsonl", "emptymodel": root / "emptymodel",
-            "gguf": root / "gguf", "noanswer": root / "noanswer.jsonl", "badjson": root / "bad.json",
-            "ckpt_run": root / "ckpt_run"}
+    return {
+        "fifo": root / "fifo.jsonl",
+        "loop": root / "loop.jsonl",
+        "emptymodel": root / "emptymodel",
+        "gguf": root / "gguf",
+        "noanswer": root / "noanswer.jsonl",
+        "badjson": root / "bad.json",
+        "ckpt_run": root / "ckpt_run",
+    }
 
 
 def expand(argument: str, paths: dict, tmp_path: Path) -> str:
     for kind in ("toml", "yaml"):
         if argument.startswith(f"{{{kind}:"):
             config = tmp_path / f"train.{kind}"
-            config.write_text(argument[len(kind) + 2:-1] + "\n")
+            config.write_text(argument[len(kind) + 2 : -1] + "\n")
             return str(config)
     return argument.format(**{name: str(path) for name, path in paths.items()}, tmp=tmp_path, out=tmp_path / "out")
 
@@ -262,8 +365,10 @@ def run_main(args: list[str], capsys) -> tuple[int, str]:
 
 def snapshot(paths: dict) -> dict[str, tuple]:
     """What the shared fixtures hold, to check that no case changed them."""
-    return {name: tuple(sorted(p.name for p in path.iterdir())) if path.is_dir() else (path.lstat().st_size,)
-            for name, path in paths.items()}
+    return {
+        name: tuple(sorted(p.name for p in path.iterdir())) if path.is_dir() else (path.lstat().st_size,)
+        for name, path in paths.items()
+    }
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
@@ -315,8 +420,9 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(tmp_path, capsys, monkeypat
 
 
 @pytest.mark.parametrize("arguments", [EVAL, TRAIN], ids=["eval", "train"])
-def test_a_bogus_e1_sandbox_is_refused_with_math_data_before_loading(arguments, workspace, tmp_path, capsys,
-                                                                      monkeypatch):
+def test_a_bogus_e1_sandbox_is_refused_with_math_data_before_loading(
+    arguments, workspace, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("E1_SANDBOX", "bogus")
     code, err = run_main([expand(a, workspace, tmp_path) for a in arguments], capsys)
     assert code == 1 and err.strip().splitlines() == [err.strip()], err
@@ -328,7 +434,9 @@ def test_train_deepspeed_without_deepspeed_is_refused_before_loading(workspace, 
     import importlib.util
 
     find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *rest: None if name == "deepspeed" else find_spec(name, *rest))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *rest: None if name == "deepspeed" else find_spec(name, *rest)
+    )
     code, err = run_main([expand(a, workspace, tmp_path) for a in [*TRAIN, "--deepspeed", "zero2"]], capsys)
     assert code == 1 and err.strip().splitlines() == [err.strip()], err
     assert "--deepspeed zero2 needs DeepSpeed, which is not installed" in err and "pip install" in err, err

@@ -29,15 +29,21 @@ def _nested(depth: int, leaf) -> str:
 
 
 @settings(max_examples=40, deadline=None)
-@given(depth=st.one_of(st.integers(0, 80), st.just(5000)), field=st.sampled_from(["problem", "answer", "meta"]),
-       suffix=st.sampled_from([".jsonl", ".json"]), surrogate=st.one_of(st.none(), SURROGATES),
-       at=st.integers(0, 20), in_key=st.booleans())
+@given(
+    depth=st.one_of(st.integers(0, 80), st.just(5000)),
+    field=st.sampled_from(["problem", "answer", "meta"]),
+    suffix=st.sampled_from([".jsonl", ".json"]),
+    surrogate=st.one_of(st.none(), SURROGATES),
+    at=st.integers(0, 20),
+    in_key=st.booleans(),
+)
 def test_a_deep_value_or_a_lone_surrogate_in_a_data_file_is_one_line_naming_the_row_and_field(
-        tmp_path_factory, depth, field, suffix, surrogate, at, in_key):
+    tmp_path_factory, depth, field, suffix, surrogate, at, in_key
+):
     from e1.data.preparation import read_records
 
     text = "x" * at
-    leaf = text if surrogate is None else text[:at // 2] + surrogate + text[at // 2:]
+    leaf = text if surrogate is None else text[: at // 2] + surrogate + text[at // 2 :]
     value = {leaf: 1} if in_key and surrogate is not None else leaf
     # ensure_ascii: a lone surrogate is written as its \\u escape, as valid JSON allows (the last of a key wins)
     row = f'{{"problem": "What is 1 + 1?", "answer": "2", "{field}": {_nested(depth, value)}}}'
@@ -57,10 +63,17 @@ def test_a_deep_value_or_a_lone_surrogate_in_a_data_file_is_one_line_naming_the_
     assert not deep and not bad_text
 
 
-ANSWERS = st.one_of(st.integers(), st.text(max_size=20), st.just("[]"), st.just('{"kind": "stdio"}'),
-                    st.just('[{"kind": "stdio", "input": "1", "output": "1"}]'),
-                    st.lists(st.fixed_dictionaries({"kind": st.just("stdio"), "input": st.text(max_size=3),
-                                                    "output": st.text(max_size=3)}), max_size=2).map(json.dumps))
+ANSWERS = st.one_of(
+    st.integers(),
+    st.text(max_size=20),
+    st.just("[]"),
+    st.just('{"kind": "stdio"}'),
+    st.just('[{"kind": "stdio", "input": "1", "output": "1"}]'),
+    st.lists(
+        st.fixed_dictionaries({"kind": st.just("stdio"), "input": st.text(max_size=3), "output": st.text(max_size=3)}),
+        max_size=2,
+    ).map(json.dumps),
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -86,11 +99,14 @@ def test_a_code_row_whose_answer_is_no_test_list_is_refused_as_the_dataset_loads
     assert readable
 
 
-@pytest.mark.parametrize("row", [
-    {"id": "c0", "problem": "write f", "answer": "5", "task": "code"},
-    '{{"id": "d0", "problem": "x", "answer": {}}}'.format(_nested(5000, "2")),
-    {"id": "s0", "problem": "x" + chr(0xD800), "answer": "2"},
-])
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"id": "c0", "problem": "write f", "answer": "5", "task": "code"},
+        '{{"id": "d0", "problem": "x", "answer": {}}}'.format(_nested(5000, "2")),
+        {"id": "s0", "problem": "x" + chr(0xD800), "answer": "2"},
+    ],
+)
 def test_each_is_refused_before_any_request_is_sent(tmp_path, monkeypatch, capsys, row):
     from e1.cli.app import main
     from tests.test_api_backend import MODEL, StandIn
@@ -98,9 +114,30 @@ def test_each_is_refused_before_any_request_is_sent(tmp_path, monkeypatch, capsy
     data = tmp_path / "probs.jsonl"
     data.write_text((row if isinstance(row, str) else json.dumps(row)) + "\n")
     server = StandIn().start()
-    monkeypatch.setattr(sys, "argv", ["e1", "eval", "--backend", "openai", "--api-url", server.url, "--model", MODEL,
-                                      "--mode", "none", "--think", "8", "--solve", "8", "--datasets", str(data),
-                                      "--out", str(tmp_path / "run")])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "e1",
+            "eval",
+            "--backend",
+            "openai",
+            "--api-url",
+            server.url,
+            "--model",
+            MODEL,
+            "--mode",
+            "none",
+            "--think",
+            "8",
+            "--solve",
+            "8",
+            "--datasets",
+            str(data),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     try:
         with pytest.raises(SystemExit) as exit_:
             main()
@@ -114,8 +151,10 @@ def test_each_is_refused_before_any_request_is_sent(tmp_path, monkeypatch, capsy
 def test_a_reply_nested_deep_or_holding_a_lone_surrogate_is_one_specific_line():
     from e1.engine.api.replies import Limits, Reply, RequestError, accept
 
-    for raw, expected in [(b'{"choices": [{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}]}", "nested deeper"),
-                          ({"choices": [{"text": "a" + chr(0xDC00)}]}, "lone surrogate")]:
+    for raw, expected in [
+        (b'{"choices": [{"text": ' + b"[" * 5000 + b"]" * 5000 + b"}]}", "nested deeper"),
+        ({"choices": [{"text": "a" + chr(0xDC00)}]}, "lone surrogate"),
+    ]:
         with pytest.raises(RequestError, match=expected):
             accept(Reply, raw, Limits())
     assert isinstance(RequestError("x"), E1Error)

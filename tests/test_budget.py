@@ -6,8 +6,10 @@ from e1.budget import Budget, format_tokens, parse_tokens
 from e1.errors import BudgetError
 
 
-@pytest.mark.parametrize("text,tokens", [("512", 512), ("1k", 1024), ("1.5k", 1536), ("2K", 2048), ("0", 0),
-                                          (" 3k ", 3072), (".5k", 512), (700, 700)])
+@pytest.mark.parametrize(
+    "text,tokens",
+    [("512", 512), ("1k", 1024), ("1.5k", 1536), ("2K", 2048), ("0", 0), (" 3k ", 3072), (".5k", 512), (700, 700)],
+)
 def test_accepted_spellings(text, tokens):
     assert parse_tokens(text) == tokens
 

@@ -26,8 +26,12 @@ def earlier_turns(family: str) -> list[dict]:
     """A conversation whose earlier assistant turn thought: R1's and Qwen3's templates drop that
     thinking (a template that kept it would leave the prompt closed, as vLLM reads it too)."""
     said = "The answer is 5." if family == "plain" else "<think>\n2 + 3 = 5.\n</think>\n\nThe answer is 5."
-    return [{"role": "system", "content": "Add."}, {"role": "user", "content": "What is 2 + 3?"},
-            {"role": "assistant", "content": said}, {"role": "user", "content": "Then 2x + 1?"}]
+    return [
+        {"role": "system", "content": "Add."},
+        {"role": "user", "content": "What is 2 + 3?"},
+        {"role": "assistant", "content": said},
+        {"role": "user", "content": "Then 2x + 1?"},
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +62,9 @@ def last_marker(segments: list[str]) -> str:
 def test_a_prompt_is_open_iff_its_last_start_marker_follows_its_last_end_marker(tokenizers, family, tail):
     """Generated prompt tails on the real tokenizers: any mix of markers and text after a chat turn."""
     tokenizer = tokenizers[family]
-    head = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=False)
+    head = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=False
+    )
     ids = tokenizer.encode(head + "".join(tail), add_special_tokens=False)
     assert resolve_markers(tokenizer).prompt_thinking(ids) == last_marker(tail)
 
@@ -75,7 +81,13 @@ def positions(ids: list[int], marker: tuple[int, ...]) -> list[int]:
 @given(ids=st.lists(st.sampled_from([3, 4, 7, 8, 9, 11, 12]), max_size=40))
 def test_multi_token_markers_are_found_as_whole_sequences(ids):
     starts, ends = positions(ids, START), positions(ids, END)
-    expected = PROMPT_ABSENT if not starts and not ends else PROMPT_OPEN if max(starts, default=-9) > max(ends, default=-9) else PROMPT_CLOSED
+    expected = (
+        PROMPT_ABSENT
+        if not starts and not ends
+        else PROMPT_OPEN
+        if max(starts, default=-9) > max(ends, default=-9)
+        else PROMPT_CLOSED
+    )
     assert MULTI.prompt_thinking(ids) == expected
 
 
@@ -90,8 +102,10 @@ def engines(tmp_path_factory):
     from e1.engine.hf.hf_engine import HFEngine
 
     root = tmp_path_factory.mktemp("families")
-    return {name: HFEngine.load(str(family_model(root / name, name)), dtype="float32", device="cpu")
-            for name in ("r1_old", "r1_new", "qwen3")}
+    return {
+        name: HFEngine.load(str(family_model(root / name, name)), dtype="float32", device="cpu")
+        for name in ("r1_old", "r1_new", "qwen3")
+    }
 
 
 @pytest.mark.parametrize("family,kwargs", sorted(key for key in PHASES if key[0] != "plain"))

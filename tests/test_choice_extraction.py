@@ -78,8 +78,9 @@ def test_lm_evals_extractors_read_the_tables_strings_as_documented(solution, mml
     """The table's lm-eval columns, run live: the documented differences are lm-eval's real behaviour."""
     extraction = pytest.importorskip("lm_eval.filters.extraction")
     strict = extraction.RegexFilter(regex_pattern=r"answer is \(?([ABCDEFGHIJ])\)?", group_select=0)
-    flexible = extraction.MultiChoiceRegexFilter(regex_pattern=r"(\([A-Z]\))", group_select=-1, ignore_case=True,
-                                                 ignore_punctuation=True)
+    flexible = extraction.MultiChoiceRegexFilter(
+        regex_pattern=r"(\([A-Z]\))", group_select=-1, ignore_case=True, ignore_punctuation=True
+    )
     read = lambda filtered: None if filtered == "[invalid]" else filtered.strip("()")  # noqa: E731
     assert read(strict.apply([[solution]], [{}])[0][0]) == mmlu_pro
     assert read(flexible.apply([[solution]], [{"choices": ["3", "4", "5", "6"]}])[0][0]) == gpqa
@@ -88,18 +89,58 @@ def test_lm_evals_extractors_read_the_tables_strings_as_documented(solution, mml
 # running text: words that start sentences, the words "a", "A", "I", the word "answer", numbers and
 # algebra; never a bare capital B-P, a parenthesised letter or a box, and every sentence ends in a
 # lower-case word, so no letter is stated in it
-WORDS = ["a", "A", "I", "I'm", "A-grade", "bit", "think", "believe", "it", "is", "the", "answer", "answer:", "so",
-         "tricky", "option", "choice", "The", "So", "Is", "or", "maybe", "not", "B's", "4", "2", "=", "+", "x", "Answer"]
+WORDS = [
+    "a",
+    "A",
+    "I",
+    "I'm",
+    "A-grade",
+    "bit",
+    "think",
+    "believe",
+    "it",
+    "is",
+    "the",
+    "answer",
+    "answer:",
+    "so",
+    "tricky",
+    "option",
+    "choice",
+    "The",
+    "So",
+    "Is",
+    "or",
+    "maybe",
+    "not",
+    "B's",
+    "4",
+    "2",
+    "=",
+    "+",
+    "x",
+    "Answer",
+]
 LAST = ["bit", "tricky", "it", "sure", "right", "x", "choice", "option", "answer", "4"]
-sentence = st.builds(lambda words, last: " ".join([*words, last]) + ".", st.lists(st.sampled_from(WORDS), max_size=12),
-                     st.sampled_from(LAST))
+sentence = st.builds(
+    lambda words, last: " ".join([*words, last]) + ".",
+    st.lists(st.sampled_from(WORDS), max_size=12),
+    st.sampled_from(LAST),
+)
 running = st.lists(sentence, max_size=4).flatmap(
-    lambda parts: st.sampled_from([" ", "\n", "\n\n"]).map(lambda sep: sep.join(parts)))
+    lambda parts: st.sampled_from([" ", "\n", "\n\n"]).map(lambda sep: sep.join(parts))
+)
 letters = st.sampled_from("ABCDEFGHIJ")
 STATED = [
-    lambda x: f"\\boxed{{{x}}}", lambda x: f"\\boxed{{({x.lower()})}}", lambda x: f"\\boxed{{\\text{{{x}}}}}",
-    lambda x: f"The answer is {x}.", lambda x: f"The answer is ({x.lower()}).", lambda x: f"Answer: {x},",
-    lambda x: f"**Answer:** {x}\n", lambda x: f"The final answer is option {x}.", lambda x: f"ANSWER: ({x})",
+    lambda x: f"\\boxed{{{x}}}",
+    lambda x: f"\\boxed{{({x.lower()})}}",
+    lambda x: f"\\boxed{{\\text{{{x}}}}}",
+    lambda x: f"The answer is {x}.",
+    lambda x: f"The answer is ({x.lower()}).",
+    lambda x: f"Answer: {x},",
+    lambda x: f"**Answer:** {x}\n",
+    lambda x: f"The final answer is option {x}.",
+    lambda x: f"ANSWER: ({x})",
 ]  # a bare letter is followed by punctuation or a line break: "Answer: A bit." is running text (the table)
 
 

@@ -21,8 +21,9 @@ runner = CliRunner()
 def e1(*args, env=None, check=False):
     """Run the real console entry point (``python -m e1``) in a subprocess."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "e1", *args], capture_output=True, text=True, env=full_env,
-                          timeout=300, check=check)
+    return subprocess.run(
+        [sys.executable, "-m", "e1", *args], capture_output=True, text=True, env=full_env, timeout=300, check=check
+    )
 
 
 def test_help_lists_working_commands_and_loads_no_command_and_no_heavy_library():
@@ -48,8 +49,19 @@ def test_help_lists_working_commands_and_loads_no_command_and_no_heavy_library()
 def test_only_working_commands_are_registered():
     import typer
 
-    assert set(typer.main.get_command(app).commands) == {"data", "eval", "train", "elo", "sweep", "sweep-budgets",
-                                                         "demo", "serve", "view", "export", "help"}
+    assert set(typer.main.get_command(app).commands) == {
+        "data",
+        "eval",
+        "train",
+        "elo",
+        "sweep",
+        "sweep-budgets",
+        "demo",
+        "serve",
+        "view",
+        "export",
+        "help",
+    }
 
 
 def test_sweep_budgets_is_the_sweep_command():
@@ -93,14 +105,27 @@ def test_any_unknown_command_name_is_refused_by_the_one_gate(name):
 @given(command=st.sampled_from([c for c in COMMAND_NAMES if len(c) >= 4]), data=st.data())
 def test_a_command_missing_one_letter_is_suggested(command, data):
     at = data.draw(st.integers(0, len(command) - 1))
-    typo = command[:at] + command[at + 1:]
+    typo = command[:at] + command[at + 1 :]
     assume(typo not in COMMAND_NAMES)
     result = runner.invoke(app, [typo], prog_name="e1")
     assert f"'{command}'" in result.exception.hint, (typo, result.exception.hint)
 
 
-@pytest.mark.parametrize("command", [["eval"], ["train"], ["demo"], ["data", "list"], ["data", "prepare"], ["elo"], ["elo", "fetch"],
-                                     ["sweep"], ["serve"], ["view"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["eval"],
+        ["train"],
+        ["demo"],
+        ["data", "list"],
+        ["data", "prepare"],
+        ["elo"],
+        ["elo", "fetch"],
+        ["sweep"],
+        ["serve"],
+        ["view"],
+    ],
+)
 def test_every_command_help_has_an_example(command):
     result = runner.invoke(app, [*command, "--help"], prog_name="e1")
     assert result.exit_code == 0, result.output
@@ -130,7 +155,9 @@ def test_debug_env_shows_traceback():
 def test_missing_model_folder_is_one_line_error(tmp_path):
     problems = tmp_path / "p.jsonl"
     problems.write_text('{"problem": "1+1?", "answer": "2"}\n')
-    result = e1("eval", "--model", str(tmp_path / "no-model"), "--datasets", str(problems), "--out", str(tmp_path / "run"))
+    result = e1(
+        "eval", "--model", str(tmp_path / "no-model"), "--datasets", str(problems), "--out", str(tmp_path / "run")
+    )
     assert result.returncode != 0
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "no-model" in result.stderr
@@ -139,7 +166,9 @@ def test_missing_model_folder_is_one_line_error(tmp_path):
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
 def test_completion_scripts_match_the_app(shell):
-    generated = e1("--show-completion", shell, env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}, check=True).stdout
+    generated = e1(
+        "--show-completion", shell, env={"_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"}, check=True
+    ).stdout
     committed = (ROOT / "completions" / f"e1.{shell}").read_text()
     assert generated == committed, f"completions/e1.{shell} drifted: regenerate it (see completions/README.md)"
 
@@ -171,10 +200,24 @@ def test_eval_and_sweep_share_one_declaration_of_their_common_options():
     eval_params = {p.name: p for p in commands["eval"].params}
     sweep_params = {p.name: p for p in commands["sweep"].params}
     assert set(eval_params) - shared == {"model", "think", "solve", "mode", "n", "out"}
-    assert set(sweep_params) - shared == {"models", "think", "solve", "budgets", "modes", "budget_axis", "efforts", "n",
-                                         "independent", "out"}
+    assert set(sweep_params) - shared == {
+        "models",
+        "think",
+        "solve",
+        "budgets",
+        "modes",
+        "budget_axis",
+        "efforts",
+        "n",
+        "independent",
+        "out",
+    }
     for name in shared:
         mine, theirs = eval_params[name], sweep_params[name]
-        assert (mine.opts, mine.help, mine.default, mine.required) == (theirs.opts, theirs.help, theirs.default,
-                                                                      theirs.required), name
+        assert (mine.opts, mine.help, mine.default, mine.required) == (
+            theirs.opts,
+            theirs.help,
+            theirs.default,
+            theirs.required,
+        ), name
     assert eval_params["datasets"].required and eval_params["test_time_limit_s"].default == 6.0

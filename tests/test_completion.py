@@ -24,19 +24,22 @@ def complete(line: str) -> list[str]:
     return result.stdout.split()
 
 
-@pytest.mark.parametrize("line, offered", [
-    ("e1 eval --backend ", ["auto", "hf", "vllm", "openai", "gemini", "anthropic"]),
-    ("e1 sweep --backend g", ["gemini"]),
-    ("e1 sweep-budgets --backend g", ["gemini"]),  # the design card's name for e1 sweep
-    ("e1 train --backend ", ["auto", "hf", "vllm"]),  # training takes no API backend
-    ("e1 eval --dtype ", ["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]),
-    ("e1 serve --dtype f", ["float32", "fp32", "float16", "fp16"]),
-    ("e1 train --dtype ", ["float32", "bfloat16", "float16"]),
-    ("e1 eval --sandbox ", ["auto", "unshare", "bwrap", "none"]),
-    ("e1 train --sandbox b", ["bwrap"]),
-    ("e1 train --algo ", ["grpo", "sft"]),
-    ("e1 export runs/eval --format l", ["lm-eval", "lighteval"]),
-])
+@pytest.mark.parametrize(
+    "line, offered",
+    [
+        ("e1 eval --backend ", ["auto", "hf", "vllm", "openai", "gemini", "anthropic"]),
+        ("e1 sweep --backend g", ["gemini"]),
+        ("e1 sweep-budgets --backend g", ["gemini"]),  # the design card's name for e1 sweep
+        ("e1 train --backend ", ["auto", "hf", "vllm"]),  # training takes no API backend
+        ("e1 eval --dtype ", ["auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16"]),
+        ("e1 serve --dtype f", ["float32", "fp32", "float16", "fp16"]),
+        ("e1 train --dtype ", ["float32", "bfloat16", "float16"]),
+        ("e1 eval --sandbox ", ["auto", "unshare", "bwrap", "none"]),
+        ("e1 train --sandbox b", ["bwrap"]),
+        ("e1 train --algo ", ["grpo", "sft"]),
+        ("e1 export runs/eval --format l", ["lm-eval", "lighteval"]),
+    ],
+)
 def test_a_closed_set_offers_its_values(line, offered):
     assert complete(line) == offered
 
@@ -69,10 +72,12 @@ def test_data_files_are_found_as_typed(tmp_path):
 
 
 def test_completion_imports_no_heavy_library():
-    code = ("import atexit, os, sys\n"
-            f"atexit.register(lambda: print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules]))\n"
-            "os.environ.update(_E1_COMPLETE='complete_bash', COMP_WORDS='e1 eval --datasets ', COMP_CWORD='3')\n"
-            "from e1.cli.app import main\n"
-            "main()\n")
+    code = (
+        "import atexit, os, sys\n"
+        f"atexit.register(lambda: print('HEAVY', [m for m in {HEAVY!r} if m in sys.modules]))\n"
+        "os.environ.update(_E1_COMPLETE='complete_bash', COMP_WORDS='e1 eval --datasets ', COMP_CWORD='3')\n"
+        "from e1.cli.app import main\n"
+        "main()\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120).stdout
     assert "aime" in out and "HEAVY []" in out, out

@@ -28,13 +28,36 @@ from tests.test_train import contains_char, write_problems
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # the settings the fixtures were written with (flat: as a config file and the CLI give them)
-ENGINE = {"backend": "hf", "dtype": "float32", "device": "cpu", "gpu_memory_utilization": 0.5, "max_model_len": 4096,
-          "think_start": "<think>", "think_end": "</think>"}
+ENGINE = {
+    "backend": "hf",
+    "dtype": "float32",
+    "device": "cpu",
+    "gpu_memory_utilization": 0.5,
+    "max_model_len": 4096,
+    "think_start": "<think>",
+    "think_end": "</think>",
+}
 SCORING = {"workers": 2, "max_tests": 3, "test_time_limit_s": 2.5, "sandbox": "none"}
-TRAIN = {"model": "tiny", "data": "problems.jsonl", "out": "run", "think": 4, "solve": 4, "steps": 1,
-         "prompts_per_step": 2, "samples_per_prompt": 2, "mini_batch_prompts": 2, "micro_batch": 4, "lr": 1e-2,
-         "temperature": 1.0, "save_every": 1, "device": "cpu", "gpu_memory_utilization": 0.3,
-         "think_start": "<think>", "think_end": "</think>", **SCORING}
+TRAIN = {
+    "model": "tiny",
+    "data": "problems.jsonl",
+    "out": "run",
+    "think": 4,
+    "solve": 4,
+    "steps": 1,
+    "prompts_per_step": 2,
+    "samples_per_prompt": 2,
+    "mini_batch_prompts": 2,
+    "micro_batch": 4,
+    "lr": 1e-2,
+    "temperature": 1.0,
+    "save_every": 1,
+    "device": "cpu",
+    "gpu_memory_utilization": 0.3,
+    "think_start": "<think>",
+    "think_end": "</think>",
+    **SCORING,
+}
 # what the commands add beside the config itself (which e1, which run, which data)
 RUN_KEYS = ("kind", "e1_version", "dataset_fingerprints", "markers", "resumed_from", "world_size", "model_identity")
 
@@ -53,15 +76,26 @@ def without(record: dict, *keys: str) -> dict:
 
 
 def eval_config(engine: dict | None = None, scoring: dict | None = None) -> EvalConfig:
-    return EvalConfig(model="scripted", datasets=("probs.jsonl",), budgets=(Budget(2, 40),), modes=(Mode("elastic"),),
-                      n=1, sampling=Sampling(temperature=0.0), out=Path("run"), batch_size=8,
-                      engine=EngineSpec(**ENGINE | (engine or {})), scoring=ScoringSpec(**SCORING | (scoring or {})))
+    return EvalConfig(
+        model="scripted",
+        datasets=("probs.jsonl",),
+        budgets=(Budget(2, 40),),
+        modes=(Mode("elastic"),),
+        n=1,
+        sampling=Sampling(temperature=0.0),
+        out=Path("run"),
+        batch_size=8,
+        engine=EngineSpec(**ENGINE | (engine or {})),
+        scoring=ScoringSpec(**SCORING | (scoring or {})),
+    )
 
 
 def test_the_configs_keep_their_flat_keys_on_disk():
     eval_record, train_record = fixture("eval-config.json"), fixture("train-config.json")
-    assert on_disk(eval_config().to_json()) == without(eval_record, *RUN_KEYS) | {"model_identity": "scripted",
-                                                                                 MODE_FORMAT_KEY: MODE_FORMAT}
+    assert on_disk(eval_config().to_json()) == without(eval_record, *RUN_KEYS) | {
+        "model_identity": "scripted",
+        MODE_FORMAT_KEY: MODE_FORMAT,
+    }
     assert on_disk(build_config(**TRAIN).to_json()) == without(train_record, *RUN_KEYS) | {"model_identity": "tiny"}
 
 
@@ -78,9 +112,14 @@ def test_an_eval_run_written_before_the_specs_resumes_and_records_the_same_confi
     assert without(record, "e1_version", "weights_dtype") == without(old, "e1_version") | {MODE_FORMAT_KEY: MODE_FORMAT}
 
 
-@pytest.mark.parametrize("engine, scoring, key", [({"think_end": "</reason>"}, {}, "think_end"),
-                                                  ({}, {"max_tests": 4}, "max_tests"),
-                                                  ({}, {"test_time_limit_s": 3.0}, "test_time_limit_s")])
+@pytest.mark.parametrize(
+    "engine, scoring, key",
+    [
+        ({"think_end": "</reason>"}, {}, "think_end"),
+        ({}, {"max_tests": 4}, "max_tests"),
+        ({}, {"test_time_limit_s": 3.0}, "test_time_limit_s"),
+    ],
+)
 def test_an_eval_run_written_before_the_specs_refuses_other_settings(tiny_engine, engine, scoring, key):
     write_jsonl(Path("probs.jsonl"), problems(0))
     Path("run").mkdir()

@@ -79,10 +79,22 @@ def mirror(tmp_path, monkeypatch) -> Path:
     math500 = root / "HuggingFaceH4/MATH-500"
     math500.mkdir(parents=True)
     rows = [
-        {"problem": "Convert (0,3).", "solution": "...", "answer": "\\left( 3, \\frac{\\pi}{2} \\right)",
-         "subject": "Precalculus", "level": 2, "unique_id": "test/precalculus/807.json"},
-        {"problem": "Define p.", "solution": "...", "answer": "p - q",
-         "subject": "Intermediate Algebra", "level": 5, "unique_id": "test/intermediate_algebra/1994.json"},
+        {
+            "problem": "Convert (0,3).",
+            "solution": "...",
+            "answer": "\\left( 3, \\frac{\\pi}{2} \\right)",
+            "subject": "Precalculus",
+            "level": 2,
+            "unique_id": "test/precalculus/807.json",
+        },
+        {
+            "problem": "Define p.",
+            "solution": "...",
+            "answer": "p - q",
+            "subject": "Intermediate Algebra",
+            "level": 5,
+            "unique_id": "test/intermediate_algebra/1994.json",
+        },
     ]
     (math500 / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     _parquet(
@@ -140,7 +152,9 @@ def test_registry_holds_the_math_benchmarks():
         assert benchmark.task_version >= 1 and benchmark.description
     olympiad = e1.data.get_benchmark("olympiad_bench")
     assert (olympiad.hub_id, olympiad.config, olympiad.split) == (
-        "Hothan/OlympiadBench", "OE_TO_maths_en_COMP", "train"
+        "Hothan/OlympiadBench",
+        "OE_TO_maths_en_COMP",
+        "train",
     )
     assert e1.data.get_benchmark("minerva").fields.problem == "question"
 
@@ -162,8 +176,17 @@ def test_register_rejects_duplicates_and_bad_benchmarks():
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(342.0, "342"), (2.5, "2.5"), (70, "70"), (" 7 ", "7"), (["$1$"], "$1$"), (["a", "b"], "a, b"),
-     (None, ""), (float("nan"), ""), ([], "")],
+    [
+        (342.0, "342"),
+        (2.5, "2.5"),
+        (70, "70"),
+        (" 7 ", "7"),
+        (["$1$"], "$1$"),
+        (["a", "b"], "a, b"),
+        (None, ""),
+        (float("nan"), ""),
+        ([], ""),
+    ],
 )
 def test_render_answer(value, expected):
     assert schema.render_answer(value) == expected
@@ -177,12 +200,20 @@ def test_render_answer(value, expected):
     [
         ("aime", ["60", "61", "62"], ["Find x.", "Find y.", "Find z."], ["204", "25", "116"]),
         ("aime25", ["1", "2"], ["Sum of bases.", "Heptagon area."], ["70", "588"]),
-        ("math500", ["test/precalculus/807.json", "test/intermediate_algebra/1994.json"],
-         ["Convert (0,3).", "Define p."], ["\\left( 3, \\frac{\\pi}{2} \\right)", "p - q"]),
+        (
+            "math500",
+            ["test/precalculus/807.json", "test/intermediate_algebra/1994.json"],
+            ["Convert (0,3).", "Define p."],
+            ["\\left( 3, \\frac{\\pi}{2} \\right)", "p - q"],
+        ),
         ("amc", ["amc-0", "amc-1"], ["AMC one", "AMC two"], ["342", "2.5"]),
         ("minerva", ["minerva-0", "minerva-1"], ["Compute the redshift.", "Find the mass."], ["0.5", "3e8"]),
-        ("olympiad_bench", ["1606", "1607"], ["Xenia and Sergey play.", "Find all pairs."],
-         ["$1$", "$(1,2)$, $(3,4)$"]),
+        (
+            "olympiad_bench",
+            ["1606", "1607"],
+            ["Xenia and Sergey play.", "Find all pairs."],
+            ["$1$", "$(1,2)$, $(3,4)$"],
+        ),
         # the row without an answer (index 1) is skipped; ids keep the source row index
         ("deepscaler", ["deepscaler-0", "deepscaler-2"], ["Train one", "Train three"], ["7", "\\frac{1}{2}"]),
     ],
@@ -243,8 +274,12 @@ def test_prepare_jsonl_with_custom_fields(tmp_path):
     frame = pd.read_parquet(result.path)
     assert result.path == _data_dir() / "mine.parquet"
     assert frame.to_dict("list") == {
-        "id": ["k1", "k2"], "dataset": ["mine", "mine"], "problem": ["1+1?", "2+2?"], "answer": ["2", "4"],
-        "task": ["math", "math"], "task_version": [1, 1],
+        "id": ["k1", "k2"],
+        "dataset": ["mine", "mine"],
+        "problem": ["1+1?", "2+2?"],
+        "answer": ["2", "4"],
+        "task": ["math", "math"],
+        "task_version": [1, 1],
     }
 
 
@@ -284,10 +319,16 @@ def test_from_file_with_a_registered_name_uses_its_fields(tmp_path):
 @pytest.mark.parametrize(
     ("filename", "content", "message"),
     [
-        ("rows.jsonl", '{"problem": "p", "answer": "1"}\n{"problem": "p"}\n',
-         "rows.jsonl: line 2: field 'answer' is missing"),
-        ("rows.jsonl", '{"problem": "p", "answer": "1"}\n\n{"problem": "p", "answer": "  "}\n',
-         "line 3: field 'answer' is empty"),
+        (
+            "rows.jsonl",
+            '{"problem": "p", "answer": "1"}\n{"problem": "p"}\n',
+            "rows.jsonl: line 2: field 'answer' is missing",
+        ),
+        (
+            "rows.jsonl",
+            '{"problem": "p", "answer": "1"}\n\n{"problem": "p", "answer": "  "}\n',
+            "line 3: field 'answer' is empty",
+        ),
         ("rows.jsonl", '{"problem": "p", "answer": "1"}\n{"problem": \n', "rows.jsonl: line 2: not valid JSON"),
         ("rows.jsonl", '["p", "1"]\n', "line 1: expected a JSON object, got list"),
         ("rows.jsonl", "", "rows.jsonl: the file has no rows"),
@@ -297,8 +338,11 @@ def test_from_file_with_a_registered_name_uses_its_fields(tmp_path):
         ("rows.csv", "question,answer\nq,1\n", "rows.csv: line 2: field 'problem' is missing"),
         ("rows.txt", "problem", "unsupported file type '.txt'"),
         ("rows.parquet", "not parquet", "not a readable parquet file"),
-        ("rows.jsonl", '{"problem": "p", "answer": "1", "id": 3}\n{"problem": "q", "answer": "2", "id": 3}\n',
-         "line 2: id '3' is also used at line 1"),
+        (
+            "rows.jsonl",
+            '{"problem": "p", "answer": "1", "id": 3}\n{"problem": "q", "answer": "2", "id": 3}\n',
+            "line 2: id '3' is also used at line 1",
+        ),
     ],
 )
 def test_bad_files_name_file_row_and_field(tmp_path, filename, content, message):
@@ -344,8 +388,9 @@ def test_load_dataset_prepares_a_registered_name_once(mirror, monkeypatch):
 def test_load_dataset_reprepares_a_stale_task_version(mirror):
     path = _data_dir() / "aime.parquet"
     path.parent.mkdir(parents=True)
-    stale = pd.DataFrame({"id": ["x"], "dataset": ["aime"], "problem": ["old"], "answer": ["1"],
-                          "task": ["math"], "task_version": [0]})
+    stale = pd.DataFrame(
+        {"id": ["x"], "dataset": ["aime"], "problem": ["old"], "answer": ["1"], "task": ["math"], "task_version": [0]}
+    )
     stale.to_parquet(path)
     assert load_dataset("aime")["problem"].tolist() == ["Find x.", "Find y.", "Find z."]
 
@@ -401,8 +446,20 @@ def test_cli_prepare_and_list(mirror, tmp_path):
 def test_cli_prepare_from_file(tmp_path):
     source = tmp_path / "p.jsonl"
     source.write_text('{"question": "q", "gold": ["5"]}\n')
-    args = ["data", "prepare", "--from", str(source), "--name", "mine", "--problem-field", "question",
-            "--answer-field", "gold", "--out", str(tmp_path)]
+    args = [
+        "data",
+        "prepare",
+        "--from",
+        str(source),
+        "--name",
+        "mine",
+        "--problem-field",
+        "question",
+        "--answer-field",
+        "gold",
+        "--out",
+        str(tmp_path),
+    ]
     result = runner.invoke(app, args, env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert f"mine: 1 rows → {tmp_path / 'mine.parquet'}" in result.output
@@ -465,10 +522,19 @@ DATASET_NAMES = st.from_regex(r"[a-z][a-z0-9_.-]{0,8}", fullmatch=True)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(files=st.lists(st.tuples(STEMS, st.sampled_from(["jsonl", "csv", "canonical"]),
-                                st.lists(DATASET_NAMES, min_size=1, max_size=2, unique=True),
-                                st.sampled_from(["absolute", "relative", "dotted"])),
-                      min_size=1, max_size=3, unique_by=lambda file: file[0]))
+@given(
+    files=st.lists(
+        st.tuples(
+            STEMS,
+            st.sampled_from(["jsonl", "csv", "canonical"]),
+            st.lists(DATASET_NAMES, min_size=1, max_size=2, unique=True),
+            st.sampled_from(["absolute", "relative", "dotted"]),
+        ),
+        min_size=1,
+        max_size=3,
+        unique_by=lambda file: file[0],
+    )
+)
 def test_dataset_names_are_the_names_the_specs_load_under(tmp_path_factory, monkeypatch, files):
     """Whatever the files are called and however their paths are typed, ``dataset_names`` (no loading)
     gives the names ``load_datasets`` keys them by: a file's stem, or the names a prepared parquet holds."""
@@ -480,8 +546,16 @@ def test_dataset_names_are_the_names_the_specs_load_under(tmp_path_factory, monk
     for stem, kind, names, typed in files:
         if kind == "canonical":
             path = folder / f"{stem}.parquet"
-            pd.DataFrame({"id": [f"p{i}" for i in range(len(names))], "dataset": names, "problem": "p", "answer": "1",
-                          "task": "math", "task_version": 1}).to_parquet(path)
+            pd.DataFrame(
+                {
+                    "id": [f"p{i}" for i in range(len(names))],
+                    "dataset": names,
+                    "problem": "p",
+                    "answer": "1",
+                    "task": "math",
+                    "task_version": 1,
+                }
+            ).to_parquet(path)
         elif kind == "jsonl":
             path = folder / f"{stem}.jsonl"
             path.write_text(json.dumps({"problem": "p", "answer": "1"}) + "\n")
@@ -509,14 +583,25 @@ def test_a_damaged_parquet_is_read_or_one_line_naming_it(tmp_path_factory, monke
     folder = tmp_path_factory.mktemp("damaged")
     monkeypatch.chdir(folder)
     path = folder / "aime_2024.parquet"
-    pd.DataFrame({"id": [f"a{i}" for i in range(20)], "dataset": "aime", "problem": [f"What is {i} + {i}?" for i in range(20)],
-                  "answer": "2", "task": "math", "task_version": 1}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "id": [f"a{i}" for i in range(20)],
+            "dataset": "aime",
+            "problem": [f"What is {i} + {i}?" for i in range(20)],
+            "answer": "2",
+            "task": "math",
+            "task_version": 1,
+        }
+    ).to_parquet(path)
     raw = bytearray(path.read_bytes())
     at = int(start * (len(raw) - 1))
     raw[at : at + length] = bytes([byte]) * len(raw[at : at + length])
     path.write_bytes(bytes(raw))
-    for read in (lambda: dataset_names([path.name]), lambda: load_datasets([str(path)]),
-                 lambda: prepare_file(path, name="copy", out_dir=folder / "prepared")):
+    for read in (
+        lambda: dataset_names([path.name]),
+        lambda: load_datasets([str(path)]),
+        lambda: prepare_file(path, name="copy", out_dir=folder / "prepared"),
+    ):
         try:
             read()
         except DataError as err:

@@ -39,12 +39,26 @@ configs:
 # GSM8K
 """
 GPQA_ROWS = [
-    {"Pre-Revision Question": "q", "Question": "Which particle is a lepton?", "Correct Answer": "muon",
-     "Incorrect Answer 1": "proton", "Incorrect Answer 2": "neutron", "Incorrect Answer 3": "pion",
-     "Record ID": "recA1", "High-level domain": "Physics"},
-    {"Pre-Revision Question": "q", "Question": "What is the pH of pure water at 25 C?", "Correct Answer": "7",
-     "Incorrect Answer 1": "0", "Incorrect Answer 2": "14", "Incorrect Answer 3": "1",
-     "Record ID": "recB2", "High-level domain": "Chemistry"},
+    {
+        "Pre-Revision Question": "q",
+        "Question": "Which particle is a lepton?",
+        "Correct Answer": "muon",
+        "Incorrect Answer 1": "proton",
+        "Incorrect Answer 2": "neutron",
+        "Incorrect Answer 3": "pion",
+        "Record ID": "recA1",
+        "High-level domain": "Physics",
+    },
+    {
+        "Pre-Revision Question": "q",
+        "Question": "What is the pH of pure water at 25 C?",
+        "Correct Answer": "7",
+        "Incorrect Answer 1": "0",
+        "Incorrect Answer 2": "14",
+        "Incorrect Answer 3": "1",
+        "Record ID": "recB2",
+        "High-level domain": "Chemistry",
+    },
 ]
 
 
@@ -58,18 +72,29 @@ def mirror(tmp_path, monkeypatch) -> Path:
     gsm8k = root / "openai/gsm8k"
     (gsm8k / "main").mkdir(parents=True)
     (gsm8k / "README.md").write_text(GSM8K_README)
-    pd.DataFrame({"question": ["Tom has 3 apples and buys 4. How many?", "A farm has 1,200 cows; half leave."],
-                  "answer": ["3 + 4 = <<3+4=7>>7\n#### 7", "1200 / 2 = <<1200/2=600>>600\n#### 600"]}
-                 ).to_parquet(gsm8k / "main/test-00000-of-00001.parquet", index=False)
-    pd.DataFrame({"question": ["train q"], "answer": ["#### 1"]}).to_parquet(gsm8k / "main/train-00000-of-00001.parquet")
+    pd.DataFrame(
+        {
+            "question": ["Tom has 3 apples and buys 4. How many?", "A farm has 1,200 cows; half leave."],
+            "answer": ["3 + 4 = <<3+4=7>>7\n#### 7", "1200 / 2 = <<1200/2=600>>600\n#### 600"],
+        }
+    ).to_parquet(gsm8k / "main/test-00000-of-00001.parquet", index=False)
+    pd.DataFrame({"question": ["train q"], "answer": ["#### 1"]}).to_parquet(
+        gsm8k / "main/train-00000-of-00001.parquet"
+    )
     mmlu = root / "TIGER-Lab/MMLU-Pro/data"
     mmlu.mkdir(parents=True)
-    pd.DataFrame({
-        "question_id": [70, 71], "question": ["Typical advertising regulatory bodies suggest ...", "What is 2 + 2?"],
-        "options": [["Safe", "Unsafe", "Both", "Neither", "E", "F", "G", "H", "I", "J"], ["3", "4", "5"]],
-        "answer": ["I", "B"], "answer_index": [8, 1], "cot_content": ["", ""], "category": ["business", "math"],
-        "src": ["ori_mmlu-business", "ori_mmlu-math"],
-    }).to_parquet(mmlu / "test-00000-of-00001.parquet", index=False)
+    pd.DataFrame(
+        {
+            "question_id": [70, 71],
+            "question": ["Typical advertising regulatory bodies suggest ...", "What is 2 + 2?"],
+            "options": [["Safe", "Unsafe", "Both", "Neither", "E", "F", "G", "H", "I", "J"], ["3", "4", "5"]],
+            "answer": ["I", "B"],
+            "answer_index": [8, 1],
+            "cot_content": ["", ""],
+            "category": ["business", "math"],
+            "src": ["ori_mmlu-business", "ori_mmlu-math"],
+        }
+    ).to_parquet(mmlu / "test-00000-of-00001.parquet", index=False)
     monkeypatch.setenv("E1_HUB_MIRROR", str(root))
     return root
 
@@ -85,8 +110,9 @@ def test_gpqa_options_are_shuffled_by_a_recorded_seed_and_the_letter_follows_the
     assert list(frame.columns) == [*schema.COLUMNS, "choices", "shuffle_seed"]
     for row, source in zip(frame.itertuples(), GPQA_ROWS):
         choices = json.loads(row.choices)
-        assert sorted(choices) == sorted(source[k] for k in ("Correct Answer", "Incorrect Answer 1",
-                                                             "Incorrect Answer 2", "Incorrect Answer 3"))
+        assert sorted(choices) == sorted(
+            source[k] for k in ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
+        )
         assert choices[LETTERS.index(row.answer)] == source["Correct Answer"]
         assert row.shuffle_seed == shuffle_seed("gpqa-diamond", source["Record ID"])  # recorded, re-derivable
         assert f"{row.answer}) {source['Correct Answer']}" in row.problem and row.task == "choice"
@@ -112,8 +138,10 @@ def test_a_choice_row_prompts_for_a_boxed_letter_and_is_scored_by_it(mirror, tmp
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(min_size=1, max_size=12).filter(str.strip), min_size=2, max_size=10, unique_by=str.strip),
-       st.data())
+@given(
+    st.lists(st.text(min_size=1, max_size=12).filter(str.strip), min_size=2, max_size=10, unique_by=str.strip),
+    st.data(),
+)
 def test_a_shuffled_row_always_letters_the_correct_option(options, data):
     correct = data.draw(st.integers(0, len(options) - 1))
     seed = data.draw(st.one_of(st.none(), st.integers(0, 2**63 - 1)))
@@ -125,11 +153,23 @@ def test_a_shuffled_row_always_letters_the_correct_option(options, data):
         assert sorted(shuffle_order(len(options), seed)) == list(range(len(options)))
 
 
-@pytest.mark.parametrize(("solution", "letter"), [
-    ("\\boxed{C}", "C"), ("\\boxed{(c)}", "C"), ("\\boxed{\\text{D}}", "D"), ("\\boxed{B) 42}", "B"),
-    ("The answer is (A).", "A"), ("Answer: D", "D"), ("Answer: d", None), ("Answer: (d)", "D"), ("\\boxed{42}", None), ("I think B looks right", None),
-    ("\\boxed{A} then \\boxed{B}", "B"), ("", None),
-])
+@pytest.mark.parametrize(
+    ("solution", "letter"),
+    [
+        ("\\boxed{C}", "C"),
+        ("\\boxed{(c)}", "C"),
+        ("\\boxed{\\text{D}}", "D"),
+        ("\\boxed{B) 42}", "B"),
+        ("The answer is (A).", "A"),
+        ("Answer: D", "D"),
+        ("Answer: d", None),
+        ("Answer: (d)", "D"),
+        ("\\boxed{42}", None),
+        ("I think B looks right", None),
+        ("\\boxed{A} then \\boxed{B}", "B"),
+        ("", None),
+    ],
+)
 def test_the_chosen_letter_is_read_from_a_box_or_a_stated_answer_only(solution, letter):
     assert chosen_letter(solution) == letter
 

@@ -47,13 +47,27 @@ def _compressed(tests: list[dict]) -> str:
     return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(tests)))).decode()
 
 
-def lcb_record(question_id: str, date: str, public: list[dict], private: str = "[]", starter_code: str = "",
-               metadata: str = "{}", platform: str = "atcoder") -> dict:
+def lcb_record(
+    question_id: str,
+    date: str,
+    public: list[dict],
+    private: str = "[]",
+    starter_code: str = "",
+    metadata: str = "{}",
+    platform: str = "atcoder",
+) -> dict:
     return {
-        "question_title": f"title {question_id}", "question_content": f"Problem {question_id}.", "platform": platform,
-        "question_id": question_id, "contest_id": f"contest-{question_id}", "contest_date": f"{date}T00:00:00",
-        "starter_code": starter_code, "difficulty": "easy", "public_test_cases": json.dumps(public),
-        "private_test_cases": private, "metadata": metadata,
+        "question_title": f"title {question_id}",
+        "question_content": f"Problem {question_id}.",
+        "platform": platform,
+        "question_id": question_id,
+        "contest_id": f"contest-{question_id}",
+        "contest_date": f"{date}T00:00:00",
+        "starter_code": starter_code,
+        "difficulty": "easy",
+        "public_test_cases": json.dumps(public),
+        "private_test_cases": private,
+        "metadata": metadata,
     }
 
 
@@ -72,26 +86,65 @@ def mirror(tmp_path, monkeypatch) -> Path:
     _jsonl(lcb / "test.jsonl", [lcb_record("abc300_a", "2023-05-06", SUM_STDIN)])  # before the window
     _jsonl(lcb / "test2.jsonl", [lcb_record("abc350_a", "2024-05-04", SUM_STDIN)])
     _jsonl(lcb / "test3.jsonl", [lcb_record("abc366_a", "2024-08-01", SUM_STDIN, private=_compressed(SUM_PRIVATE))])
-    _jsonl(lcb / "test4.jsonl", [lcb_record("3500", "2024-09-14", TWO_SUM_TESTS, private=_compressed(TWO_SUM_PRIVATE),
-                                            starter_code=TWO_SUM_STARTER, metadata='{"func_name": "addTwo"}',
-                                            platform="leetcode")])
-    _jsonl(lcb / "test5.jsonl", [lcb_record("abc390_a", "2025-02-01", SUM_STDIN),  # last day, kept
-                                 lcb_record("abc391_a", "2025-02-08", SUM_STDIN)])  # after the window
+    _jsonl(
+        lcb / "test4.jsonl",
+        [
+            lcb_record(
+                "3500",
+                "2024-09-14",
+                TWO_SUM_TESTS,
+                private=_compressed(TWO_SUM_PRIVATE),
+                starter_code=TWO_SUM_STARTER,
+                metadata='{"func_name": "addTwo"}',
+                platform="leetcode",
+            )
+        ],
+    )
+    _jsonl(
+        lcb / "test5.jsonl",
+        [
+            lcb_record("abc390_a", "2025-02-01", SUM_STDIN),  # last day, kept
+            lcb_record("abc391_a", "2025-02-08", SUM_STDIN),
+        ],
+    )  # after the window
     _jsonl(lcb / "test6.jsonl", [lcb_record("abc400_a", "2025-04-05", SUM_STDIN)])
     (lcb / "code_generation_lite.py").write_text("raise SystemExit('a loading script must never run')\n")
 
     codeelo = root / "Qwen/CodeElo"
     codeelo.mkdir(parents=True)
     problems = [
-        {"problem_id": "1971A", "url": "https://codeforces.com/contest/1971/problem/A", "title": "A. My First Sorting",
-         "rating": 800, "tags": ["implementation"], "div": "Div. 4", "time_limit_ms": 1000, "memory_limit_mb": 256,
-         "description": "Given two integers, print the minimum then the maximum.", "input": "Two integers x y.",
-         "output": "Print min and max.", "interaction": "", "examples": [["3 1\n", "1 3\n"], ["5 5\n", "5 5\n"]],
-         "note": "Easy."},
-        {"problem_id": "", "url": "https://codeforces.com/contest/2000/problem/B1", "title": "B1. Hard",
-         "rating": 1900, "tags": ["math"], "div": "Div. 1", "time_limit_ms": 2500, "memory_limit_mb": 512,
-         "description": "Print n.", "input": "n", "output": "n", "interaction": "", "examples": [["7\n", "7\n"]],
-         "note": ""},
+        {
+            "problem_id": "1971A",
+            "url": "https://codeforces.com/contest/1971/problem/A",
+            "title": "A. My First Sorting",
+            "rating": 800,
+            "tags": ["implementation"],
+            "div": "Div. 4",
+            "time_limit_ms": 1000,
+            "memory_limit_mb": 256,
+            "description": "Given two integers, print the minimum then the maximum.",
+            "input": "Two integers x y.",
+            "output": "Print min and max.",
+            "interaction": "",
+            "examples": [["3 1\n", "1 3\n"], ["5 5\n", "5 5\n"]],
+            "note": "Easy.",
+        },
+        {
+            "problem_id": "",
+            "url": "https://codeforces.com/contest/2000/problem/B1",
+            "title": "B1. Hard",
+            "rating": 1900,
+            "tags": ["math"],
+            "div": "Div. 1",
+            "time_limit_ms": 2500,
+            "memory_limit_mb": 512,
+            "description": "Print n.",
+            "input": "n",
+            "output": "n",
+            "interaction": "",
+            "examples": [["7\n", "7\n"]],
+            "note": "",
+        },
     ]
     (codeelo / "test.json").write_text(json.dumps(problems, indent=2))
 
@@ -104,52 +157,129 @@ def mirror(tmp_path, monkeypatch) -> Path:
         "    results = [1, 4, 0]\n    for inp, exp in zip(inputs, results):\n        assertion(candidate(*inp), exp, 0)\n"
     )
     strlen = humaneval["HumanEval/23"]
-    _parquet(root / "evalplus/humanevalplus/data/test-00000-of-00001.parquet", pd.DataFrame([
-        {"task_id": "HumanEval/23", "prompt": strlen["prompt"], "canonical_solution": strlen["canonical_solution"],
-         "entry_point": "strlen", "test": plus_test},
-    ]))
+    _parquet(
+        root / "evalplus/humanevalplus/data/test-00000-of-00001.parquet",
+        pd.DataFrame(
+            [
+                {
+                    "task_id": "HumanEval/23",
+                    "prompt": strlen["prompt"],
+                    "canonical_solution": strlen["canonical_solution"],
+                    "entry_point": "strlen",
+                    "test": plus_test,
+                },
+            ]
+        ),
+    )
 
     taco = root / "BAAI/TACO"
     (taco / "TACO.py").parent.mkdir(parents=True)
     (taco / "TACO.py").write_text("raise SystemExit('a loading script must never run')\n")
-    base = {"solutions": "[]", "raw_tags": "[]", "name": None, "source": "codewars", "tags": "[]",
-            "skill_types": "[]", "url": "u", "Expected Auxiliary Space": None, "time_limit": None, "date": None,
-            "picture_num": None, "memory_limit": None, "Expected Time Complexity": None, "difficulty": "EASY"}
-    _parquet(taco / "ALL/test-00000-of-00001.parquet", pd.DataFrame([
-        {**base, "question": "Print the sum of two numbers.", "starter_code": "", "source": "atcoder",
-         "input_output": json.dumps({"inputs": ["1 2\n", ["3 4", ""]], "outputs": ["3\n", ["7"]]})},
-        {**base, "question": "Double x.", "starter_code": "def double(x):\n\t",
-         "input_output": json.dumps({"fn_name": "double", "inputs": [[2], [5]], "outputs": [[4], [10]]})},
-        {**base, "question": "Pair up.", "starter_code": "class Solution:\n    def pair(self, a, b):\n        ",
-         "input_output": json.dumps({"fn_name": "pair", "inputs": [[1, 2]], "outputs": [[[1, 2]]]})},
-        {**base, "question": "No tests here.", "starter_code": "", "input_output": ""},
-    ]))
+    base = {
+        "solutions": "[]",
+        "raw_tags": "[]",
+        "name": None,
+        "source": "codewars",
+        "tags": "[]",
+        "skill_types": "[]",
+        "url": "u",
+        "Expected Auxiliary Space": None,
+        "time_limit": None,
+        "date": None,
+        "picture_num": None,
+        "memory_limit": None,
+        "Expected Time Complexity": None,
+        "difficulty": "EASY",
+    }
+    _parquet(
+        taco / "ALL/test-00000-of-00001.parquet",
+        pd.DataFrame(
+            [
+                {
+                    **base,
+                    "question": "Print the sum of two numbers.",
+                    "starter_code": "",
+                    "source": "atcoder",
+                    "input_output": json.dumps({"inputs": ["1 2\n", ["3 4", ""]], "outputs": ["3\n", ["7"]]}),
+                },
+                {
+                    **base,
+                    "question": "Double x.",
+                    "starter_code": "def double(x):\n\t",
+                    "input_output": json.dumps({"fn_name": "double", "inputs": [[2], [5]], "outputs": [[4], [10]]}),
+                },
+                {
+                    **base,
+                    "question": "Pair up.",
+                    "starter_code": "class Solution:\n    def pair(self, a, b):\n        ",
+                    "input_output": json.dumps({"fn_name": "pair", "inputs": [[1, 2]], "outputs": [[[1, 2]]]}),
+                },
+                {**base, "question": "No tests here.", "starter_code": "", "input_output": ""},
+            ]
+        ),
+    )
 
     deepcoder = root / "agentica-org/DeepCoder-Preview-Dataset"
     deepcoder.mkdir(parents=True)
     configs = {"primeintellect": ["train"], "taco": ["train"], "lcbv5": ["train", "test"], "codeforces": ["test"]}
-    (deepcoder / "README.md").write_text("---\nconfigs:\n" + "".join(
-        f"- config_name: {name}\n  data_files:\n" + "".join(
-            f"  - split: {split}\n    path: {name}/{split}-*\n" for split in splits)
-        for name, splits in configs.items()) + "---\n# DeepCoder\n")
-    _parquet(deepcoder / "primeintellect/train-00000-of-00001.parquet", pd.DataFrame([
-        {"problem": "Echo a line.", "tests": json.dumps([{"type": "stdin_stdout", "input": "hi\n", "output": "hi\n"}]),
-         "metadata": "{}"},
-        {"problem": "Write square(x).", "metadata": "{}", "tests": json.dumps(
-            [{"type": "function_call", "fn_name": "square", "input": [3], "output": [9]}])},
-    ]))
-    _parquet(deepcoder / "taco/train-00000-of-00001.parquet", pd.DataFrame([
-        {"problem": "Sum.", "tests": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}), "metadata": "{}"},
-        {"problem": "No tests.", "tests": json.dumps({"inputs": [], "outputs": []}), "metadata": "{}"},
-    ]))
-    _parquet(deepcoder / "lcbv5/train-00000-of-00001.parquet", pd.DataFrame([
-        {"problem": "Add two.", "starter_code": TWO_SUM_STARTER, "tests": json.dumps(TWO_SUM_TESTS),
-         "metadata": json.dumps({"func_name": "addTwo"})},
-    ]))
-    _parquet(deepcoder / "lcbv5/test-00000-of-00001.parquet", pd.DataFrame([
-        {"problem": "Held out.", "starter_code": "", "tests": json.dumps(SUM_STDIN), "metadata": "{}"}]))
-    _parquet(deepcoder / "codeforces/test-00000-of-00001.parquet", pd.DataFrame([
-        {"problem": "Held out too.", "starter_code": "", "tests": json.dumps(SUM_STDIN), "metadata": "{}"}]))
+    (deepcoder / "README.md").write_text(
+        "---\nconfigs:\n"
+        + "".join(
+            f"- config_name: {name}\n  data_files:\n"
+            + "".join(f"  - split: {split}\n    path: {name}/{split}-*\n" for split in splits)
+            for name, splits in configs.items()
+        )
+        + "---\n# DeepCoder\n"
+    )
+    _parquet(
+        deepcoder / "primeintellect/train-00000-of-00001.parquet",
+        pd.DataFrame(
+            [
+                {
+                    "problem": "Echo a line.",
+                    "tests": json.dumps([{"type": "stdin_stdout", "input": "hi\n", "output": "hi\n"}]),
+                    "metadata": "{}",
+                },
+                {
+                    "problem": "Write square(x).",
+                    "metadata": "{}",
+                    "tests": json.dumps([{"type": "function_call", "fn_name": "square", "input": [3], "output": [9]}]),
+                },
+            ]
+        ),
+    )
+    _parquet(
+        deepcoder / "taco/train-00000-of-00001.parquet",
+        pd.DataFrame(
+            [
+                {"problem": "Sum.", "tests": json.dumps({"inputs": ["1 2\n"], "outputs": ["3\n"]}), "metadata": "{}"},
+                {"problem": "No tests.", "tests": json.dumps({"inputs": [], "outputs": []}), "metadata": "{}"},
+            ]
+        ),
+    )
+    _parquet(
+        deepcoder / "lcbv5/train-00000-of-00001.parquet",
+        pd.DataFrame(
+            [
+                {
+                    "problem": "Add two.",
+                    "starter_code": TWO_SUM_STARTER,
+                    "tests": json.dumps(TWO_SUM_TESTS),
+                    "metadata": json.dumps({"func_name": "addTwo"}),
+                },
+            ]
+        ),
+    )
+    _parquet(
+        deepcoder / "lcbv5/test-00000-of-00001.parquet",
+        pd.DataFrame([{"problem": "Held out.", "starter_code": "", "tests": json.dumps(SUM_STDIN), "metadata": "{}"}]),
+    )
+    _parquet(
+        deepcoder / "codeforces/test-00000-of-00001.parquet",
+        pd.DataFrame(
+            [{"problem": "Held out too.", "starter_code": "", "tests": json.dumps(SUM_STDIN), "metadata": "{}"}]
+        ),
+    )
     monkeypatch.setenv("E1_HUB_MIRROR", str(root))
     return root
 
@@ -192,17 +322,25 @@ def test_livecodebench_default_window_and_tests(mirror):
     assert frame["id"].tolist() == ["abc366_a", "3500", "abc390_a"]
     assert frame["date"].tolist() == ["2024-08-01", "2024-09-14", "2025-02-01"]
     assert _tests(frame, "abc366_a") == [  # public, then the decoded private tests
-        {"kind": "stdio", "input": "1 2\n", "output": "3\n"}, {"kind": "stdio", "input": "5 5\n", "output": "10\n"}]
+        {"kind": "stdio", "input": "1 2\n", "output": "3\n"},
+        {"kind": "stdio", "input": "5 5\n", "output": "10\n"},
+    ]
     assert _tests(frame, "3500") == [
         {"kind": "call", "fn": "Solution.addTwo", "args": [1, 2], "expected": 3},
-        {"kind": "call", "fn": "Solution.addTwo", "args": [[1, 2], [3]], "expected": [1, 2, 3]}]
+        {"kind": "call", "fn": "Solution.addTwo", "args": [[1, 2], [3]], "expected": [1, 2, 3]},
+    ]
     row = frame.set_index("id").loc["3500"]
     assert (row.starter_code, row.platform, row.difficulty, row.problem) == (
-        TWO_SUM_STARTER, "leetcode", "easy", "Problem 3500.")
+        TWO_SUM_STARTER,
+        "leetcode",
+        "easy",
+        "Problem 3500.",
+    )
 
 
 def test_livecodebench_rows_score_real_solutions(mirror):
     frame = _prepared("livecodebench")
+
     def reward(completion, tests):
         return score("code", completion, tests).reward
 
@@ -215,7 +353,10 @@ def test_livecodebench_rows_score_real_solutions(mirror):
 
 def test_livecodebench_release_and_window_options(mirror):
     assert _prepared("livecodebench", release="v3", start_date="", end_date="")["id"].tolist() == [
-        "abc300_a", "abc350_a", "abc366_a"]
+        "abc300_a",
+        "abc350_a",
+        "abc366_a",
+    ]
     window = {"start_date": "2025-02-02", "end_date": "2025-03-01"}
     assert _prepared("livecodebench", release="release_v6", **window)["id"].tolist() == ["abc391_a"]
     with pytest.raises(DataError, match="unknown LiveCodeBench release 'v0'"):
@@ -263,14 +404,23 @@ def test_codeforces_ids_statement_limits_and_examples(mirror):
     assert frame["id"].tolist() == ["1971A", "2000B1"]  # the second from its url
     assert [split_problem_id(pid) for pid in frame["id"]] == [(1971, "A"), (2000, "B1")]  # what e1 elo reads
     row = frame.set_index("id").loc["1971A"]
-    assert row.problem.startswith("A. My First Sorting\n\ntime limit per test: 1 second\n"
-                                  "memory limit per test: 256 megabytes\n\nGiven two integers")
+    assert row.problem.startswith(
+        "A. My First Sorting\n\ntime limit per test: 1 second\n"
+        "memory limit per test: 256 megabytes\n\nGiven two integers"
+    )
     assert "Input\nTwo integers x y.\n\nOutput\nPrint min and max." in row.problem
     assert "Examples\nInput\n```\n3 1\n```\nOutput\n```\n1 3\n```" in row.problem and row.problem.endswith("Easy.")
-    assert _tests(frame, "1971A") == [{"kind": "stdio", "input": "3 1\n", "output": "1 3\n"},
-                                      {"kind": "stdio", "input": "5 5\n", "output": "5 5\n"}]
+    assert _tests(frame, "1971A") == [
+        {"kind": "stdio", "input": "3 1\n", "output": "1 3\n"},
+        {"kind": "stdio", "input": "5 5\n", "output": "5 5\n"},
+    ]
     assert (row.contest_id, row.problem_index, row.rating, row.time_limit_s, row.memory_limit_mb) == (
-        "1971", "A", 800, 1.0, 256)
+        "1971",
+        "A",
+        800,
+        1.0,
+        256,
+    )
     content = prompt_content(row.to_dict() | {"id": "1971A"}, "code")
     assert "within the limits (1 s per test, 256 MB)" in content and "standard input" in content
 
@@ -313,10 +463,14 @@ def test_humanevalplus_tests_import_numpy(mirror):
 def test_taco_reads_the_parquet_file_and_converts_apps_tests(mirror):
     frame = _prepared("taco")
     assert frame["id"].tolist() == ["taco-0", "taco-1", "taco-2"]  # the row without tests is skipped
-    assert _tests(frame, "taco-0") == [{"kind": "stdio", "input": "1 2\n", "output": "3\n"},
-                                       {"kind": "stdio", "input": "3 4\n\n", "output": "7\n"}]
-    assert _tests(frame, "taco-1") == [{"kind": "call", "fn": "double", "args": [2], "expected": 4},
-                                       {"kind": "call", "fn": "double", "args": [5], "expected": 10}]
+    assert _tests(frame, "taco-0") == [
+        {"kind": "stdio", "input": "1 2\n", "output": "3\n"},
+        {"kind": "stdio", "input": "3 4\n\n", "output": "7\n"},
+    ]
+    assert _tests(frame, "taco-1") == [
+        {"kind": "call", "fn": "double", "args": [2], "expected": 4},
+        {"kind": "call", "fn": "double", "args": [5], "expected": 10},
+    ]
     assert _tests(frame, "taco-2") == [{"kind": "call", "fn": "Solution.pair", "args": [1, 2], "expected": [1, 2]}]
     assert frame["fn_name"].tolist() == ["", "double", "pair"] and frame["source"].tolist()[0] == "atcoder"
     double = frame.set_index("id").loc["taco-1"]
@@ -341,8 +495,10 @@ def test_prompts_per_family(mirror, tiny_model_dir):
     lcb = _prepared("livecodebench").set_index("id", drop=False)
     stdin, leetcode = prompt_content(lcb.loc["abc366_a"]), prompt_content(lcb.loc["3500"])
     assert stdin.startswith("### Question:\nProblem abc366_a.\n\n### Format: Read the inputs from stdin")
-    assert f"starter code to write the solution to the problem and enclose your code within delimiters.\n" \
-           f"```python\n{TWO_SUM_STARTER.rstrip()}\n```" in leetcode
+    assert (
+        f"starter code to write the solution to the problem and enclose your code within delimiters.\n"
+        f"```python\n{TWO_SUM_STARTER.rstrip()}\n```" in leetcode
+    )
     assert leetcode.endswith("### Answer: (use the provided format with backticks)")
     humaneval = load_dataset("humaneval").iloc[0].to_dict()
     content = prompt_content(humaneval)
@@ -365,8 +521,19 @@ def test_prompts_per_family(mirror, tiny_model_dir):
 
 def test_cli_prepare_livecodebench_with_release_and_window(mirror, tmp_path):
     out = tmp_path / "out"
-    args = ["data", "prepare", "livecodebench", "--release", "v6", "--start-date", "2025-02-02", "--end-date", "",
-            "--out", str(out)]
+    args = [
+        "data",
+        "prepare",
+        "livecodebench",
+        "--release",
+        "v6",
+        "--start-date",
+        "2025-02-02",
+        "--end-date",
+        "",
+        "--out",
+        str(out),
+    ]
     result = runner.invoke(app, args, env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert f"livecodebench: 2 rows → {out / 'livecodebench.parquet'}" in result.output

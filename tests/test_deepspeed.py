@@ -20,12 +20,26 @@ from e1.grpo.config import TrainConfig
 
 pytest.importorskip("deepspeed", reason="pip install -e .[deepspeed]")  # CI installs the extra: never skipped there
 
-TRAIN = {"think": 4, "solve": 4, "steps": 2, "prompts_per_step": 4, "samples_per_prompt": 2, "mini_batch_prompts": 2,
-         "micro_batch": 2, "lr": 1e-2, "temperature": 1.0, "save_every": 1, "kl_coef": 0.001, "seed": 0}
+TRAIN = {
+    "think": 4,
+    "solve": 4,
+    "steps": 2,
+    "prompts_per_step": 4,
+    "samples_per_prompt": 2,
+    "mini_batch_prompts": 2,
+    "micro_batch": 2,
+    "lr": 1e-2,
+    "temperature": 1.0,
+    "save_every": 1,
+    "kl_coef": 0.001,
+    "seed": 0,
+}
 
 
 def write_problems(path: Path, count: int = 8) -> Path:
-    path.write_text("".join(json.dumps({"problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(count)))
+    path.write_text(
+        "".join(json.dumps({"problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(count))
+    )
     return path
 
 
@@ -41,10 +55,29 @@ def free_port() -> int:
 def torchrun(processes: int, tmp_path: Path, model: Path, out: str, *extra: str) -> subprocess.CompletedProcess:
     data = write_problems(tmp_path / "problems.jsonl")
     options = [f"--{k.replace('_', '-')}={v}" for k, v in TRAIN.items()]
-    env = os.environ | {"TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions")),
-                        "OMP_NUM_THREADS": "1", "E1_DEBUG": "1"}
-    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}", f"--master_port={free_port()}",
-               "-m", "e1", "train", "--model", str(model), "--data", str(data), "--out", out, *options, *extra]
+    env = os.environ | {
+        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions")),
+        "OMP_NUM_THREADS": "1",
+        "E1_DEBUG": "1",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={processes}",
+        f"--master_port={free_port()}",
+        "-m",
+        "e1",
+        "train",
+        "--model",
+        str(model),
+        "--data",
+        str(data),
+        "--out",
+        out,
+        *options,
+        *extra,
+    ]
     result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     return result
@@ -75,8 +108,13 @@ def test_one_process(stage, tiny_model_dir, tmp_path):
     torchrun(1, tmp_path, tiny_model_dir, "run", "--deepspeed", stage)
     check_run(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "config.json").read_text())["world_size"] == 1
-    train(TrainConfig(model=str(tiny_model_dir), data=str(tmp_path / "problems.jsonl"), out=tmp_path / "plain", **TRAIN))
-    ds, plain = pd.read_parquet(tmp_path / "run" / "metrics.parquet"), pd.read_parquet(tmp_path / "plain" / "metrics.parquet")
+    train(
+        TrainConfig(model=str(tiny_model_dir), data=str(tmp_path / "problems.jsonl"), out=tmp_path / "plain", **TRAIN)
+    )
+    ds, plain = (
+        pd.read_parquet(tmp_path / "run" / "metrics.parquet"),
+        pd.read_parquet(tmp_path / "plain" / "metrics.parquet"),
+    )
     for column in ("reward_mean", "loss", "grad_norm", "kl", "mean_think_tokens"):
         assert ds[column].tolist() == pytest.approx(plain[column].tolist(), rel=1e-4, abs=1e-6), column
 
@@ -113,7 +151,9 @@ def test_presets_and_e1_keys_win(tmp_path):
     ds = deepspeed_config("zero3", config, world_size=2, micro_batches=3)
     assert ds["zero_optimization"] == {"stage": 3} and ds["gradient_clipping"] == 0.5
     assert ds["train_batch_size"] == 2 * 3 * 2  # micro_batch x accumulation x ranks
-    (tmp_path / "ds.json").write_text('{"zero_optimization": {"stage": 2, "overlap_comm": true}, "gradient_clipping": 9}')
+    (tmp_path / "ds.json").write_text(
+        '{"zero_optimization": {"stage": 2, "overlap_comm": true}, "gradient_clipping": 9}'
+    )
     ds = deepspeed_config(str(tmp_path / "ds.json"), config, world_size=1, micro_batches=1)
     assert ds["zero_optimization"]["overlap_comm"] and ds["gradient_clipping"] == 0.5
     with pytest.raises(ConfigError, match="unknown deepspeed"):

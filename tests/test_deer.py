@@ -19,10 +19,20 @@ from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.modes.early_exit import DEER_PROMPT, DEER_STOP_TEXTS
 
 # Qwen2's pre-tokenizer split (its tokenizer.json): punctuation runs keep the newlines after them
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
-SENTENCES = ["So the sum is 12", "Let me add 3 and 9", "The answer is \\boxed{12}", "Then x = 4",
-             "Hmm, that gives 7", "Check: 2 + 5 = 7", "We need the area", "Alternatively, factor it"]
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+SENTENCES = [
+    "So the sum is 12",
+    "Let me add 3 and 9",
+    "The answer is \\boxed{12}",
+    "Then x = 4",
+    "Hmm, that gives 7",
+    "Check: 2 + 5 = 7",
+    "We need the area",
+    "Alternatively, factor it",
+]
 ENDINGS = [".\n\n", ":\n\n", ". ", ", ", "\n\n", ".\n", " "]
 STARTS = ["", "Wait", "Wait, ", "wait ", "Waiting ", "But wait", "Okay"]
 
@@ -33,14 +43,24 @@ def tokenizer():
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-                                                  pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    core.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     core.decoder = decoders.ByteLevel()
     corpus = [f"{start}{sentence}{end}" for start in STARTS for sentence in SENTENCES for end in ENDINGS] * 4
     corpus += [DEER_PROMPT + "{12}\n\n", DEER_PROMPT + "{\\frac{1}{2}}.", "**Final Answer**\n\\boxed{7}\n"] * 20
-    core.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=700, special_tokens=["<|im_end|>", "<think>", "</think>"], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    core.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=700,
+            special_tokens=["<|im_end|>", "<think>", "</think>"],
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     made = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>")
     for merged in (".\n\n", ":\n\n"):  # the class this recipe exists for: a paragraph end inside one token
         assert len(made.encode(merged, add_special_tokens=False)) == 1
@@ -49,14 +69,23 @@ def tokenizer():
 
 def markers_of(tokenizer) -> Markers:
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>", "<|im_end|>")}
-    return Markers("<think>", "</think>", (ids["<think>"],), (ids["</think>"],), frozenset({ids["<|im_end|>"]}),
-                   ids["<|im_end|>"], tuple(tokenizer.encode("Wait", add_special_tokens=False)),
-                   tuple(tokenizer.encode("Final Answer:", add_special_tokens=False)))
+    return Markers(
+        "<think>",
+        "</think>",
+        (ids["<think>"],),
+        (ids["</think>"],),
+        frozenset({ids["<|im_end|>"]}),
+        ids["<|im_end|>"],
+        tuple(tokenizer.encode("Wait", add_special_tokens=False)),
+        tuple(tokenizer.encode("Final Answer:", add_special_tokens=False)),
+    )
 
 
 def deer_state(tokenizer, spec="early-exit:recipe=deer", budget=None) -> EarlyExitState:
     mode = Mode.parse(spec)
-    return EarlyExitState(budget or Budget(400, 40), mode, markers_of(tokenizer), PROMPT_OPEN, 1000, texts=trial_texts(tokenizer, mode))
+    return EarlyExitState(
+        budget or Budget(400, 40), mode, markers_of(tokenizer), PROMPT_OPEN, 1000, texts=trial_texts(tokenizer, mode)
+    )
 
 
 def text_completions(tokenizer, ids, text) -> list[int]:
@@ -66,8 +95,9 @@ def text_completions(tokenizer, ids, text) -> list[int]:
     return [k for k in range(len(ids)) if counts[k + 1] > counts[k]]
 
 
-thinking = st.lists(st.tuples(st.sampled_from(STARTS), st.sampled_from(SENTENCES), st.sampled_from(ENDINGS)),
-                    min_size=1, max_size=8).map(lambda parts: "".join(a + b + c for a, b, c in parts))
+thinking = st.lists(
+    st.tuples(st.sampled_from(STARTS), st.sampled_from(SENTENCES), st.sampled_from(ENDINGS)), min_size=1, max_size=8
+).map(lambda parts: "".join(a + b + c for a, b, c in parts))
 
 
 # -- where a trial is tried: the thinking's text, however the tokenizer merged it ----------------------
@@ -129,8 +159,9 @@ def deer_reference(tokenizer, answer_ids, probabilities, how, most=20, eos=()):
     return end, min(scored)
 
 
-answers = st.sampled_from(["{12}\n\nSo", "{\\frac{1}{2}}. Then", "{7}. ", "{x + 1} and", "{3}}", "{12}, and more",
-                           "{(a+b)}\n", ""])
+answers = st.sampled_from(
+    ["{12}\n\nSo", "{\\frac{1}{2}}. Then", "{7}. ", "{x + 1} and", "{3}}", "{12}, and more", "{(a+b)}\n", ""]
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -148,16 +179,26 @@ def test_trial_confidence_is_deers_definition_on_real_token_streams(tokenizer, a
     assert state.trials[0].confidence == pytest.approx(expected, rel=1e-12, abs=1e-15)
 
 
-@pytest.mark.parametrize("recipe, threshold, exits", [
-    ("deer", 0.5, False),  # scored tokens 0.5, 0.5: mean 0.5 is not > 0.5
-    ("deer", 0.4999, True),
-    ("e1", 0.5, True),  # e1's variant: >= (its mean counts the first token too: (0.5 + 0.5 + 0.5) / 3)
-])
+@pytest.mark.parametrize(
+    "recipe, threshold, exits",
+    [
+        ("deer", 0.5, False),  # scored tokens 0.5, 0.5: mean 0.5 is not > 0.5
+        ("deer", 0.4999, True),
+        ("e1", 0.5, True),  # e1's variant: >= (its mean counts the first token too: (0.5 + 0.5 + 0.5) / 3)
+    ],
+)
 def test_deer_exits_only_above_the_threshold(tokenizer, recipe, threshold, exits):
     answer_ids = tokenizer.encode("{7}. ", add_special_tokens=False)[:3]
     mode = Mode.parse(f"early-exit:recipe={recipe}:threshold={threshold}:trial=3:at='Wait'")
-    state = EarlyExitState(Budget(400, 40), mode, markers_of(tokenizer), PROMPT_OPEN, 1000, texts=trial_texts(tokenizer, mode),
-                           transitions=(tuple(tokenizer.encode("Wait", add_special_tokens=False)),))
+    state = EarlyExitState(
+        Budget(400, 40),
+        mode,
+        markers_of(tokenizer),
+        PROMPT_OPEN,
+        1000,
+        texts=trial_texts(tokenizer, mode),
+        transitions=(tuple(tokenizer.encode("Wait", add_special_tokens=False)),),
+    )
     run_trial(state, tokenizer.encode("So 7.\n\nWait", add_special_tokens=False), answer_ids, [0.5] * 3)
     assert state.trials[0].confidence == pytest.approx(0.5) and state.trials[0].exited is exits
 
@@ -242,7 +283,9 @@ def test_deer_exit_drops_the_held_token_on_the_tiny_model(tiny_engine):
     texts, greedy = prompts(tiny_engine), Sampling(temperature=0)
     elastic = tiny_engine.generate(texts, Budget(24, 8), Mode("elastic"), greedy)
     at = frequent_text(tiny_engine, elastic, 24)
-    rows = tiny_engine.generate(texts, Budget(24, 8), Mode.parse(f"early-exit:recipe=deer:threshold=0.0001:at={at!r}"), greedy)
+    rows = tiny_engine.generate(
+        texts, Budget(24, 8), Mode.parse(f"early-exit:recipe=deer:threshold=0.0001:at={at!r}"), greedy
+    )
     end = list(tiny_engine.markers.end_ids)
     for plain, row in zip(elastic, rows):
         position = row.trials[0]["position"]
@@ -270,10 +313,20 @@ def test_deer_shared_prefixes_equal_independent_decoding(tiny_engine, threshold)
 # -- the mode string --------------------------------------------------------------------------------
 def test_recipes_parse_print_back_and_keep_old_strings_meaning():
     deer = Mode.parse("early-exit:recipe=deer")
-    assert (deer.trial_tokens, deer.trial_cap, deer.transition_texts, deer.confidence) == (20, 10, ("Wait", " Wait"), "mean")
+    assert (deer.trial_tokens, deer.trial_cap, deer.transition_texts, deer.confidence) == (
+        20,
+        10,
+        ("Wait", " Wait"),
+        "mean",
+    )
     assert Mode.parse("early-exit") == deer and str(deer) == "early-exit"  # the default recipe
     old = Mode.parse(Mode.legacy("early-exit:threshold=0.9"))  # a run's text from before: e1's variant, as it was
-    assert (old.recipe, old.trial_tokens, old.trial_cap, old.transition_texts) == ("e1", 16, None, ("\n\n", "Wait", " Wait"))
+    assert (old.recipe, old.trial_tokens, old.trial_cap, old.transition_texts) == (
+        "e1",
+        16,
+        None,
+        ("\n\n", "Wait", " Wait"),
+    )
     assert str(old) == "early-exit:threshold=0.9:recipe=e1" == Mode.legacy("early-exit:threshold=0.9")
     for text in ("early-exit:confidence=geometric", "early-exit:tries=3:at=alt:recipe=e1:confidence=min"):
         assert str(Mode.parse(text)) == text

@@ -80,10 +80,19 @@ def test_rows_are_deterministic_and_train_excludes_test():
 def test_pipeline_runs_every_stage_and_writes_every_file(tmp_path):
     out = tmp_path / "demo"
     result = run_demo(DemoConfig(out=out, scale=TINY))
-    for path in ["data/digits.parquet", "data/digits-train.parquet", "models/init/config.json",
-                 "sft/metrics.parquet", "e1/metrics.parquet", "eval/base-none/samples.parquet",
-                 "eval/e1-none/samples.parquet", "curves/curves.parquet", "curves/curves.png",
-                 "curves/summary.parquet", "claims.json"]:
+    for path in [
+        "data/digits.parquet",
+        "data/digits-train.parquet",
+        "models/init/config.json",
+        "sft/metrics.parquet",
+        "e1/metrics.parquet",
+        "eval/base-none/samples.parquet",
+        "eval/e1-none/samples.parquet",
+        "curves/curves.parquet",
+        "curves/curves.png",
+        "curves/summary.parquet",
+        "claims.json",
+    ]:
         assert (out / path).is_file(), path
     assert result.base.parent.parent == out / "sft" and (result.base / "model.safetensors").is_file()
     assert result.e1.parent.parent == out / "e1"
@@ -120,7 +129,8 @@ def _curves_and_free_runs(out: Path) -> None:
     for name, think, correct in (("base", 40, [True, True, False, True]), ("e1", 20, [True, True, True, False])):
         (out / "eval" / f"{name}-none").mkdir(parents=True)
         pd.DataFrame({"think_tokens": [think] * 4, "correct": correct}).to_parquet(
-            out / "eval" / f"{name}-none" / "samples.parquet")
+            out / "eval" / f"{name}-none" / "samples.parquet"
+        )
 
 
 def test_claims_are_fractions_in_the_file_and_points_in_the_table(tmp_path):
@@ -156,17 +166,28 @@ def test_readme_block_is_replaced_between_markers(tmp_path):
 
 def _samples(correct: dict[str, list[list[bool]]], think: int = 16) -> pd.DataFrame:
     """Sweep samples at one elastic budget: ``correct[model][problem]`` lists its samples' correctness."""
-    rows = [{"model": model, "problem_id": f"p{problem}", "sample_index": index, "mode": "elastic",
-             "think_budget": think, "solve_budget": 2, "correct": value}
-            for model, problems in correct.items() for problem, values in enumerate(problems)
-            for index, value in enumerate(values)]
+    rows = [
+        {
+            "model": model,
+            "problem_id": f"p{problem}",
+            "sample_index": index,
+            "mode": "elastic",
+            "think_budget": think,
+            "solve_budget": 2,
+            "correct": value,
+        }
+        for model, problems in correct.items()
+        for problem, values in enumerate(problems)
+        for index, value in enumerate(values)
+    ]
     return pd.DataFrame(rows)
 
 
 def test_paired_difference_is_the_mean_per_problem_gap():
     # per problem: e1 1.0, 0.5, 0.0; cosine 0.5, 0.5, 0.0 -> gaps 0.5, 0, 0: mean 1/6
-    samples = _samples({"e1": [[True, True], [True, False], [False, False]],
-                        "cos": [[True, False], [False, True], [False, False]]})
+    samples = _samples(
+        {"e1": [[True, True], [True, False], [False, False]], "cos": [[True, False], [False, True], [False, False]]}
+    )
     paired = paired_difference(samples, "e1", "cos")
     assert paired["difference"] == pytest.approx(1 / 6) and paired["problems"] == 3
     assert (paired["accuracy"], paired["other_accuracy"]) == (pytest.approx(0.5), pytest.approx(1 / 3))
@@ -175,8 +196,13 @@ def test_paired_difference_is_the_mean_per_problem_gap():
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.lists(st.booleans(), min_size=1, max_size=4), st.lists(st.booleans(), min_size=1, max_size=4)),
-                min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.lists(st.booleans(), min_size=1, max_size=4), st.lists(st.booleans(), min_size=1, max_size=4)),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_paired_difference_properties(problems):
     e1 = [a for a, _ in problems]
     other = [b for _, b in problems]
@@ -205,4 +231,7 @@ def test_claim_against_the_length_penalty_reads_the_tightest_budget(tmp_path, be
     assert against["value"] == pytest.approx(0.75 if better else 0.0)
     assert against["ci_low"] <= against["value"] <= against["ci_high"]
     table = claims_markdown(claims, median=32)
-    assert (f"| 0 | 75 | 75 [{round(100 * against['ci_low'], 1):g}, {round(100 * against['ci_high'], 1):g}] | yes |" in table) is better
+    assert (
+        f"| 0 | 75 | 75 [{round(100 * against['ci_low'], 1):g}, {round(100 * against['ci_high'], 1):g}] | yes |"
+        in table
+    ) is better

@@ -35,15 +35,23 @@ def library_refusals(code: int) -> list[BaseException]:
     """How the libraries that write for e1 report it: pyarrow, safetensors, a wrapped cause."""
     wrapped = RuntimeError("saving failed")
     wrapped.__cause__ = refuse(code)
-    return [OSError(code, f"Error writing bytes to file. Detail: [errno {code}] {os.strerror(code)}"),
-            RuntimeError(f"Error while serializing: I/O error: {os.strerror(code)} (os error {code})"), wrapped]
+    return [
+        OSError(code, f"Error writing bytes to file. Detail: [errno {code}] {os.strerror(code)}"),
+        RuntimeError(f"Error while serializing: I/O error: {os.strerror(code)} (os error {code})"),
+        wrapped,
+    ]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(code=st.sampled_from(ERRNOS), stage=st.sampled_from(["open", "write", "replace"]),
-       writer=st.sampled_from(["parquet", "json", "part"]), before=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40))
+@given(
+    code=st.sampled_from(ERRNOS),
+    stage=st.sampled_from(["open", "write", "replace"]),
+    writer=st.sampled_from(["parquet", "json", "part"]),
+    before=st.text(st.characters(blacklist_categories=("Cs",)), max_size=40),
+)
 def test_every_errno_of_the_class_is_one_line_naming_the_file_and_keeping_it(
-        tmp_path_factory, monkeypatch, code, stage, writer, before):
+    tmp_path_factory, monkeypatch, code, stage, writer, before
+):
     out = tmp_path_factory.mktemp("run")
     path = out / {"parquet": SAMPLES, "json": "config.json", "part": "samples"}[writer]
     if writer != "part":
@@ -55,8 +63,11 @@ def test_every_errno_of_the_class_is_one_line_naming_the_file_and_keeping_it(
             patch.setattr(pd.DataFrame, "to_parquet", lambda *a, **k: (_ for _ in ()).throw(refuse(code)))
             patch.setattr(Path, "write_text", lambda *a, **k: (_ for _ in ()).throw(refuse(code)))
         else:
-            patch.setattr(os, stage, lambda *a, **k: (_ for _ in ()).throw(refuse(code)) if str(out) in str(a[0])
-                          else real[stage](*a, **k))
+            patch.setattr(
+                os,
+                stage,
+                lambda *a, **k: (_ for _ in ()).throw(refuse(code)) if str(out) in str(a[0]) else real[stage](*a, **k),
+            )
         with pytest.raises(DiskError) as caught:
             if writer == "part":
                 SampleStore(out).append([row("p1", 0)])
@@ -69,7 +80,9 @@ def test_every_errno_of_the_class_is_one_line_naming_the_file_and_keeping_it(
     assert DISK_ERRNOS[code][0] in line and "rerun the same command to resume" in line
     named = caught.value.path
     assert named.parent == path if writer == "part" else named == path
-    assert str(named) in line and ("finished samples up to here are kept" in line if writer == "part" else "kept" in line)
+    assert str(named) in line and (
+        "finished samples up to here are kept" in line if writer == "part" else "kept" in line
+    )
     if kept is not None:
         assert path.read_bytes() == kept
     assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")], "a temporary file was left behind"
@@ -83,8 +96,9 @@ def test_each_library_way_of_saying_it_is_recognised(code):
     assert disk_errno(OSError(errno.ENOENT, os.strerror(errno.ENOENT))) is None
 
 
-@pytest.mark.parametrize("flag, free, expected", [
-    (0, 0, errno.ENOSPC), (os.ST_RDONLY, 10 << 30, errno.EROFS), (0, 10 << 30, None)])
+@pytest.mark.parametrize(
+    "flag, free, expected", [(0, 0, errno.ENOSPC), (os.ST_RDONLY, 10 << 30, errno.EROFS), (0, 10 << 30, None)]
+)
 def test_torch_writer_failure_is_judged_by_the_file_system(tmp_path, monkeypatch, flag, free, expected):
     """torch.save on a full disk says only "unexpected pos": the file system decides."""
     stats = os.statvfs(tmp_path)
@@ -103,9 +117,29 @@ def test_torch_writer_failure_is_judged_by_the_file_system(tmp_path, monkeypatch
 
 def command(name: str, model: Path, data: Path, out: Path) -> list[str]:
     if name == "train":
-        return ["train", "--model", str(model), "--data", str(data), "--steps", "3", "--prompts-per-step", "2",
-                "--mini-batch-prompts", "2", "--samples-per-prompt", "2", "--think", "8", "--solve", "4",
-                "--save-every", "1", "--out", str(out)]
+        return [
+            "train",
+            "--model",
+            str(model),
+            "--data",
+            str(data),
+            "--steps",
+            "3",
+            "--prompts-per-step",
+            "2",
+            "--mini-batch-prompts",
+            "2",
+            "--samples-per-prompt",
+            "2",
+            "--think",
+            "8",
+            "--solve",
+            "4",
+            "--save-every",
+            "1",
+            "--out",
+            str(out),
+        ]
     return [name, "--model", str(model), *[a.format(data=data) for a in EVAL], "--out", str(out)]
 
 
@@ -136,7 +170,8 @@ def stored(name: str, out: Path) -> pd.DataFrame:
 @pytest.mark.slow
 @pytest.mark.parametrize("name, code", [("eval", errno.ENOSPC), ("sweep", errno.EDQUOT), ("train", errno.EROFS)])
 def test_a_command_stopped_by_a_full_disk_says_so_and_the_rerun_resumes(
-        name, code, tiny_model_dir, problems_file, tmp_path, monkeypatch, capsys):
+    name, code, tiny_model_dir, problems_file, tmp_path, monkeypatch, capsys
+):
     out = tmp_path / "run"
     third = {"n": 0}
 
@@ -151,7 +186,7 @@ def test_a_command_stopped_by_a_full_disk_says_so_and_the_rerun_resumes(
     assert exit_code == 1 and state["failed"] is not None, err
     assert "Traceback" not in err and "please report it" not in err, err
     last = err.strip().splitlines()[-1]
-    line = " ".join(err.split()[err.split().index("error:"):])
+    line = " ".join(err.split()[err.split().index("error:") :])
     assert last.startswith("error: cannot write ") and DISK_ERRNOS[code][0] in line, err
     assert str(state["failed"].parent) in line, err
     assert ("checkpoints up to step_1 are kept" if name == "train" else "finished samples up to here are kept") in line
@@ -201,7 +236,8 @@ def fill(disk: Path, leave: int) -> Path:
 
 @pytest.mark.slow
 def test_a_real_full_disk_stops_eval_and_train_with_one_line_and_both_resume(
-        small_disk, tiny_model_dir, problems_file, capsys):
+    small_disk, tiny_model_dir, problems_file, capsys
+):
     out = small_disk / "eval"
     filler = fill(small_disk, 40 << 10)  # config.json and a couple of parts fit
     code, err = run_main(command("eval", tiny_model_dir, problems_file, out), capsys)

@@ -54,9 +54,9 @@ def e1_args(line: str) -> list[str] | None:
         return None
     for i, word in enumerate(words):
         if word == "e1" and (i == 0 or "=" in words[i - 1] or words[i - 1] == "-m"):
-            args = words[i + 1:]
+            args = words[i + 1 :]
             for stop in ("&&", "|", ";", ">", "||"):
-                args = args[:args.index(stop)] if stop in args else args
+                args = args[: args.index(stop)] if stop in args else args
             return args
     return None
 
@@ -70,8 +70,12 @@ def commands(page: Path) -> list[tuple[str, bool]]:
 
 
 PLACEHOLDERS = {"...", "<TAB>"}
-COMMANDS = [(page.relative_to(ROOT).as_posix(), [a for a in args if a not in PLACEHOLDERS], whole) for page in PAGES
-            for line, whole in commands(page) if (args := e1_args(line)) is not None]
+COMMANDS = [
+    (page.relative_to(ROOT).as_posix(), [a for a in args if a not in PLACEHOLDERS], whole)
+    for page in PAGES
+    for line, whole in commands(page)
+    if (args := e1_args(line)) is not None
+]
 
 
 def test_the_readme_is_short_and_says_what_e1_does_now():
@@ -89,8 +93,10 @@ def test_the_readme_setup_test_command_is_the_ci_one():
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_local_link_resolves(page):
     def anchors(target: Path) -> set[str]:
-        return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
-                for h in re.findall(r"^#+ (.*)$", target.read_text(), re.MULTILINE)}
+        return {
+            re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#+ (.*)$", target.read_text(), re.MULTILINE)
+        }
 
     for link in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
         if re.match(r"\w+:", link):
@@ -114,11 +120,13 @@ def test_every_documented_command_parses(page, args, whole):
     command, name, rest = typer.main.get_command(app), "e1", list(args)
     while hasattr(command, "list_commands") and rest and not rest[0].startswith("-"):
         ctx = command.context_class(command, info_name=name)
-        assert rest[0] in command.list_commands(ctx), f"{page}: no command e1 {' '.join(args[:len(args) - len(rest) + 1])}"
+        assert rest[0] in command.list_commands(ctx), (
+            f"{page}: no command e1 {' '.join(args[: len(args) - len(rest) + 1])}"
+        )
         command, name, rest = command.get_command(ctx, rest[0]), rest[0], rest[1:]
     ctx = command.context_class(command, info_name=name)
     flags = {opt for param in command.get_params(ctx) for opt in (*param.opts, *param.secondary_opts)}
-    own = rest[:rest.index("--")] if "--" in rest else rest  # after "--": another program's options
+    own = rest[: rest.index("--")] if "--" in rest else rest  # after "--": another program's options
     given = [word.split("=")[0] for word in own if word.startswith("-")]
     assert set(given) <= flags, f"{page}: e1 {' '.join(args)}: no such flag {sorted(set(given) - flags)}"
     if hasattr(command, "list_commands") or {"--help", "-h", "--version"} & set(rest):

@@ -86,8 +86,11 @@ def test_follow_stops_where_the_first_trial_begins():
 
 # -- generated sequences: the real tokens are elastic's, the trials only add ---------------------
 real_tokens = st.lists(st.sampled_from([THINK, PARA, 7, 8, 9, 12, 2]), min_size=1, max_size=30)
-trial_answers = st.lists(st.lists(st.tuples(st.sampled_from([30, 31, 2]), st.floats(0.0, 1.0)), min_size=3, max_size=3),
-                         min_size=30, max_size=30)
+trial_answers = st.lists(
+    st.lists(st.tuples(st.sampled_from([30, 31, 2]), st.floats(0.0, 1.0)), min_size=3, max_size=3),
+    min_size=30,
+    max_size=30,
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -124,12 +127,20 @@ def test_extend_equals_accepting_one_by_one(real, t, s):
         one.accept(token)
     many.extend(ids)
     assert (many.tokens, many.forced, many.kinds, many.trials) == (one.tokens, one.forced, one.kinds, one.trials)
-    assert (many.think_tokens, many.solve_tokens, many.trial_decoded) == (one.think_tokens, one.solve_tokens, one.trial_decoded)
+    assert (many.think_tokens, many.solve_tokens, many.trial_decoded) == (
+        one.think_tokens,
+        one.solve_tokens,
+        one.trial_decoded,
+    )
 
 
 @settings(max_examples=150, deadline=None)
-@given(real=st.lists(st.sampled_from([THINK, PARA]), min_size=1, max_size=40), tries=st.integers(0, 6),
-       t=st.integers(0, 40), s=st.integers(1, 5))
+@given(
+    real=st.lists(st.sampled_from([THINK, PARA]), min_size=1, max_size=40),
+    tries=st.integers(0, 6),
+    t=st.integers(0, 40),
+    s=st.integers(1, 5),
+)
 def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t, s):
     """Whatever the transitions, at most ``tries`` trial answers run (none confident here), each at
     most prompt + trial tokens; the real tokens stay elastic's throughout."""
@@ -141,8 +152,9 @@ def test_tries_bounds_the_trials_and_the_rest_decodes_as_elastic(real, tries, t,
         assert state.accept(token) == elastic.accept(token)
         while state.in_trial:
             state.accept(31, 0.1) if state.trial_answering else state.accept(0)
-    transitions_in_thinking = sum(1 for k, token in enumerate(state.tokens[:state.think_tokens]) if token == PARA
-                                  and k + 1 < t)
+    transitions_in_thinking = sum(
+        1 for k, token in enumerate(state.tokens[: state.think_tokens]) if token == PARA and k + 1 < t
+    )
     assert len(state.trials) == min(tries, transitions_in_thinking)
     assert state.trial_decoded <= tries * (len(PROMPT) + 3)
     assert (state.tokens, state.forced) == (elastic.tokens, elastic.forced)
@@ -167,33 +179,39 @@ def test_the_vllm_processor_rebuilds_a_row_without_tries_left_as_elastic():
 
 
 # -- the mode string ------------------------------------------------------------------------------
-@pytest.mark.parametrize("text, threshold, trial, texts", [
-    ("early-exit", 0.95, 20, ("Wait", " Wait")),  # DEER's recipe, the default
-    ("early-exit:recipe=e1", 0.95, 16, ("\n\n", "Wait", " Wait")),
-    ("early-exit:threshold=0.9:trial=8:at=para", 0.9, 8, ("\n\n",)),
-    ("early-exit:at='Hmm':recipe=e1", 0.95, 16, ("Hmm",)),
-    ("early-exit:tries=4:trial=2:recipe=e1", 0.95, 2, ("\n\n", "Wait", " Wait")),
-])
+@pytest.mark.parametrize(
+    "text, threshold, trial, texts",
+    [
+        ("early-exit", 0.95, 20, ("Wait", " Wait")),  # DEER's recipe, the default
+        ("early-exit:recipe=e1", 0.95, 16, ("\n\n", "Wait", " Wait")),
+        ("early-exit:threshold=0.9:trial=8:at=para", 0.9, 8, ("\n\n",)),
+        ("early-exit:at='Hmm':recipe=e1", 0.95, 16, ("Hmm",)),
+        ("early-exit:tries=4:trial=2:recipe=e1", 0.95, 2, ("\n\n", "Wait", " Wait")),
+    ],
+)
 def test_mode_options_parse_and_print_back(text, threshold, trial, texts):
     mode = Mode.parse(text)
     assert (mode.confidence_threshold, mode.trial_tokens, mode.transition_texts) == (threshold, trial, texts)
     assert Mode.parse(str(mode)) == mode
 
 
-@pytest.mark.parametrize("text, says", [
-    ("early-exit:treshold=0.9", "did you mean 'threshold'"),
-    ("early-exit:threshold=0", "threshold must be in (0, 1]"),
-    ("early-exit:threshold=1.5", "threshold must be in (0, 1]"),
-    ("early-exit:trial=0", "trial must be >= 1"),
-    ("early-exit:tries=-1", "write tries=2"),
-    ("elastic:tries=3", "tries= does not fit mode 'elastic'"),
-    ("early-exit:at=pra", "did you mean 'para'"),
-    ("elastic:threshold=0.9", "threshold= does not fit mode 'elastic'"),
-    ("budget-forcing:at=para", "at= does not fit"),
-    ("early-exit:recipe=der", "did you mean 'deer'"),
-    ("early-exit:confidence=avg", "unknown confidence 'avg'"),
-    ("elastic:recipe=deer", "recipe= does not fit mode 'elastic'"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("early-exit:treshold=0.9", "did you mean 'threshold'"),
+        ("early-exit:threshold=0", "threshold must be in (0, 1]"),
+        ("early-exit:threshold=1.5", "threshold must be in (0, 1]"),
+        ("early-exit:trial=0", "trial must be >= 1"),
+        ("early-exit:tries=-1", "write tries=2"),
+        ("elastic:tries=3", "tries= does not fit mode 'elastic'"),
+        ("early-exit:at=pra", "did you mean 'para'"),
+        ("elastic:threshold=0.9", "threshold= does not fit mode 'elastic'"),
+        ("budget-forcing:at=para", "at= does not fit"),
+        ("early-exit:recipe=der", "did you mean 'deer'"),
+        ("early-exit:confidence=avg", "unknown confidence 'avg'"),
+        ("elastic:recipe=deer", "recipe= does not fit mode 'elastic'"),
+    ],
+)
 def test_bad_mode_options_are_one_clear_line(text, says):
     with pytest.raises(ConfigError) as caught:
         Mode.parse(text)
@@ -209,7 +227,9 @@ def test_scripted_model_exits_at_the_first_confident_trial(tiny_engine):
     think, solve = (tokenizer.encode(c, add_special_tokens=False)[0] for c in "ab")
     prompt = (think, think, think) + markers.start_ids
     engine = HFEngine(ScriptedModel(len(tokenizer), {prompt: (None, 20)}, markers, think, solve), tokenizer, markers)
-    [c] = engine.generate([list(prompt)], Budget(8, 6), Mode.parse("early-exit:trial=4:at='a':recipe=e1"), Sampling(temperature=0))
+    [c] = engine.generate(
+        [list(prompt)], Budget(8, 6), Mode.parse("early-exit:trial=4:at='a':recipe=e1"), Sampling(temperature=0)
+    )
     # "a" ends a step at once: the trial feeds </think> + "Final Answer:" (1 + 9 ids); the model, past a
     # marker, writes "b": 4 answer ids, each with probability 1 (its logits are one-hot) -> exit.
     # Rolled back, the real row is "a", the forced </think>, then s = 6 solution tokens "b".
@@ -250,7 +270,11 @@ def test_trials_that_never_exit_leave_elastic_output_token_for_token(tiny_engine
     assert sum(len(c.trials) for c in early_rows) >= 2  # trials did happen
     for plain, row in zip(elastic, early_rows):
         assert row.token_ids == plain.token_ids and row.forced_mask == plain.forced_mask
-        assert (row.think_tokens, row.solve_tokens, row.forced) == (plain.think_tokens, plain.solve_tokens, plain.forced)
+        assert (row.think_tokens, row.solve_tokens, row.forced) == (
+            plain.think_tokens,
+            plain.solve_tokens,
+            plain.forced,
+        )
         assert row.decoded_tokens == len(row.token_ids) + sum(1 + 9 + 2 for _ in row.trials)  # no EOS in these trials
         assert all(not trial["exited"] and 0 < trial["confidence"] < 1 for trial in row.trials)
 
@@ -258,7 +282,9 @@ def test_trials_that_never_exit_leave_elastic_output_token_for_token(tiny_engine
 def test_a_reachable_threshold_ends_thinking_at_a_trial(tiny_engine):
     texts, greedy = prompts(tiny_engine), Sampling(temperature=0)
     at = frequent_text(tiny_engine, tiny_engine.generate(texts, Budget(24, 8), Mode("elastic"), greedy), 24)
-    rows = tiny_engine.generate(texts, Budget(24, 8), Mode.parse(f"early-exit:threshold=0.0001:trial=2:at={at!r}"), greedy)
+    rows = tiny_engine.generate(
+        texts, Budget(24, 8), Mode.parse(f"early-exit:threshold=0.0001:trial=2:at={at!r}"), greedy
+    )
     for row in rows:
         assert row.trials and row.trials[0]["exited"] and len(row.trials) == 1
         position = row.trials[0]["position"]  # thinking ended right after the transition: the marker follows
@@ -279,7 +305,9 @@ def test_shared_prefixes_equal_independent_decoding(tiny_engine, threshold):
     assert any(c.trials for c in alone)
     for s, a in zip(shared, alone):
         assert (s.token_ids, s.forced_mask, s.trial_tokens) == (a.token_ids, a.forced_mask, a.trial_tokens)
-        assert s.trials == [{**t, "confidence": pytest.approx(t["confidence"], abs=1e-5)} for t in a.trials]  # prefill vs decode numerics
+        assert s.trials == [
+            {**t, "confidence": pytest.approx(t["confidence"], abs=1e-5)} for t in a.trials
+        ]  # prefill vs decode numerics
         assert s.prefix_tokens == (a.trials[0]["position"] if a.trials else min(12, len(a.token_ids)))
 
 
@@ -287,9 +315,23 @@ def test_shared_prefixes_equal_independent_decoding(tiny_engine, threshold):
 def _completion(think_tokens, trials):
     from e1.engine.base import Completion
 
-    return Completion(0, 0, "", "", 3, think_tokens, 2, False, "stop", [], [], trial_tokens=13 * len(trials),
-                      trials=[{"position": t, "think_tokens": t, "confidence": 0.5, "exited": False, "text": text}
-                              for t, text in trials])
+    return Completion(
+        0,
+        0,
+        "",
+        "",
+        3,
+        think_tokens,
+        2,
+        False,
+        "stop",
+        [],
+        [],
+        trial_tokens=13 * len(trials),
+        trials=[
+            {"position": t, "think_tokens": t, "confidence": 0.5, "exited": False, "text": text} for t, text in trials
+        ],
+    )
 
 
 def test_overthinking_counts_thinking_after_the_first_correct_trial_answer():
@@ -300,7 +342,12 @@ def test_overthinking_counts_thinking_after_the_first_correct_trial_answer():
 
     problem = SimpleNamespace(task="math", answer="2")
     generated = [
-        (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(12, [(3, " \\boxed{3}"), (7, " \\boxed{2}"), (9, " 2")])),
+        (
+            Mode.parse("early-exit"),
+            Budget(16, 4),
+            problem,
+            _completion(12, [(3, " \\boxed{3}"), (7, " \\boxed{2}"), (9, " 2")]),
+        ),
         (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(10, [(4, " \\boxed{5}")])),  # none correct
         (Mode.parse("early-exit"), Budget(16, 4), problem, _completion(10, [])),  # no transition at all
         (Mode("elastic"), Budget(16, 4), problem, _completion(12, [])),  # no trial answers in this mode
@@ -324,10 +371,23 @@ def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, proble
     # "Final Answer:") reads the box at once; the real solution reads it after the filler
     solution = pad * len(markers.answer_ids) + tok.encode(" \\boxed{2}.", add_special_tokens=False)
     think = tok.encode("a", add_special_tokens=False)[0]
-    engine = HFEngine(ScriptedModel(len(tok), {}, markers, think, pad[0], solution=solution), tok, markers, batch_size=4)
+    engine = HFEngine(
+        ScriptedModel(len(tok), {}, markers, think, pad[0], solution=solution), tok, markers, batch_size=4
+    )
     modes = (Mode.parse("early-exit:trial=8:at='a':recipe=e1"), Mode("elastic"))
-    evaluate(EvalConfig(model="scripted", datasets=(str(problems_file),), budgets=(Budget(6, 40),), modes=modes, n=1,
-                        sampling=Sampling(temperature=0.0), out=tmp_path / "run", batch_size=4), engine=engine)
+    evaluate(
+        EvalConfig(
+            model="scripted",
+            datasets=(str(problems_file),),
+            budgets=(Budget(6, 40),),
+            modes=modes,
+            n=1,
+            sampling=Sampling(temperature=0.0),
+            out=tmp_path / "run",
+            batch_size=4,
+        ),
+        engine=engine,
+    )
     samples = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     early, elastic = samples[samples["mode"] == str(modes[0])], samples[samples["mode"] == "elastic"]
     # early-exit: "a" is a transition, the trial (probability 1 per id) exits at once: 1 thinking token
@@ -338,7 +398,10 @@ def test_eval_records_decoded_tokens_and_the_overthinking_share(tmp_path, proble
     assert (early["overthinking_tokens"] == 0).all() and elastic["overthinking_tokens"].isna().all()
     assert (elastic["decoded_tokens"] == 6 + len(markers.end_ids) + len(solution) + 1).all()
     summary = pd.read_parquet(tmp_path / "run" / "summary.parquet").set_index("mode")
-    assert summary.loc[str(modes[0]), "overthinking_share"] == 0 and summary.loc["elastic", "overthinking_share"] != summary.loc["elastic", "overthinking_share"]
+    assert (
+        summary.loc[str(modes[0]), "overthinking_share"] == 0
+        and summary.loc["elastic", "overthinking_share"] != summary.loc["elastic", "overthinking_share"]
+    )
     assert summary.loc["elastic", "mean_decoded_tokens"] == 6 + len(markers.end_ids) + len(solution) + 1
 
 
@@ -347,8 +410,18 @@ def test_curves_plot_either_output_or_decoded_tokens_on_x():
 
     from e1.report.plots import draw_curves
 
-    curves = pd.DataFrame({"model": "m", "dataset": "d", "mode": "early-exit", "think_budget": [8, 16], "solve_budget": 4,
-                           "accuracy": [0.2, 0.4], "mean_total_tokens": [10.0, 18.0], "mean_decoded_tokens": [30.0, 60.0]})
+    curves = pd.DataFrame(
+        {
+            "model": "m",
+            "dataset": "d",
+            "mode": "early-exit",
+            "think_budget": [8, 16],
+            "solve_budget": 4,
+            "accuracy": [0.2, 0.4],
+            "mean_total_tokens": [10.0, 18.0],
+            "mean_decoded_tokens": [30.0, 60.0],
+        }
+    )
     for axis, xs, label in (("output", [10, 18], "used"), ("decoded", [30, 60], "decoded")):
         fig, _ = draw_curves(curves, x_axis=axis)
         ax = fig.axes[0]

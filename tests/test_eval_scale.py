@@ -35,8 +35,16 @@ def engine(tiny_engine):
 
 
 def config(out, problems, **kw):
-    base = dict(model="tiny", datasets=(str(problems),), budgets=(Budget(5, 5),), modes=(Mode("elastic"),), n=2,
-                sampling=SAMPLING, out=out, batch_size=4)
+    base = dict(
+        model="tiny",
+        datasets=(str(problems),),
+        budgets=(Budget(5, 5),),
+        modes=(Mode("elastic"),),
+        n=2,
+        sampling=SAMPLING,
+        out=out,
+        batch_size=4,
+    )
     return EvalConfig(**(base | kw))
 
 
@@ -96,8 +104,11 @@ KILLED_RUN = """
 def test_resume_after_kill_9_is_exact(tmp_path, problems_file, engine, full, tiny_model_dir, delay_s):
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    run = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_RUN), str(tiny_model_dir), str(out),
-                            str(problems_file)], env=env, stderr=subprocess.PIPE)
+    run = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(KILLED_RUN), str(tiny_model_dir), str(out), str(problems_file)],
+        env=env,
+        stderr=subprocess.PIPE,
+    )
     store = SampleStore(out)
     deadline = time.monotonic() + 120
     while not store.parts() and run.poll() is None and time.monotonic() < deadline:
@@ -114,8 +125,11 @@ def test_resume_after_kill_9_is_exact(tmp_path, problems_file, engine, full, tin
 def test_a_rank_that_dies_loses_only_its_batch_in_flight(tmp_path, problems_file, engine, full):
     out = tmp_path / "ranks"
     with pytest.raises(KeyboardInterrupt):  # rank 1 of 2 takes problems q1, q3 and dies on its 2nd batch
-        evaluate(config(out, problems_file, batch_size=2), engine=Interrupting(engine, fail_on=2),
-                 group=Group(Ranks(rank=1, world=2)))
+        evaluate(
+            config(out, problems_file, batch_size=2),
+            engine=Interrupting(engine, fail_on=2),
+            group=Group(Ranks(rank=1, world=2)),
+        )
     parts = SampleStore(out).parts()
     assert len(parts) == 1 and parts[0].name.startswith("part-r1-")
     assert sorted(set(pd.read_parquet(parts[0])["problem_id"])) == ["q1"]
@@ -127,8 +141,9 @@ def test_a_rank_that_dies_loses_only_its_batch_in_flight(tmp_path, problems_file
 
 def test_a_rank_other_than_0_writes_its_share_and_no_summary(tmp_path, problems_file, engine, full):
     out = tmp_path / "rank1"
-    samples, summary = evaluate(config(out, problems_file, batch_size=2), engine=engine,
-                                group=Group(Ranks(rank=1, world=2)))
+    samples, summary = evaluate(
+        config(out, problems_file, batch_size=2), engine=engine, group=Group(Ranks(rank=1, world=2))
+    )
     assert samples is None and summary is None and not (out / SUMMARY).exists()
     written = SampleStore(out).read().sort_values(["problem_id", "sample_index"], ignore_index=True)
     assert sorted(set(written["problem_id"])) == ["q1", "q3"]  # items 1 and 3 of q0..q4
@@ -136,8 +151,9 @@ def test_a_rank_other_than_0_writes_its_share_and_no_summary(tmp_path, problems_
     pd.testing.assert_frame_equal(written, expected)
 
 
-def test_a_scorer_error_in_the_background_surfaces_and_keeps_earlier_batches(tmp_path, problems_file, engine,
-                                                                              monkeypatch):
+def test_a_scorer_error_in_the_background_surfaces_and_keeps_earlier_batches(
+    tmp_path, problems_file, engine, monkeypatch
+):
     from e1.rewards.scoring import Scorer
 
     calls = []
@@ -174,6 +190,9 @@ def test_one_process_per_run_directory(tmp_path, problems_file, engine):
 def test_a_tensor_parallel_follower_decodes_its_shard_and_writes_nothing(tmp_path, problems_file, engine):
     out = tmp_path / "tp"
     counter = Interrupting(engine, fail_on=-1)  # rank 1 of a 2-rank tensor-parallel group: the only shard
-    assert evaluate(config(out, problems_file), engine=counter, group=Group(Ranks(rank=1, world=2, tp=2))) == (None, None)
+    assert evaluate(config(out, problems_file), engine=counter, group=Group(Ranks(rank=1, world=2, tp=2))) == (
+        None,
+        None,
+    )
     assert counter.calls == 3  # all 5 problems, 2 per call: it must join every decode of rank 0
     assert SampleStore(out).parts() == [] and not (out / SAMPLES).exists()

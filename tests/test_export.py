@@ -29,15 +29,24 @@ def run_dir(tiny_engine, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("export-run")
     toy, math = root / "toy.jsonl", root / "math500.jsonl"
-    toy.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": "2"}) + "\n"
-                           for i in range(3)))
-    math.write_text("".join(json.dumps({"unique_id": f"m{i}", "problem": f"Compute {i}.", "answer": "3"}) + "\n"
-                            for i in range(2)))
+    toy.write_text(
+        "".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": "2"}) + "\n" for i in range(3))
+    )
+    math.write_text(
+        "".join(json.dumps({"unique_id": f"m{i}", "problem": f"Compute {i}.", "answer": "3"}) + "\n" for i in range(2))
+    )
     prepared = prepare_file(math, "math500", root / "data").path
     _write_parquet(pd.read_parquet(prepared), prepared, {"source": "hub HuggingFaceH4/MATH-500", "options": {}})
-    config = EvalConfig(model="org/tiny", datasets=(str(toy), "math500"), data_dir=root / "data",
-                        budgets=(Budget(4, 8), Budget(8, 8)), modes=(Mode("elastic"), Mode("truncate")), n=2,
-                        sampling=Sampling(temperature=0.0), out=root / "run")
+    config = EvalConfig(
+        model="org/tiny",
+        datasets=(str(toy), "math500"),
+        data_dir=root / "data",
+        budgets=(Budget(4, 8), Budget(8, 8)),
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=2,
+        sampling=Sampling(temperature=0.0),
+        out=root / "run",
+    )
     evaluate(config, engine=tiny_engine)
     return root / "run"
 
@@ -74,10 +83,15 @@ def test_lm_eval_export_loads_with_lm_eval_s_own_schema_and_readers(run_dir, tmp
         assert results["results"][task]["exact_match,none"] == pytest.approx(row["accuracy"])
         assert results["results"][task][f"pass@{row['k']},none"] == pytest.approx(row["pass_at_k"])
         (file,) = [f for f in sample_files if utils.get_file_task_name(Path(f).name) == task]
-        assert utils.get_file_datetime(Path(file).name) == utils.get_file_datetime(Path(results_file).name).removesuffix(".json")
+        assert utils.get_file_datetime(Path(file).name) == utils.get_file_datetime(
+            Path(results_file).name
+        ).removesuffix(".json")
         docs = load_dataset("json", data_files=file, split="train")  # as lm-eval's metadata card loads them
-        cell = samples[(samples["dataset"] == row["dataset"]) & (samples["mode"] == row["mode"])
-                       & (samples["think_budget"] == row["think_budget"])]
+        cell = samples[
+            (samples["dataset"] == row["dataset"])
+            & (samples["mode"] == row["mode"])
+            & (samples["think_budget"] == row["think_budget"])
+        ]
         assert len(docs) == row["problems"]
         for doc in map(json.loads, Path(file).read_text().splitlines()):
             TypeAdapter(SampleResult).validate_python(doc)
@@ -89,7 +103,10 @@ def test_lm_eval_export_loads_with_lm_eval_s_own_schema_and_readers(run_dir, tmp
             assert measured["solve_tokens"] == mine["solve_tokens"].tolist()
             assert measured["forced"] == mine["forced"].tolist() and measured["correct"] == mine["correct"].tolist()
             assert (measured["mode"], measured["think_budget"], measured["solve_budget"]) == (
-                row["mode"], row["think_budget"], row["solve_budget"])
+                row["mode"],
+                row["think_budget"],
+                row["solve_budget"],
+            )
             assert doc["forced_rate"] == pytest.approx(mine["forced"].mean())
             assert doc["filtered_resps"] == [["" if pd.isna(a) else a for a in mine["extracted_answer"].tolist()]]
             assert len(doc["resps"][0]) == 2 and doc["arguments"]["gen_args_0"]["arg_0"] == mine["prompt"].iloc[0]
@@ -110,12 +127,19 @@ def test_lighteval_details_load_with_datasets_and_lighteval(run_dir, tmp_path):
         rows = load_dataset("parquet", data_files=str(path), split="train")
         assert rows.column_names == ["doc", "metric", "model_response"]
         for row in rows:
-            mine = samples[(samples["problem_id"] == row["doc"]["id"])
-                           & (samples["dataset"] == row["doc"]["specific"]["dataset"])]
+            mine = samples[
+                (samples["problem_id"] == row["doc"]["id"]) & (samples["dataset"] == row["doc"]["specific"]["dataset"])
+            ]
             specific = row["doc"]["specific"]
-            mine = mine[(mine["think_budget"] == specific["think_budget"]) & (mine["solve_budget"] == specific["solve_budget"])
-                        & (mine["mode"] == specific["mode"])].sort_values("sample_index")
-            assert specific["think_tokens"] == mine["think_tokens"].tolist() and specific["forced"] == mine["forced"].tolist()
+            mine = mine[
+                (mine["think_budget"] == specific["think_budget"])
+                & (mine["solve_budget"] == specific["solve_budget"])
+                & (mine["mode"] == specific["mode"])
+            ].sort_values("sample_index")
+            assert (
+                specific["think_tokens"] == mine["think_tokens"].tolist()
+                and specific["forced"] == mine["forced"].tolist()
+            )
             assert specific["solve_tokens"] == mine["solve_tokens"].tolist()
             assert row["metric"]["forced_rate"] == pytest.approx(mine["forced"].mean())
             total = specific["think_budget"] + specific["solve_budget"]
@@ -144,7 +168,9 @@ def test_lighteval_reads_the_details_with_its_own_tracker(run_dir, tmp_path):
     tracker.general_config_logger.model_name = "org/tiny"
     date_id = next(p for p in written if p.suffix == ".parquet").parent.name
     files = [p.stem.removeprefix("details_").removesuffix(f"_{date_id}") for p in written if p.suffix == ".parquet"]
-    loaded = tracker.load_details_datasets(date_id, [name.removesuffix("|0") for name in files])  # tasks, few-shot apart
+    loaded = tracker.load_details_datasets(
+        date_id, [name.removesuffix("|0") for name in files]
+    )  # tasks, few-shot apart
     assert sorted(loaded) == sorted(files) and len(files) == 8
     samples = pd.read_parquet(run_dir / "samples.parquet")
     for dataset in loaded.values():
@@ -152,9 +178,13 @@ def test_lighteval_reads_the_details_with_its_own_tracker(run_dir, tmp_path):
             doc, response = Doc(**row["doc"]), ModelResponse(**row["model_response"])
             assert doc.num_samples == len(response.text) == 2 and response.input == doc.query
             kept = doc.specific  # what e1 measured, through lighteval's own Doc
-            mine = samples[(samples["dataset"] == kept["dataset"]) & (samples["problem_id"] == doc.id)
-                           & (samples["mode"] == kept["mode"]) & (samples["think_budget"] == kept["think_budget"])
-                           & (samples["solve_budget"] == kept["solve_budget"])].sort_values("sample_index")
+            mine = samples[
+                (samples["dataset"] == kept["dataset"])
+                & (samples["problem_id"] == doc.id)
+                & (samples["mode"] == kept["mode"])
+                & (samples["think_budget"] == kept["think_budget"])
+                & (samples["solve_budget"] == kept["solve_budget"])
+            ].sort_values("sample_index")
             assert kept["think_tokens"] == mine["think_tokens"].tolist() and kept["forced"] == mine["forced"].tolist()
             assert kept["solve_tokens"] == mine["solve_tokens"].tolist()
             assert doc.generation_size >= kept["think_budget"] + kept["solve_budget"]
@@ -195,8 +225,9 @@ def test_sweep_exports_each_model(tiny_engine, tmp_path):
         assert sorted(accuracies.values()) == pytest.approx(sorted(rows["accuracy"]))
 
 
-CELL = st.tuples(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=20), st.integers(0, 10**6),
-                 st.integers(1, 10**6))
+CELL = st.tuples(
+    st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=20), st.integers(0, 10**6), st.integers(1, 10**6)
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # a loaded machine
@@ -247,7 +278,9 @@ def _as_model(run_dir: Path, model: str, into: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("model", ["../../../../x", "..", ".", "/abs/../../../y", "a/./../../z", "x\n# <b>y</b> [l](j:1)"])
+@pytest.mark.parametrize(
+    "model", ["../../../../x", "..", ".", "/abs/../../../y", "a/./../../z", "x\n# <b>y</b> [l](j:1)"]
+)
 def test_a_model_name_never_writes_outside_out(run_dir, tmp_path, model):
     run = _as_model(run_dir, model, tmp_path / "nest" / "deeper" / "run")
     before = {p for p in tmp_path.rglob("*")}
@@ -277,15 +310,29 @@ def test_a_local_file_prepared_as_aime_is_exported_as_that_file_and_says_so(tiny
     from e1.data.preparation import prepare_file
 
     local = tmp_path / "my-aime.jsonl"
-    local.write_text("".join(json.dumps({"id": f"a{i}", "problem": f"Find {i}.", "answer": str(i)}) + "\n" for i in range(3)))
+    local.write_text(
+        "".join(json.dumps({"id": f"a{i}", "problem": f"Find {i}.", "answer": str(i)}) + "\n" for i in range(3))
+    )
     prepare_file(local, "aime", tmp_path / "data")  # e1 data prepare --from my-aime.jsonl --name aime
-    evaluate(EvalConfig(model="org/tiny", datasets=("aime",), data_dir=tmp_path / "data", budgets=(Budget(4, 8),),
-                        modes=(Mode("elastic"),), n=1, sampling=Sampling(temperature=0.0), out=tmp_path / "run"),
-             engine=tiny_engine)
+    evaluate(
+        EvalConfig(
+            model="org/tiny",
+            datasets=("aime",),
+            data_dir=tmp_path / "data",
+            budgets=(Budget(4, 8),),
+            modes=(Mode("elastic"),),
+            n=1,
+            sampling=Sampling(temperature=0.0),
+            out=tmp_path / "run",
+        ),
+        engine=tiny_engine,
+    )
     result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-f", "lm-eval", "-o", str(tmp_path / "lm")])
     assert result.exit_code == 0, result.output
-    assert f"note: aime: the run's data came from file {local.resolve()}, not the hub's HuggingFaceH4/aime_2024" in \
-        " ".join(result.output.split())
+    assert (
+        f"note: aime: the run's data came from file {local.resolve()}, not the hub's HuggingFaceH4/aime_2024"
+        in " ".join(result.output.split())
+    )
     (results_file,) = (tmp_path / "lm").rglob("results_*.json")
     (config,) = json.loads(results_file.read_text())["configs"].values()
     assert config["dataset_path"] == str(local.resolve()) and config["dataset_name"] is None
@@ -294,7 +341,9 @@ def test_a_local_file_prepared_as_aime_is_exported_as_that_file_and_says_so(tiny
         export(tmp_path / "run", "hub", tmp_path / "hub")
 
 
-@pytest.mark.parametrize("model, folder", [("./tiny", "tiny"), ("../models/.tiny", "models__tiny"), ("/abs/tiny", "abs__tiny")])
+@pytest.mark.parametrize(
+    "model, folder", [("./tiny", "tiny"), ("../models/.tiny", "models__tiny"), ("/abs/tiny", "abs__tiny")]
+)
 def test_a_local_model_lands_in_a_visible_folder(run_dir, tmp_path, model, folder):
     run = _as_model(run_dir, model, tmp_path / "run")
     written, _ = export(run, "lm-eval", tmp_path / "lm")
@@ -363,15 +412,21 @@ class HubStandIn:
                     return self._send(200, {"errors": [], "warnings": []})
                 if parts[:2] == ["api", "models"] and parts[4:5] == ["preupload"]:
                     files = json.loads(body)["files"]
-                    return self._send(200, {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
-                                                      for f in files]})
+                    return self._send(
+                        200,
+                        {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]},
+                    )
                 if parts[:2] == ["api", "models"] and parts[4:5] == ["commit"]:
                     for line in body.decode().splitlines():
                         item = json.loads(line)
                         if item["key"] == "file":
-                            hub.files[("/".join(parts[2:4]), item["value"]["path"])] = base64.b64decode(item["value"]["content"])
+                            hub.files[("/".join(parts[2:4]), item["value"]["path"])] = base64.b64decode(
+                                item["value"]["content"]
+                            )
                     oid = "a" * 40
-                    return self._send(200, {"commitUrl": f"{hub.url}/{parts[2]}/{parts[3]}/commit/{oid}", "commitOid": oid})
+                    return self._send(
+                        200, {"commitUrl": f"{hub.url}/{parts[2]}/{parts[3]}/commit/{oid}", "commitOid": oid}
+                    )
                 self._send(404, {"error": "not here"})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -389,11 +444,35 @@ def test_push_uploads_the_eval_results_through_huggingface_hub(run_dir, tmp_path
     from huggingface_hub import parse_eval_result_entries
 
     hub = HubStandIn()
-    env = {**os.environ, "HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_stand_in_token", "HF_HOME": str(tmp_path / "hf"),
-           "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0",  # the hub is the local stand-in
-           "PYTHONPATH": str(Path(__file__).parent.parent)}
-    result = subprocess.run([sys.executable, "-m", "e1", "export", str(run_dir), "-f", "hub", "-o", str(tmp_path / "hub"),
-                             "--push", "my-org/tiny-evals"], env=env, capture_output=True, text=True, timeout=300, check=False)
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": hub.url,
+        "HF_TOKEN": "hf_stand_in_token",
+        "HF_HOME": str(tmp_path / "hf"),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_OFFLINE": "0",  # the hub is the local stand-in
+        "PYTHONPATH": str(Path(__file__).parent.parent),
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "e1",
+            "export",
+            str(run_dir),
+            "-f",
+            "hub",
+            "-o",
+            str(tmp_path / "hub"),
+            "--push",
+            "my-org/tiny-evals",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert f"pushed the eval results to my-org/tiny-evals: {hub.url}/my-org/tiny-evals/commit/" in result.stdout
     local = tmp_path / "hub" / "org__tiny" / ".eval_results" / "math500.yaml"
@@ -404,8 +483,12 @@ def test_push_uploads_the_eval_results_through_huggingface_hub(run_dir, tmp_path
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.one_of(st.text(max_size=40), st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}/[A-Za-z0-9][A-Za-z0-9._-]{0,10}",
-                                                     fullmatch=True)))
+@given(
+    st.one_of(
+        st.text(max_size=40),
+        st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,10}/[A-Za-z0-9][A-Za-z0-9._-]{0,10}", fullmatch=True),
+    )
+)
 def test_a_push_target_is_an_owner_name_repo_id_or_one_clear_line(repo):
     from huggingface_hub.utils import validate_repo_id
 
@@ -422,7 +505,9 @@ def test_a_push_target_is_an_owner_name_repo_id_or_one_clear_line(repo):
 
 
 def test_push_needs_the_hub_format_and_a_repo_id_before_anything_is_written(run_dir, tmp_path):
-    result = CliRunner().invoke(app, ["export", str(run_dir), "-f", "lm-eval", "-o", str(tmp_path / "a"), "--push", "o/n"])
+    result = CliRunner().invoke(
+        app, ["export", str(run_dir), "-f", "lm-eval", "-o", str(tmp_path / "a"), "--push", "o/n"]
+    )
     assert isinstance(result.exception, ConfigError) and "--format hub" in result.exception.hint
     result = CliRunner().invoke(app, ["export", str(run_dir), "-f", "hub", "-o", str(tmp_path / "b"), "--push", "../x"])
     assert isinstance(result.exception, ConfigError) and "not a hub repository id" in str(result.exception)

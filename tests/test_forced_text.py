@@ -61,9 +61,19 @@ def test_forced_digits_rows_score_what_the_model_wrote(tmp_path, offset, accurac
     markers = resolve_markers(tokenizer)
     engine = HFEngine(DigitSolver(tokenizer, markers, offset), tokenizer, markers, batch_size=8)
     modes = (Mode.parse("budget-forcing"), Mode.parse("budget-forcing:wait=1"), Mode.parse("elastic:exit='x'"))
-    samples, summary = evaluate(EvalConfig(model="scripted", datasets=("digits",), budgets=(Budget(3, 4),), modes=modes,
-                                           n=1, sampling=Sampling(temperature=0.0), out=tmp_path / "run", batch_size=8),
-                                engine=engine)
+    samples, summary = evaluate(
+        EvalConfig(
+            model="scripted",
+            datasets=("digits",),
+            budgets=(Budget(3, 4),),
+            modes=modes,
+            n=1,
+            sampling=Sampling(temperature=0.0),
+            out=tmp_path / "run",
+            batch_size=8,
+        ),
+        engine=engine,
+    )
     assert samples["forced"].all() and len(samples) == 6 * len(modes)
     assert (samples["solution_text"].str.len() == 1).all()  # the digit alone: nothing forced in it
     assert (samples["correct"] == bool(offset == 0)).all()
@@ -83,14 +93,25 @@ class _Records(RowEngine):
         self.tokenizer, self.markers, self.max_context = tokenizer, resolve_markers(tokenizer), None
 
 
-MODES = ["elastic", "budget-forcing", "budget-forcing:wait=1", "budget-forcing:answer=inline", "elastic:exit='Time is up.'",
-         "budget-forcing:exit=qwen"]
+MODES = [
+    "elastic",
+    "budget-forcing",
+    "budget-forcing:wait=1",
+    "budget-forcing:answer=inline",
+    "elastic:exit='Time is up.'",
+    "budget-forcing:exit=qwen",
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(thinking=st.text(alphabet="ab .\n", min_size=0, max_size=30), natural=st.booleans(),
-       own=st.from_regex(r"[ ]?(\\boxed\{[0-9]{1,3}\}|[0-9]{1,3}|Final Answer: [0-9])", fullmatch=True),
-       t=st.integers(0, 12), s=st.integers(1, 24), mode=st.sampled_from(MODES))
+@given(
+    thinking=st.text(alphabet="ab .\n", min_size=0, max_size=30),
+    natural=st.booleans(),
+    own=st.from_regex(r"[ ]?(\\boxed\{[0-9]{1,3}\}|[0-9]{1,3}|Final Answer: [0-9])", fullmatch=True),
+    t=st.integers(0, 12),
+    s=st.integers(1, 24),
+    mode=st.sampled_from(MODES),
+)
 def test_scored_text_is_exactly_what_the_model_wrote(tiny_engine, thinking, natural, own, t, s, mode):
     """Generated thinking (ended by the model or cut at t), budgets, modes and solutions, on a BPE
     tokenizer: the solution text is the model's own ids decoded, the forced texts are in
@@ -111,7 +132,11 @@ def test_scored_text_is_exactly_what_the_model_wrote(tiny_engine, thinking, natu
         state.accept(forced if forced is not None else next(script, min(markers.eos_ids)))
     c = engine.completions([state], [(0, 0)], [prompt], [0])[0]
     written = [token for token, forced in zip(c.token_ids, c.forced_mask) if not forced]
-    own_taken = [token for token in written[len(written) - c.solve_tokens :] if token not in markers.eos_ids] if c.closed else []
+    own_taken = (
+        [token for token in written[len(written) - c.solve_tokens :] if token not in markers.eos_ids]
+        if c.closed
+        else []
+    )
     assert c.solution_text == tok.decode(own_taken, skip_special_tokens=True)
     assert c.text(DEFAULT_END) == c.think_text + (DEFAULT_END if c.closed else "") + c.solution_text
     lines = markers.newline_ids if mode.answer_prompt and mode.answer_lines else ()  # s1's layout
@@ -161,8 +186,13 @@ def _elastic_reference(thinking: list[int], solution: list[int], t: int, s: int,
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(thinking=st.lists(st.integers(10, 200), max_size=30), natural=st.booleans(),
-       solution=st.lists(st.integers(10, 200), max_size=20), t=st.integers(1, 24), s=st.integers(1, 24))
+@given(
+    thinking=st.lists(st.integers(10, 200), max_size=30),
+    natural=st.booleans(),
+    solution=st.lists(st.integers(10, 200), max_size=20),
+    t=st.integers(1, 24),
+    s=st.integers(1, 24),
+)
 def test_elastic_writes_the_papers_two_call_tokens_on_the_same_stream(tiny_engine, thinking, natural, solution, t, s):
     """e1's elastic (one pass, the marker forced at t) vs the paper's two calls on the same model
     stream, on a BPE tokenizer: the same ids, the forced marker counted in neither budget."""

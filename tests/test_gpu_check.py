@@ -36,23 +36,31 @@ def test_peak_memory_sees_a_child_process_tree(gpu_check, monkeypatch):
 
 
 def test_table_lists_every_row_a_part_merged(gpu_check, tmp_path):
-    gpu_check.merge(tmp_path, "vllm", {"e1 elastic / plain per token": {"value": 1.0123, "unit": "x", "goal": "<= 1.01"}})
+    gpu_check.merge(
+        tmp_path, "vllm", {"e1 elastic / plain per token": {"value": 1.0123, "unit": "x", "goal": "<= 1.01"}}
+    )
     gpu_check.merge(tmp_path, "train", {"zero3: peak memory (GPU)": {"value": 38.5, "unit": "GiB", "goal": "< 40"}})
-    gpu_check.merge(tmp_path, "vllm", {"e1 elastic / plain per token": {"value": 1.005, "unit": "x", "goal": "<= 1.01"}})
+    gpu_check.merge(
+        tmp_path, "vllm", {"e1 elastic / plain per token": {"value": 1.005, "unit": "x", "goal": "<= 1.01"}}
+    )
     lines = gpu_check.table(tmp_path).splitlines()
     assert len(lines) == 3  # header, the newer vllm row (a part's rerun replaces its rows), train
     assert "1.005" in lines[1] and "vllm" in lines[1] and "38.500" in lines[2] and "< 40" in lines[2]
     assert json.loads((tmp_path / "results.json").read_text()).keys() == {"vllm", "train"}
 
 
-@pytest.mark.parametrize(("argv", "says"), [
-    (["train", "--strategies", "zero4"], "unknown strategies ['zero4']"),
-    (["engine"], "no model in"),
-    (["table"], "no results in"),
-])
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["train", "--strategies", "zero4"], "unknown strategies ['zero4']"),
+        (["engine"], "no model in"),
+        (["table"], "no results in"),
+    ],
+)
 def test_bad_input_is_one_line(tmp_path, argv, says):
-    result = subprocess.run([sys.executable, str(SCRIPT), *argv, "--out", str(tmp_path / "gc")], capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "--out", str(tmp_path / "gc")], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode != 0 and says in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -65,10 +73,12 @@ def test_a_child_past_its_time_is_cut_with_its_process_group(gpu_check, tmp_path
 
     pid_file = tmp_path / "grandchild"
     script = tmp_path / "slow.py"
-    script.write_text("import subprocess, sys, time\n"
-                      f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                      f"open({str(pid_file)!r}, 'w').write(str(p.pid))\nprint('  ran plain vLLM: 2.000s, 100 tokens', flush=True)\n"
-                      "time.sleep(60)\n")
+    script.write_text(
+        "import subprocess, sys, time\n"
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        f"open({str(pid_file)!r}, 'w').write(str(p.pid))\nprint('  ran plain vLLM: 2.000s, 100 tokens', flush=True)\n"
+        "time.sleep(60)\n"
+    )
     started = time.monotonic()
     with pytest.raises(gpu_check.Cut) as cut:
         gpu_check.run_json([str(script)], tmp_path / "slow.log", timeout=3)
@@ -87,8 +97,10 @@ def test_a_child_past_its_time_is_cut_with_its_process_group(gpu_check, tmp_path
 
 def test_ran_lines_keeps_each_run_s_best_per_token(gpu_check, tmp_path):
     log = tmp_path / "vllm.log"
-    log.write_text("noise\n  ran plain vLLM: 4.000s, 100 tokens\n  ran e1 soft: 3.000s, 60 tokens\n"
-                   "  ran plain vLLM: 3.000s, 100 tokens\n  ran e1 soft: 9.000s, 90 tokens\n")
+    log.write_text(
+        "noise\n  ran plain vLLM: 4.000s, 100 tokens\n  ran e1 soft: 3.000s, 60 tokens\n"
+        "  ran plain vLLM: 3.000s, 100 tokens\n  ran e1 soft: 9.000s, 90 tokens\n"
+    )
     assert gpu_check.ran_lines(log) == {"plain vLLM": (3.0, 100), "e1 soft": (3.0, 60)}
 
 

@@ -39,14 +39,28 @@ def _grad_of_loss(log_probs, old, adv, mask, config, **kwargs):
 def test_config_defaults_are_the_papers_and_frozen():
     config = GRPOLossConfig()
     assert (config.clip_low, config.clip_high, config.kl_coef, config.entropy_coef) == (0.2, 0.2, 0.001, 0.0)
-    assert (config.aggregation, config.forced_tokens, config.scale_by_std, config.eps) == ("token-mean", "train", True, 1e-6)
+    assert (config.aggregation, config.forced_tokens, config.scale_by_std, config.eps) == (
+        "token-mean",
+        "train",
+        True,
+        1e-6,
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         config.kl_coef = 0.1
 
 
-@pytest.mark.parametrize("field, value", [("clip_low", 1.0), ("clip_low", -0.1), ("clip_high", -0.1),
-                                          ("kl_coef", -1.0), ("entropy_coef", -1.0), ("eps", 0.0),
-                                          ("clip_low", float("nan"))])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("clip_low", 1.0),
+        ("clip_low", -0.1),
+        ("clip_high", -0.1),
+        ("kl_coef", -1.0),
+        ("entropy_coef", -1.0),
+        ("eps", 0.0),
+        ("clip_low", float("nan")),
+    ],
+)
 def test_config_rejects_out_of_range_numbers(field, value):
     with pytest.raises(ConfigError) as caught:
         GRPOLossConfig(**{field: value})
@@ -269,8 +283,9 @@ def test_kl_coef_zero_needs_no_reference_and_nonzero_does():
 def test_entropy_bonus_by_hand():
     config = GRPOLossConfig(kl_coef=0.0, entropy_coef=0.1)
     entropy = torch.tensor([[2.0, 4.0]])
-    loss, metrics = policy_loss(torch.zeros(1, 2), torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2),
-                                config, entropy=entropy)
+    loss, metrics = policy_loss(
+        torch.zeros(1, 2), torch.zeros(1, 2), torch.tensor([1.0]), torch.ones(1, 2), config, entropy=entropy
+    )
     # pg = -1 per token; entropy mean 3; loss = -1 - 0.1 * 3 = -1.3
     assert loss.item() == pytest.approx(-1.3)
     assert metrics["entropy"] == pytest.approx(3.0) and metrics["pg_loss"] == pytest.approx(-1.0)
@@ -343,8 +358,10 @@ def test_micro_batches_with_the_mini_batch_normalizer_sum_to_the_full_loss(aggre
 
     parts = [slice(0, 1), slice(1, 4)]  # micro-batches of 6 and 7 valid tokens
     normalizer = sum(loss_normalizer(mask[p], aggregation) for p in parts)  # 13 tokens / 4 sequences
-    micro = [policy_loss(lp[p], old[p], adv[p], mask[p], config, ref_log_probs=ref[p], normalizer=normalizer)[0]
-             for p in parts]
+    micro = [
+        policy_loss(lp[p], old[p], adv[p], mask[p], config, ref_log_probs=ref[p], normalizer=normalizer)[0]
+        for p in parts
+    ]
     (micro_grad,) = torch.autograd.grad(sum(micro), lp)
     torch.testing.assert_close(sum(micro), full)
     torch.testing.assert_close(micro_grad, full_grad)

@@ -46,8 +46,7 @@ def shown(path: tuple[str, ...], *args: str, width: int = 80) -> str:
 
 def options(command) -> list:
     ctx = command.context_class(command, info_name=command.name)
-    return [p for p in command.get_params(ctx) if p.param_type_name == "option" and p.name != "help"
-            and not p.hidden]
+    return [p for p in command.get_params(ctx) if p.param_type_name == "option" and p.name != "help" and not p.hidden]
 
 
 def words(text: str) -> str:
@@ -82,7 +81,10 @@ def test_options_are_grouped_in_panels_of_a_readable_size(path, command):
 @pytest.mark.parametrize("path, command", COMMANDS, ids=IDS)
 def test_defaults_are_shown_one_way_by_typer_not_written_in_help(path, command):
     for option in options(command):
-        assert not re.search(r"\(default|default:|\[default", option.help or "", re.IGNORECASE), (option.opts, option.help)
+        assert not re.search(r"\(default|default:|\[default", option.help or "", re.IGNORECASE), (
+            option.opts,
+            option.help,
+        )
     text = shown(path, "--help", width=200)
     assert "(default" not in text and "[default: None]" not in text
 
@@ -92,8 +94,12 @@ def test_every_include_option_is_the_shared_one():
     that record it in config.json say so."""
     from e1.cli.options import INCLUDE_HELP
 
-    taking = {" ".join(path[1:]): option.help for path, command in COMMANDS for option in options(command)
-              if "--include" in option.opts}
+    taking = {
+        " ".join(path[1:]): option.help
+        for path, command in COMMANDS
+        for option in options(command)
+        if "--include" in option.opts
+    }
     assert {"eval", "sweep", "train", "data prepare"} <= set(taking), sorted(taking)
     assert all(text.startswith(INCLUDE_HELP) for text in taking.values()), taking
     assert all("config.json" in taking[name] for name in ("eval", "sweep", "train"))
@@ -103,8 +109,11 @@ def test_every_include_option_is_the_shared_one():
 @pytest.mark.parametrize("path, command", COMMANDS, ids=IDS)
 def test_each_example_shows_whole_on_its_own_lines(path, command):
     epilog = command.epilog or ""
-    examples = [line.strip() for line in epilog.splitlines()
-                if line.strip().startswith(("e1 ", "--", "GEMINI_API_KEY", "torchrun"))]
+    examples = [
+        line.strip()
+        for line in epilog.splitlines()
+        if line.strip().startswith(("e1 ", "--", "GEMINI_API_KEY", "torchrun"))
+    ]
     assert examples or path[-1] == "e1" or command.epilog, f"{' '.join(path)} has no example"
     text = [line.strip() for line in shown(path, "--help").splitlines()]
     for example in examples:
@@ -116,8 +125,29 @@ def test_the_install_hint_keeps_its_brackets():
     assert "pip install -e '.[view]'" in words(shown(("e1", "view"), "--help"))
 
 
-PIECES = st.sampled_from(["a", "b", " ", "[", "]", "/", "\\", ":", "=", "'", "e1", "[bold]", "[/]", ":a:", "[gemini]",
-                          ":smile:", "\\[", "[link=x]", "-emoji:"])
+PIECES = st.sampled_from(
+    [
+        "a",
+        "b",
+        " ",
+        "[",
+        "]",
+        "/",
+        "\\",
+        ":",
+        "=",
+        "'",
+        "e1",
+        "[bold]",
+        "[/]",
+        ":a:",
+        "[gemini]",
+        ":smile:",
+        "\\[",
+        "[link=x]",
+        "-emoji:",
+    ]
+)
 HELP_TEXT = st.lists(PIECES, min_size=1, max_size=12).map("".join)
 
 
@@ -165,8 +195,9 @@ def test_mode_options_point_to_the_modes_page_which_holds_the_grammar():
 
 
 def test_an_unknown_help_topic_is_one_line_naming_the_closest():
-    result = subprocess.run([sys.executable, "-m", "e1", "help", "mode"], capture_output=True, text=True, cwd=ROOT,
-                            check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "e1", "help", "mode"], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert result.returncode != 0 and result.stdout == ""
     assert result.stderr.strip().splitlines() == ["error: no help topic 'mode' (did you mean 'modes'?)"]
     assert "modes" in shown(("e1", "help"))

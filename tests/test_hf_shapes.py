@@ -88,8 +88,11 @@ def test_key_bucket_takes_at_most_17_values_per_doubling(start):
 
 
 @SETTINGS
-@given(lengths=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=4),
-       tokens=st.integers(min_value=1, max_value=130), eager=st.booleans())
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=4),
+    tokens=st.integers(min_value=1, max_value=130),
+    eager=st.booleans(),
+)
 def test_one_decode_presents_few_key_lengths(engines, key_lengths, lengths, tokens, eager):
     engine = engines[eager]
     key_lengths.clear()
@@ -104,12 +107,18 @@ def test_one_decode_presents_few_key_lengths(engines, key_lengths, lengths, toke
 
 
 @SETTINGS
-@given(lengths=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=3),
-       think=st.integers(min_value=0, max_value=40), solve=st.integers(min_value=1, max_value=40),
-       mode=st.sampled_from(["elastic", "none", "budget-forcing"]), n=st.integers(min_value=1, max_value=3),
-       eager=st.booleans(), prefixed=st.booleans())
-def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, lengths, think, solve, mode, n, eager,
-                                                    prefixed):
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=30), min_size=1, max_size=3),
+    think=st.integers(min_value=0, max_value=40),
+    solve=st.integers(min_value=1, max_value=40),
+    mode=st.sampled_from(["elastic", "none", "budget-forcing"]),
+    n=st.integers(min_value=1, max_value=3),
+    eager=st.booleans(),
+    prefixed=st.booleans(),
+)
+def test_tokens_are_those_of_an_exact_length_decode(
+    engines, monkeypatch, lengths, think, solve, mode, n, eager, prefixed
+):
     """Bucketed keys (masked zeros past the cache) sample exactly the tokens an exact-length
     decode samples: seeded sampling, forced markers, shared prefills and, with prefixes of
     different lengths (rows then finish at different steps), compaction included."""
@@ -129,12 +138,21 @@ def test_tokens_are_those_of_an_exact_length_decode(engines, monkeypatch, length
 def test_greedy_tokens_equal_model_generate_across_a_bucket_boundary(engines):
     engine = engines[0]
     prompts = text_prompts([5, 33])  # decodes cross several buckets
-    ours = [c.token_ids for c in engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=100))]
+    ours = [
+        c.token_ids
+        for c in engine.generate(prompts, Budget(1, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=100))
+    ]
     for prompt, row in zip(prompts, ours):
         ids = torch.tensor([prompt])
         with torch.inference_mode():
-            reference = engine.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=100, do_sample=False,
-                                              eos_token_id=None, pad_token_id=engine.markers.pad_id)
+            reference = engine.model.generate(
+                ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=100,
+                do_sample=False,
+                eos_token_id=None,
+                pad_token_id=engine.markers.pad_id,
+            )
         assert reference[0, len(prompt) :].tolist() == row
 
 

@@ -46,8 +46,13 @@ def _engine(stand_in: StandIn, modes=("elastic",)):
 SMALL, DEFAULT_SAMPLING = Budget(0, 64), Sampling()
 
 
-def _one(stand_in: StandIn, mode: str, budget: Budget = SMALL, prompt: str = "this needs 500",
-         sampling: Sampling = DEFAULT_SAMPLING):
+def _one(
+    stand_in: StandIn,
+    mode: str,
+    budget: Budget = SMALL,
+    prompt: str = "this needs 500",
+    sampling: Sampling = DEFAULT_SAMPLING,
+):
     """(the body the stand-in received, the completion) of one sample."""
     before = len(stand_in.requests)
     completion = _engine(stand_in).generate([prompt], budget, Mode.parse(mode), sampling, seeds=[11])[0]
@@ -59,7 +64,10 @@ def test_gemini_maps_budgets_and_levels_to_thinking_config(stand_ins):
     gemini = stand_ins["gemini"]
     body, c = _one(gemini, "elastic", Budget(1024, 64))
     config = body["generationConfig"]
-    assert config["thinkingConfig"] == {"thinking_budget": 1024, "include_thoughts": True}  # proto names, as the SDK sends
+    assert config["thinkingConfig"] == {
+        "thinking_budget": 1024,
+        "include_thoughts": True,
+    }  # proto names, as the SDK sends
     assert config["maxOutputTokens"] == 1024 + 64 and 0 <= config["seed"] < 2**31
     assert (c.think_tokens, c.solve_tokens, c.solution_text, c.finish_reason) == (1024, ANSWER, "\\boxed{5}", "stop")
     assert c.think_text  # the thought summary parts
@@ -70,7 +78,10 @@ def test_gemini_maps_budgets_and_levels_to_thinking_config(stand_ins):
     assert body["generationConfig"]["thinkingConfig"] == {"thinking_level": "LOW", "include_thoughts": True}
     assert body["generationConfig"]["maxOutputTokens"] == 4096 and c.think_tokens == EFFORT_TOKENS["low"]
     body, c = _one(gemini, "none:effort=dynamic")
-    assert body["generationConfig"]["thinkingConfig"]["thinking_budget"] == -1 and c.think_tokens == EFFORT_TOKENS["dynamic"]
+    assert (
+        body["generationConfig"]["thinkingConfig"]["thinking_budget"] == -1
+        and c.think_tokens == EFFORT_TOKENS["dynamic"]
+    )
 
 
 def test_anthropic_maps_budgets_and_efforts_to_thinking_and_output_config(stand_ins):
@@ -129,8 +140,9 @@ def test_openai_sends_reasoning_effort_and_counts_reasoning_tokens(monkeypatch):
     server = StandIn("openai").start()
     try:
         engine = OpenAIEngine.load("stand-in", ApiSettings(server.url, max_retries=0), ["none:effort=high"])
-        c = engine.generate(["this needs 1400"], Budget(0, 9), Mode.parse("none:effort=high"), Sampling(max_tokens=3000),
-                            seeds=[1])[0]
+        c = engine.generate(
+            ["this needs 1400"], Budget(0, 9), Mode.parse("none:effort=high"), Sampling(max_tokens=3000), seeds=[1]
+        )[0]
         body = server.requests[-1]
         assert body["reasoning_effort"] == "high" and body["max_completion_tokens"] == 3000 and "max_tokens" not in body
         assert (c.think_tokens, c.solve_tokens, c.solution_text) == (EFFORT_TOKENS["high"], ANSWER, "\\boxed{5}")
@@ -141,11 +153,17 @@ def test_openai_sends_reasoning_effort_and_counts_reasoning_tokens(monkeypatch):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(vendor=st.sampled_from(["gemini", "anthropic"]), think=st.integers(0, 5000), solve=st.integers(1, 3000),
-       effort=st.sampled_from(["", *GEMINI_LEVELS, "dynamic", *ANTHROPIC_EFFORTS]), need=st.integers(0, 3000),
-       token_axis=st.booleans())
-def test_every_request_is_the_vendors_schema_and_every_count_is_the_vendors(stand_ins, vendor, think, solve, effort,
-                                                                          need, token_axis):
+@given(
+    vendor=st.sampled_from(["gemini", "anthropic"]),
+    think=st.integers(0, 5000),
+    solve=st.integers(1, 3000),
+    effort=st.sampled_from(["", *GEMINI_LEVELS, "dynamic", *ANTHROPIC_EFFORTS]),
+    need=st.integers(0, 3000),
+    token_axis=st.booleans(),
+)
+def test_every_request_is_the_vendors_schema_and_every_count_is_the_vendors(
+    stand_ins, vendor, think, solve, effort, need, token_axis
+):
     """Whatever the budget or level: the stand-in's strict schema accepts what e1 sends (or e1 refuses
     first, with one clear line), and the recorded tokens are the reply's own counts."""
     server = stand_ins[vendor]
@@ -181,12 +199,18 @@ def _reply(vendor: str, thinking, thought: bool, answer_tokens: int) -> dict:
     if thinking is not None:
         usage["thoughts_token_count"] = thinking
     parts = [{"text": "t", "thought": True}] if thought else []
-    return {"candidates": [{"content": {"parts": [*parts, {"text": "a"}]}, "finish_reason": "STOP"}],
-            "usage_metadata": usage}
+    return {
+        "candidates": [{"content": {"parts": [*parts, {"text": "a"}]}, "finish_reason": "STOP"}],
+        "usage_metadata": usage,
+    }
 
 
-@given(vendor=st.sampled_from(["gemini", "anthropic"]), thought=st.booleans(), answer_tokens=st.integers(0, 60),
-       thinking=st.one_of(st.none(), st.integers(-5, 50), st.text(max_size=3), st.floats(0, 9)))
+@given(
+    vendor=st.sampled_from(["gemini", "anthropic"]),
+    thought=st.booleans(),
+    answer_tokens=st.integers(0, 60),
+    thinking=st.one_of(st.none(), st.integers(-5, 50), st.text(max_size=3), st.floats(0, 9)),
+)
 def test_a_reply_without_its_thinking_count_is_refused_never_guessed(vendor, thinking, thought, answer_tokens):
     """Thinking tokens are the reply's own count; left out, they are 0 only when nothing was thought
     (Gemini documents thoughtsTokenCount as absent then); anything else is refused, never estimated."""

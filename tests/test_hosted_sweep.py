@@ -28,8 +28,10 @@ NEEDS = (100, 400, 800, 2000)  # thinking each problem needs: minimal 0/4 right,
 
 def _dataset(tmp_path: Path) -> Path:
     path = tmp_path / "problems.jsonl"
-    rows = [{"id": f"p{i}", "problem": f"Question {i}: this needs {need} tokens of thought.", "answer": "5"}
-            for i, need in enumerate(NEEDS)]
+    rows = [
+        {"id": f"p{i}", "problem": f"Question {i}: this needs {need} tokens of thought.", "answer": "5"}
+        for i, need in enumerate(NEEDS)
+    ]
     path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
     return path
 
@@ -55,14 +57,36 @@ def test_an_effort_sweep_plots_accuracy_against_measured_thinking_tokens(gemini,
     key = "AIza" + secrets.token_urlsafe(24)  # a fresh random key: found anywhere, it leaked
     monkeypatch.setenv("E1_TEST_GEMINI_KEY", key)
     out = tmp_path / "sweep"
-    result = _cli("sweep", "--model", "stand-in", "--backend", "gemini", "--api-url", gemini.url,
-                  "--api-key-env", "E1_TEST_GEMINI_KEY", "--datasets", str(_dataset(tmp_path)), "--budget-axis",
-                  "effort", "--efforts", "minimal,low,medium,high", "--n", "1", "--workers", "1", "--out", str(out))
+    result = _cli(
+        "sweep",
+        "--model",
+        "stand-in",
+        "--backend",
+        "gemini",
+        "--api-url",
+        gemini.url,
+        "--api-key-env",
+        "E1_TEST_GEMINI_KEY",
+        "--datasets",
+        str(_dataset(tmp_path)),
+        "--budget-axis",
+        "effort",
+        "--efforts",
+        "minimal,low,medium,high",
+        "--n",
+        "1",
+        "--workers",
+        "1",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     curves = pd.read_parquet(out / "curves.parquet")
     assert list(curves["effort"]) == ["minimal", "low", "medium", "high"]
     assert list(curves["mode"]) == [f"none:effort={level}" for level in curves["effort"]]
-    assert list(curves["mean_think_tokens"]) == [EFFORT_TOKENS[level] for level in curves["effort"]]  # the replies' counts
+    assert list(curves["mean_think_tokens"]) == [
+        EFFORT_TOKENS[level] for level in curves["effort"]
+    ]  # the replies' counts
     assert list(curves["accuracy"]) == [0.0, 0.25, 0.5, 0.75]  # hand-derived from NEEDS
     assert (out / "curves.png").stat().st_size > 0
     areas = pd.read_parquet(out / "areas.parquet")  # one curve through the levels: x = log2 of mean tokens (+ 8 answer)
@@ -99,11 +123,13 @@ def test_the_effort_axis_options_are_checked_before_anything_starts(tmp_path):
     assert "--efforts needs --budget-axis effort" in refused("--efforts", "low")
     assert "needs --efforts" in refused("--budget-axis", "effort")
     assert "takes no --think" in refused("--budget-axis", "effort", "--efforts", "low", "--think", "1k")
-    assert "sets the effort of mode none, not of elastic" in refused("--budget-axis", "effort", "--efforts", "low",
-                                                                     "--modes", "elastic")
+    assert "sets the effort of mode none, not of elastic" in refused(
+        "--budget-axis", "effort", "--efforts", "low", "--modes", "elastic"
+    )
     assert "needs a hosted reasoning API" in refused("--budget-axis", "effort", "--efforts", "low", "--backend", "hf")
-    assert "gemini has no effort level 'xhigh'" in refused("--budget-axis", "effort", "--efforts", "xhigh",
-                                                           "--backend", "gemini", "--api-url", "http://127.0.0.1:9")
+    assert "gemini has no effort level 'xhigh'" in refused(
+        "--budget-axis", "effort", "--efforts", "xhigh", "--backend", "gemini", "--api-url", "http://127.0.0.1:9"
+    )
 
 
 # ---- faults, through e1 eval ------------------------------------------------------------------
@@ -112,11 +138,19 @@ def test_the_effort_axis_options_are_checked_before_anything_starts(tmp_path):
 def _eval(url: str, vendor: str, tmp_path: Path, batch_size: int = 1):
     from e1.eval.run import EvalConfig, evaluate
 
-    config = EvalConfig(model="stand-in", datasets=(str(_dataset(tmp_path)),), budgets=(Budget(0, 4096),),
-                        modes=(Mode.parse("none:effort=low"),), n=1, sampling=Sampling(max_tokens=4096),
-                        out=tmp_path / "run", batch_size=batch_size, engine=EngineSpec(backend=vendor),
-                        scoring=ScoringSpec(workers=1),
-                        api=ApiSettings(url, backend=vendor, max_retries=2, concurrency=2, api_key_env="E1_KEY"))
+    config = EvalConfig(
+        model="stand-in",
+        datasets=(str(_dataset(tmp_path)),),
+        budgets=(Budget(0, 4096),),
+        modes=(Mode.parse("none:effort=low"),),
+        n=1,
+        sampling=Sampling(max_tokens=4096),
+        out=tmp_path / "run",
+        batch_size=batch_size,
+        engine=EngineSpec(backend=vendor),
+        scoring=ScoringSpec(workers=1),
+        api=ApiSettings(url, backend=vendor, max_retries=2, concurrency=2, api_key_env="E1_KEY"),
+    )
     return evaluate(config)
 
 
@@ -145,8 +179,12 @@ def test_429_then_200_is_retried(vendor, tmp_path, key):
     def once(vendor, body):  # Question 1's first request: rate limited, with a Retry-After
         if _about("Question 1")(body) and not limited:
             limited.append(body)
-            return Response(b'{"error": {"code": 429, "message": "quota"}}', status_code=429,
-                            headers={"retry-after": "0"}, media_type="application/json")
+            return Response(
+                b'{"error": {"code": 429, "message": "quota"}}',
+                status_code=429,
+                headers={"retry-after": "0"},
+                media_type="application/json",
+            )
         return None
 
     server.fault = once
@@ -156,17 +194,23 @@ def test_429_then_200_is_retried(vendor, tmp_path, key):
         server.stop()
     assert list(samples["problem_id"]) == ["p0", "p1", "p2", "p3"] and len(limited) == 1
     assert list(samples["think_tokens"]) == [EFFORT_TOKENS["low"]] * 4
-    assert len(server.requests) == 5 and max(server.answered.values()) == 1  # the 429'd request sent twice, answered once
+    assert (
+        len(server.requests) == 5 and max(server.answered.values()) == 1
+    )  # the 429'd request sent twice, answered once
 
 
 @pytest.mark.parametrize("vendor", ["gemini", "anthropic"])
 def test_malformed_json_names_the_sample_and_loses_nothing(vendor, tmp_path, key):
     server = StandIn(vendor).start()
-    server.fault = lambda vendor, body: (Response(b'{"candidates": [{"content": ', media_type="application/json")
-                                         if _about("Question 2")(body) else None)
+    server.fault = lambda vendor, body: (
+        Response(b'{"candidates": [{"content": ', media_type="application/json") if _about("Question 2")(body) else None
+    )
     try:
-        with pytest.raises(E1Error, match=r"problem p2 \(none:effort=low, t=0 s=4096\), sample 0 failed: "
-                                          r"the reply is not JSON") as error:
+        with pytest.raises(
+            E1Error,
+            match=r"problem p2 \(none:effort=low, t=0 s=4096\), sample 0 failed: "
+            r"the reply is not JSON",
+        ) as error:
             _eval(server.url, vendor, tmp_path)
         assert key not in str(error.value) and key not in str(error.value.hint)
         assert _stored(tmp_path) == ["p0", "p1"]  # the samples before it are kept

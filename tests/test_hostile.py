@@ -25,8 +25,13 @@ from e1.sandbox import isolation
 
 SECRET = f"s3cret-{uuid.uuid4().hex}"
 TAG = uuid.uuid4().hex[:12]
-SQUARE = [{"kind": "code", "code": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(4) == 16\n",
-           "entry_point": "square"}]
+SQUARE = [
+    {
+        "kind": "code",
+        "code": "def check(candidate):\n    assert candidate(3) == 9\n    assert candidate(4) == 16\n",
+        "entry_point": "square",
+    }
+]
 SQUARE_CALL = [{"kind": "call", "fn": "square", "args": [3], "expected": 9}]
 # where an honest solution must pass: room for a slow, loaded machine to start the interpreter
 # (a forgery gets no more out of it: none of them waits)
@@ -86,7 +91,9 @@ def host_services(tmp_path, monkeypatch):
     """Servers on the host that hand SECRET to whoever connects, and files holding it."""
     monkeypatch.setenv("E1_HOSTILE_SECRET", SECRET)
     servers, contacted, tag = [], [], uuid.uuid4().hex[:12]
-    run = "/run" if os.access("/run", os.W_OK) else str(tmp_path)  # an unprivileged rerun (test_hostile_bwrap) has no /run
+    run = (
+        "/run" if os.access("/run", os.W_OK) else str(tmp_path)
+    )  # an unprivileged rerun (test_hostile_bwrap) has no /run
     paths = {"unix": f"{run}/e1-hostile-{tag}.sock", "tmp_unix": str(tmp_path / "s.sock"), "abstract": f"\0e1-{tag}"}
     for address in paths.values():
         server = socket.socket(socket.AF_UNIX)
@@ -121,7 +128,9 @@ def _answer(server: socket.socket, contacted: list) -> None:
 
 
 def _reach(family: str, address: str) -> str:
-    return f"(lambda s: (s.settimeout(1), s.connect({address}), s.recv(100).decode().strip())[2])(socket.socket({family}))"
+    return (
+        f"(lambda s: (s.settimeout(1), s.connect({address}), s.recv(100).decode().strip())[2])(socket.socket({family}))"
+    )
 
 
 def test_host_secrets_ipc_and_network_are_out_of_reach(host_services):
@@ -223,10 +232,14 @@ def test_the_backend_in_use_isolates_everything():
 # Each channel: a publisher that offers PEER_SECRET for 2 s, and a thief that looks for it as long.
 # In GRPO a group's samples run side by side: one that reads another's answer would score 1.0.
 PEER_SECRET = 7_000_000 + uuid.uuid4().int % 1_000_000
-_RETRY = "import time\nend = time.time() + 2\nwhile time.time() < end:\n    try:\n{body}\n        break\n" \
-         "    except Exception:\n        time.sleep(0.05)\n"
-_LIBC = "import ctypes, ctypes.util\nlibc = ctypes.CDLL(None, use_errno=True)\n" \
-        "rt = ctypes.CDLL(ctypes.util.find_library('rt') or 'librt.so.1', use_errno=True)\n"
+_RETRY = (
+    "import time\nend = time.time() + 2\nwhile time.time() < end:\n    try:\n{body}\n        break\n"
+    "    except Exception:\n        time.sleep(0.05)\n"
+)
+_LIBC = (
+    "import ctypes, ctypes.util\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+    "rt = ctypes.CDLL(ctypes.util.find_library('rt') or 'librt.so.1', use_errno=True)\n"
+)
 
 
 def _indent(code: str) -> str:
@@ -238,48 +251,92 @@ def _retry(code: str) -> str:
 
 
 def _serve(family: str, address: str) -> str:
-    return (f"import socket\ns = socket.socket({family})\ns.bind({address})\ns.listen()\ns.settimeout(2)\n"
-            f"c, _ = s.accept()\nc.sendall(b'{PEER_SECRET}')")
+    return (
+        f"import socket\ns = socket.socket({family})\ns.bind({address})\ns.listen()\ns.settimeout(2)\n"
+        f"c, _ = s.accept()\nc.sendall(b'{PEER_SECRET}')"
+    )
 
 
 def _fetch(family: str, address: str) -> str:
-    return _retry(f"import socket\ns = socket.socket({family})\ns.settimeout(0.3)\ns.connect({address})\n"
-                  "print('GOT', s.recv(100).decode(), flush=True)")
+    return _retry(
+        f"import socket\ns = socket.socket({family})\ns.settimeout(0.3)\ns.connect({address})\n"
+        "print('GOT', s.recv(100).decode(), flush=True)"
+    )
 
 
 PEER_CHANNELS = {  # name -> (publisher, thief); {key} is a fresh number per example
-    "tcp on loopback": (_serve("socket.AF_INET", "('127.0.0.1', {key})"), _fetch("socket.AF_INET", "('127.0.0.1', {key})")),
+    "tcp on loopback": (
+        _serve("socket.AF_INET", "('127.0.0.1', {key})"),
+        _fetch("socket.AF_INET", "('127.0.0.1', {key})"),
+    ),
     "udp on loopback": (
-        _retry(f"import socket\nfor _ in range(40):\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto("
-               f"b'{PEER_SECRET}', ('127.0.0.1', {{key}}))\n    time.sleep(0.05)"),
-        ("import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(2)\n"
-         "try:\n    s.bind(('127.0.0.1', {key}))\n    print('GOT', s.recv(100).decode())\nexcept OSError:\n    pass")),
-    "abstract unix socket": (_serve("socket.AF_UNIX", "'\\0e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'\\0e1-peer-{key}'")),
-    "unix socket in /tmp": (_serve("socket.AF_UNIX", "'/tmp/e1-peer-{key}'"), _fetch("socket.AF_UNIX", "'/tmp/e1-peer-{key}'")),
-    "file in /tmp": (f"open('/tmp/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
-                     _retry("data = open('/tmp/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)")),
-    "POSIX shm (/dev/shm)": (f"open('/dev/shm/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
-                             _retry("data = open('/dev/shm/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)")),
+        _retry(
+            f"import socket\nfor _ in range(40):\n    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto("
+            f"b'{PEER_SECRET}', ('127.0.0.1', {{key}}))\n    time.sleep(0.05)"
+        ),
+        (
+            "import socket\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.settimeout(2)\n"
+            "try:\n    s.bind(('127.0.0.1', {key}))\n    print('GOT', s.recv(100).decode())\nexcept OSError:\n    pass"
+        ),
+    ),
+    "abstract unix socket": (
+        _serve("socket.AF_UNIX", "'\\0e1-peer-{key}'"),
+        _fetch("socket.AF_UNIX", "'\\0e1-peer-{key}'"),
+    ),
+    "unix socket in /tmp": (
+        _serve("socket.AF_UNIX", "'/tmp/e1-peer-{key}'"),
+        _fetch("socket.AF_UNIX", "'/tmp/e1-peer-{key}'"),
+    ),
+    "file in /tmp": (
+        f"open('/tmp/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
+        _retry(
+            "data = open('/tmp/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)"
+        ),
+    ),
+    "POSIX shm (/dev/shm)": (
+        f"open('/dev/shm/e1-peer-{{key}}', 'w').write('{PEER_SECRET}')\nimport time\ntime.sleep(2)",
+        _retry(
+            "data = open('/dev/shm/e1-peer-{key}').read()\nassert data  # created, not written yet: try again\nprint('GOT', data, flush=True)"
+        ),
+    ),
     "SysV semaphore": (
-        _LIBC + f"sem = libc.semget({{key}}, 1, 0o1666)\nlibc.semctl(sem, 0, 16, ctypes.c_int({PEER_SECRET % 30_000}))\n"
+        _LIBC
+        + f"sem = libc.semget({{key}}, 1, 0o1666)\nlibc.semctl(sem, 0, 16, ctypes.c_int({PEER_SECRET % 30_000}))\n"
         "import time\ntime.sleep(2)",
-        _LIBC + _retry("sem = libc.semget({key}, 1, 0)\nassert sem >= 0\n"
-                       f"assert libc.semctl(sem, 0, 12) == {PEER_SECRET % 30_000}\nprint('GOT', {PEER_SECRET})")),
+        _LIBC
+        + _retry(
+            "sem = libc.semget({key}, 1, 0)\nassert sem >= 0\n"
+            f"assert libc.semctl(sem, 0, 12) == {PEER_SECRET % 30_000}\nprint('GOT', {PEER_SECRET})"
+        ),
+    ),
     "SysV shared memory": (
         _LIBC + f"libc.shmat.restype = ctypes.c_void_p\nshm = libc.shmget({{key}}, 4096, 0o1666)\n"
         f"ctypes.c_int.from_address(libc.shmat(shm, None, 0)).value = {PEER_SECRET}\nimport time\ntime.sleep(2)",
-        _LIBC + _retry("libc.shmat.restype = ctypes.c_void_p\nshm = libc.shmget({key}, 0, 0)\nassert shm >= 0\n"
-                       "print('GOT', ctypes.c_int.from_address(libc.shmat(shm, None, 0)).value, flush=True)")),
+        _LIBC
+        + _retry(
+            "libc.shmat.restype = ctypes.c_void_p\nshm = libc.shmget({key}, 0, 0)\nassert shm >= 0\n"
+            "print('GOT', ctypes.c_int.from_address(libc.shmat(shm, None, 0)).value, flush=True)"
+        ),
+    ),
     "SysV message queue": (
-        _LIBC + f"q = libc.msgget({{key}}, 0o1666)\nmsg = ctypes.create_string_buffer(b'\\1\\0\\0\\0\\0\\0\\0\\0{PEER_SECRET}')\n"
+        _LIBC
+        + f"q = libc.msgget({{key}}, 0o1666)\nmsg = ctypes.create_string_buffer(b'\\1\\0\\0\\0\\0\\0\\0\\0{PEER_SECRET}')\n"
         "libc.msgsnd(q, msg, 7, 0)\nimport time\ntime.sleep(2)",
-        _LIBC + _retry("q = libc.msgget({key}, 0)\nassert q >= 0\nbuf = ctypes.create_string_buffer(64)\n"
-                       "assert libc.msgrcv(q, buf, 7, 0, 0o4000) == 7\nprint('GOT', buf.raw[8:15].decode(), flush=True)")),
+        _LIBC
+        + _retry(
+            "q = libc.msgget({key}, 0)\nassert q >= 0\nbuf = ctypes.create_string_buffer(64)\n"
+            "assert libc.msgrcv(q, buf, 7, 0, 0o4000) == 7\nprint('GOT', buf.raw[8:15].decode(), flush=True)"
+        ),
+    ),
     "POSIX message queue": (
         _LIBC + "q = rt.mq_open(b'/e1-peer-{key}', 0o101, 0o666, None)\n"
         f"rt.mq_send(q, b'{PEER_SECRET}', 7, 0)\nimport time\ntime.sleep(2)",
-        _LIBC + _retry("q = rt.mq_open(b'/e1-peer-{key}', 0o4000)\nassert q >= 0\nbuf = ctypes.create_string_buffer(8192)\n"
-                       "assert rt.mq_receive(q, buf, 8192, None) == 7\nprint('GOT', buf.raw[:7].decode(), flush=True)")),
+        _LIBC
+        + _retry(
+            "q = rt.mq_open(b'/e1-peer-{key}', 0o4000)\nassert q >= 0\nbuf = ctypes.create_string_buffer(8192)\n"
+            "assert rt.mq_receive(q, buf, 8192, None) == 7\nprint('GOT', buf.raw[:7].decode(), flush=True)"
+        ),
+    ),
 }
 # Where the seccomp filter refuses the channel itself (or no loopback exists), it carries nothing
 # even inside one run; every other channel works inside one run, so the thief would find a leak.
@@ -305,8 +362,13 @@ def test_concurrent_runs_cannot_pass_data_to_each_other(name):
         from e1.sandbox import Limits, Sandbox
 
         with Sandbox(workers=3, limits=Limits(wall_s=10)) as box:
-            runs = box.run_many([(publisher.replace("{key}", str(key)), b""), (thief.replace("{key}", str(key)), b""),
-                                 (_one_run(publisher, thief).replace("{key}", str(key + 1)), b"")])
+            runs = box.run_many(
+                [
+                    (publisher.replace("{key}", str(key)), b""),
+                    (thief.replace("{key}", str(key)), b""),
+                    (_one_run(publisher, thief).replace("{key}", str(key + 1)), b""),
+                ]
+            )
         assert str(PEER_SECRET).encode() not in runs[1].stdout, runs[1].stdout
         stolen.append(str(PEER_SECRET).encode() in runs[2].stdout)
 

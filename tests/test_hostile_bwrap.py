@@ -57,7 +57,9 @@ def score(programs: list[str], gold: list[dict], time_limit_s: float = 2) -> lis
 
 
 def test_forgeries_fail_and_honest_code_passes_under_bwrap():
-    assert score([completion(code) for code in FORGERIES.values()], SQUARE, HONEST_TIME_LIMIT_S) == [0.0] * len(FORGERIES)
+    assert score([completion(code) for code in FORGERIES.values()], SQUARE, HONEST_TIME_LIMIT_S) == [0.0] * len(
+        FORGERIES
+    )
     assert score([completion("def square(x):\n    return x * x")], SQUARE, HONEST_TIME_LIMIT_S) == [1.0]
 
 
@@ -82,7 +84,9 @@ def test_privilege_and_bombs_are_contained_under_bwrap():
 
 def test_concurrent_runs_cannot_pass_data_to_each_other_under_bwrap():
     with Sandbox(workers=2 * len(PEER_CHANNELS), limits=Limits(wall_s=10)) as box:
-        runs = box.run_many([(program.replace("{key}", "31337"), b"") for pair in PEER_CHANNELS.values() for program in pair])
+        runs = box.run_many(
+            [(program.replace("{key}", "31337"), b"") for pair in PEER_CHANNELS.values() for program in pair]
+        )
     thieves = dict(zip(PEER_CHANNELS, runs[1::2]))
     assert {name: run.stdout for name, run in thieves.items() if str(PEER_SECRET).encode() in run.stdout} == {}
 
@@ -109,13 +113,35 @@ def _rerun_as_an_unprivileged_user(tmp_path: Path) -> None:
     as_user = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all"]
     env = {**os.environ, "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}", "HOME": str(tmp_path), "E1_SANDBOX": "bwrap"}
     tmp_path.chmod(0o777)
-    reachable = subprocess.run([*as_user, sys.executable, "-c", "import e1.sandbox, hypothesis, pytest"], env=env,
-                               cwd=tmp_path, capture_output=True, text=True)
+    reachable = subprocess.run(
+        [*as_user, sys.executable, "-c", "import e1.sandbox, hypothesis, pytest"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     if reachable.returncode != 0:
         pytest.skip(f"uid {uid} cannot run this interpreter and repository: {reachable.stderr.strip()[-200:]}")
-    ran = subprocess.run([*as_user, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
-                          "--basetemp", str(tmp_path / "basetemp"), str(ROOT / "tests" / "test_hostile_bwrap.py")], env=env, cwd=tmp_path, capture_output=True,
-                         text=True, timeout=600)
+    ran = subprocess.run(
+        [
+            *as_user,
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rs",
+            "--basetemp",
+            str(tmp_path / "basetemp"),
+            str(ROOT / "tests" / "test_hostile_bwrap.py"),
+        ],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if "bwrap unavailable" in ran.stdout:
         pytest.skip(f"bwrap cannot run for uid {uid} here: {ran.stdout[-300:]}")
     assert ran.returncode == 0 and " passed" in ran.stdout, ran.stdout[-3000:]

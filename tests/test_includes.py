@@ -31,17 +31,31 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 # each registry: the table, and the code of an include registering ``name`` there
 REGISTRIES = {
-    "reward task": (lambda: rewards._REWARDS, "from e1.rewards import register_reward\n"
-                    "@register_reward({name!r})\ndef mine(completions, answers, **columns):\n"
-                    "    return [1.0] * len(completions)\n"),
-    "benchmark": (lambda: registry._REGISTRY, "from e1.data import Benchmark, register\n"
-                  "register(Benchmark(name={name!r}, hub_id='me/mine', split='test', description='mine'))\n"),
-    "prompt style": (lambda: prompts._STYLES, "from e1.data.prompts import register_prompt\n"
-                     "@register_prompt({name!r})\ndef mine(row):\n    return 'x'\n"),
-    "mode": (lambda: MODES, "from e1.engine.modes import Mode, register\n"
-             "@register\nclass Mine(Mode):\n    name = {name!r}\n    summary = 'mine'\n"),
-    "length reward": (lambda: length._SHAPINGS, "from e1.rewards.length import LengthShaping, register_shaping\n"
-                      "@register_shaping({name!r})\nclass Mine(LengthShaping):\n    pass\n"),
+    "reward task": (
+        lambda: rewards._REWARDS,
+        "from e1.rewards import register_reward\n"
+        "@register_reward({name!r})\ndef mine(completions, answers, **columns):\n"
+        "    return [1.0] * len(completions)\n",
+    ),
+    "benchmark": (
+        lambda: registry._REGISTRY,
+        "from e1.data import Benchmark, register\n"
+        "register(Benchmark(name={name!r}, hub_id='me/mine', split='test', description='mine'))\n",
+    ),
+    "prompt style": (
+        lambda: prompts._STYLES,
+        "from e1.data.prompts import register_prompt\n@register_prompt({name!r})\ndef mine(row):\n    return 'x'\n",
+    ),
+    "mode": (
+        lambda: MODES,
+        "from e1.engine.modes import Mode, register\n"
+        "@register\nclass Mine(Mode):\n    name = {name!r}\n    summary = 'mine'\n",
+    ),
+    "length reward": (
+        lambda: length._SHAPINGS,
+        "from e1.rewards.length import LengthShaping, register_shaping\n"
+        "@register_shaping({name!r})\nclass Mine(LengthShaping):\n    pass\n",
+    ),
 }
 BUILT_IN = {kind: sorted(table()) for kind, (table, _) in REGISTRIES.items()}
 
@@ -66,9 +80,14 @@ def test_a_mode_from_e1_modes_named_like_a_built_in_is_refused(tmp_path):
     """The reported case: a ``truncate`` from ``E1_MODES`` decoded the run as the user's class."""
     file = tmp_path / "mine.py"
     file.write_text(REGISTRIES["mode"][1].format(name="truncate"))
-    done = subprocess.run([sys.executable, "-m", "e1", "eval", "--model", "m", "--datasets", "aime", "--mode",
-                           "truncate"], env={**os.environ, "E1_MODES": str(file)}, capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "e1", "eval", "--model", "m", "--datasets", "aime", "--mode", "truncate"],
+        env={**os.environ, "E1_MODES": str(file)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     said = (done.stdout + done.stderr).strip()
     assert done.returncode == 1 and "Traceback" not in said and len(said.splitlines()) == 1, said
     assert f"E1_MODES: {file}: mode 'truncate' is e1's own" in said
@@ -91,7 +110,8 @@ def _write_include(root: Path, layout: str, files: dict[str, str]) -> Path:
 
 sources = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30).map(lambda t: f"X = {t!r}\n")
 modules = st.dictionaries(st.sampled_from(["b.py", "sub/c.py"]), sources, max_size=2).flatmap(
-    lambda more: sources.map(lambda first: {"a.py": first, **more}))  # a folder's modules: a.py at least
+    lambda more: sources.map(lambda first: {"a.py": first, **more})
+)  # a folder's modules: a.py at least
 
 
 @settings(max_examples=25, deadline=None)
@@ -125,8 +145,10 @@ def test_a_recorded_fingerprint_is_what_eval_writes_and_an_old_run_resumes(tmp_p
 
     include = tmp_path / "mine.py"
     include.write_text("X = 1\n")
-    for config in (EvalConfig(model="m", datasets=("aime",), include=(str(include),), out=tmp_path / "e"),
-                   TrainConfig(model="m", data="aime", include=(str(include),), out=tmp_path / "t")):
+    for config in (
+        EvalConfig(model="m", datasets=("aime",), include=(str(include),), out=tmp_path / "e"),
+        TrainConfig(model="m", data="aime", include=(str(include),), out=tmp_path / "t"),
+    ):
         record = config.to_json()
         assert record["include"] == [str(include)] or record["include"] == (str(include),)
         assert record[INCLUDE_FINGERPRINTS] == include_fingerprints([include])
@@ -145,11 +167,19 @@ def test_e1_eval_refuses_a_changed_include_before_anything_loads(tmp_path):
     include = tmp_path / "mine.py"
     include.write_text("X = 1\n")
     (tmp_path / "run").mkdir()
-    write_json({"kind": "eval", "include": [str(include)], INCLUDE_FINGERPRINTS: include_fingerprints([include])},
-               tmp_path / "run" / CONFIG)
+    write_json(
+        {"kind": "eval", "include": [str(include)], INCLUDE_FINGERPRINTS: include_fingerprints([include])},
+        tmp_path / "run" / CONFIG,
+    )
     include.write_text("X = 2\n")
-    done = subprocess.run([sys.executable, "-m", "e1", "eval", "--model", "nowhere", "--datasets", "aime", "--out",
-                           "run"], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "e1", "eval", "--model", "nowhere", "--datasets", "aime", "--out", "run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     said = (done.stdout + done.stderr).strip()
     assert done.returncode == 1 and "Traceback" not in said and len(said.splitlines()) == 1, said
     assert f"--include {include} (it changed since" in said and f"restore {include} as it was" in said
@@ -160,10 +190,12 @@ def test_code_that_names_itself_after_an_e1_module_replaces_nothing(tmp_path):
     and name (``__module__``, ``__qualname__``) is still someone else's."""
     held = MODES["truncate"]
     file = tmp_path / "spoof.py"
-    file.write_text("from e1.engine.modes import Mode, register\n"
-                    f"Spoof = type({held.__qualname__!r}, (Mode,), {{'name': 'truncate', 'summary': 'mine',\n"
-                    f"                                      '__module__': {held.__module__!r}}})\n"
-                    "register(Spoof)\n")
+    file.write_text(
+        "from e1.engine.modes import Mode, register\n"
+        f"Spoof = type({held.__qualname__!r}, (Mode,), {{'name': 'truncate', 'summary': 'mine',\n"
+        f"                                      '__module__': {held.__module__!r}}})\n"
+        "register(Spoof)\n"
+    )
     with pytest.raises(E1Error, match="mode 'truncate' is e1's own"):
         load_includes([file])
     assert MODES["truncate"] is held

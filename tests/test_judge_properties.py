@@ -28,11 +28,16 @@ from e1.rewards.scoring import Scorer
 from e1.sandbox import Limits, Sandbox
 
 PURE = settings(max_examples=150, deadline=2000, database=None, suppress_health_check=[HealthCheck.too_slow])
-SANDBOXED = settings(max_examples=8, deadline=None, database=None,
-                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+SANDBOXED = settings(
+    max_examples=8,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 SQUARE_CALL = [{"kind": "call", "fn": "square", "args": [3], "expected": 9}]
-SQUARE_CODE = [{"kind": "code", "code": "def check(candidate):\n    assert candidate(3) == 9\n",
-                "entry_point": "square"}]
+SQUARE_CODE = [
+    {"kind": "code", "code": "def check(candidate):\n    assert candidate(3) == 9\n", "entry_point": "square"}
+]
 ADD_STDIO = [{"kind": "stdio", "input": "2 3\n", "output": "5\n"}]
 SQUARE = "def square(x):\n    return x * x\n"
 ADD = "a, b = map(int, input().split())\nprint(a + b)\n"
@@ -161,8 +166,15 @@ def test_output_comparison_answers_for_any_text_in_linear_time(got, expected):
     assert time.monotonic() - start < 0.5
 
 
-LONG_LINES = ["1" * 30_000 + "x", "1" * 15_000 + "." + "1" * 15_000 + "x", "1e" + "1" * 30_000 + "x",
-              "-" * 30_000, "." * 30_000, "1" * 30_000 + "." + "e" * 30_000, "0" * 30_000 + "x"]
+LONG_LINES = [
+    "1" * 30_000 + "x",
+    "1" * 15_000 + "." + "1" * 15_000 + "x",
+    "1e" + "1" * 30_000 + "x",
+    "-" * 30_000,
+    "." * 30_000,
+    "1" * 30_000 + "." + "e" * 30_000,
+    "0" * 30_000 + "x",
+]
 
 
 def test_a_long_output_line_is_compared_in_linear_time():
@@ -185,9 +197,13 @@ typed_scalars = st.none() | st.booleans() | st.integers(-(10**20), 10**20) | st.
 typed_keys = st.booleans() | st.integers(-5, 5) | st.floats(-5, 5) | st.text(max_size=3)
 typed_values = st.recursive(
     typed_scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
-    | st.sets(typed_keys, max_size=4) | st.frozensets(typed_keys, max_size=4)
-    | st.dictionaries(typed_keys, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.sets(typed_keys, max_size=4)
+        | st.frozensets(typed_keys, max_size=4)
+        | st.dictionaries(typed_keys, inner, max_size=4)
+    ),
     max_leaves=20,
 )
 RETYPES = {  # how a wrong answer could differ only in its types
@@ -196,7 +212,11 @@ RETYPES = {  # how a wrong answer could differ only in its types
     set: [lambda v: sorted(v, key=repr), frozenset, lambda v: {x: None for x in v}],
     frozenset: [lambda v: sorted(v, key=repr), set],
     dict: [lambda v: {str(k): x for k, x in v.items()}, lambda v: sorted(v, key=repr), lambda v: list(v.values())],
-    bool: [int, str], int: [float, str, bool], float: [int, str], str: [lambda v: [v]], type(None): [lambda v: 0],
+    bool: [int, str],
+    int: [float, str, bool],
+    float: [int, str],
+    str: [lambda v: [v]],
+    type(None): [lambda v: 0],
 }
 
 
@@ -221,8 +241,11 @@ def typed_equal(got, expected) -> bool:
             return math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-6)
         return got == expected
     if type(expected) in (list, tuple):
-        return (type(got) in ((list, tuple) if type(expected) is list else (tuple,)) and len(got) == len(expected)
-                and all(map(typed_equal, got, expected)))
+        return (
+            type(got) in ((list, tuple) if type(expected) is list else (tuple,))
+            and len(got) == len(expected)
+            and all(map(typed_equal, got, expected))
+        )
     if type(expected) is dict:
         if type(got) is not dict or {key_of(k) for k in got} != {key_of(k) for k in expected}:
             return False
@@ -240,7 +263,11 @@ def retyped(draw, value):
     if change and draw(st.booleans()):
         try:
             return draw(st.sampled_from(change))(value)
-        except (TypeError, ValueError, OverflowError):  # items that cannot be a set's, text that is no number, inf as an int
+        except (
+            TypeError,
+            ValueError,
+            OverflowError,
+        ):  # items that cannot be a set's, text that is no number, inf as an int
             return value
     if type(value) in (list, tuple):
         return type(value)([draw(retyped(item)) for item in value])
@@ -318,9 +345,12 @@ def test_hostile_reply_structures_are_a_value_or_bad_reply(body):
 
 plain = st.recursive(
     st.none() | st.booleans() | st.integers(-(10**50), 10**50) | st.floats(allow_nan=False) | any_text,
-    lambda inner: st.lists(inner, max_size=4) | st.lists(inner, max_size=4).map(tuple)
-    | st.frozensets(st.integers() | any_text, max_size=4)
-    | st.dictionaries(st.integers() | any_text, inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.lists(inner, max_size=4).map(tuple)
+        | st.frozensets(st.integers() | any_text, max_size=4)
+        | st.dictionaries(st.integers() | any_text, inner, max_size=4)
+    ),
     max_leaves=25,
 )
 
@@ -331,18 +361,31 @@ def test_plain_data_crosses_unchanged(value):
     assert read(json.dumps({"ok": encode(value)}), hashless=False) == (True, value)
 
 
-@pytest.mark.parametrize("line, reason", [
-    (b"[" * 100_000 + b"\n", "nested too deeply"),
-    (b'{"ok": ' + b"[" * 150 + b"]" * 150 + b"}\n", "nested more than 100 deep"),
-    (b"5\n", "not a reply"),
-    (b'{"error": 5}\n', "neither a value nor an error"),
-    (b'{"error": [1, 2]}\n', "neither a value nor an error"),
-    (b'{"ok": ' + b"9" * 5000 + b"}\n", "more than 4300 digits"),
-    (b'{"ok": {"q": 1}}\n', "not plain data"),
-    (b"\xff\xfe\n", "unreadable reply"),
-    (b"1" * ((1 << 20) + 1), "reply longer than 1048576 bytes"),
-], ids=["deep json", "deep value", "not an object", "error not a list", "error of numbers", "long integer",
-        "unknown tag", "not utf-8", "endless line"])
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (b"[" * 100_000 + b"\n", "nested too deeply"),
+        (b'{"ok": ' + b"[" * 150 + b"]" * 150 + b"}\n", "nested more than 100 deep"),
+        (b"5\n", "not a reply"),
+        (b'{"error": 5}\n', "neither a value nor an error"),
+        (b'{"error": [1, 2]}\n', "neither a value nor an error"),
+        (b'{"ok": ' + b"9" * 5000 + b"}\n", "more than 4300 digits"),
+        (b'{"ok": {"q": 1}}\n', "not plain data"),
+        (b"\xff\xfe\n", "unreadable reply"),
+        (b"1" * ((1 << 20) + 1), "reply longer than 1048576 bytes"),
+    ],
+    ids=[
+        "deep json",
+        "deep value",
+        "not an object",
+        "error not a list",
+        "error of numbers",
+        "long integer",
+        "unknown tag",
+        "not utf-8",
+        "endless line",
+    ],
+)
 def test_malformed_replies_are_bad_replies_with_a_reason(line, reason):
     with pytest.raises(BadReply, match=reason):
         read(line)
@@ -380,7 +423,8 @@ def test_call_tests_compare_integers_exactly(box):
     assert judge("def f():\n    return 10**400\n", half, box).first_failure.startswith("test 1: wrong answer")
     stdio = [{"kind": "stdio", "input": "", "output": "999999937\n"}]
     assert judge("print(999999000)", stdio, box).first_failure == (
-        "test 1: wrong answer: expected '999999937', got '999999000'")
+        "test 1: wrong answer: expected '999999937', got '999999000'"
+    )
 
 
 EVALPLUS_TEST = """import numpy as np
@@ -424,14 +468,19 @@ def test_humanevalplus_checks_keep_evalplus_type_rule(box):
     assert verdicts == bodies
 
 
-MAP_CHECK = ("def check(candidate):\n    assert all(map(lambda x: candidate(x) == x * x, [1, 2, 3]))\n"
-             "    assert candidate(4) == 16\n")
-CATCHING_CHECK = ("def check(candidate):\n    try:\n        assert candidate(4) == 17\n"
-                  "    except Exception:\n        pass\n")
+MAP_CHECK = (
+    "def check(candidate):\n    assert all(map(lambda x: candidate(x) == x * x, [1, 2, 3]))\n"
+    "    assert candidate(4) == 16\n"
+)
+CATCHING_CHECK = (
+    "def check(candidate):\n    try:\n        assert candidate(4) == 17\n    except Exception:\n        pass\n"
+)
 
 
-@pytest.mark.parametrize("error", ["StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt",
-                                   "SystemExit(0)", "ValueError"])
+@pytest.mark.parametrize(
+    "error",
+    ["StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit(0)", "ValueError"],
+)
 def test_an_exception_raised_by_the_solution_always_fails_a_code_test(box, error):
     raising = f"def square(x):\n    raise {error}\n"
     for check in (MAP_CHECK, CATCHING_CHECK):
@@ -455,24 +504,33 @@ HOSTILE_CALLS = {
     "error not a string": REPLY_FD + "os.write(fd, b'{\"error\": 5}\\n')\nos._exit(0)",
     "error of numbers": REPLY_FD + "os.write(fd, b'{\"error\": [1, 2]}\\n')\nos._exit(0)",
     "int too large for float": "def square(x):\n    return 10**400\n",
-    "lone surrogate in the error": REPLY_FD + "os.write(fd, b'{\"error\": [\"E\", \"\\\\ud800\"]}\\n')\nos._exit(0)",
+    "lone surrogate in the error": REPLY_FD + 'os.write(fd, b\'{"error": ["E", "\\\\ud800"]}\\n\')\nos._exit(0)',
     "lone surrogate in the value": "def square(x):\n    return '\\ud800'\n",
     "integer past the digit limit": REPLY_FD + "os.write(fd, b'{\"ok\": ' + b'9' * 100000 + b'}\\n')\nos._exit(0)",
 }
 
 
 def test_hostile_replies_score_zero_with_a_reason_beside_honest_samples():
-    programs = [(SQUARE, SQUARE_CALL), *((code, SQUARE_CALL) for code in HOSTILE_CALLS.values()),
-                ("print(5)  # \ud800", ADD_STDIO), ("def square(x):\n    return 9  # \ud800", SQUARE_CODE),
-                (ADD, ADD_STDIO)]
+    programs = [
+        (SQUARE, SQUARE_CALL),
+        *((code, SQUARE_CALL) for code in HOSTILE_CALLS.values()),
+        ("print(5)  # \ud800", ADD_STDIO),
+        ("def square(x):\n    return 9  # \ud800", SQUARE_CODE),
+        (ADD, ADD_STDIO),
+    ]
     with Scorer(workers=2, time_limit_s=HONEST_S) as scorer:
-        scored = scorer.score(["code"] * len(programs), [completion(code) for code, _ in programs],
-                              [json.dumps(tests) for _, tests in programs])
+        scored = scorer.score(
+            ["code"] * len(programs),
+            [completion(code) for code, _ in programs],
+            [json.dumps(tests) for _, tests in programs],
+        )
     assert [s.reward for s in scored] == [1.0] + [0.0] * (len(programs) - 2) + [1.0]
     reasons = [s.first_failure for s in scored[1:-1]]
     assert all(valid_reason(reason) and not reason.startswith("test 1: judge error") for reason in reasons), reasons
-    assert all(reason.startswith("test 1: runtime error: SyntaxError: the code is not UTF-8 text (a lone surrogate")
-               for reason in reasons[-2:])
+    assert all(
+        reason.startswith("test 1: runtime error: SyntaxError: the code is not UTF-8 text (a lone surrogate")
+        for reason in reasons[-2:]
+    )
 
 
 def test_a_reply_line_that_never_ends_is_cut_at_the_reply_limit(box):
@@ -488,27 +546,45 @@ def test_a_reply_line_that_never_ends_is_cut_at_the_reply_limit(box):
     assert peak < 16 << 20 and time.monotonic() - start < HONEST_S / 2  # not the deadline
 
 
-COLLIDING_SET = (REPLY_FD + "import json, sys\nencode = sys._getframe(1).f_globals['encode']  # the harness's\n"
-                 "items = encode([k * (2**61 - 1) for k in range(30000)])\n"
-                 "items = items['l'] if isinstance(items, dict) else items\n"  # the codec before 2026-11
-                 "os.write(fd, json.dumps({'ok': {'s': items}}).encode() + b'\\n')\nos._exit(0)\n")
+COLLIDING_SET = (
+    REPLY_FD + "import json, sys\nencode = sys._getframe(1).f_globals['encode']  # the harness's\n"
+    "items = encode([k * (2**61 - 1) for k in range(30000)])\n"
+    "items = items['l'] if isinstance(items, dict) else items\n"  # the codec before 2026-11
+    "os.write(fd, json.dumps({'ok': {'s': items}}).encode() + b'\\n')\nos._exit(0)\n"
+)
 
 
 def test_hostile_samples_do_not_stall_an_honest_neighbour():
-    programs = [(ADD, ADD_STDIO), ("print('1' * 30000 + 'x')", ADD_STDIO), (ADD, ADD_STDIO),
-                (COLLIDING_SET, SQUARE_CALL), (SQUARE, SQUARE_CALL)]
+    programs = [
+        (ADD, ADD_STDIO),
+        ("print('1' * 30000 + 'x')", ADD_STDIO),
+        (ADD, ADD_STDIO),
+        (COLLIDING_SET, SQUARE_CALL),
+        (SQUARE, SQUARE_CALL),
+    ]
     start = time.monotonic()
     with Scorer(workers=2, time_limit_s=HONEST_S) as scorer:
-        scored = scorer.score(["code"] * len(programs), [completion(code) for code, _ in programs],
-                              [json.dumps(tests) for _, tests in programs])
+        scored = scorer.score(
+            ["code"] * len(programs),
+            [completion(code) for code, _ in programs],
+            [json.dumps(tests) for _, tests in programs],
+        )
     assert [s.reward for s in scored] == [1.0, 0.0, 1.0, 0.0, 1.0]
     assert time.monotonic() - start < HONEST_S * 0.8  # each hostile one costs the judge milliseconds
 
 
 # --- fuzzing: random programs and random bytes next to honest programs ---------------------------
 
-EXCEPTIONS = ["StopIteration", "StopAsyncIteration", "GeneratorExit", "KeyboardInterrupt", "SystemExit(0)",
-              "RecursionError", "MemoryError", "ValueError('\\ud800')"]
+EXCEPTIONS = [
+    "StopIteration",
+    "StopAsyncIteration",
+    "GeneratorExit",
+    "KeyboardInterrupt",
+    "SystemExit(0)",
+    "RecursionError",
+    "MemoryError",
+    "ValueError('\\ud800')",
+]
 replies = st.one_of(
     st.binary(max_size=300),
     raw_json.map(lambda body: json.dumps({"error": body}).encode()),
@@ -521,8 +597,12 @@ hostile_programs = st.one_of(
     replies.map(lambda raw: (REPLY_FD + f"os.write(fd, {raw!r} + b'\\n')\nos._exit(0)", "call")),
     replies.map(lambda raw: (REPLY_FD + f"def square(x):\n    os.write(fd, {raw!r} + b'\\n')\n    return 9", "code")),
     any_text.map(lambda text: (f"print({text!r})", "stdio")),
-    json_like.map(lambda value: (f"def square(x):\n    return {value!r}\n".replace("nan", "float('nan')")
-                                 .replace("inf", "float('inf')"), "call")),
+    json_like.map(
+        lambda value: (
+            f"def square(x):\n    return {value!r}\n".replace("nan", "float('nan')").replace("inf", "float('inf')"),
+            "call",
+        )
+    ),
     st.sampled_from(EXCEPTIONS).map(lambda error: (f"def square(x):\n    raise {error}\n", "code")),
 )
 TESTS = {"call": SQUARE_CALL, "code": SQUARE_CODE, "stdio": ADD_STDIO}
@@ -540,8 +620,11 @@ def scorer():
 def test_fuzzed_programs_never_break_a_batch(scorer, hostile):
     honest = [(SQUARE, "call"), (SQUARE, "code"), (ADD, "stdio")]
     programs = honest[:2] + hostile + honest[2:]
-    scored = scorer.score(["code"] * len(programs), [completion(code) for code, _ in programs],
-                          [json.dumps(TESTS[kind]) for _, kind in programs])
+    scored = scorer.score(
+        ["code"] * len(programs),
+        [completion(code) for code, _ in programs],
+        [json.dumps(TESTS[kind]) for _, kind in programs],
+    )
     assert [s.reward for s in scored[:2] + scored[-1:]] == [1.0, 1.0, 1.0]
     assert all(valid_reason(s.first_failure) for s in scored)
     assert not any((s.first_failure or "").startswith("test 1: judge error") for s in scored)

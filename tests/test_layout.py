@@ -23,7 +23,9 @@ PACKAGE = Path(e1.__file__).parent
 # Top to bottom: a unit may import its own modules and those of any lower layer, never one of
 # its own layer or above. What each holds is in docs/architecture.md.
 LAYERS = (
-    ("cli",),  # the command line: the app, shared options, help, completion (e1/cli/); a module per subcommand (e1/commands/)
+    (
+        "cli",
+    ),  # the command line: the app, shared options, help, completion (e1/cli/); a module per subcommand (e1/commands/)
     ("view",),  # e1 view: the web app over run directories (only the command line imports it)
     ("demo",),  # runs of runs: the paper in miniature
     ("grpo", "serve"),  # training; serving with budgets
@@ -53,8 +55,11 @@ def module_name(path: Path) -> str:
 
 MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
 # The packages under e1/ (their subpackages belong to them), each met only through its __init__.
-PACKAGES = {name for name, path in MODULES.items()
-            if path.name == "__init__.py" and name.count(".") == 1 and name.partition(".")[2] not in FOLDERS}
+PACKAGES = {
+    name
+    for name, path in MODULES.items()
+    if path.name == "__init__.py" and name.count(".") == 1 and name.partition(".")[2] not in FOLDERS
+}
 MODULE_STRING = re.compile(r"e1(\.\w+)+(:\w+)?")  # "e1.x.y" or "e1.x.y:attr"
 
 
@@ -80,8 +85,13 @@ def references(source: str, name: str, is_package: bool = False, modules=MODULES
     """Every e1 module that the module ``name`` (of text ``source``) names, anywhere in its body."""
     tree = ast.parse(source)
     package = name if is_package else name.rpartition(".")[0]
-    loggers = {id(arg) for node in ast.walk(tree) if isinstance(node, ast.Call)  # a logger's name is not an import
-               and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger" for arg in node.args}
+    loggers = {
+        id(arg)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)  # a logger's name is not an import
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == "getLogger"
+        for arg in node.args
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -244,11 +254,21 @@ def test_the_front_check_finds_breaches():
         "    importlib.import_module('e1.engine.hf.hf_engine')\n"
         "    logging.getLogger('e1.engine.hf.hf_engine')\n"  # a logger's name, not an import
     )
-    exports = {"e1.engine": {"Mode"}, "e1.report": set(), "e1.store": set(), "e1.data": {"build_prompt"}, "e1.eval": set()}
+    exports = {
+        "e1.engine": {"Mode"},
+        "e1.report": set(),
+        "e1.store": set(),
+        "e1.data": {"build_prompt"},
+        "e1.eval": set(),
+    }
     breaches = front_breaches("e1.eval.run", references(source, "e1.eval.run"), exports)
     assert [breach.partition(" `")[2].partition("`")[0] for breach in breaches] == [
-        "from e1.engine.base import Mode", "from e1.engine import Secret", "from e1.report import ui",
-        "import e1.store.results", "'e1.engine.hf.hf_engine'"]
+        "from e1.engine.base import Mode",
+        "from e1.engine import Secret",
+        "from e1.report import ui",
+        "import e1.store.results",
+        "'e1.engine.hf.hf_engine'",
+    ]
     assert "Secret not in e1.engine.__all__" in breaches[1]
 
 
@@ -274,9 +294,11 @@ def test_every_package_names_its_front_and_each_name_is_there():
 
 def test_importing_every_front_imports_no_heavy_library():
     """A front imports its light modules only, so `e1 --help` and completion stay instant."""
-    code = (f"import sys\nimport {', '.join(sorted(PACKAGES))}\n"
-            "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'deepspeed', 'pandas', 'datasets', 'math_verify',"
-            " 'starlette', 'uvicorn', 'plotly', 'matplotlib') if m in sys.modules))")
+    code = (
+        f"import sys\nimport {', '.join(sorted(PACKAGES))}\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'vllm', 'deepspeed', 'pandas', 'datasets', 'math_verify',"
+        " 'starlette', 'uvicorn', 'plotly', 'matplotlib') if m in sys.modules))"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
@@ -317,18 +339,35 @@ def test_no_module_takes_a_private_name_from_another_folder():
 def test_the_name_and_privacy_checks_find_what_they_look_for():
     """The two checks above, on made-up modules (so a silent pass means something)."""
     root = PACKAGE.parent
-    made_up = {name: root / (name.replace(".", "/") + ".py") for name in (
-        "e1.engine.knobs", "e1.engine.modes.knobs", "e1.engine.hf.hf_engine", "e1.engine.hf.kv_cache",
-        "e1.engine.vllm.vllm_engine", "e1.eval.knobs")}
+    made_up = {
+        name: root / (name.replace(".", "/") + ".py")
+        for name in (
+            "e1.engine.knobs",
+            "e1.engine.modes.knobs",
+            "e1.engine.hf.hf_engine",
+            "e1.engine.hf.kv_cache",
+            "e1.engine.vllm.vllm_engine",
+            "e1.eval.knobs",
+        )
+    }
     assert same_named(made_up) == ["e1/engine/knobs.py and e1/engine/modes/knobs.py"]
-    source = ("from e1.engine.hf.hf_engine import _eos_ids, load_tokenizer\n"
-              "LAZY = {'eos': 'e1.engine.hf.hf_engine:_eos_ids'}\n")
-    assert [reach.partition(" takes ")[2] for reach in private_reaches(
-        "e1.engine.vllm.vllm_engine", references(source, "e1.engine.vllm.vllm_engine", modules=made_up), made_up)] == [
-        "e1.engine.hf.hf_engine's private _eos_ids"] * 2
+    source = (
+        "from e1.engine.hf.hf_engine import _eos_ids, load_tokenizer\n"
+        "LAZY = {'eos': 'e1.engine.hf.hf_engine:_eos_ids'}\n"
+    )
+    assert [
+        reach.partition(" takes ")[2]
+        for reach in private_reaches(
+            "e1.engine.vllm.vllm_engine", references(source, "e1.engine.vllm.vllm_engine", modules=made_up), made_up
+        )
+    ] == ["e1.engine.hf.hf_engine's private _eos_ids"] * 2
     inside = "from e1.engine.hf.kv_cache import _bucket\n"  # its own folder: allowed
-    assert private_reaches("e1.engine.hf.hf_engine", references(inside, "e1.engine.hf.hf_engine", modules=made_up),
-                           made_up) == []
+    assert (
+        private_reaches(
+            "e1.engine.hf.hf_engine", references(inside, "e1.engine.hf.hf_engine", modules=made_up), made_up
+        )
+        == []
+    )
 
 
 def test_functions_and_files_stay_small():

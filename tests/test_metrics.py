@@ -25,10 +25,24 @@ NAN = float("nan")
 
 def sample(pid, index, correct, answer=None, forced=False, mode="elastic", tests_passed=NAN, **kw):
     """One samples row with only the columns the metrics read."""
-    return dict(dataset="d", problem_id=pid, sample_index=index, mode=mode, think_budget=8, solve_budget=4,
-                think_tokens=10, solve_tokens=5, forced=forced, finish_reason="stop", correct=bool(correct),
-                extracted_answer=answer,
-                tests_passed=tests_passed) | kw
+    return (
+        dict(
+            dataset="d",
+            problem_id=pid,
+            sample_index=index,
+            mode=mode,
+            think_budget=8,
+            solve_budget=4,
+            think_tokens=10,
+            solve_tokens=5,
+            forced=forced,
+            finish_reason="stop",
+            correct=bool(correct),
+            extracted_answer=answer,
+            tests_passed=tests_passed,
+        )
+        | kw
+    )
 
 
 def test_pass_at_k_unbiased_estimator_by_hand():
@@ -67,8 +81,12 @@ def test_maj_at_k_votes_on_normalised_answers_first_answer_wins_ties():
         *(sample("p1", i, a == "7", answer=a) for i, a in enumerate(["5", "7", "7", "5"])),
         # p2: two wrong "3" against one right answer written three ways: normalised, the three are
         # one answer with 3 votes against 2 -> right
-        *(sample("p2", i, ok, answer=a) for i, (a, ok) in enumerate(
-            [("3", False), (r"$\dfrac{1}{2}$", True), (r"\frac{1}{2}.", True), ("3", False), (r"\frac{1}{2}", True)])),
+        *(
+            sample("p2", i, ok, answer=a)
+            for i, (a, ok) in enumerate(
+                [("3", False), (r"$\dfrac{1}{2}$", True), (r"\frac{1}{2}.", True), ("3", False), (r"\frac{1}{2}", True)]
+            )
+        ),
         # p3: unanswered samples do not vote: one "4" (right) against none
         *(sample("p3", i, i == 2, answer="4" if i == 2 else None) for i in range(4)),
         # p4: nobody answers: wrong
@@ -88,8 +106,10 @@ def test_majority_ties_and_code_keys():
     # code: blank lines and trailing spaces do not split a vote; indentation does
     assert vote_key("def f():\n    return 1  \n\n", code=True) == vote_key("def f():\n    return 1", code=True)
     assert vote_key("def f():\n    return 1", code=True) != vote_key("def f():\nreturn 1", code=True)
-    rows = [sample("c", i, ok, answer=code, tests_passed=1.0 if ok else 0.0) for i, (code, ok) in enumerate(
-        [("print(2)", False), ("print(1)\n", True), ("print(1)  \n\n", True)])]
+    rows = [
+        sample("c", i, ok, answer=code, tests_passed=1.0 if ok else 0.0)
+        for i, (code, ok) in enumerate([("print(2)", False), ("print(1)\n", True), ("print(1)  \n\n", True)])
+    ]
     assert summarize(pd.DataFrame(rows)).iloc[0].maj_at_k == 1.0  # two votes for print(1)
 
 
@@ -147,23 +167,34 @@ def test_mode_differences_are_paired_over_problems():
     # per problem (2 samples each), elastic − truncate is 0.5 everywhere though the problems differ
     # widely: paired, the interval has no width; each mode's own interval is wide
     elastic, truncate = [[1, 1], [1, 0], [1, 1], [1, 0]], [[1, 0], [0, 0], [1, 0], [0, 0]]
-    rows = [sample(f"p{p}", i, ok, model="m", mode=mode) for mode, table in (("elastic", elastic), ("truncate", truncate))
-            for p, oks in enumerate(table) for i, ok in enumerate(oks)]
+    rows = [
+        sample(f"p{p}", i, ok, model="m", mode=mode)
+        for mode, table in (("elastic", elastic), ("truncate", truncate))
+        for p, oks in enumerate(table)
+        for i, ok in enumerate(oks)
+    ]
     rows.append(sample("only-elastic", 0, 1, model="m"))  # no partner: left out of the pairs
     samples = pd.DataFrame(rows)
     by = ["model", "dataset", "mode", "think_budget", "solve_budget"]
     differences = mode_differences(samples, by=by)
     assert list(differences.columns) == ["model", *DIFFERENCE_COLUMNS]
     row = differences.iloc[0]
-    assert (len(differences), row.model, row["mode"], row.other_mode, row.problems) == (1, "m", "elastic", "truncate", 4)
+    assert (len(differences), row.model, row["mode"], row.other_mode, row.problems) == (
+        1,
+        "m",
+        "elastic",
+        "truncate",
+        4,
+    )
     assert (row.accuracy, row.other_accuracy, row.accuracy_difference) == (0.75, 0.25, 0.5)
     assert (row.difference_ci_low, row.difference_ci_high) == (0.5, 0.5)
     alone = summarize(samples[samples["problem_id"] != "only-elastic"], by=by).set_index("mode")
     assert alone.loc["truncate", "accuracy_ci_high"] - alone.loc["truncate", "accuracy_ci_low"] >= 0.25
 
     # the order of first appearance decides which mode comes first; one mode alone gives no rows
-    flipped = mode_differences(pd.concat([samples[samples["mode"] == "truncate"], samples[samples["mode"] == "elastic"]]),
-                               by=by).iloc[0]
+    flipped = mode_differences(
+        pd.concat([samples[samples["mode"] == "truncate"], samples[samples["mode"] == "elastic"]]), by=by
+    ).iloc[0]
     assert (flipped["mode"], flipped.accuracy_difference) == ("truncate", -0.5)
     assert mode_differences(samples[samples["mode"] == "elastic"]).empty
 
@@ -191,9 +222,17 @@ def test_sweep_writes_intervals_and_paired_differences(tmp_path, problems_file, 
     assert (summary.loc[("m/A", "truncate"), "unanswered_rate"] == 1.0).all()  # thinking never ends
     assert (summary.loc[("m/A", "elastic"), "natural_samples"] == 0).all()  # every sample forced at t
     curves = pd.read_parquet(out / "curves.parquet")
-    assert (curves["accuracy_ci_low"] <= curves["accuracy"]).all() and (curves["accuracy"] <= curves["accuracy_ci_high"]).all()
-    for column in ("accuracy_ci_low", "accuracy_ci_high", "maj_at_k", "natural_accuracy", "forced_accuracy",
-                   "unanswered_rate"):
+    assert (curves["accuracy_ci_low"] <= curves["accuracy"]).all() and (
+        curves["accuracy"] <= curves["accuracy_ci_high"]
+    ).all()
+    for column in (
+        "accuracy_ci_low",
+        "accuracy_ci_high",
+        "maj_at_k",
+        "natural_accuracy",
+        "forced_accuracy",
+        "unanswered_rate",
+    ):
         assert summary[column].dropna().between(0, 1).all(), column  # fractions, not percent
 
 
@@ -209,8 +248,9 @@ def test_summary_table_shows_the_new_metrics_in_percent():
     console = Console(width=160, record=True, color_system=None)
     console.print(summary_table(summarize(pd.DataFrame(rows)), title="m"))
     text = console.export_text()
-    elastic, elastic_below = next((line, below) for line, below in zip(text.splitlines(), text.splitlines()[1:])
-                                  if "elastic" in line)  # a row and the line below it
+    elastic, elastic_below = next(
+        (line, below) for line, below in zip(text.splitlines(), text.splitlines()[1:]) if "elastic" in line
+    )  # a row and the line below it
     # avg@n 2/8, its interval (0, 50 %) below; pass@4 1/2; maj@4: p1 tie 7/5, 7 first -> 1/2
     # forced: samples 2, 3 of each problem, all wrong; natural: p1 s0, s1 right of 4; 1 of 8
     # tok/✓: 8 samples x 15 tokens / 2 correct = 60; cut: the 4 forced of 8 (none hit a length limit);
@@ -237,8 +277,16 @@ def test_pass_at_every_asked_k_by_hand():
     assert list(summarize(pd.DataFrame(rows)).columns)[-1] == "censored_rate"  # no extra columns unless asked
 
 
-@pytest.mark.parametrize(("given", "error"), [("0", "--k must be >= 1"), ("5", "--k must be <= 4"), ("1,x", "whole numbers"),
-                                               ("-1", "whole numbers"), ("9" * 30, "whole numbers")])
+@pytest.mark.parametrize(
+    ("given", "error"),
+    [
+        ("0", "--k must be >= 1"),
+        ("5", "--k must be <= 4"),
+        ("1,x", "whole numbers"),
+        ("-1", "whole numbers"),
+        ("9" * 30, "whole numbers"),
+    ],
+)
 def test_bad_k_lists_are_refused_naming_k(given, error):
     from e1.errors import ConfigError
     from e1.eval import parse_ks
@@ -253,8 +301,22 @@ def test_eval_and_sweep_report_the_asked_k(tmp_path, problems_file, tiny_model_d
 
     from e1.cli.app import app
 
-    common = ["--model", str(tiny_model_dir), "--datasets", str(problems_file), "--solve", "2", "-n", "2",
-              "--temperature", "1", "--backend", "hf", "--k", "2,1"]
+    common = [
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(problems_file),
+        "--solve",
+        "2",
+        "-n",
+        "2",
+        "--temperature",
+        "1",
+        "--backend",
+        "hf",
+        "--k",
+        "2,1",
+    ]
     result = CliRunner().invoke(app, ["eval", *common, "--think", "4", "--out", str(tmp_path / "e")], prog_name="e1")
     assert result.exit_code == 0, result.output
     summary = pd.read_parquet(tmp_path / "e" / "summary.parquet")

@@ -26,14 +26,17 @@ OLD_RUN = Path(__file__).parent / "fixtures" / "old_run"  # written by e1 at 0d4
 OLD_EARLY_EXIT = ("early-exit:threshold=0.95:trial=4:at=para", "early-exit:tries=2")
 
 # early-exit's options as a run before the recipes could write them (recipe= and confidence= came later)
-LEGACY_OPTIONS = st.fixed_dictionaries({}, optional={
-    "threshold": st.floats(min_value=0.01, max_value=1, allow_nan=False).map(lambda x: round(x, 3)),
-    "trial": st.integers(1, 1024),
-    "tries": st.integers(0, 1 << 20),
-    "at": st.sampled_from(["para", "wait", "para+wait", "alt", "wait+alt", "Hmm", "so: then, 'x'"]),
-    "grace": st.integers(0, 64),
-    "exit": st.sampled_from(["qwen", "Time is up."]),
-})
+LEGACY_OPTIONS = st.fixed_dictionaries(
+    {},
+    optional={
+        "threshold": st.floats(min_value=0.01, max_value=1, allow_nan=False).map(lambda x: round(x, 3)),
+        "trial": st.integers(1, 1024),
+        "tries": st.integers(0, 1 << 20),
+        "at": st.sampled_from(["para", "wait", "para+wait", "alt", "wait+alt", "Hmm", "so: then, 'x'"]),
+        "grace": st.integers(0, 64),
+        "exit": st.sampled_from(["qwen", "Time is up."]),
+    },
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -52,8 +55,22 @@ def test_texts_round_trip_and_an_old_text_reads_as_e1_s_recipe(values, recipe, c
         assert Mode.parse(Mode.legacy(f"{text}:recipe={recipe}")) == Mode.parse(f"{text}:recipe={recipe}")
 
 
-@given(st.sampled_from(["elastic", "elastic:grace=4", "soft:start=0.5:strength=4:shape=exp", "budget-forcing:answer=s1",
-                        "none", "truncate", "nonsense:x=1", "early-exit:bogus=1", "", "early-exit:at='open"]))
+@given(
+    st.sampled_from(
+        [
+            "elastic",
+            "elastic:grace=4",
+            "soft:start=0.5:strength=4:shape=exp",
+            "budget-forcing:answer=s1",
+            "none",
+            "truncate",
+            "nonsense:x=1",
+            "early-exit:bogus=1",
+            "",
+            "early-exit:at='open",
+        ]
+    )
+)
 def test_other_texts_and_texts_that_do_not_parse_are_left_as_they_are(text):
     assert Mode.legacy(text) == text
 
@@ -70,8 +87,18 @@ def test_an_old_budget_forcing_text_reads_as_the_text_it_forced_then(wait, exit)
 def test_defaults_of_a_bare_early_exit_are_deer_s_and_recipe_e1_keeps_the_old_variant():
     deer, e1 = Mode.parse("early-exit"), Mode.parse("early-exit:recipe=e1")
     assert deer == Mode.parse("early-exit:recipe=deer") and str(deer) == "early-exit"
-    assert (deer.trial_cap, deer.trial_tokens, deer.transition_texts, deer.text_transitions) == (10, 20, ("Wait", " Wait"), True)
-    assert (e1.trial_cap, e1.trial_tokens, e1.transition_texts, e1.text_transitions) == (None, 16, ("\n\n", "Wait", " Wait"), False)
+    assert (deer.trial_cap, deer.trial_tokens, deer.transition_texts, deer.text_transitions) == (
+        10,
+        20,
+        ("Wait", " Wait"),
+        True,
+    )
+    assert (e1.trial_cap, e1.trial_tokens, e1.transition_texts, e1.text_transitions) == (
+        None,
+        16,
+        ("\n\n", "Wait", " Wait"),
+        False,
+    )
     assert deer.is_confident(0.96) and not deer.is_confident(0.95) and e1.is_confident(0.95)
 
 
@@ -105,14 +132,25 @@ def _eval_config(out, data, model, modes):
     from e1.engine.base import Sampling
     from e1.eval.run import EvalConfig
 
-    return EvalConfig(model=str(model), datasets=(str(data),), budgets=(Budget(4, 4),), modes=tuple(modes), n=1,
-                      sampling=Sampling(temperature=0.0, max_tokens=12), out=out, batch_size=8)
+    return EvalConfig(
+        model=str(model),
+        datasets=(str(data),),
+        budgets=(Budget(4, 4),),
+        modes=tuple(modes),
+        n=1,
+        sampling=Sampling(temperature=0.0, max_tokens=12),
+        out=out,
+        batch_size=8,
+    )
 
 
 def _toy_data(tmp_path) -> Path:
     data = tmp_path / "toy.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(2)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(2)
+        )
+    )
     return data
 
 
@@ -130,8 +168,7 @@ class _Counting:
         return self.engine.generate(prompts, budget, mode, *args, **kwargs)
 
 
-def test_an_old_run_resumes_with_its_meaning_and_a_bare_early_exit_is_deer_s(
-        tmp_path, tiny_model_dir, tiny_engine):
+def test_an_old_run_resumes_with_its_meaning_and_a_bare_early_exit_is_deer_s(tmp_path, tiny_model_dir, tiny_engine):
     from e1.eval.run import evaluate
 
     run, data = _old_run(tmp_path), _toy_data(tmp_path)
@@ -161,8 +198,9 @@ def test_a_fresh_run_records_the_format_and_deer_s_meaning(tmp_path, tiny_model_
     from e1.eval.run import evaluate
 
     out = tmp_path / "fresh"
-    samples, _ = evaluate(_eval_config(out, _toy_data(tmp_path), tiny_model_dir, [Mode.parse("early-exit")]),
-                          engine=tiny_engine)
+    samples, _ = evaluate(
+        _eval_config(out, _toy_data(tmp_path), tiny_model_dir, [Mode.parse("early-exit")]), engine=tiny_engine
+    )
     config = json.loads((out / "config.json").read_text())
     assert config[MODE_FORMAT_KEY] == MODE_FORMAT and config["modes"] == ["early-exit"]
     mode = Mode.parse(config["modes"][0])
@@ -171,10 +209,17 @@ def test_a_fresh_run_records_the_format_and_deer_s_meaning(tmp_path, tiny_model_
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.sampled_from([*OLD_EARLY_EXIT, "elastic", "early-exit:recipe=e1", "early-exit:trial=3:recipe=e1"]),
-                min_size=1, max_size=6), st.booleans())
-def test_an_interrupted_old_run_s_parts_are_upgraded_once_and_read_the_same_before_and_after(tmp_path_factory, labels,
-                                                                                            compacted):
+@given(
+    st.lists(
+        st.sampled_from([*OLD_EARLY_EXIT, "elastic", "early-exit:recipe=e1", "early-exit:trial=3:recipe=e1"]),
+        min_size=1,
+        max_size=6,
+    ),
+    st.booleans(),
+)
+def test_an_interrupted_old_run_s_parts_are_upgraded_once_and_read_the_same_before_and_after(
+    tmp_path_factory, labels, compacted
+):
     from tests.test_samples_store import row
 
     out = tmp_path_factory.mktemp("old")
@@ -189,5 +234,6 @@ def test_an_interrupted_old_run_s_parts_are_upgraded_once_and_read_the_same_befo
     assert store.upgrade() and not store.parts()
     on_disk = pd.read_parquet(out / "samples.parquet")
     assert set(on_disk["mode"]) == {Mode.legacy(label) for label in labels}
-    assert store.read().sort_values("sample_index", ignore_index=True).equals(before)  # the same rows, still read through the rewrite (idempotent)
-
+    assert (
+        store.read().sort_values("sample_index", ignore_index=True).equals(before)
+    )  # the same rows, still read through the rewrite (idempotent)

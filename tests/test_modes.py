@@ -57,8 +57,12 @@ def _comparisons_of_mode_names(path: Path) -> list[str]:
 def test_no_code_outside_the_modes_package_compares_mode_names():
     sources = [p for p in PACKAGE.rglob("*.py") if "modes" not in p.relative_to(PACKAGE).parts[:2]]
     found = [hit for path in sources for hit in _comparisons_of_mode_names(path)]
-    grep = [f"{p}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
-            if re.search(r"mode\.name ==|\.name in \(", line)]
+    grep = [
+        f"{p}: {line.strip()}"
+        for p in sources
+        for line in p.read_text().splitlines()
+        if re.search(r"mode\.name ==|\.name in \(", line)
+    ]
     assert not found and not grep, "ask the mode object instead:\n" + "\n".join(found + grep)
 
 
@@ -74,8 +78,10 @@ def _value(option):
         values = st.text(st.sampled_from("ab{}\\.*+? '\"éλ"), min_size=1, max_size=20)
     elif isinstance(option, Text):
         presets = [p for p in option.presets if p != option.blank]
-        values = st.one_of(st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30),
-                           *([st.sampled_from(presets)] if presets else []))
+        values = st.one_of(
+            st.text(st.characters(exclude_categories=("Cs",)), min_size=1, max_size=30),
+            *([st.sampled_from(presets)] if presets else []),
+        )
     else:
         raise AssertionError(f"no strategy for {option!r}")
     return st.one_of(st.none(), values)
@@ -100,9 +106,49 @@ def test_parse_of_str_is_the_identity_on_every_accepted_mode(mode):
     assert Mode.split_list(f"{text},elastic") == [text, "elastic"]  # a comma inside a quoted text stays
 
 
-FRAGMENTS = st.sampled_from([*BUILT_IN, ":", "=", "'", '"', ",", "grace", "wait", "exit", "stop", "at", "tries", "effort",
-                             "threshold", "start", "shape", "ceiling", "qwen", "marker", "para", "+", "0", "1", "2.5", "-1",
-                             "nan", "inf", "1e400", "\\", "\\x", "\\n", "(", "a+", ")*", "\ud800", "²", " ", "exp", "high"])
+FRAGMENTS = st.sampled_from(
+    [
+        *BUILT_IN,
+        ":",
+        "=",
+        "'",
+        '"',
+        ",",
+        "grace",
+        "wait",
+        "exit",
+        "stop",
+        "at",
+        "tries",
+        "effort",
+        "threshold",
+        "start",
+        "shape",
+        "ceiling",
+        "qwen",
+        "marker",
+        "para",
+        "+",
+        "0",
+        "1",
+        "2.5",
+        "-1",
+        "nan",
+        "inf",
+        "1e400",
+        "\\",
+        "\\x",
+        "\\n",
+        "(",
+        "a+",
+        ")*",
+        "\ud800",
+        "²",
+        " ",
+        "exp",
+        "high",
+    ]
+)
 
 
 @settings(max_examples=1500, deadline=None)
@@ -116,17 +162,30 @@ def test_every_text_is_a_mode_that_round_trips_or_one_config_error(text):
     assert Mode.parse(str(mode)) == mode
 
 
-@pytest.mark.parametrize("text, says", [
-    ("elastic:grace=1:grace=2", "given twice"), ("elastic:stop=''", "empty pattern"), ("elastic:exit=''", "empty text"),
-    ("early-exit:at='\\x'", "bad escape"), ("elastic:grace", "has no value"), ("elastic:grace=²", "write grace=2"),
-    ("soft:strength=nan", "finite"), ("elastic:wait=1", "option of budget-forcing"), ("elastik", "did you mean 'elastic'"),
-    ("elastic:stop='" + "a" * 600 + "'", "more than 512"), ("elastic:exit='\ud800'", "lone surrogate"),
-    ("elastic:stop='('", "stop= pattern '(' is not a regex"), ("soft:shape=cubic", "unknown shape"),
-    # the red team's: int() refuses 4,301 digits itself; a stray quote was dropped; a DFA-busting repeat
-    ("elastic:grace=" + "9" * 5000, "a number of 5000 digits"), ("elastic:stop=a'", "malformed mode"),
-    ("elastic:grace=1:'", "malformed mode"), ("elastic::grace=1", "malformed mode"),
-    ("elastic:stop='(?:[ -~]?){900}Q'", "more than 500"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("elastic:grace=1:grace=2", "given twice"),
+        ("elastic:stop=''", "empty pattern"),
+        ("elastic:exit=''", "empty text"),
+        ("early-exit:at='\\x'", "bad escape"),
+        ("elastic:grace", "has no value"),
+        ("elastic:grace=²", "write grace=2"),
+        ("soft:strength=nan", "finite"),
+        ("elastic:wait=1", "option of budget-forcing"),
+        ("elastik", "did you mean 'elastic'"),
+        ("elastic:stop='" + "a" * 600 + "'", "more than 512"),
+        ("elastic:exit='\ud800'", "lone surrogate"),
+        ("elastic:stop='('", "stop= pattern '(' is not a regex"),
+        ("soft:shape=cubic", "unknown shape"),
+        # the red team's: int() refuses 4,301 digits itself; a stray quote was dropped; a DFA-busting repeat
+        ("elastic:grace=" + "9" * 5000, "a number of 5000 digits"),
+        ("elastic:stop=a'", "malformed mode"),
+        ("elastic:grace=1:'", "malformed mode"),
+        ("elastic::grace=1", "malformed mode"),
+        ("elastic:stop='(?:[ -~]?){900}Q'", "more than 500"),
+    ],
+)
 def test_bad_options_are_one_line_errors_naming_the_option(text, says):
     with pytest.raises(ConfigError, match=re.escape(says)):
         Mode.parse(text)
@@ -135,16 +194,29 @@ def test_bad_options_are_one_line_errors_naming_the_option(text, says):
 def test_modes_answer_for_their_budgets_by_hand():
     from e1.engine.markers import Markers
 
-    markers = Markers("<think>", "</think>", (1,), (2, 3), frozenset({0}), 0, (4,), (5, 6))  # 1 + 2 marker ids, 2 answer ids
+    markers = Markers(
+        "<think>", "</think>", (1,), (2, 3), frozenset({0}), 0, (4,), (5, 6)
+    )  # 1 + 2 marker ids, 2 answer ids
     budget = Budget(10, 5)
     # t + s, then: start and end markers (3), s1's answer prompt (2), soft's ceiling (1.5 t: 5 more), a grace window
     assert Mode.parse("elastic").worst_case(budget, markers) == 15 + 3
     assert Mode.parse("budget-forcing").worst_case(budget, markers) == 15 + 3 + 2
     assert Mode.parse("soft").worst_case(budget, markers) == 15 + 5 + 3
     assert Mode.parse("elastic:grace=4").worst_case(budget, markers, exit_ids=(9, 9)) == 15 + 3 + 2 + 4
-    assert Mode.parse("truncate").worst_case(budget, markers) == 15 and Mode.parse("none").worst_case(budget, markers) is None
-    assert Mode.parse("early-exit:trial=8:recipe=e1").trial_room(markers) == 2 + 2 + 8 + 1 and Mode.parse("elastic").trial_room(markers) == 0
-    assert [Mode.parse(m).followable_tokens(budget, 12) for m in ("elastic", "truncate", "none", "soft")] == [12, 12, 12, 9 + 5 - 2]
+    assert (
+        Mode.parse("truncate").worst_case(budget, markers) == 15
+        and Mode.parse("none").worst_case(budget, markers) is None
+    )
+    assert (
+        Mode.parse("early-exit:trial=8:recipe=e1").trial_room(markers) == 2 + 2 + 8 + 1
+        and Mode.parse("elastic").trial_room(markers) == 0
+    )
+    assert [Mode.parse(m).followable_tokens(budget, 12) for m in ("elastic", "truncate", "none", "soft")] == [
+        12,
+        12,
+        12,
+        9 + 5 - 2,
+    ]
 
 
 def test_a_preset_s_name_in_quotes_is_the_preset_and_odd_python_values_read_as_parsed_ones():
@@ -181,7 +253,13 @@ def test_mode_strings_of_an_old_run_read_back_as_written():
     for text in [*written, *stored]:
         assert str(Mode.parse(text)) == text
         mode, legacy = Mode.parse(text), Mode.parse(Mode.legacy(text))
-        then = mode.replace(recipe="e1") if mode.trials else mode.replace(answer="inline") if mode.takes("answer") else mode
+        then = (
+            mode.replace(recipe="e1")
+            if mode.trials
+            else mode.replace(answer="inline")
+            if mode.takes("answer")
+            else mode
+        )
         assert legacy == then
 
 
@@ -192,15 +270,25 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
 
     old = json.loads((OLD_RUN / "config.json").read_text())
     data = tmp_path / "toy.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(2)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(2)
+        )
+    )
     run = tmp_path / "run"
     shutil.copytree(OLD_RUN, run)
 
     def settings_for(out):
-        return EvalConfig(model=str(tiny_model_dir), datasets=(str(data),), budgets=(Budget(4, 4),),
-                          modes=tuple(Mode.parse(Mode.legacy(m)) for m in old["modes"]), n=1,
-                          sampling=Sampling(temperature=0.0, max_tokens=12), out=out, batch_size=8)
+        return EvalConfig(
+            model=str(tiny_model_dir),
+            datasets=(str(data),),
+            budgets=(Budget(4, 4),),
+            modes=tuple(Mode.parse(Mode.legacy(m)) for m in old["modes"]),
+            n=1,
+            sampling=Sampling(temperature=0.0, max_tokens=12),
+            out=out,
+            batch_size=8,
+        )
 
     class NoDecoding:
         def __getattr__(self, name):
@@ -213,9 +301,20 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
     # the run was made before s1's layout (answer=s1) and DEER's recipe: its texts read as answer=inline, recipe=e1
     assert any("answer=inline" in Mode.legacy(m) for m in old["modes"])
     fresh, _ = evaluate(settings_for(tmp_path / "fresh"), engine=tiny_engine)
-    columns = ["mode", "problem_id", "think_tokens", "solve_tokens", "forced", "think_text", "solution_text", "think_end"]
+    columns = [
+        "mode",
+        "problem_id",
+        "think_tokens",
+        "solve_tokens",
+        "forced",
+        "think_text",
+        "solution_text",
+        "think_end",
+    ]
     old_rows = pd.read_parquet(OLD_RUN / "samples.parquet")[columns]
-    old_rows = old_rows.assign(mode=old_rows["mode"].map(Mode.legacy).astype(old_rows["mode"].dtype))  # as the run reads now
+    old_rows = old_rows.assign(
+        mode=old_rows["mode"].map(Mode.legacy).astype(old_rows["mode"].dtype)
+    )  # as the run reads now
     old_rows = old_rows.sort_values(["mode", "problem_id"]).reset_index(drop=True)
     assert resumed[columns].sort_values(["mode", "problem_id"]).reset_index(drop=True).equals(old_rows)
     # the same tokens decoded again; only s1's forced "Final Answer:", which older files kept at the start
@@ -244,7 +343,9 @@ def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(
     monkeypatch.setattr(base, "EXTENSIONS", [])
     for cls in REGISTRY.values():
         monkeypatch.setattr(cls, "options", cls.options)  # restored after the test
-    option = extend(Every("every", "every=K: a note every K tokens", default=0), lambda cls: cls.name in ("elastic", "later-mode"))
+    option = extend(
+        Every("every", "every=K: a note every K tokens", default=0), lambda cls: cls.name in ("elastic", "later-mode")
+    )
     assert option in Mode.parse("elastic").options and not Mode.parse("truncate").takes("every")
     mode = Mode.parse("elastic:every=2")
     assert str(mode) == "elastic:every=2" and mode.notes(Budget(5, 1)) == ((2, "<3>"), (4, "<1>")) and mode.per_token
@@ -259,6 +360,7 @@ def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(
     assert state.notes == ((2, (60, 51, 62)), (4, (60, 49, 62)))
 
     try:
+
         @register
         class Later(Mode):
             name = "later-mode"

@@ -76,6 +76,7 @@ def drip(every_s: float):
             handler.wfile.write(b" ")
             handler.wfile.flush()
             time.sleep(every_s)
+
     return write
 
 
@@ -87,6 +88,7 @@ def endless(chunk_bytes: int):
         handler.wfile.write(b'{"url": "')
         for _ in _for(6):
             handler.wfile.write(b"a" * chunk_bytes)
+
     return write
 
 
@@ -105,8 +107,13 @@ def headers_then_silence(handler):
     silent(handler)
 
 
-BEHAVIOURS = st.one_of(st.just(silent), st.just(huge), st.just(headers_then_silence),
-                       st.floats(0.05, 0.4).map(drip), st.sampled_from([1 << 10, 1 << 16, 1 << 20]).map(endless))
+BEHAVIOURS = st.one_of(
+    st.just(silent),
+    st.just(huge),
+    st.just(headers_then_silence),
+    st.floats(0.05, 0.4).map(drip),
+    st.sampled_from([1 << 10, 1 << 16, 1 << 20]).map(endless),
+)
 
 
 @pytest.fixture

@@ -53,8 +53,9 @@ def numeric_options() -> list[tuple[str, str]]:
             if not getattr(sub, "hidden", False):
                 walk(sub, f"{path} {name}".strip())
         for param in command.params:  # typer keeps each parameter's annotation, Optional unwrapped
-            kind = {int: "integer", float: "float"}.get(getattr(param, "type_descriptor", None) and
-                                                        param.type_descriptor.annotation)
+            kind = {int: "integer", float: "float"}.get(
+                getattr(param, "type_descriptor", None) and param.type_descriptor.annotation
+            )
             if param.param_type_name == "option" and not param.is_flag and kind:
                 found.append((path, param.opts[0], kind))
 
@@ -75,8 +76,10 @@ def names_option(text: str, flag: str) -> bool:
     """The message names ``flag`` as typed (--top-p), or its config key says what it must be
     (``top_p must be``, ``test_time_limit_s must be``); "--n" does not match "--no" nor "n"."""
     key = flag.lstrip("-").replace("-", "_")
-    return bool(re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
-                or re.search(rf"(?<![\w-]){re.escape(key)}\w* must be", text))
+    return bool(
+        re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)
+        or re.search(rf"(?<![\w-]){re.escape(key)}\w* must be", text)
+    )
 
 
 @pytest.fixture
@@ -119,7 +122,12 @@ CONFIGS = [
     ("e1.serve.server", "ServeConfig", ("e1.serve.server:SERVE_NUMBERS",), {"model": "m"}),
     ("e1.demo.pipeline", "DemoConfig", ("e1.demo.pipeline:DEMO_NUMBERS",), {}),
     ("e1.report.elo", "FetchConfig", ("e1.report.elo:FETCH_NUMBERS",), {}),
-    ("e1.engine.api.openai_engine", "ApiSettings", ("e1.engine.api.openai_engine:API_NUMBERS",), {"url": "http://127.0.0.1:1/v1"}),
+    (
+        "e1.engine.api.openai_engine",
+        "ApiSettings",
+        ("e1.engine.api.openai_engine:API_NUMBERS",),
+        {"url": "http://127.0.0.1:1/v1"},
+    ),
     ("e1.view.server", "ViewConfig", ("e1.view.server:VIEW_NUMBERS",), {"paths": ("runs/x",)}),
 ]
 
@@ -153,8 +161,12 @@ def test_every_numeric_config_field_has_a_spec(entry):
 
 
 NUMBERS = st.one_of(
-    st.floats(allow_nan=True, allow_infinity=True), st.integers(-(10**30), 10**30), st.sampled_from(
-        [0, -1, 1, 0.0, 1.0, INT64_MAX, INT64_MAX + 1, 10**400, float("nan"), float("inf"), True, "1", None]))
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**30), 10**30),
+    st.sampled_from(
+        [0, -1, 1, 0.0, 1.0, INT64_MAX, INT64_MAX + 1, 10**400, float("nan"), float("inf"), True, "1", None]
+    ),
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -167,7 +179,9 @@ def test_a_config_takes_a_number_only_if_its_spec_does(entry, data, value):
         config = cls(**required, **{name: value})
     except E1Error as err:  # refused: by its own spec (naming it), or by a rule between fields
         if not spec.fits(value):
-            assert isinstance(err, ConfigError) and name.removesuffix("_s").replace("_", "-") in str(err).replace("_", "-")
+            assert isinstance(err, ConfigError) and name.removesuffix("_s").replace("_", "-") in str(err).replace(
+                "_", "-"
+            )
         return
     stored = getattr(config, name)
     assert spec.fits(stored), f"{cls.__name__}({name}={value!r}) was accepted"
@@ -196,13 +210,16 @@ def test_a_huge_budget_is_refused_naming_it_not_overflowing(text):
         parse_tokens(text, "thinking_budget")
 
 
-@pytest.mark.parametrize("xargs, field", [
-    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget"),
-    ({"thinking_budget": 4, "solution_budget": float("nan")}, "solution_budget"),
-    ({"budget_room": "x"}, "budget_room"),
-    ({"budget_room": 1.5}, "budget_room"),
-    ({"budget_room": [3]}, "budget_room"),
-])
+@pytest.mark.parametrize(
+    "xargs, field",
+    [
+        ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget"),
+        ({"thinking_budget": 4, "solution_budget": float("nan")}, "solution_budget"),
+        ({"budget_room": "x"}, "budget_room"),
+        ({"budget_room": 1.5}, "budget_room"),
+        ({"budget_room": [3]}, "budget_room"),
+    ],
+)
 def test_a_served_request_field_of_the_wrong_kind_is_a_400_naming_it(xargs, field):
     from e1.serve.budgets import check_fields, check_room
 

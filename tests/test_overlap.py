@@ -12,8 +12,12 @@ from e1.eval.overlap import overlapped
 
 def test_results_come_in_order_on_the_callers_thread():
     seen, threads = [], set()
-    overlapped(range(5), produce=lambda x: x * 10, finish=lambda y: y + 1,
-               emit=lambda v: (seen.append(v), threads.add(threading.current_thread())))
+    overlapped(
+        range(5),
+        produce=lambda x: x * 10,
+        finish=lambda y: y + 1,
+        emit=lambda v: (seen.append(v), threads.add(threading.current_thread())),
+    )
     assert seen == [1, 11, 21, 31, 41] and threads == {threading.current_thread()}
 
 

@@ -17,8 +17,18 @@ from e1.store import SampleStore
 from tests.test_view import eval_run, sample_rows
 
 CASES = settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-NAMES = st.sampled_from(["notes.txt", "data/mine.csv", "data/r0/extra.js", "data/r1/p9.js", "static/mine.css",
-                         "deep/a/b.txt", "data/r5/p0.js", "data/r1/own/x.txt"])
+NAMES = st.sampled_from(
+    [
+        "notes.txt",
+        "data/mine.csv",
+        "data/r0/extra.js",
+        "data/r1/p9.js",
+        "static/mine.css",
+        "deep/a/b.txt",
+        "data/r5/p0.js",
+        "data/r1/own/x.txt",
+    ]
+)
 EXTRAS = st.dictionaries(NAMES, st.sampled_from(["file", "folder", "link"]), min_size=1, max_size=5)
 
 
@@ -44,8 +54,9 @@ def _intact(added: dict[Path, str], outside: Path) -> None:
     for path, kind in added.items():
         if kind == "file":
             assert path.read_text().startswith("mine: ")
-        assert {"file": path.is_file() and not path.is_symlink(), "folder": path.is_dir(),
-                "link": path.is_symlink()}[kind], path
+        assert {"file": path.is_file() and not path.is_symlink(), "folder": path.is_dir(), "link": path.is_symlink()}[
+            kind
+        ], path
     assert outside.read_text() == "the user's own"
 
 
@@ -102,8 +113,14 @@ def test_a_bundle_from_before_the_manifest_keeps_the_users_files(tmp_path):
 
 
 @CASES
-@given(extras=st.dictionaries(st.sampled_from(["notes.txt", "part-mine.parquet", "part-r0-zz.parquet", "sub/x.txt"]),
-                              st.sampled_from(["file", "folder", "link"]), min_size=1, max_size=3))
+@given(
+    extras=st.dictionaries(
+        st.sampled_from(["notes.txt", "part-mine.parquet", "part-r0-zz.parquet", "sub/x.txt"]),
+        st.sampled_from(["file", "folder", "link"]),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_compaction_removes_only_the_parts_it_folded_in(tmp_path_factory, extras):
     out = tmp_path_factory.mktemp("run")
     outside = out.parent / f"{out.name}-elsewhere.txt"
@@ -135,8 +152,12 @@ def test_pruning_checkpoints_removes_only_what_each_save_recorded(tmp_path):
 
 
 @CASES
-@given(tree=st.dictionaries(st.sampled_from(["a", "b/c", "b/d", "e/f/g", "h"]), st.sampled_from(["file", "link"]),
-                            min_size=1), named=st.sets(st.sampled_from(["a", "b/c", "b/d", "e/f/g", "h", "../x", "b"])))
+@given(
+    tree=st.dictionaries(
+        st.sampled_from(["a", "b/c", "b/d", "e/f/g", "h"]), st.sampled_from(["file", "link"]), min_size=1
+    ),
+    named=st.sets(st.sampled_from(["a", "b/c", "b/d", "e/f/g", "h", "../x", "b"])),
+)
 def test_remove_owned_removes_exactly_the_named_regular_files(tmp_path_factory, tree, named):
     from e1.store import remove_owned
 

@@ -13,8 +13,11 @@ from e1.store import file_name, inside, run_lock
 from e1.store.results import remove_leftovers, write_text
 
 # names as they arrive: model ids, paths, dataset names, config values; '..', '/', '~', control characters
-NAMES = st.one_of(st.text(max_size=80), st.text(alphabet="./~\\-_ a\n\x00é", max_size=20),
-                  st.sampled_from(["", ".", "..", "../../../../x", "/etc/passwd", "~", "a/../..", "org/name"]))
+NAMES = st.one_of(
+    st.text(max_size=80),
+    st.text(alphabet="./~\\-_ a\n\x00é", max_size=20),
+    st.sampled_from(["", ".", "..", "../../../../x", "/etc/passwd", "~", "a/../..", "org/name"]),
+)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,7 +39,9 @@ def test_distinct_names_stay_distinct(first, second):
 
 def test_a_safe_name_is_kept_and_a_changed_one_says_so():
     assert file_name("Salesforce__E1-Math-1.5B") == "Salesforce__E1-Math-1.5B"
-    assert file_name("details_aime_elastic_t4_s8|0_2025-01-01T00-00-00.parquet").endswith("|0_2025-01-01T00-00-00.parquet")
+    assert file_name("details_aime_elastic_t4_s8|0_2025-01-01T00-00-00.parquet").endswith(
+        "|0_2025-01-01T00-00-00.parquet"
+    )
     for name in ("..", ".", "", "../../x", "a/b", ".hidden"):
         assert "~" in file_name(name)  # changed: a digest of the whole name keeps it apart
 
@@ -68,6 +73,8 @@ def test_taking_a_run_removes_what_a_killed_write_left(tmp_path):
     for path in kept:
         path.write_bytes(b"x")
     with run_lock(out, "e1 eval"):
-        assert not any(path.exists() for path in leftovers) and not (out / "checkpoints" / ".step_4.0123abcd.tmp").exists()
+        assert (
+            not any(path.exists() for path in leftovers) and not (out / "checkpoints" / ".step_4.0123abcd.tmp").exists()
+        )
         assert all(path.exists() for path in kept) and (nested / ".summary.parquet.00000000.tmp").exists()
     assert remove_leftovers(nested) == [nested / ".summary.parquet.00000000.tmp"]

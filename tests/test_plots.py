@@ -21,8 +21,15 @@ def curves(bands: bool = True):
     rows = []
     for mode, shift in (("elastic", 0.0), ("truncate", -0.1)):
         for t, accuracy in zip((256, 512, 1024), (0.2, 0.4, 0.6)):
-            row = dict(model="m", dataset="aime", mode=mode, think_budget=t, solve_budget=512,
-                       accuracy=accuracy + shift, mean_total_tokens=float(t + 400))
+            row = dict(
+                model="m",
+                dataset="aime",
+                mode=mode,
+                think_budget=t,
+                solve_budget=512,
+                accuracy=accuracy + shift,
+                mean_total_tokens=float(t + 400),
+            )
             if bands:
                 row |= dict(accuracy_ci_low=accuracy + shift - 0.05, accuracy_ci_high=accuracy + shift + 0.1)
             rows.append(row)

@@ -28,7 +28,9 @@ class Templated:
         from tokenizers import Tokenizer, models
         from transformers import PreTrainedTokenizerFast
 
-        self.tokenizer = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, "[UNK]")))
+        self.tokenizer = PreTrainedTokenizerFast(
+            tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "[UNK]": 1}, "[UNK]"))
+        )
         self.tokenizer.chat_template = TEMPLATE
 
 
@@ -42,17 +44,25 @@ def test_a_system_prompt_and_template_arguments_reach_the_chat_template():
     assert prompt.endswith("<|assistant|><think>\n\n</think>\n\n")  # the hybrid model's thinking switched off
 
 
-@pytest.mark.parametrize(("budget", "sentence"), [
-    ("tale", "Let's think step by step and use less than 1536 tokens."), ("l1", "Think for 1536 tokens.")])
+@pytest.mark.parametrize(
+    ("budget", "sentence"),
+    [("tale", "Let's think step by step and use less than 1536 tokens."), ("l1", "Think for 1536 tokens.")],
+)
 def test_a_stated_budget_ends_the_user_message(budget, sentence):
     prompt = build_prompt(Templated().tokenizer, "Q?", options=PromptOptions(budget=budget), budget_tokens=1536)
     assert f"Q? Let's think step by step and output the final answer within \\boxed{{}}. {sentence}\n" in prompt
     assert sentence not in build_prompt(Templated().tokenizer, "Q?", options=PromptOptions(budget=budget))
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    (dict(budget="tail"), "unknown prompt budget 'tail'"), (dict(template_kwargs="{enable"), "is not JSON"),
-    (dict(template_kwargs="[1]"), "must be a JSON object"), (dict(system="  "), "--system-prompt is empty")])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(budget="tail"), "unknown prompt budget 'tail'"),
+        (dict(template_kwargs="{enable"), "is not JSON"),
+        (dict(template_kwargs="[1]"), "must be a JSON object"),
+        (dict(system="  "), "--system-prompt is empty"),
+    ],
+)
 def test_bad_prompt_options_are_refused_in_one_line(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         PromptOptions(**kwargs)
@@ -74,9 +84,15 @@ class Recording:
 
 def test_eval_states_each_cells_own_budget_and_records_the_options(tmp_path, problems_file, tiny_engine):
     engine = Recording(tiny_engine)
-    config = EvalConfig(model="m", datasets=(str(problems_file),), budgets=(Budget(4, 2), Budget(8, 2)),
-                        modes=(Mode("elastic"), Mode("none")), sampling=Sampling(temperature=0.0, max_tokens=12),
-                        out=tmp_path / "run", prompt=PromptOptions(budget="tale", system="Be brief."))
+    config = EvalConfig(
+        model="m",
+        datasets=(str(problems_file),),
+        budgets=(Budget(4, 2), Budget(8, 2)),
+        modes=(Mode("elastic"), Mode("none")),
+        sampling=Sampling(temperature=0.0, max_tokens=12),
+        out=tmp_path / "run",
+        prompt=PromptOptions(budget="tale", system="Be brief."),
+    )
     evaluate(config, engine=engine)
     for mode, total, prompt in engine.prompts:
         assert "Be brief." in prompt
@@ -92,8 +108,13 @@ def test_eval_states_each_cells_own_budget_and_records_the_options(tmp_path, pro
 def test_a_sweep_with_a_stated_budget_draws_cells_independently(tmp_path, problems_file, tiny_engine):
     from e1.eval.sweep import SweepConfig, sweep
 
-    settings = EvalConfig(model="", datasets=(str(problems_file),), budgets=(Budget(4, 2), Budget(8, 2)),
-                          sampling=Sampling(temperature=0.0), prompt=PromptOptions(budget="l1"))
+    settings = EvalConfig(
+        model="",
+        datasets=(str(problems_file),),
+        budgets=(Budget(4, 2), Budget(8, 2)),
+        sampling=Sampling(temperature=0.0),
+        prompt=PromptOptions(budget="l1"),
+    )
     config = SweepConfig(models=("m",), settings=settings, out=tmp_path / "sweep")
     assert config.shares is False and config.eval_config("m").share_prefixes is False
     engine = Recording(tiny_engine)
@@ -108,17 +129,52 @@ def test_a_sweep_with_a_stated_budget_draws_cells_independently(tmp_path, proble
 def test_the_commands_take_the_prompt_options(tmp_path, problems_file, tiny_model_dir, capsys):
     from e1.cli.app import app
 
-    result = CliRunner().invoke(app, [
-        "eval", "--model", str(tiny_model_dir), "--datasets", str(problems_file), "--think", "4", "--solve", "2",
-        "--temperature", "0", "--backend", "hf", "--prompt-budget", "l1", "--system-prompt", "Short.",
-        "--chat-template-kwargs", '{"enable_thinking": false}', "--out", str(tmp_path / "run")], prog_name="e1")
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--think",
+            "4",
+            "--solve",
+            "2",
+            "--temperature",
+            "0",
+            "--backend",
+            "hf",
+            "--prompt-budget",
+            "l1",
+            "--system-prompt",
+            "Short.",
+            "--chat-template-kwargs",
+            '{"enable_thinking": false}',
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        prog_name="e1",
+    )
     assert result.exit_code == 0, result.output
     prompt = json.loads((tmp_path / "run" / "config.json").read_text())["prompt"]
     assert prompt == {"system": "Short.", "template_kwargs": '{"enable_thinking": false}', "budget": "l1"}
     from tests.test_bad_inputs import run_main
 
-    code, err = run_main(["eval", "--model", str(tiny_model_dir), "--datasets", str(problems_file),
-                          "--prompt-budget", "tal", "--out", str(tmp_path / "bad")], capsys)
+    code, err = run_main(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(problems_file),
+            "--prompt-budget",
+            "tal",
+            "--out",
+            str(tmp_path / "bad"),
+        ],
+        capsys,
+    )
     assert code != 0 and "unknown prompt budget 'tal'" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists()  # refused before anything ran
 

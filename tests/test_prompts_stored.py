@@ -15,9 +15,16 @@ from e1.view.tables import SampleFilter, problem_text
 
 def test_each_cell_stores_the_prompt_the_model_saw_on_its_first_sample(tiny_engine, problems_file, tmp_path):
     options = PromptOptions(system="Be brief.", budget="tale")  # the stated budget makes each cell's prompt differ
-    config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=(Budget(4, 8), Budget(8, 8)),
-                        modes=(Mode("elastic"),), n=3, sampling=Sampling(temperature=0.0), out=tmp_path / "run",
-                        prompt=options)
+    config = EvalConfig(
+        model="tiny",
+        datasets=(str(problems_file),),
+        budgets=(Budget(4, 8), Budget(8, 8)),
+        modes=(Mode("elastic"),),
+        n=3,
+        sampling=Sampling(temperature=0.0),
+        out=tmp_path / "run",
+        prompt=options,
+    )
     evaluate(config, engine=tiny_engine)
     stored = pd.read_parquet(tmp_path / "run" / "samples.parquet")
     problems = {row["id"]: row for row in pd.read_json(problems_file, lines=True, dtype=False).to_dict("records")}
@@ -26,8 +33,13 @@ def test_each_cell_stores_the_prompt_the_model_saw_on_its_first_sample(tiny_engi
             assert row["prompt"] is None  # once per problem and cell, not per sample
             continue
         problem = {**problems[row["problem_id"]], "dataset": row["dataset"]}
-        expected = build_prompt(tiny_engine.tokenizer, problem, "math", options=options,
-                                budget_tokens=row["think_budget"] + row["solve_budget"])
+        expected = build_prompt(
+            tiny_engine.tokenizer,
+            problem,
+            "math",
+            options=options,
+            budget_tokens=row["think_budget"] + row["solve_budget"],
+        )
         assert row["prompt"] == expected and "Be brief." in expected
     assert stored["prompt"].notna().sum() == 5 * 2  # 5 problems × 2 cells
 

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from e1.errors import MASK, E1Error, redact, redact_logs, register_secret
 
-KEYS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+/=*", min_size=8,
-               max_size=64)
+KEYS = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+/=*", min_size=8, max_size=64
+)
 AROUND = st.text(max_size=40)
 
 
@@ -28,7 +29,9 @@ def test_a_known_key_is_masked_wherever_it_sits_in_a_message(key, before, after,
         if where == "env":
             patch.setenv("E1_TEST_PROVIDER_API_KEY", key)
         elif where.startswith("option"):
-            patch.setattr(sys, "argv", ["e1", "serve", *([f"--api-key={key}"] if where == "option=" else ["--api-key", key])])
+            patch.setattr(
+                sys, "argv", ["e1", "serve", *([f"--api-key={key}"] if where == "option=" else ["--api-key", key])]
+            )
         else:
             register_secret(key)
         message = f"{before}Incorrect API key provided: {key}{after}"
@@ -38,9 +41,19 @@ def test_a_known_key_is_masked_wherever_it_sits_in_a_message(key, before, after,
 
 
 @settings(max_examples=100, deadline=None)
-@given(key=KEYS.filter(lambda k: k[0].isalnum() and not set(k) & set("*=")), header=st.sampled_from([
-    "Authorization: Bearer {}", "authorization: {}", "x-api-key: {}", "x-goog-api-key={}", "?key={}&alt=json",
-    "headers={{'Authorization': 'Bearer {}'}}"]))
+@given(
+    key=KEYS.filter(lambda k: k[0].isalnum() and not set(k) & set("*=")),
+    header=st.sampled_from(
+        [
+            "Authorization: Bearer {}",
+            "authorization: {}",
+            "x-api-key: {}",
+            "x-goog-api-key={}",
+            "?key={}&alt=json",
+            "headers={{'Authorization': 'Bearer {}'}}",
+        ]
+    ),
+)
 def test_a_header_carrying_a_key_is_masked_even_when_the_key_is_unknown(key, header):
     assert key not in redact(f"sent {header.format(key)} and failed")
 
@@ -84,9 +97,28 @@ def test_a_server_that_echoes_the_key_in_its_401_never_gets_it_printed(monkeypat
     echoed = json.dumps({"error": {"message": f"Incorrect API key provided: {key}. Header was 'Bearer {key}'"}})
     server.fault = lambda path, body: (401, {}, echoed.encode())
     monkeypatch.setenv("E1_TEST_API_KEY", key)
-    monkeypatch.setattr(sys, "argv", ["e1", "eval", "--backend", "openai", "--api-url", server.url, "--api-key-env",
-                                      "E1_TEST_API_KEY", "--model", MODEL, "--mode", "none", "--datasets",
-                                      str(_dataset(tmp_path)), "--out", str(tmp_path / "run")])
+    monkeypatch.setattr(
+        sys,
+        "argv",
+        [
+            "e1",
+            "eval",
+            "--backend",
+            "openai",
+            "--api-url",
+            server.url,
+            "--api-key-env",
+            "E1_TEST_API_KEY",
+            "--model",
+            MODEL,
+            "--mode",
+            "none",
+            "--datasets",
+            str(_dataset(tmp_path)),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+    )
     try:
         with pytest.raises(SystemExit) as exit_:
             main()
@@ -99,17 +131,29 @@ def test_a_server_that_echoes_the_key_in_its_401_never_gets_it_printed(monkeypat
 
 # ---- URLs: one rule for every part that can carry a secret -------------------------------------------
 
-URL_SECRETS = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/?#%",
-                      min_size=8, max_size=40)
-PLACES = ["https://user:{}@{host}/v1", "http://{}@{host}/v1/models", "https://{host}/v1?{name}={}",
-          "https://{host}/v1/chat?alt=json&{name}={}&b=2", "https://{host}/commit/abc#{name}={}",
-          "http://u:{}@{host}/api?{name}={}"]
+URL_SECRETS = st.text(
+    alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/?#%",
+    min_size=8,
+    max_size=40,
+)
+PLACES = [
+    "https://user:{}@{host}/v1",
+    "http://{}@{host}/v1/models",
+    "https://{host}/v1?{name}={}",
+    "https://{host}/v1/chat?alt=json&{name}={}&b=2",
+    "https://{host}/commit/abc#{name}={}",
+    "http://u:{}@{host}/api?{name}={}",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(secret=URL_SECRETS, place=st.sampled_from(PLACES), name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,11}", fullmatch=True),
-       host=st.sampled_from(["127.0.0.1:8000", "api.example.com", "hub.local"]),
-       around=st.sampled_from(["cannot reach {} (ConnectError)", "Client error '401' for url '{}'", "{}", "url={}\n"]))
+@given(
+    secret=URL_SECRETS,
+    place=st.sampled_from(PLACES),
+    name=st.from_regex(r"[A-Za-z_][A-Za-z0-9_-]{0,11}", fullmatch=True),
+    host=st.sampled_from(["127.0.0.1:8000", "api.example.com", "hub.local"]),
+    around=st.sampled_from(["cannot reach {} (ConnectError)", "Client error '401' for url '{}'", "{}", "url={}\n"]),
+)
 def test_a_secret_in_any_part_of_a_url_is_never_printed_as_text_or_percent_encoded(secret, place, name, host, around):
     from urllib.parse import quote
 
@@ -137,8 +181,26 @@ def test_an_api_url_with_a_key_in_it_is_in_no_file_and_no_line(tmp_path, capsys,
     key, key2 = "sk-userinfo-Zq8c1Xb2Vn3", "tok-query-Mm4Ll5Kk6Jj7"
     server = StandIn().start()
     url = server.url.replace("http://", f"http://user:{key}@")
-    args = ["e1", "eval", "--backend", "openai", "--api-url", url, "--model", MODEL, "--mode", "none",
-            "--think", "8", "--solve", "8", "--datasets", str(_dataset(tmp_path)), "--out", str(tmp_path / "run")]
+    args = [
+        "e1",
+        "eval",
+        "--backend",
+        "openai",
+        "--api-url",
+        url,
+        "--model",
+        MODEL,
+        "--mode",
+        "none",
+        "--think",
+        "8",
+        "--solve",
+        "8",
+        "--datasets",
+        str(_dataset(tmp_path)),
+        "--out",
+        str(tmp_path / "run"),
+    ]
     monkeypatch.setattr(sys, "argv", args)
     try:
         with pytest.raises(SystemExit):

@@ -59,8 +59,14 @@ try:
 except ImportError:
     v2 = None
 
-V2_MODES = ["elastic:remind=2", "budget-forcing:wait=1:remind=3", "soft:start=0.5:remind=2", "elastic:stop='0[0-3]':remind=3",
-            "elastic", "truncate"]
+V2_MODES = [
+    "elastic:remind=2",
+    "budget-forcing:wait=1:remind=3",
+    "soft:start=0.5:remind=2",
+    "elastic:stop='0[0-3]':remind=3",
+    "elastic",
+    "truncate",
+]
 
 
 def v2_run(seed: int) -> list:
@@ -77,8 +83,14 @@ def v2_run(seed: int) -> list:
     def noted(request, token):
         take(request, token)
         state = request.state
-        if state is not None and state.notes and not state.mode.wait and state.tokens and state.forced[-1] \
-                and state.kinds[-1] == T_THINK:
+        if (
+            state is not None
+            and state.notes
+            and not state.mode.wait
+            and state.tokens
+            and state.forced[-1]
+            and state.kinds[-1] == T_THINK
+        ):
             reminded.append(request)
 
     with pytest.MonkeyPatch.context() as patch:
@@ -124,8 +136,9 @@ def test_every_backend_writes_the_reminders_alike(server):
     prompts = [build_prompt(hf.tokenizer, p) for p in PROBLEMS]
     theirs = hf.generate(prompts, budget, mode, GREEDY, n=2)
     ours = vllm_engine.generate(prompts, budget, mode, GREEDY, n=2)
-    assert [(c.token_ids, c.forced_mask, c.think_tokens) for c in ours] == [(c.token_ids, c.forced_mask, c.think_tokens)
-                                                                              for c in theirs]
+    assert [(c.token_ids, c.forced_mask, c.think_tokens) for c in ours] == [
+        (c.token_ids, c.forced_mask, c.think_tokens) for c in theirs
+    ]
     first = list(exit_ids(hf.tokenizer, TEMPLATE.format(left=24)))
     reminded = [c for c in theirs if c.token_ids[6 : 6 + len(first)] == first]
     assert reminded and all(c.forced_mask[6 : 6 + len(first)] == [True] * len(first) for c in reminded)
@@ -135,4 +148,5 @@ def test_every_backend_writes_the_reminders_alike(server):
     expected = hf.generate(prompts, budget, mode, GREEDY, seeds=[1, 2, 3])
     served = api.generate(prompts, budget, mode, GREEDY, seeds=[1, 2, 3])
     assert [(c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in served] == [
-        (c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in expected]
+        (c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in expected
+    ]

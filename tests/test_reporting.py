@@ -48,15 +48,25 @@ def test_markdown_table_keeps_one_line_and_one_cell_per_value(rows):
 
 
 def _eval(tiny_engine, problems_file, out, report_to):
-    config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=(Budget(4, 8), Budget(8, 8)),
-                        modes=(Mode("elastic"), Mode("truncate")), n=2, sampling=Sampling(temperature=0.0),
-                        out=out, report_to=report_to)
+    config = EvalConfig(
+        model="tiny",
+        datasets=(str(problems_file),),
+        budgets=(Budget(4, 8), Budget(8, 8)),
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=2,
+        sampling=Sampling(temperature=0.0),
+        out=out,
+        report_to=report_to,
+    )
     return evaluate(config, engine=tiny_engine)
 
 
 def _numbers(row: dict) -> dict:
-    return {k: float(v) for k, v in row.items() if k not in CELL_KEY and isinstance(v, (int, float))
-            and not isinstance(v, bool) and math.isfinite(float(v))}
+    return {
+        k: float(v)
+        for k, v in row.items()
+        if k not in CELL_KEY and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
+    }
 
 
 def _scalars(folder) -> dict[tuple[str, int], list[float]]:
@@ -98,13 +108,16 @@ def _wandb_run(out):
         summary = {}
         for record in wandb_records(next(run.glob("run-*.wandb"))):
             if record.WhichOneof("record_type") == "summary":
-                summary |= {item.key or "/".join(item.nested_key): json.loads(item.value_json)
-                            for item in record.summary.update}
+                summary |= {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.summary.update
+                }
         if summary:
             break
         time.sleep(0.5)
-    tables = {path.name.split("_")[0]: json.loads(path.read_text())
-              for path in (run / "files" / "media" / "table").rglob("*.table.json")}
+    tables = {
+        path.name.split("_")[0]: json.loads(path.read_text())
+        for path in (run / "files" / "media" / "table").rglob("*.table.json")
+    }
     return summary, tables
 
 
@@ -116,14 +129,17 @@ def test_sweep_reports_every_model_and_cell_to_wandb(tiny_engine, tmp_path, monk
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
     problems = tmp_path / "toy.jsonl"
-    problems.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i}?", "answer": "2"}) + "\n"
-                                for i in range(3)))
+    problems.write_text(
+        "".join(json.dumps({"id": f"q{i}", "problem": f"What is {i}?", "answer": "2"}) + "\n" for i in range(3))
+    )
     out = tmp_path / "sweep"
     _, summary, _ = sweep(sweep_config(out, problems, report_to="wandb"), load_engine=Loader(tiny_engine))
     logged, tables = _wandb_run(out)
     names = display_names(["m/A", "m/B"])  # the labels of the sweep's tables and plots: A, B
     for row in summary.to_dict(orient="records"):
-        cell = f"eval/{names[row['model']]}/{row['dataset']}/{row['mode']}/s={row['solve_budget']}/t={row['think_budget']}"
+        cell = (
+            f"eval/{names[row['model']]}/{row['dataset']}/{row['mode']}/s={row['solve_budget']}/t={row['think_budget']}"
+        )
         for name, value in _numbers(row).items():
             assert logged[f"{cell}/{name}"] == pytest.approx(value, rel=1e-9), (cell, name)
     table = pd.DataFrame(tables["summary"]["data"], columns=tables["summary"]["columns"])

@@ -29,7 +29,9 @@ def umask():
     os.umask(previous)
 
 
-@pytest.mark.parametrize("mask, mode, folder_mode", [(0o022, 0o644, 0o755), (0o002, 0o664, 0o775), (0o077, 0o600, 0o700)])
+@pytest.mark.parametrize(
+    "mask, mode, folder_mode", [(0o022, 0o644, 0o755), (0o002, 0o664, 0o775), (0o077, 0o600, 0o700)]
+)
 def test_written_files_and_folders_follow_the_umask(tmp_path, umask, mask, mode, folder_mode):
     umask(mask)
     write_json({"a": 1}, tmp_path / "config.json")
@@ -83,10 +85,28 @@ def test_run_dir_check_names_the_first_differing_key(tmp_path):
 
 
 def test_sample_rows_are_built_by_column_name():
-    row = dict(dataset="d", problem_id="p", sample_index=0, mode="elastic", think_budget=8, solve_budget=4,
-               prompt_tokens=3, think_tokens=8, solve_tokens=2, forced=True, finish_reason="stop", think_text="t",
-               solution_text="s", extracted_answer="2", gold="2", reward=1.0, correct=True, tests_passed=float("nan"),
-               first_failure=None, think_end="budget")
+    row = dict(
+        dataset="d",
+        problem_id="p",
+        sample_index=0,
+        mode="elastic",
+        think_budget=8,
+        solve_budget=4,
+        prompt_tokens=3,
+        think_tokens=8,
+        solve_tokens=2,
+        forced=True,
+        finish_reason="stop",
+        think_text="t",
+        solution_text="s",
+        extracted_answer="2",
+        gold="2",
+        reward=1.0,
+        correct=True,
+        tests_passed=float("nan"),
+        first_failure=None,
+        think_end="budget",
+    )
     frame = samples_frame([dict(reversed(row.items()))])  # the order of the keys does not matter
     assert list(frame.columns) == SAMPLE_COLUMNS and frame.iloc[0]["think_budget"] == 8
     assert frame.iloc[0]["solution_text"] == "s" and bool(frame.iloc[0]["forced"])
@@ -112,7 +132,9 @@ def test_a_run_is_its_model_however_the_path_is_typed_or_moved(tmp_path, tiny_mo
     from e1.store.results import check_run_dir, model_identity, write_json
 
     out = tmp_path / "run"
-    write_json({"model": str(tiny_model_dir), "model_identity": model_identity(str(tiny_model_dir))}, out / "config.json")
+    write_json(
+        {"model": str(tiny_model_dir), "model_identity": model_identity(str(tiny_model_dir))}, out / "config.json"
+    )
     monkeypatch.chdir(tiny_model_dir.parent)
     typed = {"model": f"./{tiny_model_dir.name}", "model_identity": model_identity(f"./{tiny_model_dir.name}")}
     assert check_run_dir(out, typed, ("model",)) is not None  # relative spelling: the same run

@@ -196,8 +196,12 @@ def test_scorer_wraps_plain_values_and_passes_columns(monkeypatch):
         return [None if c == "" else w * len(c) for c, w in zip(completions, weight)]
 
     with Scorer() as scorer:
-        scored = scorer.score(["length", "math", "length"], ["abc", r"</think> \boxed{2}", ""], ["", "2", ""],
-                              columns={"weight": [0.5, 9.0, 2.0]})
+        scored = scorer.score(
+            ["length", "math", "length"],
+            ["abc", r"</think> \boxed{2}", ""],
+            ["", "2", ""],
+            columns={"weight": [0.5, 9.0, 2.0]},
+        )
     # "abc": 0.5 * 3 = 1.5; the math item went to the math reward with its details; "" -> None -> 0.0
     assert scored == [Scored(1.5, None), Scored(1.0, "2"), Scored(0.0, None)]
 

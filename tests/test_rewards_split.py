@@ -21,17 +21,42 @@ from e1.rewards.choice import chosen_letter
 from e1.rewards.math import extract_boxed
 
 # pieces that look like markers and answers, mixed with free text
-PIECES = ["</think>", "<think>", "\\boxed{42}", "\\boxed{41}", "42", " 42 ", "(B)", "The answer is B.", "B",
-          "```python\nprint(42)\n```", "</think>\\boxed{42}", "</think>42", "</think>B", "\n", " "]
+PIECES = [
+    "</think>",
+    "<think>",
+    "\\boxed{42}",
+    "\\boxed{41}",
+    "42",
+    " 42 ",
+    "(B)",
+    "The answer is B.",
+    "B",
+    "```python\nprint(42)\n```",
+    "</think>\\boxed{42}",
+    "</think>42",
+    "</think>B",
+    "\n",
+    " ",
+]
 texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=6).map("".join)
 ANSWERS = {"math": "42", "exact": "42", "choice": "B"}
 
 
 def completion(thinking: str, solution: str, closed: bool) -> Completion:
-    return Completion(prompt_index=0, sample_index=0, think_text=thinking, solution_text=solution if closed else "",
-                      prompt_tokens=1, think_tokens=len(thinking), solve_tokens=len(solution) if closed else 0,
-                      forced=not closed, finish_reason="stop" if closed else "length", token_ids=[], forced_mask=[],
-                      closed=closed)
+    return Completion(
+        prompt_index=0,
+        sample_index=0,
+        think_text=thinking,
+        solution_text=solution if closed else "",
+        prompt_tokens=1,
+        think_tokens=len(thinking),
+        solve_tokens=len(solution) if closed else 0,
+        forced=not closed,
+        finish_reason="stop" if closed else "length",
+        token_ids=[],
+        forced_mask=[],
+        closed=closed,
+    )
 
 
 def expected(task: str, solution: str | None) -> float:

@@ -6,8 +6,16 @@ from e1.engine.markers import PROMPT_OPEN, Markers
 from e1.engine.row_state import RowState
 
 # a marker of three tokens (7, 8, 9); EOS 2; "Wait" is (5,), "Final Answer:" is (6,)
-MARKERS = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(7, 8, 9), eos_ids=frozenset({2}),
-                  pad_id=0, wait_ids=(5,), answer_ids=(6,))
+MARKERS = Markers(
+    start_text="<t>",
+    end_text="</t>",
+    start_ids=(3,),
+    end_ids=(7, 8, 9),
+    eos_ids=frozenset({2}),
+    pad_id=0,
+    wait_ids=(5,),
+    answer_ids=(6,),
+)
 THINK = 11
 
 
@@ -42,10 +50,19 @@ def test_eos_while_thinking_ends_the_row_unforced():
 
 
 def test_budget_forcing_wait_replaces_a_single_token_end():
-    markers = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(4,), eos_ids=frozenset({2}),
-                      pad_id=0, wait_ids=(5,), answer_ids=(6,))
-    state = drive(RowState(Budget(6, 2), Mode("budget-forcing", wait=1), markers, PROMPT_OPEN, 100),
-                  [THINK, 4, THINK, 4, 12, 2])
+    markers = Markers(
+        start_text="<t>",
+        end_text="</t>",
+        start_ids=(3,),
+        end_ids=(4,),
+        eos_ids=frozenset({2}),
+        pad_id=0,
+        wait_ids=(5,),
+        answer_ids=(6,),
+    )
+    state = drive(
+        RowState(Budget(6, 2), Mode("budget-forcing", wait=1), markers, PROMPT_OPEN, 100), [THINK, 4, THINK, 4, 12, 2]
+    )
     # the first natural end (4) became Wait (5, forced); the second ended thinking
     assert state.tokens == [THINK, 5, THINK, 4, 12, 2]
     assert state.forced == [False, True, False, False, False, False]
@@ -63,8 +80,10 @@ EXIT = (20, 21)  # an exit text of two tokens
 
 
 def test_exit_text_is_forced_before_the_marker_and_counted_in_neither_budget():
-    state = drive(RowState(Budget(2, 3), Mode(exit="'x'"), MARKERS, PROMPT_OPEN, 100, exit_ids=EXIT),
-                  [THINK, THINK, 99, 99, 99, 99, 99, 12, 12, 2])
+    state = drive(
+        RowState(Budget(2, 3), Mode(exit="'x'"), MARKERS, PROMPT_OPEN, 100, exit_ids=EXIT),
+        [THINK, THINK, 99, 99, 99, 99, 99, 12, 12, 2],
+    )
     # t = 2 thinking tokens, then exit text 20 21 and the marker 7 8 9 forced, then the solution
     assert state.tokens == [THINK, THINK, 20, 21, 7, 8, 9, 12, 12, 2]
     assert state.forced == [False, False, True, True, True, True, True, False, False, False]
@@ -74,30 +93,37 @@ def test_exit_text_is_forced_before_the_marker_and_counted_in_neither_budget():
 
 
 def test_exit_text_is_skipped_when_the_model_was_already_writing_the_marker():
-    state = drive(RowState(Budget(3, 2), Mode(exit="'x'"), MARKERS, PROMPT_OPEN, 100, exit_ids=EXIT),
-                  [THINK, THINK, 7, 99, 99, 2])
+    state = drive(
+        RowState(Budget(3, 2), Mode(exit="'x'"), MARKERS, PROMPT_OPEN, 100, exit_ids=EXIT), [THINK, THINK, 7, 99, 99, 2]
+    )
     assert state.tokens[:5] == [THINK, THINK, 7, 8, 9]  # completed, no exit text inside the marker
 
 
 def test_grace_window_lets_the_sentence_finish():
     # t = 2, grace 3: at t the last token (THINK) ends no sentence; the model writes 2 more, the
     # second a period: forced right after it, thinking counted 4
-    state = drive(RowState(Budget(2, 2), Mode(grace=3), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
-                  [THINK, THINK, THINK, PERIOD, 99, 99, 99, 12, 2])
+    state = drive(
+        RowState(Budget(2, 2), Mode(grace=3), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
+        [THINK, THINK, THINK, PERIOD, 99, 99, 99, 12, 2],
+    )
     assert state.tokens[:7] == [THINK, THINK, THINK, PERIOD, 7, 8, 9]
     assert state.think_tokens == 4 and state.was_forced
 
 
 def test_grace_window_runs_out():
     # no sentence end within grace 2: forced after t + 2 = 4 thinking tokens
-    state = drive(RowState(Budget(2, 2), Mode(grace=2), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
-                  [THINK] * 4 + [99, 99, 99, 12, 2])
+    state = drive(
+        RowState(Budget(2, 2), Mode(grace=2), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
+        [THINK] * 4 + [99, 99, 99, 12, 2],
+    )
     assert state.tokens[:7] == [THINK] * 4 + [7, 8, 9] and state.think_tokens == 4
 
 
 def test_grace_window_forces_at_once_when_t_ends_a_sentence():
-    state = drive(RowState(Budget(2, 2), Mode(grace=5), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
-                  [THINK, PERIOD, 99, 99, 99, 12, 2])
+    state = drive(
+        RowState(Budget(2, 2), Mode(grace=5), MARKERS, PROMPT_OPEN, 100, sentence_ends=frozenset({PERIOD})),
+        [THINK, PERIOD, 99, 99, 99, 12, 2],
+    )
     assert state.tokens[:5] == [THINK, PERIOD, 7, 8, 9] and state.think_tokens == 2
 
 

@@ -22,19 +22,47 @@ MARKERS = {  # a one-token end marker and a three-token one (7 8 9); a two-token
     "short": Markers("<t>", "</t>", (START,), (7,), frozenset({EOS}), 0, (WAIT,), (ANSWER,)),
     "long": Markers("<t>", "</t>", (START, 4), (7, 8, 9), frozenset({EOS, 1}), 0, (WAIT,), (ANSWER,)),
 }
-MODES = st.sampled_from([Mode("elastic"), Mode("budget-forcing"), Mode("budget-forcing", wait=1),
-                         Mode("budget-forcing", wait=3), Mode("elastic", grace=3), Mode("elastic", exit="'x'"),
-                         Mode("budget-forcing", wait=2, grace=2), Mode("truncate"), Mode("none")])
+MODES = st.sampled_from(
+    [
+        Mode("elastic"),
+        Mode("budget-forcing"),
+        Mode("budget-forcing", wait=1),
+        Mode("budget-forcing", wait=3),
+        Mode("elastic", grace=3),
+        Mode("elastic", exit="'x'"),
+        Mode("budget-forcing", wait=2, grace=2),
+        Mode("truncate"),
+        Mode("none"),
+    ]
+)
 # ids mostly plain, with every special id likely to land at every position
-IDS = st.lists(st.sampled_from([PLAIN, PLAIN, PLAIN, PLAIN, 12, EOS, 1, START, 4, 7, 8, 9, WAIT, PERIOD]),
-               max_size=80)
-FIELDS = ("tokens", "forced", "kinds", "phase", "think_tokens", "solve_tokens", "closed", "was_forced", "waits_left",
-          "finish_reason", "opened")
+IDS = st.lists(st.sampled_from([PLAIN, PLAIN, PLAIN, PLAIN, 12, EOS, 1, START, 4, 7, 8, 9, WAIT, PERIOD]), max_size=80)
+FIELDS = (
+    "tokens",
+    "forced",
+    "kinds",
+    "phase",
+    "think_tokens",
+    "solve_tokens",
+    "closed",
+    "was_forced",
+    "waits_left",
+    "finish_reason",
+    "opened",
+)
 
 
 def fresh(markers, mode, think, solve, opens, room, notes=()) -> RowState:
-    return RowState(Budget(think, solve), mode, MARKERS[markers], opens, room,
-                    EXIT if mode.exit_text else (), frozenset({PERIOD}) if mode.grace else frozenset(), notes=notes)
+    return RowState(
+        Budget(think, solve),
+        mode,
+        MARKERS[markers],
+        opens,
+        room,
+        EXIT if mode.exit_text else (),
+        frozenset({PERIOD}) if mode.grace else frozenset(),
+        notes=notes,
+    )
 
 
 def stepwise(state: RowState, ids) -> int:
@@ -52,14 +80,22 @@ def snapshot(state: RowState) -> dict:
 
 
 @settings(max_examples=int(os.environ.get("E1_HYPOTHESIS_EXAMPLES", 600)), deadline=None)
-@given(markers=st.sampled_from(sorted(MARKERS)), mode=MODES, think=st.integers(0, 12), solve=st.integers(1, 12),
-       opens=st.sampled_from(PROMPT_THINKING), room=st.integers(1, 90), ids=IDS, cuts=st.lists(st.integers(0, 80), max_size=3))
+@given(
+    markers=st.sampled_from(sorted(MARKERS)),
+    mode=MODES,
+    think=st.integers(0, 12),
+    solve=st.integers(1, 12),
+    opens=st.sampled_from(PROMPT_THINKING),
+    room=st.integers(1, 90),
+    ids=IDS,
+    cuts=st.lists(st.integers(0, 80), max_size=3),
+)
 def test_extend_leaves_the_state_the_token_loop_leaves(markers, mode, think, solve, opens, room, ids, cuts):
     expected, ours = fresh(markers, mode, think, solve, opens, room), fresh(markers, mode, think, solve, opens, room)
     taken = stepwise(expected, ids)
     pieces, start = [], 0
     for cut in sorted(cuts) + [len(ids)]:  # fed in pieces, as the vLLM backend's rounds do
-        pieces.append(ids[start:max(start, cut)])
+        pieces.append(ids[start : max(start, cut)])
         start = max(start, cut)
     assert sum(ours.extend(piece) for piece in pieces) == taken
     assert snapshot(ours) == snapshot(expected)
@@ -67,13 +103,23 @@ def test_extend_leaves_the_state_the_token_loop_leaves(markers, mode, think, sol
 
 
 # a mode's notes (Mode.notes as ids): forced into the thinking at rising thinking counts, ids that include markers
-NOTES = st.lists(st.tuples(st.integers(1, 12), st.lists(st.sampled_from([30, 31, 7, PERIOD]), min_size=1, max_size=3)),
-                 max_size=4).map(lambda drawn: tuple(sorted((at, tuple(ids)) for at, ids in drawn)))
+NOTES = st.lists(
+    st.tuples(st.integers(1, 12), st.lists(st.sampled_from([30, 31, 7, PERIOD]), min_size=1, max_size=3)), max_size=4
+).map(lambda drawn: tuple(sorted((at, tuple(ids)) for at, ids in drawn)))
 
 
 @settings(max_examples=int(os.environ.get("E1_HYPOTHESIS_EXAMPLES", 300)), deadline=None)
-@given(markers=st.sampled_from(sorted(MARKERS)), mode=MODES, think=st.integers(0, 12), solve=st.integers(1, 12),
-       opens=st.sampled_from(PROMPT_THINKING), room=st.integers(1, 90), ids=IDS, notes=NOTES, cut=st.integers(0, 80))
+@given(
+    markers=st.sampled_from(sorted(MARKERS)),
+    mode=MODES,
+    think=st.integers(0, 12),
+    solve=st.integers(1, 12),
+    opens=st.sampled_from(PROMPT_THINKING),
+    room=st.integers(1, 90),
+    ids=IDS,
+    notes=NOTES,
+    cut=st.integers(0, 80),
+)
 def test_extend_forces_notes_where_the_token_loop_does(markers, mode, think, solve, opens, room, ids, notes, cut):
     """With notes (the texts an option forces into the thinking) extend's runs stop where a note is due."""
     expected = fresh(markers, mode, think, solve, opens, room, notes)

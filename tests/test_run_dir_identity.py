@@ -30,9 +30,14 @@ from tests.test_bad_inputs import run_main
 
 # each example runs e1 end to end (a second or so): a dozen per class, no shrinking (a failure is reported
 # as generated, in seconds), and no example database written into the repository
-GENERATED = settings(max_examples=12, deadline=None, derandomize=True, database=None,
-                     phases=(Phase.explicit, Phase.generate),
-                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+GENERATED = settings(
+    max_examples=12,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=(Phase.explicit, Phase.generate),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 def boxed(tiny_engine, answer: str = "2", batch_size: int = 8) -> HFEngine:
@@ -60,8 +65,16 @@ def older(record: dict) -> dict:
 
 
 def eval_config(out: Path, *datasets, **kw) -> EvalConfig:
-    base = dict(model="scripted", datasets=tuple(str(d) for d in datasets), budgets=(Budget(2, 40),),
-                modes=(Mode("elastic"),), n=1, sampling=Sampling(temperature=0.0), out=out, batch_size=8)
+    base = dict(
+        model="scripted",
+        datasets=tuple(str(d) for d in datasets),
+        budgets=(Budget(2, 40),),
+        modes=(Mode("elastic"),),
+        n=1,
+        sampling=Sampling(temperature=0.0),
+        out=out,
+        batch_size=8,
+    )
     return EvalConfig(**(base | kw))
 
 
@@ -73,8 +86,11 @@ def files_of(out: Path) -> dict[str, bytes]:
 # ---- 1. a dataset's name is its identity in the results: two datasets under one name are refused ----
 
 # (folder, file stem, content variant, spelled with a "/./"): a file's content is the first variant drawn for it
-DATASET_FILES = st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["probs", "other"]), st.integers(0, 1),
-                                   st.booleans()), min_size=1, max_size=4)
+DATASET_FILES = st.lists(
+    st.tuples(st.sampled_from("abc"), st.sampled_from(["probs", "other"]), st.integers(0, 1), st.booleans()),
+    min_size=1,
+    max_size=4,
+)
 
 
 @GENERATED
@@ -108,8 +124,24 @@ def test_two_files_with_one_stem_are_one_red_line_naming_both(tmp_path, tiny_mod
     a = write_jsonl(tmp_path / "a" / "probs.jsonl", problems(0))
     b = write_jsonl(tmp_path / "b" / "probs.jsonl", problems(1))
     out = tmp_path / "out"
-    code, err = run_main(["eval", "--model", str(tiny_model_dir), "--datasets", f"{a},{b}", "--n", "1", "--think", "4",
-                          "--solve", "4", "--out", str(out)], capsys)
+    code, err = run_main(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            f"{a},{b}",
+            "--n",
+            "1",
+            "--think",
+            "4",
+            "--solve",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     last = err.strip().splitlines()[-1]
     assert code == 1 and last.startswith("error: ") and "Traceback" not in err, err
     assert str(a) in last and str(b) in last and f"--from {b} --name probs-2" in " ".join(err.split())
@@ -137,8 +169,9 @@ def edited(rows: list[dict], edit: str, at: int) -> list[dict]:
 
 @GENERATED
 @given(edit=st.sampled_from(EDITS), count=st.integers(2, 5), at=st.integers(0, 4), limit=st.sampled_from([None, 1]))
-def test_problems_changed_between_two_runs_into_one_out_are_refused(tmp_path_factory, tiny_engine, edit, count, at,
-                                                                      limit):
+def test_problems_changed_between_two_runs_into_one_out_are_refused(
+    tmp_path_factory, tiny_engine, edit, count, at, limit
+):
     root = tmp_path_factory.mktemp("edited")
     rows = problems(0, count)
     data, out = write_jsonl(root / "probs.jsonl", rows), root / "run"
@@ -163,8 +196,16 @@ def test_a_benchmark_prepared_again_with_other_problems_is_refused(tmp_path, tin
     data_dir.mkdir()
 
     def prepare(answers):
-        pd.DataFrame({"id": ["a1", "a2"], "dataset": "aime", "problem": ["p1", "p2"], "answer": answers, "task": "math",
-                      "task_version": get_benchmark("aime").task_version}).to_parquet(data_dir / "aime.parquet")
+        pd.DataFrame(
+            {
+                "id": ["a1", "a2"],
+                "dataset": "aime",
+                "problem": ["p1", "p2"],
+                "answer": answers,
+                "task": "math",
+                "task_version": get_benchmark("aime").task_version,
+            }
+        ).to_parquet(data_dir / "aime.parquet")
 
     prepare(["2", "5"])
     config = eval_config(tmp_path / "run", "aime", data_dir=data_dir)
@@ -194,9 +235,21 @@ def test_a_training_run_resumed_on_changed_problems_is_refused(tiny_model_dir, t
     from e1.grpo.trainer import train
 
     data, out = write_jsonl(tmp_path / "p.jsonl", problems(0, 4)), tmp_path / "run"
-    config = TrainConfig(model=str(tiny_model_dir), data=str(data), out=out, think=4, solve=4, steps=1,
-                         prompts_per_step=2, samples_per_prompt=2, mini_batch_prompts=2, micro_batch=4, temperature=1.0,
-                         save_every=1, lr=1e-2)
+    config = TrainConfig(
+        model=str(tiny_model_dir),
+        data=str(data),
+        out=out,
+        think=4,
+        solve=4,
+        steps=1,
+        prompts_per_step=2,
+        samples_per_prompt=2,
+        mini_batch_prompts=2,
+        micro_batch=4,
+        temperature=1.0,
+        save_every=1,
+        lr=1e-2,
+    )
     train(config, reward=lambda completions, answers, **_: [1.0, 0.0] * (len(completions) // 2))
     write_jsonl(data, edited(problems(0, 4), "answer", 1))
     before = files_of(out)
@@ -206,6 +259,7 @@ def test_a_training_run_resumed_on_changed_problems_is_refused(tiny_model_dir, t
 
 
 # ---- 3. a run whose directory vanished stops at its next write ----
+
 
 class Vanishing:
     """Wraps an engine; on its k-th generate call the run directory is removed, replaced or moved away."""
@@ -227,10 +281,15 @@ class Vanishing:
 
 
 @GENERATED
-@given(count=st.integers(2, 6), per_call=st.integers(1, 3), at_call=st.integers(1, 6),
-       action=st.sampled_from(["remove", "replace", "move"]))
-def test_a_run_whose_directory_vanished_stops_with_an_error(tmp_path_factory, tiny_engine, count, per_call, at_call,
-                                                            action):
+@given(
+    count=st.integers(2, 6),
+    per_call=st.integers(1, 3),
+    at_call=st.integers(1, 6),
+    action=st.sampled_from(["remove", "replace", "move"]),
+)
+def test_a_run_whose_directory_vanished_stops_with_an_error(
+    tmp_path_factory, tiny_engine, count, per_call, at_call, action
+):
     root = tmp_path_factory.mktemp("vanish")
     data, out = write_jsonl(root / "probs.jsonl", problems(0, count)), root / "run"
     calls = -(-count // per_call)
@@ -250,10 +309,29 @@ def test_eval_whose_directory_vanished_is_one_red_line(tmp_path, tiny_model_dir,
     import e1.eval.run as run
 
     data, out = write_jsonl(tmp_path / "probs.jsonl", problems(0, 6)), tmp_path / "out"
-    monkeypatch.setattr(run, "load_engine_for", lambda config, ranks=None: Vanishing(boxed(tiny_engine, batch_size=2),
-                                                                                     out, 2, "remove"))
-    code, err = run_main(["eval", "--model", str(tiny_model_dir), "--datasets", str(data), "--n", "1", "--think", "4",
-                          "--solve", "40", "--batch-size", "2", "--out", str(out)], capsys)
+    monkeypatch.setattr(
+        run, "load_engine_for", lambda config, ranks=None: Vanishing(boxed(tiny_engine, batch_size=2), out, 2, "remove")
+    )
+    code, err = run_main(
+        [
+            "eval",
+            "--model",
+            str(tiny_model_dir),
+            "--datasets",
+            str(data),
+            "--n",
+            "1",
+            "--think",
+            "4",
+            "--solve",
+            "40",
+            "--batch-size",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     last = err.strip().splitlines()[-1]
     assert code == 1 and last.startswith("error: ") and "is gone" in last and "Traceback" not in err, err
     assert not out.exists()
@@ -270,13 +348,29 @@ def test_a_training_run_whose_directory_vanished_stops(tiny_model_dir, tmp_path)
         return [1.0, 0.0] * (len(completions) // 2)
 
     with pytest.raises(ResultsError, match="is gone"):
-        train(TrainConfig(model=str(tiny_model_dir), data=str(data), out=out, think=4, solve=4, steps=2,
-                          prompts_per_step=2, samples_per_prompt=2, mini_batch_prompts=2, micro_batch=4,
-                          temperature=1.0, save_every=1, lr=1e-2), reward=reward)
+        train(
+            TrainConfig(
+                model=str(tiny_model_dir),
+                data=str(data),
+                out=out,
+                think=4,
+                solve=4,
+                steps=2,
+                prompts_per_step=2,
+                samples_per_prompt=2,
+                mini_batch_prompts=2,
+                micro_batch=4,
+                temperature=1.0,
+                save_every=1,
+                lr=1e-2,
+            ),
+            reward=reward,
+        )
     assert not out.exists()
 
 
 # ---- 4. a run directory holds one kind of run: every command refuses another kind, naming it ----
+
 
 def make_eval(root: Path, tiny_engine, old: bool) -> Path:
     out = root / "held"
@@ -329,8 +423,9 @@ def run_train(out: Path, root: Path, tiny_engine, resume: bool = False):
     from e1.grpo.config import TrainConfig
     from e1.grpo.trainer import train
 
-    train(TrainConfig(model="scripted", data=str(write_jsonl(root / "probs.jsonl", problems(0))), out=out,
-                      resume=resume))
+    train(
+        TrainConfig(model="scripted", data=str(write_jsonl(root / "probs.jsonl", problems(0))), out=out, resume=resume)
+    )
 
 
 def run_demo(out: Path, root: Path, tiny_engine):
@@ -341,15 +436,26 @@ def run_demo(out: Path, root: Path, tiny_engine):
 
 
 MAKERS = {"eval": make_eval, "sweep": make_sweep, "train": make_train, "demo": make_demo}
-COMMANDS = {"eval": run_eval, "sweep": run_sweep, "train": run_train,
-            "train --resume": lambda out, root, engine: run_train(out, root, engine, resume=True), "demo": run_demo}
+COMMANDS = {
+    "eval": run_eval,
+    "sweep": run_sweep,
+    "train": run_train,
+    "train --resume": lambda out, root, engine: run_train(out, root, engine, resume=True),
+    "demo": run_demo,
+}
 HELD = {"eval": "holds an eval run", "sweep": "holds a sweep", "train": "holds a training run", "demo": "holds a demo"}
-PAIRS = [(held, old, command) for held in MAKERS for old in (False, True) for command in COMMANDS
-         if command.split()[0] != held]
+PAIRS = [
+    (held, old, command)
+    for held in MAKERS
+    for old in (False, True)
+    for command in COMMANDS
+    if command.split()[0] != held
+]
 
 
-@pytest.mark.parametrize("held, old, command", PAIRS,
-                         ids=[f"{command}-into-{'old-' if old else ''}{held}" for held, old, command in PAIRS])
+@pytest.mark.parametrize(
+    "held, old, command", PAIRS, ids=[f"{command}-into-{'old-' if old else ''}{held}" for held, old, command in PAIRS]
+)
 def test_every_command_refuses_a_run_directory_of_another_kind_naming_it(tmp_path, tiny_engine, held, old, command):
     out = MAKERS[held](tmp_path, tiny_engine, old)
     before = files_of(out)
@@ -386,8 +492,11 @@ def link_to(path: Path) -> str:
 
 
 @GENERATED
-@given(picks=st.lists(st.tuples(st.sampled_from(["T", "T-copy", "U"]), st.sampled_from(sorted(SPELLINGS))),
-                      min_size=1, max_size=4))
+@given(
+    picks=st.lists(
+        st.tuples(st.sampled_from(["T", "T-copy", "U"]), st.sampled_from(sorted(SPELLINGS))), min_size=1, max_size=4
+    )
+)
 def test_one_model_given_twice_however_spelled_is_refused(tmp_path_factory, picks):
     root = tmp_path_factory.mktemp("models")
     for name, weights in (("T", b"t" * 4096), ("U", b"u" * 4096)):
@@ -407,8 +516,26 @@ def test_one_model_given_twice_however_spelled_is_refused(tmp_path_factory, pick
 
 def test_sweep_of_one_model_spelled_twice_is_one_red_line(tmp_path, tiny_model_dir, capsys):
     data, out = write_jsonl(tmp_path / "probs.jsonl", problems(0)), tmp_path / "out"
-    code, err = run_main(["sweep", "--model", str(tiny_model_dir), "--model", f"{tiny_model_dir}/", "--datasets",
-                          str(data), "--n", "1", "--think", "4", "--solve", "4", "--out", str(out)], capsys)
+    code, err = run_main(
+        [
+            "sweep",
+            "--model",
+            str(tiny_model_dir),
+            "--model",
+            f"{tiny_model_dir}/",
+            "--datasets",
+            str(data),
+            "--n",
+            "1",
+            "--think",
+            "4",
+            "--solve",
+            "4",
+            "--out",
+            str(out),
+        ],
+        capsys,
+    )
     lines = err.strip().splitlines()
     assert code == 1 and len(lines) == 1 and "are one model" in lines[0], err
     assert not out.exists()

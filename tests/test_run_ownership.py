@@ -36,8 +36,9 @@ KILL_AFTER_CHECKPOINT = textwrap.dedent("""
 
 
 def write_problems(path, count=4):
-    path.write_text("".join(json.dumps({"problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(count)))
+    path.write_text(
+        "".join(json.dumps({"problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(count))
+    )
     return path
 
 
@@ -72,15 +73,35 @@ def test_kill_9_right_after_a_checkpoint_leaves_no_hole_in_metrics(tiny_model_di
     from e1.grpo.trainer import train
 
     data, out = write_problems(tmp_path / "p.jsonl"), tmp_path / "run"
-    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_CHECKPOINT, str(tiny_model_dir), str(data), str(out)],
-                            env=env(), capture_output=True, text=True, timeout=300)
+    killed = subprocess.run(
+        [sys.executable, "-c", KILL_AFTER_CHECKPOINT, str(tiny_model_dir), str(data), str(out)],
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert killed.returncode == -9, killed.stderr
     assert (out / "checkpoints" / "step_2").is_dir()
     assert list(pd.read_parquet(out / "metrics.parquet")["step"]) == [1, 2]  # step 2's row landed before it
-    train(TrainConfig(model=str(tiny_model_dir), data=str(data), out=out, think=4, solve=4, steps=3,
-                      prompts_per_step=2, samples_per_prompt=2, mini_batch_prompts=2, micro_batch=4, temperature=1.0,
-                      save_every=1, lr=1e-2, resume=True),
-          reward=lambda completions, answers, **_: [1.0, 0.0] * (len(completions) // 2))
+    train(
+        TrainConfig(
+            model=str(tiny_model_dir),
+            data=str(data),
+            out=out,
+            think=4,
+            solve=4,
+            steps=3,
+            prompts_per_step=2,
+            samples_per_prompt=2,
+            mini_batch_prompts=2,
+            micro_batch=4,
+            temperature=1.0,
+            save_every=1,
+            lr=1e-2,
+            resume=True,
+        ),
+        reward=lambda completions, answers, **_: [1.0, 0.0] * (len(completions) // 2),
+    )
     metrics = pd.read_parquet(out / "metrics.parquet")
     assert list(metrics["step"]) == [1, 2, 3]  # no hole, no duplicate
     assert metrics["save_s"].notna().tolist() == [True, False, True]  # step 2's save time was never known
@@ -90,9 +111,34 @@ def test_a_second_train_into_one_out_is_refused_and_the_first_loses_nothing(tiny
     import pandas as pd
 
     data, out = write_problems(tmp_path / "p.jsonl"), tmp_path / "run"
-    args = [sys.executable, "-m", "e1", "train", "--model", str(tiny_model_dir), "--data", str(data), "--out", str(out),
-            "--think", "4", "--solve", "4", "--prompts-per-step", "2", "--samples-per-prompt", "2",
-            "--mini-batch-prompts", "2", "--micro-batch", "4", "--save-every", "5", "--temperature", "1"]
+    args = [
+        sys.executable,
+        "-m",
+        "e1",
+        "train",
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--think",
+        "4",
+        "--solve",
+        "4",
+        "--prompts-per-step",
+        "2",
+        "--samples-per-prompt",
+        "2",
+        "--mini-batch-prompts",
+        "2",
+        "--micro-batch",
+        "4",
+        "--save-every",
+        "5",
+        "--temperature",
+        "1",
+    ]
     first, second, errors = contend([*args, "--steps", "12"], [*args, "--steps", "3", "--resume"], out)
     assert second.returncode == 1
     lines = second.stderr.strip().splitlines()
@@ -125,14 +171,34 @@ def test_a_second_eval_into_one_out_is_refused_and_no_sample_is_lost(tiny_model_
     import pandas as pd
 
     data, out = write_problems(tmp_path / "p.jsonl", count=12), tmp_path / "run"
-    args = [sys.executable, "-m", "e1", "eval", "--model", str(tiny_model_dir), "--datasets", str(data),
-            "--out", str(out), "--n", "2", "--batch-size", "2", "--temperature", "1"]
-    first, second, errors = contend([*args, "--think", "8", "--solve", "4"], [*args, "--think", "4", "--solve", "4"], out)
+    args = [
+        sys.executable,
+        "-m",
+        "e1",
+        "eval",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(data),
+        "--out",
+        str(out),
+        "--n",
+        "2",
+        "--batch-size",
+        "2",
+        "--temperature",
+        "1",
+    ]
+    first, second, errors = contend(
+        [*args, "--think", "8", "--solve", "4"], [*args, "--think", "4", "--solve", "4"], out
+    )
     assert second.returncode == 1
     lines = second.stderr.strip().splitlines()
     # refused in one line: the folder is in use, or (once the first wrote config.json) it holds other budgets
     assert f"in use by e1 eval (pid {first.pid}" in lines[-1] or "holds a run of budgets" in lines[-1], second.stderr
     assert first.returncode == 0, errors
     samples = pd.read_parquet(out / "samples.parquet")
-    assert len(samples) == 12 * 2 and set(samples["think_budget"]) == {8}  # every sample of the first, none of the second
+    assert len(samples) == 12 * 2 and set(samples["think_budget"]) == {
+        8
+    }  # every sample of the first, none of the second
     assert not (out / ".e1.lock").exists()

@@ -28,10 +28,28 @@ def row(key: tuple[str, int]) -> dict:
     """One sample; every copy of a key is the same row (each sample is drawn from its own seed)."""
     pid, index = key
     correct = (int(pid[1:]) + index) % 2 == 0
-    return dict(dataset="toy", problem_id=pid, sample_index=index, mode="elastic", think_budget=8, solve_budget=4,
-                prompt_tokens=3, think_tokens=8, solve_tokens=2, forced=True, finish_reason="stop", think_text="t",
-                solution_text="s", extracted_answer="1" if correct else "0", gold="1", reward=float(correct),
-                correct=correct, tests_passed=math.nan, first_failure=None, think_end="budget")
+    return dict(
+        dataset="toy",
+        problem_id=pid,
+        sample_index=index,
+        mode="elastic",
+        think_budget=8,
+        solve_budget=4,
+        prompt_tokens=3,
+        think_tokens=8,
+        solve_tokens=2,
+        forced=True,
+        finish_reason="stop",
+        think_text="t",
+        solution_text="s",
+        extracted_answer="1" if correct else "0",
+        gold="1",
+        reward=float(correct),
+        correct=correct,
+        tests_passed=math.nan,
+        first_failure=None,
+        think_end="budget",
+    )
 
 
 # where each stored key lies: in samples.parquet (0) and/or in parts 1..3 (a kill between compaction and cleanup
@@ -61,8 +79,9 @@ def seen_by_every_reader(out: Path) -> dict[str, list[tuple[str, int]]]:
     assert page["total"] == facets(run)["samples"] == len(page["rows"])  # the page's counts and the run's facets
     seen = {"resume": keys, "view": sorted((r["problem_id"], r["sample_index"]) for r in page["rows"])}
     if (out / SAMPLES).is_file():  # export reads finished runs only
-        seen["export"] = sorted((str(r.problem_id), int(r.sample_index))
-                                for cell in load_run(out).cells for r in cell.samples.itertuples())
+        seen["export"] = sorted(
+            (str(r.problem_id), int(r.sample_index)) for cell in load_run(out).cells for r in cell.samples.itertuples()
+        )
     attempts = load_results(out)
     seen["elo"] = sorted((pid, index) for pid, tries in attempts.items() for index in range(len(tries)))
     return seen
@@ -89,8 +108,12 @@ def test_a_damaged_part_is_one_line_from_every_reader(tmp_path):
     out = tmp_path / "run"
     write_state(out, {key: {0, 1} for key in KEYS[:4]}, leftovers=False)
     (out / "samples" / "part-r0-7.parquet").write_bytes(b"not parquet")
-    readers = {"resume": lambda: SampleStore(out).keys(), "view": lambda: facets(Run(str(out), out)),
-               "export": lambda: load_run(out), "elo": lambda: load_results(out)}
+    readers = {
+        "resume": lambda: SampleStore(out).keys(),
+        "view": lambda: facets(Run(str(out), out)),
+        "export": lambda: load_run(out),
+        "elo": lambda: load_results(out),
+    }
     for reader, read in readers.items():
         with pytest.raises(E1Error, match="cannot read the parts") as caught:
             read()

@@ -27,8 +27,12 @@ SLOW = settings(max_examples=8, deadline=None, suppress_health_check=[HealthChec
 @pytest.fixture(scope="module")
 def problems(tmp_path_factory):
     path = tmp_path_factory.mktemp("problems") / "toy.jsonl"
-    path.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}) + "\n"
-                            for i, a in enumerate("2322")))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": a}) + "\n"
+            for i, a in enumerate("2322")
+        )
+    )
     return path
 
 
@@ -38,13 +42,25 @@ def boxed(tiny_engine):
     tok = tiny_engine.tokenizer
     solution = tok.encode(" The answer is \\boxed{2}.", add_special_tokens=False)
     think, solve = tok.encode("a", add_special_tokens=False)[0], tok.encode("b", add_special_tokens=False)[0]
-    return HFEngine(ScriptedModel(len(tok), {}, tiny_engine.markers, think, solve, solution=solution), tok,
-                    tiny_engine.markers, batch_size=8)
+    return HFEngine(
+        ScriptedModel(len(tok), {}, tiny_engine.markers, think, solve, solution=solution),
+        tok,
+        tiny_engine.markers,
+        batch_size=8,
+    )
 
 
 def grid(out, problems, **kw):
-    base = dict(model="scripted", datasets=(str(problems),), budgets=(Budget(2, 40), Budget(6, 40)),
-                modes=(Mode("elastic"), Mode("truncate")), n=2, sampling=Sampling(temperature=0.0), out=out, batch_size=8)
+    base = dict(
+        model="scripted",
+        datasets=(str(problems),),
+        budgets=(Budget(2, 40), Budget(6, 40)),
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=2,
+        sampling=Sampling(temperature=0.0),
+        out=out,
+        batch_size=8,
+    )
     return EvalConfig(**(base | kw))
 
 
@@ -57,16 +73,34 @@ def run(tmp_path_factory, problems, boxed):
 
 # ---- 11: exports are computed from the samples -------------------------------------------------------
 
+
 def _lm_eval_results(run_dir, out) -> dict:
     written, _ = export(run_dir, "lm-eval", out)
     (results,) = [p for p in written if p.name.startswith("results_")]
     return json.loads(results.read_text())["results"]
 
 
-SUMMARY_EDITS = st.lists(st.tuples(st.sampled_from(["accuracy", "pass_at_1", "pass_at_k", "maj_at_k", "problems", "k",
-                                                    "samples_per_problem", "mean_think_tokens", "forced_rate"]),
-                                   st.integers(0, 3), st.sampled_from([-5.0, 7.0, float("nan"), float("inf"), 0.5, 1e9])),
-                         min_size=1, max_size=6)
+SUMMARY_EDITS = st.lists(
+    st.tuples(
+        st.sampled_from(
+            [
+                "accuracy",
+                "pass_at_1",
+                "pass_at_k",
+                "maj_at_k",
+                "problems",
+                "k",
+                "samples_per_problem",
+                "mean_think_tokens",
+                "forced_rate",
+            ]
+        ),
+        st.integers(0, 3),
+        st.sampled_from([-5.0, 7.0, float("nan"), float("inf"), 0.5, 1e9]),
+    ),
+    min_size=1,
+    max_size=6,
+)
 
 
 @SLOW
@@ -102,8 +136,12 @@ def test_a_damaged_samples_file_is_one_line_in_every_export(run, tmp_path, fmt, 
     table = pq.read_table(folder / "samples.parquet")
     values = table.column(column).to_pylist()
     values[1] = None
-    pq.write_table(table.set_column(table.schema.get_field_index(column), column,
-                                    pa.array(values, table.schema.field(column).type)), folder / "samples.parquet")
+    pq.write_table(
+        table.set_column(
+            table.schema.get_field_index(column), column, pa.array(values, table.schema.field(column).type)
+        ),
+        folder / "samples.parquet",
+    )
     with pytest.raises(E1Error, match=f"sample without {column}") as refused:
         export(folder, fmt, tmp_path / "out")
     assert "\n" not in str(refused.value.message)
@@ -113,16 +151,36 @@ def test_a_damaged_samples_file_is_one_line_in_every_export(run, tmp_path, fmt, 
 
 CONFIG_EDITS = st.one_of(
     st.tuples(st.just("budgets"), st.lists(st.tuples(st.integers(0, 64), st.integers(1, 64)), min_size=1, max_size=3)),
-    st.tuples(st.just("modes"), st.lists(st.sampled_from(["elastic", "truncate", "budget-forcing:wait=1", "soft"]),
-                                         min_size=1, max_size=2, unique=True)))
+    st.tuples(
+        st.just("modes"),
+        st.lists(
+            st.sampled_from(["elastic", "truncate", "budget-forcing:wait=1", "soft"]),
+            min_size=1,
+            max_size=2,
+            unique=True,
+        ),
+    ),
+)
 
 
-@pytest.mark.parametrize("key, value", [("budgets", "t=2"), ("budgets", [{"think": "2", "solve": 40}]), ("budgets", [[2, 40]]),
-                                        ("budgets", [{"think": -1, "solve": 40}]), ("modes", [1]), ("modes", "elastic"),
-                                        ("modes", [{"name": "elastic"}]), ("modes", ["no-such-mode"])])
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ("budgets", "t=2"),
+        ("budgets", [{"think": "2", "solve": 40}]),
+        ("budgets", [[2, 40]]),
+        ("budgets", [{"think": -1, "solve": 40}]),
+        ("modes", [1]),
+        ("modes", "elastic"),
+        ("modes", [{"name": "elastic"}]),
+        ("modes", ["no-such-mode"]),
+    ],
+)
 def test_a_config_json_holding_what_e1_never_writes_is_one_line(run, swept, tmp_path, boxed, problems, key, value):
-    for name, folder, again in (("eval", run, lambda out: evaluate(grid(out, problems), engine=boxed)),
-                                ("sweep", swept, lambda out: sweep(_sweep(out, problems), load_engine=lambda m: boxed))):
+    for name, folder, again in (
+        ("eval", run, lambda out: evaluate(grid(out, problems), engine=boxed)),
+        ("sweep", swept, lambda out: sweep(_sweep(out, problems), load_engine=lambda m: boxed)),
+    ):
         edited = tmp_path / name
         shutil.copytree(folder, edited)
         record = json.loads((folder / "config.json").read_text())
@@ -140,8 +198,9 @@ def swept(tmp_path_factory, problems, boxed):
 
 @SLOW
 @given(edit=CONFIG_EDITS)
-def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothing_is_appended(run, tmp_path, boxed,
-                                                                                              problems, edit):
+def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothing_is_appended(
+    run, tmp_path, boxed, problems, edit
+):
     key, value = edit
     recorded = json.loads((run / "config.json").read_text())
     held = {"budgets": {(2, 40), (6, 40)}, "modes": {"elastic", "truncate"}}[key]
@@ -154,8 +213,11 @@ def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothin
     record = {**recorded, key: [{"think": t, "solve": s} for t, s in value] if key == "budgets" else value}
     (folder / "config.json").write_text(json.dumps(record))
     before = pd.read_parquet(folder / "samples.parquet")
-    request = {"budgets": tuple(Budget(t, s) for t, s in value)} if key == "budgets" else {
-        "modes": tuple(Mode.parse(m) for m in value)}
+    request = (
+        {"budgets": tuple(Budget(t, s) for t, s in value)}
+        if key == "budgets"
+        else {"modes": tuple(Mode.parse(m) for m in value)}
+    )
     with pytest.raises(ResultsError, match=f"config.json records {key} that its samples disagree with") as refused:
         evaluate(grid(folder, problems, **request), engine=boxed)
     assert "restore config.json" in refused.value.hint
@@ -164,25 +226,32 @@ def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothin
 
 # ---- a sweep that grows --------------------------------------------------------------------------------
 
+
 def _sweep(out, problems, **kw):
     return SweepConfig(models=("scripted",), settings=grid(out, problems, **kw), out=out)
 
 
-GROWTH = st.tuples(st.sets(st.sampled_from([(2, 40), (6, 40), (9, 40), (4, 20)]), min_size=1),
-                   st.sets(st.sampled_from(["elastic", "truncate", "budget-forcing:wait=1"]), min_size=1),
-                   st.booleans())
+GROWTH = st.tuples(
+    st.sets(st.sampled_from([(2, 40), (6, 40), (9, 40), (4, 20)]), min_size=1),
+    st.sets(st.sampled_from(["elastic", "truncate", "budget-forcing:wait=1"]), min_size=1),
+    st.booleans(),
+)
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(first=GROWTH, second=GROWTH)
-def test_a_sweep_grows_cell_by_cell_into_what_a_fresh_run_of_the_whole_grid_writes(tmp_path, problems, boxed,
-                                                                                   first, second):
+def test_a_sweep_grows_cell_by_cell_into_what_a_fresh_run_of_the_whole_grid_writes(
+    tmp_path, problems, boxed, first, second
+):
     other = tmp_path / "more.jsonl"
     other.write_text(json.dumps({"id": "m0", "problem": "What is 1 + 1?", "answer": "2"}) + "\n")
 
     def settings_of(budgets, modes, more):
-        return dict(budgets=tuple(Budget(t, s) for t, s in sorted(budgets)), modes=tuple(map(Mode.parse, sorted(modes))),
-                    datasets=(str(problems), *([str(other)] if more else [])))
+        return dict(
+            budgets=tuple(Budget(t, s) for t, s in sorted(budgets)),
+            modes=tuple(map(Mode.parse, sorted(modes))),
+            datasets=(str(problems), *([str(other)] if more else [])),
+        )
 
     grown, fresh = tmp_path / "grown", tmp_path / "fresh"
     shutil.rmtree(grown, ignore_errors=True), shutil.rmtree(fresh, ignore_errors=True)
@@ -194,7 +263,9 @@ def test_a_sweep_grows_cell_by_cell_into_what_a_fresh_run_of_the_whole_grid_writ
     key = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
     for mine, theirs in ((samples, whole), (summary, whole_summary), (curves, whole_curves)):
         by = [c for c in key if c in mine.columns]
-        pd.testing.assert_frame_equal(mine.sort_values(by, ignore_index=True), theirs.sort_values(by, ignore_index=True))
+        pd.testing.assert_frame_equal(
+            mine.sort_values(by, ignore_index=True), theirs.sort_values(by, ignore_index=True)
+        )
     recorded, expected = (json.loads((folder / "config.json").read_text()) for folder in (grown, fresh))
     assert {json.dumps(b) for b in recorded["budgets"]} == {json.dumps(b) for b in expected["budgets"]}
     assert set(recorded["modes"]) == set(expected["modes"]) and set(recorded) == set(expected)
@@ -206,13 +277,17 @@ def test_a_grown_sweep_keeps_its_computed_cells_and_refuses_what_would_change_th
     out = tmp_path / "sweep"
     first, _, _ = sweep(_sweep(out, problems), load_engine=lambda model: boxed)
     counted = []
-    samples, _, _ = sweep(_sweep(out, problems, budgets=(Budget(9, 40),)),
-                          load_engine=lambda model: counted.append(model) or boxed)
+    samples, _, _ = sweep(
+        _sweep(out, problems, budgets=(Budget(9, 40),)), load_engine=lambda model: counted.append(model) or boxed
+    )
     assert counted == ["scripted"]
     kept = samples[samples["think_budget"] != 9].reset_index(drop=True)
     pd.testing.assert_frame_equal(kept, first)  # bit for bit: the computed cells were not drawn again
     assert sorted(set(samples["think_budget"])) == [2, 6, 9]
-    for change, said in ((dict(n=3), "different n"), (dict(sampling=Sampling(temperature=0.0, seed=7)), "different sampling")):
+    for change, said in (
+        (dict(n=3), "different n"),
+        (dict(sampling=Sampling(temperature=0.0, seed=7)), "different sampling"),
+    ):
         with pytest.raises(ResultsError, match=said) as refused:
             sweep(_sweep(out, problems, **change), load_engine=lambda model: boxed)
         assert "use another --out" in refused.value.hint
@@ -223,9 +298,15 @@ def test_a_grown_sweep_keeps_its_computed_cells_and_refuses_what_would_change_th
 
 def test_a_sampled_sweep_grown_by_a_budget_is_the_fresh_sweep_of_the_whole_grid(tmp_path, tiny_engine, problems):
     """Sampling (t=1, shared prefixes): the new budget's rows are the fresh run's, the old ones kept as they were."""
+
     def config(out, budgets):
-        settings = grid(out, problems, budgets=tuple(Budget(t, 6) for t in budgets), modes=(Mode("elastic"),),
-                        sampling=Sampling(temperature=1.0, seed=3))
+        settings = grid(
+            out,
+            problems,
+            budgets=tuple(Budget(t, 6) for t in budgets),
+            modes=(Mode("elastic"),),
+            sampling=Sampling(temperature=1.0, seed=3),
+        )
         return SweepConfig(models=("tiny",), settings=settings, out=out)
 
     first, _, _ = sweep(config(tmp_path / "grown", (4,)), load_engine=lambda model: tiny_engine)

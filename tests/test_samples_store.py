@@ -13,10 +13,28 @@ from e1.store.samples import PARTS_DIR, SampleStore
 
 
 def row(pid: str, index: int, text: str = "t") -> dict:
-    return dict(dataset="d", problem_id=pid, sample_index=index, mode="elastic", think_budget=8, solve_budget=4,
-                prompt_tokens=3, think_tokens=8, solve_tokens=2, forced=True, finish_reason="stop", think_text=text,
-                solution_text="s", extracted_answer="2", gold="2", reward=1.0, correct=True,
-                tests_passed=math.nan, first_failure=None, think_end="budget")
+    return dict(
+        dataset="d",
+        problem_id=pid,
+        sample_index=index,
+        mode="elastic",
+        think_budget=8,
+        solve_budget=4,
+        prompt_tokens=3,
+        think_tokens=8,
+        solve_tokens=2,
+        forced=True,
+        finish_reason="stop",
+        think_text=text,
+        solution_text="s",
+        extracted_answer="2",
+        gold="2",
+        reward=1.0,
+        correct=True,
+        tests_passed=math.nan,
+        first_failure=None,
+        think_end="budget",
+    )
 
 
 def test_each_batch_is_one_new_part_and_reads_back_as_one_set(tmp_path):

@@ -101,7 +101,9 @@ def _nothing_left():
 def test_full_isolation_where_root_has_namespaces():
     if os.geteuid() != 0 or subprocess.run(["unshare", "-n", "true"], capture_output=True, check=False).returncode != 0:
         pytest.skip("not root with namespaces")
-    assert ISOLATION.mode == "unshare" and [n for n in ISOLATION.missing() if n not in ("tree_limits", "cpu_share")] == []
+    assert (
+        ISOLATION.mode == "unshare" and [n for n in ISOLATION.missing() if n not in ("tree_limits", "cpu_share")] == []
+    )
 
 
 # --- correct programs -------------------------------------------------------------------------
@@ -135,8 +137,10 @@ def test_runs_in_parallel_in_order():
     # writes a byte to the other, then waits for the other's; run one after the other, the first
     # would wait until its wall limit.
     one, two = os.pipe(), os.pipe()
-    meet = "import os\nto_other, from_other = map(int, os.environ['E1_FDS'].split())\n" \
-           "os.write(to_other, b'x')\nprint(os.read(from_other, 1))"
+    meet = (
+        "import os\nto_other, from_other = map(int, os.environ['E1_FDS'].split())\n"
+        "os.write(to_other, b'x')\nprint(os.read(from_other, 1))"
+    )
     with Sandbox(workers=2, limits=SMALL) as box:
         results = box.run_many([(f"print({i})", b"") for i in range(4)])
         met = box.map(lambda fds: box.run(meet, b"", fds=fds), [[one[1], two[0]], [two[1], one[0]]])
@@ -316,7 +320,9 @@ print('done')
 
 
 def test_concurrent_runs_do_not_share_tmp_or_shm():
-    writer = "open('/tmp/shared', 'w').write('x')\nopen('/dev/shm/shared', 'w').write('x')\nimport time\ntime.sleep(0.8)"
+    writer = (
+        "open('/tmp/shared', 'w').write('x')\nopen('/dev/shm/shared', 'w').write('x')\nimport time\ntime.sleep(0.8)"
+    )
     reader = "import os, time\ntime.sleep(0.3)\nprint(sorted(os.listdir('/tmp')), os.listdir('/dev/shm'))"
     with Sandbox(workers=2, limits=SMALL) as box:
         wrote, read = box.run_many([(writer, b""), (reader, b"")])
@@ -406,8 +412,14 @@ def test_none_is_an_explicit_opt_in_that_still_limits_and_warns(monkeypatch, cap
         assert box.run("print(input())", b"hi\n").stdout == b"hi\n"
     assert box.isolation.mode == "none" and "UNCONFINED" in caplog.text
     slow = box.run("import time\ntime.sleep(30)", b"", Limits(wall_s=0.5))
-    assert slow.timed_out and slow.isolation.missing() == ["network", "processes", "user", "filesystem", "tree_limits",
-                                                          "cpu_share"]
+    assert slow.timed_out and slow.isolation.missing() == [
+        "network",
+        "processes",
+        "user",
+        "filesystem",
+        "tree_limits",
+        "cpu_share",
+    ]
 
 
 def test_without_root_the_unshare_backend_refuses(monkeypatch):

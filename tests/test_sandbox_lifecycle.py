@@ -26,6 +26,8 @@ def skip_unusable(backend: str) -> None:
         pytest.skip("no bubblewrap here")
     if backend == "bwrap" and os.geteuid() == 0:
         pytest.skip("bwrap refuses root (tests/test_hostile_bwrap.py runs its checks under another uid)")
+
+
 unshare_only = pytest.mark.skipif(isolation().mode != "unshare", reason="the root (unshare) backend's machinery")
 
 E1 = """
@@ -55,7 +57,10 @@ def processes_of(name: str) -> dict[int, int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             status = Path("/proc", pid, "status").read_text()
-            text = Path("/proc", pid, "cmdline").read_bytes().decode(errors="replace") + Path("/proc", pid, "cgroup").read_text()
+            text = (
+                Path("/proc", pid, "cmdline").read_bytes().decode(errors="replace")
+                + Path("/proc", pid, "cgroup").read_text()
+            )
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
@@ -67,7 +72,9 @@ def processes_of(name: str) -> dict[int, int]:
 @unshare_only
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
 def test_no_run_and_no_cgroup_outlives_e1(how):
-    e1 = subprocess.Popen([sys.executable, "-c", E1], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    e1 = subprocess.Popen(
+        [sys.executable, "-c", E1], stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     try:
         parents, child = json.loads(e1.stdout.readline()), int(e1.stdout.readline())
         name = os.path.basename(parents[0])
@@ -94,8 +101,9 @@ def test_a_run_sees_its_own_cgroup_as_the_root():
 
 def memory_slots() -> list[Path]:
     backend = get_backend("unshare")
-    return sorted(slot for path, files in backend._cgroups if "memory_bytes" in files
-                  for slot in Path(path).glob("slot-*"))
+    return sorted(
+        slot for path, files in backend._cgroups if "memory_bytes" in files for slot in Path(path).glob("slot-*")
+    )
 
 
 @unshare_only
@@ -107,11 +115,15 @@ def test_a_run_never_starts_in_a_slot_holding_memory_of_another(tmp_path):
     left = []
     for slot in memory_slots():
         left.append(Path("/dev/shm", f"e1-test-{slot.name}-{os.getpid()}"))
-        charge = "import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n" \
-                 "open(sys.argv[2], 'wb').write(b'x' * (96 << 20))"
+        charge = (
+            "import os, sys\nopen(sys.argv[1] + '/cgroup.procs', 'w').write(str(os.getpid()))\n"
+            "open(sys.argv[2], 'wb').write(b'x' * (96 << 20))"
+        )
         subprocess.run([sys.executable, "-S", "-c", charge, str(slot), str(left[-1])], check=True)
     try:
-        results = [run_sandboxed("print(sum(range(10)))", b"", Limits(wall_s=20, memory_bytes=64 * MiB)) for _ in range(12)]
+        results = [
+            run_sandboxed("print(sum(range(10)))", b"", Limits(wall_s=20, memory_bytes=64 * MiB)) for _ in range(12)
+        ]
     finally:
         for file in left:
             file.unlink()
@@ -159,8 +171,13 @@ def test_an_interpreter_in_a_venv_under_tmp_works(tmp_path, backend):
     skip_unusable(backend)
     venv = tmp_path / "venv"  # tmp_path is under /tmp, which every run has its own of
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
-    ran = subprocess.run([str(venv / "bin" / "python"), "-c", VENV_E1, backend], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", VENV_E1, backend],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=120,
+    )
     assert ran.stdout.split("\n")[:3] == ["True", str(venv), str(venv)], ran.stderr[-2000:]
 
 
@@ -188,9 +205,15 @@ def test_runs_get_their_fds_when_e1_started_with_stdin_and_stdout_closed(backend
     """``before``: the fds handed to the run are 0 and 1; ``after``: the backend started (its
     own sockets and memfds made) while 0 and 1 were closed."""
     skip_unusable(backend)
-    ran = subprocess.run([sys.executable, "-c", CLOSED_STDIO_E1, backend, when], capture_output=True, text=True,
-                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)}, close_fds=True)
-    into, returncode, answer = json.loads(ran.stderr[ran.stderr.rindex("["):])
+    ran = subprocess.run(
+        [sys.executable, "-c", CLOSED_STDIO_E1, backend, when],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        close_fds=True,
+    )
+    into, returncode, answer = json.loads(ran.stderr[ran.stderr.rindex("[") :])
     assert (returncode, answer) == (0, "gnip"), ran.stderr[-2000:]
     assert into < 3 or when == "after"
 
@@ -212,8 +235,13 @@ print(starved.returncode, later.returncode, later.stdout.decode().strip(), starv
 @pytest.mark.parametrize("backend", ["unshare", "bwrap", "none"])
 def test_a_run_the_machinery_cannot_start_is_a_failed_result_on_every_backend(backend):
     skip_unusable(backend)
-    ran = subprocess.run([sys.executable, "-c", STARVED_E1, backend], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    ran = subprocess.run(
+        [sys.executable, "-c", STARVED_E1, backend],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert ran.stdout.split(" ", 3)[:3] == ["127", "0", "2"], ran.stderr[-2000:]
     assert "Too many open files" in ran.stdout
 
@@ -221,7 +249,8 @@ def test_a_run_the_machinery_cannot_start_is_a_failed_result_on_every_backend(ba
 def test_extra_fds_reach_a_run_whose_open_files_limit_is_small():
     read_fd, write_fd = os.pipe()
     result = Sandbox(limits=Limits(wall_s=20, open_files=6)).run(
-        "import os\nos.write(int(os.environ['E1_FDS']), b'over')", fds=[write_fd])
+        "import os\nos.write(int(os.environ['E1_FDS']), b'over')", fds=[write_fd]
+    )
     assert (result.returncode, result.stderr, os.read(read_fd, 10)) == (0, b"", b"over")
     os.close(read_fd)
 
@@ -257,9 +286,14 @@ def test_honest_call_and_code_tests_pass_whatever_fds_e1_held_when_the_sandbox_s
     @settings(max_examples=5, deadline=None, database=None)
     @given(st.sets(st.integers(3, 9), max_size=4), st.booleans(), st.booleans())
     def any_layout(held, cgroups_too, release):
-        ran = subprocess.run([sys.executable, "-c", FD_LAYOUT_E1, json.dumps([sorted(held), cgroups_too, release])],
-                             capture_output=True, text=True, timeout=120, close_fds=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        ran = subprocess.run(
+            [sys.executable, "-c", FD_LAYOUT_E1, json.dumps([sorted(held), cgroups_too, release])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            close_fds=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         assert json.loads(ran.stdout.splitlines()[-1]) == [[1, None]] * 6, ran.stderr[-2000:]
 
     any_layout()

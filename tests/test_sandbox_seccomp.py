@@ -52,8 +52,18 @@ def expected(machine: str, arch: int, nr: int, args: list[int]) -> int:
     if arch != seccomp.AUDIT_ARCH[machine] or nr & 0x40000000 or nr >= 0x40000000:
         return ENOSYS
     name, first = names.get(nr), args[0] & 0xFFFFFFFF
-    if name in ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
-                "shmget", "msgget"):
+    if name in (
+        "add_key",
+        "request_key",
+        "keyctl",
+        "memfd_create",
+        "setxattr",
+        "lsetxattr",
+        "fsetxattr",
+        "setxattrat",
+        "shmget",
+        "msgget",
+    ):
         return EPERM
     if name in ("unshare", "clone"):
         return EPERM if first & 0x10000000 else ALLOW
@@ -76,8 +86,14 @@ def syscalls(draw, machine: str):
     native = seccomp.AUDIT_ARCH[machine]
     arch = draw(st.one_of(st.just(native), st.sampled_from(FOREIGN_ARCHES), st.integers(0, (1 << 32) - 1)))
     known = list(seccomp.SYSCALLS[machine].values())
-    nr = draw(st.one_of(st.sampled_from(known), st.sampled_from([n | 0x40000000 for n in known]),
-                        st.integers(0, 1000), st.integers(0, (1 << 32) - 1)))
+    nr = draw(
+        st.one_of(
+            st.sampled_from(known),
+            st.sampled_from([n | 0x40000000 for n in known]),
+            st.integers(0, 1000),
+            st.integers(0, (1 << 32) - 1),
+        )
+    )
     args = [draw(st.one_of(interesting_first_args, u64))] + draw(st.lists(u64, min_size=5, max_size=5))
     return arch, nr, args
 
@@ -100,7 +116,9 @@ def test_ordinary_syscalls_pass_and_every_denied_class_is_denied(machine):
     assert run(nr["socket"], 1) == run(nr["socket"], 2) == run(nr["socket"], 10) == run(nr["socketpair"], 1) == ALLOW
     assert run(nr["socket"], 40) == run(nr["socket"], 16) == run(nr["socketpair"], 40) == EAFNOSUPPORT
     assert [run(nr[name]) for name in ("add_key", "request_key", "keyctl")] == [EPERM] * 3
-    assert run(nr["clone"], 0x10000000 | 17) == run(nr["unshare"], 0x10000000) == EPERM and run(nr["clone"], 17) == ALLOW
+    assert (
+        run(nr["clone"], 0x10000000 | 17) == run(nr["unshare"], 0x10000000) == EPERM and run(nr["clone"], 17) == ALLOW
+    )
     assert run(nr["prctl"], 1) == EPERM and run(nr["prctl"], 15) == ALLOW  # PR_SET_NAME is fine
     assert run(39 | 0x40000000) == ENOSYS  # x32 getpid
     assert {run(n, arch=0x40000003) for n in range(0, 400)} == {ENOSYS}  # i386: every number refused
@@ -141,9 +159,18 @@ if platform.machine() == "x86_64":  # getpid through the i386 ABI: mov eax, 20; 
     page.write(bytes.fromhex("b814000000cd80c3"))
     print("i386 getpid", ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())
 """
-REFUSED = {"vsock": "EAFNOSUPPORT", "uevent": "EAFNOSUPPORT", "vsock pair": "EAFNOSUPPORT", "add_key": "EPERM",
-           "keyctl": "EPERM", "pdeathsig": "EPERM", "memfd": "EPERM", "xattr": "EPERM", "shmget": "EPERM",
-           "msgget": "EPERM"}
+REFUSED = {
+    "vsock": "EAFNOSUPPORT",
+    "uevent": "EAFNOSUPPORT",
+    "vsock pair": "EAFNOSUPPORT",
+    "add_key": "EPERM",
+    "keyctl": "EPERM",
+    "pdeathsig": "EPERM",
+    "memfd": "EPERM",
+    "xattr": "EPERM",
+    "shmget": "EPERM",
+    "msgget": "EPERM",
+}
 
 
 @pytest.mark.parametrize("backend", ["unshare", "bwrap"])

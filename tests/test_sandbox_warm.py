@@ -90,13 +90,23 @@ def test_the_interpreter_state_a_program_sees_is_a_new_interpreters(site_package
 
 
 def test_nothing_of_an_earlier_run_is_left_in_a_later_one():
-    run_sandboxed("import os\nos.environ['LEFT'] = 'x'\nopen('/tmp/left', 'w').write('x')\nimport json\nLEFT = 1", b"", LIMITS)
-    later = run_sandboxed("import os, sys\nprint('LEFT' in os.environ, os.path.exists('/tmp/left'), 'LEFT' in dir(), "
-                          "sys.modules['__main__'].__dict__ is globals())", b"", LIMITS)
+    run_sandboxed(
+        "import os\nos.environ['LEFT'] = 'x'\nopen('/tmp/left', 'w').write('x')\nimport json\nLEFT = 1", b"", LIMITS
+    )
+    later = run_sandboxed(
+        "import os, sys\nprint('LEFT' in os.environ, os.path.exists('/tmp/left'), 'LEFT' in dir(), "
+        "sys.modules['__main__'].__dict__ is globals())",
+        b"",
+        LIMITS,
+    )
     assert later.stdout == b"False False False True\n"
 
 
 def test_site_packages_are_importable_and_the_harness_still_sees_plain_python():
-    result = run_sandboxed("import numpy, sys\nprint(int(numpy.arange(4).sum()), 'exit' in dir(__builtins__))", b"", LIMITS,
-                           site_packages=True)
+    result = run_sandboxed(
+        "import numpy, sys\nprint(int(numpy.arange(4).sum()), 'exit' in dir(__builtins__))",
+        b"",
+        LIMITS,
+        site_packages=True,
+    )
     assert result.ok and result.stdout == b"6 True\n"

@@ -47,9 +47,16 @@ def problems_file(tmp_path):
 
 def run_with_batch_size(tiny_engine, problems_file, tmp_path, batch_size: int):
     engine = HFEngine(tiny_engine.model, tiny_engine.tokenizer, tiny_engine.markers, batch_size=batch_size)
-    config = EvalConfig(model="tiny", datasets=(str(problems_file),), budgets=(Budget(12, 6),),
-                        modes=(Mode("elastic"), Mode("truncate")), n=3, sampling=HOT, batch_size=batch_size,
-                        out=tmp_path / f"bs{batch_size}")
+    config = EvalConfig(
+        model="tiny",
+        datasets=(str(problems_file),),
+        budgets=(Budget(12, 6),),
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=3,
+        sampling=HOT,
+        batch_size=batch_size,
+        out=tmp_path / f"bs{batch_size}",
+    )
     samples, _ = evaluate(config, engine=engine)
     return samples.sort_values(["mode", "problem_id", "sample_index"]).reset_index(drop=True)
 

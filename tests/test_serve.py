@@ -50,15 +50,18 @@ def test_request_budget_fills_defaults_and_parses_sizes():
         request_budget({"thinking_budget": 5}, ServeDefaults())
 
 
-@pytest.mark.parametrize("xargs, message", [
-    ({"thinking_budget": -1, "solution_budget": 4}, "must be >= 0"),
-    ({"thinking_budget": 4, "solution_budget": 0}, "solve budget must be >= 1"),
-    ({"thinking_budget": 4}, "thinking_budget needs solution_budget"),
-    ({"budget_mode": "fast"}, "unknown mode 'fast'"),
-    ({"budget_mode": "budget-forcing:wait=2"}, "cannot be served"),
-    ({"budget_mode": "early-exit:threshold=0.9"}, "needs e1.s middleware"),  # the processor alone: no rounds
-    ({"thinking_budget": 1.5, "solution_budget": 4}, "not a whole number"),
-])
+@pytest.mark.parametrize(
+    "xargs, message",
+    [
+        ({"thinking_budget": -1, "solution_budget": 4}, "must be >= 0"),
+        ({"thinking_budget": 4, "solution_budget": 0}, "solve budget must be >= 1"),
+        ({"thinking_budget": 4}, "thinking_budget needs solution_budget"),
+        ({"budget_mode": "fast"}, "unknown mode 'fast'"),
+        ({"budget_mode": "budget-forcing:wait=2"}, "cannot be served"),
+        ({"budget_mode": "early-exit:threshold=0.9"}, "needs e1.s middleware"),  # the processor alone: no rounds
+        ({"thinking_budget": 1.5, "solution_budget": 4}, "not a whole number"),
+    ],
+)
 def test_bad_fields_are_refused(xargs, message):
     with pytest.raises(E1Error, match=message):
         check_fields(xargs)
@@ -75,8 +78,12 @@ def test_prepare_moves_fields_into_vllm_xargs_and_asks_for_ids(served):
     request, plan = prepare({"messages": [], "thinking_budget": 3, "vllm_xargs": {"solution_budget": 2}}, served)
     # worst case: t + s + </think> (the template opened <think>, but a start marker may be forced too) + EOS
     worst = 3 + 2 + len(served.markers.start_ids) + len(served.markers.end_ids) + 1
-    assert request["vllm_xargs"] == {"thinking_budget": 3, "solution_budget": 2, "budget_mode": "elastic",
-                                     ROOM_FIELD: worst}
+    assert request["vllm_xargs"] == {
+        "thinking_budget": 3,
+        "solution_budget": 2,
+        "budget_mode": "elastic",
+        ROOM_FIELD: worst,
+    }
     assert request["max_tokens"] == worst and request["return_token_ids"] and not plan.wants_ids
     assert "thinking_budget" not in request
     plain, plan = prepare({"messages": [], "budget_mode": "none", "return_token_ids": True}, served)
@@ -93,25 +100,43 @@ def test_rewrite_counts_phases_from_the_token_ids(served):
     tokenizer, markers = served.tokenizer, served.markers
     a, b = tokenizer.encode("2 + 3", add_special_tokens=False)[:2]
     end, eos = markers.end_ids[0], min(markers.eos_ids)
-    prompt = tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                                            add_generation_prompt=True), add_special_tokens=False)
+    prompt = tokenizer.encode(
+        tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True),
+        add_special_tokens=False,
+    )
     assert markers.prompt_thinking(prompt) == PROMPT_OPEN  # the template opened <think>: only </think> is forced
     # t = 3, s = 2: three thinking tokens, the forced </think>, two solution tokens, the forced EOS
     ids = [a, a, a, end, b, b, eos]
     _, plan = prepare({"thinking_budget": 3, "solution_budget": 2}, served)
-    response = {"choices": [{"index": 0, "message": {"content": "x", "reasoning": None}, "finish_reason": "stop",
-                             "token_ids": ids}],
-                "prompt_token_ids": prompt, "usage": {"completion_tokens": 7}}
+    response = {
+        "choices": [
+            {"index": 0, "message": {"content": "x", "reasoning": None}, "finish_reason": "stop", "token_ids": ids}
+        ],
+        "prompt_token_ids": prompt,
+        "usage": {"completion_tokens": 7},
+    }
     out = rewrite_response(response, plan, served)
     choice = out["choices"][0]
     # the EOS is not replayed: the state ended at s (vLLM only needed it to stop), so one forced token
-    assert choice["budget"] == {"thinking_tokens": 3, "solution_tokens": 2, "forced_tokens": 1,
-                                "thinking_forced": True, "thinking_end": "budget", "thinking_budget": 3, "solution_budget": 2,
-                                "budget_mode": "elastic"}
+    assert choice["budget"] == {
+        "thinking_tokens": 3,
+        "solution_tokens": 2,
+        "forced_tokens": 1,
+        "thinking_forced": True,
+        "thinking_end": "budget",
+        "thinking_budget": 3,
+        "solution_budget": 2,
+        "budget_mode": "elastic",
+    }
     assert choice["finish_reason"] == "length"  # the solution budget, not the model, ended it
     assert choice["message"] == {"reasoning": tokenizer.decode([a, a, a]), "content": tokenizer.decode([b, b])}
-    assert out["usage"] == {"completion_tokens": 7, "thinking_tokens": 3, "solution_tokens": 2, "forced_tokens": 1,
-                            "completion_tokens_details": {"reasoning_tokens": 3}}
+    assert out["usage"] == {
+        "completion_tokens": 7,
+        "thinking_tokens": 3,
+        "solution_tokens": 2,
+        "forced_tokens": 1,
+        "completion_tokens_details": {"reasoning_tokens": 3},
+    }
     assert choice["token_ids"] is None and out["prompt_token_ids"] is None  # the client did not ask for ids
 
 
@@ -124,8 +149,24 @@ def test_worst_case_counts_markers_and_the_forced_eos(served):
 
 
 def test_print_command_plugs_e1_into_vllms_server(tiny_model_dir):
-    result = CliRunner().invoke(app, ["serve", "--model", str(tiny_model_dir), "--think", "1k", "--solve", "512",
-                                      "--port", "8123", "--print-command", "--", "--max-num-seqs", "8"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--think",
+            "1k",
+            "--solve",
+            "512",
+            "--port",
+            "8123",
+            "--print-command",
+            "--",
+            "--max-num-seqs",
+            "8",
+        ],
+    )
     assert result.exit_code == 0, result.output
     command = result.output.strip()
     assert "-m vllm.entrypoints.launchers.api_server.entry" in command
@@ -171,8 +212,13 @@ def middleware_call(headers: dict[bytes, bytes], chunks: list[bytes], api_key: t
     async def app(scope, receive, send):
         raise AssertionError("reached vLLM")
 
-    scope = {"type": "http", "method": "POST", "path": "/v1/chat/completions", "headers": list(headers.items()),
-             "app": SimpleNamespace(state=SimpleNamespace(args=SimpleNamespace(api_key=api_key)))}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "headers": list(headers.items()),
+        "app": SimpleNamespace(state=SimpleNamespace(args=SimpleNamespace(api_key=api_key))),
+    }
     asyncio.run(BudgetMiddleware(app)(scope, receive, send))
     return sent[0]["status"], json.loads(sent[1]["body"]), len(read)
 
@@ -214,8 +260,18 @@ def server(model_dir, tmp_path_factory):
     from tests.serving import free_port, running_server
 
     port = free_port()
-    with running_server(str(model_dir), tmp_path_factory.mktemp("serve") / "server.log", "--think", str(THINK),
-                        "--solve", str(SOLVE), "--", "--api-key", API_KEY, port=port) as url:
+    with running_server(
+        str(model_dir),
+        tmp_path_factory.mktemp("serve") / "server.log",
+        "--think",
+        str(THINK),
+        "--solve",
+        str(SOLVE),
+        "--",
+        "--api-key",
+        API_KEY,
+        port=port,
+    ) as url:
         yield url, str(model_dir)
     with socket.socket() as sock:  # nothing listens on the port any more (closed connections may linger)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -240,8 +296,9 @@ def reference(model_dir):
 
 
 def chat(client, model, problem, **extra):
-    return client.chat.completions.create(model=model, messages=[{"role": "user", "content": problem}],
-                                          temperature=0, extra_body=extra)
+    return client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": problem}], temperature=0, extra_body=extra
+    )
 
 
 PROBLEMS = [f"What is {i} + {i * 3}?" + " x" * i for i in range(4)]
@@ -253,19 +310,31 @@ def test_concurrent_requests_keep_their_budgets_and_equal_e1s_engine(server, cli
 
     jobs = [(p, t, s) for p in PROBLEMS for t, s in BUDGETS]
     with ThreadPoolExecutor(len(jobs)) as pool:
-        responses = list(pool.map(lambda job: chat(client, server[1], job[0], thinking_budget=job[1],
-                                                   solution_budget=job[2], return_token_ids=True), jobs))
+        responses = list(
+            pool.map(
+                lambda job: chat(
+                    client, server[1], job[0], thinking_budget=job[1], solution_budget=job[2], return_token_ids=True
+                ),
+                jobs,
+            )
+        )
     for (_, t, s), response in zip(jobs, responses):
         choice = choice_json(response)
         report = choice["budget"]
         assert report["thinking_budget"] == t and report["solution_budget"] == s
         assert report["thinking_tokens"] <= t and report["solution_tokens"] <= s
-        ours = reference.generate([response.prompt_token_ids], Budget(t, s), Mode("elastic"),
-                                  Sampling(temperature=0.0, max_tokens=64))[0]
-        forced_eos = [min(reference.markers.eos_ids)] if ours.finish_reason == "length" else []  # ended vLLM's request at s
+        ours = reference.generate(
+            [response.prompt_token_ids], Budget(t, s), Mode("elastic"), Sampling(temperature=0.0, max_tokens=64)
+        )[0]
+        forced_eos = (
+            [min(reference.markers.eos_ids)] if ours.finish_reason == "length" else []
+        )  # ended vLLM's request at s
         assert choice["token_ids"] == ours.token_ids + forced_eos
         assert (report["thinking_tokens"], report["solution_tokens"], report["thinking_forced"]) == (
-            ours.think_tokens, ours.solve_tokens, ours.forced)
+            ours.think_tokens,
+            ours.solve_tokens,
+            ours.forced,
+        )
         assert choice["message"]["reasoning"] == (ours.think_text or None)
         assert choice["message"]["content"] == ((ours.solution_text or None) if ours.closed else None)
         usage = response.usage.model_dump()
@@ -283,19 +352,32 @@ def test_server_defaults_apply_and_plain_requests_are_left_alone(server, client,
     default = choice_json(chat(client, server[1], PROBLEMS[1]))
     assert (default["budget"]["thinking_budget"], default["budget"]["solution_budget"]) == (THINK, SOLVE)
     assert default["budget"]["thinking_tokens"] <= THINK and default["token_ids"] is None
-    plain = client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": PROBLEMS[2]}],
-                                           temperature=0, max_tokens=12,
-                                           extra_body={"budget_mode": "none", "return_token_ids": True})
-    ours = reference.generate([plain.prompt_token_ids], Budget(0, 1), Mode("none"),
-                              Sampling(temperature=0.0, max_tokens=12))[0]
-    assert choice_json(plain)["token_ids"][:len(ours.token_ids)] == ours.token_ids and not choice_json(plain)["budget"]["thinking_forced"]
+    plain = client.chat.completions.create(
+        model=server[1],
+        messages=[{"role": "user", "content": PROBLEMS[2]}],
+        temperature=0,
+        max_tokens=12,
+        extra_body={"budget_mode": "none", "return_token_ids": True},
+    )
+    ours = reference.generate(
+        [plain.prompt_token_ids], Budget(0, 1), Mode("none"), Sampling(temperature=0.0, max_tokens=12)
+    )[0]
+    assert (
+        choice_json(plain)["token_ids"][: len(ours.token_ids)] == ours.token_ids
+        and not choice_json(plain)["budget"]["thinking_forced"]
+    )
 
 
 def test_streaming_gives_the_same_text_and_counts(server, client):
     whole = choice_json(chat(client, server[1], PROBLEMS[3], thinking_budget=5, solution_budget=4))
     stream = client.chat.completions.create(
-        model=server[1], messages=[{"role": "user", "content": PROBLEMS[3]}], temperature=0, stream=True,
-        stream_options={"include_usage": True}, extra_body={"thinking_budget": 5, "solution_budget": 4})
+        model=server[1],
+        messages=[{"role": "user", "content": PROBLEMS[3]}],
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"thinking_budget": 5, "solution_budget": 4},
+    )
     reasoning, content, reports, usage = "", "", [], None
     for chunk in stream:
         data = chunk.model_dump()
@@ -313,36 +395,50 @@ def test_streaming_gives_the_same_text_and_counts(server, client):
 def test_completions_endpoint_is_budgeted_too(server):
     import urllib.request
 
-    body = {"model": server[1], "prompt": "What is 2 + 3? <think>", "temperature": 0,
-            "thinking_budget": 2, "solution_budget": 3}
-    request = urllib.request.Request(server[0] + "/v1/completions", json.dumps(body).encode(),
-                                     {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"})
+    body = {
+        "model": server[1],
+        "prompt": "What is 2 + 3? <think>",
+        "temperature": 0,
+        "thinking_budget": 2,
+        "solution_budget": 3,
+    }
+    request = urllib.request.Request(
+        server[0] + "/v1/completions",
+        json.dumps(body).encode(),
+        {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"},
+    )
     report = json.load(urllib.request.urlopen(request, timeout=60))["choices"][0]["budget"]
     assert report["thinking_tokens"] <= 2 and report["solution_tokens"] <= 3 and report["budget_mode"] == "elastic"
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"thinking_budget": -5}, "invalid thinking_budget -5: must be >= 0"),
-    ({"budget_mode": "fast"}, "unknown mode 'fast'"),
-    ({"budget_mode": "budget-forcing:wait=1"}, "cannot be served"),
-    ({"thinking_budget": 200, "solution_budget": 100}, "more than the served context of 256"),
-    ({"thinking_budget": 100, "solution_budget": 100, "_long_prompt": True}, "the prompt leaves room for only"),
-    # past the middleware (mode none), so vLLM's admission check by the processor answers, as in plain `vllm serve`
-    ({"budget_mode": "none", "vllm_xargs": {"thinking_budget": 4}}, "thinking_budget needs solution_budget"),
-    # numbers checked for what they are: a 400-digit budget (was an OverflowError: a 500 naming no field) and
-    # a budget_room of the wrong type (was a TypeError: HTTP 500), at the middleware and at vLLM's admission
-    ({"thinking_budget": 10 ** 400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
-    ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget holds 400 characters, more than 32"),
-    ({"vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
-    ({"budget_mode": "none", "vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"thinking_budget": -5}, "invalid thinking_budget -5: must be >= 0"),
+        ({"budget_mode": "fast"}, "unknown mode 'fast'"),
+        ({"budget_mode": "budget-forcing:wait=1"}, "cannot be served"),
+        ({"thinking_budget": 200, "solution_budget": 100}, "more than the served context of 256"),
+        ({"thinking_budget": 100, "solution_budget": 100, "_long_prompt": True}, "the prompt leaves room for only"),
+        # past the middleware (mode none), so vLLM's admission check by the processor answers, as in plain `vllm serve`
+        ({"budget_mode": "none", "vllm_xargs": {"thinking_budget": 4}}, "thinking_budget needs solution_budget"),
+        # numbers checked for what they are: a 400-digit budget (was an OverflowError: a 500 naming no field) and
+        # a budget_room of the wrong type (was a TypeError: HTTP 500), at the middleware and at vLLM's admission
+        ({"thinking_budget": 10**400, "solution_budget": 4}, "thinking_budget must be <= 2147483647"),
+        ({"thinking_budget": "9" * 400, "solution_budget": 4}, "thinking_budget holds 400 characters, more than 32"),
+        ({"vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
+        ({"budget_mode": "none", "vllm_xargs": {"budget_room": "x"}}, "budget_room must be a whole number"),
+    ],
+)
 def test_bad_requests_get_http_400_and_the_server_lives_on(server, client, extra, message):
     import openai
 
     problem = "x " * 120 if extra.pop("_long_prompt", False) else "hi"
     with pytest.raises(openai.BadRequestError, match=message.replace("(", r"\(")):
         chat(client, server[1], problem, **extra)
-    assert choice_json(chat(client, server[1], "hi", thinking_budget=1, solution_budget=1))["budget"]["solution_tokens"] <= 1
+    assert (
+        choice_json(chat(client, server[1], "hi", thinking_budget=1, solution_budget=1))["budget"]["solution_tokens"]
+        <= 1
+    )
 
 
 def test_the_server_answers_a_keyless_request_at_once_whatever_its_body_claims(server):
@@ -351,6 +447,8 @@ def test_the_server_answers_a_keyless_request_at_once_whatever_its_body_claims(s
     host, port = server[0].removeprefix("http://").split(":")
     for authorization, status in (("", b"401"), (f"Authorization: Bearer {API_KEY}\r\n", b"413")):
         with socket.create_connection((host, int(port)), timeout=10) as sock:
-            sock.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-                         f"{authorization}Content-Length: 100000000\r\n\r\n".encode())
+            sock.sendall(
+                f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                f"{authorization}Content-Length: 100000000\r\n\r\n".encode()
+            )
             assert sock.recv(4096).split(b"\r\n")[0].split()[1] == status  # HTTP/1.1 401 Unauthorized

@@ -35,31 +35,95 @@ def served(tiny_model_dir):
 
 
 # what hostile clients sent: nested quantifiers, constructs RE2 refuses, deep nesting, surrogates, huge texts
-PATTERNS = [r"(a+)+$", r"(\w)\1", r"a(?=b)", r"(?<!x)y", "(" * 2000 + "a" + ")" * 2000, r".{249}", r"(.?){240}.{240}",
-            r"\\boxed\{", "\ud800", "a{1001}", "((a{100}){100}){100}", "", "[", r"\Z"]
+PATTERNS = [
+    r"(a+)+$",
+    r"(\w)\1",
+    r"a(?=b)",
+    r"(?<!x)y",
+    "(" * 2000 + "a" + ")" * 2000,
+    r".{249}",
+    r"(.?){240}.{240}",
+    r"\\boxed\{",
+    "\ud800",
+    "a{1001}",
+    "((a{100}){100}){100}",
+    "",
+    "[",
+    r"\Z",
+]
 TEXTS = st.one_of(st.text(max_size=40), st.sampled_from(["\ud800", "x" * 3000, "é" * 2049, "\\x", "'", '"', "\n"]))
 MODES = st.one_of(
-    st.sampled_from(["elastic", "none", "truncate", "soft", "budget-forcing:wait=2", "early-exit:threshold=0.9",
-                     "elastic:grace=32", "\ud800", "elastic:" + "x" * 9000, "elastic:stop=", ":", "elastic::::"]),
+    st.sampled_from(
+        [
+            "elastic",
+            "none",
+            "truncate",
+            "soft",
+            "budget-forcing:wait=2",
+            "early-exit:threshold=0.9",
+            "elastic:grace=32",
+            "\ud800",
+            "elastic:" + "x" * 9000,
+            "elastic:stop=",
+            ":",
+            "elastic::::",
+        ]
+    ),
     st.builds(lambda p: f"elastic:stop='{p}'", st.sampled_from(PATTERNS)),
     st.builds(lambda t: f"elastic:exit='{t}'", TEXTS),
     st.builds(lambda t, g: f"elastic:exit='{t}':grace={g}", TEXTS, st.integers(-5, 10**6)),
-    st.text(max_size=60))
-NUMBERS = st.one_of(st.integers(-10, 300), st.integers(), st.floats(allow_nan=False), st.sampled_from(["2k", "1.5k", "9" * 400, "x", "\ud800", ""]),
-                    st.none(), st.booleans(), st.lists(st.integers(), max_size=2))
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-                    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
-                    max_leaves=12)
-FIELDS = st.fixed_dictionaries({}, optional={
-    "thinking_budget": NUMBERS, "solution_budget": NUMBERS, "budget_mode": MODES, "budget_room": NUMBERS,
-    "max_tokens": NUMBERS, "n": NUMBERS, "stream": JSON, "seed": NUMBERS, "return_token_ids": JSON,
-    "messages": st.one_of(JSON, st.just([{"role": "user", "content": "\ud800"}])), "prompt": st.one_of(JSON, TEXTS),
-    "vllm_xargs": st.one_of(JSON, st.fixed_dictionaries({}, optional={"thinking_budget": NUMBERS, "budget_mode": MODES,
-                                                                        "e1": JSON}))})
-RAW = st.sampled_from([b"", b"{", b"[" * 100_000 + b"]" * 100_000, b'{"a":' * 5000 + b"1" + b"}" * 5000,
-                       b'{"thinking_budget": NaN, "solution_budget": 4}', b'{"n": Infinity}', b"\xff\xfe{}",
-                       b'{"budget_mode": "elastic:exit=\'' + b"x" * 3_000_000 + b"'\"}", b'{"n": 1' + b"0" * 5000 + b"}",
-                       b'{"budget_mode": "\\ud800"}', b'{"\\udfff": 1}', b"null", b"[]"])
+    st.text(max_size=60),
+)
+NUMBERS = st.one_of(
+    st.integers(-10, 300),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.sampled_from(["2k", "1.5k", "9" * 400, "x", "\ud800", ""]),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=2),
+)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "thinking_budget": NUMBERS,
+        "solution_budget": NUMBERS,
+        "budget_mode": MODES,
+        "budget_room": NUMBERS,
+        "max_tokens": NUMBERS,
+        "n": NUMBERS,
+        "stream": JSON,
+        "seed": NUMBERS,
+        "return_token_ids": JSON,
+        "messages": st.one_of(JSON, st.just([{"role": "user", "content": "\ud800"}])),
+        "prompt": st.one_of(JSON, TEXTS),
+        "vllm_xargs": st.one_of(
+            JSON, st.fixed_dictionaries({}, optional={"thinking_budget": NUMBERS, "budget_mode": MODES, "e1": JSON})
+        ),
+    },
+)
+RAW = st.sampled_from(
+    [
+        b"",
+        b"{",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 5000 + b"1" + b"}" * 5000,
+        b'{"thinking_budget": NaN, "solution_budget": 4}',
+        b'{"n": Infinity}',
+        b"\xff\xfe{}",
+        b'{"budget_mode": "elastic:exit=\'' + b"x" * 3_000_000 + b"'\"}",
+        b'{"n": 1' + b"0" * 5000 + b"}",
+        b'{"budget_mode": "\\ud800"}',
+        b'{"\\udfff": 1}',
+        b"null",
+        b"[]",
+    ]
+)
 
 
 def nested(depth: int) -> list:
@@ -102,21 +166,27 @@ def test_any_body_at_all_is_answered_within_a_bound(served, body):
     assert seconds < SECONDS, (body[:100], seconds)
 
 
-@pytest.mark.parametrize("body, says", [
-    ({"budget_mode": "elastic:stop='(a+)+$'"}, None),  # accepted: RE2 matches it in linear time
-    ({"budget_mode": r"elastic:stop='(\w)\1'"}, r"budget_mode: stop= pattern '(\\w)\\1' uses a backreference \1"),
-    ({"budget_mode": "elastic:stop='a(?=b)'"}, "uses a lookahead (?=...)"),
-    ({"budget_mode": "elastic:stop='.{300}'"}, "RE2 instructions, more than 500"),
-    ({"budget_mode": "\ud800"}, "budget_mode holds a lone surrogate"),
-    ({"messages": [{"role": "user", "content": "hi \udc00"}]}, "messages[0].content holds a lone surrogate"),
-    ({"budget_mode": "elastic:exit='" + "x" * 3000 + "'"}, "mode option exit= holds 3000 characters, more than 2048"),
-    ({"thinking_budget": "1" * 40, "solution_budget": 4}, "thinking_budget holds 40 characters, more than 32"),
-    ({"vllm_xargs": {"solution_budget": [1]}}, "vllm_xargs.solution_budget must be a number of tokens"),
-    ({"budget_mode": 5}, "budget_mode must be a text"),
-    ({"budget_mode": "elastic:" + "x" * 9000}, "budget_mode holds 9008 characters, more than 8192"),
-    ({"messages": nested(MAX_DEPTH + 1)}, f"nests deeper than {MAX_DEPTH} levels"),
-    ({"messages": nested(MAX_DEPTH - 2)}, None),
-])
+@pytest.mark.parametrize(
+    "body, says",
+    [
+        ({"budget_mode": "elastic:stop='(a+)+$'"}, None),  # accepted: RE2 matches it in linear time
+        ({"budget_mode": r"elastic:stop='(\w)\1'"}, r"budget_mode: stop= pattern '(\\w)\\1' uses a backreference \1"),
+        ({"budget_mode": "elastic:stop='a(?=b)'"}, "uses a lookahead (?=...)"),
+        ({"budget_mode": "elastic:stop='.{300}'"}, "RE2 instructions, more than 500"),
+        ({"budget_mode": "\ud800"}, "budget_mode holds a lone surrogate"),
+        ({"messages": [{"role": "user", "content": "hi \udc00"}]}, "messages[0].content holds a lone surrogate"),
+        (
+            {"budget_mode": "elastic:exit='" + "x" * 3000 + "'"},
+            "mode option exit= holds 3000 characters, more than 2048",
+        ),
+        ({"thinking_budget": "1" * 40, "solution_budget": 4}, "thinking_budget holds 40 characters, more than 32"),
+        ({"vllm_xargs": {"solution_budget": [1]}}, "vllm_xargs.solution_budget must be a number of tokens"),
+        ({"budget_mode": 5}, "budget_mode must be a text"),
+        ({"budget_mode": "elastic:" + "x" * 9000}, "budget_mode holds 9008 characters, more than 8192"),
+        ({"messages": nested(MAX_DEPTH + 1)}, f"nests deeper than {MAX_DEPTH} levels"),
+        ({"messages": nested(MAX_DEPTH - 2)}, None),
+    ],
+)
 def test_each_malformed_field_is_one_line_naming_it(served, body, says):
     status, out, _ = through_the_gate(json.dumps(body).encode(), served)
     if says is None:
@@ -149,6 +219,7 @@ def run_middleware(served, app, messages, body: bytes = b"{}"):
     asyncio.run(middleware(scope, receive, send))
     return sent
 
+
 @contextlib.contextmanager
 def serve_log_to(caplog):
     """The middleware's logger sends its lines to ``caplog`` too: it is a child of vLLM's logger, which
@@ -166,14 +237,16 @@ def test_a_client_that_hangs_up_before_its_body_arrives_is_logged_not_answered(s
         raise AssertionError("reached vLLM")
 
     with caplog.at_level("INFO", logger="vllm.e1.serve"), serve_log_to(caplog):
-        sent = run_middleware(served, app, [{"type": "http.request", "body": b'{"messa', "more_body": True},
-                                            {"type": "http.disconnect"}])
+        sent = run_middleware(
+            served, app, [{"type": "http.request", "body": b'{"messa', "more_body": True}, {"type": "http.disconnect"}]
+        )
     assert sent == [] and "hung up before its request arrived" in caplog.text
 
 
 def test_vllms_empty_reply_to_a_client_that_hung_up_is_passed_on_not_a_traceback(served, caplog):
     """vLLM's handler, cancelled by the disconnect, returns None: FastAPI sends ``null`` with HTTP 200 (the
     middleware read it as a reply: an AttributeError, a traceback per hang-up)."""
+
     async def app(scope, receive, send):
         await receive()
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})

@@ -63,15 +63,24 @@ def hang_up(url: str, body: bytes, after: float) -> None:
     """Send the headers and part of ``body`` (all of it when ``after`` > 0, then wait), then close."""
     parsed = urlparse(url)
     with socket.create_connection((parsed.hostname, parsed.port), timeout=10) as sock:
-        head = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        head = (
+            f"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode()
         sock.sendall(head + (body if after else body[: len(body) // 2]))
         time.sleep(after)
 
 
 def honest_body(model: str) -> bytes:
-    return json.dumps({"model": model, "messages": [{"role": "user", "content": "What is 2 + 3?"}], "temperature": 0,
-                       "thinking_budget": 8, "solution_budget": 4}).encode()
+    return json.dumps(
+        {
+            "model": model,
+            "messages": [{"role": "user", "content": "What is 2 + 3?"}],
+            "temperature": 0,
+            "thinking_budget": 8,
+            "solution_budget": 4,
+        }
+    ).encode()
 
 
 def hostile_bodies(model: str, count: int, seed: int = 0) -> list[tuple[str, bytes]]:
@@ -85,21 +94,38 @@ def hostile_bodies(model: str, count: int, seed: int = 0) -> list[tuple[str, byt
     makers = {
         "huge exit=": lambda: body(budget_mode="elastic:exit='" + "x" * draw.choice([3_000, 300_000, 3_000_000]) + "'"),
         "6 MB exit=": lambda: body(budget_mode="elastic:exit='" + "x" * 6_000_000 + "'"),
-        "nested-quantifier stop=": lambda: body(budget_mode=f"elastic:stop='{draw.choice(['(a+)+$', '(x+x+)+y', '(.*a){12}'])}'",
-                                                thinking_budget=draw.randint(8, 64), solution_budget=4),
-        "refused stop=": lambda: body(budget_mode=draw.choice([r"elastic:stop='(\w)\1'", "elastic:stop='a(?=b)'",
-                                                               "elastic:stop='" + "(" * 200 + "a" + ")" * 200 + "'"])),
+        "nested-quantifier stop=": lambda: body(
+            budget_mode=f"elastic:stop='{draw.choice(['(a+)+$', '(x+x+)+y', '(.*a){12}'])}'",
+            thinking_budget=draw.randint(8, 64),
+            solution_budget=4,
+        ),
+        "refused stop=": lambda: body(
+            budget_mode=draw.choice(
+                [
+                    r"elastic:stop='(\w)\1'",
+                    "elastic:stop='a(?=b)'",
+                    "elastic:stop='" + "(" * 200 + "a" + ")" * 200 + "'",
+                ]
+            )
+        ),
         "deep stop=": lambda: body(budget_mode="elastic:stop='" + "(" * 2000 + "a" + ")" * 2000 + "'"),
         "surrogate": lambda: body(budget_mode=draw.choice(["\ud800", "elastic:exit='\udfff'"])),
-        "surrogate prompt": lambda: json.dumps({"model": model, "messages": [{"role": "user", "content": "hi \ud800"}]}).encode(),
-        "deep nesting": lambda: (lambda depth: b'{"messages": ' + b"[" * depth + b"]" * depth * draw.randint(0, 1) + b"}")(
-            draw.choice([100, 5_000, 200_000])),
+        "surrogate prompt": lambda: json.dumps(
+            {"model": model, "messages": [{"role": "user", "content": "hi \ud800"}]}
+        ).encode(),
+        "deep nesting": lambda: (
+            lambda depth: b'{"messages": ' + b"[" * depth + b"]" * depth * draw.randint(0, 1) + b"}"
+        )(draw.choice([100, 5_000, 200_000])),
         "NaN": lambda: body(temperature=float("nan"), thinking_budget=4, solution_budget=4),
         "huge number": lambda: body(thinking_budget=int("9" * 500), solution_budget=4),
         "bad types": lambda: body(thinking_budget=[1], solution_budget={"a": 1}, budget_room="x"),
         "not JSON": lambda: draw.choice([b"{", b"\xff\xfe", b"[]", b"null", b""]),
-        "early-exit rounds": lambda: body(budget_mode="early-exit:threshold=0.99:trial=2:at=' x'", thinking_budget=48,
-                                          solution_budget=4, n=draw.choice([1, 2, 4])),
+        "early-exit rounds": lambda: body(
+            budget_mode="early-exit:threshold=0.99:trial=2:at=' x'",
+            thinking_budget=48,
+            solution_budget=4,
+            n=draw.choice([1, 2, 4]),
+        ),
         "hangup mid-body": lambda: body(thinking_budget=32, solution_budget=4),
         "hangup mid-reply": lambda: body(thinking_budget=64, solution_budget=8),
     }
@@ -158,10 +184,13 @@ def test_hostile_bodies_get_2xx_or_4xx_and_honest_requests_are_not_stalled(serve
         assert seconds < BOUND_SECONDS, (kind, seconds)
     slowest = sorted(results, key=lambda result: -result[2])[:3]
     with capsys.disabled():
-        print(f"\nhonest latency: solo median {solo * 1e3:.0f} ms (max {max(solos) * 1e3:.0f}), with {len(results)} hostile bodies in flight ({len(loaded)} timed) median "
-              f"{under_load * 1e3:.0f} ms (x{under_load / solo:.2f}; max {max(loaded) * 1e3:.0f} ms); statuses: "
-              + ", ".join(sorted({f'{kind}={status}' for kind, status, _ in results}))
-              + "; slowest hostile: " + ", ".join(f"{kind} {seconds * 1e3:.0f} ms" for kind, _, seconds in slowest))
+        print(
+            f"\nhonest latency: solo median {solo * 1e3:.0f} ms (max {max(solos) * 1e3:.0f}), with {len(results)} hostile bodies in flight ({len(loaded)} timed) median "
+            f"{under_load * 1e3:.0f} ms (x{under_load / solo:.2f}; max {max(loaded) * 1e3:.0f} ms); statuses: "
+            + ", ".join(sorted({f"{kind}={status}" for kind, status, _ in results}))
+            + "; slowest hostile: "
+            + ", ".join(f"{kind} {seconds * 1e3:.0f} ms" for kind, _, seconds in slowest)
+        )
     assert under_load < solo + STALL_SECONDS, (solo, loaded)
     # the server lives on, answers at once, and logged the hang-ups in a line each, with no traceback
     assert honest_latencies(url, honest_body(model), 1)[0] < solo + STALL_SECONDS

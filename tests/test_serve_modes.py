@@ -63,9 +63,16 @@ def test_replay_counts_an_exit_and_grace_decoding_as_the_state_that_decoded_it()
     returned = decoder.tokens + [0]  # vLLM's ids: the EOS e1 forced at s ends the request
     state = replay(budget, MARKERS, [1], EXIT, ENDS)
     feed(state, returned)
-    assert report(state, budget) == {"thinking_tokens": 5, "solution_tokens": 2, "forced_tokens": 3,
-                                     "thinking_forced": True, "thinking_end": "budget", "thinking_budget": 3, "solution_budget": 2,
-                                     "budget_mode": MODE}
+    assert report(state, budget) == {
+        "thinking_tokens": 5,
+        "solution_tokens": 2,
+        "forced_tokens": 3,
+        "thinking_forced": True,
+        "thinking_end": "budget",
+        "thinking_budget": 3,
+        "solution_budget": 2,
+        "budget_mode": MODE,
+    }
     assert (state.tokens, state.finish_reason) == (decoder.tokens, "length")
     blind = replay(budget, MARKERS, [1])  # without the exit ids and sentence ends the counts go wrong
     feed(blind, returned)
@@ -81,8 +88,9 @@ def tokenizer(tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def served(tokenizer):
-    return Served(ServeDefaults(think=6, solve=4, mode="elastic:exit=qwen:grace=32"), tokenizer,
-                  resolve_markers(tokenizer), 256)
+    return Served(
+        ServeDefaults(think=6, solve=4, mode="elastic:exit=qwen:grace=32"), tokenizer, resolve_markers(tokenizer), 256
+    )
 
 
 def test_a_request_is_decoded_with_the_same_ids_as_e1_eval(served, tiny_engine):
@@ -99,8 +107,12 @@ def test_the_servers_default_mode_sets_max_tokens_with_its_exit_text(served):
     exit_count = len(served.exit_ids(RequestBudget(Budget(6, 4), Mode.parse(served.defaults.mode))))
     request, plan = prepare({"messages": []}, served)
     worst = 6 + 4 + len(served.markers.start_ids) + len(served.markers.end_ids) + exit_count + 32 + 1
-    assert request["vllm_xargs"] == {"thinking_budget": 6, "solution_budget": 4,
-                                     "budget_mode": "elastic:exit=qwen:grace=32", ROOM_FIELD: worst}
+    assert request["vllm_xargs"] == {
+        "thinking_budget": 6,
+        "solution_budget": 4,
+        "budget_mode": "elastic:exit=qwen:grace=32",
+        ROOM_FIELD: worst,
+    }
     assert request["max_tokens"] == worst and str(plan.budget.mode) == "elastic:exit=qwen:grace=32"
     plain, _ = prepare({"messages": [], "budget_mode": "elastic"}, served)  # a request's own mode overrides it
     assert plain["max_tokens"] == worst - exit_count - 32
@@ -113,7 +125,9 @@ def test_soft_and_stop_requests_get_the_state_e1_eval_builds(served, tiny_engine
     mode = Mode.parse("soft:start=0.5:ceiling=2:stop='x y'")
     state = served.state(RequestBudget(Budget(6, 4), mode), prompt)
     ours = tiny_engine.row_state(prompt, Budget(6, 4), mode, Sampling(temperature=0.0))
-    assert state.stop.pattern.pattern == ours.stop.pattern.pattern == "x y" and state.think_limit == ours.think_limit == 12
+    assert (
+        state.stop.pattern.pattern == ours.stop.pattern.pattern == "x y" and state.think_limit == ours.think_limit == 12
+    )
     request, _ = prepare({"messages": [], "budget_mode": "soft:ceiling=2"}, served)
     # t + s + (ceiling - 1) t + <think> + </think> + the forced EOS: soft may think on to 2t
     markers = len(served.markers.start_ids) + len(served.markers.end_ids)
@@ -122,8 +136,10 @@ def test_soft_and_stop_requests_get_the_state_e1_eval_builds(served, tiny_engine
         check_fields({"budget_mode": "elastic:stop='('"})
 
 
-WAIT_REFUSED = ("budget_mode: mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
-                " (use budget-forcing (without wait) or elastic)")  # one line: the error and its hint
+WAIT_REFUSED = (
+    "budget_mode: mode budget-forcing:wait=2 cannot be served: replacing a natural end with 'Wait' needs a second call"
+    " (use budget-forcing (without wait) or elastic)"
+)  # one line: the error and its hint
 
 
 def test_wait_is_still_refused_with_http_400(served):
@@ -146,8 +162,21 @@ def test_wait_is_still_refused_with_http_400(served):
 
 
 def test_serve_takes_a_default_mode_with_exit_and_grace(tiny_model_dir):
-    result = CliRunner().invoke(app, ["serve", "--model", str(tiny_model_dir), "--think", "1k", "--solve", "512",
-                                      "--mode", "elastic:exit=qwen:grace=32", "--print-command"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "serve",
+            "--model",
+            str(tiny_model_dir),
+            "--think",
+            "1k",
+            "--solve",
+            "512",
+            "--mode",
+            "elastic:exit=qwen:grace=32",
+            "--print-command",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert '"mode": "elastic:exit=qwen:grace=32"' in result.output
 
@@ -184,27 +213,39 @@ def test_exit_and_grace_requests_equal_e1s_engine_token_for_token(server):
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key="none", max_retries=0, timeout=120)
     reference = HFEngine.load(server[1], EngineSpec(dtype="float32", device="cpu"))
-    jobs = [("What is 1 + 3? x", {}, 3, 4), ("What is 2 + 6? x x", {"thinking_budget": 1, "solution_budget": 6}, 1, 6),
-            ("What is 4 + 4? <think>", {"thinking_budget": 5, "solution_budget": 3, "budget_mode": SERVED_MODE}, 5, 3),
-            ("What is 3 + 9? x x x <think>", {"thinking_budget": 2, "solution_budget": 4}, 2, 4)]
+    jobs = [
+        ("What is 1 + 3? x", {}, 3, 4),
+        ("What is 2 + 6? x x", {"thinking_budget": 1, "solution_budget": 6}, 1, 6),
+        ("What is 4 + 4? <think>", {"thinking_budget": 5, "solution_budget": 3, "budget_mode": SERVED_MODE}, 5, 3),
+        ("What is 3 + 9? x x x <think>", {"thinking_budget": 2, "solution_budget": 4}, 2, 4),
+    ]
     forced_exits = graced = 0
     for prompt, extra, t, s in jobs:
         choice, prompt_ids = ask(client, server[1], prompt, extra)
         ours = reference.generate([prompt_ids], Budget(t, s), Mode.parse(SERVED_MODE), Sampling(temperature=0.0))[0]
         forced_eos = [min(reference.markers.eos_ids)] if ours.finish_reason == "length" else []
         assert choice["token_ids"] == ours.token_ids + forced_eos
-        assert choice["budget"] == {"thinking_tokens": ours.think_tokens, "solution_tokens": ours.solve_tokens,
-                                    "forced_tokens": sum(ours.forced_mask), "thinking_forced": ours.forced,
-                                    "thinking_end": ours.think_end,
-                                    "thinking_budget": t, "solution_budget": s, "budget_mode": SERVED_MODE}
+        assert choice["budget"] == {
+            "thinking_tokens": ours.think_tokens,
+            "solution_tokens": ours.solve_tokens,
+            "forced_tokens": sum(ours.forced_mask),
+            "thinking_forced": ours.forced,
+            "thinking_end": ours.think_end,
+            "thinking_budget": t,
+            "solution_budget": s,
+            "budget_mode": SERVED_MODE,
+        }
         if "message" in choice:
             assert choice["message"]["reasoning"] == (ours.think_text or None)
         forced_exits += ours.forced
         graced += ours.forced and ours.think_tokens > t
     assert forced_exits and graced  # the exit text was forced, after a grace window too, and vLLM did both alike
     with pytest.raises(openai.BadRequestError, match=re.escape(WAIT_REFUSED)):
-        client.chat.completions.create(model=server[1], messages=[{"role": "user", "content": "hi"}],
-                                       extra_body={"budget_mode": "budget-forcing:wait=2"})
+        client.chat.completions.create(
+            model=server[1],
+            messages=[{"role": "user", "content": "hi"}],
+            extra_body={"budget_mode": "budget-forcing:wait=2"},
+        )
 
 
 def test_soft_and_stop_requests_equal_e1s_engine_token_for_token(server):

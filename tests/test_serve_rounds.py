@@ -114,9 +114,16 @@ def run(served: Served, app, body: dict, path="/v1/completions") -> dict:
 
 
 @settings(max_examples=40, deadline=None)
-@given(salt=st.integers(0, 10**6), t=st.integers(0, 12), s=st.integers(1, 6), trial=st.integers(1, 4),
-       threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]), n=st.integers(1, 2),
-       tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]), recipe=st.sampled_from(["e1", "deer"]))
+@given(
+    salt=st.integers(0, 10**6),
+    t=st.integers(0, 12),
+    s=st.integers(1, 6),
+    trial=st.integers(1, 4),
+    threshold=st.sampled_from(["1", "0.5", "0.3", "0.0001"]),
+    n=st.integers(1, 2),
+    tries=st.sampled_from(["", ":tries=0", ":tries=1", ":tries=2"]),
+    recipe=st.sampled_from(["e1", "deer"]),
+)
 def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold, n, tries, recipe):
     tokenizer, markers = served.tokenizer, served.markers
     a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
@@ -124,11 +131,23 @@ def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold,
     model = ToyModel([a, b, x, *ends], salt, rare=ends)
     mode = f"early-exit:threshold={threshold}:trial={trial}{tries}:at=' x':recipe={recipe}"
     app = StandIn(model, served)
-    reply = run(served, app, {"prompt": "What is 2 + 3? <think>", "n": n, "return_token_ids": True,
-                              "thinking_budget": t, "solution_budget": s, "budget_mode": mode})
+    reply = run(
+        served,
+        app,
+        {
+            "prompt": "What is 2 + 3? <think>",
+            "n": n,
+            "return_token_ids": True,
+            "thinking_budget": t,
+            "solution_budget": s,
+            "budget_mode": mode,
+        },
+    )
     prompt = reply["choices"][0]["prompt_token_ids"]
     budget = RequestBudget(Budget(t, s), Mode.parse(mode))
-    room = prepare({"prompt": "", "thinking_budget": t, "solution_budget": s, "budget_mode": mode}, served)[0]["max_tokens"]
+    room = prepare({"prompt": "", "thinking_budget": t, "solution_budget": s, "budget_mode": mode}, served)[0][
+        "max_tokens"
+    ]
     ours = branching(model, served, budget, prompt, room)
     # a round per trial (deer: two, the first ending at the id held for it), and the one that ends the row
     assert app.rounds == n * ((2 if recipe == "deer" else 1) * len(ours.trials) + 1)
@@ -137,8 +156,14 @@ def test_rounds_equal_one_branching_decode(served, salt, t, s, trial, threshold,
         assert choice["token_ids"] == ours.tokens + eos
         got = choice["budget"]
         assert (got["thinking_tokens"], got["solution_tokens"], got["thinking_end"]) == (
-            ours.think_tokens, ours.solve_tokens, ours.think_end)
-        assert (got["trial_tokens"], got["decoded_tokens"]) == (ours.trial_decoded, len(ours.tokens) + ours.trial_decoded)
+            ours.think_tokens,
+            ours.solve_tokens,
+            ours.think_end,
+        )
+        assert (got["trial_tokens"], got["decoded_tokens"]) == (
+            ours.trial_decoded,
+            len(ours.tokens) + ours.trial_decoded,
+        )
         assert [(r["position"], r["exited"]) for r in got["trials"]] == [(r.position, r.exited) for r in ours.trials]
         assert [r["confidence"] for r in got["trials"]] == pytest.approx([r.confidence for r in ours.trials], abs=1e-9)
         assert choice["text"] == tokenizer.decode(ours.tokens, skip_special_tokens=True)
@@ -151,8 +176,10 @@ def test_an_exit_after_rolled_back_trials(served):
     a, b, x = (tokenizer.encode(c, add_special_tokens=False)[0] for c in ("a", "b", " x"))
     ends = (*markers.end_ids, min(markers.eos_ids))
     mode = "early-exit:threshold=0.5:trial=2:at=' x'"
-    budget, body = RequestBudget(Budget(12, 4), Mode.parse(mode)), {"thinking_budget": 12, "solution_budget": 4,
-                                                                      "budget_mode": mode, "return_token_ids": True}
+    budget, body = (
+        RequestBudget(Budget(12, 4), Mode.parse(mode)),
+        {"thinking_budget": 12, "solution_budget": 4, "budget_mode": mode, "return_token_ids": True},
+    )
     room = prepare({"prompt": "", **body}, served)[0]["max_tokens"]
     prompt = tokenizer.encode("What is 2 + 3? <think>", add_special_tokens=False)
     for salt in range(500):
@@ -163,7 +190,9 @@ def test_an_exit_after_rolled_back_trials(served):
     assert not ours.trials[0].exited and ours.trials[-1].exited
     choice = run(served, StandIn(model, served), {"prompt": "What is 2 + 3? <think>", **body})["choices"][0]
     assert choice["token_ids"] == ours.tokens + ([min(markers.eos_ids)] if ours.finish_reason == "length" else [])
-    assert [(r["position"], r["exited"]) for r in choice["budget"]["trials"]] == [(r.position, r.exited) for r in ours.trials]
+    assert [(r["position"], r["exited"]) for r in choice["budget"]["trials"]] == [
+        (r.position, r.exited) for r in ours.trials
+    ]
 
 
 def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
@@ -176,10 +205,18 @@ def test_a_chat_reply_is_split_and_counted_like_any_served_reply(served):
             assert body["messages"][0]["content"] == "hi" and body["model"] == "m"
             return {"tokens": tokenizer.encode("hi <think>", add_special_tokens=False)}
 
-    reply = run(served, ChatStandIn(model, served), {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                                                     "thinking_budget": 6, "solution_budget": 3,
-                                                     "budget_mode": "early-exit:threshold=1:trial=2:at=' x'"},
-                path="/v1/chat/completions")
+    reply = run(
+        served,
+        ChatStandIn(model, served),
+        {
+            "model": "m",
+            "messages": [{"role": "user", "content": "hi"}],
+            "thinking_budget": 6,
+            "solution_budget": 3,
+            "budget_mode": "early-exit:threshold=1:trial=2:at=' x'",
+        },
+        path="/v1/chat/completions",
+    )
     choice = reply["choices"][0]
     assert reply["object"] == "chat.completion" and choice["token_ids"] is None and reply["prompt_token_ids"] is None
     assert choice["message"]["reasoning"] or choice["message"]["content"]
@@ -205,8 +242,13 @@ REFUSALS = [
 def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message):
     middleware = BudgetMiddleware(app=None)  # never reached: refused first
     middleware.served, sent = served, []
-    body = {"prompt": "hi", "thinking_budget": 4, "solution_budget": 2, "budget_mode": "early-exit:threshold=0.9:recipe=e1",
-            **extra}
+    body = {
+        "prompt": "hi",
+        "thinking_budget": 4,
+        "solution_budget": 2,
+        "budget_mode": "early-exit:threshold=0.9:recipe=e1",
+        **extra,
+    }
 
     async def receive():
         return {"type": "http.request", "body": json.dumps(body).encode()}
@@ -221,14 +263,20 @@ def test_what_the_rounds_cannot_honour_is_a_one_line_400(served, extra, message)
 
 def test_a_served_early_exit_tries_at_most_the_servers_share_of_trials():
     """A client's at= may match after every token: the server's own cap bounds the rounds."""
-    budget = request_budget({"budget_mode": "early-exit:at=' x':recipe=e1", "thinking_budget": 8, "solution_budget": 2},
-                            ServeDefaults())
+    budget = request_budget(
+        {"budget_mode": "early-exit:at=' x':recipe=e1", "thinking_budget": 8, "solution_budget": 2}, ServeDefaults()
+    )
     assert budget.mode.tries == SERVED_TRIES and "tries=64" in str(budget.mode)
-    deer = request_budget({"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2},
-                          ServeDefaults()).mode  # DEER's recipe, the default: its own cap of 10
+    deer = request_budget(
+        {"budget_mode": "early-exit:at=' x'", "thinking_budget": 8, "solution_budget": 2}, ServeDefaults()
+    ).mode  # DEER's recipe, the default: its own cap of 10
     assert (deer.tries, deer.trial_cap) == (None, 10)
-    assert request_budget({"budget_mode": "early-exit:tries=3", "thinking_budget": 8, "solution_budget": 2},
-                          ServeDefaults()).mode.tries == 3
+    assert (
+        request_budget(
+            {"budget_mode": "early-exit:tries=3", "thinking_budget": 8, "solution_budget": 2}, ServeDefaults()
+        ).mode.tries
+        == 3
+    )
 
 
 def test_the_processor_alone_refuses_early_exit_fields():
@@ -268,8 +316,13 @@ def complete(server, prompt, mode: str, **extra) -> dict:
     import openai
 
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
-    body = {"thinking_budget": BUDGET.think, "solution_budget": BUDGET.solve, "budget_mode": mode,
-            "return_token_ids": True, **extra}
+    body = {
+        "thinking_budget": BUDGET.think,
+        "solution_budget": BUDGET.solve,
+        "budget_mode": mode,
+        "return_token_ids": True,
+        **extra,
+    }
     return client.completions.create(model=server[1], prompt=prompt, temperature=0, extra_body=body).model_dump()
 
 
@@ -278,12 +331,19 @@ def assert_equal(choice: dict, ours) -> None:
     eos = [2] if ours.finish_reason == "length" else []  # the tiny model's EOS, forced at s, ends the request
     report = choice["budget"]
     assert choice["token_ids"] == ours.token_ids + eos
-    assert (report["thinking_tokens"], report["solution_tokens"], report["thinking_end"], report["thinking_forced"]) == (
-        ours.think_tokens, ours.solve_tokens, ours.think_end, ours.forced)
+    assert (
+        report["thinking_tokens"],
+        report["solution_tokens"],
+        report["thinking_end"],
+        report["thinking_forced"],
+    ) == (ours.think_tokens, ours.solve_tokens, ours.think_end, ours.forced)
     assert (report["trial_tokens"], report["decoded_tokens"]) == (ours.trial_tokens, ours.decoded_tokens)
     assert [(t["position"], t["text"], t["exited"]) for t in report["trials"]] == [
-        (t["position"], t["text"], t["exited"]) for t in ours.trials]
-    assert [t["confidence"] for t in report["trials"]] == pytest.approx([t["confidence"] for t in ours.trials], abs=1e-4)
+        (t["position"], t["text"], t["exited"]) for t in ours.trials
+    ]
+    assert [t["confidence"] for t in report["trials"]] == pytest.approx(
+        [t["confidence"] for t in ours.trials], abs=1e-4
+    )
 
 
 def test_served_early_exit_equals_e1s_engine_token_for_token(server, reference):
@@ -317,9 +377,17 @@ def test_a_chat_reply_is_split_as_e1_eval_splits_it(server, reference):
     mode = f"early-exit:threshold=0.0001:trial=3:at={at!r}"
     client = openai.OpenAI(base_url=server[0] + "/v1", api_key=API_KEY, max_retries=0, timeout=300)
     response = client.chat.completions.create(
-        model=server[1], messages=[{"role": "user", "content": "What is 2 + 6? x x"}], temperature=0, n=2,
-        extra_body={"thinking_budget": BUDGET.think, "solution_budget": BUDGET.solve, "budget_mode": mode,
-                    "return_token_ids": True}).model_dump()
+        model=server[1],
+        messages=[{"role": "user", "content": "What is 2 + 6? x x"}],
+        temperature=0,
+        n=2,
+        extra_body={
+            "thinking_budget": BUDGET.think,
+            "solution_budget": BUDGET.solve,
+            "budget_mode": mode,
+            "return_token_ids": True,
+        },
+    ).model_dump()
     ours = engine.generate([response["prompt_token_ids"]], BUDGET, Mode.parse(mode), Sampling(temperature=0.0))[0]
     assert len(response["choices"]) == 2
     for choice in response["choices"]:  # n = 2, greedy: both the same sample
@@ -336,7 +404,9 @@ def test_concurrent_early_exit_requests_do_not_mix(server, reference):
     from e1.engine.base import Sampling
 
     engine, texts, _, at = reference
-    jobs = [(text, f"early-exit:threshold={p}:trial={k}:at={at!r}") for text in texts for p, k in (("1", 2), ("0.0001", 3))]
+    jobs = [
+        (text, f"early-exit:threshold={p}:trial={k}:at={at!r}") for text in texts for p, k in (("1", 2), ("0.0001", 3))
+    ]
     jobs += [(text, "elastic") for text in texts]  # plain budgeted requests alongside the rounds
     with ThreadPoolExecutor(len(jobs)) as pool:
         replies = list(pool.map(lambda job: complete(server, *job), jobs))
@@ -348,13 +418,16 @@ def test_concurrent_early_exit_requests_do_not_mix(server, reference):
             assert_equal(reply["choices"][0], ours)
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"budget_mode": "early-exit:threshold=2"}, "threshold must be in (0, 1]"),
-    ({"budget_mode": "early-exit:trial=0"}, "trial must be >= 1"),
-    ({"budget_mode": "early-exit", "stream": True}, "is not streamed"),
-    ({"budget_mode": "early-exit", "logprobs": 1}, "does not take logprobs"),
-    ({"budget_mode": "early-exit", "thinking_budget": 230}, "more than the served context of 256"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"budget_mode": "early-exit:threshold=2"}, "threshold must be in (0, 1]"),
+        ({"budget_mode": "early-exit:trial=0"}, "trial must be >= 1"),
+        ({"budget_mode": "early-exit", "stream": True}, "is not streamed"),
+        ({"budget_mode": "early-exit", "logprobs": 1}, "does not take logprobs"),
+        ({"budget_mode": "early-exit", "thinking_budget": 230}, "more than the served context of 256"),
+    ],
+)
 def test_bad_early_exit_requests_get_one_line_400s(server, extra, message):
     import openai
 

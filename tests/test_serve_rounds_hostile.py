@@ -69,8 +69,11 @@ def model_for(served: Served) -> ToyModel:
 
 def rounds_xargs(served: Served) -> list[dict]:
     app = Recording(model_for(served), served)
-    status, _ = post(served, app, {"prompt": "What is 2 + 3? <think>", "thinking_budget": 8, "solution_budget": 3,
-                                   "budget_mode": MODE})
+    status, _ = post(
+        served,
+        app,
+        {"prompt": "What is 2 + 3? <think>", "thinking_budget": 8, "solution_budget": 3, "budget_mode": MODE},
+    )
     assert status == 200 and app.xargs
     return app.xargs
 
@@ -116,12 +119,22 @@ def test_a_default_early_exit_decodes_no_trial_around_the_middleware(served):
             assert not state.in_trial and state.forced_token() is None
 
 
-@pytest.mark.parametrize("extra, name", [({"seed": "x"}, "seed"), ({"seed": 1.5}, "seed"), ({"seed": [1]}, "seed"),
-                                         ({"skip_special_tokens": {"a": 1}}, "skip_special_tokens")])
+@pytest.mark.parametrize(
+    "extra, name",
+    [
+        ({"seed": "x"}, "seed"),
+        ({"seed": 1.5}, "seed"),
+        ({"seed": [1]}, "seed"),
+        ({"skip_special_tokens": {"a": 1}}, "skip_special_tokens"),
+    ],
+)
 def test_a_field_the_driver_reads_is_a_one_line_400(served, extra, name):
     app = Recording(model_for(served), served)
-    status, body = post(served, app, {"prompt": "What is 2 + 3? <think>", "thinking_budget": 8, "solution_budget": 3,
-                                      "budget_mode": MODE, **extra})
+    status, body = post(
+        served,
+        app,
+        {"prompt": "What is 2 + 3? <think>", "thinking_budget": 8, "solution_budget": 3, "budget_mode": MODE, **extra},
+    )
     message = body["error"]["message"]
     assert status == 400 and name in message and "\n" not in message
     assert not app.xargs  # refused before any round ran
@@ -131,6 +144,15 @@ def test_a_one_token_prompt_is_a_prompt_of_ids(served):
     """``prompt: [5]`` is one token id, as vLLM reads it (not the number 5 for /tokenize to refuse)."""
     token = served.tokenizer.encode("a", add_special_tokens=False)[0]
     for prompt in ([token], [[token]]):
-        status, body = post(served, Recording(model_for(served), served), {
-            "prompt": prompt, "thinking_budget": 4, "solution_budget": 2, "budget_mode": MODE, "return_token_ids": True})
+        status, body = post(
+            served,
+            Recording(model_for(served), served),
+            {
+                "prompt": prompt,
+                "thinking_budget": 4,
+                "solution_budget": 2,
+                "budget_mode": MODE,
+                "return_token_ids": True,
+            },
+        )
         assert status == 200 and body["choices"][0]["prompt_token_ids"] == [token]

@@ -47,8 +47,10 @@ def streamed(served, groups, deltas=None, budget=(64, 32), opens=True) -> tuple[
     rewriting; ``deltas``: the text vLLM put in each chunk (default: wrong text, which must not
     matter). Returns (reasoning, content) concatenated, and each chunk's (reasoning, content)."""
     _, plan = prepare({"thinking_budget": budget[0], "solution_budget": budget[1]}, served)
-    first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
-             "prompt_token_ids": prompt(served.tokenizer, opens)}
+    first = {
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+        "prompt_token_ids": prompt(served.tokenizer, opens),
+    }
     plan.rewrite_chunk(first, served)
     reasoning, content, each = "", "", []
     for i, group in enumerate(groups):
@@ -66,9 +68,17 @@ def whole(served, groups, budget=(64, 32), opens=True, message=None) -> tuple[st
     """The non-streamed reply's (reasoning, content) for the same ids."""
     _, plan = prepare({"thinking_budget": budget[0], "solution_budget": budget[1]}, served)
     message = dict(message or {"reasoning": "?", "content": "?"})
-    response = {"choices": [{"index": 0, "message": message, "finish_reason": "stop",
-                             "token_ids": [t for group in groups for t in group]}],
-                "prompt_token_ids": prompt(served.tokenizer, opens)}
+    response = {
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "stop",
+                "token_ids": [t for group in groups for t in group],
+            }
+        ],
+        "prompt_token_ids": prompt(served.tokenizer, opens),
+    }
     out = rewrite_response(response, plan, served)["choices"][0]["message"]
     return out["reasoning"], out["content"]
 
@@ -158,8 +168,9 @@ def test_a_reply_that_never_thinks_keeps_vllms_text(tokenizer):
     vllm_said = [{"content": "The answer"}, {"content": " is 5."}, {"content": ""}]
     reasoning, content, _ = streamed(served, groups, vllm_said, budget=(0, 8), opens=False)
     assert (reasoning, content) == (None, "The answer is 5.")
-    assert whole(served, groups, budget=(0, 8), opens=False,
-                 message={"reasoning": None, "content": "The answer is 5."}) == (reasoning, content)
+    assert whole(
+        served, groups, budget=(0, 8), opens=False, message={"reasoning": None, "content": "The answer is 5."}
+    ) == (reasoning, content)
 
 
 def test_vllms_own_parser_deltas_are_replaced(tokenizer):
@@ -200,8 +211,12 @@ def test_streams_of_several_tokens_per_delta_equal_the_whole_replies(server):
     end_shared = 0  # deltas where </think> came with other tokens: the case vLLM's parser loses text in
     for i in range(6):
         problem = f"What is {i} + {i * 3}?" + " x" * i
-        request = dict(model=server[1], messages=[{"role": "user", "content": problem}], temperature=0,
-                       extra_body={"thinking_budget": 4 + i, "solution_budget": 6, "return_token_ids": True})
+        request = dict(
+            model=server[1],
+            messages=[{"role": "user", "content": problem}],
+            temperature=0,
+            extra_body={"thinking_budget": 4 + i, "solution_budget": 6, "return_token_ids": True},
+        )
         message = client.chat.completions.create(**request).model_dump()["choices"][0]["message"]
         reasoning, content, sizes = "", "", []
         for chunk in client.chat.completions.create(**request, stream=True):

@@ -39,16 +39,29 @@ SLOTS, MAX_LEN, CAP = 6, 256, 48  # CAP: where a request without max_tokens is e
 START, END, EOS = 3, 4, 2  # the tiny tokenizer's <think>, </think>, <|endoftext|>
 DIGITS = list(range(20, 24))  # "0".."3": what the stop pattern matches
 PLAIN = list(range(5, 120))  # ordinary ids (the tiny tokenizer's sentence ends 5, 18, 35 among them)
-MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
-         "budget-forcing:exit='y'", "soft", "soft:start=0.5:strength=4:shape=exp",
-         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='[0-3]'"]
+MODES = [
+    "elastic",
+    "elastic:exit='x'",
+    "elastic:grace=3",
+    "truncate",
+    "none",
+    "budget-forcing",
+    "budget-forcing:exit='y'",
+    "soft",
+    "soft:start=0.5:strength=4:shape=exp",
+    "soft:start=0:strength=2:ceiling=2:grace=2",
+    "elastic:stop='[0-3]'",
+]
 DEFAULT_MODES = ["elastic", "soft", "truncate", "budget-forcing:grace=2", "early-exit:trial=2", "elastic:stop='[0-3]'"]
 
 
 def vllm_config(model_dir, defaults: ServeDefaults) -> SimpleNamespace:
     """The parts of vLLM's config the processors read: the served model and e1's ``--additional-config``."""
-    return SimpleNamespace(model_config=SimpleNamespace(tokenizer=str(model_dir), model=str(model_dir), max_model_len=512),
-                           additional_config=json.loads(defaults.additional_config()), speculative_config=None)
+    return SimpleNamespace(
+        model_config=SimpleNamespace(tokenizer=str(model_dir), model=str(model_dir), max_model_len=512),
+        additional_config=json.loads(defaults.additional_config()),
+        speculative_config=None,
+    )
 
 
 def server_defaults(rng: random.Random) -> ServeDefaults:
@@ -70,14 +83,21 @@ class Request(SlotRequest):
         max_tokens = rng.choice([None, rng.randint(4, 40)])
         xargs = {}
         if rng.random() < 0.7:
-            xargs |= {"thinking_budget": rng.choice([rng.randint(0, 12), str(rng.randint(0, 12))]),
-                      "solution_budget": rng.randint(1, 8)}
+            xargs |= {
+                "thinking_budget": rng.choice([rng.randint(0, 12), str(rng.randint(0, 12))]),
+                "solution_budget": rng.randint(1, 8),
+            }
         if rng.random() < 0.7:
             xargs["budget_mode"] = rng.choice(MODES)
         if rng.random() < 0.1:  # an early-exit round of e1's middleware: the offline engine's settings
             room = max_tokens or CAP
-            args = budget_args(Budget(rng.randint(0, 8), rng.randint(1, 6)), Mode.parse("elastic"), markers,
-                               markers.prompt_thinking(self.prompt), room)
+            args = budget_args(
+                Budget(rng.randint(0, 8), rng.randint(1, 6)),
+                Mode.parse("elastic"),
+                markers,
+                markers.prompt_thinking(self.prompt),
+                room,
+            )
             xargs = {KEY: json.dumps(args), ROUNDS_FIELD: ROUNDS_SECRET}
         self.params = SamplingParams(max_tokens=max_tokens, extra_args=xargs)
         self.room = max_tokens or CAP
@@ -134,7 +154,10 @@ class Runner(SlotRunner):
         expected = self.v1.apply(full)[slots]  # [R, V]
         for row, request in enumerate(batch):
             want, got = expected[row], after[row]
-            assert torch.equal(got, want) or torch.allclose(got, want, rtol=0, atol=1e-6), (request.kind, request.params)
+            assert torch.equal(got, want) or torch.allclose(got, want, rtol=0, atol=1e-6), (
+                request.kind,
+                request.params,
+            )
             finite = torch.isfinite(want).nonzero()[:, 0].tolist()
             if len(finite) == 1:
                 self.seen.add("eos forced" if finite[0] == EOS else "end forced" if finite[0] == END else "forced")
@@ -159,7 +182,9 @@ def vocab(tiny_model_dir) -> int:
     return len(load_tokenizer(str(tiny_model_dir)))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(st.integers(0, 2**32 - 1))
 def test_the_v2_processor_forces_what_the_v1_processor_forces(tiny_model_dir, vocab, seed):
     run(tiny_model_dir, vocab, seed)
@@ -167,8 +192,20 @@ def test_the_v2_processor_forces_what_the_v1_processor_forces(tiny_model_dir, vo
 
 def test_the_runs_reach_every_event(tiny_model_dir, vocab):
     """The generated runs reach what the property is about (else it would hold vacuously)."""
-    wanted = {"open prompt", "closed prompt", "absent prompt", "plain", "round", "end forced", "eos forced", "bias",
-              "on the host", "prompt read back", "slot reused", "resumed with output"}
+    wanted = {
+        "open prompt",
+        "closed prompt",
+        "absent prompt",
+        "plain",
+        "round",
+        "end forced",
+        "eos forced",
+        "bias",
+        "on the host",
+        "prompt read back",
+        "slot reused",
+        "resumed with output",
+    }
     seen = set()
     for seed in range(30):
         seen |= run(tiny_model_dir, vocab, seed).seen
@@ -177,16 +214,19 @@ def test_the_runs_reach_every_event(tiny_model_dir, vocab):
     assert wanted <= seen, wanted - seen
 
 
-@pytest.mark.parametrize("xargs, message", [
-    ({"thinking_budget": -1, "solution_budget": 4}, "thinking_budget"),
-    ({"thinking_budget": 8}, "needs solution_budget"),
-    ({"budget_mode": "elastic:nope=1"}, "nope"),
-    ({"budget_mode": "early-exit"}, "needs e1's middleware"),
-    ({"budget_mode": "budget-forcing:wait=2"}, "second call"),
-    ({KEY: "{}"}, "e1's own"),
-    ({KEY: "{}", ROUNDS_FIELD: "guess"}, "e1's own"),
-    ({"thinking_budget": 8, "solution_budget": 4, "budget_room": 64}, "leaves room for only 16"),
-])
+@pytest.mark.parametrize(
+    "xargs, message",
+    [
+        ({"thinking_budget": -1, "solution_budget": 4}, "thinking_budget"),
+        ({"thinking_budget": 8}, "needs solution_budget"),
+        ({"budget_mode": "elastic:nope=1"}, "nope"),
+        ({"budget_mode": "early-exit"}, "needs e1's middleware"),
+        ({"budget_mode": "budget-forcing:wait=2"}, "second call"),
+        ({KEY: "{}"}, "e1's own"),
+        ({KEY: "{}", ROUNDS_FIELD: "guess"}, "e1's own"),
+        ({"thinking_budget": 8, "solution_budget": 4, "budget_room": 64}, "leaves room for only 16"),
+    ],
+)
 def test_a_bad_field_is_refused_at_admission_by_the_any_runner_class(xargs, message):
     """The API server calls the class's ``validate_params`` (vLLM turns its ValueError into HTTP 400):
     the class given on either runner refuses what the V1 class refuses, with the same line."""
@@ -196,8 +236,9 @@ def test_a_bad_field_is_refused_at_admission_by_the_any_runner_class(xargs, mess
     with pytest.raises(ValueError) as v1:
         ServedBudgetProcessor.validate_params(params)
     assert str(refused.value) == str(v1.value)
-    ServedAnyRunnerProcessor.validate_params(SamplingParams(max_tokens=16, extra_args={"thinking_budget": 8,
-                                                                                       "solution_budget": 4}))
+    ServedAnyRunnerProcessor.validate_params(
+        SamplingParams(max_tokens=16, extra_args={"thinking_budget": 8, "solution_budget": 4})
+    )
 
 
 def test_the_frontend_imports_no_more_than_the_v1_class_did():
@@ -206,9 +247,23 @@ def test_the_frontend_imports_no_more_than_the_v1_class_did():
     import subprocess
     import sys
 
-    code = ("import json, sys, e1.serve.processor; before = set(sys.modules); import e1.serve.processor_v2; "
-            "print(json.dumps(sorted(set(sys.modules) - before)))")
-    added = set(json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout))
+    code = (
+        "import json, sys, e1.serve.processor; before = set(sys.modules); import e1.serve.processor_v2; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    added = set(
+        json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    )
     interface = "vllm.v1.worker.gpu.sample.logits_processor"
-    assert added == {"e1.serve.processor_v2", "e1.engine.vllm.v2_processor", "e1.engine.vllm.held", "e1.engine.vllm.v2_slots", "vllm.v1.worker", "vllm.v1.worker.gpu",
-                     "vllm.v1.worker.gpu.sample", interface, f"{interface}.interface", f"{interface}.loader"}, added
+    assert added == {
+        "e1.serve.processor_v2",
+        "e1.engine.vllm.v2_processor",
+        "e1.engine.vllm.held",
+        "e1.engine.vllm.v2_slots",
+        "vllm.v1.worker",
+        "vllm.v1.worker.gpu",
+        "vllm.v1.worker.gpu.sample",
+        interface,
+        f"{interface}.interface",
+        f"{interface}.loader",
+    }, added

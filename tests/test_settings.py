@@ -25,8 +25,11 @@ from e1.serve.budgets import ServeDefaults
 from e1.settings import declared, flag_of, flat_fields, numbers, record, unflatten
 
 # the settings each command's config holds (EvalConfig's own: RunSettings, which --help reads without the run)
-BUILDS = {"eval": (RunSettings, EngineSpec, Sampling, ScoringSpec, PromptOptions, ApiSettings), "train": (TrainConfig,),
-          "serve": (ServeConfig, ServeDefaults)}
+BUILDS = {
+    "eval": (RunSettings, EngineSpec, Sampling, ScoringSpec, PromptOptions, ApiSettings),
+    "train": (TrainConfig,),
+    "serve": (ServeConfig, ServeDefaults),
+}
 BUILDS["sweep"] = BUILDS["eval"]
 
 
@@ -95,8 +98,9 @@ def test_each_command_option_carries_its_settings_help_and_default():
 
 
 def test_config_json_keeps_its_flat_shape():
-    config = TrainConfig(model="m", data="d", engine=EngineSpec(backend="hf", dtype="bfloat16"),
-                         scoring=ScoringSpec(workers=3))
+    config = TrainConfig(
+        model="m", data="d", engine=EngineSpec(backend="hf", dtype="bfloat16"), scoring=ScoringSpec(workers=3)
+    )
     data = record(config)
     assert "engine" not in data and "scoring" not in data
     assert (data["dtype"], data["workers"], data["steps"]) == ("bfloat16", 3, 200)
@@ -105,14 +109,17 @@ def test_config_json_keeps_its_flat_shape():
     assert evaluated.to_json()["tp"] == 2 and "engine" not in evaluated.to_json()
 
 
-NUMERIC = [(config, name, number) for config in (EngineSpec, Sampling, ScoringSpec, ApiSettings, ServeConfig)
-           for name, number in numbers(config).items()]
+NUMERIC = [
+    (config, name, number)
+    for config in (EngineSpec, Sampling, ScoringSpec, ApiSettings, ServeConfig)
+    for name, number in numbers(config).items()
+]
 REQUIRED = {ApiSettings: {"url": "http://127.0.0.1:1/v1"}, ServeConfig: {"model": "m"}}
 
 
 @pytest.mark.parametrize("config, name, number", NUMERIC, ids=[f"{c.__name__}.{n}" for c, n, _ in NUMERIC])
 @settings(max_examples=25, deadline=None)
-@given(value=st.one_of(st.integers(-10**6, 10**6), st.floats(allow_nan=True, allow_infinity=True), st.none()))
+@given(value=st.one_of(st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True), st.none()))
 def test_a_declared_number_is_checked_where_the_config_is_built(config, name, number, value):
     """A value the declaration refuses is a one-line ConfigError naming the flag; one it allows builds."""
     how = declared(config)[name][1]

@@ -22,8 +22,16 @@ from e1.eval.shared import followable_tokens
 from tests.fakes import assert_engine_invariants
 
 # a marker of three tokens (7, 8, 9); EOS 2; thinking ids 11, solution ids 12 (as tests/test_row_state.py)
-MARKERS = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(7, 8, 9), eos_ids=frozenset({2}),
-                  pad_id=0, wait_ids=(5,), answer_ids=(6,))
+MARKERS = Markers(
+    start_text="<t>",
+    end_text="</t>",
+    start_ids=(3,),
+    end_ids=(7, 8, 9),
+    eos_ids=frozenset({2}),
+    pad_id=0,
+    wait_ids=(5,),
+    answer_ids=(6,),
+)
 THINK, SOLVE = 11, 12
 GREEDY = Sampling(temperature=0.0, max_tokens=64)
 
@@ -40,6 +48,7 @@ def drive(state, sampled):
 
 # ---- the bias ----------------------------------------------------------------------------------
 
+
 def test_soft_bias_by_hand():
     linear = Mode.parse("soft:start=0.5:strength=4")  # t = 8: begin 4, +1 per token to 4 at t
     assert [soft_bias(k, 8, linear) for k in (0, 4, 5, 6, 8, 11)] == [0, 0, 1.0, 2.0, 4.0, 4.0]
@@ -50,8 +59,13 @@ def test_soft_bias_by_hand():
 
 
 @settings(max_examples=200, deadline=None)
-@given(t=st.integers(0, 4096), k=st.integers(0, 8192), start=st.floats(0, 1), strength=st.floats(0, 100),
-       shape=st.sampled_from(["linear", "exp"]))
+@given(
+    t=st.integers(0, 4096),
+    k=st.integers(0, 8192),
+    start=st.floats(0, 1),
+    strength=st.floats(0, 100),
+    shape=st.sampled_from(["linear", "exp"]),
+)
 def test_soft_bias_is_zero_before_start_rises_and_stays_at_strength(t, k, start, strength, shape):
     mode = Mode("soft", start=start, strength=strength, shape=shape)
     bias = soft_bias(k, t, mode)
@@ -64,6 +78,7 @@ def test_soft_bias_is_zero_before_start_rises_and_stays_at_strength(t, k, start,
 
 
 # ---- soft on RowState, by hand ---------------------------------------------------------------------
+
 
 def test_soft_biases_from_start_and_forces_only_at_the_ceiling():
     # t = 4, start 0.5 -> bias from the 3rd draw on; ceiling 1.5 -> the marker is forced after 6 thinking ids
@@ -106,8 +121,9 @@ def test_soft_follows_a_root_only_up_to_the_first_biased_draw():
 
 # ---- stop=regex on RowState, by hand ----------------------------------------------------------------
 
+
 class PairPattern:
-    """"The pattern": thinking ids 21 then 22, anywhere in the thinking (a StopPattern on ids)."""
+    """ "The pattern": thinking ids 21 then 22, anywhere in the thinking (a StopPattern on ids)."""
 
     class Scanner:
         def __init__(self):
@@ -129,7 +145,7 @@ def test_a_stop_match_forces_the_bare_marker_and_says_pattern(mode):
     state = RowState(Budget(8, 3), Mode.parse(mode), MARKERS, PROMPT_OPEN, 100, exit_ids=(20,), stop=pair_matcher)
     drive(state, [THINK, 21, 22, 99, 99, 99, 99, SOLVE, SOLVE, 2])
     answer = [6] if mode == "budget-forcing" else []  # s1's "Final Answer:" still follows its marker
-    assert state.tokens[:6 + len(answer)] == [THINK, 21, 22, 7, 8, 9] + answer  # no exit text: not a budget cut
+    assert state.tokens[: 6 + len(answer)] == [THINK, 21, 22, 7, 8, 9] + answer  # no exit text: not a budget cut
     assert state.think_end == "pattern" and state.was_forced and state.think_tokens == 3
     assert state.tokens_before_forcing() >= 1
 
@@ -141,6 +157,7 @@ def test_no_match_leaves_elastic_as_it_was():
 
 
 # ---- the stop matcher on a real tokenizer: generated texts and tokenizations -----------------------
+
 
 @pytest.fixture(scope="module")
 def tokenizer():
@@ -197,8 +214,13 @@ def fired_at(state, ids):
 
 
 @settings(max_examples=80, deadline=None)
-@given(before=TEXT, after=TEXT, pattern=st.sampled_from(PATTERNS), window=st.sampled_from([8, 16, 512]),
-       inserted=st.sampled_from(["\\boxed{", "x = 7", "{42}", "é!", "→3", ""]))
+@given(
+    before=TEXT,
+    after=TEXT,
+    pattern=st.sampled_from(PATTERNS),
+    window=st.sampled_from([8, 16, 512]),
+    inserted=st.sampled_from(["\\boxed{", "x = 7", "{42}", "é!", "→3", ""]),
+)
 def test_the_matcher_fires_where_the_full_text_first_matches(tokenizer, before, after, pattern, window, inserted):
     """Invariant: the scanner fires at the first id whose arrival makes the last ``window``
     characters of the thinking text (as decode writes it) hold a match, however the text is split
@@ -252,6 +274,7 @@ def test_the_start_marker_and_special_ids_are_not_thinking_text(tokenizer):
 
 # ---- the quiet-id prefilter: exactly the plain scanner, on generated patterns and id streams ------------
 
+
 @pytest.fixture(scope="module")
 def split_tokenizer():
     """A byte-level BPE trained on non-ASCII text too: ids for whole multi-byte characters, merges of
@@ -263,14 +286,23 @@ def split_tokenizer():
 
 
 CHARS = ["a", "b", "x", "{", "}", "\\", " ", "é", "→", "数", "🙂", "0", "1"]
-ATOM = st.one_of(st.sampled_from(CHARS).map(re.escape), st.sampled_from([r"[xy]", r"[é→]", r"\d", r"[^}]", ".", r"\s"]),
-                 st.lists(st.sampled_from(CHARS).map(re.escape), min_size=1, max_size=3).map("".join).flatmap(
-                     lambda a: st.sampled_from(CHARS).map(lambda b: f"(?:{a}|{re.escape(b)})")))
+ATOM = st.one_of(
+    st.sampled_from(CHARS).map(re.escape),
+    st.sampled_from([r"[xy]", r"[é→]", r"\d", r"[^}]", ".", r"\s"]),
+    st.lists(st.sampled_from(CHARS).map(re.escape), min_size=1, max_size=3)
+    .map("".join)
+    .flatmap(lambda a: st.sampled_from(CHARS).map(lambda b: f"(?:{a}|{re.escape(b)})")),
+)
 PIECE = st.tuples(ATOM, st.sampled_from(["", "", "", "?", "*", "+", "{1,2}"])).map("".join)
 LEAD = st.lists(st.sampled_from(CHARS).map(re.escape), min_size=0, max_size=4).map("".join)  # a literal lead, often
-GENERATED = st.builds(lambda flags, anchor, lead, rest, end: flags + anchor + lead + "".join(rest) + end,
-                      st.sampled_from(["", "", "(?i)", "(?s)"]), st.sampled_from(["", "", r"\b", "^", r"\B"]), LEAD,
-                      st.lists(PIECE, max_size=3), st.sampled_from(["", "", "$", r"\b"]))
+GENERATED = st.builds(
+    lambda flags, anchor, lead, rest, end: flags + anchor + lead + "".join(rest) + end,
+    st.sampled_from(["", "", "(?i)", "(?s)"]),
+    st.sampled_from(["", "", r"\b", "^", r"\B"]),
+    LEAD,
+    st.lists(PIECE, max_size=3),
+    st.sampled_from(["", "", "$", r"\b"]),
+)
 
 
 def byte_ids(tokenizer, text: str) -> list[int]:
@@ -285,10 +317,12 @@ def id_stream(tokenizer, lead: str = ""):
     split between ids), mixed: whatever a model may write."""
     size = len(tokenizer)
     texts = st.one_of(TEXT, st.just(lead), st.sampled_from(lead[1:] or "x"))  # the lead, and its last characters
-    chunk = st.one_of(st.lists(st.integers(0, size - 1), min_size=1, max_size=6),
-                      st.sampled_from(tokenizer.all_special_ids).map(lambda i: [i]),  # no text at all
-                      texts.map(lambda text: tokenizer.encode(text, add_special_tokens=False)),
-                      texts.map(lambda text: byte_ids(tokenizer, text)))
+    chunk = st.one_of(
+        st.lists(st.integers(0, size - 1), min_size=1, max_size=6),
+        st.sampled_from(tokenizer.all_special_ids).map(lambda i: [i]),  # no text at all
+        texts.map(lambda text: tokenizer.encode(text, add_special_tokens=False)),
+        texts.map(lambda text: byte_ids(tokenizer, text)),
+    )
     return st.lists(chunk, max_size=30).map(lambda chunks: [i for c in chunks for i in c])
 
 
@@ -297,9 +331,12 @@ def pushes(scanner, ids):
 
 
 @settings(max_examples=150, deadline=None)
-@given(data=st.data(), pattern=GENERATED, window=st.sampled_from([4, 8, 16, 512]), which=st.sampled_from(["tiny", "split"]))
-def test_the_prefiltered_scanner_answers_every_push_as_the_plain_one(tokenizer, split_tokenizer, data, pattern, window,
-                                                                     which):
+@given(
+    data=st.data(), pattern=GENERATED, window=st.sampled_from([4, 8, 16, 512]), which=st.sampled_from(["tiny", "split"])
+)
+def test_the_prefiltered_scanner_answers_every_push_as_the_plain_one(
+    tokenizer, split_tokenizer, data, pattern, window, which
+):
     """Invariant: over generated patterns (literals, classes, alternations, anchors, flags, non-ASCII) and id
     streams that split characters anywhere, the scanner with the quiet table answers every push exactly
     as the plain scanner (no table: every id through the detokenizer) does; so it stops at the same id."""
@@ -356,7 +393,9 @@ def test_the_quiet_table_is_one_per_tokenizer_and_lead_and_absent_without_a_lead
     texts = tokenizer.backend_tokenizer.decode_batch([[i] for i in range(len(tokenizer))], skip_special_tokens=True)
     ends = ["{", "d{", "ed{", "xed{", "oxed{", "boxed{"]  # "\\boxed{" without its first 1..6 characters
     assert [bool(q) for q in stop.quiet] == [
-        "\\boxed{" not in text and "\ufffd" not in text and not any(text.startswith(end) for end in ends) for text in texts]
+        "\\boxed{" not in text and "\ufffd" not in text and not any(text.startswith(end) for end in ends)
+        for text in texts
+    ]
     assert not stop.quiet[tokenizer.convert_tokens_to_ids("{")] and stop.quiet[tokenizer.convert_tokens_to_ids("}{")]
     assert StopPattern(tokenizer, r"\\boxed\{").quiet is stop.quiet  # built once
     for pattern in ("a|b", "[xy]z", "(?i)x"):
@@ -372,21 +411,34 @@ def test_the_quiet_table_is_one_per_tokenizer_and_lead_and_absent_without_a_lead
 
 # ---- parsing ------------------------------------------------------------------------------------------
 
+
 def test_new_options_parse_round_trip_and_refuse():
-    for text in ["soft", "soft:start=0.5:strength=4:shape=exp:ceiling=2", r"elastic:stop='\\boxed\{'",
-                 "soft:stop='a:b,c':grace=4", "budget-forcing:stop=\"it's\""]:
+    for text in [
+        "soft",
+        "soft:start=0.5:strength=4:shape=exp:ceiling=2",
+        r"elastic:stop='\\boxed\{'",
+        "soft:stop='a:b,c':grace=4",
+        'budget-forcing:stop="it\'s"',
+    ]:
         assert Mode.parse(str(Mode.parse(text))) == Mode.parse(text)
     assert Mode.parse(r"elastic:stop='\\boxed\{'").stop == r"\\boxed\{"
     assert Mode.split_list("soft:stop='a,b',elastic") == ["soft:stop='a,b'", "elastic"]
-    for bad, message in [("soft:strat=0.5", "did you mean 'start'"), ("elastic:start=0.5", "does not fit"),
-                         ("soft:shape=expo", "did you mean 'exp'"), ("elastic:stop='('", "stop= pattern .* is not a regex"),
-                         ("none:stop=x", "does not fit"), ("soft:strength=nan", "finite"),
-                         ("soft:ceiling=0.5", ">= 1|in \\[1"), ("soft:start=x", "invalid mode option")]:
+    for bad, message in [
+        ("soft:strat=0.5", "did you mean 'start'"),
+        ("elastic:start=0.5", "does not fit"),
+        ("soft:shape=expo", "did you mean 'exp'"),
+        ("elastic:stop='('", "stop= pattern .* is not a regex"),
+        ("none:stop=x", "does not fit"),
+        ("soft:strength=nan", "finite"),
+        ("soft:ceiling=0.5", ">= 1|in \\[1"),
+        ("soft:start=x", "invalid mode option"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             Mode.parse(bad)
 
 
 # ---- the transformers backend --------------------------------------------------------------------
+
 
 def test_soft_on_the_scripted_model_is_cut_at_the_ceiling(tiny_engine):
     from tests.test_engine import make_fake
@@ -435,8 +487,9 @@ def test_shared_prefixes_give_independent_results_for_soft_and_stop(tiny_engine)
         assert [c.prefix_tokens for c in shared] == [followed] * 4, mode
 
 
-def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metric(tiny_model_dir, problems_file,
-                                                                                    tmp_path):
+def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metric(
+    tiny_model_dir, problems_file, tmp_path
+):
     import pandas as pd
     from typer.testing import CliRunner
 
@@ -445,14 +498,44 @@ def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metr
     modes = "elastic,soft:start=0.5:strength=6,elastic:stop='\\d'"
     frames = []
     for out, extra in ((tmp_path / "shared", []), (tmp_path / "alone", ["--independent"])):
-        result = CliRunner().invoke(app, ["sweep", "--model", str(tiny_model_dir), "--datasets", str(problems_file),
-                                          "--think", "8", "--solve", "4", "--modes", modes, "--n", "1",
-                                          "--temperature", "0", "--out", str(out), *extra], prog_name="e1")
+        result = CliRunner().invoke(
+            app,
+            [
+                "sweep",
+                "--model",
+                str(tiny_model_dir),
+                "--datasets",
+                str(problems_file),
+                "--think",
+                "8",
+                "--solve",
+                "4",
+                "--modes",
+                modes,
+                "--n",
+                "1",
+                "--temperature",
+                "0",
+                "--out",
+                str(out),
+                *extra,
+            ],
+            prog_name="e1",
+        )
         assert result.exit_code == 0, result.output
         assert "whole curves" in result.output and "tok/✓" in result.output and "cut" in result.output
         frames.append(pd.read_parquet(out / "samples.parquet").sort_values(["mode", "think_budget", "problem_id"]))
     shared, alone = frames
-    columns = ["mode", "think_budget", "problem_id", "think_tokens", "solve_tokens", "think_end", "forced", "think_text"]
+    columns = [
+        "mode",
+        "think_budget",
+        "problem_id",
+        "think_tokens",
+        "solve_tokens",
+        "think_end",
+        "forced",
+        "think_text",
+    ]
     pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
     assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
     assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}
@@ -460,13 +543,44 @@ def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metr
 
 # -- the gate of a stop pattern (outside input: a client's, a config's): RE2, linear time --------------------
 
-REGEX_PIECES = st.sampled_from(["a", "b", ".", "\\w", "\\d", "\\s", "é", "(", ")", "(?:", "|", "*", "+", "?", "{2}",
-                                "{0,999}", "{1000}", "[a-z]", "[^x]", "^", "$", "\\1", "(?=", "(?<!", "\\Z", "\\p{L}", "++"])
+REGEX_PIECES = st.sampled_from(
+    [
+        "a",
+        "b",
+        ".",
+        "\\w",
+        "\\d",
+        "\\s",
+        "é",
+        "(",
+        ")",
+        "(?:",
+        "|",
+        "*",
+        "+",
+        "?",
+        "{2}",
+        "{0,999}",
+        "{1000}",
+        "[a-z]",
+        "[^x]",
+        "^",
+        "$",
+        "\\1",
+        "(?=",
+        "(?<!",
+        "\\Z",
+        "\\p{L}",
+        "++",
+    ]
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(pattern=st.one_of(st.lists(REGEX_PIECES, max_size=40).map("".join), st.text(max_size=80)),
-       text=st.text(st.sampled_from(list("ab é→\n{}\\x1")), min_size=500, max_size=512))
+@given(
+    pattern=st.one_of(st.lists(REGEX_PIECES, max_size=40).map("".join), st.text(max_size=80)),
+    text=st.text(st.sampled_from(list("ab é→\n{}\\x1")), min_size=500, max_size=512),
+)
 def test_any_pattern_compiles_to_a_bounded_search_or_is_one_line_naming_stop(pattern, text):
     """Invariant: every pattern a client can send is compiled by RE2 or refused in one line naming stop=;
     a compiled one searches the 512-character window in well under a millisecond (linear time, bounded program)."""
@@ -489,8 +603,14 @@ def test_nested_quantifiers_run_in_linear_time_and_backreferences_are_named():
     start = time.perf_counter()
     assert compile_stop(r"(a+)+$").search(text) is None and compile_stop(r"(a|aa)*c").search(text) is None
     assert time.perf_counter() - start < 0.5  # Python's re: minutes (exponential backtracking)
-    for pattern, says in [(r"(\w)\1", r"a backreference \1"), ("a(?!b)", "a lookahead (?!...)"),
-                          ("(?<=a)b", "a lookbehind"), ("a++", "a possessive quantifier"), (r"a\Z", r"RE2 writes the end of text \z"),
-                          ("(.{0,500}){3}", "a repetition of more than 1000"), (".{300}", "more than 500")]:
+    for pattern, says in [
+        (r"(\w)\1", r"a backreference \1"),
+        ("a(?!b)", "a lookahead (?!...)"),
+        ("(?<=a)b", "a lookbehind"),
+        ("a++", "a possessive quantifier"),
+        (r"a\Z", r"RE2 writes the end of text \z"),
+        ("(.{0,500}){3}", "a repetition of more than 1000"),
+        (".{300}", "more than 500"),
+    ]:
         with pytest.raises(ConfigError, match=re.escape(says)):
             Mode.parse(f"elastic:stop='{pattern}'")

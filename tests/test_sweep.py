@@ -36,17 +36,20 @@ def test_budget_grid_takes_explicit_pairs():
     assert budget_grid(pairs="512+1k, 1k+1k,1.5k+2K") == (Budget(512, 1024), Budget(1024, 1024), Budget(1536, 2048))
 
 
-@pytest.mark.parametrize("kw, error, match", [
-    (dict(think="1k", pairs="1k+1k"), ConfigError, "cannot be combined"),
-    (dict(solve="1k", pairs="1k+1k"), ConfigError, "cannot be combined"),
-    (dict(think=""), ConfigError, "empty think budget list"),
-    (dict(think="512,,1k"), ConfigError, "empty item"),
-    (dict(think="1x"), BudgetError, "think budget"),
-    (dict(solve="0"), BudgetError, "solve budget must be >= 1"),
-    (dict(pairs="1k"), ConfigError, "invalid budget pair"),
-    (dict(pairs="+1k"), ConfigError, "invalid budget pair"),
-    (dict(pairs=" , "), ConfigError, "empty budget list"),
-])
+@pytest.mark.parametrize(
+    "kw, error, match",
+    [
+        (dict(think="1k", pairs="1k+1k"), ConfigError, "cannot be combined"),
+        (dict(solve="1k", pairs="1k+1k"), ConfigError, "cannot be combined"),
+        (dict(think=""), ConfigError, "empty think budget list"),
+        (dict(think="512,,1k"), ConfigError, "empty item"),
+        (dict(think="1x"), BudgetError, "think budget"),
+        (dict(solve="0"), BudgetError, "solve budget must be >= 1"),
+        (dict(pairs="1k"), ConfigError, "invalid budget pair"),
+        (dict(pairs="+1k"), ConfigError, "invalid budget pair"),
+        (dict(pairs=" , "), ConfigError, "empty budget list"),
+    ],
+)
 def test_bad_budgets_are_refused(kw, error, match):
     with pytest.raises(error, match=match):
         budget_grid(**kw)
@@ -54,7 +57,10 @@ def test_bad_budgets_are_refused(kw, error, match):
 
 def test_modes_parse_and_unknown_mode_suggests():
     assert parse_modes("elastic, truncate,budget-forcing:wait=1,elastic") == (
-        Mode("elastic"), Mode("truncate"), Mode("budget-forcing", wait=1))
+        Mode("elastic"),
+        Mode("truncate"),
+        Mode("budget-forcing", wait=1),
+    )
     with pytest.raises(ConfigError, match="did you mean 'truncate'"):
         parse_modes("elastic,trunc")
     with pytest.raises(ConfigError, match="empty mode list"):
@@ -103,8 +109,15 @@ def grid(**kw):
 
 
 def sweep_config(out, problems, **kw):
-    grid = dict(model="m/A", datasets=(str(problems),), budgets=tuple(Budget(t, SOLVE) for t in (0, 4, 8)),
-                modes=(Mode("elastic"), Mode("truncate")), n=2, sampling=Sampling(temperature=0.0), batch_size=4)
+    grid = dict(
+        model="m/A",
+        datasets=(str(problems),),
+        budgets=tuple(Budget(t, SOLVE) for t in (0, 4, 8)),
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=2,
+        sampling=Sampling(temperature=0.0),
+        batch_size=4,
+    )
     return SweepConfig(models=("m/A", "m/B"), settings=EvalConfig(**(grid | kw)), out=out)
 
 
@@ -153,7 +166,9 @@ def test_interrupted_sweep_resumes_without_redoing_finished_points(tmp_path, pro
     full, _, full_curves = sweep(sweep_config(tmp_path / "full", problems_file), load_engine=Loader(tiny_engine))
     out = tmp_path / "cut"
     with pytest.raises(KeyboardInterrupt):
-        sweep(sweep_config(out, problems_file), load_engine=Loader(tiny_engine, interrupt={"m/B": 9}))  # B: a root + 6 cells per batch of 2 problems
+        sweep(
+            sweep_config(out, problems_file), load_engine=Loader(tiny_engine, interrupt={"m/B": 9})
+        )  # B: a root + 6 cells per batch of 2 problems
     assert len(pd.read_parquet(out / "models" / "m--A" / "samples.parquet")) == 36  # A finished
     partial = len(SampleStore(out / "models" / "m--B").read())  # B's parts written before the kill
     assert 0 < partial < 36 and not (out / "curves.parquet").exists()
@@ -182,8 +197,16 @@ def test_a_sweep_resumes_from_another_directory_and_refuses_another_dataset(tmp_
     first, second = tmp_path / "a", tmp_path / "b"
     for folder, name in ((first, "aime"), (second, "other")):
         (folder / "data").mkdir(parents=True)
-        pd.DataFrame({"id": ["a1", "a2"], "dataset": name, "problem": ["What is 1 + 1?", "What is 2 + 1?"],
-                      "answer": ["2", "3"], "task": "math", "task_version": 1}).to_parquet(folder / "data" / "aime_2024.parquet")
+        pd.DataFrame(
+            {
+                "id": ["a1", "a2"],
+                "dataset": name,
+                "problem": ["What is 1 + 1?", "What is 2 + 1?"],
+                "answer": ["2", "3"],
+                "task": "math",
+                "task_version": 1,
+            }
+        ).to_parquet(folder / "data" / "aime_2024.parquet")
     out = tmp_path / "sweep"
     monkeypatch.chdir(first)
     sweep(sweep_config(out, "data/aime_2024.parquet"), load_engine=Loader(tiny_engine))
@@ -237,12 +260,24 @@ def test_curves_table_fits_80_columns():
 
     from e1.report.ui import curves_table
 
-    rows = [dict(model=m, dataset="aime", mode=mode, think_budget=t, solve_budget=1024, accuracy=acc,
-                 pass_at_k=0.5, mean_total_tokens=t + 700.0, mean_think_tokens=float(t), mean_solve_tokens=700.0,
-                 forced_rate=0.5)
-            for m in ("Salesforce/E1-Math-1.5B", "agentica-org/DeepScaleR-1.5B-Preview")
-            for mode in ("elastic", "truncate", "budget-forcing")
-            for t, acc in zip((0, 512, 1024, 2048, 3072), (0.1, 0.2, 0.3, 0.4, 1.0))]
+    rows = [
+        dict(
+            model=m,
+            dataset="aime",
+            mode=mode,
+            think_budget=t,
+            solve_budget=1024,
+            accuracy=acc,
+            pass_at_k=0.5,
+            mean_total_tokens=t + 700.0,
+            mean_think_tokens=float(t),
+            mean_solve_tokens=700.0,
+            forced_rate=0.5,
+        )
+        for m in ("Salesforce/E1-Math-1.5B", "agentica-org/DeepScaleR-1.5B-Preview")
+        for mode in ("elastic", "truncate", "budget-forcing")
+        for t, acc in zip((0, 512, 1024, 2048, 3072), (0.1, 0.2, 0.3, 0.4, 1.0))
+    ]
     console = Console(width=80, record=True, color_system=None)
     console.print(curves_table(pd.DataFrame(rows), names=display_names(["Salesforce/E1-Math-1.5B", "x/y"])))
     text = console.export_text()
@@ -276,9 +311,25 @@ def test_sweep_command_end_to_end_on_two_tiny_models(tmp_path, problems_file, ti
     (tmp_path / "a" / "tiny").symlink_to(tiny_model_dir)
     other_model(tiny_model_dir, tmp_path / "b" / "tiny")  # two models (one model twice is refused)
     out = tmp_path / "sweep"
-    args = ["sweep", "--model", str(tmp_path / "a" / "tiny"), "--model", str(tmp_path / "b" / "tiny"),
-            "--datasets", str(problems_file), "--think", "0,8", "--solve", "8", "--modes", "elastic,truncate",
-            "--n", "1", "--out", str(out)]
+    args = [
+        "sweep",
+        "--model",
+        str(tmp_path / "a" / "tiny"),
+        "--model",
+        str(tmp_path / "b" / "tiny"),
+        "--datasets",
+        str(problems_file),
+        "--think",
+        "0,8",
+        "--solve",
+        "8",
+        "--modes",
+        "elastic,truncate",
+        "--n",
+        "1",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args, prog_name="e1")
     assert result.exit_code == 0, result.output
     assert counted_loads == [str(tmp_path / "a" / "tiny"), str(tmp_path / "b" / "tiny")]
@@ -292,11 +343,14 @@ def test_sweep_command_end_to_end_on_two_tiny_models(tmp_path, problems_file, ti
     assert len(counted_loads) == 2
 
 
-@pytest.mark.parametrize("extra, match", [
-    (["--think", "0,512", "--budgets", "1k+1k"], "cannot be combined"),
-    (["--modes", "elastic,fast"], "unknown mode"),
-    (["--think", "1k,"], "empty item"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--think", "0,512", "--budgets", "1k+1k"], "cannot be combined"),
+        (["--modes", "elastic,fast"], "unknown mode"),
+        (["--think", "1k,"], "empty item"),
+    ],
+)
 def test_bad_input_fails_before_any_model_loads(extra, match, counted_loads):
     result = CliRunner().invoke(app, ["sweep", "--model", "nowhere", "--datasets", "aime", *extra], prog_name="e1")
     assert result.exit_code != 0 and isinstance(result.exception, ConfigError)
@@ -304,8 +358,26 @@ def test_bad_input_fails_before_any_model_loads(extra, match, counted_loads):
 
 
 def test_bad_input_is_one_red_line():
-    result = subprocess.run([sys.executable, "-m", "e1", "sweep", "--model", "m", "--datasets", "aime", "--budgets",
-                             "512+1k", "--solve", "1k"], check=False, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "e1",
+            "sweep",
+            "--model",
+            "m",
+            "--datasets",
+            "aime",
+            "--budgets",
+            "512+1k",
+            "--solve",
+            "1k",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "cannot be combined" in lines[0] and "Traceback" not in result.stderr

@@ -27,8 +27,16 @@ from e1.store.samples import SampleStore
 from tests.fakes import Interrupting
 
 # a one-token marker 7; EOS 2; "Wait" is (5,); thinking ids 11, solution ids 12
-MARKERS = Markers(start_text="<t>", end_text="</t>", start_ids=(3,), end_ids=(7,), eos_ids=frozenset({2}),
-                  pad_id=0, wait_ids=(5,), answer_ids=(6,))
+MARKERS = Markers(
+    start_text="<t>",
+    end_text="</t>",
+    start_ids=(3,),
+    end_ids=(7,),
+    eos_ids=frozenset({2}),
+    pad_id=0,
+    wait_ids=(5,),
+    answer_ids=(6,),
+)
 ROOT = [11, 11, 11, 11, 11, 7, 12, 12, 12, 2]  # natural end at e = 6 thinking tokens (the marker counted)
 
 
@@ -70,7 +78,9 @@ def test_followable_tokens_and_problem_batches():
     todo = [(m, b, p) for m in "ab" for b in (1, 2) for p in (P("x"), P("y"), P("z"))]  # mode-major, as eval lists it
     batches = problem_batches(todo, problems_per_call=2)
     assert [[(m, b, p.id) for m, b, p in batch] for batch in batches] == [
-        [(m, b, q) for q in "xy" for m in "ab" for b in (1, 2)], [(m, b, "z") for m in "ab" for b in (1, 2)]]
+        [(m, b, q) for q in "xy" for m in "ab" for b in (1, 2)],
+        [(m, b, "z") for m in "ab" for b in (1, 2)],
+    ]
 
 
 class P:
@@ -83,8 +93,13 @@ def test_generate_with_prefixes_equals_independent_greedy_decoding(tiny_engine):
     greedy = Sampling(temperature=0.0, max_tokens=40)
     roots = tiny_engine.generate(prompts, Budget(1, 1), Mode("none"), greedy, n=2)
     prefixes = [c.token_ids for c in roots]
-    for mode, budget in [("elastic", Budget(5, 6)), ("truncate", Budget(8, 4)), ("elastic:exit=qwen", Budget(3, 4)),
-                         ("budget-forcing", Budget(4, 5)), ("elastic", Budget(0, 5))]:
+    for mode, budget in [
+        ("elastic", Budget(5, 6)),
+        ("truncate", Budget(8, 4)),
+        ("elastic:exit=qwen", Budget(3, 4)),
+        ("budget-forcing", Budget(4, 5)),
+        ("elastic", Budget(0, 5)),
+    ]:
         shared = tiny_engine.generate(prompts, budget, mode, greedy, n=2, prefixes=prefixes)
         alone = tiny_engine.generate(prompts, budget, mode, greedy, n=2)
         assert [c.token_ids for c in shared] == [c.token_ids for c in alone], mode
@@ -142,14 +157,19 @@ class ThinkingCoin(torch.nn.Module):
 
 @pytest.fixture
 def coin_loader(tiny_engine):
-    return lambda model: HFEngine(ThinkingCoin(tiny_engine.tokenizer, tiny_engine.markers), tiny_engine.tokenizer,
-                                  tiny_engine.markers, batch_size=64)
+    return lambda model: HFEngine(
+        ThinkingCoin(tiny_engine.tokenizer, tiny_engine.markers),
+        tiny_engine.tokenizer,
+        tiny_engine.markers,
+        batch_size=64,
+    )
 
 
 def problems(tmp_path, count: int):
     path = tmp_path / "coin.jsonl"
-    path.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"Problem {i}.", "answer": "2"}) + "\n"
-                            for i in range(count)))
+    path.write_text(
+        "".join(json.dumps({"id": f"q{i}", "problem": f"Problem {i}.", "answer": "2"}) + "\n" for i in range(count))
+    )
     return path
 
 
@@ -157,9 +177,16 @@ CELLS = (Mode("elastic"), Mode("truncate"), Mode("none"))
 
 
 def coin_sweep(out, data, independent: bool, seed: int, n: int = 25):
-    settings = EvalConfig(model="coin", datasets=(str(data),), budgets=tuple(Budget(t, SOLVE) for t in (4, 8, 16)),
-                          modes=CELLS, n=n, sampling=Sampling(temperature=1.0, top_p=1.0, seed=seed, max_tokens=64),
-                          batch_size=200, scoring=ScoringSpec(workers=1))
+    settings = EvalConfig(
+        model="coin",
+        datasets=(str(data),),
+        budgets=tuple(Budget(t, SOLVE) for t in (4, 8, 16)),
+        modes=CELLS,
+        n=n,
+        sampling=Sampling(temperature=1.0, top_p=1.0, seed=seed, max_tokens=64),
+        batch_size=200,
+        scoring=ScoringSpec(workers=1),
+    )
     return SweepConfig(models=("coin",), settings=settings, out=out, independent=independent)
 
 
@@ -219,20 +246,26 @@ def test_shared_sweep_pairs_cells_and_reports_the_paired_difference(tmp_path, co
     data = problems(tmp_path, 8)
     sweep(coin_sweep(tmp_path / "shared", data, False, seed=0, n=10), load_engine=coin_loader)
     sweep(coin_sweep(tmp_path / "alone", data, True, seed=0, n=10), load_engine=coin_loader)
-    shared, alone = (elastic_vs_truncate(pd.read_parquet(tmp_path / name / "differences.parquet"))
-                     for name in ("shared", "alone"))
+    shared, alone = (
+        elastic_vs_truncate(pd.read_parquet(tmp_path / name / "differences.parquet")) for name in ("shared", "alone")
+    )
     assert list(shared["think_budget"]) == [4, 8, 16] and (shared["problems"] == 8).all()
     samples = pd.read_parquet(tmp_path / "shared" / "samples.parquet")
-    none = samples[(samples["mode"] == "none") & (samples["think_budget"] == 16)].set_index(["problem_id", "sample_index"])
+    none = samples[(samples["mode"] == "none") & (samples["think_budget"] == 16)].set_index(
+        ["problem_id", "sample_index"]
+    )
     truncate = samples[(samples["mode"] == "truncate") & (samples["think_budget"] == 16)].set_index(
-        ["problem_id", "sample_index"])
+        ["problem_id", "sample_index"]
+    )
     # truncate at 32 is the first 32 ids of the same root as none: whatever none finished within 32, so did truncate
     short = none[none["think_tokens"] + none["solve_tokens"] <= 32].index
     assert (truncate.loc[short, "think_text"] == none.loc[short, "think_text"]).all() and len(short) > 0
     assert (truncate.loc[short, "correct"] == none.loc[short, "correct"]).all()
     # pairing removes the shared thinking's variance: the paired interval is narrower than independent draws'
-    width = {name: frame["difference_ci_high"] - frame["difference_ci_low"] for name, frame in
-             (("shared", shared), ("alone", alone))}
+    width = {
+        name: frame["difference_ci_high"] - frame["difference_ci_low"]
+        for name, frame in (("shared", shared), ("alone", alone))
+    }
     assert (width["shared"].to_numpy() < width["alone"].to_numpy()).sum() >= 2
 
 
@@ -246,8 +279,9 @@ def test_shared_sweep_resumes_to_the_same_rows(tmp_path, coin_loader):
     data = problems(tmp_path, 4)
     full, _, _ = sweep(coin_sweep(tmp_path / "full", data, False, seed=3, n=5), load_engine=coin_loader)
     config = coin_sweep(tmp_path / "cut", data, False, seed=3, n=5)
-    config = SweepConfig(models=config.models, settings=EvalConfig(**{**config.settings.__dict__, "batch_size": 10}),
-                         out=config.out)  # 2 problems per batch: a root call and 9 cells each
+    config = SweepConfig(
+        models=config.models, settings=EvalConfig(**{**config.settings.__dict__, "batch_size": 10}), out=config.out
+    )  # 2 problems per batch: a root call and 9 cells each
     with pytest.raises(KeyboardInterrupt):
         sweep(config, load_engine=lambda m: Interrupting(coin_loader(m), 12))  # in the 2nd batch
     partial = SampleStore(tmp_path / "cut" / "models" / "coin").read()  # the parts written so far
@@ -259,8 +293,25 @@ def test_shared_sweep_resumes_to_the_same_rows(tmp_path, coin_loader):
 def test_independent_option_is_recorded_and_a_mismatch_is_refused(tmp_path, tiny_model_dir):
     data = problems(tmp_path, 2)
     out = tmp_path / "sweep"
-    args = ["sweep", "--model", str(tiny_model_dir), "--datasets", str(data), "--think", "0,4", "--solve", "4",
-            "--modes", "elastic,truncate", "--n", "2", "--temperature", "0", "--out", str(out)]
+    args = [
+        "sweep",
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(data),
+        "--think",
+        "0,4",
+        "--solve",
+        "4",
+        "--modes",
+        "elastic,truncate",
+        "--n",
+        "2",
+        "--temperature",
+        "0",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args, prog_name="e1")
     assert result.exit_code == 0, result.output
     assert json.loads((out / "config.json").read_text())["share_prefixes"] is True

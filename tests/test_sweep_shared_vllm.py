@@ -19,8 +19,14 @@ from e1.rewards.scoring import ScoringSpec  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
-CELLS = [("elastic", Budget(6, 8)), ("truncate", Budget(6, 8)), ("elastic:exit=qwen", Budget(4, 6)),
-         ("elastic:grace=3", Budget(5, 6)), ("budget-forcing:wait=1", Budget(10, 6)), ("none", Budget(1, 1))]
+CELLS = [
+    ("elastic", Budget(6, 8)),
+    ("truncate", Budget(6, 8)),
+    ("elastic:exit=qwen", Budget(4, 6)),
+    ("elastic:grace=3", Budget(5, 6)),
+    ("budget-forcing:wait=1", Budget(10, 6)),
+    ("none", Budget(1, 1)),
+]
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +55,9 @@ def with_frequent_marker(engines):
     outputs = hf.generate(prompts_for(hf.tokenizer), Budget(8, 8), Mode("none"), GREEDY)
     special = set(hf.tokenizer.all_special_ids)
     token = Counter(t for c in outputs for t in c.token_ids[2:10] if t not in special).most_common(1)[0][0]
-    markers = resolve_markers(hf.tokenizer, think_end=hf.tokenizer.convert_ids_to_tokens(token),
-                              eos_ids=hf.markers.eos_ids)
+    markers = resolve_markers(
+        hf.tokenizer, think_end=hf.tokenizer.convert_ids_to_tokens(token), eos_ids=hf.markers.eos_ids
+    )
     copies = [copy.copy(engine) for engine in engines]
     for engine in copies:
         engine.markers = markers
@@ -81,10 +88,13 @@ def test_sampled_continuations_keep_the_engine_invariants(engines):
     prompts = prompts_for(vllm_engine.tokenizer)
     roots = vllm_engine.generate(prompts, Budget(1, 1), Mode("none"), sampled, n=3)
     for mode, budget in CELLS:
-        shared = vllm_engine.generate(prompts, budget, mode, sampled, n=3, seeds=[11, 12, 13, 14],
-                                      prefixes=[c.token_ids for c in roots])
+        shared = vllm_engine.generate(
+            prompts, budget, mode, sampled, n=3, seeds=[11, 12, 13, 14], prefixes=[c.token_ids for c in roots]
+        )
         for c in shared:
-            assert_engine_invariants(c, budget, mode, vllm_engine.markers.end_ids, 80, vllm_engine.exit_ids(Mode.parse(mode)))
+            assert_engine_invariants(
+                c, budget, mode, vllm_engine.markers.end_ids, 80, vllm_engine.exit_ids(Mode.parse(mode))
+            )
 
 
 class Kept:
@@ -100,13 +110,23 @@ class Kept:
 def test_a_sampled_shared_sweep_keeps_the_invariants_and_a_greedy_one_equals_independent(engines, tmp_path):
     vllm_engine, _ = engines
     data = tmp_path / "toy.jsonl"
-    data.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n"
-                            for i in range(3)))
+    data.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": str(2 * i)}) + "\n" for i in range(3)
+        )
+    )
     modes = tuple(Mode.parse(m) for m in ("elastic", "truncate", "none", "elastic:grace=3"))
 
     def run(out, independent, sampling):
-        settings = EvalConfig(model="m", datasets=(str(data),), budgets=(Budget(0, 8), Budget(6, 8)), modes=modes, n=2,
-                              sampling=sampling, scoring=ScoringSpec(workers=1))
+        settings = EvalConfig(
+            model="m",
+            datasets=(str(data),),
+            budgets=(Budget(0, 8), Budget(6, 8)),
+            modes=modes,
+            n=2,
+            sampling=sampling,
+            scoring=ScoringSpec(workers=1),
+        )
         config = SweepConfig(models=("m",), settings=settings, out=tmp_path / out, independent=independent)
         return sweep(config, load_engine=lambda model: Kept(vllm_engine))[0]
 

@@ -14,8 +14,17 @@ from rich.console import Console
 from e1.budget import format_tokens
 from e1.report.ui import summary_table
 
-MODES = ["elastic", "truncate", "none", "budget-forcing", "budget-forcing:wait=2", "elastic:exit=qwen",
-         "elastic:exit=qwen:grace=32", "budget-forcing:wait=4:grace=16", "elastic:exit='Final answer:'"]
+MODES = [
+    "elastic",
+    "truncate",
+    "none",
+    "budget-forcing",
+    "budget-forcing:wait=2",
+    "elastic:exit=qwen",
+    "elastic:exit=qwen:grace=32",
+    "budget-forcing:wait=4:grace=16",
+    "elastic:exit='Final answer:'",
+]
 FRACTION = st.one_of(st.floats(0, 1), st.just(math.nan))
 
 
@@ -26,17 +35,35 @@ def summaries(draw) -> pd.DataFrame:
     rows = []
     for _ in range(count):
         low, high = sorted([draw(FRACTION), draw(FRACTION)])
-        rows.append(dict(
-            dataset=draw(st.from_regex(r"[a-z][a-z0-9_.\-]{0,15}", fullmatch=True)), mode=draw(st.sampled_from(MODES)),
-            think_budget=draw(st.sampled_from([0, 512, 1024, 1536, 3072, 32768]) | st.integers(0, 40000)),
-            solve_budget=draw(st.sampled_from([1024, 1536]) | st.integers(1, 40000)),
-            problems=draw(st.integers(1, 20000)), samples_per_problem=16, accuracy=draw(FRACTION), accuracy_ci_low=low,
-            accuracy_ci_high=high, pass_at_1=draw(FRACTION), pass_at_k=draw(FRACTION), maj_at_k=draw(FRACTION),
-            k=draw(st.sampled_from([1, 4, 16, 64])), mean_think_tokens=draw(st.floats(0, 40000)),
-            mean_solve_tokens=draw(st.floats(0, 40000)), mean_total_tokens=0.0, forced_rate=draw(st.floats(0, 1)),
-            natural_samples=1, natural_accuracy=draw(FRACTION), forced_samples=1, forced_accuracy=draw(FRACTION),
-            unanswered_rate=draw(st.floats(0, 1)), tokens_per_correct=draw(st.floats(0, 1e6) | st.just(math.nan)),
-            censored_rate=draw(st.floats(0, 1)), pass_at_2=draw(FRACTION)))
+        rows.append(
+            dict(
+                dataset=draw(st.from_regex(r"[a-z][a-z0-9_.\-]{0,15}", fullmatch=True)),
+                mode=draw(st.sampled_from(MODES)),
+                think_budget=draw(st.sampled_from([0, 512, 1024, 1536, 3072, 32768]) | st.integers(0, 40000)),
+                solve_budget=draw(st.sampled_from([1024, 1536]) | st.integers(1, 40000)),
+                problems=draw(st.integers(1, 20000)),
+                samples_per_problem=16,
+                accuracy=draw(FRACTION),
+                accuracy_ci_low=low,
+                accuracy_ci_high=high,
+                pass_at_1=draw(FRACTION),
+                pass_at_k=draw(FRACTION),
+                maj_at_k=draw(FRACTION),
+                k=draw(st.sampled_from([1, 4, 16, 64])),
+                mean_think_tokens=draw(st.floats(0, 40000)),
+                mean_solve_tokens=draw(st.floats(0, 40000)),
+                mean_total_tokens=0.0,
+                forced_rate=draw(st.floats(0, 1)),
+                natural_samples=1,
+                natural_accuracy=draw(FRACTION),
+                forced_samples=1,
+                forced_accuracy=draw(FRACTION),
+                unanswered_rate=draw(st.floats(0, 1)),
+                tokens_per_correct=draw(st.floats(0, 1e6) | st.just(math.nan)),
+                censored_rate=draw(st.floats(0, 1)),
+                pass_at_2=draw(FRACTION),
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -48,7 +75,10 @@ def rendered(renderable, width: int) -> list[str]:
 
 def _keys_fit(summary, width: int) -> bool:
     """Whether the key columns (dataset, mode, t+s) fit side by side, two spaces apart."""
-    budgets = [f"{format_tokens(int(t))}+{format_tokens(int(s))}" for t, s in zip(summary["think_budget"], summary["solve_budget"])]
+    budgets = [
+        f"{format_tokens(int(t))}+{format_tokens(int(s))}"
+        for t, s in zip(summary["think_budget"], summary["solve_budget"])
+    ]
     widths = [max(map(len, summary["dataset"])), max(map(len, summary["mode"])), max(map(len, budgets + ["t+s"]))]
     return sum(widths) + 2 * (len(widths) - 1) <= width
 
@@ -79,8 +109,20 @@ def test_every_key_cell_of_a_summary_table_is_shown_whole(summary, width):
 @given(summary=summaries())
 def test_a_wide_terminal_shows_every_figure_and_a_narrow_one_names_what_it_left_out(summary):
     k = int(summary["k"].max())
-    headers = ["probs", "avg@n", f"pass@{k}", f"maj@{k}", "think", "solve", "forced", "natural", "no ans.", "tok/✓", "cut",
-               *(["pass@2"] if k != 2 else [])]
+    headers = [
+        "probs",
+        "avg@n",
+        f"pass@{k}",
+        f"maj@{k}",
+        "think",
+        "solve",
+        "forced",
+        "natural",
+        "no ans.",
+        "tok/✓",
+        "cut",
+        *(["pass@2"] if k != 2 else []),
+    ]
     wide = " ".join(" ".join(rendered(summary_table(summary), 250)).split())  # a caption wraps at the table's width
     assert all(header in wide for header in headers) and "left out" not in wide
     narrow = " ".join(" ".join(rendered(summary_table(summary), 60)).split())
@@ -158,8 +200,9 @@ def test_reflow_joins_a_paragraphs_lines_and_keeps_examples_and_lists():
     from e1.cli.help import reflow
 
     text = "One line\nand its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\nModes:\n- elastic\n- truncate"
-    assert reflow(text) == ("One line and its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\n"
-                            "Modes:\n- elastic\n- truncate")
+    assert reflow(text) == (
+        "One line and its rest.\n\nExamples:\n\n  e1 eval -n 1\n  e1 eval -n 2\n\nModes:\n- elastic\n- truncate"
+    )
     assert reflow("\b\nkept\nas is") == "\b\nkept\nas is" and reflow(None) is None
 
 
@@ -175,14 +218,34 @@ def cache_renamed(model):
             super().__init__()
             self.inner, self.config = model, model.config
 
-        def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, use_cache=None,
-                    logits_to_keep=0, past_key_values=None, **kwargs):
+        def forward(
+            self,
+            input_ids=None,
+            attention_mask=None,
+            position_ids=None,
+            cache=None,
+            use_cache=None,
+            logits_to_keep=0,
+            past_key_values=None,
+            **kwargs,
+        ):
             if past_key_values is not None:
-                warnings.warn("`past_key_values` is deprecated and will be removed in version 5.40.0 for "
-                              "`Qwen2ForCausalLM.forward`. Use `cache` instead.", FutureWarning, stacklevel=2)
+                warnings.warn(
+                    "`past_key_values` is deprecated and will be removed in version 5.40.0 for "
+                    "`Qwen2ForCausalLM.forward`. Use `cache` instead.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
                 cache = past_key_values
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              past_key_values=cache, use_cache=use_cache, logits_to_keep=logits_to_keep, **kwargs)
+            return self.inner(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                past_key_values=cache,
+                use_cache=use_cache,
+                logits_to_keep=logits_to_keep,
+                **kwargs,
+            )
 
     return Renamed()
 
@@ -202,9 +265,16 @@ def test_decoding_and_training_pass_the_kv_cache_as_the_model_names_it(tiny_engi
     prompt = tiny_engine.tokenizer.encode("What is 2 + 2?")
     ids = torch.tensor([prompt, prompt[1:] + prompt[:1]])  # [G=2, P]
     completion = torch.tensor([[5, 6, 7]] * 4)  # [B=4, C=3]
-    batch = MicroBatch(rows=[0, 1, 2, 3], group_size=2, prompt_ids=ids, prompt_mask=torch.ones_like(ids),
-                       completion_ids=completion, completion_mask=torch.ones_like(completion),
-                       mask=torch.ones_like(completion), advantages=torch.zeros(4))
+    batch = MicroBatch(
+        rows=[0, 1, 2, 3],
+        group_size=2,
+        prompt_ids=ids,
+        prompt_mask=torch.ones_like(ids),
+        completion_ids=completion,
+        completion_mask=torch.ones_like(completion),
+        mask=torch.ones_like(completion),
+        advantages=torch.zeros(4),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         completions = engine.generate([prompt] * 2, Budget(8, 4), Mode(), Sampling(temperature=1.0, seed=0))
@@ -225,6 +295,9 @@ def test_a_run_prints_no_deprecation_warning(name, tiny_model_dir, problems_file
         warnings.simplefilter("always")
         code, err = run_main(command(name, tiny_model_dir, problems_file, tmp_path / "run"), capsys)
     assert code == 0, err
-    noise = [f"{w.category.__name__}: {w.message} ({w.filename})" for w in seen
-             if issubclass(w.category, (FutureWarning, DeprecationWarning))]
+    noise = [
+        f"{w.category.__name__}: {w.message} ({w.filename})"
+        for w in seen
+        if issubclass(w.category, (FutureWarning, DeprecationWarning))
+    ]
     assert not noise and "Warning" not in err, noise or err

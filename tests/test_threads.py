@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from e1.cli.threads import SETTINGS, WAITING, cpu_threads
 
 NAMES = st.sampled_from([*WAITING, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OMP_PROC_BIND", "PATH", "E1_DEBUG"])
-ENVIRONS = st.dictionaries(NAMES, st.text(alphabet=st.characters(blacklist_categories=("Cs",),
-                                                                 blacklist_characters="\x00"), max_size=8))
+ENVIRONS = st.dictionaries(
+    NAMES, st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=8)
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -42,8 +43,14 @@ cli.main()
 
 def run_entry_point(extra: dict[str, str]) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True,
-                          env=env | {"OMP_DISPLAY_ENV": "TRUE"} | extra)
+    return subprocess.run(
+        [sys.executable, "-c", PROBE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env=env | {"OMP_DISPLAY_ENV": "TRUE"} | extra,
+    )
 
 
 def test_the_entry_point_sets_it_before_torch_loads_and_the_openmp_runtime_reads_it():

@@ -52,16 +52,55 @@ def test_e1_eval_and_sweep_run_the_toy_mode(tmp_path, tiny_model_dir):
     from e1.store.results import read_parquet
 
     data = tmp_path / "problems.jsonl"
-    data.write_text("".join(json.dumps({"id": f"p{i}", "problem": p, "answer": "5"}) + "\n" for i, p in enumerate(PROBLEMS)))
-    common = ["--model", str(tiny_model_dir), "--datasets", str(data), "--backend", "hf", "--n", "2", "--temperature", "0"]
-    evaluated = CliRunner().invoke(app, ["eval", *common, "--mode", "halfway:fraction=0.25", "--think", "8", "--solve", "4",
-                                         "--out", str(tmp_path / "eval")])
+    data.write_text(
+        "".join(json.dumps({"id": f"p{i}", "problem": p, "answer": "5"}) + "\n" for i, p in enumerate(PROBLEMS))
+    )
+    common = [
+        "--model",
+        str(tiny_model_dir),
+        "--datasets",
+        str(data),
+        "--backend",
+        "hf",
+        "--n",
+        "2",
+        "--temperature",
+        "0",
+    ]
+    evaluated = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            *common,
+            "--mode",
+            "halfway:fraction=0.25",
+            "--think",
+            "8",
+            "--solve",
+            "4",
+            "--out",
+            str(tmp_path / "eval"),
+        ],
+    )
     assert evaluated.exit_code == 0, evaluated.output
     samples = read_parquet(tmp_path / "eval" / "samples.parquet")
     assert set(samples["mode"]) == {"halfway:fraction=0.25"} and (samples["think_tokens"] <= 2).all()
     assert samples["forced"].any()  # the tiny model rarely closes thinking itself: cut at 2 tokens
-    swept = CliRunner().invoke(app, ["sweep", *common, "--modes", "halfway,elastic", "--think", "4,8", "--solve", "4",
-                                     "--out", str(tmp_path / "sweep")])
+    swept = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            *common,
+            "--modes",
+            "halfway,elastic",
+            "--think",
+            "4,8",
+            "--solve",
+            "4",
+            "--out",
+            str(tmp_path / "sweep"),
+        ],
+    )
     assert swept.exit_code == 0, swept.output
     curves = read_parquet(next((tmp_path / "sweep").rglob("curves.parquet")))
     assert set(curves["mode"]) == {"halfway", "elastic"}
@@ -89,8 +128,9 @@ def test_both_local_backends_and_e1_serve_decode_the_toy_mode_alike(server):
     prompts = [build_prompt(hf.tokenizer, p) for p in PROBLEMS]
     theirs = hf.generate(prompts, budget, mode, GREEDY, n=2)
     ours = vllm_engine.generate(prompts, budget, mode, GREEDY, n=2)
-    assert [(c.token_ids, c.forced_mask, c.think_tokens) for c in ours] == [(c.token_ids, c.forced_mask, c.think_tokens)
-                                                                              for c in theirs]
+    assert [(c.token_ids, c.forced_mask, c.think_tokens) for c in ours] == [
+        (c.token_ids, c.forced_mask, c.think_tokens) for c in theirs
+    ]
     assert all(c.think_tokens <= math.floor(0.5 * 9) for c in theirs) and any(c.forced for c in theirs)
     api = OpenAIEngine.load(path, ApiSettings(url + "/v1", tokenizer=path), [mode])
     assert api.describe()["methods"][str(mode)] == BUDGET_FIELDS
@@ -98,4 +138,5 @@ def test_both_local_backends_and_e1_serve_decode_the_toy_mode_alike(server):
     expected = hf.generate(prompts, budget, mode, GREEDY, seeds=[1, 2, 3])
     served = api.generate(prompts, budget, mode, GREEDY, seeds=[1, 2, 3])
     assert [(c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in served] == [
-        (c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in expected]
+        (c.token_ids, c.think_tokens, c.solve_tokens, c.forced) for c in expected
+    ]

@@ -29,9 +29,22 @@ def write_problems(path: Path, count: int = 8, answers: bool = True) -> Path:
 
 def small(model: Path, data: Path, out: Path, **overrides) -> TrainConfig:
     """A config that trains in well under a second per step on a tiny model (flat keys, as in a config file)."""
-    values = {"model": str(model), "data": str(data), "out": out, "think": 4, "solve": 4, "steps": 3,
-              "prompts_per_step": 4, "samples_per_prompt": 4, "mini_batch_prompts": 2, "micro_batch": 4,
-              "lr": 1e-2, "temperature": 1.0, "save_every": 1, "seed": 0}
+    values = {
+        "model": str(model),
+        "data": str(data),
+        "out": out,
+        "think": 4,
+        "solve": 4,
+        "steps": 3,
+        "prompts_per_step": 4,
+        "samples_per_prompt": 4,
+        "mini_batch_prompts": 2,
+        "micro_batch": 4,
+        "lr": 1e-2,
+        "temperature": 1.0,
+        "save_every": 1,
+        "seed": 0,
+    }
     return from_flat(values | overrides)
 
 
@@ -45,8 +58,9 @@ def resumed_runs(tiny_model_dir, tmp_path_factory):
     common = {"entropy_coef": 0.01, "eval_every": 3, "eval_data": str(data), "eval_limit": 2}
     run_a = train(small(tiny_model_dir, data, root / "a", **common), reward=contains_char)
     train(small(tiny_model_dir, data, root / "b", steps=2, **common), reward=contains_char)
-    run_b = train(small(tiny_model_dir, data, root / "b", steps=3, resume=True, keep_last=2, **common),
-                  reward=contains_char)
+    run_b = train(
+        small(tiny_model_dir, data, root / "b", steps=3, resume=True, keep_last=2, **common), reward=contains_char
+    )
     return run_a, run_b
 
 
@@ -56,8 +70,16 @@ def test_learns_a_trivial_reward(tiny_model_dir, tmp_path):
     from e1.grpo.trainer import train
 
     data = write_problems(tmp_path / "problems.jsonl")
-    config = small(tiny_model_dir, data, tmp_path / "run", steps=30, samples_per_prompt=8, micro_batch=8,
-                   kl_coef=0.0, save_every=100)
+    config = small(
+        tiny_model_dir,
+        data,
+        tmp_path / "run",
+        steps=30,
+        samples_per_prompt=8,
+        micro_batch=8,
+        kl_coef=0.0,
+        save_every=100,
+    )
     train(config, reward=contains_char)
     metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
     assert list(metrics["step"]) == list(range(1, 31))
@@ -94,8 +116,13 @@ def test_checkpoints_are_model_folders_that_eval_loads(resumed_runs, tmp_path):
     assert (step_3 / "model.safetensors").is_file() and (step_3 / "trainer_state.pt").is_file()
     engine = HFEngine.load(str(step_3))
     data = write_problems(tmp_path / "eval.jsonl", count=2)
-    config = EvalConfig(model=str(step_3), datasets=(str(data),), budgets=(Budget(4, 4),),
-                        sampling=Sampling(temperature=0), out=tmp_path / "eval")
+    config = EvalConfig(
+        model=str(step_3),
+        datasets=(str(data),),
+        budgets=(Budget(4, 4),),
+        sampling=Sampling(temperature=0),
+        out=tmp_path / "eval",
+    )
     samples, summary = evaluate(config, engine=engine)
     assert len(samples) == 2 and len(summary) == 1
 
@@ -173,7 +200,9 @@ def test_completion_log_probs_match_full_forwards(tiny_model_dir, tmp_path, micr
         torch.testing.assert_close(mb.old_log_probs, log_probs.detach(), rtol=0, atol=1e-6)
         for b, row in enumerate(mb.rows):
             c = completions[row]
-            expected = one_by_one_log_probs(trainer.model, trainer.prompt_ids[indices[c.prompt_index]], list(c.token_ids))
+            expected = one_by_one_log_probs(
+                trainer.model, trainer.prompt_ids[indices[c.prompt_index]], list(c.token_ids)
+            )
             torch.testing.assert_close(log_probs[b, : len(expected)].detach(), expected.detach(), rtol=0, atol=1e-5)
             assert not mb.mask[b, len(expected) :].any()  # right padding never enters the loss
 
@@ -205,11 +234,22 @@ def test_ranks_of_one_vllm_engine_decode_together_and_keep_their_own(tiny_model_
 
         def generate(self, prompts, budget, mode, sampling, n=1, seeds=None):
             self.prompts, self.seeds = prompts, seeds
-            return [Completion(p, j, "", "", 1, 0, 1, False, "stop", list(prompts[p]), [False])
-                    for p in range(len(prompts)) for j in range(n)]
+            return [
+                Completion(p, j, "", "", 1, 0, 1, False, "stop", list(prompts[p]), [False])
+                for p in range(len(prompts))
+                for j in range(n)
+            ]
 
-    config = small(tiny_model_dir, tmp_path / "p.jsonl", tmp_path / "run", prompts_per_step=8, mini_batch_prompts=8,
-                   samples_per_prompt=2, backend="vllm", tp=2)
+    config = small(
+        tiny_model_dir,
+        tmp_path / "p.jsonl",
+        tmp_path / "run",
+        prompts_per_step=8,
+        mini_batch_prompts=8,
+        samples_per_prompt=2,
+        backend="vllm",
+        tp=2,
+    )
     rollouts = Rollout(Recording(), [[i] for i in range(8)], config, rank=1, world=4, tp=2)
     problems = [7, 6, 5, 4, 3, 2, 1, 0]
     mine = problems[1::4]  # [6, 2]
@@ -228,8 +268,11 @@ def reason_model_dir(tmp_path_factory):
     """A tiny model whose thinking markers are <reason> and </reason> (its tokenizer has no </think>)."""
     from e1.models.tiny import DEFAULT_CORPUS, build_tiny_model, build_tokenizer
 
-    tokenizer = build_tokenizer(DEFAULT_CORPUS, opens_thinking=False,
-                                special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reason>", "</reason>"])
+    tokenizer = build_tokenizer(
+        DEFAULT_CORPUS,
+        opens_thinking=False,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reason>", "</reason>"],
+    )
     return build_tiny_model(tmp_path_factory.mktemp("models") / "reason", tokenizer=tokenizer)
 
 
@@ -244,14 +287,20 @@ def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_di
     from e1.grpo.trainer import Trainer
 
     # thinking closed by the model's </reason> (Completion keeps the texts apart), then the right answer
-    right = Completion(0, 0, "2 + 2 makes", r" so \boxed{4}", 3, 3, 4, False, "stop", [1, 2, 3], [False] * 3, closed=True)
+    right = Completion(
+        0, 0, "2 + 2 makes", r" so \boxed{4}", 3, 3, 4, False, "stop", [1, 2, 3], [False] * 3, closed=True
+    )
 
     class Answering:  # an engine whose every sample is `right`
         def __init__(self, engine):
             self.tokenizer, self.markers = engine.tokenizer, engine.markers
 
         def generate(self, prompts, budget, mode, sampling, n=1, progress=None, seeds=None):
-            return [dataclasses.replace(right, prompt_index=p, sample_index=j) for p in range(len(prompts)) for j in range(n)]
+            return [
+                dataclasses.replace(right, prompt_index=p, sample_index=j)
+                for p in range(len(prompts))
+                for j in range(n)
+            ]
 
     data = tmp_path / "problems.jsonl"
     data.write_text(json.dumps({"problem": "What is 2 + 2?", "answer": "4"}) + "\n")
@@ -259,8 +308,9 @@ def test_training_scores_a_custom_marker_model_exactly_like_eval(reason_model_di
     trainer = Trainer.create(small(reason_model_dir, data, tmp_path / "run", kl_coef=0.0, **markers))
     assert trainer.engine.markers.end_text == "</reason>"
     assert trainer.score([0], [right]).tolist() == [1.0]
-    config = EvalConfig(model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval",
-                        engine=EngineSpec(**markers))
+    config = EvalConfig(
+        model=str(reason_model_dir), datasets=(str(data),), out=tmp_path / "eval", engine=EngineSpec(**markers)
+    )
     samples, _ = evaluate(config, engine=Answering(trainer.engine))
     assert samples["reward"].tolist() == [1.0]
 
@@ -305,8 +355,16 @@ def test_blank_answer_is_refused(tiny_model_dir, tmp_path, no_weights):
 
     from e1.grpo.trainer import train
 
-    frame = pd.DataFrame({"id": ["a", "b"], "dataset": "p", "problem": ["1+1?", "2+2?"], "answer": ["2", ""],
-                          "task": "math", "task_version": 1})
+    frame = pd.DataFrame(
+        {
+            "id": ["a", "b"],
+            "dataset": "p",
+            "problem": ["1+1?", "2+2?"],
+            "answer": ["2", ""],
+            "task": "math",
+            "task_version": 1,
+        }
+    )
     frame.to_parquet(tmp_path / "p.parquet")
     with pytest.raises(DataError, match="no answer"):
         train(small(tiny_model_dir, tmp_path / "p.parquet", tmp_path / "run"))
@@ -367,7 +425,12 @@ def test_unknown_config_file_key_names_the_closest(tmp_path):
 
 def test_defaults_are_the_paper_recipe():
     config = TrainConfig(model="m", data="d")
-    assert (config.budget.think, config.budget.solve, config.prompts_per_step, config.samples_per_prompt) == (1024, 1024, 128, 8)
+    assert (config.budget.think, config.budget.solve, config.prompts_per_step, config.samples_per_prompt) == (
+        1024,
+        1024,
+        128,
+        8,
+    )
     assert (config.lr, config.kl_coef, config.temperature, config.optimizer_steps_per_step) == (1e-6, 0.001, 0.6, 2)
 
 
@@ -386,8 +449,10 @@ def test_command_help_has_an_example():
 
 def test_command_trains_and_writes_the_run(tiny_model_dir, tmp_path):
     data = write_problems(tmp_path / "problems.jsonl")
-    (tmp_path / "t.toml").write_text(f'model = "{tiny_model_dir}"\ndata = "{data}"\nthink = 4\nsolve = 4\n'
-                                     "prompts_per_step = 2\nmini_batch_prompts = 2\nsamples_per_prompt = 2\n")
+    (tmp_path / "t.toml").write_text(
+        f'model = "{tiny_model_dir}"\ndata = "{data}"\nthink = 4\nsolve = 4\n'
+        "prompts_per_step = 2\nmini_batch_prompts = 2\nsamples_per_prompt = 2\n"
+    )
     result = _invoke("--config", str(tmp_path / "t.toml"), "--steps", "1", "--out", "run")
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "run" / "config.json").read_text())

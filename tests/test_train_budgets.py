@@ -50,13 +50,16 @@ def test_a_linear_ramp_falls_from_the_first_step_to_the_last():
     assert ThinkBudgets.parse("8k", "2k..1k").largest == 2048  # the schedule never reaches 8k
 
 
-@pytest.mark.parametrize(("think", "schedule", "error", "match"), [
-    ("2k..512", None, ConfigError, "backwards"),
-    ("1k", "4k:2k", ConfigError, "above the largest --think"),
-    ("512..", None, ConfigError, "cannot read"),
-    ("512,,1k", None, BudgetError, "invalid think budget"),
-    ("1k", "2k..1k..512", ConfigError, "cannot read"),
-])
+@pytest.mark.parametrize(
+    ("think", "schedule", "error", "match"),
+    [
+        ("2k..512", None, ConfigError, "backwards"),
+        ("1k", "4k:2k", ConfigError, "above the largest --think"),
+        ("512..", None, ConfigError, "cannot read"),
+        ("512,,1k", None, BudgetError, "invalid think budget"),
+        ("1k", "2k..1k..512", ConfigError, "cannot read"),
+    ],
+)
 def test_bad_curricula_are_refused(think, schedule, error, match):
     with pytest.raises(error, match=match):
         TrainConfig(model="m", data="d", think=think, think_schedule=schedule)
@@ -79,8 +82,11 @@ def test_rollouts_are_generated_per_budget_group_in_problem_order(tiny_model_dir
 
         def generate(self, prompts, budget, mode, sampling, n=1, seeds=None):
             self.calls.append((budget.think, [p[0] for p in prompts], list(seeds)))
-            return [Completion(p, j, "", "", 1, budget.think, 1, False, "stop", list(prompts[p]), [False])
-                    for p in range(len(prompts)) for j in range(n)]
+            return [
+                Completion(p, j, "", "", 1, budget.think, 1, False, "stop", list(prompts[p]), [False])
+                for p in range(len(prompts))
+                for j in range(n)
+            ]
 
     config = small(tiny_model_dir, tmp_path / "p.jsonl", tmp_path / "run", think="2,4,6", samples_per_prompt=2)
     rollouts = Rollout(Recording(), [[i] for i in range(8)], config)
@@ -92,8 +98,9 @@ def test_rollouts_are_generated_per_budget_group_in_problem_order(tiny_model_dir
     for think, prompts, _ in Recording.calls:
         assert all(budgets[problem] == think for problem in prompts)
     # back in the order asked, prompt-major: completion i*2+j is sample j of problems[i], at its own budget
-    assert [(c.prompt_index, c.token_ids[0], c.think_tokens) for c in completions] == \
-        [(i, p, budgets[p]) for i, p in enumerate(problems) for _ in range(2)]
+    assert [(c.prompt_index, c.token_ids[0], c.think_tokens) for c in completions] == [
+        (i, p, budgets[p]) for i, p in enumerate(problems) for _ in range(2)
+    ]
     seeds = {problem: seed for _, prompts, call_seeds in Recording.calls for problem, seed in zip(prompts, call_seeds)}
     Recording.calls = []
     Rollout(Recording(), [[i] for i in range(8)], config).sample([3], step=1)
@@ -133,16 +140,18 @@ def test_l1_rewards_by_hand():
     assert exact.shape([1.0, 0.0], [600, 1000], [1000, 1000], [True, True]) == pytest.approx([0.88, 0.0])
     l1_max = LengthShaping.parse("l1-max:alpha=0.001")  # r * clip(0.001 * (N - n) + 0.5, 0, 1)
     # N - n = 200 -> 0.7; N - n = 800 -> 1.3 -> 1; N - n = 0 -> 0.5; wrong -> 0
-    assert l1_max.shape([1.0, 1.0, 1.0, 0.0], [800, 200, 1000, 100], [1000] * 4, [True] * 4) == \
-        pytest.approx([0.7, 1.0, 0.5, 0.0])
+    assert l1_max.shape([1.0, 1.0, 1.0, 0.0], [800, 200, 1000, 100], [1000] * 4, [True] * 4) == pytest.approx(
+        [0.7, 1.0, 0.5, 0.0]
+    )
     assert exact.instruction(512) == "Think for 512 tokens." and str(l1_max) == "l1-max:alpha=0.001"
 
 
 def test_dapo_soft_overlong_penalty_by_hand():
     dapo = LengthShaping.parse("dapo:cache_share=0.25")  # L_max = 100, L_cache = 25: free up to 75 tokens
     # 70 -> 0; 75 -> 0; 85 -> (75 - 85) / 25 = -0.4; 100 -> -1; 110 (over L_max) -> -1
-    assert dapo.shape([1.0] * 5, [70, 75, 85, 100, 110], [100] * 5, [True] * 5) == \
-        pytest.approx([1.0, 1.0, 0.6, 0.0, 0.0])
+    assert dapo.shape([1.0] * 5, [70, 75, 85, 100, 110], [100] * 5, [True] * 5) == pytest.approx(
+        [1.0, 1.0, 0.6, 0.0, 0.0]
+    )
     assert dapo.shape([0.0], [90], [100], [False]) == pytest.approx([-0.6])  # composes with a wrong answer
     assert LengthShaping.parse("dapo").instruction(512) is None
 
@@ -151,8 +160,9 @@ def test_cosine_length_reward_by_hand():
     cosine = LengthShaping.parse("cosine")  # long + (short - long) * (1 + cos(pi n / L)) / 2
     # correct (2 at n=0 -> 1 at n=L): n = 0 -> 2; L/3 -> 1 + 1 * 0.75 = 1.75; L -> 1
     # wrong (-10 at n=0 -> 0 at n=L): n = L/3 -> 0 - 10 * 0.75 = -7.5; not finished -> exceed -10
-    assert cosine.shape([1.0, 1.0, 1.0, 0.0, 1.0], [0, 30, 90, 30, 40], [90] * 5, [True, True, True, True, False]) == \
-        pytest.approx([2.0, 1.75, 1.0, -7.5, -10.0])
+    assert cosine.shape(
+        [1.0, 1.0, 1.0, 0.0, 1.0], [0, 30, 90, 30, 40], [90] * 5, [True, True, True, True, False]
+    ) == pytest.approx([2.0, 1.75, 1.0, -7.5, -10.0])
     partial = LengthShaping.parse("cosine:wrong_short=-1:exceed=-2")
     assert partial.shape([0.5, 0.0], [0, 10], [10, 10], [True, False]) == pytest.approx([-1.0, -2.0])  # 0.5 < 1: wrong
 
@@ -161,11 +171,14 @@ def test_kimi_length_reward_by_hand_is_relative_to_each_group():
     kimi = LengthShaping.parse("kimi")
     # group 0: lengths 10, 20, 30 -> lambda 0.5, 0, -0.5; group 1: lengths 100, 300 -> 0.5, -0.5
     # correct: r + lambda; wrong: r + min(0, lambda)
-    shaped = kimi.shape([1.0, 1.0, 0.0, 0.0, 1.0], [10, 20, 30, 100, 300], [999] * 5, [True] * 5, groups=[0, 0, 0, 1, 1])
+    shaped = kimi.shape(
+        [1.0, 1.0, 0.0, 0.0, 1.0], [10, 20, 30, 100, 300], [999] * 5, [True] * 5, groups=[0, 0, 0, 1, 1]
+    )
     assert shaped == pytest.approx([1.5, 1.0, -0.5, 0.0, 0.5])
     assert kimi.shape([1.0, 0.0], [7, 7], [9, 9], [True, True], groups=[3, 3]) == [1.0, 0.0]  # equal lengths: lambda 0
-    assert LengthShaping.parse("kimi:weight=0.2").shape([1.0, 1.0], [1, 3], [9, 9], [True, True], groups=[0, 0]) == \
-        pytest.approx([1.1, 0.9])
+    assert LengthShaping.parse("kimi:weight=0.2").shape(
+        [1.0, 1.0], [1, 3], [9, 9], [True, True], groups=[0, 0]
+    ) == pytest.approx([1.1, 0.9])
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -189,8 +202,10 @@ def test_rollout_cut_zero_truncates_rollouts_and_rewards_a_cut_one_nothing(tiny_
     from e1.grpo.trainer import Trainer
 
     data = write_problems(tmp_path / "problems.jsonl")
-    trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4", rollout_cut="zero"),
-                             reward=lambda completions, answers, **_: [1.0] * len(completions))
+    trainer = Trainer.create(
+        small(tiny_model_dir, data, tmp_path / "run", think="4", rollout_cut="zero"),
+        reward=lambda completions, answers, **_: [1.0] * len(completions),
+    )
     indices = [0, 1, 2, 3]
     completions = trainer.rollouts.generate(indices, step=1)
     assert not any(c.forced for c in completions)  # nothing forced: cut at t + s
@@ -203,13 +218,16 @@ def test_rollout_cut_zero_truncates_rollouts_and_rewards_a_cut_one_nothing(tiny_
         TrainConfig(model="m", data="d", rollout_cut="drop")
 
 
-@pytest.mark.parametrize(("text", "match", "hint"), [
-    ("cosin", "unknown length reward 'cosin'", "cosine"),
-    ("cosine:exceeds=-1", "unknown option 'exceeds'", "exceed"),
-    ("l1-exact:alpha=big", "invalid l1-exact option", "alpha=<number>"),
-    ("dapo:cache_share=0", "cache_share must be in", "0.2"),
-    ("l1-max:alpha=-1", "alpha must be >= 0", "0.0003"),
-])
+@pytest.mark.parametrize(
+    ("text", "match", "hint"),
+    [
+        ("cosin", "unknown length reward 'cosin'", "cosine"),
+        ("cosine:exceeds=-1", "unknown option 'exceeds'", "exceed"),
+        ("l1-exact:alpha=big", "invalid l1-exact option", "alpha=<number>"),
+        ("dapo:cache_share=0", "cache_share must be in", "0.2"),
+        ("l1-max:alpha=-1", "alpha must be >= 0", "0.0003"),
+    ],
+)
 def test_bad_length_rewards_are_refused_with_a_hint(text, match, hint):
     with pytest.raises(ConfigError, match=match) as err:
         TrainConfig(model="m", data="d", length_reward=text)
@@ -222,8 +240,10 @@ def test_the_trainer_trains_on_the_shaped_reward(tiny_model_dir, tmp_path):
     from e1.grpo.trainer import Trainer
 
     data = write_problems(tmp_path / "problems.jsonl")
-    trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="dapo:cache_share=0.5"),
-                             reward=contains_char)
+    trainer = Trainer.create(
+        small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="dapo:cache_share=0.5"),
+        reward=contains_char,
+    )
     indices = [0, 1, 2, 3]
     completions = trainer.rollouts.generate(indices, step=1)
     scores = trainer.score(indices, completions)
@@ -239,8 +259,9 @@ def test_l1_puts_the_target_length_in_rollout_and_training_prompts(tiny_model_di
     from e1.grpo.trainer import Trainer
 
     data = write_problems(tmp_path / "problems.jsonl")
-    trainer = Trainer.create(small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="l1-exact"),
-                             reward=contains_char)
+    trainer = Trainer.create(
+        small(tiny_model_dir, data, tmp_path / "run", think="4,8", length_reward="l1-exact"), reward=contains_char
+    )
     indices = [0, 1, 2, 3]
     completions = trainer.rollouts.generate(indices, step=1)
     text = trainer.tokenizer.decode(trainer.batcher.prompt_ids[0])
@@ -280,8 +301,11 @@ def _wandb_history(path: Path) -> list[dict]:
     """The history rows of an offline W&B run file."""
     from tests.wandb_records import wandb_records
 
-    return [{item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
-            for record in wandb_records(path) if record.WhichOneof("record_type") == "history"]
+    return [
+        {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+        for record in wandb_records(path)
+        if record.WhichOneof("record_type") == "history"
+    ]
 
 
 def test_report_to_wandb_offline_logs_every_step(tiny_model_dir, tmp_path, monkeypatch):
@@ -320,10 +344,35 @@ def test_command_takes_the_new_options(tiny_model_dir, tmp_path):
     from e1.cli.app import app
 
     data = write_problems(tmp_path / "problems.jsonl")
-    result = CliRunner().invoke(app, ["train", "--model", str(tiny_model_dir), "--data", str(data), "--think", "2..6",
-                                      "--think-schedule", "6:3", "--solve", "4", "--length-reward", "cosine",
-                                      "--steps", "2", "--prompts-per-step", "2", "--mini-batch-prompts", "2",
-                                      "--samples-per-prompt", "2", "--out", "run"], prog_name="e1")
+    result = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--model",
+            str(tiny_model_dir),
+            "--data",
+            str(data),
+            "--think",
+            "2..6",
+            "--think-schedule",
+            "6:3",
+            "--solve",
+            "4",
+            "--length-reward",
+            "cosine",
+            "--steps",
+            "2",
+            "--prompts-per-step",
+            "2",
+            "--mini-batch-prompts",
+            "2",
+            "--samples-per-prompt",
+            "2",
+            "--out",
+            "run",
+        ],
+        prog_name="e1",
+    )
     assert result.exit_code == 0, result.output
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert (config["think"], config["think_schedule"], config["length_reward"]) == ("2..6", "6:3", "cosine")

@@ -31,8 +31,9 @@ def test_columns_name_every_kind_and_sum_to_the_total(values):
 def test_one_device_step_accounts_weights_moments_and_reference(tiny_model_dir, tmp_path):
     from e1.grpo.trainer import Trainer
 
-    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", save_every=100,
-                   kl_coef=0.001)
+    config = small(
+        tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", save_every=100, kl_coef=0.001
+    )
     trainer = Trainer.create(config, reward=contains_char)
     with trainer.scorer:
         row = trainer.step()
@@ -60,12 +61,24 @@ def zero_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("zero")
     model = build_tiny_model(root / "model", hidden_size=128, intermediate_size=256, layers=2, heads=4, kv_heads=2)
     (root / "zero2.json").write_text(json.dumps({"zero_optimization": {"stage": 2}}))
-    (root / "zero3.json").write_text(json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}))
-    env = os.environ | {"OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": os.environ.get(
-        "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions"))}
+    (root / "zero3.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})
+    )
+    env = os.environ | {
+        "OMP_NUM_THREADS": "1",
+        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions")),
+    }
     script = Path(__file__).with_name("zero_memory.py")
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-               str(script), str(model), str(root)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        str(script),
+        str(model),
+        str(root),
+    ]
     result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     rows = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
@@ -109,19 +122,36 @@ def test_a_weights_only_save_writes_no_optimizer_state(zero_runs, stage):
 QWEN_1_5B = {"num_hidden_layers": 28, "num_key_value_heads": 2, "head_dim": 128, "max_position_embeddings": 131072}
 
 
-@given(prompts=st.sampled_from([2, 4, 8, 16, 32]), samples=st.integers(2, 16), think=st.integers(1, 8192),
-       solve=st.integers(1, 4096), prompt=st.integers(0, 4096), context=st.one_of(st.none(), st.integers(64, 32768)),
-       dtype=st.sampled_from(["float32", "bfloat16"]))
+@given(
+    prompts=st.sampled_from([2, 4, 8, 16, 32]),
+    samples=st.integers(2, 16),
+    think=st.integers(1, 8192),
+    solve=st.integers(1, 4096),
+    prompt=st.integers(0, 4096),
+    context=st.one_of(st.none(), st.integers(64, 32768)),
+    dtype=st.sampled_from(["float32", "bfloat16"]),
+)
 @settings(max_examples=100, deadline=None)
-def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(prompts, samples, think, solve, prompt, context, dtype):
+def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(
+    prompts, samples, think, solve, prompt, context, dtype
+):
     from types import SimpleNamespace
 
     from e1.grpo.config import TrainConfig, build_config
     from e1.grpo.rollout import kv_cache_bytes
 
     model = SimpleNamespace(**QWEN_1_5B)
-    config = build_config(model="m", data="d", think=think, solve=solve, prompts_per_step=prompts,
-                          samples_per_prompt=samples, mini_batch_prompts=prompts, dtype=dtype, max_model_len=context)
+    config = build_config(
+        model="m",
+        data="d",
+        think=think,
+        solve=solve,
+        prompts_per_step=prompts,
+        samples_per_prompt=samples,
+        mini_batch_prompts=prompts,
+        dtype=dtype,
+        max_model_len=context,
+    )
     per_token = 2 * 28 * 2 * 128 * (4 if dtype == "float32" else 2)  # keys and values of every layer
     size = kv_cache_bytes(config, model, prompt, world=1)
     assert size % per_token == 0
@@ -145,11 +175,23 @@ def reference_runs(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("reference")
     model = build_tiny_model(root / "model", hidden_size=128, intermediate_size=256, layers=2, heads=4, kv_heads=2)
-    (root / "zero3.json").write_text(json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}))
-    env = os.environ | {"OMP_NUM_THREADS": "1", "TORCH_EXTENSIONS_DIR": os.environ.get(
-        "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions"))}
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={free_port()}",
-               str(Path(__file__).with_name("zero_reference.py")), str(model), str(root)]
+    (root / "zero3.json").write_text(
+        json.dumps({"zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}})
+    )
+    env = os.environ | {
+        "OMP_NUM_THREADS": "1",
+        "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/e1/torch_extensions")),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        f"--master_port={free_port()}",
+        str(Path(__file__).with_name("zero_reference.py")),
+        str(model),
+        str(root),
+    ]
     result = subprocess.run(command, check=False, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
     rows = [json.loads(line) for path in sorted(root.glob("rows-*.jsonl")) for line in path.read_text().splitlines()]
@@ -225,9 +267,15 @@ def test_ref_offload_keeps_the_partition_in_cpu_memory(reference_runs):
         assert reference_runs[(False, rank)]["offload_device"] is None
 
 
-@given(stage=st.one_of(st.none(), st.integers(0, 3)), preset=st.booleans(), offload=st.booleans(),
-       extra=st.dictionaries(st.sampled_from(["overlap_comm", "reduce_bucket_size", "offload_optimizer"]),
-                             st.one_of(st.booleans(), st.integers(1, 10**9))))
+@given(
+    stage=st.one_of(st.none(), st.integers(0, 3)),
+    preset=st.booleans(),
+    offload=st.booleans(),
+    extra=st.dictionaries(
+        st.sampled_from(["overlap_comm", "reduce_bucket_size", "offload_optimizer"]),
+        st.one_of(st.booleans(), st.integers(1, 10**9)),
+    ),
+)
 @settings(max_examples=40, deadline=None)
 def test_ref_offload_is_accepted_exactly_under_zero3(tmp_path_factory, stage, preset, offload, extra):
     """The one gate (TrainConfig): ``ref_offload`` with a preset or a JSON file of any stage, or
@@ -250,13 +298,27 @@ def test_ref_offload_is_accepted_exactly_under_zero3(tmp_path_factory, stage, pr
         assert TrainConfig(model="m", data="d", deepspeed=spec, ref_offload=offload).ref_offload == offload
 
 
-@given(policy=st.fixed_dictionaries(
-    {"zero_optimization": st.fixed_dictionaries({"stage": st.integers(0, 3)}, optional={
-        "overlap_comm": st.booleans(), "offload_optimizer": st.just({"device": "cpu"}),
-        "stage3_param_persistence_threshold": st.integers(0, 10**6)})},
-    optional={"optimizer": st.just({"type": "AdamW"}), "gradient_clipping": st.floats(0.1, 10),
-              "bf16": st.just({"enabled": True}), "train_micro_batch_size_per_gpu": st.integers(1, 8)}),
-    offload=st.booleans())
+@given(
+    policy=st.fixed_dictionaries(
+        {
+            "zero_optimization": st.fixed_dictionaries(
+                {"stage": st.integers(0, 3)},
+                optional={
+                    "overlap_comm": st.booleans(),
+                    "offload_optimizer": st.just({"device": "cpu"}),
+                    "stage3_param_persistence_threshold": st.integers(0, 10**6),
+                },
+            )
+        },
+        optional={
+            "optimizer": st.just({"type": "AdamW"}),
+            "gradient_clipping": st.floats(0.1, 10),
+            "bf16": st.just({"enabled": True}),
+            "train_micro_batch_size_per_gpu": st.integers(1, 8),
+        },
+    ),
+    offload=st.booleans(),
+)
 @settings(max_examples=60, deadline=None)
 def test_the_reference_config_is_inference_only_zero3(policy, offload):
     """Whatever the policy's config, the reference's has no optimizer to build, partitions at
@@ -306,8 +368,14 @@ def test_activation_checkpointing_gives_the_same_gradients_and_keeps_less(tiny_m
     from e1.grpo.trainer import Trainer
     from tests.test_train import planned_step
 
-    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", kl_coef=0.0,
-                   micro_batch=micro_batch, save_every=100)
+    config = small(
+        tiny_model_dir,
+        write_problems(tmp_path / "problems.jsonl"),
+        tmp_path / "run",
+        kl_coef=0.0,
+        micro_batch=micro_batch,
+        save_every=100,
+    )
     trainer = Trainer.create(config, reward=contains_char)
     mb = planned_step(trainer)[2][0][0]
     layers = checkpointed_layers(trainer.policy)
@@ -334,8 +402,14 @@ def test_activation_checkpointing_trains_end_to_end(tiny_model_dir, tmp_path):
 
     from e1.grpo.trainer import train
 
-    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", steps=2,
-                   kl_coef=0.001, activation_checkpointing=True)
+    config = small(
+        tiny_model_dir,
+        write_problems(tmp_path / "problems.jsonl"),
+        tmp_path / "run",
+        steps=2,
+        kl_coef=0.001,
+        activation_checkpointing=True,
+    )
 
     metrics = pd.read_parquet(train(config, reward=contains_char) / "metrics.parquet")
     assert len(metrics) == 2 and metrics["loss"].notna().all() and (metrics["grad_norm"] > 0).all()

@@ -16,7 +16,11 @@ from tests.test_train import contains_char, small, write_problems
 def test_chunks_are_blocks_of_the_step_cut_alike_on_every_rank():
     problems = list(range(11, -1, -1))  # 12 problems, 2 ranks: 6 positions per rank
     chunks = [rollout_chunks(problems, rank, world=2, count=3) for rank in (0, 1)]
-    assert [c.problems for c in chunks[0]] == [[11, 10, 9, 8], [7, 6, 5, 4], [3, 2, 1, 0]] == [c.problems for c in chunks[1]]
+    assert (
+        [c.problems for c in chunks[0]]
+        == [[11, 10, 9, 8], [7, 6, 5, 4], [3, 2, 1, 0]]
+        == [c.problems for c in chunks[1]]
+    )
     assert [(c.first, c.indices) for c in chunks[0]] == [(0, [11, 9]), (2, [7, 5]), (4, [3, 1])]
     assert [(c.first, c.indices) for c in chunks[1]] == [(0, [10, 8]), (2, [6, 4]), (4, [2, 0])]
     # uneven: 4 positions in 3 chunks; more chunks than positions: one position each
@@ -35,8 +39,11 @@ class Recording:  # a vLLM-like engine that echoes its prompts and records each 
         from e1.engine.base import Completion
 
         self.calls.append(([list(p) for p in prompts], list(seeds)))
-        return [Completion(p, j, "", "", 1, 0, 1, False, "stop", list(prompts[p]), [False])
-                for p in range(len(prompts)) for j in range(n)]
+        return [
+            Completion(p, j, "", "", 1, 0, 1, False, "stop", list(prompts[p]), [False])
+            for p in range(len(prompts))
+            for j in range(n)
+        ]
 
 
 def test_ranks_of_one_engine_submit_the_same_requests_per_chunk(tiny_model_dir, tmp_path):
@@ -44,16 +51,29 @@ def test_ranks_of_one_engine_submit_the_same_requests_per_chunk(tiny_model_dir, 
     keeps what one unchunked call gives it, in the same order."""
     import dataclasses
 
-    config = small(tiny_model_dir, tmp_path / "p.jsonl", tmp_path / "run", prompts_per_step=8, mini_batch_prompts=8,
-                   samples_per_prompt=2, backend="vllm", tp=2, rollout_chunks=2)
+    config = small(
+        tiny_model_dir,
+        tmp_path / "p.jsonl",
+        tmp_path / "run",
+        prompts_per_step=8,
+        mini_batch_prompts=8,
+        samples_per_prompt=2,
+        backend="vllm",
+        tp=2,
+        rollout_chunks=2,
+    )
     problems = [7, 6, 5, 4, 3, 2, 1, 0]
     kept, calls = {}, {}
     for rank in (0, 1):
         rollouts = Rollout(Recording(), [[i] for i in range(8)], config, rank=rank, world=4, tp=2)
-        result = rollouts.generate_scored(problems[rank::4], 1, problems, score=lambda drawn: [c.token_ids for c in drawn])
+        result = rollouts.generate_scored(
+            problems[rank::4], 1, problems, score=lambda drawn: [c.token_ids for c in drawn]
+        )
         kept[rank], calls[rank] = result, rollouts.engine.calls
         whole = dataclasses.replace(rollouts, engine=Recording()).generate(problems[rank::4], 1, problems)
-        assert [(c.prompt_index, c.token_ids) for c in result.completions] == [(c.prompt_index, c.token_ids) for c in whole]
+        assert [(c.prompt_index, c.token_ids) for c in result.completions] == [
+            (c.prompt_index, c.token_ids) for c in whole
+        ]
     assert calls[0] == calls[1] and [prompts for prompts, _ in calls[0]] == [[[7], [6]], [[3], [2]]]
     assert [(c.prompt_index, c.token_ids) for c in kept[1].completions] == [(0, [6]), (0, [6]), (1, [2]), (1, [2])]
     assert kept[1].scores == [[[6], [6]], [[2], [2]]]  # each chunk scored on its own
@@ -74,8 +94,13 @@ def chunked_runs(tiny_model_dir, tmp_path_factory):
             planned, scored = [], []
 
             def plan(self, indices, completions, advantages, step, planned=planned):
-                planned.append((list(indices), [(c.prompt_index, list(c.token_ids), c.finish_reason) for c in completions],
-                                advantages.tolist()))
+                planned.append(
+                    (
+                        list(indices),
+                        [(c.prompt_index, list(c.token_ids), c.finish_reason) for c in completions],
+                        advantages.tolist(),
+                    )
+                )
                 return original(self, indices, completions, advantages, step)
 
             def reward(completions, answers, scored=scored, **columns):
@@ -83,8 +108,10 @@ def chunked_runs(tiny_model_dir, tmp_path_factory):
                 return contains_char(completions, answers)
 
             patch.setattr(Trainer, "plan", plan)
-            out = train(small(tiny_model_dir, data, root / f"chunks{chunks}", steps=2, kl_coef=0.01,
-                              rollout_chunks=chunks), reward=reward)
+            out = train(
+                small(tiny_model_dir, data, root / f"chunks{chunks}", steps=2, kl_coef=0.01, rollout_chunks=chunks),
+                reward=reward,
+            )
             runs[chunks] = (out, planned, scored)
     return runs
 
@@ -102,7 +129,9 @@ def test_chunked_rollouts_train_exactly_like_one_call(chunked_runs):
     a, b = pd.read_parquet(one / "metrics.parquet"), pd.read_parquet(three / "metrics.parquet")
     for column in (c for c in a.columns if not c.endswith("_s")):
         assert a[column].tolist() == pytest.approx(b[column].tolist(), abs=0, nan_ok=True), column
-    weights = [AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_2").state_dict() for run in (one, three)]
+    weights = [
+        AutoModelForCausalLM.from_pretrained(run / "checkpoints" / "step_2").state_dict() for run in (one, three)
+    ]
     assert all(torch.equal(weights[0][name], weights[1][name]) for name in weights[0])
     initial = AutoModelForCausalLM.from_pretrained(one / "checkpoints" / "step_1").state_dict()
     assert not all(torch.equal(initial[name], weights[0][name]) for name in initial)  # step 2 did change them
@@ -128,8 +157,16 @@ def slow_trainer(tiny_model_dir, tmp_path, chunks: int, reward_of, generate_s: f
     from e1.grpo.trainer import Trainer
 
     data = write_problems(tmp_path / "problems.jsonl", count=3)
-    config = small(tiny_model_dir, data, tmp_path / f"run{chunks}", steps=1, prompts_per_step=3, mini_batch_prompts=3,
-                   kl_coef=0.0, rollout_chunks=chunks)
+    config = small(
+        tiny_model_dir,
+        data,
+        tmp_path / f"run{chunks}",
+        steps=1,
+        prompts_per_step=3,
+        mini_batch_prompts=3,
+        kl_coef=0.0,
+        rollout_chunks=chunks,
+    )
     started = [threading.Event() for _ in range(4)]
     trainer = Trainer.create(config, reward=reward_of(started))
     real = trainer.rollouts.engine.generate
@@ -181,6 +218,7 @@ def test_without_chunks_the_same_reward_times_out_with_its_own_error(tiny_model_
 def test_reward_timings_say_what_the_overlap_hid(tiny_model_dir, tmp_path):
     """Generating and scoring each take 0.4 s per prompt: in three chunks two thirds of the
     scoring (0.8 s) hides behind generation; in one chunk none does."""
+
     def slow_reward(completions, answers, **columns):
         time.sleep(0.1 * len(completions))  # 4 samples per prompt: 0.4 s per prompt
         return contains_char(completions, answers)

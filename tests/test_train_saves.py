@@ -33,6 +33,7 @@ def stop_after(step: int):
     def on_step(row: dict) -> None:
         if row["step"] == step:
             raise Stop
+
     return on_step
 
 
@@ -47,7 +48,9 @@ def runs(tiny_model_dir, tmp_path_factory):
     common = {"steps": 4, "save_every": 1, "resume_every": 2, "entropy_coef": 0.01}
     train(small(tiny_model_dir, data, root / "a", **common), reward=contains_char)
     with pytest.raises(Stop):
-        train(small(tiny_model_dir, data, root / "b", keep_last=1, **common), reward=contains_char, on_step=stop_after(3))
+        train(
+            small(tiny_model_dir, data, root / "b", keep_last=1, **common), reward=contains_char, on_step=stop_after(3)
+        )
     killed = sorted(p.name for p in (root / "b" / "checkpoints").glob("step_*"))
     train(small(tiny_model_dir, data, root / "b", keep_last=1, resume=True, **common), reward=contains_char)
     return root / "a", root / "b", killed

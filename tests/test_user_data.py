@@ -77,9 +77,7 @@ def yell_file(tmp_path):
     return path
 
 
-def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
-    tmp_path, tiny_model_dir, yell_file
-):
+def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(tmp_path, tiny_model_dir, yell_file):
     data = write_jsonl(
         tmp_path / "mine.jsonl",
         [
@@ -93,29 +91,19 @@ def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
             {"problem": "What is 1 + 1?", "answer": "2", "level": "easy"},
         ],
     )
-    run = eval_args(
-        tiny_model_dir, data, think=4, solve=4, n=2, temperature=0, out="run"
-    )
+    run = eval_args(tiny_model_dir, data, think=4, solve=4, n=2, temperature=0, out="run")
     result = e1(*run, "--include", str(yell_file))
     assert result.exit_code == 0, result.output
-    assert (
-        "e1 view run" in result.output and "e1 export run" in result.output
-    )  # the next commands
-    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet").sort_values(
-        ["problem_id", "sample_index"]
-    )
+    assert "e1 view run" in result.output and "e1 export run" in result.output  # the next commands
+    samples = pd.read_parquet(tmp_path / "run" / "samples.parquet").sort_values(["problem_id", "sample_index"])
     by_problem = samples.groupby("problem_id").first()
     assert list(by_problem["level"]) == ["3", "easy"]  # kept, as text
     assert json.loads(by_problem.loc["mine-0", "source"]) == {"book": "x"} and pd.isna(
         by_problem.loc["mine-1", "source"]
     )
     yelled = samples[samples["problem_id"] == "mine-0"]
-    expected = [
-        1.0 if text.strip().isupper() else 0.0 for text in yelled["solution_text"]
-    ]
-    assert (
-        list(yelled["reward"]) == expected
-    )  # the yell reward, not math's (the gold "HI" is never boxed)
+    expected = [1.0 if text.strip().isupper() else 0.0 for text in yelled["solution_text"]]
+    assert list(yelled["reward"]) == expected  # the yell reward, not math's (the gold "HI" is never boxed)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["include"] == [str(yell_file.resolve())]
     again = e1(*run)  # a resume without --include: config.json brings the reward back
@@ -123,21 +111,11 @@ def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(
     assert len(pd.read_parquet(tmp_path / "run" / "samples.parquet")) == 4
 
 
-def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
-    tmp_path, tiny_model_dir
-):
-    data = write_jsonl(
-        tmp_path / "p.jsonl", [{"problem": "p", "answer": "1", "task": "mathh"}]
-    )
+def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(tmp_path, tiny_model_dir):
+    data = write_jsonl(tmp_path / "p.jsonl", [{"problem": "p", "answer": "1", "task": "mathh"}])
     code, said = e1_main(*eval_args(tiny_model_dir, data, out="run"))
-    assert (
-        code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1
-    ), said
-    assert (
-        "task 'mathh' has no reward" in said
-        and "did you mean 'math'" in said
-        and "--include" in said
-    )
+    assert code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1, said
+    assert "task 'mathh' has no reward" in said and "did you mean 'math'" in said and "--include" in said
     assert not (tmp_path / "run" / "samples.parquet").exists()
 
 
@@ -166,17 +144,11 @@ def test_a_task_without_a_reward_is_one_line_naming_the_known_tasks(
         ),
     ],
 )
-def test_a_broken_include_is_one_line_before_any_model_loads(
-    tmp_path, source, shown, commands
-):
+def test_a_broken_include_is_one_line_before_any_model_loads(tmp_path, source, shown, commands):
     (tmp_path / "bad.py").write_text(source)
     for command in commands:
         code, said = e1_main(*command, "--include", "bad.py")
-        assert (
-            code == 1
-            and "Traceback" not in said
-            and len(said.strip().splitlines()) == 1
-        ), said
+        assert code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1, said
         assert "--include bad.py" in said and shown in said
     code, said = e1_main(*eval_args("nowhere", "aime", include="nope.py"))
     assert code == 1 and "--include nope.py: no such file or folder" in said
@@ -200,14 +172,8 @@ def test_data_prepare_includes_the_datasets_the_users_code_registers(tmp_path):
     bench.parent.mkdir()
     bench.write_text(SHOUTS)
     code, said = e1_main("data", "prepare", "shouts", "--out", "data")
-    assert (
-        code == 1
-        and len(said.strip().splitlines()) == 1
-        and "unknown dataset 'shouts'" in said
-    ), said
-    code, said = e1_main(
-        "data", "prepare", "shouts", "--include", str(bench), "--out", "data"
-    )
+    assert code == 1 and len(said.strip().splitlines()) == 1 and "unknown dataset 'shouts'" in said, said
+    code, said = e1_main("data", "prepare", "shouts", "--include", str(bench), "--out", "data")
     assert code == 0 and "shouts: 3 rows" in said, said
     frame = pd.read_parquet(tmp_path / "data" / "shouts.parquet")
     assert list(frame["id"]) == ["s0", "s1", "s2"]
@@ -231,17 +197,13 @@ def test_data_prepare_includes_the_datasets_the_users_code_registers(tmp_path):
         "local",
     )
     assert code == 0, said
-    assert list(pd.read_parquet(tmp_path / "local" / "shouts.parquet")["task"]) == [
-        "yell"
-    ]
+    assert list(pd.read_parquet(tmp_path / "local" / "shouts.parquet")["task"]) == ["yell"]
 
 
 def test_include_takes_a_package_or_a_folder_of_modules_once_each(tmp_path):
     package = tmp_path / "pkg"
     package.mkdir()
-    (package / "__init__.py").write_text(
-        "from . import helper\nLOADS = helper.count()\n"
-    )
+    (package / "__init__.py").write_text("from . import helper\nLOADS = helper.count()\n")
     (package / "helper.py").write_text(
         "import builtins\n"
         "def count():\n"
@@ -259,9 +221,7 @@ def test_include_takes_a_package_or_a_folder_of_modules_once_each(tmp_path):
 
     paths = load_includes([package, str(plain), package])
     assert paths == (str(package.resolve()), str(plain.resolve()))
-    load_includes(
-        [plain, package]
-    )  # a resume in the same process registers nothing twice
+    load_includes([plain, package])  # a resume in the same process registers nothing twice
     assert builtins.e1_test_loads == 1 and builtins.e1_test_plain == "ab"
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="holds no .py file"):
@@ -304,24 +264,16 @@ def test_sft_learns_a_jsonl_completion_column(tmp_path, tiny_model_dir):
     assert "e1 view sft" in result.output
 
 
-def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(
-    tmp_path, tiny_model_dir, problems_file
-):
+def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(tmp_path, tiny_model_dir, problems_file):
     def args(think=4, datasets=problems_file, **more):
-        return eval_args(
-            tiny_model_dir, datasets, think=think, solve=4, n=1, limit=2, **more
-        )
+        return eval_args(tiny_model_dir, datasets, think=think, solve=4, n=1, limit=2, **more)
 
     first, second = e1(*args()), e1(*args())
     assert first.exit_code == 0 and second.exit_code == 0, first.output + second.output
     folders = sorted((tmp_path / "runs" / "eval").iterdir())
-    assert len(folders) == 2 and all(
-        re.fullmatch(r"tiny-toy-\d{8}-\d{6}(-\d+)?", f.name) for f in folders
-    )
+    assert len(folders) == 2 and all(re.fullmatch(r"tiny-toy-\d{8}-\d{6}(-\d+)?", f.name) for f in folders)
     resumed = e1(*args(out=folders[0]))
-    assert (
-        resumed.exit_code == 0 and "generating" not in resumed.output
-    )  # every sample was there
+    assert resumed.exit_code == 0 and "generating" not in resumed.output  # every sample was there
     other = write_jsonl(tmp_path / "other.jsonl", [{"problem": "p", "answer": "1"}])
     for refused, why in (
         (args(8, out=folders[0]), "holds a run of budgets t=4 s=4, not t=8 s=4"),
@@ -331,17 +283,11 @@ def test_default_out_is_a_new_folder_per_run_and_an_explicit_one_resumes(
         ),
     ):
         code, said = e1_main(*refused)
-        assert (
-            code == 1
-            and "Traceback" not in said
-            and len(said.strip().splitlines()) == 1
-        ), said
+        assert code == 1 and "Traceback" not in said and len(said.strip().splitlines()) == 1, said
         assert why in said and "leave out --out" in said
     config = json.loads((folders[0] / "config.json").read_text())
     summary = pd.read_parquet(folders[0] / "summary.parquet")
-    assert [b["think"] for b in config["budgets"]] == [4] and list(
-        summary["think_budget"]
-    ) == [4]
+    assert [b["think"] for b in config["budgets"]] == [4] and list(summary["think_budget"]) == [4]
 
 
 # ---- the gate where a local file's fields enter: generated field names and values ----
@@ -352,15 +298,8 @@ NAMES = st.one_of(
     st.from_regex(FIELD_NAME.pattern, fullmatch=True),
 )
 VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False)
-    | st.text(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
 
@@ -371,9 +310,7 @@ VALUES = st.recursive(
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(fields=st.dictionaries(NAMES, VALUES, max_size=4), second=VALUES)
-def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(
-    tmp_path, fields, second
-):
+def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(tmp_path, fields, second):
     fields = {
         name: value
         for name, value in fields.items()
@@ -386,11 +323,7 @@ def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(
     ]
     path = write_jsonl(tmp_path / "gen.jsonl", rows)
     bad = [
-        name
-        for name in fields
-        if name in reserved_columns()
-        or not FIELD_NAME.matches(name)
-        or keyword.iskeyword(name)
+        name for name in fields if name in reserved_columns() or not FIELD_NAME.matches(name) or keyword.iskeyword(name)
     ]
     try:
         frame = load_dataset(str(path))
@@ -418,25 +351,15 @@ def test_a_local_file_keeps_each_field_as_text_or_refuses_it_in_one_line(
 # ---- progress and endings ----
 
 
-def test_a_tracker_that_cannot_log_is_refused_before_any_work(
-    tmp_path, tiny_model_dir, problems_file, monkeypatch
-):
+def test_a_tracker_that_cannot_log_is_refused_before_any_work(tmp_path, tiny_model_dir, problems_file, monkeypatch):
     for name in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_DISABLED", "WANDB_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
     monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
     for command in ("eval", "sweep"):
-        code, said = e1_main(
-            *eval_args(
-                tiny_model_dir, problems_file, command, out="run", report_to="wandb"
-            )
-        )
-        assert (
-            code == 1 and len(said.strip().splitlines()) == 1 and "no W&B login" in said
-        ), said
-        assert (
-            "WANDB_MODE=offline" in said and not (tmp_path / "run").exists()
-        )  # nothing loaded, nothing written
+        code, said = e1_main(*eval_args(tiny_model_dir, problems_file, command, out="run", report_to="wandb"))
+        assert code == 1 and len(said.strip().splitlines()) == 1 and "no W&B login" in said, said
+        assert "WANDB_MODE=offline" in said and not (tmp_path / "run").exists()  # nothing loaded, nothing written
 
 
 def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(
@@ -461,9 +384,7 @@ def test_a_resumed_run_says_what_it_kept_and_a_sweep_names_its_constant_columns(
     )
     said = " ".join(sweep.output.split())
     assert sweep.exit_code == 0, sweep.output
-    assert (
-        "the same in every row: dataset toy, mode elastic" in said
-    )  # not a column of the table
+    assert "the same in every row: dataset toy, mode elastic" in said  # not a column of the table
     assert "next: e1 view curves · e1 export curves" in said
 
 
@@ -486,9 +407,7 @@ class Recorder:
         self.tasks[-1][2].append(amount)
 
 
-def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(
-    tmp_path, tiny_engine, problems_file
-):
+def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(tmp_path, tiny_engine, problems_file):
     from e1.budget import Budget
     from e1.engine import Mode, Sampling
     from e1.eval import EvalConfig, SweepConfig, run_sweep
@@ -509,15 +428,9 @@ def test_a_sweep_bar_moves_within_its_first_batch_and_ends_at_its_total(
         progress=recorder,
         load_engine=lambda model: tiny_engine,
     )
-    ((_, total, advances),) = [
-        task for task in recorder.tasks if "generating" in task[0]
-    ]
-    assert (
-        total == 3 * 3 * 2
-    )  # problems × budgets × samples, all in one batch (64 // 2 problems per call)
-    assert (
-        len(advances) > 3 and advances[0] < total / 2
-    )  # it moves as samples finish, not once at the end
+    ((_, total, advances),) = [task for task in recorder.tasks if "generating" in task[0]]
+    assert total == 3 * 3 * 2  # problems × budgets × samples, all in one batch (64 // 2 problems per call)
+    assert len(advances) > 3 and advances[0] < total / 2  # it moves as samples finish, not once at the end
     assert sum(advances) == pytest.approx(total)
 
 
@@ -564,15 +477,11 @@ def test_an_eval_reports_work_as_each_call_ends_weighed_by_its_cells_budget(
     )
     recorder = WorkRecorder()
     evaluate(config, engine=tiny_engine, progress=recorder)
-    assert recorder.work_reports == [
-        (sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))
-    ]
+    assert recorder.work_reports == [(sum(weights[: i + 1]), sum(weights)) for i in range(len(weights))]
 
 
 def test_a_row_index_written_as_a_column_is_no_field(tmp_path):
-    frame = pd.DataFrame(
-        {"problem": ["p1", "p2"], "answer": ["1", "2"], "level": [1, 2]}, index=[5, 9]
-    )
+    frame = pd.DataFrame({"problem": ["p1", "p2"], "answer": ["1", "2"], "level": [1, 2]}, index=[5, 9])
     frame.to_csv(tmp_path / "p.csv")  # header ",problem,answer,level"
     frame.to_parquet(tmp_path / "q.parquet")  # the index as __index_level_0__
     for name in ("p.csv", "q.parquet"):

@@ -42,23 +42,54 @@ def sample_rows(model_answer: str = "3") -> list[dict]:
             for think in (4, 8):
                 for index in range(2):
                     answered = mode == "elastic"
-                    rows.append({
-                        "dataset": "toy", "problem_id": pid, "sample_index": index, "mode": mode, "think_budget": think, "solve_budget": 2,
-                        "prompt_tokens": 5, "think_tokens": think, "solve_tokens": 2 if answered else 0, "forced": answered,
-                        "finish_reason": "stop" if answered else "length", "think_text": "x" * think,
-                        "solution_text": f"\\boxed{{{model_answer}}}" if answered else "",
-                        "extracted_answer": model_answer if answered else None, "gold": gold,
-                        "reward": float(answered and model_answer == gold), "correct": answered and model_answer == gold,
-                        "tests_passed": float("nan"), "first_failure": None, "think_end": "budget" if answered else "open"})
+                    rows.append(
+                        {
+                            "dataset": "toy",
+                            "problem_id": pid,
+                            "sample_index": index,
+                            "mode": mode,
+                            "think_budget": think,
+                            "solve_budget": 2,
+                            "prompt_tokens": 5,
+                            "think_tokens": think,
+                            "solve_tokens": 2 if answered else 0,
+                            "forced": answered,
+                            "finish_reason": "stop" if answered else "length",
+                            "think_text": "x" * think,
+                            "solution_text": f"\\boxed{{{model_answer}}}" if answered else "",
+                            "extracted_answer": model_answer if answered else None,
+                            "gold": gold,
+                            "reward": float(answered and model_answer == gold),
+                            "correct": answered and model_answer == gold,
+                            "tests_passed": float("nan"),
+                            "first_failure": None,
+                            "think_end": "budget" if answered else "open",
+                        }
+                    )
     return rows
 
 
 def eval_run(path, rows=None, datasets=("toy.jsonl",), root=None):
     write_json({"model": "m/A", "datasets": list(datasets), "data_dir": None}, path / "config.json")
     write_parquet(samples_frame(rows or sample_rows()), path / "samples.parquet")
-    summary = pd.DataFrame([{"dataset": "toy", "mode": "elastic", "think_budget": t, "solve_budget": 2, "problems": 2,
-                             "samples_per_problem": 2, "accuracy": 0.5, "accuracy_ci_low": 0.0, "accuracy_ci_high": 1.0,
-                             "mean_total_tokens": t + 2.0, "forced_rate": 1.0} for t in (4, 8)])
+    summary = pd.DataFrame(
+        [
+            {
+                "dataset": "toy",
+                "mode": "elastic",
+                "think_budget": t,
+                "solve_budget": 2,
+                "problems": 2,
+                "samples_per_problem": 2,
+                "accuracy": 0.5,
+                "accuracy_ci_low": 0.0,
+                "accuracy_ci_high": 1.0,
+                "mean_total_tokens": t + 2.0,
+                "forced_rate": 1.0,
+            }
+            for t in (4, 8)
+        ]
+    )
     write_parquet(summary, path / "summary.parquet")
     return Run(str(path), path, root)
 
@@ -75,8 +106,11 @@ def test_find_runs_walks_a_demo_folder_and_skips_a_sweeps_per_model_runs(tmp_pat
     eval_run(demo / "e1" / "checkpoints" / "step_2")  # never searched
     runs = find_runs([demo, demo / "e1"])  # a run reached twice is listed once
     assert [(run.name, run.kind) for run in runs] == [
-        (f"{demo}/curves", "sweep"), (f"{demo}/e1", "train"), (f"{demo}/e1/eval/step_2", "eval"),
-        (f"{demo}/eval/base-none", "eval")]
+        (f"{demo}/curves", "sweep"),
+        (f"{demo}/e1", "train"),
+        (f"{demo}/e1/eval/step_2", "eval"),
+        (f"{demo}/eval/base-none", "eval"),
+    ]
 
 
 def test_a_folder_without_runs_is_one_clear_error(tmp_path):
@@ -93,13 +127,21 @@ def test_a_page_holds_keys_and_counts_but_no_texts(tmp_path):
     assert (everything["total"], everything["correct"], everything["forced"]) == (16, 4, 8)  # p1 elastic: 2 budgets × 2
     assert not TEXTS & set(everything["rows"][0])  # a page never reads the text columns
     assert [(r["problem_id"], r["sample_index"], r["mode"], r["think_budget"]) for r in everything["rows"][:3]] == [
-        ("p1", 0, "elastic", 4), ("p1", 0, "elastic", 8), ("p1", 0, "truncate", 4)]  # results order
+        ("p1", 0, "elastic", 4),
+        ("p1", 0, "elastic", 8),
+        ("p1", 0, "truncate", 4),
+    ]  # results order
     page = sample_page(run, SampleFilter(mode="elastic", forced=True), offset=6, limit=5)
     assert page["total"] == 8 and len(page["rows"]) == 2  # the last 2 of 8
     assert sample_page(run, SampleFilter(correct=True, think=8))["total"] == 2
     assert sample_page(run, SampleFilter(model="any"))["total"] == 16  # an eval run has no model column to filter
-    assert facets(run) == {"samples": 16, "models": ["m/A"], "datasets": ["toy"], "modes": ["elastic", "truncate"],
-                           "budgets": [[4, 2], [8, 2]]}
+    assert facets(run) == {
+        "samples": 16,
+        "models": ["m/A"],
+        "datasets": ["toy"],
+        "modes": ["elastic", "truncate"],
+        "budgets": [[4, 2], [8, 2]],
+    }
 
 
 def test_texts_are_read_one_problem_at_a_time(tmp_path):
@@ -108,16 +150,21 @@ def test_texts_are_read_one_problem_at_a_time(tmp_path):
         problem_samples(run, SampleFilter(mode="elastic"))
     shown = problem_samples(run, SampleFilter(dataset="toy", problem_id="p2", mode="elastic", think=8))
     assert [(r["sample_index"], r["think_text"], r["extracted_answer"], r["gold"]) for r in shown] == [
-        (0, "xxxxxxxx", "3", "4"), (1, "xxxxxxxx", "3", "4")]
+        (0, "xxxxxxxx", "3", "4"),
+        (1, "xxxxxxxx", "3", "4"),
+    ]
     assert problem_ids(run, SampleFilter(dataset="toy")) == ["p1", "p2"]
 
 
 def test_problem_text_is_the_stored_prompt_else_the_local_dataset_else_said_missing(tmp_path):
     run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),), root=tmp_path)  # e1 view tmp_path
     assert problem_text(run, "toy", "p1") == {
-        "text": None, "source": "not stored: neither the prompt nor the run's dataset is on this machine"}
-    (tmp_path / "toy.jsonl").write_text("".join(json.dumps({"id": pid, "problem": f"Solve {pid}.", "answer": "1"}) + "\n"
-                                                for pid in ("p1", "p2")))
+        "text": None,
+        "source": "not stored: neither the prompt nor the run's dataset is on this machine",
+    }
+    (tmp_path / "toy.jsonl").write_text(
+        "".join(json.dumps({"id": pid, "problem": f"Solve {pid}.", "answer": "1"}) + "\n" for pid in ("p1", "p2"))
+    )
     found = problem_text(run, "toy", "p2")
     assert found["text"] == "Solve p2." and "toy.jsonl" in found["source"]
     with_prompts = [dict(row, prompt=f"<|user|>{row['problem_id']}") for row in sample_rows()]
@@ -129,10 +176,15 @@ def test_curves_and_metrics_come_from_their_files(tmp_path):
     run = eval_run(tmp_path / "run")
     points = curve_points(run)
     assert [(p["model"], p["think_budget"], p["accuracy"], p["mean_total_tokens"]) for p in points] == [
-        ("m/A", 4, 0.5, 6.0), ("m/A", 8, 0.5, 10.0)]
+        ("m/A", 4, 0.5, 6.0),
+        ("m/A", 8, 0.5, 10.0),
+    ]
     write_parquet(pd.DataFrame({"step": [2, 1], "kl": [0.2, 0.1], "note": ["b", "a"]}), run.path / "metrics.parquet")
-    assert metrics(run) == {"run": str(run.path), "columns": ["step", "kl"],
-                            "rows": [{"step": 1, "kl": 0.1}, {"step": 2, "kl": 0.2}]}  # by step, numbers only
+    assert metrics(run) == {
+        "run": str(run.path),
+        "columns": ["step", "kl"],
+        "rows": [{"step": 1, "kl": 0.1}, {"step": 2, "kl": 0.2}],
+    }  # by step, numbers only
 
 
 @pytest.fixture
@@ -152,8 +204,11 @@ def client(tmp_path):
 def test_the_api_answers_bad_queries_with_one_line(client):
     api = client()
     assert api.get("/api/samples", params={"run": 0, "forced": "true"}).json()["total"] == 8
-    for query, message in (({"run": 5}, "run must be one of 0..0"), ({"run": 0, "think": "1k"}, "think must be a whole number"),
-                           ({"run": 0, "text": "true"}, "one problem at a time")):
+    for query, message in (
+        ({"run": 5}, "run must be one of 0..0"),
+        ({"run": 0, "think": "1k"}, "think must be a whole number"),
+        ({"run": 0, "text": "true"}, "one problem at a time"),
+    ):
         response = api.get("/api/samples", params=query)
         assert response.status_code == 400 and message in response.json()["error"]
     assert api.get("/static/../server.py").status_code == 404
@@ -178,8 +233,10 @@ def test_a_damaged_run_is_listed_as_bad_and_the_others_still_load(tmp_path):
     (broken.path / "samples").mkdir()
     (broken.path / "samples" / "part-r0-bad.parquet").write_bytes(b"not parquet")
     strings = eval_run(tmp_path / "strings")
-    write_parquet(pd.DataFrame([dict(r, think_budget=f"{r['think_budget']}k") for r in sample_rows()]),
-                  strings.path / "samples.parquet")  # a budget column of strings: not an e1 samples file
+    write_parquet(
+        pd.DataFrame([dict(r, think_budget=f"{r['think_budget']}k") for r in sample_rows()]),
+        strings.path / "samples.parquet",
+    )  # a budget column of strings: not an e1 samples file
     metrics = eval_run(tmp_path / "metrics")
     write_parquet(pd.DataFrame({"loss": [1.0]}), metrics.path / "metrics.parquet")  # no step column
     api = _app([broken, good, strings, metrics])
@@ -238,8 +295,12 @@ def test_a_token_is_asked_for_once_then_kept_in_a_cookie(client):
     opened = api.get("/", params={"token": "s3cret-token"}, follow_redirects=False)
     assert opened.status_code == 303 and "httponly" in opened.headers["set-cookie"].lower()
     assert api.get("/api/runs").status_code == 200  # the client keeps the cookie, as a browser does
-    assert client(token="s3cret-token", hosts=None).get(
-        "/api/runs", headers={"authorization": "Bearer s3cret-token"}).status_code == 200
+    assert (
+        client(token="s3cret-token", hosts=None)
+        .get("/api/runs", headers={"authorization": "Bearer s3cret-token"})
+        .status_code
+        == 200
+    )
 
 
 def test_view_settings_are_checked_before_anything_starts(monkeypatch):
@@ -259,14 +320,23 @@ def test_view_settings_are_checked_before_anything_starts(monkeypatch):
 
 def test_command_refuses_an_exposed_address_without_a_token(tmp_path):
     eval_run(tmp_path / "run")
-    result = subprocess.run([sys.executable, "-m", "e1", "view", str(tmp_path / "run"), "--host", "0.0.0.0"],
-                            check=False, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "e1", "view", str(tmp_path / "run"), "--host", "0.0.0.0"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 1 and result.stderr.count("\n") == 1 and "pass --token" in result.stderr
 
 
 def test_the_list_holds_problem_answer_and_gold_but_never_the_thinking_or_solution(tmp_path):
-    (tmp_path / "toy.jsonl").write_text("".join(json.dumps({"id": pid, "problem": f"Solve {pid}. " + "long " * 100,
-                                                            "answer": "1"}) + "\n" for pid in ("p1", "p2")))
+    (tmp_path / "toy.jsonl").write_text(
+        "".join(
+            json.dumps({"id": pid, "problem": f"Solve {pid}. " + "long " * 100, "answer": "1"}) + "\n"
+            for pid in ("p1", "p2")
+        )
+    )
     run = eval_run(tmp_path / "run", datasets=(str(tmp_path / "toy.jsonl"),), root=tmp_path)
     listed = sample_list(run, SampleFilter(mode="elastic"))
     assert listed["total"] == 8 and not listed["truncated"]
@@ -289,7 +359,7 @@ def _bundle_value(path):
     """What a bundle data file hands the page (the JSON inside ``e1Bundle.put(key, ...);``)."""
     text = path.read_text()
     assert text.startswith("e1Bundle.put(") and text.endswith(");\n") and text.isascii()
-    key, _, body = text[len("e1Bundle.put("):-3].partition(", ")
+    key, _, body = text[len("e1Bundle.put(") : -3].partition(", ")
     return json.loads(key), json.loads(body)
 
 
@@ -302,10 +372,13 @@ def test_a_bundle_holds_any_text_as_data_that_cannot_end_its_script(tmp_path_fac
     from e1.view.bundle import write_bundle
 
     root = tmp_path_factory.mktemp("bundle")
-    rows = [dict(row, think_text=think + "</script><script>alert(1)//\u2028", problem_id=pid or "p") for row in sample_rows()[:2]]
+    rows = [
+        dict(row, think_text=think + "</script><script>alert(1)//\u2028", problem_id=pid or "p")
+        for row in sample_rows()[:2]
+    ]
     run = eval_run(root / "run", rows=rows)
     write_bundle([run], root / "out")
-    (key, value), = [_bundle_value(p) for p in (root / "out" / "data" / "r0").glob("p*.js")]
+    ((key, value),) = [_bundle_value(p) for p in (root / "out" / "data" / "r0").glob("p*.js")]
     assert key == "r0/p0" and {r["think_text"] for r in value["rows"]} == {think + "</script><script>alert(1)//\u2028"}
     _, index = _bundle_value(root / "out" / "data" / "index.js")
     assert index["problems"] == {"0": {f"toy\u0000{pid or 'p'}": 0}}
@@ -322,8 +395,17 @@ def test_a_bundle_holds_only_the_page_and_values_and_refuses_a_folder_of_other_f
     result = runner.invoke(app, ["view", str(tmp_path / "runs"), "--bundle", str(out)])
     assert result.exit_code == 0, result.output
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
-    assert files == ["data/index.js", "data/r0/p0.js", "data/r0/p1.js", "e1-bundle.json", "index.html", "static/app.js",
-                     "static/bundle.js", "static/plotly.min.js", "static/style.css"]
+    assert files == [
+        "data/index.js",
+        "data/r0/p0.js",
+        "data/r0/p1.js",
+        "e1-bundle.json",
+        "index.html",
+        "static/app.js",
+        "static/bundle.js",
+        "static/plotly.min.js",
+        "static/style.css",
+    ]
     everything = "".join(p.read_text() for p in out.rglob("*.js") if "plotly" not in p.name)
     assert "SECRET" not in everything  # a dataset file outside the folder given is not read, so not shipped
     assert '<script src="data/index.js">' in (out / "index.html").read_text()

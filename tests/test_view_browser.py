@@ -21,14 +21,24 @@ import pandas as pd
 import pytest
 
 CHROMIUM = os.environ.get("E1_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 THINK_BUDGETS, SOLVE = (0, 4, 8), 40  # the sweep of tests/test_sweep.py
 
 
 def _require_browser() -> None:
-    missing = [f"the {name} package (pip install -e '.[test]')" for name in ("playwright", "starlette", "uvicorn", "plotly")
-               if importlib.util.find_spec(name) is None]
+    missing = [
+        f"the {name} package (pip install -e '.[test]')"
+        for name in ("playwright", "starlette", "uvicorn", "plotly")
+        if importlib.util.find_spec(name) is None
+    ]
     if not os.path.exists(CHROMIUM):
         missing.append("Chromium (apt-get install chromium)")
     if missing:
@@ -54,10 +64,17 @@ def runs(tmp_path_factory):
     root.mkdir()
     model = build_tiny_model(root.parent / "tiny")
     problems = root / "toy.jsonl"
-    problems.write_text("".join(json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": answer}) + "\n"
-                                for i, answer in enumerate("232")))
+    problems.write_text(
+        "".join(
+            json.dumps({"id": f"q{i}", "problem": f"What is {i} + {i}?", "answer": answer}) + "\n"
+            for i, answer in enumerate("232")
+        )
+    )
     sweep(sweep_config(root / "sweep", problems), load_engine=Loader(HFEngine.load(str(model), batch_size=64)))
-    train(small(model, write_problems(root / "train.jsonl"), root / "train", steps=2, save_every=100), reward=contains_char)
+    train(
+        small(model, write_problems(root / "train.jsonl"), root / "train", steps=2, save_every=100),
+        reward=contains_char,
+    )
     code_run(root / "code")
     return root
 
@@ -67,11 +84,34 @@ def code_run(path):
     from e1.store.results import samples_frame, write_json, write_parquet
 
     write_json({"model": "coder", "datasets": ["humaneval"], "data_dir": str(path / "no-data")}, path / "config.json")
-    write_parquet(samples_frame([{
-        "dataset": "humaneval", "problem_id": "HumanEval/0", "sample_index": 0, "mode": "elastic", "think_budget": 16, "solve_budget": 64,
-        "prompt_tokens": 30, "think_tokens": 12, "solve_tokens": 40, "forced": False, "finish_reason": "stop", "think_text": "loop over pairs",
-        "solution_text": "```python\ndef f(x):\n    return x\n```", "extracted_answer": "def f(x):\n    return x", "gold": "6 tests",
-        "reward": 0.0, "correct": False, "tests_passed": 0.5, "first_failure": "test 4: wrong answer"}]), path / "samples.parquet")
+    write_parquet(
+        samples_frame(
+            [
+                {
+                    "dataset": "humaneval",
+                    "problem_id": "HumanEval/0",
+                    "sample_index": 0,
+                    "mode": "elastic",
+                    "think_budget": 16,
+                    "solve_budget": 64,
+                    "prompt_tokens": 30,
+                    "think_tokens": 12,
+                    "solve_tokens": 40,
+                    "forced": False,
+                    "finish_reason": "stop",
+                    "think_text": "loop over pairs",
+                    "solution_text": "```python\ndef f(x):\n    return x\n```",
+                    "extracted_answer": "def f(x):\n    return x",
+                    "gold": "6 tests",
+                    "reward": 0.0,
+                    "correct": False,
+                    "tests_passed": 0.5,
+                    "first_failure": "test 4: wrong answer",
+                }
+            ]
+        ),
+        path / "samples.parquet",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +127,9 @@ def serving(cwd, *folders):
     try:
         ready, _, _ = select.select([server.stdout], [], [], 60)
         line = server.stdout.readline() if ready else ""
-        assert "http://127.0.0.1:" in line, f"e1 view did not start: {line!r} {server.stderr.read() if server.poll() is not None else ''}"
+        assert "http://127.0.0.1:" in line, (
+            f"e1 view did not start: {line!r} {server.stderr.read() if server.poll() is not None else ''}"
+        )
         yield line.split(" at ")[1].split()[0]
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C
@@ -102,8 +144,12 @@ def browser(tmp_path_factory):
 
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1300, "height": 900})
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1300, "height": 900},
+        )
         yield context
         context.close()
 
@@ -194,7 +240,8 @@ def test_a_forced_sample_shows_where_e1_cut_thinking(page, runs):
     card = page.locator("#sample-detail .sample")
     expect(card).to_have_count(1)
     rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet").set_index(
-        ["problem_id", "sample_index", "mode", "think_budget"])
+        ["problem_id", "sample_index", "mode", "think_budget"]
+    )
     known = rows.loc[("q0", 0, "elastic", 8)]
     assert known["forced"] and known["think_tokens"] == 8
     expect(card.locator("pre.think-text")).to_have_text(known["think_text"])
@@ -228,7 +275,9 @@ def test_a_code_sample_shows_its_tests(page):
     expect(card.locator(".failure")).to_have_text("test 4: wrong answer")
     expect(card.locator(".gold")).to_have_text("6 tests")
     expect(card.locator(".cut.natural")).to_have_count(1)  # thinking ended by itself: nothing forced
-    expect(page.locator("#sample-detail .problem .source")).to_contain_text("not stored")  # no humaneval in its data_dir
+    expect(page.locator("#sample-detail .problem .source")).to_contain_text(
+        "not stored"
+    )  # no humaneval in its data_dir
 
 
 def test_a_damaged_run_is_shown_as_bad_and_the_others_still_load(browser, runs, tmp_path):
@@ -259,6 +308,7 @@ def test_side_by_side_shows_both_runs_on_one_problem(page, runs):
 
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
+
     def run_of(side, text):
         return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
 
@@ -278,8 +328,12 @@ def test_side_by_side_shows_both_runs_on_one_problem(page, runs):
     expect(left.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/B", "toy q1 · sample 1 · m/B"])
     expect(right.locator("strong")).to_contain_text(["toy q1 · sample 0 · m/A", "toy q1 · sample 1 · m/A"])
     samples = pd.read_parquet(runs / "sweep" / "samples.parquet")
-    (prompt,) = samples[(samples["model"] == "m/B") & (samples["problem_id"] == "q1") & (samples["mode"] == "elastic")
-                        & (samples["think_budget"] == 4)]["prompt"].dropna()
+    (prompt,) = samples[
+        (samples["model"] == "m/B")
+        & (samples["problem_id"] == "q1")
+        & (samples["mode"] == "elastic")
+        & (samples["think_budget"] == 4)
+    ]["prompt"].dropna()
     expect(page.locator("#c-problem-text .problem-text")).to_have_text(prompt)  # the left cell's prompt
     assert "What is 1 + 1?" in prompt
 
@@ -303,6 +357,7 @@ def test_training_metrics_are_plotted_by_step(page, runs):
 
 
 # ---- triage: the list's columns, search, sort, the detail beside it, links, diffs, curves, training, bundles ----
+
 
 def pixels(png: bytes):
     """A screenshot's pixels as (r, g, b) tuples, with how often each occurs."""
@@ -330,6 +385,7 @@ def painted_rows(png: bytes, color, tolerance=6) -> list[int]:
     image = Image.open(io.BytesIO(png)).convert("RGB")
     width, height = image.size
     data = image.load()
+
     def near(rgb):
         return all(abs(a - b) <= tolerance for a, b in zip(rgb, color))
 
@@ -341,7 +397,9 @@ LEFT_ONLY, RIGHT_ONLY = (185, 230, 189), (245, 181, 181)  # the diff's rows: onl
 
 
 def column_texts(page, key: str) -> list[str]:
-    index = page.evaluate(f"() => [...document.querySelectorAll('#sample-table th')].findIndex(th => th.dataset.key === {key!r})")
+    index = page.evaluate(
+        f"() => [...document.querySelectorAll('#sample-table th')].findIndex(th => th.dataset.key === {key!r})"
+    )
     return page.locator(f"#sample-table tbody tr td:nth-child({index + 1})").all_inner_texts()
 
 
@@ -394,7 +452,9 @@ def test_the_list_shows_problem_answer_and_gold_searches_sorts_and_opens_the_det
     assert detail["y"] < listing["y"] + 100
     band = painted_rows(page.locator(".listing").screenshot(), SELECTED)
     box, top = row.bounding_box(), page.locator(".listing").bounding_box()["y"]
-    assert band and abs(band[0] - (box["y"] - top)) <= 2 and abs(len(band) - box["height"]) <= 3  # that row, and only it
+    assert (
+        band and abs(band[0] - (box["y"] - top)) <= 2 and abs(len(band) - box["height"]) <= 3
+    )  # that row, and only it
 
 
 def test_search_is_plain_case_insensitive_text_for_any_query(page, runs):
@@ -410,8 +470,14 @@ def test_search_is_plain_case_insensitive_text_for_any_query(page, runs):
     def holds(text):
         search(page, text)
         needle = text[:200].lower()
-        expected = sum(any(needle in str(r[k]).lower() for k in ("problem", "extracted_answer", "gold", "problem_id")
-                           if r[k] is not None) for r in listed)
+        expected = sum(
+            any(
+                needle in str(r[k]).lower()
+                for k in ("problem", "extracted_answer", "gold", "problem_id")
+                if r[k] is not None
+            )
+            for r in listed
+        )
         assert int(page.get_attribute("#sample-count", "data-total")) == expected
         assert page.locator("#sample-table tbody img, #sample-table tbody script").count() == 0
 
@@ -460,10 +526,44 @@ def test_any_link_is_read_as_data_never_as_markup_or_code(browser, url):
     errors, dialogs = [], []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-    names = st.sampled_from(["run", "model", "mode", "budget", "q", "sort", "desc", "sample", "page", "x", "dataset",
-                             "left_run", "show", "problem", "smooth", "log", "<img src=x onerror=alert(1)>"])
-    values = st.one_of(st.text(max_size=40), st.sampled_from(["<img src=x onerror=alert(1)>", "__proto__", "constructor",
-                                                              "-1", "1e309", "NaN", "0", "999999999", '["a"]', "x" * 6000]))
+    names = st.sampled_from(
+        [
+            "run",
+            "model",
+            "mode",
+            "budget",
+            "q",
+            "sort",
+            "desc",
+            "sample",
+            "page",
+            "x",
+            "dataset",
+            "left_run",
+            "show",
+            "problem",
+            "smooth",
+            "log",
+            "<img src=x onerror=alert(1)>",
+        ]
+    )
+    values = st.one_of(
+        st.text(max_size=40),
+        st.sampled_from(
+            [
+                "<img src=x onerror=alert(1)>",
+                "__proto__",
+                "constructor",
+                "-1",
+                "1e309",
+                "NaN",
+                "0",
+                "999999999",
+                '["a"]',
+                "x" * 6000,
+            ]
+        ),
+    )
     tabs = st.sampled_from(["samples", "curves", "compare", "training", "nope", ""])
 
     @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
@@ -494,15 +594,22 @@ def test_a_curve_point_opens_the_samples_of_its_budget(page, runs):
     expect(page.locator("#tab-samples")).to_be_visible()
     expect(page.locator("#sample-count")).to_have_text("6 samples · 2 correct · 6 forced")  # B: right on q1 only
     assert (page.input_value("#f-model"), page.input_value("#f-mode"), page.input_value("#f-budget")) == (
-        "m/B", "elastic", "4+40")
+        "m/B",
+        "elastic",
+        "4+40",
+    )
     assert set(column_texts(page, "model")) == {"m/B"}
 
 
 def line_colors(page, plot: str) -> list[tuple]:
     """The colours Plotly gave each line of ``plot``, as (r, g, b)."""
     hexes = page.evaluate(f"() => document.getElementById({plot!r})._fullData.map(t => t.line.color)")
-    return [tuple(int(h[i:i + 2], 16) for i in (1, 3, 5)) if h.startswith("#")
-            else tuple(int(float(v)) for v in h[h.index("(") + 1:-1].split(",")[:3]) for h in hexes]
+    return [
+        tuple(int(h[i : i + 2], 16) for i in (1, 3, 5))
+        if h.startswith("#")
+        else tuple(int(float(v)) for v in h[h.index("(") + 1 : -1].split(",")[:3])
+        for h in hexes
+    ]
 
 
 def drawn_lines(page, plot: str) -> int:
@@ -517,8 +624,10 @@ def color_at_point(page, plot: str, trace: int, point: int) -> set[tuple]:
 
     from PIL import Image
 
-    x, y = page.evaluate(f"""() => {{ const gd = document.getElementById({plot!r}), l = gd._fullLayout, t = gd.data[{trace}];
+    x, y = (
+        page.evaluate(f"""() => {{ const gd = document.getElementById({plot!r}), l = gd._fullLayout, t = gd.data[{trace}];
         return [l.xaxis._offset + l.xaxis.d2p(t.x[{point}]), l.yaxis._offset + l.yaxis.d2p(t.y[{point}])]; }}""")
+    )
     image = Image.open(io.BytesIO(page.locator(f"#{plot}").screenshot())).convert("RGB")
     return {image.getpixel((round(x) + dx, round(y) + dy)) for dx in range(-3, 4) for dy in range(-3, 4)}
 
@@ -528,7 +637,9 @@ def test_the_curves_chart_is_drawn(page):
     assert drawn_lines(page, "curves") >= 3
     names = [t["name"] for t in traces(page, "curves")]
     b = names.index("sweep · m/B · toy · elastic")
-    assert line_colors(page, "curves")[b] in color_at_point(page, "curves", b, 1)  # B's point at 33% is where it belongs
+    assert line_colors(page, "curves")[b] in color_at_point(
+        page, "curves", b, 1
+    )  # B's point at 33% is where it belongs
 
 
 def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs):
@@ -536,12 +647,20 @@ def test_the_diff_keeps_the_samples_one_side_got_right_and_opens_them(page, runs
 
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
+
     def run_of(side, text):
         return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
 
-    picks = [("#left-run", run_of("left", "sweep (sweep)")), ("#left-model", "m/B"), ("#right-run", run_of("right", "m--A"))]
-    picks += [(f"#{side}-{name}", value) for side in ("left", "right") for name, value in (("mode", "elastic"),
-                                                                                          ("budget", "4+40"))]
+    picks = [
+        ("#left-run", run_of("left", "sweep (sweep)")),
+        ("#left-model", "m/B"),
+        ("#right-run", run_of("right", "m--A")),
+    ]
+    picks += [
+        (f"#{side}-{name}", value)
+        for side in ("left", "right")
+        for name, value in (("mode", "elastic"), ("budget", "4+40"))
+    ]
     for control, value in picks:  # one after another, without waiting for what each choice loads
         page.select_option(control, value)
     settled(page)
@@ -620,6 +739,7 @@ def test_a_late_list_reply_never_sets_back_the_diff_or_the_problem_chosen_meanwh
     page.click("button[data-tab=compare]")
     page.wait_for_selector("#tab-compare[data-loaded]")
     settled(page)
+
     def run_of(side, text):
         return page.locator(f"#{side}-run option", has_text=text).get_attribute("value")
 
@@ -644,7 +764,9 @@ def test_a_late_list_reply_never_sets_back_the_diff_or_the_problem_chosen_meanwh
     expect(page.locator("#diff-table tbody tr")).to_have_count(6)
     expect(page.locator("#diff-table tbody tr.left-only")).to_have_count(2)  # the diff of B against A, not a stale one
     expect(page.locator("#diff-table tbody tr.right-only")).to_have_count(4)
-    expect(page.locator("#right-samples .sample strong")).to_contain_text(["toy q2 · sample 0 · m/A", "toy q2 · sample 1 · m/A"])
+    expect(page.locator("#right-samples .sample strong")).to_contain_text(
+        ["toy q2 · sample 0 · m/A", "toy q2 · sample 1 · m/A"]
+    )
     link = query_of(page.url.replace("#compare?", "?"))
     assert (link["problem"], link["right_run"], link["left_model"]) == ("q2", eval_id, "m/B")
     assert sweep_id != eval_id
@@ -692,13 +814,17 @@ def test_a_links_smoothing_never_overrides_a_choice_made_while_the_metrics_load(
 def test_training_charts_smooth_and_switch_to_a_log_scale(page, runs):
     page.click("button[data-tab=training]")
     page.wait_for_selector("#metric-kl .main-svg")
-    metrics = pd.read_parquet(runs / "train" / "metrics.parquet")  # kl moves between the two steps (flat metrics are not drawn)
+    metrics = pd.read_parquet(
+        runs / "train" / "metrics.parquet"
+    )  # kl moves between the two steps (flat metrics are not drawn)
     linear = page.locator("#metric-kl").screenshot()
     page.fill("#t-smooth", "0.5")
     page.wait_for_function("() => document.getElementById('training-plots').dataset.drawn === '0.5/false'")
     smoothed, raw = traces(page, "metric-kl")
     first, second = metrics["kl"].tolist()
-    assert smoothed["y"] == pytest.approx([first, 0.5 * first + 0.5 * second])  # EMA by hand: s1 = y1, s2 = .5 s1 + .5 y2
+    assert smoothed["y"] == pytest.approx(
+        [first, 0.5 * first + 0.5 * second]
+    )  # EMA by hand: s1 = y1, s2 = .5 s1 + .5 y2
     assert raw["y"] == pytest.approx([first, second])
     page.check("#t-log")
     page.wait_for_function("() => document.getElementById('training-plots').dataset.drawn === '0.5/true'")
@@ -713,8 +839,14 @@ def test_a_bundle_opens_from_disk_without_e1(browser, runs, tmp_path):
     from playwright.sync_api import expect
 
     out = tmp_path / "share"
-    made = subprocess.run([sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "--bundle", str(out)],
-                          check=False, cwd=runs, capture_output=True, text=True, timeout=300)
+    made = subprocess.run(
+        [sys.executable, "-m", "e1", "view", "sweep", "sweep/models/m--A", "train", "--bundle", str(out)],
+        check=False,
+        cwd=runs,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert made.returncode == 0, made.stderr
     assert f"open {out / 'index.html'}" in made.stdout
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
@@ -737,7 +869,8 @@ def test_a_bundle_opens_from_disk_without_e1(browser, runs, tmp_path):
         choose(page, "#f-budget", "8+40")
         page.click("#sample-table tbody tr >> nth=0")
         rows = pd.read_parquet(runs / "sweep" / "models" / "m--A" / "samples.parquet").set_index(
-            ["problem_id", "sample_index", "mode", "think_budget"])
+            ["problem_id", "sample_index", "mode", "think_budget"]
+        )
         card = page.locator("#sample-detail .sample")
         expect(card.locator("pre.think-text")).to_have_text(rows.loc[("q0", 0, "elastic", 8)]["think_text"])
         expect(card.locator(".cut.forced")).to_have_count(1)

@@ -20,8 +20,17 @@ from e1.engine.base import Mode, Sampling  # noqa: E402
 from e1.engine.markers import PROMPT_OPEN, resolve_markers  # noqa: E402
 from tests.fakes import assert_engine_invariants  # noqa: E402
 
-MODES = ["elastic", "truncate", "budget-forcing", "budget-forcing:wait=2", "none", "elastic:exit=qwen", "elastic:grace=4",
-         "soft:start=0.5:strength=6", "soft:start=0:strength=30:shape=exp:ceiling=2"]
+MODES = [
+    "elastic",
+    "truncate",
+    "budget-forcing",
+    "budget-forcing:wait=2",
+    "none",
+    "elastic:exit=qwen",
+    "elastic:grace=4",
+    "soft:start=0.5:strength=6",
+    "soft:start=0:strength=30:shape=exp:ceiling=2",
+]
 GREEDY = Sampling(temperature=0.0, max_tokens=40)
 
 
@@ -165,8 +174,11 @@ def test_processor_forces_the_marker_at_t_and_eos_at_s(engines):
     args = budget_args(Budget(2, 1), Mode("elastic"), markers, prompt_thinking=PROMPT_OPEN, room=64)
     processor = BudgetProcessor(None, torch.device("cpu"), False)
     out_a, out_b = [], []
-    processor.update_state(BatchUpdate(2, [], [(0, SamplingParams(extra_args={KEY: args}), [1], out_a),
-                                               (1, SamplingParams(), [1], out_b)], []))
+    processor.update_state(
+        BatchUpdate(
+            2, [], [(0, SamplingParams(extra_args={KEY: args}), [1], out_a), (1, SamplingParams(), [1], out_b)], []
+        )
+    )
 
     def step(sampled_a):
         logits = processor.apply(torch.zeros(2, 8))  # [B=2, V=8]
@@ -193,8 +205,10 @@ def test_vllm_samples_do_not_depend_on_the_batch(engines):
     prompts = prompts_for(vllm_engine.tokenizer, count=7)
     seeds = list(range(100, 107))
     together = vllm_engine.generate(prompts, Budget(10, 6), Mode("elastic"), hot, n=2, seeds=seeds)
-    alone = [vllm_engine.generate(prompts[p : p + 1], Budget(10, 6), Mode("elastic"), hot, n=2, seeds=seeds[p : p + 1])
-             for p in (0, 6)]
+    alone = [
+        vllm_engine.generate(prompts[p : p + 1], Budget(10, 6), Mode("elastic"), hot, n=2, seeds=seeds[p : p + 1])
+        for p in (0, 6)
+    ]
     assert [c.token_ids for c in together[:2]] == [c.token_ids for c in alone[0]]
     assert [c.token_ids for c in together[12:]] == [c.token_ids for c in alone[1]]
     assert together[0].token_ids != together[1].token_ids or together[2].token_ids != together[3].token_ids

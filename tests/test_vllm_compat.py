@@ -146,8 +146,12 @@ def test_e1_serve_sets_no_runner_variable_and_refuses_only_the_impossible_runner
     argv, environment = started[0]
     assert environment.get("VLLM_USE_V2_MODEL_RUNNER") == env
     assert argv[argv.index("--logits-processors") + 1] == server.processor_name()
-    old = tree({vllm_compat.V2_RUNNER: "class GPUModelRunner: ...",  # 0.26: a runner V2 without processors
-                "vllm/entrypoints/openai/api_server.py": 'if __name__ == "__main__":\n    main()\n'})
+    old = tree(
+        {
+            vllm_compat.V2_RUNNER: "class GPUModelRunner: ...",  # 0.26: a runner V2 without processors
+            "vllm/entrypoints/openai/api_server.py": 'if __name__ == "__main__":\n    main()\n',
+        }
+    )
     monkeypatch.setattr(vllm_compat, "installed_source", lambda: old)
     if env in ("1", "true"):
         with pytest.raises(ModelError, match="loads no custom logits processors"):

@@ -33,7 +33,9 @@ def test_a_config_that_does_not_say_falls_back_per_device(tmp_path):
     model = saved_config(tmp_path / "m")
     assert checkpoint_dtype(model) is None and checkpoint_dtype(str(tmp_path / "missing")) is None
     assert (weights_dtype("auto", model, on_cuda=True), weights_dtype("auto", model, on_cuda=False)) == (
-        "bfloat16", "float32")
+        "bfloat16",
+        "float32",
+    )
     with pytest.raises(ConfigError, match="unknown dtype 'int8'"):
         weights_dtype("int8", model, on_cuda=False)
 

@@ -15,9 +15,20 @@ from tests.test_soft_stop import GENERATED, id_stream
 pytest.importorskip("vllm")
 torch = pytest.importorskip("torch")
 
-MODES = ["soft", "soft:start=0:strength=4", "soft:start=0.5:shape=exp:ceiling=2", "soft:start=1:strength=3",
-         "soft:start=0.2:grace=3", "elastic", "budget-forcing:wait=2", "soft:start=0:stop='ab'",
-         "elastic:stop='b c'", "elastic:stop='(?i)AB'", "soft:start=0.4:stop='^c'", "none"]
+MODES = [
+    "soft",
+    "soft:start=0:strength=4",
+    "soft:start=0.5:shape=exp:ceiling=2",
+    "soft:start=1:strength=3",
+    "soft:start=0.2:grace=3",
+    "elastic",
+    "budget-forcing:wait=2",
+    "soft:start=0:stop='ab'",
+    "elastic:stop='b c'",
+    "elastic:stop='(?i)AB'",
+    "soft:start=0.4:stop='^c'",
+    "none",
+]
 TEXTS = ["ab", " c", "x", "é", "ab c"]  # plain pieces; the stop patterns are made of them
 
 
@@ -52,8 +63,9 @@ class Reference:
         from e1.engine.vllm.processor import row_state
 
         mode = Mode.parse(args["mode"])
-        self.state = row_state(args, sentence_end_ids(tokenizer) if mode.grace else frozenset(),
-                               tokenizer if mode.stop else None)
+        self.state = row_state(
+            args, sentence_end_ids(tokenizer) if mode.grace else frozenset(), tokenizer if mode.stop else None
+        )
         self.fed = 0
 
     def logits(self, output: list[int], before: torch.Tensor) -> torch.Tensor | None:
@@ -79,17 +91,28 @@ class Reference:
         return after
 
 
-ROW = st.fixed_dictionaries({
-    "mode": st.sampled_from(MODES), "think": st.integers(0, 14), "solve": st.integers(1, 5),
-    "room": st.integers(1, 40), "opens": st.sampled_from(["open", "closed", "absent"]),
-    "stream": st.lists(st.tuples(st.integers(0, 9), st.integers(0, 99)), min_size=40, max_size=40),
-    "sizes": st.lists(st.sampled_from([1] * 12 + [0, 2, -1]), min_size=40, max_size=40),
-})
+ROW = st.fixed_dictionaries(
+    {
+        "mode": st.sampled_from(MODES),
+        "think": st.integers(0, 14),
+        "solve": st.integers(1, 5),
+        "room": st.integers(1, 40),
+        "opens": st.sampled_from(["open", "closed", "absent"]),
+        "stream": st.lists(st.tuples(st.integers(0, 9), st.integers(0, 99)), min_size=40, max_size=40),
+        "sizes": st.lists(st.sampled_from([1] * 12 + [0, 2, -1]), min_size=40, max_size=40),
+    }
+)
 
 
 @settings(max_examples=40, deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate))
-@given(rows=st.lists(ROW, min_size=1, max_size=6), events=st.lists(st.tuples(st.integers(0, 39), st.sampled_from(
-    ["swap", "drop", "add"]), st.integers(0, 5), st.integers(0, 5)), max_size=3), seed=st.integers(0, 2**16))
+@given(
+    rows=st.lists(ROW, min_size=1, max_size=6),
+    events=st.lists(
+        st.tuples(st.integers(0, 39), st.sampled_from(["swap", "drop", "add"]), st.integers(0, 5), st.integers(0, 5)),
+        max_size=3,
+    ),
+    seed=st.integers(0, 2**16),
+)
 def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, events, seed):
     """Invariant: at every step the processor returns the logits each row's RowState says (soft's bias to the bit, the
     forced token, a stop pattern firing at the same id), whatever the modes, budgets, ids (markers and EOS
@@ -107,13 +130,21 @@ def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, e
     cursor = {}
 
     def settings(spec):
-        return budget_args(Budget(spec["think"], spec["solve"]), Mode.parse(spec["mode"]), markers,
-                           prompt_thinking=spec["opens"], room=spec["room"])
+        return budget_args(
+            Budget(spec["think"], spec["solve"]),
+            Mode.parse(spec["mode"]),
+            markers,
+            prompt_thinking=spec["opens"],
+            room=spec["room"],
+        )
 
     def add(index, spec):
         outputs[index], references[index] = [], Reference(settings(spec), tokenizer)
-        ours.update_state(BatchUpdate(len(rows), [], [(index, SamplingParams(extra_args={KEY: settings(spec)}), [1],
-                                                       outputs[index])], []))
+        ours.update_state(
+            BatchUpdate(
+                len(rows), [], [(index, SamplingParams(extra_args={KEY: settings(spec)}), [1], outputs[index])], []
+            )
+        )
         cursor[index] = (spec, 0)
 
     for index, spec in enumerate(rows):
@@ -142,7 +173,9 @@ def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, e
         for index in range(len(rows)):  # a dropped row is left alone
             expected = references[index].logits(outputs[index], logits[index]) if index in cursor else logits[index]
             if expected is not None:
-                assert torch.equal(mine[index], expected), explain(step, index, mine[index], expected, ours, cursor, outputs)
+                assert torch.equal(mine[index], expected), explain(
+                    step, index, mine[index], expected, ours, cursor, outputs
+                )
         for index, (spec, at) in list(cursor.items()):
             size = spec["sizes"][step]
             output = outputs[index]
@@ -151,8 +184,13 @@ def test_the_stepping_path_gives_the_logits_each_row_state_says(setting, rows, e
             for _ in range(abs(size)):
                 finite = mine[index].isfinite().nonzero().flatten().tolist()
                 kind, value = spec["stream"][at % 40]
-                token = finite[0] if len(finite) == 1 else special[value % len(special)] if kind == 0 \
+                token = (
+                    finite[0]
+                    if len(finite) == 1
+                    else special[value % len(special)]
+                    if kind == 0
                     else plain[value % len(plain)]
+                )
                 output.append(-1 if size < 0 else token)
                 at += 1
             cursor[index] = (spec, at)
@@ -218,9 +256,11 @@ def explain(step, index, mine, expected, ours, cursor, outputs) -> str:
     differ = (mine != expected).nonzero().flatten().tolist()[:5]
     row = ours.rows.get(index)
     where = (row.fed, row.held, row.check_at, row.state.think_tokens) if row is not None else None
-    return (f"step {step} row {index} {spec['mode']} t={spec.get('think')} s={spec.get('solve')} room={spec.get('room')} "
-            f"opens={spec.get('opens')} sizes={spec.get('sizes', [])[:step]} ours={where} output={outputs.get(index)} "
-            f"columns {differ}: {mine[differ].tolist()} vs {expected[differ].tolist()}")
+    return (
+        f"step {step} row {index} {spec['mode']} t={spec.get('think')} s={spec.get('solve')} room={spec.get('room')} "
+        f"opens={spec.get('opens')} sizes={spec.get('sizes', [])[:step]} ours={where} output={outputs.get(index)} "
+        f"columns {differ}: {mine[differ].tolist()} vs {expected[differ].tolist()}"
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -252,7 +292,9 @@ def test_stop_rows_on_the_stepping_path_stop_where_the_plain_scanner_first_match
         first = next((n + 1 for n, i in enumerate(ids) if plain is not None and plain.push(i)), None)
         args = budget_args(Budget(1000, 4), mode, markers, prompt_thinking="open", room=2000)
         output = []
-        proc.update_state(BatchUpdate(len(patterns), [], [(index, SamplingParams(extra_args={KEY: args}), [1], output)], []))
+        proc.update_state(
+            BatchUpdate(len(patterns), [], [(index, SamplingParams(extra_args={KEY: args}), [1], output)], [])
+        )
         rows.append((ids, first, output))
     forced_at = [None] * len(rows)
     for _ in range(82):

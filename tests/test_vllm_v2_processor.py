@@ -59,13 +59,27 @@ def markers_for(rng: random.Random, newline: tuple[int, ...] | None = None) -> M
     wait = (5,) if rng.random() < 0.5 else (5, 6)
     if newline is None:
         newline = () if rng.random() < 0.3 else (15,) if rng.random() < 0.5 else (15, 16)
-    return Markers("", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8),
-                   newline)
+    return Markers(
+        "", "", start, end, frozenset({EOS, 11}) if rng.random() < 0.3 else frozenset({EOS}), 0, wait, (7, 8), newline
+    )
 
 
-MODES = ["elastic", "elastic:exit='x'", "elastic:grace=3", "truncate", "none", "budget-forcing",
-         "budget-forcing:wait=2", "budget-forcing:wait=1:exit='y'", "soft", "soft:start=0.5:strength=4:shape=exp",
-         "soft:start=0:strength=2:ceiling=2:grace=2", "elastic:stop='0[0-3]'", "soft:start=0.5:stop='0[0-3]'", "early-exit:trial=2:recipe=e1"]
+MODES = [
+    "elastic",
+    "elastic:exit='x'",
+    "elastic:grace=3",
+    "truncate",
+    "none",
+    "budget-forcing",
+    "budget-forcing:wait=2",
+    "budget-forcing:wait=1:exit='y'",
+    "soft",
+    "soft:start=0.5:strength=4:shape=exp",
+    "soft:start=0:strength=2:ceiling=2:grace=2",
+    "elastic:stop='0[0-3]'",
+    "soft:start=0.5:stop='0[0-3]'",
+    "early-exit:trial=2:recipe=e1",
+]
 
 
 class Processor(V2BudgetProcessor):
@@ -100,8 +114,16 @@ class Request(SlotRequest):
         plain = rng.random() < 0.15  # a request without e1's settings: left alone
         # early-exit: a trial after each "*" (id 14), its answer greedy (ARGMAX); a mode's notes as the tokenizer's ids
         ids = ModeIds(exit_ids, ((14,),) if self.mode.trials else (), ModeIds.of(tokenizer(), self.mode, budget).notes)
-        args = budget_args(budget, self.mode, self.markers, opens, room, history, exit_ids,
-                           build_state(self.mode, budget, self.markers, opens, room, ids))
+        args = budget_args(
+            budget,
+            self.mode,
+            self.markers,
+            opens,
+            room,
+            history,
+            exit_ids,
+            build_state(self.mode, budget, self.markers, opens, room, ids),
+        )
         self.params = SimpleNamespace(extra_args=None if plain else {KEY: args}, number=number)
         self.state = None if plain else row_state(args, SENTENCE_ENDS, tokenizer())  # the reference
         self.room = room
@@ -135,8 +157,9 @@ class Runner(SlotRunner):
     def staged(self) -> None:
         for request in self.running:  # text modes keep their RowState on the host, the others in the slot tables
             on_host = request.slot in self.processor.on_host
-            assert on_host == bool(request.state is not None and (request.mode.stop or request.mode.trials
-                                                                   or request.state.notes)), request.mode
+            assert on_host == bool(
+                request.state is not None and (request.mode.stop or request.mode.trials or request.state.notes)
+            ), request.mode
             assert self.processor.on_device[request.slot] == (request.state is not None and not on_host)
 
     def check(self, batch: list[Request], before: torch.Tensor, after: torch.Tensor) -> None:
@@ -188,8 +211,20 @@ def test_the_runs_reach_every_event():
     ends in each budgeted mode, EOS forced after ``s``, natural and pattern ends, "Wait", soft's bias, trial answers,
     slots reused, and preempted requests re-filled with their output."""
     seen = set()
-    wanted = {"forced elastic", "forced budget-forcing", "forced soft", "eos forced", "bias", "wait", "slot reused",
-              "resumed with output", "ended by natural", "ended by budget", "ended by pattern", "trial answer"}
+    wanted = {
+        "forced elastic",
+        "forced budget-forcing",
+        "forced soft",
+        "eos forced",
+        "bias",
+        "wait",
+        "slot reused",
+        "resumed with output",
+        "ended by natural",
+        "ended by budget",
+        "ended by pattern",
+        "trial answer",
+    }
     for seed in range(40):  # the first seeds that reach them all (18 of them)
         seen |= run(seed).seen
         if wanted <= seen:
@@ -240,9 +275,15 @@ def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, 
     ids[:, 0] = PLAIN[0]  # a one-id prompt
     ones = torch.ones(count, dtype=torch.int32)
     total = ones.clone()
-    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=count, vocab_size=vocab,
-                                 all_token_ids=Uva(ids), prompt_len=Uva(ones.clone()), prefill_len=Uva(ones.clone()),
-                                 total_len=Uva(total))
+    req = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=count,
+        vocab_size=vocab,
+        all_token_ids=Uva(ids),
+        prompt_len=Uva(ones.clone()),
+        prefill_len=Uva(ones.clone()),
+        total_len=Uva(total),
+    )
     processor = Processor(None, req)
     streams, first = [], []
     for slot in range(count):
@@ -263,9 +304,15 @@ def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, 
         order = data.draw(st.permutations(range(count)))
         slots = torch.tensor(order, dtype=torch.int32)
         pos = (total[slots.long()] - 1).long()
-        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
-                            expanded_local_pos=torch.zeros(count, dtype=torch.int32), input_ids=ids[slots.long(), pos].long(),
-                            pos=pos, seq_lens_upper_bound_np=(pos + 1).numpy())
+        ctx = LogitsContext(
+            expanded_idx_mapping=slots,
+            idx_mapping=slots,
+            idx_mapping_np=slots.numpy(),
+            expanded_local_pos=torch.zeros(count, dtype=torch.int32),
+            input_ids=ids[slots.long(), pos].long(),
+            pos=pos,
+            seq_lens_upper_bound_np=(pos + 1).numpy(),
+        )
         logits = processor.apply(torch.zeros(count, vocab), ctx)
         for row, slot in enumerate(order):
             written = int(total[slot]) - 1
@@ -286,10 +333,16 @@ def test_stop_rows_on_the_host_stop_where_the_plain_scanner_first_matches(data, 
 
 # Each family of modes, with what a step can need beyond counting: its mode and whether its markers are
 # two ids long (the last ids matched, a partly written marker completed) with two EOS ids.
-FAMILIES = {"elastic": ("elastic", False), "truncate": ("truncate", False), "none": ("none", False),
-            "budget-forcing": ("budget-forcing", False), "soft": ("soft:start=0.5", False),
-            "elastic, 2-id markers": ("elastic", True),
-            "everything": ("budget-forcing:wait=2:grace=2:exit='x'", True), "soft, everything": ("soft:shape=exp:grace=2", True)}
+FAMILIES = {
+    "elastic": ("elastic", False),
+    "truncate": ("truncate", False),
+    "none": ("none", False),
+    "budget-forcing": ("budget-forcing", False),
+    "soft": ("soft:start=0.5", False),
+    "elastic, 2-id markers": ("elastic", True),
+    "everything": ("budget-forcing:wait=2:grace=2:exit='x'", True),
+    "soft, everything": ("soft:shape=exp:grace=2", True),
+}
 # The first V2 step dispatched 328 ops in every mode (on a GPU each is a kernel launch, 5-10 us). Now at
 # most a third of that for elastic, truncate and none: about 8 ops gather and write back, 25 count and
 # end rows, 10 pop and refill the forced queue, 8 force (56 for elastic); soft's bias adds about 18, a
@@ -309,15 +362,31 @@ def ops_per_step(mode: str, two_ids: bool, rows: int, steps: int = 12) -> list[i
             return func(*args, **(kwargs or {}))
 
     rng = random.Random(0)
-    markers = Markers("", "", (1, 2) if two_ids else (1,), (3, 4) if two_ids else (3,),
-                      frozenset({EOS, 11}) if two_ids else frozenset({EOS}), 0, (5, 6), (7, 8), (15,))
+    markers = Markers(
+        "",
+        "",
+        (1, 2) if two_ids else (1,),
+        (3, 4) if two_ids else (3,),
+        frozenset({EOS, 11}) if two_ids else frozenset({EOS}),
+        0,
+        (5, 6),
+        (7, 8),
+        (15,),
+    )
     mode, budget = Mode.parse(mode), Budget(4, 3)
     room = (mode.worst_case(budget, markers, (9, 10)) or 20) + 1
     params = SimpleNamespace(extra_args={KEY: budget_args(budget, mode, markers, "open", room, exit_ids=(9, 10))})
     ids = torch.zeros(rows, MAX_LEN, dtype=torch.int32)
     lengths = torch.full((rows,), 2, dtype=torch.int32)
-    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=rows, vocab_size=VOCAB, all_token_ids=Uva(ids),
-                                 prompt_len=Uva(lengths), prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    req = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=rows,
+        vocab_size=VOCAB,
+        all_token_ids=Uva(ids),
+        prompt_len=Uva(lengths),
+        prefill_len=Uva(lengths.clone()),
+        total_len=Uva(lengths.clone()),
+    )
     processor = Processor(None, req)
     for slot in range(rows):
         processor.add_request(slot, params)
@@ -326,9 +395,15 @@ def ops_per_step(mode: str, two_ids: bool, rows: int, steps: int = 12) -> list[i
     for position in range(1, steps + 1):
         slots = torch.randperm(rows, generator=torch.Generator().manual_seed(position)).int()
         tokens = torch.tensor([rng.choice(PLAIN + [3, 4, EOS, 12]) for _ in range(rows)], dtype=torch.int32)
-        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
-                            expanded_local_pos=torch.zeros(rows, dtype=torch.int32), input_ids=tokens,
-                            pos=torch.full((rows,), position), seq_lens_upper_bound_np=None)
+        ctx = LogitsContext(
+            expanded_idx_mapping=slots,
+            idx_mapping=slots,
+            idx_mapping_np=slots.numpy(),
+            expanded_local_pos=torch.zeros(rows, dtype=torch.int32),
+            input_ids=tokens,
+            pos=torch.full((rows,), position),
+            seq_lens_upper_bound_np=None,
+        )
         logits, counter = torch.randn(rows, VOCAB), Count()
         with counter:
             processor.apply(logits, ctx)
@@ -359,17 +434,30 @@ def test_a_prefill_chunk_leaves_the_last_ids_as_they_were():
     ids = torch.zeros(1, MAX_LEN, dtype=torch.int32)
     ids[0, : len(prompt) + 2] = torch.tensor([*prompt, 6, 12], dtype=torch.int32)
     length = torch.tensor([len(prompt)], dtype=torch.int32)
-    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=1, vocab_size=VOCAB, all_token_ids=Uva(ids),
-                                 prompt_len=Uva(length), prefill_len=Uva(length.clone()), total_len=Uva(length.clone()))
+    req = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=1,
+        vocab_size=VOCAB,
+        all_token_ids=Uva(ids),
+        prompt_len=Uva(length),
+        prefill_len=Uva(length.clone()),
+        total_len=Uva(length.clone()),
+    )
     processor = Processor(None, req)
     processor.add_request(0, SimpleNamespace(extra_args={KEY: args}))
     processor.apply_staged_writes()
     slot = torch.zeros(1, dtype=torch.int32)
     forced = []
     for position in (0, 2, 4, 5, 6):  # prompt chunks ending at 0, 2 and 4, then the sampled 6 and 12
-        ctx = LogitsContext(expanded_idx_mapping=slot, idx_mapping=slot, idx_mapping_np=slot.numpy(),
-                            expanded_local_pos=slot, input_ids=ids[0, position : position + 1].long(),
-                            pos=torch.tensor([position]), seq_lens_upper_bound_np=None)
+        ctx = LogitsContext(
+            expanded_idx_mapping=slot,
+            idx_mapping=slot,
+            idx_mapping_np=slot.numpy(),
+            expanded_local_pos=slot,
+            input_ids=ids[0, position : position + 1].long(),
+            pos=torch.tensor([position]),
+            seq_lens_upper_bound_np=None,
+        )
         logits = processor.apply(torch.zeros(1, VOCAB), ctx)[0]
         forced.append(int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None)
     reference.extend([6, 12])
@@ -379,8 +467,12 @@ def test_a_prefill_chunk_leaves_the_last_ids_as_they_were():
 
 @settings(max_examples=60, deadline=None)
 @example(think=4, solve=5, room=sys.maxsize, mode="budget-forcing")  # a served request without max_tokens
-@given(think=st.integers(0, 2**31 - 1), solve=st.integers(1, 2**31 - 1), room=st.integers(1, sys.maxsize) | st.integers(sys.maxsize - 4, sys.maxsize),
-       mode=st.sampled_from(["elastic", "truncate", "budget-forcing", "soft:start=0.5", "none"]))
+@given(
+    think=st.integers(0, 2**31 - 1),
+    solve=st.integers(1, 2**31 - 1),
+    room=st.integers(1, sys.maxsize) | st.integers(sys.maxsize - 4, sys.maxsize),
+    mode=st.sampled_from(["elastic", "truncate", "budget-forcing", "soft:start=0.5", "none"]),
+)
 def test_any_host_count_fits_a_slot(think, solve, room, mode):
     """Invariant: whatever counts a request brings (a served request without ``max_tokens`` has sys.maxsize
     room; budgets up to the Budget gate's 2**31 - 1), its slot is written (int64 tables) and its first
@@ -389,35 +481,58 @@ def test_any_host_count_fits_a_slot(think, solve, room, mode):
     args = budget_args(Budget(think, solve), Mode.parse(mode), markers, "open", room)
     reference = row_state(args, SENTENCE_ENDS, tokenizer())
     lengths = torch.ones(1, dtype=torch.int32)
-    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=1, vocab_size=VOCAB,
-                                 all_token_ids=Uva(torch.zeros(1, MAX_LEN, dtype=torch.int32)), prompt_len=Uva(lengths),
-                                 prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    req = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=1,
+        vocab_size=VOCAB,
+        all_token_ids=Uva(torch.zeros(1, MAX_LEN, dtype=torch.int32)),
+        prompt_len=Uva(lengths),
+        prefill_len=Uva(lengths.clone()),
+        total_len=Uva(lengths.clone()),
+    )
     processor = Processor(None, req)
     processor.add_request(0, SimpleNamespace(extra_args={KEY: args}))
     processor.apply_staged_writes()
     slot = torch.zeros(1, dtype=torch.int32)
-    ctx = LogitsContext(expanded_idx_mapping=slot, idx_mapping=slot, idx_mapping_np=slot.numpy(), expanded_local_pos=slot,
-                        input_ids=torch.tensor([PLAIN[0]], dtype=torch.int32), pos=torch.tensor([1]),
-                        seq_lens_upper_bound_np=None)
+    ctx = LogitsContext(
+        expanded_idx_mapping=slot,
+        idx_mapping=slot,
+        idx_mapping_np=slot.numpy(),
+        expanded_local_pos=slot,
+        input_ids=torch.tensor([PLAIN[0]], dtype=torch.int32),
+        pos=torch.tensor([1]),
+        seq_lens_upper_bound_np=None,
+    )
     logits = processor.apply(torch.zeros(1, VOCAB), ctx)[0]
     reference.extend([PLAIN[0]])
-    forced = None if reference.done is False and reference.forced_token() is None else (
-        min(markers.eos_ids) if reference.done else reference.forced_token())
+    forced = (
+        None
+        if reference.done is False and reference.forced_token() is None
+        else (min(markers.eos_ids) if reference.done else reference.forced_token())
+    )
     assert (int(logits.argmax()) if torch.isfinite(logits).sum() == 1 else None) == forced
 
 
 @settings(max_examples=20, deadline=None)
-@given(patterns=st.lists(st.text(alphabet="abcxyz", min_size=2, max_size=4), min_size=1, max_size=40),
-       slots=st.integers(1, 3))
+@given(
+    patterns=st.lists(st.text(alphabet="abcxyz", min_size=2, max_size=4), min_size=1, max_size=40),
+    slots=st.integers(1, 3),
+)
 def test_held_rows_keep_only_the_tables_of_slots_holding_now(patterns, slots):
     """Invariant: however many stop patterns requests bring (each its own quiet table), HeldRows keeps
     the tables of the slots holding now, never more than the slots; a slot given to a new request lets go."""
     tok = tokenizer()
     markers = Markers("", "", (1,), (3,), frozenset({EOS}), 0, (5,), (7, 8))
     lengths = torch.ones(slots, dtype=torch.int32)
-    req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=slots, vocab_size=len(tok) + 1,
-                                 all_token_ids=Uva(torch.zeros(slots, MAX_LEN, dtype=torch.int32)), prompt_len=Uva(lengths),
-                                 prefill_len=Uva(lengths.clone()), total_len=Uva(lengths.clone()))
+    req = LogitsProcRequestState(
+        device=torch.device("cpu"),
+        max_num_reqs=slots,
+        vocab_size=len(tok) + 1,
+        all_token_ids=Uva(torch.zeros(slots, MAX_LEN, dtype=torch.int32)),
+        prompt_len=Uva(lengths),
+        prefill_len=Uva(lengths.clone()),
+        total_len=Uva(lengths.clone()),
+    )
     processor = Processor(None, req)
     quiet = tok.encode(" the", add_special_tokens=False)[0]  # no pattern's lead letter in it
     for number, pattern in enumerate(patterns):
@@ -427,11 +542,19 @@ def test_held_rows_keep_only_the_tables_of_slots_holding_now(patterns, slots):
         processor.apply_staged_writes()
         index = torch.tensor([slot], dtype=torch.int32)
         for position in (1, 2):  # one step looks and holds from the next; the next is held
-            ctx = LogitsContext(expanded_idx_mapping=index, idx_mapping=index, idx_mapping_np=index.numpy(),
-                                expanded_local_pos=torch.zeros(1, dtype=torch.int32),
-                                input_ids=torch.tensor([quiet], dtype=torch.int32), pos=torch.tensor([position]),
-                                seq_lens_upper_bound_np=None)
+            ctx = LogitsContext(
+                expanded_idx_mapping=index,
+                idx_mapping=index,
+                idx_mapping_np=index.numpy(),
+                expanded_local_pos=torch.zeros(1, dtype=torch.int32),
+                input_ids=torch.tensor([quiet], dtype=torch.int32),
+                pos=torch.tensor([position]),
+                seq_lens_upper_bound_np=None,
+            )
             processor.apply(torch.zeros(1, len(tok) + 1), ctx)
         holding = int(processor.held.on.sum())
-        assert processor.held.on[slot] and len(processor.held.tables) <= holding <= slots, (len(processor.held.tables), holding)
+        assert processor.held.on[slot] and len(processor.held.tables) <= holding <= slots, (
+            len(processor.held.tables),
+            holding,
+        )
         assert sum(processor.held.users.values()) == int((processor.held.on & processor.held.scan).sum())

@@ -64,9 +64,15 @@ class SlotRunner:
         self.ids = torch.zeros(slots, max_len, dtype=torch.int32)
         self.prompt_len, self.prefill_len = torch.zeros(slots, dtype=torch.int32), torch.zeros(slots, dtype=torch.int32)
         self.total_len = torch.zeros(slots, dtype=torch.int32)
-        self.req = LogitsProcRequestState(device=torch.device("cpu"), max_num_reqs=slots, vocab_size=vocab,
-                                          all_token_ids=Uva(self.ids), prompt_len=Uva(self.prompt_len),
-                                          prefill_len=Uva(self.prefill_len), total_len=Uva(self.total_len))
+        self.req = LogitsProcRequestState(
+            device=torch.device("cpu"),
+            max_num_reqs=slots,
+            vocab_size=vocab,
+            all_token_ids=Uva(self.ids),
+            prompt_len=Uva(self.prompt_len),
+            prefill_len=Uva(self.prefill_len),
+            total_len=Uva(self.total_len),
+        )
         self.processor = make_processor(self.req)
         self.free = list(range(slots))
         self.running: list[SlotRequest] = []
@@ -104,9 +110,15 @@ class SlotRunner:
         slots = torch.tensor([r.slot for r in batch], dtype=torch.int32)
         pos = torch.tensor(rows, dtype=torch.int64)
         ids = self.ids[slots.long(), pos].long()
-        ctx = LogitsContext(expanded_idx_mapping=slots, idx_mapping=slots, idx_mapping_np=slots.numpy(),
-                            expanded_local_pos=torch.zeros(len(batch), dtype=torch.int32), input_ids=ids, pos=pos,
-                            seq_lens_upper_bound_np=(pos + 1).numpy())
+        ctx = LogitsContext(
+            expanded_idx_mapping=slots,
+            idx_mapping=slots,
+            idx_mapping_np=slots.numpy(),
+            expanded_local_pos=torch.zeros(len(batch), dtype=torch.int32),
+            input_ids=ids,
+            pos=pos,
+            seq_lens_upper_bound_np=(pos + 1).numpy(),
+        )
         before = torch.randn(len(batch), self.vocab, dtype=torch.float32)
         after = self.processor.apply(before.clone(), ctx)
         self.check(batch, before, after)

@@ -65,8 +65,9 @@ class RangeFile(io.RawIOBase):
 
 def wheel_url(package: str, version: str, timeout: float = 20) -> str:
     """The x86_64 Linux wheel of ``package==version``, from PyPI's simple index (what pip reads)."""
-    request = urllib.request.Request(f"https://pypi.org/simple/{package}/",
-                                     headers={"Accept": "application/vnd.pypi.simple.v1+json"})
+    request = urllib.request.Request(
+        f"https://pypi.org/simple/{package}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         files = json.load(response)["files"]
     prefix = f"{package.replace('-', '_')}-{version}-"

@@ -25,9 +25,18 @@ def main(model_dir: str, spec_dir: str) -> None:
     from e1.grpo.parallel import ZeRO, launch
 
     for stage in ("zero2", "zero3"):
-        config = build_config(model=model_dir, data="d", deepspeed=f"{spec_dir}/{stage}.json", prompts_per_step=2,
-                              mini_batch_prompts=2, samples_per_prompt=2, micro_batch=2, lr=1e-2, device="cpu",
-                              out=f"{spec_dir}/out-{stage}")
+        config = build_config(
+            model=model_dir,
+            data="d",
+            deepspeed=f"{spec_dir}/{stage}.json",
+            prompts_per_step=2,
+            mini_batch_prompts=2,
+            samples_per_prompt=2,
+            micro_batch=2,
+            lr=1e-2,
+            device="cpu",
+            out=f"{spec_dir}/out-{stage}",
+        )
         rank, world, _ = launch(config)
         model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
         numel = sum(p.numel() for p in model.parameters())  # tied embeddings counted once
@@ -40,11 +49,24 @@ def main(model_dir: str, spec_dir: str) -> None:
         tokenizer = AutoTokenizer.from_pretrained(model_dir)
         for step in (1, 2):
             save_checkpoint(config, TrainerState(step=step), strategy, tokenizer, resumable=step == 2)
-        files = {step.name: sorted(str(f.relative_to(step)) for f in step.rglob("*") if f.is_file())
-                 for step in sorted(config.out.glob("checkpoints/step_*"))}
+        files = {
+            step.name: sorted(str(f.relative_to(step)) for f in step.rglob("*") if f.is_file())
+            for step in sorted(config.out.glob("checkpoints/step_*"))
+        }
         if rank == 0:
-            print(json.dumps({"stage": stage, "world": world, "numel": numel, "after": after.columns(),
-                              "gathered_inside": inside, "files": files}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "stage": stage,
+                        "world": world,
+                        "numel": numel,
+                        "after": after.columns(),
+                        "gathered_inside": inside,
+                        "files": files,
+                    }
+                ),
+                flush=True,
+            )
         strategy.barrier()
 
 

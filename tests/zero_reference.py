@@ -33,8 +33,18 @@ def micro_batches(rank: int, vocab: int):
         completion_ids = torch.randint(3, vocab, (4, 6), generator=generator)  # [B, C]
         completion_mask = torch.ones_like(completion_ids)
         completion_mask[-1, 4:] = 0  # right padding
-        made.append(MicroBatch(list(range(4)), group_size, prompt_ids, prompt_mask, completion_ids, completion_mask,
-                               completion_mask.bool(), torch.zeros(4)))
+        made.append(
+            MicroBatch(
+                list(range(4)),
+                group_size,
+                prompt_ids,
+                prompt_mask,
+                completion_ids,
+                completion_mask,
+                completion_mask.bool(),
+                torch.zeros(4),
+            )
+        )
     return made
 
 
@@ -55,9 +65,18 @@ def main(model_dir: str, spec_dir: str) -> None:
     from e1.grpo.parallel import ZeRO, launch
 
     for offload in (False, True):
-        config = build_config(model=model_dir, data="d", deepspeed=f"{spec_dir}/zero3.json", prompts_per_step=2,
-                              mini_batch_prompts=2, samples_per_prompt=2, micro_batch=2, device="cpu",
-                              ref_offload=offload, out=f"{spec_dir}/out-ref")
+        config = build_config(
+            model=model_dir,
+            data="d",
+            deepspeed=f"{spec_dir}/zero3.json",
+            prompts_per_step=2,
+            mini_batch_prompts=2,
+            samples_per_prompt=2,
+            micro_batch=2,
+            device="cpu",
+            ref_offload=offload,
+            out=f"{spec_dir}/out-ref",
+        )
         rank, world, _ = launch(config)
         strategy = ZeRO(load_model(model_dir, "float32", "cpu"), config, rank, world)
         built = {}
@@ -66,10 +85,12 @@ def main(model_dir: str, spec_dir: str) -> None:
             """The reference as ``strategy.reference`` builds it, seen before DeepSpeed wraps it."""
             model = load_model(model_dir, "float32", where)
             params = list(model.parameters())
-            built.update(ds_ids=all(hasattr(p, "ds_id") for p in params),
-                         largest_held=max(p.data.numel() for p in params),  # 0: no weight whole
-                         largest_partition=max((p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor")), default=0),
-                         largest_share=max(-(-getattr(p, "ds_numel", p.numel()) // world) for p in params))
+            built.update(
+                ds_ids=all(hasattr(p, "ds_id") for p in params),
+                largest_held=max(p.data.numel() for p in params),  # 0: no weight whole
+                largest_partition=max((p.ds_tensor.numel() for p in params if hasattr(p, "ds_tensor")), default=0),
+                largest_share=max(-(-getattr(p, "ds_numel", p.numel()) // world) for p in params),
+            )
             return model
 
         reference = strategy.reference(load)
@@ -78,19 +99,24 @@ def main(model_dir: str, spec_dir: str) -> None:
         sharded, plain = log_probs(reference, batches), log_probs(whole, batches)
         params = list(reference.parameters())
         offload_device = getattr(reference.optimizer, "offload_device", None)  # DeepSpeedZeRoOffload's
-        row = json.dumps({
-            "offload": offload, "rank": rank, "world": world,
-            "numel": sum(p.numel() for p in whole.parameters()),
-            "full": sum(p.ds_numel for p in params), "local": sum(p.ds_tensor.numel() for p in params),
-            "whole": sum(p.data.numel() for p in params),
-            "buffer_bytes": sum(b.numel() * b.element_size() for b in reference.buffers()),
-            "reference_bytes": account(strategy, reference).reference,
-            "devices": sorted({p.ds_tensor.device.type for p in params if not p.ds_persist}),
-            "offload_device": getattr(offload_device, "value", offload_device),  # DeepSpeed's own setting
-            "max_diff": max(float((a - b).abs().max()) for a, b in zip(sharded, plain)),
-            "trainable": any(p.requires_grad for p in params),
-            "built": built,
-        })
+        row = json.dumps(
+            {
+                "offload": offload,
+                "rank": rank,
+                "world": world,
+                "numel": sum(p.numel() for p in whole.parameters()),
+                "full": sum(p.ds_numel for p in params),
+                "local": sum(p.ds_tensor.numel() for p in params),
+                "whole": sum(p.data.numel() for p in params),
+                "buffer_bytes": sum(b.numel() * b.element_size() for b in reference.buffers()),
+                "reference_bytes": account(strategy, reference).reference,
+                "devices": sorted({p.ds_tensor.device.type for p in params if not p.ds_persist}),
+                "offload_device": getattr(offload_device, "value", offload_device),  # DeepSpeed's own setting
+                "max_diff": max(float((a - b).abs().max()) for a, b in zip(sharded, plain)),
+                "trainable": any(p.requires_grad for p in params),
+                "built": built,
+            }
+        )
         with open(f"{spec_dir}/rows-{rank}.jsonl", "a") as rows:  # a file per rank: two ranks' prints can interleave
             rows.write(row + "\n")
         strategy.barrier()

@@ -22,23 +22,38 @@ from e1.errors import E1Error, redact, redact_logs
 COMMANDS: dict[str, Lazy] = {
     "eval": Lazy("e1.commands.eval", "Evaluate a model under a thinking budget t and a solution budget s."),
     "sweep": Lazy("e1.commands.sweep", "Sweep budgets × modes × models: accuracy against tokens used."),
-    "train": Lazy("e1.commands.train", "Train a reasoning model with GRPO under a think/solve budget (Elastic "
-                                       "Reasoning), or fine-tune it (--algo sft)."),
+    "train": Lazy(
+        "e1.commands.train",
+        "Train a reasoning model with GRPO under a think/solve budget (Elastic "
+        "Reasoning), or fine-tune it (--algo sft).",
+    ),
     "serve": Lazy("e1.commands.serve", "Serve a model with vLLM's OpenAI-compatible server and e1's budgets."),
-    "data": Lazy("e1.commands.data", "List and prepare datasets: each becomes <data dir>/<name>.parquet with "
-                                     "columns id, dataset, problem, answer, task, task_version."),
-    "view": Lazy("e1.commands.view", "Look at runs in a browser: accuracy-vs-tokens curves, a sample browser "
-                                     "with the forced cut marked, two runs side by side on one problem, "
-                                     "training metrics over steps."),
-    "export": Lazy("e1.commands.export", "Export a run's results in a format other tools read: one task per "
-                                         "dataset × mode × budget cell (named <dataset>_<mode>_t<t>_s<s>), for "
-                                         "each model of the run."),
-    "elo": Lazy("e1.commands.elo", "Estimate a Codeforces rating and percentile from per-problem results (the "
-                                   "CodeElo method), offline."),
-    "demo": Lazy("e1.commands.demo", "Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 "
-                                     "training, budget curves."),
-    "help": Lazy("e1.cli.topics", "Longer help on one topic: e1 help modes (the decoding modes and their "
-                                  "options)."),
+    "data": Lazy(
+        "e1.commands.data",
+        "List and prepare datasets: each becomes <data dir>/<name>.parquet with "
+        "columns id, dataset, problem, answer, task, task_version.",
+    ),
+    "view": Lazy(
+        "e1.commands.view",
+        "Look at runs in a browser: accuracy-vs-tokens curves, a sample browser "
+        "with the forced cut marked, two runs side by side on one problem, "
+        "training metrics over steps.",
+    ),
+    "export": Lazy(
+        "e1.commands.export",
+        "Export a run's results in a format other tools read: one task per "
+        "dataset × mode × budget cell (named <dataset>_<mode>_t<t>_s<s>), for "
+        "each model of the run.",
+    ),
+    "elo": Lazy(
+        "e1.commands.elo",
+        "Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline.",
+    ),
+    "demo": Lazy(
+        "e1.commands.demo",
+        "Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 training, budget curves.",
+    ),
+    "help": Lazy("e1.cli.topics", "Longer help on one topic: e1 help modes (the decoding modes and their options)."),
 }
 ALIASES = {"sweep-budgets": "sweep"}  # the design card's name for e1 sweep: the same command
 

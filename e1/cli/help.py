@@ -63,7 +63,7 @@ def literal(text: str | None) -> str | None:
     for colon in (found.start() for found in re.finditer(":", markup)):  # codes may overlap: try every colon
         code = _EMOJI_CODE.match(markup, colon)
         if code and Emoji.replace(code.group(0)) != code.group(0):
-            parts += [markup[done:colon + 1], _WORD_JOINER]
+            parts += [markup[done : colon + 1], _WORD_JOINER]
             done = colon + 1
     return "".join([*parts, markup[done:]])
 
@@ -140,8 +140,9 @@ def with_aliases(commands: dict[str, Lazy], aliases: dict[str, str]) -> dict[str
     table = {}
     for name, entry in commands.items():
         table[name] = entry
-        table |= {alias: Lazy(entry.module, f"The same command as e1 {name}.") for alias, to in aliases.items()
-                  if to == name}
+        table |= {
+            alias: Lazy(entry.module, f"The same command as e1 {name}.") for alias, to in aliases.items() if to == name
+        }
     return table
 
 
@@ -201,8 +202,10 @@ class LazyGroup(Group):
         """A mistyped command is one line naming the closest ones (``e1 evl``: did you mean 'eval' or 'elo'?)."""
         name = args[0] if args else ""
         if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
-            raise UnknownCommand(f"no such command {name!r}",
-                                 hint=did_you_mean(name, self.list_commands(ctx), listing="the commands are:"))
+            raise UnknownCommand(
+                f"no such command {name!r}",
+                hint=did_you_mean(name, self.list_commands(ctx), listing="the commands are:"),
+            )
         return super().resolve_command(ctx, args)
 
     def format_help(self, ctx, formatter) -> None:

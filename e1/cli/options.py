@@ -47,7 +47,7 @@ from e1.settings import (  # noqa: F401
 def nonempty_path(flag: str) -> Callable[[object], Path]:
     """Typer's parser for a path option: ``--out ''`` would otherwise be ``Path('.')``, the current directory.
 
-        OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
+    OutOpt = Annotated[Path, typer.Option("--out", parser=nonempty_path("--out"))]
     """
     from e1.store import check_out
 
@@ -55,23 +55,53 @@ def nonempty_path(flag: str) -> Callable[[object], Path]:
 
 
 ModelOpt = Annotated[
-    str, typer.Option("--model", "-m", help="Model folder or Hugging Face hub id.", show_default=False,
-                      rich_help_panel=MODEL)
+    str,
+    typer.Option(
+        "--model", "-m", help="Model folder or Hugging Face hub id.", show_default=False, rich_help_panel=MODEL
+    ),
 ]
-ThinkOpt = Annotated[str, typer.Option(
-    "--think", "-t", rich_help_panel=BUDGETS,
-    help="Thinking budget t in tokens: 512, 1k (=1024), 1.5k, 2K; 0 = no thinking.")]
-SolveOpt = Annotated[str, typer.Option("--solve", "-s", rich_help_panel=BUDGETS,
-                                       help="Solution budget s in tokens (>= 1): 512, 1k, ...")]
-OutOpt = Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerunning into it resumes.",
-                                      rich_help_panel=OUTPUT, parser=nonempty_path("--out"))]
-RunOutOpt = Annotated[Path | None, typer.Option(
-    "--out", "-o", show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME", rich_help_panel=OUTPUT,
-    help="Run directory; rerunning into it resumes.", parser=nonempty_path("--out"))]
+ThinkOpt = Annotated[
+    str,
+    typer.Option(
+        "--think",
+        "-t",
+        rich_help_panel=BUDGETS,
+        help="Thinking budget t in tokens: 512, 1k (=1024), 1.5k, 2K; 0 = no thinking.",
+    ),
+]
+SolveOpt = Annotated[
+    str, typer.Option("--solve", "-s", rich_help_panel=BUDGETS, help="Solution budget s in tokens (>= 1): 512, 1k, ...")
+]
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out",
+        "-o",
+        help="Run directory; rerunning into it resumes.",
+        rich_help_panel=OUTPUT,
+        parser=nonempty_path("--out"),
+    ),
+]
+RunOutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--out",
+        "-o",
+        show_default="a new folder per run: runs/<command>/MODEL-DATASETS-TIME",
+        rich_help_panel=OUTPUT,
+        help="Run directory; rerunning into it resumes.",
+        parser=nonempty_path("--out"),
+    ),
+]
 DataDirOpt = Annotated[
     Path | None,
-    typer.Option("--data-dir", help="Where prepared datasets live.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
-                 rich_help_panel=DATA, parser=nonempty_path("--data-dir")),
+    typer.Option(
+        "--data-dir",
+        help="Where prepared datasets live.",
+        show_default="$E1_DATA_DIR or ~/.cache/e1/data",
+        rich_help_panel=DATA,
+        parser=nonempty_path("--data-dir"),
+    ),
 ]
 
 
@@ -108,8 +138,11 @@ def _options(source: type, base: dict, narrow: dict) -> list[tuple[str, object, 
         if f.metadata.get("spec"):
             default = f.default if f.default is not MISSING else None  # an instance: its values are the defaults
             own = {g.name: getattr(default, g.name) for g in fields(hints[f.name])} if default is not None else {}
-            options += [option for option in _options(hints[f.name], own, f.metadata.get("narrow", {}))
-                        if option[0] not in f.metadata.get("skip", ())]
+            options += [
+                option
+                for option in _options(hints[f.name], own, f.metadata.get("narrow", {}))
+                if option[0] not in f.metadata.get("skip", ())
+            ]
         elif "setting" in f.metadata:
             how = replace(f.metadata["setting"], **narrow.get(f.name, {}))
             default = base.get(f.name, f.default)
@@ -128,8 +161,9 @@ def _typer_option(name: str, how: Setting):
     extra = {"autocompletion": getattr(completion, f"complete_{how.complete}")} if how.complete else {}
     if how.path:
         extra["parser"] = nonempty_path(decls[0])
-    return typer.Option(*decls, help=how.help, rich_help_panel=how.panel, show_default=how.shown, envvar=how.envvar,
-                        **extra)
+    return typer.Option(
+        *decls, help=how.help, rich_help_panel=how.panel, show_default=how.shown, envvar=how.envvar, **extra
+    )
 
 
 def _is_tuple(kind) -> bool:
@@ -160,9 +194,15 @@ def _parameters(function: Callable, groups: dict[str, type]) -> list[inspect.Par
             parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints[parameter.name]))
             continue
         option_hints = typing.get_type_hints(group, include_extras=True)
-        parameters += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=option_hints[f.name],
-                                         default=inspect.Parameter.empty if f.default is MISSING else f.default)
-                       for f in fields(group)]
+        parameters += [
+            inspect.Parameter(
+                f.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=option_hints[f.name],
+                default=inspect.Parameter.empty if f.default is MISSING else f.default,
+            )
+            for f in fields(group)
+        ]
     return parameters
 
 

@@ -20,8 +20,16 @@ from e1.rewards import ScoringSpec
 from e1.settings import declared
 
 # every setting that `e1 eval` and `e1 sweep` share: the run's own, then its specs'
-_RunSettings = option_class("_RunSettings", RunSettings, Sampling, EngineSpec, ScoringSpec, PromptOptions, ApiSettings,
-                            defaults={"url": None, "ks": ""})
+_RunSettings = option_class(
+    "_RunSettings",
+    RunSettings,
+    Sampling,
+    EngineSpec,
+    ScoringSpec,
+    PromptOptions,
+    ApiSettings,
+    defaults={"url": None, "ks": ""},
+)
 
 
 class RunOptions(_RunSettings):
@@ -32,8 +40,13 @@ class RunOptions(_RunSettings):
         """The ``kind`` (a settings dataclass) of these options; a setting left to be made when built
         (``--workers``) is left out."""
         values = {name: getattr(self, name) for name, (f, _) in declared(kind).items()}
-        return kind(**{name: value for name, value in values.items()
-                       if value is not None or declared(kind)[name][0].default_factory is MISSING})
+        return kind(
+            **{
+                name: value
+                for name, value in values.items()
+                if value is not None or declared(kind)[name][0].default_factory is MISSING
+            }
+        )
 
     def includes(self, out: Path | None) -> tuple[str, ...]:
         """Load the includes ``out``'s config.json recorded (a resume; each refused if its code changed since)
@@ -62,8 +75,10 @@ class RunOptions(_RunSettings):
             if self.tokenizer is not None or self.api_key_env is not None:
                 from e1.errors import ConfigError
 
-                raise ConfigError("--tokenizer and --api-key-env are for --backend openai",
-                                  hint="pass --backend openai --api-url URL, or leave them out")
+                raise ConfigError(
+                    "--tokenizer and --api-key-env are for --backend openai",
+                    hint="pass --backend openai --api-url URL, or leave them out",
+                )
             return None
         return ApiSettings(**values, backend=self.backend if self.backend in HOSTED_BACKENDS else "openai")
 
@@ -72,9 +87,21 @@ class RunOptions(_RunSettings):
         from e1.eval import EvalConfig
 
         return EvalConfig(
-            model=model, datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),
-            budgets=tuple(budgets), modes=tuple(modes), n=n, out=out, batch_size=self.batch_size, limit=self.limit,
-            data_dir=self.data_dir, sampling=self.settings(Sampling), engine=self.settings(EngineSpec),
-            scoring=self.settings(ScoringSpec), api=self.api_settings(), prompt=self.settings(PromptOptions),
-            ks=parse_ks(self.ks), report_to=self.report_to, include=self.includes(out),
+            model=model,
+            datasets=tuple(d.strip() for spec in self.datasets for d in spec.split(",") if d.strip()),
+            budgets=tuple(budgets),
+            modes=tuple(modes),
+            n=n,
+            out=out,
+            batch_size=self.batch_size,
+            limit=self.limit,
+            data_dir=self.data_dir,
+            sampling=self.settings(Sampling),
+            engine=self.settings(EngineSpec),
+            scoring=self.settings(ScoringSpec),
+            api=self.api_settings(),
+            prompt=self.settings(PromptOptions),
+            ks=parse_ks(self.ks),
+            report_to=self.report_to,
+            include=self.includes(out),
         )

@@ -22,8 +22,9 @@ SETTINGS = {"OMP_WAIT_POLICY": "PASSIVE"}
 WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY")
 
 
-def cpu_threads(environ: MutableMapping[str, str] = os.environ,
-                modules: Container[str] = sys.modules) -> dict[str, str]:
+def cpu_threads(
+    environ: MutableMapping[str, str] = os.environ, modules: Container[str] = sys.modules
+) -> dict[str, str]:
     """Put :data:`SETTINGS` into ``environ`` (inherited by the processes e1 starts: vLLM's, torchrun's
     ranks) and return what was set: nothing where the caller's environment already says how threads
     wait (any of :data:`WAITING`, even empty), or where torch is loaded (its OpenMP runtime has read

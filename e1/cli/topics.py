@@ -27,12 +27,20 @@ def modes_page() -> list[Line]:
     from e1.engine import modes_reference, modes_usage
 
     lines: list[Line] = [
-        (0, "Decoding modes"), (0, ""),
-        (0, ("A mode is written name[:key=value]..., each option at most once, e.g. elastic:exit=qwen:grace=32. "
-             "A text value with colons or commas goes in quotes: elastic:exit='Time is up.'. The same text is what "
-             "e1 eval --mode, e1 sweep --modes (comma-separated), e1 serve --mode, a request's budget_mode and "
-             "config files take, and what config.json and the results' mode column record.")),
-        (0, ""), (0, "Grammar:"), (0, ""),
+        (0, "Decoding modes"),
+        (0, ""),
+        (
+            0,
+            (
+                "A mode is written name[:key=value]..., each option at most once, e.g. elastic:exit=qwen:grace=32. "
+                "A text value with colons or commas goes in quotes: elastic:exit='Time is up.'. The same text is what "
+                "e1 eval --mode, e1 sweep --modes (comma-separated), e1 serve --mode, a request's budget_mode and "
+                "config files take, and what config.json and the results' mode column record."
+            ),
+        ),
+        (0, ""),
+        (0, "Grammar:"),
+        (0, ""),
         *((2, item) for item in modes_usage().split(" | ")),
     ]
     for name, summary, options in modes_reference():
@@ -55,8 +63,7 @@ def wrapped(lines: list[Line], width: int) -> str:
     for indent, text in lines:
         first = " " * max(indent, 0)
         rest = first + "  " if indent else ""
-        out += textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest,
-                             break_on_hyphens=False) or [""]
+        out += textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False) or [""]
     return "\n".join(out)
 
 

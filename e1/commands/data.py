@@ -38,13 +38,22 @@ NamesArg = Annotated[
 ]
 OutDirOpt = Annotated[
     Path | None,
-    typer.Option("--out", "-o", help="Folder for the parquet files.", show_default="$E1_DATA_DIR or ~/.cache/e1/data",
-                 parser=nonempty_path("--out")),
+    typer.Option(
+        "--out",
+        "-o",
+        help="Folder for the parquet files.",
+        show_default="$E1_DATA_DIR or ~/.cache/e1/data",
+        parser=nonempty_path("--out"),
+    ),
 ]
 FromOpt = Annotated[
     Path | None,
-    typer.Option("--from", help="A local .jsonl, .json, .parquet or .csv file to prepare.", show_default=False,
-                 parser=nonempty_path("--from")),
+    typer.Option(
+        "--from",
+        help="A local .jsonl, .json, .parquet or .csv file to prepare.",
+        show_default=False,
+        parser=nonempty_path("--from"),
+    ),
 ]
 
 

@@ -17,10 +17,16 @@ EXAMPLES = """Examples:
 
 
 def demo_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where every stage writes its run directory.", parser=nonempty_path("--out"))] = Path("runs/demo"),
+    out: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="Where every stage writes its run directory.", parser=nonempty_path("--out")),
+    ] = Path("runs/demo"),
     fast: Annotated[bool, typer.Option("--fast", help="Smaller numbers (about 5 minutes), weaker claims.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of data, model and training.")] = 0,
-    readme: Annotated[Path | None, typer.Option("--readme", help="Also write the results table into this README (between its demo markers).")] = None,
+    readme: Annotated[
+        Path | None,
+        typer.Option("--readme", help="Also write the results table into this README (between its demo markers)."),
+    ] = None,
 ) -> None:
     """Run Elastic Reasoning end to end on a tiny model, offline: data, SFT, E1 training, budget curves.
 
@@ -55,10 +61,12 @@ def demo_command(
     block = claims_markdown(result.claims, result.median_think, seconds)
     console.print(Markdown(block))
     (out / "report.md").write_text(block)
-    console.print(f"base model: [bold]{result.base}[/bold]\nE1 model:   [bold]{result.e1}[/bold]\n"
-                  f"baseline:   [bold]{result.baseline}[/bold] (GRPO with the cosine length reward)\n"
-                  f"curves:     [bold]{out / 'curves' / 'curves.png'}[/bold] (and curves.parquet)\n"
-                  f"claims:     [bold]{out / 'claims.json'}[/bold], {out / 'report.md'}")
+    console.print(
+        f"base model: [bold]{result.base}[/bold]\nE1 model:   [bold]{result.e1}[/bold]\n"
+        f"baseline:   [bold]{result.baseline}[/bold] (GRPO with the cosine length reward)\n"
+        f"curves:     [bold]{out / 'curves' / 'curves.png'}[/bold] (and curves.parquet)\n"
+        f"claims:     [bold]{out / 'claims.json'}[/bold], {out / 'report.md'}"
+    )
     if readme is not None and not update_readme(readme, block):
         console.print(f"[yellow]{readme} has no demo markers; table not written there[/yellow]")
 

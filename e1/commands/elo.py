@@ -20,12 +20,12 @@ from e1.errors import ConfigError
 
 app = typer.Typer(
     cls=Group,
-    help=(
-        "Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline."
+    help=("Estimate a Codeforces rating and percentile from per-problem results (the CodeElo method), offline."),
+    epilog=(
+        "Examples: fetch once, then rate a run:\n\n"
+        "  e1 elo fetch --contests 1971,1972 --out cf --population\n"
+        "  e1 elo --results runs/code-1k --contests cf --pass-n 8"
     ),
-    epilog=("Examples: fetch once, then rate a run:\n\n"
-            "  e1 elo fetch --contests 1971,1972 --out cf --population\n"
-            "  e1 elo --results runs/code-1k --contests cf --pass-n 8"),
     invoke_without_command=True,
     no_args_is_help=True,
     rich_markup_mode="rich",
@@ -51,9 +51,14 @@ def elo_command(
     mode: Annotated[str | None, typer.Option("--mode", help="Use only samples of this decoding mode.")] = None,
     think: Annotated[str | None, typer.Option("--think", "-t", help="Use only samples at this think budget.")] = None,
     solve: Annotated[str | None, typer.Option("--solve", "-s", help="Use only samples at this solve budget.")] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print one JSON object: rating, rating_ci_low/high (95% bootstrap over contests), percentile, "
-                       "contests.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print one JSON object: rating, rating_ci_low/high (95% bootstrap over contests), percentile, "
+            "contests.",
+        ),
+    ] = False,
 ) -> None:
     """Rate per-problem results on past Codeforces contests; print a table per contest and the mean
     with its 95% bootstrap interval over contests."""
@@ -84,11 +89,17 @@ def elo_command(
         Console().print(elo_table(estimate, min_participants))
 
 
-@app.command("fetch", cls=Command, no_args_is_help=True,
-             epilog="Example:\n\n  e1 elo fetch --contests 1971,1972 --out cf --population")
+@app.command(
+    "fetch",
+    cls=Command,
+    no_args_is_help=True,
+    epilog="Example:\n\n  e1 elo fetch --contests 1971,1972 --out cf --population",
+)
 def fetch_command(
     contests: Annotated[str, typer.Option("--contests", "-c", help="Contest ids, comma-separated: 1971,1972.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder for the contest files.", parser=nonempty_path("--out"))],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Folder for the contest files.", parser=nonempty_path("--out"))
+    ],
     population: Annotated[
         bool, typer.Option("--population", help="Also store the rating histogram of all rated users.")
     ] = False,

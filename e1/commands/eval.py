@@ -33,9 +33,10 @@ def eval_command(
     model: ModelOpt,
     think: ThinkOpt = "1k",
     solve: SolveOpt = "1k",
-    mode: Annotated[str, typer.Option(
-        "--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS,
-        help=mode_help("Decoding mode"))] = "elastic",
+    mode: Annotated[
+        str,
+        typer.Option("--mode", autocompletion=complete_mode, rich_help_panel=BUDGETS, help=mode_help("Decoding mode")),
+    ] = "elastic",
     n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem.", rich_help_panel=SAMPLING)] = 16,
     options: RunOptions,
     out: RunOutOpt = None,
@@ -57,8 +58,9 @@ def eval_command(
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
     out = options.run_dir(out, "eval", [model])
-    config = options.eval_config(model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n,
-                                 out=out)
+    config = options.eval_config(
+        model=model, budgets=[Budget.parse(think, solve)], modes=[Mode.parse(mode)], n=n, out=out
+    )
     quiet_libraries()
     _, summary = evaluate(config, progress=RichProgress() if is_main_process() else None)
     if summary is None:  # torchrun: rank 0 prints

@@ -19,13 +19,31 @@ EXAMPLES = """Examples:
 
 
 def export_command(
-    run: Annotated[Path, typer.Argument(show_default=False, metavar="RUN_DIR", help="A directory written by e1 eval or e1 sweep.")],
-    format: Annotated[str, typer.Option("--format", "-f", show_default=False, autocompletion=complete_formats,
-                                        help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).")],
-    out: Annotated[Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT",
-                                                help="Where to write the files.")] = None,
-    push: Annotated[str | None, typer.Option("--push", show_default=False, metavar="OWNER/NAME",
-                                             help="With --format hub: upload the eval results to this model repository on the Hub (HF_TOKEN or hf auth login).")] = None,
+    run: Annotated[
+        Path, typer.Argument(show_default=False, metavar="RUN_DIR", help="A directory written by e1 eval or e1 sweep.")
+    ],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            "-f",
+            show_default=False,
+            autocompletion=complete_formats,
+            help="lm-eval (results JSON + samples JSONL) | lighteval (results JSON + details parquet) | hub (.eval_results/*.yaml + README.md model-index).",
+        ),
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", show_default="RUN_DIR/export/FORMAT", help="Where to write the files.")
+    ] = None,
+    push: Annotated[
+        str | None,
+        typer.Option(
+            "--push",
+            show_default=False,
+            metavar="OWNER/NAME",
+            help="With --format hub: upload the eval results to this model repository on the Hub (HF_TOKEN or hf auth login).",
+        ),
+    ] = None,
 ) -> None:
     """Export a run's results in a format other tools read: one task per dataset × mode × budget
     cell (named <dataset>_<mode>_t<t>_s<s>), for each model of the run.

@@ -28,10 +28,12 @@ ServeOptions = option_class("ServeOptions", ServeConfig)
 def serve_command(
     *,
     options: ServeOptions,
-    print_command: Annotated[bool, typer.Option("--print-command", help="Print the vLLM server command and exit.",
-                                                rich_help_panel=SERVER)] = False,
-    vllm_args: Annotated[list[str] | None, typer.Argument(show_default=False,
-                                                             help="More vLLM server options, after --.")] = None,
+    print_command: Annotated[
+        bool, typer.Option("--print-command", help="Print the vLLM server command and exit.", rich_help_panel=SERVER)
+    ] = False,
+    vllm_args: Annotated[
+        list[str] | None, typer.Argument(show_default=False, help="More vLLM server options, after --.")
+    ] = None,
 ) -> None:
     """Serve a model with vLLM's OpenAI-compatible server and e1's budgets.
 

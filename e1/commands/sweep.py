@@ -29,35 +29,86 @@ EXAMPLES = """Examples:
 @with_options
 def sweep_command(
     *,
-    models: Annotated[list[str], typer.Option(
-        "--model", "-m", show_default=False, rich_help_panel=MODEL,
-        help="Model folder or Hugging Face hub id; repeat for several models.")],
-    think: Annotated[str | None, typer.Option(
-        "--think", "-t", help="Thinking budgets, comma-separated: 0,512,1k,2k.", show_default="0,512,1k,2k,3k",
-        rich_help_panel=BUDGETS)] = None,
-    solve: Annotated[str | None, typer.Option(
-        "--solve", "-s", help="Solution budgets, comma-separated; every t is paired with every s.",
-        show_default="1k", rich_help_panel=BUDGETS)] = None,
-    budgets: Annotated[str | None, typer.Option(
-        "--budgets", help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.", show_default=False,
-        rich_help_panel=BUDGETS)] = None,
-    modes: Annotated[str | None, typer.Option(
-        "--modes", autocompletion=complete_modes, show_default="elastic; none with --budget-axis effort",
-        rich_help_panel=BUDGETS, help=mode_help("Decoding modes, comma-separated"))] = None,
-    budget_axis: Annotated[str, typer.Option(
-        "--budget-axis", rich_help_panel=BUDGETS,
-        help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
-             "thinking tokens).")] = "tokens",
-    efforts: Annotated[str | None, typer.Option(
-        "--efforts", show_default=False, rich_help_panel=BUDGETS,
-        help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: "
-             "dynamic).")] = None,
-    n: Annotated[int, typer.Option("--n", "-n", help="Samples per problem at every grid point.",
-                                   rich_help_panel=SAMPLING)] = 4,
-    independent: Annotated[bool, typer.Option(
-        "--independent", rich_help_panel=SAMPLING,
-        help="Draw every mode and budget on its own; without it one trajectory per sample serves them all (fewer "
-             "tokens, exact per cell, paired across cells).")] = False,
+    models: Annotated[
+        list[str],
+        typer.Option(
+            "--model",
+            "-m",
+            show_default=False,
+            rich_help_panel=MODEL,
+            help="Model folder or Hugging Face hub id; repeat for several models.",
+        ),
+    ],
+    think: Annotated[
+        str | None,
+        typer.Option(
+            "--think",
+            "-t",
+            help="Thinking budgets, comma-separated: 0,512,1k,2k.",
+            show_default="0,512,1k,2k,3k",
+            rich_help_panel=BUDGETS,
+        ),
+    ] = None,
+    solve: Annotated[
+        str | None,
+        typer.Option(
+            "--solve",
+            "-s",
+            help="Solution budgets, comma-separated; every t is paired with every s.",
+            show_default="1k",
+            rich_help_panel=BUDGETS,
+        ),
+    ] = None,
+    budgets: Annotated[
+        str | None,
+        typer.Option(
+            "--budgets",
+            help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.",
+            show_default=False,
+            rich_help_panel=BUDGETS,
+        ),
+    ] = None,
+    modes: Annotated[
+        str | None,
+        typer.Option(
+            "--modes",
+            autocompletion=complete_modes,
+            show_default="elastic; none with --budget-axis effort",
+            rich_help_panel=BUDGETS,
+            help=mode_help("Decoding modes, comma-separated"),
+        ),
+    ] = None,
+    budget_axis: Annotated[
+        str,
+        typer.Option(
+            "--budget-axis",
+            rich_help_panel=BUDGETS,
+            help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
+            "thinking tokens).",
+        ),
+    ] = "tokens",
+    efforts: Annotated[
+        str | None,
+        typer.Option(
+            "--efforts",
+            show_default=False,
+            rich_help_panel=BUDGETS,
+            help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: "
+            "dynamic).",
+        ),
+    ] = None,
+    n: Annotated[
+        int, typer.Option("--n", "-n", help="Samples per problem at every grid point.", rich_help_panel=SAMPLING)
+    ] = 4,
+    independent: Annotated[
+        bool,
+        typer.Option(
+            "--independent",
+            rich_help_panel=SAMPLING,
+            help="Draw every mode and budget on its own; without it one trajectory per sample serves them all (fewer "
+            "tokens, exact per cell, paired across cells).",
+        ),
+    ] = False,
     options: RunOptions,
     out: RunOutOpt = None,
 ) -> None:
@@ -75,9 +126,16 @@ def sweep_command(
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
     out = options.run_dir(out, "sweep", list(models))
-    grid_modes = effort_grid(parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis)
-    grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out,
-                               budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens))
+    grid_modes = effort_grid(
+        parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis
+    )
+    grid = options.eval_config(
+        model=models[0] if models else "",
+        modes=grid_modes,
+        n=n,
+        out=out,
+        budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens),
+    )
     config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
     quiet_libraries()
     samples, summary, curves = run_sweep(config, progress=RichProgress() if is_main_process() else None)
@@ -113,8 +171,9 @@ def _print_results(config, summary, curves) -> None:
     if len(differences):
         console.print(differences_table(differences, names=names))
     decoded = [DECODED_PLOT] if (out / DECODED_PLOT).exists() else []  # early-exit: x = output + trial tokens
-    console.print(results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet",
-                                  "samples.parquet"))
+    console.print(
+        results_line(out, "curves.png", *decoded, "curves.parquet", DIFFERENCES, "summary.parquet", "samples.parquet")
+    )
     console.print(next_steps(out))
 
 

@@ -44,9 +44,16 @@ EXAMPLES = """Examples:
 def train_command(
     *,
     ctx: typer.Context,
-    config: Annotated[Path | None, typer.Option(
-        "--config", "-c", help="TOML or YAML file with the same keys as the options (flags override it).",
-        show_default=False, rich_help_panel=RUN)] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help="TOML or YAML file with the same keys as the options (flags override it).",
+            show_default=False,
+            rich_help_panel=RUN,
+        ),
+    ] = None,
     options: TrainOptions,
 ) -> None:
     """Train a reasoning model with GRPO under a think/solve budget (Elastic Reasoning), or fine-tune it (--algo sft).

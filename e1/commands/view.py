@@ -18,13 +18,36 @@ EXAMPLES = """Examples:
 
 
 def view_command(
-    runs: Annotated[list[Path], typer.Argument(show_default=False, metavar="RUN_DIR", help="Run directories (eval, sweep, train, demo); folders are searched for runs.")],
-    host: Annotated[str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")] = "127.0.0.1",
+    runs: Annotated[
+        list[Path],
+        typer.Argument(
+            show_default=False,
+            metavar="RUN_DIR",
+            help="Run directories (eval, sweep, train, demo); folders are searched for runs.",
+        ),
+    ],
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on; anything but loopback needs --token.")
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to listen on (0: any free port).")] = 8765,
-    token: Annotated[str | None, typer.Option("--token", envvar="E1_VIEW_TOKEN", show_default=False,
-                                                 help="Secret the browser must present (the printed URL carries it); required off loopback.")] = None,
-    bundle: Annotated[Path | None, typer.Option("--bundle", show_default=False, metavar="OUT",
-                                                   help="Write the viewer and the runs' data as a static folder (open OUT/index.html, or serve it with any static server) instead of serving.")] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="E1_VIEW_TOKEN",
+            show_default=False,
+            help="Secret the browser must present (the printed URL carries it); required off loopback.",
+        ),
+    ] = None,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle",
+            show_default=False,
+            metavar="OUT",
+            help="Write the viewer and the runs' data as a static folder (open OUT/index.html, or serve it with any static server) instead of serving.",
+        ),
+    ] = None,
 ) -> None:
     """Look at runs in a browser: accuracy-vs-tokens curves, a sample browser with the forced
     cut marked, two runs side by side on one problem, training metrics over steps.

@@ -1,6 +1,6 @@
 """AIME: the American Invitational Mathematics Examination, 30 problems a year, integer answers 0-999.
 
-    e1 data prepare aime aime25
+e1 data prepare aime aime25
 """
 
 from e1.data.registry import Benchmark, Fields, register

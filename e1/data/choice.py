@@ -53,5 +53,9 @@ def choice_row(question: str, options: Sequence[str], correct: int, seed: int | 
     order = list(range(len(options))) if seed is None else shuffle_order(len(options), seed)
     shown = [str(options[i]).strip() for i in order]
     problem, answer = lettered(question, shown, order.index(correct))
-    return {"problem": problem, "answer": answer, "choices": json.dumps(shown, ensure_ascii=False),
-            "shuffle_seed": -1 if seed is None else seed}
+    return {
+        "problem": problem,
+        "answer": answer,
+        "choices": json.dumps(shown, ensure_ascii=False),
+        "shuffle_seed": -1 if seed is None else seed,
+    }

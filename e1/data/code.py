@@ -82,8 +82,9 @@ def lcb_tests(tests: Sequence[Mapping[str, Any]], fn_name: str | None, starter_c
         if test.get("testtype") == "functional":
             if not fn_name:
                 raise RowError("metadata", "has no func_name for a functional test")
-            converted.append(call_test(call_name(fn_name, starter_code), json_lines(test["input"]),
-                                       json.loads(test["output"])))
+            converted.append(
+                call_test(call_name(fn_name, starter_code), json_lines(test["input"]), json.loads(test["output"]))
+            )
         else:
             converted.append(stdio_test(test["input"], test["output"]))
     return converted

@@ -53,8 +53,12 @@ def statement(record: Mapping[str, Any], fields: Fields) -> str:
             parts.append(f"{heading}\n{text}")
     examples = _examples(record, fields.answer)
     if examples:
-        parts.append("Examples\n" + "\n".join(
-            f"Input\n```\n{given.rstrip()}\n```\nOutput\n```\n{wanted.rstrip()}\n```" for given, wanted in examples))
+        parts.append(
+            "Examples\n"
+            + "\n".join(
+                f"Input\n```\n{given.rstrip()}\n```\nOutput\n```\n{wanted.rstrip()}\n```" for given, wanted in examples
+            )
+        )
     note = str(record.get("note") or "").strip()
     if note:
         parts.append(f"Note\n{note}")

@@ -79,7 +79,7 @@ class DigitSumTask:
         """The thinking text: one 3-character step per digit, in the prompt's order or backward,
         plus re-checks when verbose."""
         total, steps = 0, []
-        for i in (reversed(range(len(digits))) if backward else range(len(digits))):
+        for i in reversed(range(len(digits))) if backward else range(len(digits)):
             digit = digits[i]
             new = (total + digit) % 10
             steps.append(f"{LETTERS[i]}{digit}{new}")
@@ -103,8 +103,9 @@ class DigitSumTask:
 SPLIT_SEEDS = {"train": 1, "test": 2}
 
 
-def make_rows(split: str, count: int, seed: int = 0, task: DigitSumTask = DigitSumTask(),
-              exclude: set[str] | None = None) -> list[dict]:
+def make_rows(
+    split: str, count: int, seed: int = 0, task: DigitSumTask = DigitSumTask(), exclude: set[str] | None = None
+) -> list[dict]:
     """``count`` rows of ``split``; ``exclude`` drops problems (e.g. the test prompts from train)."""
     rng = random.Random(seed * 1000 + SPLIT_SEEDS[split])
     rows: list[dict] = []

@@ -38,8 +38,10 @@ from e1.names import NAME, Name
 
 MAX_NAME_CHARS = 64
 # names matched whole (e1.names: ``$`` would let ``reward\n`` through)
-FIELD_NAME = Name(rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}",
-                  f"a letter, then letters, digits or _, at most {MAX_NAME_CHARS} characters")
+FIELD_NAME = Name(
+    rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_NAME_CHARS - 1}}}",
+    f"a letter, then letters, digits or _, at most {MAX_NAME_CHARS} characters",
+)
 # a table's row index, not a field: a CSV's unnamed first column (pandas' to_csv), pandas' parquet index
 _INDEX = Name(r"|Unnamed: \d+|__index_level_\d+__", "a row index")
 TASK_NAME = NAME  # a reward task's name, as typed in a file: a registry's name (e1.names)
@@ -52,9 +54,7 @@ def reserved_columns() -> frozenset[str]:
     return frozenset(schema.COLUMNS) | frozenset(SAMPLE_COLUMNS) | {"model"}
 
 
-def extra_fields(
-    records: Iterable[Mapping[str, Any]], consumed: set[str], source: str
-) -> list[str]:
+def extra_fields(records: Iterable[Mapping[str, Any]], consumed: set[str], source: str) -> list[str]:
     """The fields of ``records`` beyond ``consumed`` (problem, answer, id, task), in first-seen order;
     a name that cannot be a column is a one-line :class:`DataError`."""
     reserved = reserved_columns()
@@ -70,11 +70,7 @@ def extra_fields(
                 f"{source}: field {shown} is one of e1's own columns",
                 hint=f"rename it in the file, e.g. to data_{name}",
             )
-        if (
-            not isinstance(name, str)
-            or not FIELD_NAME.matches(name)
-            or keyword.iskeyword(name)
-        ):
+        if not isinstance(name, str) or not FIELD_NAME.matches(name) or keyword.iskeyword(name):
             raise DataError(
                 f"{source}: field {shown} cannot be a column name",
                 hint=f"rename it: a letter, then letters, digits or _, at most {MAX_NAME_CHARS} "
@@ -124,15 +120,9 @@ def carried_fields(problem: Any) -> dict[str, str | None]:
 
     row = problem._asdict() if hasattr(problem, "_asdict") else dict(problem)
     dataset = row.get(schema.DATASET)
-    own = (
-        set(get_benchmark(dataset).extra_columns)
-        if isinstance(dataset, str) and is_registered(dataset)
-        else set()
-    )
+    own = set(get_benchmark(dataset).extra_columns) if isinstance(dataset, str) and is_registered(dataset) else set()
     return {
-        name: field_value(_null(value))
-        for name, value in row.items()
-        if name not in schema.COLUMNS and name not in own
+        name: field_value(_null(value)) for name, value in row.items() if name not in schema.COLUMNS and name not in own
     }
 
 

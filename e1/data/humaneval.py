@@ -33,8 +33,11 @@ def prompt_context(prompt: str, entry_point: str) -> str:
         module = ast.parse(prompt)
     except SyntaxError:
         return ""
-    kept = [node for node in module.body
-            if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point)]
+    kept = [
+        node
+        for node in module.body
+        if not (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == entry_point)
+    ]
     return "\n\n".join(ast.get_source_segment(prompt, node) or "" for node in kept)
 
 

@@ -57,8 +57,10 @@ def load_datasets(specs: Sequence[str], data_dir: Path | None = None) -> dict[st
             if name not in sources:
                 datasets[name], sources[name] = frame, (spec, digest)
             elif sources[name][1] != digest:
-                raise DataError(f"--datasets {sources[name][0]} and {spec} are two different datasets named '{name}'",
-                                hint=_rename_hint(name, (spec, sources[name][0])))
+                raise DataError(
+                    f"--datasets {sources[name][0]} and {spec} are two different datasets named '{name}'",
+                    hint=_rename_hint(name, (spec, sources[name][0])),
+                )
     return datasets
 
 
@@ -66,8 +68,10 @@ def _rename_hint(name: str, specs: tuple[str, str]) -> str:
     file = next((spec for spec in specs if Path(spec).expanduser().is_file()), None)
     if file is None:
         return "results are keyed by dataset name: prepare one of them under another name (e1 data prepare --name)"
-    return (f"results are keyed by dataset name: name one apart, e.g. e1 data prepare --from {file} "
-            f"--name {name}-2, then pass --datasets {name}-2")
+    return (
+        f"results are keyed by dataset name: name one apart, e.g. e1 data prepare --from {file} "
+        f"--name {name}-2, then pass --datasets {name}-2"
+    )
 
 
 def _by_name(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

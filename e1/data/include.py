@@ -46,8 +46,9 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
     for typed in [*recorded_includes(out), *paths]:
         wanted.setdefault(Path(typed).expanduser().resolve(), str(typed))
     if out is not None:  # a missing include is _import's to name
-        check_datasets(Path(out), include_fingerprints(path for path in wanted if path.exists()),
-                       key=INCLUDE_FINGERPRINTS)
+        check_datasets(
+            Path(out), include_fingerprints(path for path in wanted if path.exists()), key=INCLUDE_FINGERPRINTS
+        )
     for path, typed in wanted.items():
         if path not in _LOADED:
             _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
@@ -76,8 +77,11 @@ def include_fingerprint(path: Path, given: str) -> str:
     if path.is_file():
         return "sha256:" + hashlib.sha256(_read(path, given)).hexdigest()[:24]
     digest = hashlib.sha256()
-    files = sorted((file.relative_to(path).as_posix(), file) for file in path.rglob("*.py")
-                   if not any(part.startswith(".") for part in file.relative_to(path).parts[:-1]))
+    files = sorted(
+        (file.relative_to(path).as_posix(), file)
+        for file in path.rglob("*.py")
+        if not any(part.startswith(".") for part in file.relative_to(path).parts[:-1])
+    )
     for relative, file in files:
         content = _read(file, given)
         digest.update(f"{relative}\0{len(content)}\0".encode() + content)
@@ -88,8 +92,9 @@ def _read(file: Path, given: str) -> bytes:
     try:
         return file.read_bytes()
     except OSError as err:
-        raise ConfigError(f"--include {given}: cannot read {file}: {err.strerror or err}",
-                          hint="check the path") from None
+        raise ConfigError(
+            f"--include {given}: cannot read {file}: {err.strerror or err}", hint="check the path"
+        ) from None
 
 
 def recorded_includes(out: Path | None) -> list[str]:
@@ -111,9 +116,7 @@ def _import(path: Path, given: str) -> str:
     if path.is_file() and path.suffix == ".py":
         return _import_module(path, _module_name(path), given)
     if path.is_dir() and (path / "__init__.py").is_file():
-        return _import_module(
-            path / "__init__.py", _module_name(path), given, package=path
-        )
+        return _import_module(path / "__init__.py", _module_name(path), given, package=path)
     if path.is_dir():
         modules = sorted(p for p in path.glob("*.py") if not p.name.startswith("_"))
         if not modules:
@@ -129,9 +132,7 @@ def _import(path: Path, given: str) -> str:
             f"--include {given}: not a .py file or a folder",
             hint="point at a module or a package",
         )
-    raise ConfigError(
-        f"--include {given}: no such file or folder", hint="check the path"
-    )
+    raise ConfigError(f"--include {given}: no such file or folder", hint="check the path")
 
 
 def _module_name(path: Path) -> str:
@@ -141,9 +142,7 @@ def _module_name(path: Path) -> str:
     return f"e1_include_{stem}_{digest}"
 
 
-def _import_module(
-    file: Path, name: str, given: str, package: Path | None = None
-) -> str:
+def _import_module(file: Path, name: str, given: str, package: Path | None = None) -> str:
     spec = importlib.util.spec_from_file_location(
         name, file, submodule_search_locations=[str(package)] if package else None
     )
@@ -163,9 +162,7 @@ def _import_module(
         sys.modules.pop(name, None)
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
-        where = (
-            "" if isinstance(err, SyntaxError) else _where(err, file)
-        )  # a SyntaxError names its line
+        where = "" if isinstance(err, SyntaxError) else _where(err, file)  # a SyntaxError names its line
         raise ConfigError(
             f"--include {given}: {type(err).__name__}: {err}{where}",
             hint="fix the code (E1_DEBUG=1 shows the traceback)",

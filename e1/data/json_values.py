@@ -36,8 +36,9 @@ def check_value(value, where: str) -> None:
         item, field, depth = stack.pop()
         if depth > MAX_DEPTH:
             top = re.split(r"[.\[]", field, maxsplit=1)[0]
-            raise DataError(f"{where}: field {top or '(the row)'} is nested deeper than {MAX_DEPTH} levels",
-                            hint=_DEPTH_HINT)
+            raise DataError(
+                f"{where}: field {top or '(the row)'} is nested deeper than {MAX_DEPTH} levels", hint=_DEPTH_HINT
+            )
         if isinstance(item, str):
             _check_text(item, where, field)
         elif isinstance(item, dict):
@@ -60,9 +61,11 @@ def lone_surrogate(text: str) -> re.Match | None:
 def _check_text(text: str, where: str, field: str) -> None:
     found = lone_surrogate(text)
     if found:
-        raise DataError(f"{where}: field {field or '(the row)'} holds a lone surrogate {found.group()!r} at "
-                        f"character {found.start()}, which is no text",
-                        hint="fix the file's text (a \\ud800-\\udfff escape must be half of a pair)")
+        raise DataError(
+            f"{where}: field {field or '(the row)'} holds a lone surrogate {found.group()!r} at "
+            f"character {found.start()}, which is no text",
+            hint="fix the file's text (a \\ud800-\\udfff escape must be half of a pair)",
+        )
 
 
 _DEPTH_HINT = "a problem's fields are text, numbers or shallow lists and objects"

@@ -1,6 +1,6 @@
 """MATH-500: the 500-problem test subset of Hendrycks MATH chosen by "Let's Verify Step by Step".
 
-    e1 data prepare math500
+e1 data prepare math500
 """
 
 from e1.data.registry import Benchmark, Fields, register

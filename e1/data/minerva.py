@@ -1,6 +1,6 @@
 """Minerva: the undergraduate STEM problems (OCWCourses) from the Minerva paper.
 
-    e1 data prepare minerva
+e1 data prepare minerva
 """
 
 from e1.data.registry import Benchmark, Fields, register

@@ -213,8 +213,10 @@ def _load_file(path: Path) -> pd.DataFrame:
             return _read_canonical(path)
     records, labels = read_records(path)
     benchmark = _file_benchmark(_name_from_stem(path), path, records, None, None, None)
-    hint = (f"rename the fields to problem and answer, or map them: e1 data prepare --from {path} --problem-field P "
-            f"--answer-field A, then use the name {benchmark.name}")
+    hint = (
+        f"rename the fields to problem and answer, or map them: e1 data prepare --from {path} --problem-field P "
+        f"--answer-field A, then use the name {benchmark.name}"
+    )
     return _canonical_frame(records, labels, benchmark, str(path), hint, skip_blank=False)[0]
 
 
@@ -226,7 +228,11 @@ def dataset_names(specs: Sequence[str]) -> list[str]:
         file = Path(spec).expanduser()
         if is_registered(spec) or not (file.is_file() or file.suffix.lower() in _READERS):
             names.add(spec)  # a registered or prepared name
-        elif file.is_file() and file.suffix.lower() == ".parquet" and not schema.missing_columns(_parquet_schema(file).names):
+        elif (
+            file.is_file()
+            and file.suffix.lower() == ".parquet"
+            and not schema.missing_columns(_parquet_schema(file).names)
+        ):
             import pyarrow.parquet as pq
 
             column = _parquet(file, lambda path: pq.read_table(path, columns=[schema.DATASET])).column(0)
@@ -242,8 +248,10 @@ def _read_canonical(path: Path) -> pd.DataFrame:
     frame = _parquet(path, pd.read_parquet)
     missing = schema.missing_columns(frame.columns)
     if missing:
-        raise DataError(f"{path}: not a prepared dataset (no column {', '.join(missing)})",
-                        hint="prepare it again with e1 data prepare")
+        raise DataError(
+            f"{path}: not a prepared dataset (no column {', '.join(missing)})",
+            hint="prepare it again with e1 data prepare",
+        )
     return frame
 
 
@@ -422,9 +430,13 @@ def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
     try:
         return read(path)
     except (pa.ArrowException, OSError) as err:
-        reason = " ".join("".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split())
-        raise DataError(f"{path}: not a readable parquet file ({reason or type(err).__name__})",
-                        hint="is it really parquet, and whole?") from None
+        reason = " ".join(
+            "".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split()
+        )
+        raise DataError(
+            f"{path}: not a readable parquet file ({reason or type(err).__name__})",
+            hint="is it really parquet, and whole?",
+        ) from None
 
 
 def _read_csv(path: Path) -> tuple[Records, list[str]]:

@@ -99,9 +99,14 @@ def code_prompt(row: Mapping[str, Any]) -> str:
 @register_prompt("codeforces")
 def codeforces_prompt(row: Mapping[str, Any]) -> str:
     """The statement (with its limits and I/O format) and what to write: a stdin/stdout program."""
-    limits = [f"{value:g} {unit}" for value, unit in ((_number(row.get("time_limit_s")), "s per test"),
-                                                       (_number(row.get("memory_limit_mb")), "MB"))
-              if math.isfinite(value)]
+    limits = [
+        f"{value:g} {unit}"
+        for value, unit in (
+            (_number(row.get("time_limit_s")), "s per test"),
+            (_number(row.get("memory_limit_mb")), "MB"),
+        )
+        if math.isfinite(value)
+    ]
     within = f", within the limits ({', '.join(limits)})" if limits else ", within the time and memory limits"
     return (
         f"{str(row['problem']).strip()}\n\n"
@@ -148,19 +153,30 @@ class PromptOptions:
     {'enable_thinking': False}
     """
 
-    system: str | None = setting(None, "A system message before the problem.", DATA, flag="--system-prompt",
-                                 shown="none, as the paper")
+    system: str | None = setting(
+        None, "A system message before the problem.", DATA, flag="--system-prompt", shown="none, as the paper"
+    )
     template_kwargs: str = setting(  # a JSON object, kept as given (it is recorded in config.json)
-        "", "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.",
-        DATA, flag="--chat-template-kwargs", shown=False)
+        "",
+        "JSON arguments for the chat template, e.g. '{\"enable_thinking\": false}' for Qwen3-style hybrid models.",
+        DATA,
+        flag="--chat-template-kwargs",
+        shown=False,
+    )
     budget: str | None = setting(  # a key of BUDGET_STATEMENTS, or None
-        None, "State each cell's budget N = t + s in the prompt: tale (\"use less than N tokens\": TALE, Han et al., "
-        "2024) | l1 (\"Think for N tokens.\": L1, Aggarwal & Welleck, 2025); with any mode.", DATA,
-        flag="--prompt-budget", shown="none")
+        None,
+        'State each cell\'s budget N = t + s in the prompt: tale ("use less than N tokens": TALE, Han et al., '
+        '2024) | l1 ("Think for N tokens.": L1, Aggarwal & Welleck, 2025); with any mode.',
+        DATA,
+        flag="--prompt-budget",
+        shown="none",
+    )
 
     def __post_init__(self):
         if self.budget is not None and self.budget not in BUDGET_STATEMENTS:
-            raise ConfigError(f"unknown prompt budget {self.budget!r}", hint=did_you_mean(self.budget, list(BUDGET_STATEMENTS)))
+            raise ConfigError(
+                f"unknown prompt budget {self.budget!r}", hint=did_you_mean(self.budget, list(BUDGET_STATEMENTS))
+            )
         if self.system is not None and not self.system.strip():
             raise ConfigError("--system-prompt is empty", hint="leave it out for no system prompt (the paper's)")
         self.kwargs  # noqa: B018  parses template_kwargs
@@ -173,9 +189,13 @@ class PromptOptions:
         try:
             value = json.loads(self.template_kwargs)
         except ValueError as err:
-            raise ConfigError(f"--chat-template-kwargs is not JSON: {err}", hint='e.g. \'{"enable_thinking": false}\'') from None
+            raise ConfigError(
+                f"--chat-template-kwargs is not JSON: {err}", hint="e.g. '{\"enable_thinking\": false}'"
+            ) from None
         if not isinstance(value, dict):
-            raise ConfigError("--chat-template-kwargs must be a JSON object", hint='e.g. \'{"enable_thinking": false}\'')
+            raise ConfigError(
+                "--chat-template-kwargs must be a JSON object", hint="e.g. '{\"enable_thinking\": false}'"
+            )
         return value
 
     def statement(self, tokens: int | None) -> str | None:
@@ -183,12 +203,21 @@ class PromptOptions:
         return None if self.budget is None or tokens is None else BUDGET_STATEMENTS[self.budget].format(tokens=tokens)
 
     def to_json(self) -> dict[str, Any]:
-        return {"system_prompt": self.system, "chat_template_kwargs": self.template_kwargs, "prompt_budget": self.budget}
+        return {
+            "system_prompt": self.system,
+            "chat_template_kwargs": self.template_kwargs,
+            "prompt_budget": self.budget,
+        }
 
 
-def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | None = None,
-                 instruction: str | None = None, options: PromptOptions = PromptOptions(),
-                 budget_tokens: int | None = None) -> str:
+def build_prompt(
+    tokenizer,
+    problem: str | Mapping[str, Any] | Any,
+    task: str | None = None,
+    instruction: str | None = None,
+    options: PromptOptions = PromptOptions(),
+    budget_tokens: int | None = None,
+) -> str:
     """The text the model continues from; a tokenizer without a chat template gets the bare message
     (after the system prompt, if any). ``instruction`` ends the user message (e.g. L1's "Think for
     512 tokens." in training); ``options`` add a system prompt, chat template arguments and the
@@ -197,8 +226,12 @@ def build_prompt(tokenizer, problem: str | Mapping[str, Any] | Any, task: str | 
     content = " ".join(part for part in parts if part)
     messages = [{"role": "system", "content": options.system}] if options.system else []
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([*messages, {"role": "user", "content": content}], tokenize=False,
-                                             add_generation_prompt=True, **options.kwargs)
+        return tokenizer.apply_chat_template(
+            [*messages, {"role": "user", "content": content}],
+            tokenize=False,
+            add_generation_prompt=True,
+            **options.kwargs,
+        )
     return "\n\n".join([options.system, content]) if options.system else content
 
 

@@ -32,7 +32,9 @@ from e1.errors import DataError, did_you_mean
 from e1.names import Name, Registry
 
 # a dataset's name: results are keyed by it and its prepared file is named by it (matched whole: e1.names)
-DATASET_NAME = Name(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", "use letters, digits, '.', '_' or '-', a letter or digit first")
+DATASET_NAME = Name(
+    r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", "use letters, digits, '.', '_' or '-', a letter or digit first"
+)
 
 
 class RowError(Exception):
@@ -168,4 +170,6 @@ def get_benchmark(name: str) -> Benchmark:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise DataError(f"unknown dataset '{name}'", hint=did_you_mean(name, benchmark_names(), "known datasets:")) from None
+        raise DataError(
+            f"unknown dataset '{name}'", hint=did_you_mean(name, benchmark_names(), "known datasets:")
+        ) from None

@@ -63,7 +63,7 @@ class CompletionText(str):
             return completion
         text = str(completion)
         end = text.rfind(THINK_END)
-        return cls(text, None) if end < 0 else cls(text[:end], text[end + len(THINK_END):])
+        return cls(text, None) if end < 0 else cls(text[:end], text[end + len(THINK_END) :])
 
 
 def missing_columns(columns: Any) -> list[str]:

@@ -46,26 +46,57 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
     claims = []
     for fraction, margin in ((0.5, 0.10), (1.0, 0.25)):
         think = max(1, round(fraction * median))
-        acc = {name: float(frame[(frame["mode"] == "elastic") & (frame["think_budget"] == think)]["accuracy"].mean())
-               for name, frame in at.items()}
-        claims.append(_claim(f"elastic t={think} (≈{fraction:g}·m): E1 − base ≥ {100 * margin:g} points",
-                             acc["base"], acc["e1"], acc["e1"] - acc["base"], acc["e1"] - acc["base"] >= margin))
+        acc = {
+            name: float(frame[(frame["mode"] == "elastic") & (frame["think_budget"] == think)]["accuracy"].mean())
+            for name, frame in at.items()
+        }
+        claims.append(
+            _claim(
+                f"elastic t={think} (≈{fraction:g}·m): E1 − base ≥ {100 * margin:g} points",
+                acc["base"],
+                acc["e1"],
+                acc["e1"] - acc["base"],
+                acc["e1"] - acc["base"] >= margin,
+            )
+        )
     free = {name: read_parquet(out / "eval" / f"{name}-none" / "samples.parquet") for name in models}
     think = {name: float(frame["think_tokens"].mean()) for name, frame in free.items()}
     acc = {name: _accuracy(frame) for name, frame in free.items()}
     cut = 1 - think["e1"] / think["base"] if think["base"] else float("nan")
-    claims.append(_claim("unconstrained: E1 mean thinking ≥ 25% below base", think["base"], think["e1"], cut,
-                         cut >= 0.25, unit="tokens"))
-    claims.append(_claim("unconstrained: accuracy within 3 points", acc["base"], acc["e1"], acc["e1"] - acc["base"],
-                         abs(acc["e1"] - acc["base"]) <= 0.03))
+    claims.append(
+        _claim(
+            "unconstrained: E1 mean thinking ≥ 25% below base",
+            think["base"],
+            think["e1"],
+            cut,
+            cut >= 0.25,
+            unit="tokens",
+        )
+    )
+    claims.append(
+        _claim(
+            "unconstrained: accuracy within 3 points",
+            acc["base"],
+            acc["e1"],
+            acc["e1"] - acc["base"],
+            abs(acc["e1"] - acc["base"]) <= 0.03,
+        )
+    )
     base_curves = at["base"].assign(total=at["base"]["think_budget"] + at["base"]["solve_budget"])
     elastic = base_curves[base_curves["mode"] == "elastic"].set_index("total")["accuracy"]
     truncate = base_curves[base_curves["mode"] == "truncate"].set_index("total")["accuracy"]
     common = sorted(set(elastic.index) & set(truncate.index))
     gaps = [float(elastic[t] - truncate[t]) for t in common]
     gap = min(gaps) if gaps else None
-    claims.append(_claim(f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
-                         gap, None, gap, bool(gaps) and gap > 0))
+    claims.append(
+        _claim(
+            f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
+            gap,
+            None,
+            gap,
+            bool(gaps) and gap > 0,
+        )
+    )
     if baseline is not None:
         claims.append(_against_baseline(out, str(e1), str(baseline)))
     write_json({"median_think": median, "claims": claims}, out / "claims.json")
@@ -81,8 +112,13 @@ def paired_difference(samples: pd.DataFrame, model: str, other: str) -> dict:
     pair = per_problem.reindex(columns=[model, other]).dropna()  # [P, 2]
     difference = pair[model] - pair[other]  # [P]
     low, high = bootstrap_interval(difference.to_numpy())
-    return {"accuracy": float(pair[model].mean()), "other_accuracy": float(pair[other].mean()),
-            "difference": float(difference.mean()), "ci": (low, high), "problems": len(pair)}
+    return {
+        "accuracy": float(pair[model].mean()),
+        "other_accuracy": float(pair[other].mean()),
+        "difference": float(difference.mean()),
+        "ci": (low, high),
+        "problems": len(pair),
+    }
 
 
 def _against_baseline(out: Path, e1: str, baseline: str) -> dict:
@@ -91,42 +127,71 @@ def _against_baseline(out: Path, e1: str, baseline: str) -> dict:
     think = int(elastic["think_budget"].min())  # the tightest budget of the grid
     paired = paired_difference(elastic[elastic["think_budget"] == think], e1, baseline)
     low = paired["ci"][0]
-    return _claim(f"elastic t={think} (tightest): E1 > cosine-length GRPO, paired 95% CI above 0 "
-                  f"({paired['problems']} problems)", paired["other_accuracy"], paired["accuracy"],
-                  paired["difference"], bool(low > 0), ci=paired["ci"], against="cosine-length GRPO")
+    return _claim(
+        f"elastic t={think} (tightest): E1 > cosine-length GRPO, paired 95% CI above 0 ({paired['problems']} problems)",
+        paired["other_accuracy"],
+        paired["accuracy"],
+        paired["difference"],
+        bool(low > 0),
+        ci=paired["ci"],
+        against="cosine-length GRPO",
+    )
 
 
-def _claim(claim: str, base: float | None, e1: float | None, value: float | None, passed: bool,
-           unit: str = "fraction", ci: tuple[float, float] | None = None, against: str = "base") -> dict:
+def _claim(
+    claim: str,
+    base: float | None,
+    e1: float | None,
+    value: float | None,
+    passed: bool,
+    unit: str = "fraction",
+    ci: tuple[float, float] | None = None,
+    against: str = "base",
+) -> dict:
     """One row of claims.json. ``value`` (the measured gap or cut) is a fraction, ``ci`` its 95%
     interval where one is claimed; ``base`` (the model named by ``against``) and ``e1`` are in
     ``unit``: a fraction (accuracy) or tokens (mean thinking)."""
+
     def rounded(number, digits):
         return None if number is None else round(float(number), digits)
 
     digits = 1 if unit == "tokens" else 4
-    row = {"claim": claim, "unit": unit, "against": against, "base": rounded(base, digits),
-           "e1": rounded(e1, digits), "value": rounded(value, 4), "passed": bool(passed)}
+    row = {
+        "claim": claim,
+        "unit": unit,
+        "against": against,
+        "base": rounded(base, digits),
+        "e1": rounded(e1, digits),
+        "value": rounded(value, 4),
+        "passed": bool(passed),
+    }
     return row | ({"ci_low": rounded(ci[0], 4), "ci_high": rounded(ci[1], 4)} if ci is not None else {})
 
 
 def claims_markdown(claims: list[dict], median: float, seconds: float | None = None) -> str:
     """The claims as a markdown table; fractions are shown in percent (points)."""
+
     def cell(value, unit="fraction"):
         if value is None:
             return ""
         return f"{value:g}" if unit == "tokens" else f"{round(100 * value, 1):g}"
 
-    lines = [f"Base model's median unconstrained thinking: m = {median:g} tokens."
-             + (f" Whole demo: {seconds / 60:.1f} min." if seconds else ""), "",
-             "| claim | base (or baseline) | E1 | measured [95% CI] | holds |", "|---|---|---|---|---|"]
+    lines = [
+        f"Base model's median unconstrained thinking: m = {median:g} tokens."
+        + (f" Whole demo: {seconds / 60:.1f} min." if seconds else ""),
+        "",
+        "| claim | base (or baseline) | E1 | measured [95% CI] | holds |",
+        "|---|---|---|---|---|",
+    ]
     for claim in claims:
         unit = claim["unit"]
         measured = cell(claim["value"])
         if claim.get("ci_low") is not None:
             measured += f" [{cell(claim['ci_low'])}, {cell(claim['ci_high'])}]"
-        lines.append(f"| {claim['claim']} | {cell(claim['base'], unit)} | {cell(claim['e1'], unit)} | {measured} | "
-                     f"{'yes' if claim['passed'] else 'no'} |")
+        lines.append(
+            f"| {claim['claim']} | {cell(claim['base'], unit)} | {cell(claim['e1'], unit)} | {measured} | "
+            f"{'yes' if claim['passed'] else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -151,8 +216,9 @@ def check_readme(readme: Path) -> None:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"--readme {readme}: cannot read it ({err})", hint="pass a text README.md") from None
     if BEGIN not in text or END not in text:
-        raise ConfigError(f"--readme {readme} has no demo markers",
-                          hint=f"add the lines {BEGIN} and {END} where the table goes")
+        raise ConfigError(
+            f"--readme {readme} has no demo markers", hint=f"add the lines {BEGIN} and {END} where the table goes"
+        )
 
 
 def update_readme(readme: Path, block: str) -> bool:

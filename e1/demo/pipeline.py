@@ -45,10 +45,13 @@ class Scale:
     samples: int
 
 
-DEMO_NUMBERS = {"seed": Number(int, min=0), "sft_lr": Number(float, min=0, above=True, max=1),
-                "grpo_lr": Number(float, min=0, above=True, max=1),
-                **{name: Number(int, min=1, max=1 << 16) for name in ("hidden_size", "layers", "heads")},
-                "group_size": Number(int, min=2, max=1 << 16)}
+DEMO_NUMBERS = {
+    "seed": Number(int, min=0),
+    "sft_lr": Number(float, min=0, above=True, max=1),
+    "grpo_lr": Number(float, min=0, above=True, max=1),
+    **{name: Number(int, min=1, max=1 << 16) for name in ("hidden_size", "layers", "heads")},
+    "group_size": Number(int, min=2, max=1 << 16),
+}
 # GRPO steps: E1 keeps learning the order of work after it is concise (cut rollouts of long problems);
 # at 30 --fast steps it had moved from half to 73% backward traces, too few to beat the cosine model
 FULL = Scale(sft_steps=1000, sft_batch=64, grpo_steps=150, grpo_prompts=16, test_rows=500, samples=4)
@@ -115,11 +118,24 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     init = _initial_model(out / "models" / "init", config)
 
     sft = TrainConfig(
-        model=str(init), data="digits-train", data_dir=data_dir, out=out / "sft", algo="sft",
-        steps=sizes.sft_steps, prompts_per_step=sizes.sft_batch, mini_batch_prompts=sizes.sft_batch,
-        micro_batch=sizes.sft_batch, lr=config.sft_lr, weight_decay=0.0, lr_schedule="cosine",
-        warmup_steps=max(1, sizes.sft_steps // 20), save_every=sizes.sft_steps, keep_last=1, seed=config.seed,
-        think=0, solve=1,
+        model=str(init),
+        data="digits-train",
+        data_dir=data_dir,
+        out=out / "sft",
+        algo="sft",
+        steps=sizes.sft_steps,
+        prompts_per_step=sizes.sft_batch,
+        mini_batch_prompts=sizes.sft_batch,
+        micro_batch=sizes.sft_batch,
+        lr=config.sft_lr,
+        weight_decay=0.0,
+        lr_schedule="cosine",
+        warmup_steps=max(1, sizes.sft_steps // 20),
+        save_every=sizes.sft_steps,
+        keep_last=1,
+        seed=config.seed,
+        think=0,
+        solve=1,
     )
     base = _train_once(sft, train, checkpoints, progress)
 
@@ -129,12 +145,27 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     think = training_budget(median)
 
     grpo = TrainConfig(
-        model=str(base), data="digits-train", data_dir=data_dir, out=out / "e1", think=training_range(median),
+        model=str(base),
+        data="digits-train",
+        data_dir=data_dir,
+        out=out / "e1",
+        think=training_range(median),
         solve=SOLVE,
-        steps=sizes.grpo_steps, prompts_per_step=sizes.grpo_prompts, samples_per_prompt=config.group_size,
-        mini_batch_prompts=max(1, sizes.grpo_prompts // 2), micro_batch=sizes.grpo_prompts * config.group_size // 2,
-        lr=config.grpo_lr, weight_decay=0.0, temperature=1.0, kl_coef=0.0, clip_low=0.2, clip_high=0.28,
-        forced_tokens="mask", save_every=sizes.grpo_steps, keep_last=1, seed=config.seed,
+        steps=sizes.grpo_steps,
+        prompts_per_step=sizes.grpo_prompts,
+        samples_per_prompt=config.group_size,
+        mini_batch_prompts=max(1, sizes.grpo_prompts // 2),
+        micro_batch=sizes.grpo_prompts * config.group_size // 2,
+        lr=config.grpo_lr,
+        weight_decay=0.0,
+        temperature=1.0,
+        kl_coef=0.0,
+        clip_low=0.2,
+        clip_high=0.28,
+        forced_tokens="mask",
+        save_every=sizes.grpo_steps,
+        keep_last=1,
+        seed=config.seed,
         batch_size=sizes.grpo_prompts * config.group_size,
     )
     e1_model = _train_once(grpo, train, checkpoints, progress)
@@ -147,15 +178,28 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
     budgets = tuple(sorted({Budget(max(1, round(f * median)), SOLVE) for f in THINK_FRACTIONS}, key=lambda b: b.think))
     from e1.eval import EvalConfig
 
-    grid = EvalConfig(model=str(base), datasets=("digits",), budgets=budgets, modes=(Mode("elastic"), Mode("truncate")),
-                      n=sizes.samples, sampling=sampling, batch_size=512, data_dir=data_dir)
-    run_sweep(SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
-              progress=progress)
+    grid = EvalConfig(
+        model=str(base),
+        datasets=("digits",),
+        budgets=budgets,
+        modes=(Mode("elastic"), Mode("truncate")),
+        n=sizes.samples,
+        sampling=sampling,
+        batch_size=512,
+        data_dir=data_dir,
+    )
+    run_sweep(
+        SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
+        progress=progress,
+    )
     from e1.report import plot_curves
     from e1.store import read_parquet
 
-    plot_curves(read_parquet(out / "curves" / "curves.parquet"), out / "curves" / "curves.png",
-                names=model_names(base, e1_model, baseline))
+    plot_curves(
+        read_parquet(out / "curves" / "curves.parquet"),
+        out / "curves" / "curves.png",
+        names=model_names(base, e1_model, baseline),
+    )
     result = DemoResult(out=out, base=base, e1=e1_model, median_think=median, baseline=baseline)
     from e1.demo.claims import check_claims
 
@@ -194,9 +238,17 @@ def _initial_model(path: Path, config: DemoConfig) -> Path:
     from e1.data import ALPHABET
     from e1.models import build_char_tokenizer, build_tiny_model
 
-    return build_tiny_model(path, tokenizer=build_char_tokenizer(ALPHABET), seed=config.seed,
-                            hidden_size=config.hidden_size, layers=config.layers, heads=config.heads,
-                            kv_heads=config.heads, intermediate_size=4 * config.hidden_size, max_positions=256)
+    return build_tiny_model(
+        path,
+        tokenizer=build_char_tokenizer(ALPHABET),
+        seed=config.seed,
+        hidden_size=config.hidden_size,
+        layers=config.layers,
+        heads=config.heads,
+        kv_heads=config.heads,
+        intermediate_size=4 * config.hidden_size,
+        max_positions=256,
+    )
 
 
 def _train_once(config, train, checkpoints, progress) -> Path:
@@ -211,7 +263,18 @@ def _train_once(config, train, checkpoints, progress) -> Path:
 def _unconstrained(model: Path, out: Path, data_dir: Path, sizes: Scale, sampling: Sampling, progress):
     from e1.eval import EvalConfig, evaluate
 
-    samples, _ = evaluate(EvalConfig(model=str(model), datasets=("digits",), budgets=(Budget(0, 1),),
-                                     modes=(Mode("none"),), n=sizes.samples, sampling=sampling, out=out,
-                                     batch_size=512, data_dir=data_dir), progress=progress)
+    samples, _ = evaluate(
+        EvalConfig(
+            model=str(model),
+            datasets=("digits",),
+            budgets=(Budget(0, 1),),
+            modes=(Mode("none"),),
+            n=sizes.samples,
+            sampling=sampling,
+            out=out,
+            batch_size=512,
+            data_dir=data_dir,
+        ),
+        progress=progress,
+    )
     return samples

@@ -49,26 +49,79 @@ from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
 # completion) stays instant. "module:name" where the module's name differs.
 _LAZY = {
     **dict.fromkeys(("OpenAIEngine", "api_identity", "check_api"), "e1.engine.api.openai_engine"),
-    "RequestError": "e1.engine.api.replies", "bounded_client": "e1.engine.api.replies", "transport_reason": "e1.engine.api.replies",
+    "RequestError": "e1.engine.api.replies",
+    "bounded_client": "e1.engine.api.replies",
+    "transport_reason": "e1.engine.api.replies",
     "HostedEngine": "e1.engine.api.hosted",
-    "HFEngine": "e1.engine.hf.hf_engine", "cache_keyword": "e1.engine.hf.hf_engine", "context_length": "e1.engine.hf.hf_engine",
-    "load_model": "e1.engine.hf.hf_engine", "load_tokenizer": "e1.engine.hf.hf_engine",
+    "HFEngine": "e1.engine.hf.hf_engine",
+    "cache_keyword": "e1.engine.hf.hf_engine",
+    "context_length": "e1.engine.hf.hf_engine",
+    "load_model": "e1.engine.hf.hf_engine",
+    "load_tokenizer": "e1.engine.hf.hf_engine",
     "weights_dtype": "e1.engine.hf.hf_engine",
     "VLLMEngine": "e1.engine.vllm.vllm_engine",
-    "KEY": "e1.engine.vllm.processor", "BudgetProcessor": "e1.engine.vllm.processor",
+    "KEY": "e1.engine.vllm.processor",
+    "BudgetProcessor": "e1.engine.vllm.processor",
     "budget_args": "e1.engine.vllm.processor",
-    "AnyRunnerProcessor": "e1.engine.vllm.v2_processor", "V2BudgetProcessor": "e1.engine.vllm.v2_processor",
+    "AnyRunnerProcessor": "e1.engine.vllm.v2_processor",
+    "V2BudgetProcessor": "e1.engine.vllm.v2_processor",
 }
 
-__all__ = ["MAX_MODE_TEXT", "API_BACKENDS", "API_FLAGS", "API_NUMBERS", "ApiSettings",
-           "AUTO", "BACKENDS", "BACKEND_NAMES", "DEFAULT_END", "DEVICE_KINDS",
-           "DTYPES", "ENGINE_NUMBERS", "HOSTED_BACKENDS", "LOADERS", "LOCAL_BACKENDS", "T_ANSWER", "T_SOLVE", "T_THINK",
-           "Backend", "Completion", "EarlyExitState", "EngineSpec",
-           "Markers", "Mode", "RowState", "Sampling", "StopPattern",
-           "check_backend", "check_device", "check_runner", "check_engine_options", "check_markers", "derive_seed",
-           "exit_ids", "generation_eos", "has_v2_processors", "load_engine", "mode_names", "modes_reference", "modes_usage", "problem_seed", "replay_round",
-           "resolve_backend", "resolve_markers", "sample_seed", "sentence_end_ids", "server_entry", "build_state", "ModeIds",
-           "transition_ids", "vllm_available", "worst_case_tokens", *_LAZY]
+__all__ = [
+    "MAX_MODE_TEXT",
+    "API_BACKENDS",
+    "API_FLAGS",
+    "API_NUMBERS",
+    "ApiSettings",
+    "AUTO",
+    "BACKENDS",
+    "BACKEND_NAMES",
+    "DEFAULT_END",
+    "DEVICE_KINDS",
+    "DTYPES",
+    "ENGINE_NUMBERS",
+    "HOSTED_BACKENDS",
+    "LOADERS",
+    "LOCAL_BACKENDS",
+    "T_ANSWER",
+    "T_SOLVE",
+    "T_THINK",
+    "Backend",
+    "Completion",
+    "EarlyExitState",
+    "EngineSpec",
+    "Markers",
+    "Mode",
+    "RowState",
+    "Sampling",
+    "StopPattern",
+    "check_backend",
+    "check_device",
+    "check_runner",
+    "check_engine_options",
+    "check_markers",
+    "derive_seed",
+    "exit_ids",
+    "generation_eos",
+    "has_v2_processors",
+    "load_engine",
+    "mode_names",
+    "modes_reference",
+    "modes_usage",
+    "problem_seed",
+    "replay_round",
+    "resolve_backend",
+    "resolve_markers",
+    "sample_seed",
+    "sentence_end_ids",
+    "server_entry",
+    "build_state",
+    "ModeIds",
+    "transition_ids",
+    "vllm_available",
+    "worst_case_tokens",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str):
@@ -80,8 +133,16 @@ def __getattr__(name: str):
     return getattr(importlib.import_module(module), attribute or name)
 
 
-def load_engine(model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int = 64, api=None,
-                modes: Sequence = (), journal: Path | None = None, **vllm_options):
+def load_engine(
+    model: str,
+    spec: EngineSpec = EngineSpec(),
+    *,
+    batch_size: int = 64,
+    api=None,
+    modes: Sequence = (),
+    journal: Path | None = None,
+    **vllm_options,
+):
     """An engine for ``model`` as ``spec`` says (its backend, ``auto`` included, dtype, device,
     vLLM settings and think markers: one :class:`~e1.engine.spec.EngineSpec`, checked when built).
     What is not a setting of the engine but of the run: ``batch_size`` (transformers; vLLM batches
@@ -89,8 +150,15 @@ def load_engine(model: str, spec: EngineSpec = EngineSpec(), *, batch_size: int 
     for the backends behind an API ``api`` (an :class:`e1.engine.api.openai_engine.ApiSettings`), ``modes`` (each
     one's method is checked and recorded at load) and ``journal`` (the replies a resumed run reads back)."""
     name = resolve_backend(spec.backend)
-    return LOADERS[name](model, spec, batch_size=batch_size, api=api, modes=[Mode.parse(m) for m in modes],
-                         journal=journal, vllm_options=vllm_options)
+    return LOADERS[name](
+        model,
+        spec,
+        batch_size=batch_size,
+        api=api,
+        modes=[Mode.parse(m) for m in modes],
+        journal=journal,
+        vllm_options=vllm_options,
+    )
 
 
 def _load_hf(model: str, spec: EngineSpec, *, batch_size: int, **_):

@@ -42,13 +42,16 @@ class Backend:
         return self.kind != "local"
 
 
-BACKENDS: dict[str, Backend] = {backend.name: backend for backend in (
-    Backend("hf", "local"),
-    Backend("vllm", "local"),
-    Backend("openai", "server", key_env="OPENAI_API_KEY"),
-    Backend("gemini", "hosted", key_env="GEMINI_API_KEY"),
-    Backend("anthropic", "hosted", key_env="ANTHROPIC_API_KEY"),
-)}
+BACKENDS: dict[str, Backend] = {
+    backend.name: backend
+    for backend in (
+        Backend("hf", "local"),
+        Backend("vllm", "local"),
+        Backend("openai", "server", key_env="OPENAI_API_KEY"),
+        Backend("gemini", "hosted", key_env="GEMINI_API_KEY"),
+        Backend("anthropic", "hosted", key_env="ANTHROPIC_API_KEY"),
+    )
+}
 BACKEND_NAMES = (AUTO, *BACKENDS)  # what --backend takes
 LOCAL_BACKENDS = (AUTO, *(name for name, backend in BACKENDS.items() if not backend.served))  # what training takes
 API_BACKENDS = tuple(name for name, backend in BACKENDS.items() if backend.served)
@@ -66,8 +69,10 @@ def check_backend(name: str, *, local: bool = False) -> str:
     if name not in BACKEND_NAMES:
         raise ConfigError(f"unknown backend {name!r}", hint=did_you_mean(name, BACKEND_NAMES))
     if local and name not in LOCAL_BACKENDS:
-        raise ConfigError(f"--backend {name} cannot train: the model runs behind an API, and training updates its "
-                          "weights here", hint=f"use --backend {', '.join(LOCAL_BACKENDS[1:])} or {AUTO}")
+        raise ConfigError(
+            f"--backend {name} cannot train: the model runs behind an API, and training updates its weights here",
+            hint=f"use --backend {', '.join(LOCAL_BACKENDS[1:])} or {AUTO}",
+        )
     return name
 
 

@@ -22,25 +22,42 @@ from e1.numeric import Number
 from e1.settings import SAMPLING, check_settings, numbers, setting
 
 MIN_TEMPERATURE = 1e-3
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling settings; ``temperature=0`` is greedy, ``top_k=0`` and ``top_p=1`` are off."""
 
-    temperature: float = setting(0.6, "Sampling temperature; 0 = greedy.", SAMPLING,
-                                 number=Number(float, min=0, max=100, hint="use 0 for greedy decoding"))
-    top_p: float = setting(0.95, "Nucleus sampling threshold (1 = off).", SAMPLING,
-                           number=Number(float, min=0, max=1, above=True, hint="use 1 to switch it off"))
-    top_k: int = setting(0, "Keep only the k most likely tokens (0 = off).", SAMPLING,
-                         number=Number(int, min=0, hint="use 0 to switch it off"))
-    seed: int = setting(0, "Random seed; the same seed reproduces the same samples.", SAMPLING,
-                        number=Number(int, min=0))
+    temperature: float = setting(
+        0.6,
+        "Sampling temperature; 0 = greedy.",
+        SAMPLING,
+        number=Number(float, min=0, max=100, hint="use 0 for greedy decoding"),
+    )
+    top_p: float = setting(
+        0.95,
+        "Nucleus sampling threshold (1 = off).",
+        SAMPLING,
+        number=Number(float, min=0, max=1, above=True, hint="use 1 to switch it off"),
+    )
+    top_k: int = setting(
+        0,
+        "Keep only the k most likely tokens (0 = off).",
+        SAMPLING,
+        number=Number(int, min=0, hint="use 0 to switch it off"),
+    )
+    seed: int = setting(
+        0, "Random seed; the same seed reproduces the same samples.", SAMPLING, number=Number(int, min=0)
+    )
     max_tokens: int = setting(32768, "Output cap for mode none.", SAMPLING, number=Number(int, min=1, max=2**31 - 1))
 
     def __post_init__(self):
         check_settings(self)
         if 0 < self.temperature < MIN_TEMPERATURE:  # logits / 1e-30 overflow float32: NaN probabilities
-            raise ConfigError(f"--temperature must be 0 or >= {MIN_TEMPERATURE}, got {self.temperature}",
-                              hint="use 0 for greedy decoding")
+            raise ConfigError(
+                f"--temperature must be 0 or >= {MIN_TEMPERATURE}, got {self.temperature}",
+                hint="use 0 for greedy decoding",
+            )
 
     @property
     def greedy(self) -> bool:

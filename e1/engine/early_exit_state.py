@@ -329,4 +329,6 @@ class _TextScanner:
 
 def transition_ids(tokenizer, texts) -> tuple[tuple[int, ...], ...]:
     """``Mode.transition_texts`` as ``tokenizer``'s id sequences (each matched at the end of thinking)."""
-    return tuple(ids for ids in dict.fromkeys(tuple(tokenizer.encode(t, add_special_tokens=False)) for t in texts) if ids)
+    return tuple(
+        ids for ids in dict.fromkeys(tuple(tokenizer.encode(t, add_special_tokens=False)) for t in texts) if ids
+    )

@@ -1,8 +1,8 @@
 """Engine options, checked before anything loads (the backends themselves: :mod:`e1.engine.backends`).
 
-    >>> check_markers("<think>", "</think>")
-    >>> check_device("cpu")
-    'cpu'
+>>> check_markers("<think>", "</think>")
+>>> check_device("cpu")
+'cpu'
 """
 
 from __future__ import annotations
@@ -11,7 +11,15 @@ from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vll
 from e1.errors import ConfigError, did_you_mean
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # as e1.engine.hf.hf_engine.weights_dtype reads them
+DTYPES = (
+    "auto",
+    "float32",
+    "fp32",
+    "bfloat16",
+    "bf16",
+    "float16",
+    "fp16",
+)  # as e1.engine.hf.hf_engine.weights_dtype reads them
 
 
 def check_device(device: str) -> str:
@@ -46,8 +54,10 @@ def check_markers(think_start: str | None, think_end: str | None) -> None:
         if marker is not None and not marker.strip():
             raise ConfigError(f"{name} is empty", hint="leave it out to use the tokenizer's marker")
     if think_start is not None and think_start == think_end:
-        raise ConfigError(f"--think-start and --think-end are both {think_start!r}",
-                          hint="pass two different markers, e.g. <think> and </think>")
+        raise ConfigError(
+            f"--think-start and --think-end are both {think_start!r}",
+            hint="pass two different markers, e.g. <think> and </think>",
+        )
 
 
 def check_engine_options(backend: str, device: str, dtype: str) -> None:

@@ -1,7 +1,7 @@
 """Think markers resolved from the tokenizer — never hard-coded token ids.
 
-    markers = resolve_markers(tokenizer)               # <think> / </think> from the vocabulary
-    markers = resolve_markers(tokenizer, think_end="Final answer:")   # any text, maybe several tokens
+markers = resolve_markers(tokenizer)               # <think> / </think> from the vocabulary
+markers = resolve_markers(tokenizer, think_end="Final answer:")   # any text, maybe several tokens
 """
 
 from __future__ import annotations

@@ -32,7 +32,9 @@ class RowEngine:
     _sentence_ends: frozenset[int] | None = None
 
     def encode(self, prompts: Sequence[str] | Sequence[Sequence[int]]) -> list[list[int]]:
-        return [list(p) if not isinstance(p, str) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts]
+        return [
+            list(p) if not isinstance(p, str) else self.tokenizer.encode(p, add_special_tokens=False) for p in prompts
+        ]
 
     def prepare(self, prompts, budget: Budget, mode: Mode | str, sampling: Sampling, n: int):
         """Validate a generate call: (the parsed mode, prompt ids, the (prompt, sample) rows, prompt-major)."""
@@ -57,15 +59,24 @@ class RowEngine:
                 hint="lower --think/--solve or use a model with a longer context",
             )
 
-    def start_states(self, prompt_ids: list[list[int]], rows: list[tuple[int, int]], budget: Budget, mode: Mode,
-                     sampling: Sampling, prefixes: Sequence[Sequence[int]] | None) -> tuple[list[RowState], list[int]]:
+    def start_states(
+        self,
+        prompt_ids: list[list[int]],
+        rows: list[tuple[int, int]],
+        budget: Budget,
+        mode: Mode,
+        sampling: Sampling,
+        prefixes: Sequence[Sequence[int]] | None,
+    ) -> tuple[list[RowState], list[int]]:
         """One row state per (prompt, sample) row, each having followed its prefix (if any):
         (states, how many prefix ids each took)."""
         states = [self.row_state(prompt_ids[p], budget, mode, sampling) for p, _ in rows]
         if prefixes is None:
             return states, [0] * len(rows)
         if len(prefixes) != len(rows):
-            raise ConfigError(f"{len(prefixes)} prefixes for {len(rows)} rows", hint="pass one prefix per (prompt, sample) row")
+            raise ConfigError(
+                f"{len(prefixes)} prefixes for {len(rows)} rows", hint="pass one prefix per (prompt, sample) row"
+            )
         return states, [state.follow(prefix) for state, prefix in zip(states, prefixes)]
 
     def row_state(self, prompt: list[int], budget: Budget, mode: Mode, sampling: Sampling) -> RowState:
@@ -75,8 +86,16 @@ class RowEngine:
         room = sampling.max_tokens if worst is None else worst + 1
         if self.max_context is not None:
             room = min(room, self.max_context - len(prompt))
-        return build_state(mode, budget, self.markers, self.markers.prompt_thinking(prompt), room,
-                           ModeIds.of(self.tokenizer, mode, budget), self.tokenizer, self.sentence_ends)
+        return build_state(
+            mode,
+            budget,
+            self.markers,
+            self.markers.prompt_thinking(prompt),
+            room,
+            ModeIds.of(self.tokenizer, mode, budget),
+            self.tokenizer,
+            self.sentence_ends,
+        )
 
     def exit_ids(self, mode: Mode) -> tuple[int, ...]:
         """The mode's exit text as this tokenizer's ids (forced at t before the end marker)."""
@@ -88,8 +107,13 @@ class RowEngine:
             self._sentence_ends = sentence_end_ids(self.tokenizer)
         return self._sentence_ends
 
-    def completions(self, states: Sequence[RowState], rows: Sequence[tuple[int, int]],
-                    prompt_ids: Sequence[Sequence[int]], prefix_tokens: Sequence[int]) -> list[Completion]:
+    def completions(
+        self,
+        states: Sequence[RowState],
+        rows: Sequence[tuple[int, int]],
+        prompt_ids: Sequence[Sequence[int]],
+        prefix_tokens: Sequence[int],
+    ) -> list[Completion]:
         """One record per row, the texts decoded in one batch (:func:`decode_all`)."""
         parts = [(*state.split(), state.forced_text_ids()) for state in states]
         texts = decode_all(self.tokenizer, [ids for row in parts for ids in row])
@@ -130,12 +154,23 @@ class ModeIds(NamedTuple):
 
     @classmethod
     def of(cls, tokenizer, mode: Mode, budget: Budget) -> ModeIds:
-        return cls(exit_ids(tokenizer, mode.exit_text), transition_ids(tokenizer, mode.transition_texts),
-                   tuple((at, exit_ids(tokenizer, text)) for at, text in mode.notes(budget)))
+        return cls(
+            exit_ids(tokenizer, mode.exit_text),
+            transition_ids(tokenizer, mode.transition_texts),
+            tuple((at, exit_ids(tokenizer, text)) for at, text in mode.notes(budget)),
+        )
 
 
-def build_state(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: str, room: int,
-                ids: ModeIds = ModeIds(), tokenizer=None, sentence_ends=frozenset()) -> RowState:
+def build_state(
+    mode: Mode,
+    budget: Budget,
+    markers: Markers,
+    prompt_thinking: str,
+    room: int,
+    ids: ModeIds = ModeIds(),
+    tokenizer=None,
+    sentence_ends=frozenset(),
+) -> RowState:
     """The one function that builds a row's state, for every caller (the local engines, the vLLM
     processors, e1 serve's processor and replay, the API backend's replay): :class:`EarlyExitState` for a
     mode that tries trial answers, else :class:`RowState`. ``ids``: the mode's texts as ids (``ModeIds.of``);
@@ -147,8 +182,9 @@ def build_state(mode: Mode, budget: Budget, markers: Markers, prompt_thinking: s
     ends = (sentence_ends() if callable(sentence_ends) else sentence_ends) if mode.grace else frozenset()
     if mode.trials:
         texts = trial_texts(tokenizer, mode) if tokenizer is not None else None
-        return EarlyExitState(budget, mode, markers, prompt_thinking, room, ids.exit, ends,
-                              transitions=ids.transitions, texts=texts)
+        return EarlyExitState(
+            budget, mode, markers, prompt_thinking, room, ids.exit, ends, transitions=ids.transitions, texts=texts
+        )
     stop = None
     if mode.stop and tokenizer is not None:
         from e1.engine.stop import StopPattern

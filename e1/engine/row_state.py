@@ -89,9 +89,18 @@ class RowState:
     trial_decoded = 0
     trials: tuple = ()
 
-    def __init__(self, budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, max_new_tokens: int,
-                 exit_ids: tuple[int, ...] = (), sentence_ends: frozenset[int] = frozenset(),
-                 stop: StopPattern | None = None, notes: tuple[tuple[int, tuple[int, ...]], ...] = ()):
+    def __init__(
+        self,
+        budget: Budget,
+        mode: Mode,
+        markers: Markers,
+        prompt_thinking: str,
+        max_new_tokens: int,
+        exit_ids: tuple[int, ...] = (),
+        sentence_ends: frozenset[int] = frozenset(),
+        stop: StopPattern | None = None,
+        notes: tuple[tuple[int, tuple[int, ...]], ...] = (),
+    ):
         if prompt_thinking not in PROMPT_THINKING:
             raise ValueError(f"prompt_thinking must be one of {PROMPT_THINKING}, got {prompt_thinking!r}")
         self.budget, self.mode, self.markers = budget, mode, markers

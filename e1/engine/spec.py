@@ -31,20 +31,45 @@ class EngineSpec:
     """The backend, weights dtype, device, vLLM's GPU settings and the think markers of one engine."""
 
     backend: str = setting(
-        "auto", "auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) | gemini | "
-        "anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').", MODEL, complete="backends")
-    dtype: str = setting("auto", "auto (the checkpoint's dtype) | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).",
-                         MODEL, complete="dtypes")
+        "auto",
+        "auto (vLLM if installed and a GPU is present) | hf | vllm | openai (a server: --api-url) | gemini | "
+        "anthropic (hosted reasoning APIs, through their SDKs: pip install 'e1[gemini]').",
+        MODEL,
+        complete="backends",
+    )
+    dtype: str = setting(
+        "auto",
+        "auto (the checkpoint's dtype) | float32 (fp32) | bfloat16 (bf16) | float16 (fp16).",
+        MODEL,
+        complete="dtypes",
+    )
     device: str = setting("auto", "auto | cpu | cuda | cuda:N.", MODEL)  # transformers; vLLM places itself
-    tp: int = setting(1, "vLLM tensor-parallel GPUs per engine.", SCALE,
-                      number=Number(int, min=1, max=4096, hint="the number of GPUs one vLLM engine spans"))
+    tp: int = setting(
+        1,
+        "vLLM tensor-parallel GPUs per engine.",
+        SCALE,
+        number=Number(int, min=1, max=4096, hint="the number of GPUs one vLLM engine spans"),
+    )
     gpu_memory_utilization: float = setting(
-        0.9, "vLLM: fraction of GPU memory it may use (weights + KV cache).", SCALE,
-        number=Number(float, min=0, max=1, above=True, hint="a fraction of GPU memory, e.g. 0.9; 0.3-0.5 in "
-                      "training, where the policy and optimizer share the GPU"))
-    max_model_len: int | None = setting(None, "vLLM: context length; lower shrinks its KV cache.", SCALE,
-                                        shown="the model's", number=Number(int, min=1, max=2**31 - 1, optional=True,
-                                                                            hint="leave it out to use the model's"))
+        0.9,
+        "vLLM: fraction of GPU memory it may use (weights + KV cache).",
+        SCALE,
+        number=Number(
+            float,
+            min=0,
+            max=1,
+            above=True,
+            hint="a fraction of GPU memory, e.g. 0.9; 0.3-0.5 in "
+            "training, where the policy and optimizer share the GPU",
+        ),
+    )
+    max_model_len: int | None = setting(
+        None,
+        "vLLM: context length; lower shrinks its KV cache.",
+        SCALE,
+        shown="the model's",
+        number=Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
+    )
     think_start: str | None = setting(None, "Start-of-thinking marker.", BUDGETS, shown="from the tokenizer, <think>")
     think_end: str | None = setting(None, "End-of-thinking marker.", BUDGETS, shown="from the tokenizer, </think>")
 

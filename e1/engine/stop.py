@@ -62,8 +62,13 @@ STOP_MAX_MEM = 1 << 20  # bytes of one compiled pattern and its DFA cache (RE2 f
 # worst found takes ~2 us a search once warm (~2 ms while its DFA fills); \\boxed\{ is 11 instructions,
 # \\boxed\{[^}]{0,40}\} 372; a Unicode class is large (\p{L} alone is 1201: write [A-Za-z] instead)
 STOP_MAX_PROGRAM = 500
-_REFUSED = {"(?=": "a lookahead (?=...)", "(?!": "a lookahead (?!...)", "(?<": "a lookbehind (?<=...)",
-            "(?P": "a backreference (?P=...)", "(?>": "an atomic group (?>...)"}  # RE2's "invalid perl operator"s
+_REFUSED = {
+    "(?=": "a lookahead (?=...)",
+    "(?!": "a lookahead (?!...)",
+    "(?<": "a lookbehind (?<=...)",
+    "(?P": "a backreference (?P=...)",
+    "(?>": "an atomic group (?>...)",
+}  # RE2's "invalid perl operator"s
 
 
 def compile_stop(pattern: str):
@@ -83,12 +88,18 @@ def compile_stop(pattern: str):
     except re2.error as err:
         reason = err.args[0].decode("utf-8", "replace") if err.args and isinstance(err.args[0], bytes) else str(err)
         shown, construct = pattern if len(pattern) <= 60 else pattern[:57] + "...", _construct(reason)
-        raise ConfigError(f"stop= pattern {shown!r} uses {construct}, which RE2 does not run" if construct else
-                          f"stop= pattern {shown!r} is not a regex: {reason[:80]}",
-                          hint="stop patterns run on RE2, in linear time: https://github.com/google/re2/wiki/Syntax") from None
+        raise ConfigError(
+            f"stop= pattern {shown!r} uses {construct}, which RE2 does not run"
+            if construct
+            else f"stop= pattern {shown!r} is not a regex: {reason[:80]}",
+            hint="stop patterns run on RE2, in linear time: https://github.com/google/re2/wiki/Syntax",
+        ) from None
     if compiled.programsize > STOP_MAX_PROGRAM:
-        raise ConfigError(f"stop= pattern {pattern[:57]!r} compiles to {compiled.programsize} RE2 instructions, "
-                          f"more than {STOP_MAX_PROGRAM}", hint="a smaller pattern: fewer or shorter repeats")
+        raise ConfigError(
+            f"stop= pattern {pattern[:57]!r} compiles to {compiled.programsize} RE2 instructions, "
+            f"more than {STOP_MAX_PROGRAM}",
+            hint="a smaller pattern: fewer or shorter repeats",
+        )
     return compiled
 
 
@@ -122,7 +133,9 @@ class StopPattern:
         self.backend = getattr(tokenizer, "backend_tokenizer", None)  # the Rust tokenizer of a "fast" one
         self.lead = required_lead(self.pattern)
         # [V] bool: ids that cannot start or complete a match in an idle scanner (None: every id is scanned)
-        self.quiet: np.ndarray | None = quiet_ids(self.backend, self.lead) if self.lead and _byte_level(self.backend) else None
+        self.quiet: np.ndarray | None = (
+            quiet_ids(self.backend, self.lead) if self.lead and _byte_level(self.backend) else None
+        )
         self.texts = id_texts(self.backend) if self.quiet is not None else None  # each id's own text
 
     def scanner(self, prefilter: bool | None = None) -> StopScanner:
@@ -151,8 +164,9 @@ def quiet_ids(backend, lead: str) -> np.ndarray:
     in a whole character, such an id adds its own text and no copy of the lead can end in it. Once per
     tokenizer and lead."""
     rests = tuple(lead[k:] for k in range(1, len(lead)))
-    quiet = np.fromiter((lead not in text and "\ufffd" not in text and not text.startswith(rests)
-                         for text in id_texts(backend)), bool)
+    quiet = np.fromiter(
+        (lead not in text and "\ufffd" not in text and not text.startswith(rests) for text in id_texts(backend)), bool
+    )
     quiet.flags.writeable = False
     return quiet
 

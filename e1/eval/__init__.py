@@ -17,10 +17,23 @@ from e1.eval.settings import RunSettings, parse_ks
 # The run's modules import the engine's API clients and the reporters at the top: their names load on
 # first use (``__getattr__``), so that the command line reads RunSettings without them (--help).
 _LAZY = {
-    "is_main_process": "e1.eval.distributed", "overlapped": "e1.eval.overlap",
-    "EvalConfig": "e1.eval.run", "evaluate": "e1.eval.run",
-    **dict.fromkeys(("AREAS", "DECODED_PLOT", "PROBLEMS", "SweepConfig", "axis_budgets", "display_names", "effort_grid",
-                     "parse_modes"), "e1.eval.sweep"),
+    "is_main_process": "e1.eval.distributed",
+    "overlapped": "e1.eval.overlap",
+    "EvalConfig": "e1.eval.run",
+    "evaluate": "e1.eval.run",
+    **dict.fromkeys(
+        (
+            "AREAS",
+            "DECODED_PLOT",
+            "PROBLEMS",
+            "SweepConfig",
+            "axis_budgets",
+            "display_names",
+            "effort_grid",
+            "parse_modes",
+        ),
+        "e1.eval.sweep",
+    ),
     "run_sweep": "e1.eval.sweep:sweep",  # its own name would hide the module e1.eval.sweep
 }
 

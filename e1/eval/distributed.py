@@ -47,8 +47,10 @@ class Ranks:
 
     def __post_init__(self):
         if self.world % self.tp:
-            raise ConfigError(f"the world size ({self.world}) is not a multiple of --tp ({self.tp})",
-                              hint="start a multiple of --tp processes per job (torchrun --nproc_per_node)")
+            raise ConfigError(
+                f"the world size ({self.world}) is not a multiple of --tp ({self.tp})",
+                hint="start a multiple of --tp processes per job (torchrun --nproc_per_node)",
+            )
 
     @property
     def shard(self) -> int:

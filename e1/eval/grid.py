@@ -35,14 +35,18 @@ def check_grid(out: Path, previous: dict | None, current: dict, command: str = "
     more = "; e1 sweep runs several budgets and modes in one folder, and grows" if command == "e1 eval" else ""
     held = ", ".join(held_datasets(out, previous))  # empty: the folder holds no results of any dataset
     grids = [("datasets", held, ", ".join(dataset_names(current["datasets"])))] if held else []
-    grids += [(key, text(previous[key]), text(current[key])) for key, text in
-              (("budgets", budgets_text), ("modes", lambda modes: ", ".join(sorted(modes)))) if key in previous]
+    grids += [
+        (key, text(previous[key]), text(current[key]))
+        for key, text in (("budgets", budgets_text), ("modes", lambda modes: ", ".join(sorted(modes))))
+        if key in previous
+    ]
     for key, was, now in grids:
         if was != now:
             raise ResultsError(
                 f"{out} holds a run of {key} {was}, not {now}",
                 hint=f"leave out --out for a new run folder (or pass another); {command} into {out} with the same "
-                     f"{key} resumes it{more if key != 'datasets' else ''}")
+                f"{key} resumes it{more if key != 'datasets' else ''}",
+            )
 
 
 def _today(record: dict) -> dict:
@@ -71,13 +75,16 @@ def check_held(out: Path, record: dict) -> None:
     budgets, modes = _recorded(out, record, "budgets"), _recorded(out, record, "modes")
     names = set(held_datasets(out, record)) if "dataset_fingerprints" in record else None
     for dataset, mode, think, solve in sorted(held_cells(out)):
-        for key, ok, value in (("budgets", budgets is None or (think, solve) in budgets, f"t={think} s={solve}"),
-                               ("modes", modes is None or mode in modes, mode),
-                               ("datasets", names is None or dataset in names, dataset)):
+        for key, ok, value in (
+            ("budgets", budgets is None or (think, solve) in budgets, f"t={think} s={solve}"),
+            ("modes", modes is None or mode in modes, mode),
+            ("datasets", names is None or dataset in names, dataset),
+        ):
             if not ok:
                 raise ResultsError(
                     f"{out}/config.json records {key} that its samples disagree with (they hold {value})",
-                    hint="restore config.json as e1 wrote it, or use another --out")
+                    hint="restore config.json as e1 wrote it, or use another --out",
+                )
 
 
 def _recorded(out: Path, record: dict, key: str) -> set | None:
@@ -93,8 +100,10 @@ def _recorded(out: Path, record: dict, key: str) -> set | None:
             return {str(Mode.parse(m)) for m in value}
         return {(_count(b["think"]), _count(b["solve"])) for b in value}
     except (TypeError, KeyError, ValueError, E1Error):
-        raise ResultsError(f"{out}/config.json records {key} e1 did not write ({str(value)[:60]})",
-                           hint="restore config.json as e1 wrote it, or use another --out") from None
+        raise ResultsError(
+            f"{out}/config.json records {key} e1 did not write ({str(value)[:60]})",
+            hint="restore config.json as e1 wrote it, or use another --out",
+        ) from None
 
 
 def _count(value) -> int:
@@ -128,10 +137,16 @@ def grown(out: Path, previous: dict | None, settings):
         if name not in named:
             specs = [s for s in previous.get("datasets", ()) if name in dataset_names([s])]
             if not specs:
-                raise ResultsError(f"{out} holds a run of datasets {', '.join(held_datasets(out, previous))}, not "
-                                   f"{', '.join(sorted(named))}",
-                                   hint=f"add {name} to --datasets to grow the sweep, or pass another --out")
+                raise ResultsError(
+                    f"{out} holds a run of datasets {', '.join(held_datasets(out, previous))}, not "
+                    f"{', '.join(sorted(named))}",
+                    hint=f"add {name} to --datasets to grow the sweep, or pass another --out",
+                )
             datasets.append(specs[0])
             named.update(dataset_names(specs[:1]))
-    return replace(settings, budgets=tuple(dict.fromkeys([*budgets, *settings.budgets])),
-                   modes=tuple(dict.fromkeys([*modes, *settings.modes])), datasets=tuple(dict.fromkeys(datasets)))
+    return replace(
+        settings,
+        budgets=tuple(dict.fromkeys([*budgets, *settings.budgets])),
+        modes=tuple(dict.fromkeys([*modes, *settings.modes])),
+        datasets=tuple(dict.fromkeys(datasets)),
+    )

@@ -25,8 +25,13 @@ from typing import TypeVar
 Item, Produced, Finished = TypeVar("Item"), TypeVar("Produced"), TypeVar("Finished")
 
 
-def overlapped(items: Iterable[Item], produce: Callable[[Item], Produced], finish: Callable[[Produced], Finished],
-               emit: Callable[[Finished], object], depth: int = 2) -> None:
+def overlapped(
+    items: Iterable[Item],
+    produce: Callable[[Item], Produced],
+    finish: Callable[[Produced], Finished],
+    emit: Callable[[Finished], object],
+    depth: int = 2,
+) -> None:
     """``emit(finish(produce(item)))`` for each item in order; ``finish`` runs in background
     threads while ``produce`` of the next items runs here. Up to ``depth`` produced items wait
     for or are in ``finish`` at once (then ``produce`` waits): with 2, a batch that generates

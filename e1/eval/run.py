@@ -35,13 +35,32 @@ from e1.report import NullProgress, check_trackers, parse_report_to, report_resu
 from e1.rewards import ScoringSpec, check_tasks
 from e1.eval.settings import RUN_NUMBERS, RunSettings, parse_ks
 from e1.settings import record, spec
-from e1.store import (CONFIG, FINGERPRINTS, MODE_FORMAT, MODE_FORMAT_KEY, SAMPLE_KEY, SUMMARY, check_datasets,
-                      check_run_dir, mode_format, model_identity)
+from e1.store import (
+    CONFIG,
+    FINGERPRINTS,
+    MODE_FORMAT,
+    MODE_FORMAT_KEY,
+    SAMPLE_KEY,
+    SUMMARY,
+    check_datasets,
+    check_run_dir,
+    mode_format,
+    model_identity,
+)
 
 # settings that make two runs' samples comparable; a run directory refuses a different value
 API_REPLIES = "api-replies.jsonl"  # --backend openai: replies as they arrive (e1.engine.api.client)
-RUN_IDENTITY = ("model", "n", "sampling", "think_start", "think_end", "max_tests", "test_time_limit_s", "share_prefixes",
-                "prompt")
+RUN_IDENTITY = (
+    "model",
+    "n",
+    "sampling",
+    "think_start",
+    "think_end",
+    "max_tests",
+    "test_time_limit_s",
+    "share_prefixes",
+    "prompt",
+)
 
 
 # what each numeric setting may hold (e1.numeric); the engine's and the scoring's are checked by their specs
@@ -72,12 +91,16 @@ class EvalConfig(RunSettings):
             object.__setattr__(self, "ks", parse_ks(self.ks))
         if not self.datasets:
             raise ConfigError("no dataset given", hint="pass --datasets NAME_OR_FILE (see `e1 data list`)")
-        check_numbers(self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS})
+        check_numbers(
+            self, EVAL_NUMBERS, {name: "--" + name.removesuffix("_s").replace("_", "-") for name in EVAL_NUMBERS}
+        )
         for k in self.ks:
             Number(int, min=1, max=self.n, hint=f"pass@k needs k <= n ({self.n} samples per problem)").check(k, "--k")
         if self.share_prefixes and self.prompt.budget:
-            raise ConfigError("a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
-                              hint="sweep with --independent (e1 sweep does so by itself)")
+            raise ConfigError(
+                "a budget stated in the prompt makes each cell's prompt differ: prefixes cannot be shared",
+                hint="sweep with --independent (e1 sweep does so by itself)",
+            )
         check_api(self.engine.backend, self.api, self.modes)
         parse_report_to(self.report_to)
 
@@ -119,8 +142,12 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 
     out, ranks = Path(config.out), group.ranks
     datasets, fingerprints = _load_datasets(config)
-    record = {**config.to_json(), "kind": "eval", "e1_version": __version__,
-              FINGERPRINTS: check_datasets(out, fingerprints)}
+    record = {
+        **config.to_json(),
+        "kind": "eval",
+        "e1_version": __version__,
+        FINGERPRINTS: check_datasets(out, fingerprints),
+    }
     store = SampleStore(out, writer=ranks.rank, legacy=Mode.legacy)
     if ranks.main:
         upgrade_run(out, store)
@@ -133,12 +160,20 @@ def _evaluate(config: EvalConfig, engine, progress, group):
             with progress.stage(f"loading {config.model}"):
                 engine = load_engine_for(config, ranks)
         if ranks.main:
-            write_json({**record, "markers": _marker_info(engine), **_api_info(engine, config), **_weights_info(engine)},
-                       out / CONFIG)
+            write_json(
+                {**record, "markers": _marker_info(engine), **_api_info(engine, config), **_weights_info(engine)},
+                out / CONFIG,
+            )
         batches = ranks.share(_batches(todo, config))  # whole generate calls: each rank its own
         wanted = sum(map(len, datasets.values())) * len(config.modes) * len(config.budgets) * config.n
-        _generate_and_score(engine, batches, config, store if ranks.writer else None, progress,
-                            kept=max(0, wanted - len(todo) * config.n))
+        _generate_and_score(
+            engine,
+            batches,
+            config,
+            store if ranks.writer else None,
+            progress,
+            kept=max(0, wanted - len(todo) * config.n),
+        )
         if config.api is not None:
             engine.finish_run()  # every reply is in the store now
     elif ranks.main:
@@ -236,8 +271,12 @@ def _generate_and_score(engine, batches: list[list[tuple]], config: EvalConfig, 
             if work is not None:
                 work(done[0], sum(weights))
 
-        overlapped(batches, produce=lambda batch: _generate_batch(engine, batch, config, bar.advance, worked),
-                   finish=lambda generated: _score_batch(generated, scorer), emit=write)
+        overlapped(
+            batches,
+            produce=lambda batch: _generate_batch(engine, batch, config, bar.advance, worked),
+            finish=lambda generated: _score_batch(generated, scorer),
+            emit=write,
+        )
 
 
 def _call_works(batch: list[tuple], config: EvalConfig) -> list[int]:
@@ -290,11 +329,24 @@ def load_engine_for(config: EvalConfig, ranks=None):
     backend = resolve_backend(spec.backend)
     launched = ranks is not None and ranks.world > 1
     if launched and BACKENDS[backend].served:
-        raise ConfigError(f"--backend {backend} runs in one process (the server batches)",
-                          hint="run without torchrun and raise --concurrency instead")
-    options = {"distributed_executor_backend": "external_launcher", "colocate": True} if launched and backend == "vllm" else {}
-    return load_engine(config.model, spec, batch_size=config.batch_size, api=config.api, modes=config.modes,
-                       journal=Path(config.out) / API_REPLIES, **options)
+        raise ConfigError(
+            f"--backend {backend} runs in one process (the server batches)",
+            hint="run without torchrun and raise --concurrency instead",
+        )
+    options = (
+        {"distributed_executor_backend": "external_launcher", "colocate": True}
+        if launched and backend == "vllm"
+        else {}
+    )
+    return load_engine(
+        config.model,
+        spec,
+        batch_size=config.batch_size,
+        api=config.api,
+        modes=config.modes,
+        journal=Path(config.out) / API_REPLIES,
+        **options,
+    )
 
 
 def _pending(datasets: dict, keys, config: EvalConfig) -> list[tuple]:
@@ -334,15 +386,21 @@ def _generate_batch(engine, batch: list[tuple], config: EvalConfig, progress=Non
     for (mode, budget), problems in groups.items():
         seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
         stated = budget.total if mode.bounded else None  # --prompt-budget: N = t + s
-        prompts = [build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
-                   for p in problems]
+        prompts = [
+            build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
+            for p in problems
+        ]
         try:
-            completions = engine.generate(prompts, budget, mode, config.sampling, n=config.n, seeds=seeds,
-                                          progress=progress)
+            completions = engine.generate(
+                prompts, budget, mode, config.sampling, n=config.n, seeds=seeds, progress=progress
+            )
         except RequestError as err:  # an API request that failed: name the problem
             problem = problems[err.prompt_index] if 0 <= err.prompt_index < len(problems) else None
-            raise (err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
-                   if problem is not None else err) from err
+            raise (
+                err.about(f"{problem.dataset} problem {problem.id} ({mode}, t={budget.think} s={budget.solve})")
+                if problem is not None
+                else err
+            ) from err
         generated += [(mode, budget, problems[c.prompt_index], c, prompts[c.prompt_index]) for c in completions]
         if worked is not None:
             worked(max(budget.total, 1))
@@ -355,8 +413,11 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
     from e1.engine import DEFAULT_END
     from e1.rewards import gold_text
 
-    scores = scorer.score([g[2].task for g in generated], [g[3].text(DEFAULT_END) for g in generated],
-                          [str(g[2].answer) for g in generated])
+    scores = scorer.score(
+        [g[2].task for g in generated],
+        [g[3].text(DEFAULT_END) for g in generated],
+        [str(g[2].answer) for g in generated],
+    )
     from e1.eval.trials import overthinking_tokens
 
     overthinking = overthinking_tokens(generated, scorer)  # NaN outside early-exit
@@ -366,20 +427,39 @@ def _score_batch(generated: list[tuple], scorer) -> list[dict]:
         key = (problem.dataset, str(problem.id))
         if key not in golds:
             golds[key] = gold_text(problem.task, str(problem.answer))
-        rows.append(_sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None)
-                    | {"overthinking_tokens": late} | carried_fields(problem))
+        rows.append(
+            _sample_row(mode, budget, problem, c, scored, golds[key], prompt if c.sample_index == 0 else None)
+            | {"overthinking_tokens": late}
+            | carried_fields(problem)
+        )
     return rows
 
 
 def _sample_row(mode: Mode, budget: Budget, problem, c, scored, gold: str, prompt: str | None) -> dict:
     """One samples.parquet row, keyed by :data:`e1.store.results.SAMPLE_COLUMNS`."""
     return dict(
-        dataset=problem.dataset, problem_id=str(problem.id), sample_index=c.sample_index, mode=str(mode),
-        think_budget=budget.think, solve_budget=budget.solve, prompt_tokens=c.prompt_tokens,
-        think_tokens=c.think_tokens, solve_tokens=c.solve_tokens, forced=c.forced, finish_reason=c.finish_reason,
-        think_text=c.think_text, solution_text=c.solution_text, extracted_answer=scored.extracted, gold=gold,
-        reward=scored.reward, correct=scored.reward >= 1.0, tests_passed=scored.tests_passed,
-        first_failure=scored.first_failure, prompt=prompt, decoded_tokens=c.decoded_tokens, think_end=c.think_end or None,
+        dataset=problem.dataset,
+        problem_id=str(problem.id),
+        sample_index=c.sample_index,
+        mode=str(mode),
+        think_budget=budget.think,
+        solve_budget=budget.solve,
+        prompt_tokens=c.prompt_tokens,
+        think_tokens=c.think_tokens,
+        solve_tokens=c.solve_tokens,
+        forced=c.forced,
+        finish_reason=c.finish_reason,
+        think_text=c.think_text,
+        solution_text=c.solution_text,
+        extracted_answer=scored.extracted,
+        gold=gold,
+        reward=scored.reward,
+        correct=scored.reward >= 1.0,
+        tests_passed=scored.tests_passed,
+        first_failure=scored.first_failure,
+        prompt=prompt,
+        decoded_tokens=c.decoded_tokens,
+        think_end=c.think_end or None,
         forced_text=c.forced_text,
     )
 
@@ -391,9 +471,17 @@ def _wanted_rows(samples, datasets: dict, config: EvalConfig):
     ids = {name: set(frame["id"].astype(str)) for name, frame in datasets.items()}
     modes = {str(m) for m in config.modes}
     budgets = {(b.think, b.solve) for b in config.budgets}
-    keep = [ds in ids and pid in ids[ds] and mode in modes and (t, s) in budgets and index < config.n
-            for ds, pid, mode, t, s, index in zip(samples["dataset"], samples["problem_id"], samples["mode"],
-                                                  samples["think_budget"], samples["solve_budget"], samples["sample_index"])]
+    keep = [
+        ds in ids and pid in ids[ds] and mode in modes and (t, s) in budgets and index < config.n
+        for ds, pid, mode, t, s, index in zip(
+            samples["dataset"],
+            samples["problem_id"],
+            samples["mode"],
+            samples["think_budget"],
+            samples["solve_budget"],
+            samples["sample_index"],
+        )
+    ]
     return samples[keep].sort_values(SAMPLE_KEY).reset_index(drop=True)
 
 

@@ -22,22 +22,40 @@ class RunSettings:
 
     datasets: tuple[str, ...] = setting(
         help="Registry names (see e1 data list) or files (.parquet, .jsonl, .json, .csv); repeat or comma-separate.",
-        panel=DATA, short="-d", shown=False, complete="datasets")
-    batch_size: int = setting(64, "Sequences decoded together (bounds memory).", SCALE,
-                              number=Number(int, min=1, max=1_000_000))
-    limit: int | None = setting(None, "Only the first N problems of each dataset.", DATA, shown="all",
-                                number=Number(int, min=1, optional=True))
-    data_dir: Path | None = setting(None, "Where prepared datasets live.", DATA, path=True,
-                                    shown="$E1_DATA_DIR or ~/.cache/e1/data")
+        panel=DATA,
+        short="-d",
+        shown=False,
+        complete="datasets",
+    )
+    batch_size: int = setting(
+        64, "Sequences decoded together (bounds memory).", SCALE, number=Number(int, min=1, max=1_000_000)
+    )
+    limit: int | None = setting(
+        None, "Only the first N problems of each dataset.", DATA, shown="all", number=Number(int, min=1, optional=True)
+    )
+    data_dir: Path | None = setting(
+        None, "Where prepared datasets live.", DATA, path=True, shown="$E1_DATA_DIR or ~/.cache/e1/data"
+    )
     # pass@k reported for each k, beside pass@1 and pass@n (the command line's "1,4,16" is parse_ks'd)
-    ks: tuple[int, ...] = setting((), "Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16.",
-                                  OUTPUT, flag="--k", shown="pass@1 and pass@n", cli_type=str)
+    ks: tuple[int, ...] = setting(
+        (),
+        "Also report pass@k for these k (comma-separated, each <= n), e.g. 1,4,16.",
+        OUTPUT,
+        flag="--k",
+        shown="pass@1 and pass@n",
+        cli_type=str,
+    )
     # results also to: tensorboard | wandb | tensorboard,wandb (e1.report.reporting)
-    report_to: str = setting("none", "Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's "
-                             "metrics and a samples table (WANDB_MODE=offline needs no network).", OUTPUT)
+    report_to: str = setting(
+        "none",
+        "Also send the results to tensorboard | wandb | tensorboard,wandb: each cell's "
+        "metrics and a samples table (WANDB_MODE=offline needs no network).",
+        OUTPUT,
+    )
     # the user's code (rewards, datasets, prompts, modes), absolute paths
-    include: tuple[str, ...] = setting((), f"{INCLUDE_HELP} Recorded in config.json: a resume loads it again.", DATA,
-                                       shown=False)
+    include: tuple[str, ...] = setting(
+        (), f"{INCLUDE_HELP} Recorded in config.json: a resume loads it again.", DATA, shown=False
+    )
 
 
 RUN_NUMBERS = numbers(RunSettings)  # what each numeric setting may hold (e1.numeric)

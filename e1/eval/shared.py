@@ -52,8 +52,10 @@ def problem_batches(todo: list[tuple], problems_per_call: int) -> list[list[tupl
     for item in todo:
         by_problem.setdefault(_key(item[2]), []).append(item)
     groups = list(by_problem.values())
-    return [[item for group in groups[start : start + problems_per_call] for item in group]
-            for start in range(0, len(groups), problems_per_call)]
+    return [
+        [item for group in groups[start : start + problems_per_call] for item in group]
+        for start in range(0, len(groups), problems_per_call)
+    ]
 
 
 def root_seed(seed: int, dataset: str, problem_id) -> int:
@@ -101,12 +103,14 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
     for mode, budget, problem in batch:
         problems.setdefault(_key(problem), problem)
         cells.setdefault((mode, budget), []).append(_key(problem))
-    prompts = {key: build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt)
-               for key, p in problems.items()}
+    prompts = {
+        key: build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt) for key, p in problems.items()
+    }
     per_root = ROOT_SHARE * len(batch) / len(problems)  # samples a root serves, on average, times the share
     works = iter(call_works(batch, config))
-    roots = _grow_roots(engine, problems, prompts, cells, config,
-                        progress and (lambda count: progress(count * per_root)))
+    roots = _grow_roots(
+        engine, problems, prompts, cells, config, progress and (lambda count: progress(count * per_root))
+    )
     if roots and worked is not None:
         worked(next(works))
     row_share = 1.0 - ROOT_SHARE if roots else 1.0
@@ -115,17 +119,27 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
     for (mode, budget), keys in cells.items():
         seeds = [problem_seed(config.sampling.seed, problems[k].dataset, problems[k].id, mode, budget) for k in keys]
         prefixes = [roots[k][j] for k in keys for j in range(config.n)] if roots else None
-        completions = engine.generate([prompts[k] for k in keys], budget, mode, config.sampling, n=config.n,
-                                      seeds=seeds, prefixes=prefixes, progress=rows_done)
-        generated += [(mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]])
-                      for c in completions]
+        completions = engine.generate(
+            [prompts[k] for k in keys],
+            budget,
+            mode,
+            config.sampling,
+            n=config.n,
+            seeds=seeds,
+            prefixes=prefixes,
+            progress=rows_done,
+        )
+        generated += [
+            (mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]]) for c in completions
+        ]
         if worked is not None:
             worked(next(works))
     return generated
 
 
-def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config,
-                progress=None) -> dict[tuple, list[list[int]]]:
+def _grow_roots(
+    engine, problems: dict, prompts: dict, cells: dict, config, progress=None
+) -> dict[tuple, list[list[int]]]:
     """Each problem's ``n`` unconstrained samples, as long as the longest cell of the batch can use
     (``{}`` when no cell follows anything, e.g. only ``t = 0``)."""
     length = _root_length(cells, config)
@@ -134,8 +148,15 @@ def _grow_roots(engine, problems: dict, prompts: dict, cells: dict, config,
     keys = list(problems)
     seeds = [root_seed(config.sampling.seed, problems[k].dataset, problems[k].id) for k in keys]
     budget = next(iter(cells))[1]  # mode none ignores it (its length is the sampling's max_tokens)
-    roots = engine.generate([prompts[k] for k in keys], budget, ROOT, replace(config.sampling, max_tokens=length),
-                            n=config.n, seeds=seeds, progress=progress)
+    roots = engine.generate(
+        [prompts[k] for k in keys],
+        budget,
+        ROOT,
+        replace(config.sampling, max_tokens=length),
+        n=config.n,
+        seeds=seeds,
+        progress=progress,
+    )
     grown: dict[tuple, list[list[int]]] = {k: [] for k in keys}
     for c in roots:
         grown[keys[c.prompt_index]].append(c.token_ids)

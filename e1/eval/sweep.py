@@ -61,9 +61,22 @@ AREAS = "areas.parquet"  # e1.report.spending: AUC per curve
 PROBLEMS = "problems.parquet"  # ... and b* per problem
 CURVE_KEY = ["model", "dataset", "mode"]
 CURVE_COLUMNS = [
-    "model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "pass_at_k", "mean_total_tokens",
-    "mean_think_tokens", "mean_solve_tokens", "forced_rate", "accuracy_ci_low", "accuracy_ci_high", "effort",
-    "mean_decoded_tokens", "overthinking_share",
+    "model",
+    "dataset",
+    "mode",
+    "think_budget",
+    "solve_budget",
+    "accuracy",
+    "pass_at_k",
+    "mean_total_tokens",
+    "mean_think_tokens",
+    "mean_solve_tokens",
+    "forced_rate",
+    "accuracy_ci_low",
+    "accuracy_ci_high",
+    "effort",
+    "mean_decoded_tokens",
+    "overthinking_share",
 ]
 BUDGET_AXES = ("tokens", "effort")
 BUDGET_COLUMNS = ("think_budget", "solve_budget")
@@ -94,23 +107,32 @@ def budget_grid(think: str | None = None, solve: str | None = None, pairs: str |
     """
     if pairs is not None:
         if think is not None or solve is not None:
-            raise ConfigError("--budgets cannot be combined with --think/--solve",
-                              hint="give either T+S pairs with --budgets, or lists with --think and --solve")
+            raise ConfigError(
+                "--budgets cannot be combined with --think/--solve",
+                hint="give either T+S pairs with --budgets, or lists with --think and --solve",
+            )
         return _unique(_pair(item) for item in _items(pairs, "budget"))
-    thinks = [parse_tokens(t, "think budget") for t in _items(DEFAULT_THINK if think is None else think, "think budget")]
-    solves = [parse_tokens(s, "solve budget") for s in _items(DEFAULT_SOLVE if solve is None else solve, "solve budget")]
+    thinks = [
+        parse_tokens(t, "think budget") for t in _items(DEFAULT_THINK if think is None else think, "think budget")
+    ]
+    solves = [
+        parse_tokens(s, "solve budget") for s in _items(DEFAULT_SOLVE if solve is None else solve, "solve budget")
+    ]
     return _unique(Budget(t, s) for s in solves for t in thinks)
 
 
-def axis_budgets(budget_axis: str, think: str | None, solve: str | None, pairs: str | None,
-                 max_tokens: int) -> tuple[Budget, ...]:
+def axis_budgets(
+    budget_axis: str, think: str | None, solve: str | None, pairs: str | None, max_tokens: int
+) -> tuple[Budget, ...]:
     """The budgets of a sweep's axis: :func:`budget_grid` on ``tokens``; on ``effort`` the one
     ``Budget(0, max_tokens)`` (the level sets the thinking; ``--max-tokens`` caps the reply)."""
     if budget_axis != "effort":
         return budget_grid(think, solve, pairs)
     if think is not None or solve is not None or pairs is not None:
-        raise ConfigError("--budget-axis effort takes no --think/--solve/--budgets",
-                          hint="the effort levels set the thinking; --max-tokens caps each reply")
+        raise ConfigError(
+            "--budget-axis effort takes no --think/--solve/--budgets",
+            hint="the effort levels set the thinking; --max-tokens caps each reply",
+        )
     return (Budget(0, max_tokens),)
 
 
@@ -139,14 +161,18 @@ def effort_grid(modes: tuple[Mode, ...], efforts: str | None, budget_axis: str =
         raise ConfigError(f"unknown --budget-axis {budget_axis!r}", hint=did_you_mean(budget_axis, BUDGET_AXES))
     if budget_axis == "tokens":
         if efforts is not None:
-            raise ConfigError("--efforts needs --budget-axis effort", hint="pass --budget-axis effort --efforts low,high")
+            raise ConfigError(
+                "--efforts needs --budget-axis effort", hint="pass --budget-axis effort --efforts low,high"
+            )
         return modes
     if efforts is None:
         raise ConfigError("--budget-axis effort needs --efforts", hint="e.g. --efforts low,medium,high")
     other = next((mode for mode in modes if not mode.takes("effort") or mode.effort), None)
     if other is not None:
-        raise ConfigError(f"--budget-axis effort sets the effort of mode none, not of {other}",
-                          hint="leave out --modes (or pass --modes none)")
+        raise ConfigError(
+            f"--budget-axis effort sets the effort of mode none, not of {other}",
+            hint="leave out --modes (or pass --modes none)",
+        )
     levels = _unique(item.lower() for item in _items(efforts, "effort level"))
     return _unique(mode.replace(effort=level) for mode in modes for level in levels)
 
@@ -227,8 +253,9 @@ class SweepConfig:
 
     def eval_config(self, model: str) -> EvalConfig:
         """The eval of one model: its whole grid, into its own run directory."""
-        return replace(self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares,
-                       report_to="none")  # the sweep reports once, every model together
+        return replace(
+            self.settings, model=model, out=self.run_dir(model), share_prefixes=self.shares, report_to="none"
+        )  # the sweep reports once, every model together
 
     @property
     def shares(self) -> bool:
@@ -254,8 +281,9 @@ def _preflight(config: SweepConfig, models: bool) -> None:
     check_trackers(parse_report_to(config.settings.report_to))  # a tracker that cannot log fails now, not at the end
     for model in config.models if models and config.settings.api is None else ():  # served: checked at load
         check_model_path(model)
-        check_context(model, config.settings.budgets, [m for m in config.modes if m.bounded],
-                      config.settings.engine.max_model_len)
+        check_context(
+            model, config.settings.budgets, [m for m in config.modes if m.bounded], config.settings.engine.max_model_len
+        )
 
 
 def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], object] | None = None, group=None):
@@ -306,8 +334,13 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     for model in config.models:
         engine = _LazyEngine(lambda model=model: load_engine(model))
         try:
-            samples, _ = evaluate(config.eval_config(model), engine=engine, progress=_Labelled(progress, names[model]),
-                                  group=group, grow=True)
+            samples, _ = evaluate(
+                config.eval_config(model),
+                engine=engine,
+                progress=_Labelled(progress, names[model]),
+                group=group,
+                grow=True,
+            )
         finally:
             engine.release()
         if main:
@@ -322,23 +355,33 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
     write_parquet(curves, out / CURVES)
     write_parquet(mode_differences(samples, by=SWEEP_KEY), out / DIFFERENCES)
     effort_axis = any(mode.effort for mode in config.modes)  # measured thinking tokens on x: no budgets to place
-    areas = curve_areas(effort_lines(samples), by=CURVE_KEY, cells=(*BUDGET_COLUMNS, "effort")) if effort_axis else (
-        curve_areas(samples, by=CURVE_KEY))
+    areas = (
+        curve_areas(effort_lines(samples), by=CURVE_KEY, cells=(*BUDGET_COLUMNS, "effort"))
+        if effort_axis
+        else (curve_areas(samples, by=CURVE_KEY))
+    )
     write_parquet(areas, out / AREAS)
     write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     plot_curves(curves, out / PLOT, names=names, x="think" if effort_axis else "output")
     if curves["overthinking_share"].notna().any() or (curves["mode"].str.startswith("early-exit")).any():
         plot_curves(curves, out / DECODED_PLOT, names=names, x="decoded")
-    report_results(parse_report_to(config.settings.report_to), out, summary.assign(model=summary["model"].map(names)),
-                   samples.assign(model=samples["model"].map(names)), config.to_json())
+    report_results(
+        parse_report_to(config.settings.report_to),
+        out,
+        summary.assign(model=summary["model"].map(names)),
+        samples.assign(model=samples["model"].map(names)),
+        config.to_json(),
+    )
     return samples, summary, curves
 
 
 def effort_lines(samples):
     """Samples of an effort axis as one curve per mode: ``mode`` without its level, ``effort`` the level."""
     modes = {mode: Mode.parse(mode) for mode in samples["mode"].unique()}
-    return samples.assign(effort=samples["mode"].map(lambda mode: modes[mode].effort),
-                          mode=samples["mode"].map(lambda mode: str(modes[mode].replace(effort=""))))
+    return samples.assign(
+        effort=samples["mode"].map(lambda mode: modes[mode].effort),
+        mode=samples["mode"].map(lambda mode: str(modes[mode].replace(effort=""))),
+    )
 
 
 def curves_frame(summary):
@@ -361,11 +404,19 @@ def _in_config_order(frame, config: SweepConfig):
     model_rank = {m: i for i, m in enumerate(config.models)}
     mode_rank = {str(m): i for i, m in enumerate(config.modes)}
     dataset_rank = {d: i for i, d in enumerate(dict.fromkeys(frame["dataset"]))}
-    ranks = frame.assign(_model=frame["model"].map(model_rank), _dataset=frame["dataset"].map(dataset_rank),
-                         _mode=frame["mode"].map(mode_rank), _total=frame["think_budget"] + frame["solve_budget"])
+    ranks = frame.assign(
+        _model=frame["model"].map(model_rank),
+        _dataset=frame["dataset"].map(dataset_rank),
+        _mode=frame["mode"].map(mode_rank),
+        _total=frame["think_budget"] + frame["solve_budget"],
+    )
     keys = ["_model", "_dataset", "_mode", "_total", "think_budget"]
     keys += [c for c in ("problem_id", "sample_index") if c in frame.columns]
-    return ranks.sort_values(keys, kind="stable").drop(columns=["_model", "_dataset", "_mode", "_total"]).reset_index(drop=True)
+    return (
+        ranks.sort_values(keys, kind="stable")
+        .drop(columns=["_model", "_dataset", "_mode", "_total"])
+        .reset_index(drop=True)
+    )
 
 
 def _load_engine(model: str, config: SweepConfig, ranks):
@@ -411,4 +462,3 @@ class _Labelled:
 
     def stage(self, description: str):
         return self.progress.stage(f"{self.label}: {description}")
-

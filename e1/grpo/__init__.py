@@ -15,14 +15,36 @@ from e1.grpo.loss_config import AGGREGATIONS, FORCED_TOKENS, GRPOLossConfig
 
 # Names from modules that import torch at the top: loaded on first use (``__getattr__``).
 _LAZY = {
-    **dict.fromkeys(("aggregate", "entropy_from_logits",
-                     "group_advantages", "kl_k3", "loss_mask", "loss_normalizer", "policy_loss", "token_log_probs"),
-                    "e1.grpo.core"),
-    "checkpoints": "e1.grpo.trainer", "train": "e1.grpo.trainer",
+    **dict.fromkeys(
+        (
+            "aggregate",
+            "entropy_from_logits",
+            "group_advantages",
+            "kl_k3",
+            "loss_mask",
+            "loss_normalizer",
+            "policy_loss",
+            "token_log_probs",
+        ),
+        "e1.grpo.core",
+    ),
+    "checkpoints": "e1.grpo.trainer",
+    "train": "e1.grpo.trainer",
 }
 
-__all__ = ["AGGREGATIONS", "ALGOS", "DEFAULTS", "TRAIN_DTYPES", "FORCED_TOKENS", "GRPOLossConfig", "TRAIN_ENGINE", "TrainConfig", "build_config",
-           "from_flat", *_LAZY]
+__all__ = [
+    "AGGREGATIONS",
+    "ALGOS",
+    "DEFAULTS",
+    "TRAIN_DTYPES",
+    "FORCED_TOKENS",
+    "GRPOLossConfig",
+    "TRAIN_ENGINE",
+    "TrainConfig",
+    "build_config",
+    "from_flat",
+    *_LAZY,
+]
 
 
 def __getattr__(name: str):

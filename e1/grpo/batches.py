@@ -55,8 +55,9 @@ class Batcher:
     device: torch.device
     instruct: Instructed | None = None  # a length reward's prompts (L1), else the prompt_ids
 
-    def plan(self, indices: list[int], completions: list[Completion], advantages: torch.Tensor,
-             step: int) -> list[list[MicroBatch]]:
+    def plan(
+        self, indices: list[int], completions: list[Completion], advantages: torch.Tensor, step: int
+    ) -> list[list[MicroBatch]]:
         """Mini-batches (lists of micro-batches) in an order drawn from (seed, step)."""
         config, k = self.config, self.config.samples_per_prompt
         generator = torch.Generator().manual_seed(derive_seed(config.seed, "minibatch", step))
@@ -65,31 +66,50 @@ class Batcher:
         batches = []
         for start in range(0, len(order), prompts):
             rows = [p * k + j for p in order[start : start + prompts] for j in range(k)]
-            batches.append([self.micro_batch(rows[m : m + config.micro_batch], indices, completions, advantages, step)
-                            for m in range(0, len(rows), config.micro_batch)])
+            batches.append(
+                [
+                    self.micro_batch(rows[m : m + config.micro_batch], indices, completions, advantages, step)
+                    for m in range(0, len(rows), config.micro_batch)
+                ]
+            )
         return batches
 
-    def micro_batch(self, rows: list[int], indices: list[int], completions: list[Completion],
-                    advantages: torch.Tensor, step: int) -> MicroBatch:
+    def micro_batch(
+        self, rows: list[int], indices: list[int], completions: list[Completion], advantages: torch.Tensor, step: int
+    ) -> MicroBatch:
         """Left-padded prompts (one per whole group) and right-padded completions of ``rows``, with the loss mask."""
         from torch.nn.utils.rnn import pad_sequence
 
         pad, k = self.pad_id, self.config.samples_per_prompt
         whole_groups = len(rows) % k == 0 and all(r % k == 0 for r in rows[::k])  # plan() keeps groups contiguous
         group_size = k if whole_groups else 1
-        prompts = [torch.tensor(prompt_of(self.prompt_ids, self.instruct, self.config, step,
-                                          indices[completions[r].prompt_index])) for r in rows[::group_size]]
+        prompts = [
+            torch.tensor(
+                prompt_of(self.prompt_ids, self.instruct, self.config, step, indices[completions[r].prompt_index])
+            )
+            for r in rows[::group_size]
+        ]
         outputs = [torch.tensor(completions[r].token_ids, dtype=torch.long) for r in rows]
         forced = [torch.tensor(completions[r].forced_mask, dtype=torch.bool) for r in rows]
         prompt_ids = pad_sequence(prompts, batch_first=True, padding_value=pad, padding_side="left")  # [G, P]
-        prompt_mask = pad_sequence([torch.ones_like(p) for p in prompts], batch_first=True, padding_side="left")  # [G, P]
+        prompt_mask = pad_sequence(
+            [torch.ones_like(p) for p in prompts], batch_first=True, padding_side="left"
+        )  # [G, P]
         completion_ids = pad_sequence(outputs, batch_first=True, padding_value=pad)  # [B, C]
         completion_mask = pad_sequence([torch.ones_like(o) for o in outputs], batch_first=True)  # [B, C]
         forced_mask = pad_sequence(forced, batch_first=True)  # [B, C]
         mask = loss_mask(completion_mask.bool(), forced_mask, self.config.forced_tokens)  # [B, C]
         device = self.device
-        return MicroBatch(rows, group_size, prompt_ids.to(device), prompt_mask.to(device), completion_ids.to(device),
-                          completion_mask.to(device), mask.to(device), advantages[rows].to(device))
+        return MicroBatch(
+            rows,
+            group_size,
+            prompt_ids.to(device),
+            prompt_mask.to(device),
+            completion_ids.to(device),
+            completion_mask.to(device),
+            mask.to(device),
+            advantages[rows].to(device),
+        )
 
 
 def completion_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor:
@@ -125,8 +145,10 @@ def activation_checkpointing(model: torch.nn.Module, enabled: bool = True):
     from torch.utils.checkpoint import checkpoint
 
     layers = checkpointed_layers(model) if enabled else []
-    saved = [(layer.gradient_checkpointing, layer.training, layer.__dict__.get("_gradient_checkpointing_func"))
-             for layer in layers]
+    saved = [
+        (layer.gradient_checkpointing, layer.training, layer.__dict__.get("_gradient_checkpointing_func"))
+        for layer in layers
+    ]
     for layer in layers:
         layer.gradient_checkpointing, layer.training = True, True
         layer._gradient_checkpointing_func = partial(checkpoint, use_reentrant=False)
@@ -148,8 +170,9 @@ def full_sequence_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     attention = torch.cat([mb.prompt_mask.repeat_interleave(k, 0), mb.completion_mask], dim=1)  # [B, P+C]
     positions = (attention.cumsum(-1) - 1).clamp(min=0)  # [B, P+C]  left padding shifts nothing
     # position P-1+c predicts completion token c: keep the last C+1 positions' logits, drop the very last
-    logits = model(input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=False,
-                   logits_to_keep=width + 1).logits  # [B, C+1, V]
+    logits = model(
+        input_ids=input_ids, attention_mask=attention, position_ids=positions, use_cache=False, logits_to_keep=width + 1
+    ).logits  # [B, C+1, V]
     return logits[:, :-1]  # [B, C, V]
 
 
@@ -165,17 +188,30 @@ def shared_prompt_logits(model: torch.nn.Module, mb: MicroBatch) -> torch.Tensor
     keyword = cache_keyword(model)
     prompt_positions = (mb.prompt_mask.cumsum(-1) - 1).clamp(min=0)  # [G, P]
     cache = DynamicCache()
-    first = model(input_ids=mb.prompt_ids, attention_mask=mb.prompt_mask, position_ids=prompt_positions,
-                  **{keyword: cache}, use_cache=True, logits_to_keep=1).logits  # [G, 1, V]
+    first = model(
+        input_ids=mb.prompt_ids,
+        attention_mask=mb.prompt_mask,
+        position_ids=prompt_positions,
+        **{keyword: cache},
+        use_cache=True,
+        logits_to_keep=1,
+    ).logits  # [G, 1, V]
     first = first.repeat_interleave(k, 0)  # [B, 1, V]  the prompt's last token predicts completion token 0
     if width == 1:
         return first  # [B, 1, V]
-    cache.batch_select_indices(torch.arange(len(mb.prompt_ids), device=first.device).repeat_interleave(k))  # G -> B rows
+    cache.batch_select_indices(
+        torch.arange(len(mb.prompt_ids), device=first.device).repeat_interleave(k)
+    )  # G -> B rows
     attention = torch.cat([mb.prompt_mask.repeat_interleave(k, 0), mb.completion_mask[:, :-1]], dim=1)  # [B, P+C-1]
     start = mb.prompt_mask.sum(-1).repeat_interleave(k).unsqueeze(-1)  # [B, 1]
     positions = start + torch.arange(width - 1, device=start.device)  # [B, C-1]
-    rest = model(input_ids=mb.completion_ids[:, :-1], attention_mask=attention, position_ids=positions,
-                 **{keyword: cache}, use_cache=True).logits  # [B, C-1, V]  the last token predicts nothing
+    rest = model(
+        input_ids=mb.completion_ids[:, :-1],
+        attention_mask=attention,
+        position_ids=positions,
+        **{keyword: cache},
+        use_cache=True,
+    ).logits  # [B, C-1, V]  the last token predicts nothing
     return torch.cat([first, rest], dim=1)  # [B, C, V]
 
 

@@ -44,8 +44,9 @@ class TrainerState:
     position: int = 0  # index into that epoch's permutation
 
 
-def save_checkpoint(config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer,
-                    resumable: bool = True) -> Path:
+def save_checkpoint(
+    config: TrainConfig, state: TrainerState, strategy: Parallel, tokenizer, resumable: bool = True
+) -> Path:
     """``checkpoints/step_N``: when ``resumable``, every rank adds its optimizer shard (ZeRO) and rank 0
     the trainer state; rank 0 writes the model folder from :meth:`full_weights` (a collective under
     ZeRO-3: all ranks enter) and renames it. A full disk is a :class:`e1.store.disk.DiskError` that
@@ -88,8 +89,15 @@ def _write(module: torch.nn.Module, tokenizer, saved: dict | None, tmp: Path, fi
     module.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     if saved is not None:
-        torch.save(saved | {"python_rng": random.getstate(), "torch_rng": torch.get_rng_state(),
-                            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}, tmp / STATE)
+        torch.save(
+            saved
+            | {
+                "python_rng": random.getstate(),
+                "torch_rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            tmp / STATE,
+        )
     record_files(tmp)  # what e1 wrote: all that pruning or a later save of this step may remove
     replace_owned(final, "the checkpoint")
     os.replace(tmp, final)
@@ -112,8 +120,10 @@ def load_checkpoint_model(checkpoint: Path, dtype: str, device: str):
     try:
         return load_model(str(checkpoint), dtype, device)
     except ModelError as err:
-        raise ResultsError(f"checkpoint {checkpoint} cannot be loaded: {err.message}",
-                           hint=f"move {checkpoint} away to resume from the checkpoint before it") from err
+        raise ResultsError(
+            f"checkpoint {checkpoint} cannot be loaded: {err.message}",
+            hint=f"move {checkpoint} away to resume from the checkpoint before it",
+        ) from err
 
 
 def load_checkpoint(checkpoint: Path, strategy: Parallel) -> TrainerState:
@@ -125,8 +135,10 @@ def load_checkpoint(checkpoint: Path, strategy: Parallel) -> TrainerState:
             raise KeyError(f"no {', '.join(sorted(missing))}")
         state = TrainerState(**saved["state"])
     except Exception as err:  # a damaged or foreign file: torch and pickle raise many types
-        raise ResultsError(f"cannot read {checkpoint / STATE}: {' '.join(str(err).split())[:120] or type(err).__name__}",
-                           hint=f"move {checkpoint} away to resume from the checkpoint before it") from err
+        raise ResultsError(
+            f"cannot read {checkpoint / STATE}: {' '.join(str(err).split())[:120] or type(err).__name__}",
+            hint=f"move {checkpoint} away to resume from the checkpoint before it",
+        ) from err
     strategy.load_optimizer(checkpoint, saved["optimizer"])
     random.setstate(saved["python_rng"])
     torch.set_rng_state(saved["torch_rng"])
@@ -181,11 +193,15 @@ def check_run_dir(config: TrainConfig) -> Path | None:
     found = checkpoints(out)
     if not config.resume:
         if previous is not None or found:
-            raise ConfigError(f"{out} already holds a training run", hint="pass --resume to continue it, or use another --out")
+            raise ConfigError(
+                f"{out} already holds a training run", hint="pass --resume to continue it, or use another --out"
+            )
         return None
     if previous is None and not found:
-        raise ConfigError(f"--resume: {out} holds no training run to continue",
-                          hint="check the --out path, or leave out --resume to start one")
+        raise ConfigError(
+            f"--resume: {out} holds no training run to continue",
+            hint="check the --out path, or leave out --resume to start one",
+        )
     return found[-1] if found else None
 
 

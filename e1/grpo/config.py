@@ -60,20 +60,30 @@ from e1.store import model_identity
 ALGOS = ("grpo", "sft")
 MEMORY_OPTIONS = ("activation_checkpointing", "ref_offload")  # where tensors live, not what is trained
 LR_SCHEDULES = ("constant", "cosine")
-ROLLOUT_CUTS = ("force", "zero")  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
+ROLLOUT_CUTS = (
+    "force",
+    "zero",
+)  # at the budget: force the end marker and solve (Elastic Reasoning) | reward 0 (ThinkPrune)
 TRAIN_DTYPES = ("float32", "bfloat16", "float16")  # weights and optimizer state
 # the rollout engine's defaults: decode with the policy module, in float32; vLLM (if asked for) shares
 # each GPU with the policy and optimizer, so it gets less of it than in `e1 eval`
 TRAIN_ENGINE = EngineSpec(backend="hf", dtype="float32", gpu_memory_utilization=0.4)
 # ... and what they mean there (`e1 train --help`): no API backend, a training dtype, vLLM sharing the GPU
 TRAIN_ENGINE_HELP = {
-    "backend": {"help": "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if "
-                        "installed and a GPU is present); not the API backends.", "complete": "train_backends"},
-    "dtype": {"help": "float32 | bfloat16 | float16 (the weights and the optimizer state).",
-              "complete": "train_dtypes"},
+    "backend": {
+        "help": "Rollout engine: hf | vllm (in-process, weights copied in after every step) | auto (vLLM if "
+        "installed and a GPU is present); not the API backends.",
+        "complete": "train_backends",
+    },
+    "dtype": {
+        "help": "float32 | bfloat16 | float16 (the weights and the optimizer state).",
+        "complete": "train_dtypes",
+    },
     "tp": {"help": "vLLM tensor-parallel GPUs per engine (under DeepSpeed: ranks per engine)."},
-    "gpu_memory_utilization": {"help": "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it "
-                                       "sleeps during updates; training state stays resident)."},
+    "gpu_memory_utilization": {
+        "help": "vLLM's share of the GPU while it decodes, used only with --kv-cache-gib 0 (it "
+        "sleeps during updates; training state stays resident)."
+    },
 }
 
 
@@ -86,14 +96,22 @@ class TrainConfig:
     model: str = setting(help="Initial policy: model folder or hub id.", panel=MODEL, short="-m", shown=False)
     data: str = setting(
         help="Training problems: registry name or file with problem and answer fields.",
-        panel=DATA, short="-d", shown=False, complete="dataset")
+        panel=DATA,
+        short="-d",
+        shown=False,
+        complete="dataset",
+    )
     think: str | int = setting(
-        "1k", "Rollout thinking budget t: 512, 1k, 1.5k; a set 512,1k,2k or a range 512..2k draws one per prompt "
-              "and step (budget curriculum).",
-        BUDGETS, cli_type=str)
+        "1k",
+        "Rollout thinking budget t: 512, 1k, 1.5k; a set 512,1k,2k or a range 512..2k draws one per prompt "
+        "and step (budget curriculum).",
+        BUDGETS,
+        cli_type=str,
+    )
     solve: str | int = setting("1k", "Rollout solution budget s.", BUDGETS, cli_type=str)
-    out: Path = setting(Path("runs/train"), "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", RUN,
-                        path=True)
+    out: Path = setting(
+        Path("runs/train"), "Run directory (config.json, metrics.parquet, checkpoints/, eval/).", RUN, path=True
+    )
     steps: int = setting(200, "GRPO steps.", RUN, number=_whole())
     prompts_per_step: int = setting(128, "Problems per step.", GRPO, number=_whole())
     samples_per_prompt: int = setting(8, "Completions per problem (group size).", GRPO, number=_whole())
@@ -102,61 +120,91 @@ class TrainConfig:
     # recompute each decoder layer's activations in the update's backward instead of keeping them:
     # one layer's activations alive at a time, for about a third more update compute
     activation_checkpointing: bool = setting(
-        False, "Keep only each decoder layer's input for the backward and recompute the rest there: far less memory"
-               " in the update (at the 1.5B shape most of it), about a third more update compute.",
-        OPTIMIZER)
-    lr: float = setting(1e-6, "AdamW learning rate.", OPTIMIZER,
-                        number=Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"))
-    weight_decay: float = setting(0.01, "AdamW weight decay.", OPTIMIZER,
-                                  number=Number(float, min=0, max=1, hint="the paper uses 0.01"))
-    grad_clip: float = setting(1.0, "Max gradient norm.", OPTIMIZER,
-                               number=Number(float, min=0, above=True, max=1e6, hint="the paper uses 1.0"))
+        False,
+        "Keep only each decoder layer's input for the backward and recompute the rest there: far less memory"
+        " in the update (at the 1.5B shape most of it), about a third more update compute.",
+        OPTIMIZER,
+    )
+    lr: float = setting(
+        1e-6,
+        "AdamW learning rate.",
+        OPTIMIZER,
+        number=Number(float, min=0, above=True, max=1, hint="the paper uses 1e-6"),
+    )
+    weight_decay: float = setting(
+        0.01, "AdamW weight decay.", OPTIMIZER, number=Number(float, min=0, max=1, hint="the paper uses 0.01")
+    )
+    grad_clip: float = setting(
+        1.0,
+        "Max gradient norm.",
+        OPTIMIZER,
+        number=Number(float, min=0, above=True, max=1e6, hint="the paper uses 1.0"),
+    )
     temperature: float = setting(
-        0.6, "Rollout temperature.",
+        0.6,
+        "Rollout temperature.",
         SAMPLING,
-        number=Number(float, min=0, above=True, max=100,
-                      hint="greedy rollouts give every sample of a group the same reward; use 0.6"))
-    top_p: float = setting(1.0, "Rollout nucleus threshold (1 = off).", SAMPLING,
-                           number=Number(float, min=0, above=True, max=1, hint="use 1 to switch it off"))
+        number=Number(
+            float,
+            min=0,
+            above=True,
+            max=100,
+            hint="greedy rollouts give every sample of a group the same reward; use 0.6",
+        ),
+    )
+    top_p: float = setting(
+        1.0,
+        "Rollout nucleus threshold (1 = off).",
+        SAMPLING,
+        number=Number(float, min=0, above=True, max=1, hint="use 1 to switch it off"),
+    )
     kl_coef: float = setting(
-        0.001, "k3 KL weight; 0 loads no reference model.",
+        0.001,
+        "k3 KL weight; 0 loads no reference model.",
         GRPO,
-        number=Number(float, min=0, max=1e6, hint="0 loads no reference model; the paper uses 0.001"))
-    clip_low: float = setting(0.2, "PPO clip below 1.", GRPO,
-                              number=Number(float, min=0, max=1, below=True, hint="0.2 is the usual value"))
-    clip_high: float = setting(0.2, "PPO clip above 1.", GRPO,
-                               number=Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher"))
-    entropy_coef: float = setting(0.0, "Entropy bonus weight.", GRPO,
-                                  number=Number(float, min=0, max=1e6, hint="0 turns the bonus off"))
+        number=Number(float, min=0, max=1e6, hint="0 loads no reference model; the paper uses 0.001"),
+    )
+    clip_low: float = setting(
+        0.2, "PPO clip below 1.", GRPO, number=Number(float, min=0, max=1, below=True, hint="0.2 is the usual value")
+    )
+    clip_high: float = setting(
+        0.2, "PPO clip above 1.", GRPO, number=Number(float, min=0, max=1e6, hint="0.2, or 0.28 for DAPO's clip higher")
+    )
+    entropy_coef: float = setting(
+        0.0, "Entropy bonus weight.", GRPO, number=Number(float, min=0, max=1e6, hint="0 turns the bonus off")
+    )
     forced_tokens: str = setting("train", "Forced end markers: train | mask.", BUDGETS)
     save_every: int = setting(10, "Checkpoint every N steps.", RUN, number=_whole())
     # also save what --resume needs (optimizer state, data cursor, RNG) every N steps and at the end;
     # None = at every save. Other saves write the model folder alone: in bf16 with AdamW, 2 of every
     # 14 bytes per weight (ZeRO adds fp32 master weights to Adam's two moments)
     resume_every: int | None = setting(
-        None, "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write "
-              "the weights alone.",
-        RUN, shown="every save",
-        number=_whole(optional=True, hint="e.g. --save-every 1 --resume-every 10: cheap weights each step"))
+        None,
+        "Also save the optimizer state (what --resume needs) every N steps and at the end; other saves write "
+        "the weights alone.",
+        RUN,
+        shown="every save",
+        number=_whole(optional=True, hint="e.g. --save-every 1 --resume-every 10: cheap weights each step"),
+    )
     keep_last: int | None = setting(
-        None, "Keep only the newest K checkpoints.",
-        RUN, shown="all",
-        number=_whole(optional=True))
+        None, "Keep only the newest K checkpoints.", RUN, shown="all", number=_whole(optional=True)
+    )
     eval_every: int = setting(10, "Validate every N steps.", RUN, number=_whole())
     eval_data: str | None = setting(None, "Validation problems.", DATA, shown="none", complete="dataset")
     eval_limit: int | None = setting(
-        None, "Only the first N validation problems.",
-        DATA, shown="all",
-        number=_whole(optional=True))
+        None, "Only the first N validation problems.", DATA, shown="all", number=_whole(optional=True)
+    )
     seed: int = setting(0, "Seed of data order, rollouts and mini-batches.", SAMPLING, number=_whole(0))
     resume: bool = setting(False, "Continue from the newest checkpoint in --out.", RUN, switch="--resume/--no-resume")
     batch_size: int = setting(64, "Sequences decoded together.", SCALE, number=_whole())
     rollout_chunks: int = setting(
-        1, "Generate each step's rollouts in N chunks of whole prompts and score chunk k while chunk k+1 generates."
-           " Pays when scoring takes time (code tasks whose sandboxed tests run for seconds), at the cost of "
-           "smaller generate batches; 1 = one generate call, then scoring.",
+        1,
+        "Generate each step's rollouts in N chunks of whole prompts and score chunk k while chunk k+1 generates."
+        " Pays when scoring takes time (code tasks whose sandboxed tests run for seconds), at the cost of "
+        "smaller generate batches; 1 = one generate call, then scoring.",
         SCALE,
-        number=_whole())
+        number=_whole(),
+    )
     # the rollout engine and the policy: backend (hf | vllm | auto), dtype of the weights and optimizer
     # (float32 | bfloat16 | float16), device, think markers; vLLM's tp (under DeepSpeed: ranks per engine,
     # dividing the world size), gpu_memory_utilization (used only with kv_cache_gib=0: vLLM sleeps during
@@ -164,49 +212,69 @@ class TrainConfig:
     engine: EngineSpec = spec(TRAIN_ENGINE, flat=True, narrow=TRAIN_ENGINE_HELP)
     # code rewards: programs run at once in the one sandbox, seconds per test, largest N tests, sandbox backend
     scoring: ScoringSpec = spec(factory=ScoringSpec, flat=True)
-    data_dir: Path | None = setting(None, "Prepared datasets.", DATA,
-                                    shown="$E1_DATA_DIR or ~/.cache/e1/data", path=True)
+    data_dir: Path | None = setting(
+        None, "Prepared datasets.", DATA, shown="$E1_DATA_DIR or ~/.cache/e1/data", path=True
+    )
     deepspeed: str | None = setting(
-        None, "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).",
-        SCALE, shown="none")
+        None,
+        "ZeRO data parallelism: zero1 | zero2 | zero3 | DeepSpeed JSON (launch with torchrun or deepspeed).",
+        SCALE,
+        shown="none",
+    )
     # under ZeRO-3 (the reference is then partitioned like the policy): keep the reference model's
     # partition in CPU memory, each layer fetched for its forward (slower ref_logprob, less GPU memory)
     ref_offload: bool = setting(
-        False, "Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the "
-               "reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower"
-               " ref_logprob phase.",
-        SCALE)
+        False,
+        "Under --deepspeed zero3 (which partitions the KL reference model like the policy): keep the "
+        "reference's partition in CPU memory and fetch each layer for its forward; less GPU memory, a slower"
+        " ref_logprob phase.",
+        SCALE,
+    )
     algo: str = setting(
-        "grpo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).",
-        GRPO, complete="algos")
+        "grpo", "grpo (budget-constrained rollouts) | sft (learn the data's completion column).", GRPO, complete="algos"
+    )
     lr_schedule: str = setting("constant", "constant | cosine.", OPTIMIZER)
     warmup_steps: int = setting(0, "Linear learning-rate warm-up steps.", OPTIMIZER, number=_whole(0))
     # vLLM's KV cache per GPU in GiB; None = what one step's rollouts need (e1.grpo.rollout.kv_cache_bytes),
     # 0 = from gpu_memory_utilization, as `e1 eval` sizes it
     kv_cache_gib: float | None = setting(
-        None, "vLLM's KV cache per GPU in GiB (0: from --gpu-memory-utilization).",
-        SCALE, shown="what one step's rollouts need",
-        number=Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"))
+        None,
+        "vLLM's KV cache per GPU in GiB (0: from --gpu-memory-utilization).",
+        SCALE,
+        shown="what one step's rollouts need",
+        number=Number(float, min=0, max=1e5, optional=True, hint="leave it out to size it to the rollouts"),
+    )
     think_schedule: str | None = setting(
-        None, "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the "
-              "steps) or a linear 4k..1k; caps --think.",
-        BUDGETS, shown="none")
+        None,
+        "Tighten t over the run, ThinkPrune-style (Hou et al., 2025): stages 4k:2k:1k (equal shares of the "
+        "steps) or a linear 4k..1k; caps --think.",
+        BUDGETS,
+        shown="none",
+    )
     system_prompt: str | None = like(PromptOptions, "system")  # config files' keys: PromptOptions' settings
     chat_template_kwargs: str = like(PromptOptions, "template_kwargs")
     rollout_cut: str = setting(
-        "force", "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic "
-                 "Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).",
-        BUDGETS)
+        "force",
+        "A rollout at its budget: force (the end marker is forced at t and the solution follows: Elastic "
+        "Reasoning) | zero (cut at t+s with nothing forced, reward 0: ThinkPrune, Hou et al., 2025).",
+        BUDGETS,
+    )
     length_reward: str | None = setting(
-        None, "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target "
-              "length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., "
-              "2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5.",
-        BUDGETS, shown="none")
+        None,
+        "Length-aware reward on the task's: l1-exact | l1-max (L1, Aggarwal & Welleck, 2025: the target "
+        "length in the prompt), dapo (soft overlong penalty, DAPO, Yu et al., 2025), cosine (Yeo et al., "
+        "2025), kimi (group-relative: Kimi k1.5, 2025); options as cosine:exceed=-5.",
+        BUDGETS,
+        shown="none",
+    )
     report_to: str = setting(
-        "none", "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).",
-        RUN)
-    include: tuple[str, ...] = setting((), f"{INCLUDE_HELP} Recorded in config.json: --resume loads it again.", DATA,
-                                       shown=False)
+        "none",
+        "Also log metrics to tensorboard | wandb | tensorboard,wandb (WANDB_MODE=offline needs no network).",
+        RUN,
+    )
+    include: tuple[str, ...] = setting(
+        (), f"{INCLUDE_HELP} Recorded in config.json: --resume loads it again.", DATA, shown=False
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "out", Path(self.out))
@@ -221,28 +289,47 @@ class TrainConfig:
         if self.algo not in ALGOS:
             raise ConfigError(f"unknown algo {self.algo!r}", hint=did_you_mean(self.algo, ALGOS))
         if self.lr_schedule not in LR_SCHEDULES:
-            raise ConfigError(f"unknown lr_schedule {self.lr_schedule!r}", hint=did_you_mean(self.lr_schedule, LR_SCHEDULES))
+            raise ConfigError(
+                f"unknown lr_schedule {self.lr_schedule!r}", hint=did_you_mean(self.lr_schedule, LR_SCHEDULES)
+            )
         if self.samples_per_prompt < 2 and self.algo == "grpo":
-            raise ConfigError(f"samples_per_prompt must be >= 2, got {self.samples_per_prompt}",
-                              hint="GRPO compares samples of one prompt; the paper uses 8")
+            raise ConfigError(
+                f"samples_per_prompt must be >= 2, got {self.samples_per_prompt}",
+                hint="GRPO compares samples of one prompt; the paper uses 8",
+            )
         if self.prompts_per_step % self.mini_batch_prompts:
             raise ConfigError(
                 f"prompts_per_step ({self.prompts_per_step}) is not divisible by mini_batch_prompts "
-                f"({self.mini_batch_prompts})", hint="pick a mini-batch that divides the step, e.g. 128 and 64")
+                f"({self.mini_batch_prompts})",
+                hint="pick a mini-batch that divides the step, e.g. 128 and 64",
+            )
         if self.rollout_cut not in ROLLOUT_CUTS:
-            raise ConfigError(f"unknown rollout_cut {self.rollout_cut!r}", hint=did_you_mean(self.rollout_cut, ROLLOUT_CUTS))
+            raise ConfigError(
+                f"unknown rollout_cut {self.rollout_cut!r}", hint=did_you_mean(self.rollout_cut, ROLLOUT_CUTS)
+            )
         if self.forced_tokens not in FORCED_TOKENS:
-            raise ConfigError(f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS))
-        if self.deepspeed is not None and self.deepspeed not in ("zero1", "zero2", "zero3") \
-                and not str(self.deepspeed).endswith(".json"):
-            raise ConfigError(f"unknown deepspeed setting {self.deepspeed!r}",
-                              hint="use zero1, zero2, zero3 or a DeepSpeed .json file")
+            raise ConfigError(
+                f"unknown forced_tokens {self.forced_tokens!r}", hint=did_you_mean(self.forced_tokens, FORCED_TOKENS)
+            )
+        if (
+            self.deepspeed is not None
+            and self.deepspeed not in ("zero1", "zero2", "zero3")
+            and not str(self.deepspeed).endswith(".json")
+        ):
+            raise ConfigError(
+                f"unknown deepspeed setting {self.deepspeed!r}",
+                hint="use zero1, zero2, zero3 or a DeepSpeed .json file",
+            )
         if self.deepspeed is not None and importlib.util.find_spec("deepspeed") is None:
-            raise ConfigError(f"--deepspeed {self.deepspeed} needs DeepSpeed, which is not installed",
-                              hint="pip install 'e1[deepspeed]', or leave out --deepspeed to train on one device")
+            raise ConfigError(
+                f"--deepspeed {self.deepspeed} needs DeepSpeed, which is not installed",
+                hint="pip install 'e1[deepspeed]', or leave out --deepspeed to train on one device",
+            )
         if self.ref_offload and (self.deepspeed is None or zero_stage(self.deepspeed) != 3):
-            raise ConfigError(f"ref_offload needs ZeRO-3, not {self.deepspeed or 'one device'}",
-                              hint="add --deepspeed zero3 (only a partitioned reference is offloaded), or drop --ref-offload")
+            raise ConfigError(
+                f"ref_offload needs ZeRO-3, not {self.deepspeed or 'one device'}",
+                hint="add --deepspeed zero3 (only a partitioned reference is offloaded), or drop --ref-offload",
+            )
         self._check_engines()
 
     def _check_engines(self) -> None:
@@ -310,8 +397,13 @@ class TrainConfig:
 
     def loss_config(self) -> GRPOLossConfig:
         """The :class:`~e1.grpo.loss_config.GRPOLossConfig` of this run."""
-        return GRPOLossConfig(clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
-                              entropy_coef=self.entropy_coef, forced_tokens=self.forced_tokens)
+        return GRPOLossConfig(
+            clip_low=self.clip_low,
+            clip_high=self.clip_high,
+            kl_coef=self.kl_coef,
+            entropy_coef=self.entropy_coef,
+            forced_tokens=self.forced_tokens,
+        )
 
     def to_json(self) -> dict:
         data = record(self)  # the engine's and the code rewards' settings flat, beside the run's own
@@ -354,10 +446,22 @@ def check_keys(values: dict[str, Any], source: str = "config") -> None:
 
 # a config file's value for a field must be one of these (bool is refused where a number belongs:
 # TOML/YAML ``true`` is not 1); "Path" fields take strings
-_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "Path": (str, Path),
-          "tuple[str, ...]": (list, tuple)}
-_TYPE_NAMES = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string",
-               "Path": "a path (a string)", "tuple[str, ...]": "a list of paths"}
+_TYPES = {
+    "int": (int,),
+    "float": (int, float),
+    "bool": (bool,),
+    "str": (str,),
+    "Path": (str, Path),
+    "tuple[str, ...]": (list, tuple),
+}
+_TYPE_NAMES = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "Path": "a path (a string)",
+    "tuple[str, ...]": "a list of paths",
+}
 
 
 def check_types(values: dict[str, Any], source: str = "config") -> None:
@@ -373,13 +477,17 @@ def check_types(values: dict[str, Any], source: str = "config") -> None:
         kinds = [kind.strip() for kind in annotations[key].split("|")]
         if value is None and "None" in kinds:
             continue
-        fits = any(isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, bool))
-                   for kind in kinds if kind in _TYPES)
+        fits = any(
+            isinstance(value, _TYPES[kind]) and (kind == "bool" or not isinstance(value, bool))
+            for kind in kinds
+            if kind in _TYPES
+        )
         if not fits:
             expected = " or ".join(_TYPE_NAMES[kind] for kind in kinds if kind in _TYPE_NAMES)
             sep = ": " if str(source).lower().endswith((".yaml", ".yml")) else " = "
-            raise ConfigError(f"{source}: {key} must be {expected}, got {value!r}",
-                              hint=f"write e.g. {key}{sep}{_example(key)}")
+            raise ConfigError(
+                f"{source}: {key} must be {expected}, got {value!r}", hint=f"write e.g. {key}{sep}{_example(key)}"
+            )
 
 
 def _example(key: str) -> str:
@@ -404,8 +512,12 @@ _YAML_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 def _yaml_floats(values: dict[str, Any]) -> dict[str, Any]:
     """``lr: 1e-6`` as the float it means (YAML 1.1 reads it as the string "1e-6"), in float fields only."""
     floats = {name for name, f in _FLAT.items() if "float" in str(f.type)}
-    return {key: float(value) if key in floats and isinstance(value, str) and _YAML_FLOAT.fullmatch(value.strip())
-            else value for key, value in values.items()}
+    return {
+        key: float(value)
+        if key in floats and isinstance(value, str) and _YAML_FLOAT.fullmatch(value.strip())
+        else value
+        for key, value in values.items()
+    }
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
@@ -422,7 +534,9 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         try:
             import yaml
         except ImportError:
-            raise ConfigError(f"{path}: reading YAML needs PyYAML", hint="pip install pyyaml, or use a .toml file") from None
+            raise ConfigError(
+                f"{path}: reading YAML needs PyYAML", hint="pip install pyyaml, or use a .toml file"
+            ) from None
         values = _parse(path, yaml.safe_load, yaml.YAMLError) or {}
         values = _yaml_floats(values) if isinstance(values, dict) else values
     else:

@@ -57,18 +57,23 @@ K3_LOG_RATIO_BOUND = 20.0
 K3_BOUND = 10.0
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, scale_by_std: bool = True,
-                     eps: float = 1e-6) -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, scale_by_std: bool = True, eps: float = 1e-6
+) -> torch.Tensor:
     """Group-normalised advantages, one per completion, groups contiguous (prompt-major).
 
     ``rewards`` is ``[num_groups * group_size]`` or ``[num_groups, group_size]``; returns ``[N]``.
     """
     if group_size < 2:
-        raise ConfigError(f"GRPO needs at least 2 samples per prompt, got {group_size}",
-                          hint="set samples_per_prompt >= 2 (the paper uses 8)")
+        raise ConfigError(
+            f"GRPO needs at least 2 samples per prompt, got {group_size}",
+            hint="set samples_per_prompt >= 2 (the paper uses 8)",
+        )
     if rewards.numel() % group_size or (rewards.dim() == 2 and rewards.shape[1] != group_size):
-        raise ConfigError(f"{tuple(rewards.shape)} rewards do not form groups of {group_size}",
-                          hint="pass all samples of every prompt, prompt-major")
+        raise ConfigError(
+            f"{tuple(rewards.shape)} rewards do not form groups of {group_size}",
+            hint="pass all samples of every prompt, prompt-major",
+        )
     grouped = rewards.detach().float().reshape(-1, group_size)  # [G, K]
     centred = grouped - grouped.mean(dim=1, keepdim=True)  # [G, K]
     if scale_by_std:
@@ -102,8 +107,9 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     return torch.stack(rows)  # [B, L]
 
 
-def log_probs_and_entropy(logits: torch.Tensor, tokens: torch.Tensor,
-                          entropy_grad: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def log_probs_and_entropy(
+    logits: torch.Tensor, tokens: torch.Tensor, entropy_grad: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
     """:func:`token_log_probs` and :func:`entropy_from_logits` from one float32 ``logsumexp`` per row.
 
     The log-probs carry the gradient; the entropy does only with ``entropy_grad`` (the bonus is
@@ -149,8 +155,9 @@ def loss_normalizer(mask: torch.Tensor, aggregation: str) -> float:
     return float(valid.any(dim=-1).sum())
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, aggregation: str,
-              normalizer: float | None = None) -> torch.Tensor:
+def aggregate(
+    values: torch.Tensor, mask: torch.Tensor, aggregation: str, normalizer: float | None = None
+) -> torch.Tensor:
     """Reduce per-token ``values`` over valid tokens to a scalar; see the module docstring."""
     check_choice("aggregation", aggregation, AGGREGATIONS)
     if normalizer is None:
@@ -168,10 +175,16 @@ def _masked_mean(values: torch.Tensor, valid: torch.Tensor) -> float:
     return float(torch.where(valid, values, 0.0).sum() / valid.sum().clamp(min=1))
 
 
-def policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, config: GRPOLossConfig, ref_log_probs: torch.Tensor | None = None,
-                entropy: torch.Tensor | None = None,
-                normalizer: float | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+def policy_loss(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: GRPOLossConfig,
+    ref_log_probs: torch.Tensor | None = None,
+    entropy: torch.Tensor | None = None,
+    normalizer: float | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of one (micro-)batch and its metrics.
 
     ``log_probs`` ``[B, L]`` carry the gradient; ``old_log_probs``, ``ref_log_probs`` ``[B, L]``
@@ -184,9 +197,15 @@ def policy_loss(log_probs: torch.Tensor, old_log_probs: torch.Tensor, advantages
     ``loss = pg_loss + kl_coef * kl - entropy_coef * entropy``; ``clip_fraction`` (share of
     tokens whose clipped term is the active one, i.e. whose gradient is zero) and ``ratio_mean``.
     """
-    if log_probs.shape != old_log_probs.shape or log_probs.shape != mask.shape or advantages.shape != log_probs.shape[:1]:
-        raise ValueError(f"shapes do not match: log_probs {tuple(log_probs.shape)}, old {tuple(old_log_probs.shape)}, "
-                         f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)} (want [B, L], [B, L], [B, L], [B])")
+    if (
+        log_probs.shape != old_log_probs.shape
+        or log_probs.shape != mask.shape
+        or advantages.shape != log_probs.shape[:1]
+    ):
+        raise ValueError(
+            f"shapes do not match: log_probs {tuple(log_probs.shape)}, old {tuple(old_log_probs.shape)}, "
+            f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)} (want [B, L], [B, L], [B, L], [B])"
+        )
     if config.kl_coef > 0 and ref_log_probs is None:
         raise ConfigError("kl_coef > 0 needs reference log-probs", hint="pass ref_log_probs or set kl_coef=0")
     if config.entropy_coef > 0 and entropy is None:

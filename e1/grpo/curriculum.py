@@ -53,7 +53,9 @@ class ThinkBudgets:
         if ".." in text and "," not in text:
             low, high = (parse_tokens(part, "think budget") for part in _two(text, "..", _HINT))
             if low > high:
-                raise ConfigError(f"think range {text!r} runs backwards", hint="write the smaller budget first: 512..2k")
+                raise ConfigError(
+                    f"think range {text!r} runs backwards", hint="write the smaller budget first: 512..2k"
+                )
             budgets = cls(low=low, high=high, steps=steps)
         else:
             choices = tuple(sorted({parse_tokens(part.strip(), "think budget") for part in text.split(",")}))
@@ -70,9 +72,11 @@ class ThinkBudgets:
             scheduled = ThinkBudgets(self.choices, self.low, self.high, stages=stages, steps=self.steps)
         caps = scheduled.stages or scheduled.ramp
         if max(caps) > self.largest:
-            raise ConfigError(f"think schedule {text!r} reaches {max(caps)} tokens, above the largest --think "
-                              f"budget ({self.largest}): the schedule caps --think, it never raises it",
-                              hint=f"pass --think {max(caps)} (or a set/range reaching it) with the schedule")
+            raise ConfigError(
+                f"think schedule {text!r} reaches {max(caps)} tokens, above the largest --think "
+                f"budget ({self.largest}): the schedule caps --think, it never raises it",
+                hint=f"pass --think {max(caps)} (or a set/range reaching it) with the schedule",
+            )
         return scheduled
 
     @property

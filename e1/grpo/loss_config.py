@@ -41,9 +41,13 @@ class GRPOLossConfig:
         if not self.clip_high >= 0:
             raise ConfigError(f"clip_high must be >= 0, got {self.clip_high}", hint="0.2 is usual; DAPO uses 0.28")
         if not self.kl_coef >= 0:
-            raise ConfigError(f"kl_coef must be >= 0, got {self.kl_coef}", hint="use 0 to train without a reference model")
+            raise ConfigError(
+                f"kl_coef must be >= 0, got {self.kl_coef}", hint="use 0 to train without a reference model"
+            )
         if not self.entropy_coef >= 0:
-            raise ConfigError(f"entropy_coef must be >= 0, got {self.entropy_coef}", hint="use 0 to switch the bonus off")
+            raise ConfigError(
+                f"entropy_coef must be >= 0, got {self.entropy_coef}", hint="use 0 to switch the bonus off"
+            )
         if not self.eps > 0:
             raise ConfigError(f"eps must be > 0, got {self.eps}", hint="1e-6 is the usual value")
         check_choice("aggregation", self.aggregation, AGGREGATIONS)

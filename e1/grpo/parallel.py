@@ -116,8 +116,9 @@ class ZeRO:
 
         rows = config.mini_batch_prompts // world * config.samples_per_prompt  # per rank per optimizer step
         ds_config = deepspeed_config(config.deepspeed, config, world, micro_batches=-(-rows // config.micro_batch))
-        self.engine, *_ = deepspeed.initialize(model=model, config=ds_config,
-                                               model_parameters=[p for p in model.parameters() if p.requires_grad])
+        self.engine, *_ = deepspeed.initialize(
+            model=model, config=ds_config, model_parameters=[p for p in model.parameters() if p.requires_grad]
+        )
         self.model, self.policy, self.optimizer = self.engine, self.engine.module, self.engine.optimizer
         self.rank, self.world, self.ds_config = rank, world, ds_config
         self.resident = self.engine.zero_optimization_stage() < 3  # every rank holds every weight
@@ -246,7 +247,10 @@ def deepspeed_config(spec: str, config, world_size: int, micro_batches: int) -> 
         "gradient_accumulation_steps": micro_batches,
         "train_batch_size": config.micro_batch * micro_batches * world_size,
         "gradient_clipping": config.grad_clip,
-        "optimizer": {"type": "AdamW", "params": {"lr": config.lr, "weight_decay": config.weight_decay, "torch_adam": True}},
+        "optimizer": {
+            "type": "AdamW",
+            "params": {"lr": config.lr, "weight_decay": config.weight_decay, "torch_adam": True},
+        },
         "bf16": {"enabled": config.engine.dtype == "bfloat16"},
         "fp16": {"enabled": False},
         "steps_per_print": 10**9,
@@ -308,13 +312,17 @@ def deepspeed_base(spec: str) -> dict:
         return {"zero_optimization": {"stage": PRESETS[spec]}}
     path = Path(spec)
     if not path.is_file():
-        raise ConfigError(f"--deepspeed {spec}: no such preset or file", hint="use zero1, zero2, zero3 or a DeepSpeed JSON file")
+        raise ConfigError(
+            f"--deepspeed {spec}: no such preset or file", hint="use zero1, zero2, zero3 or a DeepSpeed JSON file"
+        )
     try:
         base = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: cannot parse: {err}", hint="fix the JSON") from None
     if not isinstance(base, dict) or not isinstance(base.get("zero_optimization", {}), dict):
-        raise ConfigError(f"{path}: expected a JSON object with a zero_optimization object", hint="see DeepSpeed's config docs")
+        raise ConfigError(
+            f"{path}: expected a JSON object with a zero_optimization object", hint="see DeepSpeed's config docs"
+        )
     return base
 
 
@@ -325,8 +333,12 @@ def world_size() -> int:
 def check_divisible(config, world: int) -> None:
     """Each rank must get whole groups and the same number of them in every mini-batch."""
     if config.prompts_per_step % world:
-        raise ConfigError(f"prompts_per_step ({config.prompts_per_step}) is not divisible by the world size ({world})",
-                          hint="each rank rolls out whole groups: pick a multiple of the number of processes")
+        raise ConfigError(
+            f"prompts_per_step ({config.prompts_per_step}) is not divisible by the world size ({world})",
+            hint="each rank rolls out whole groups: pick a multiple of the number of processes",
+        )
     if config.mini_batch_prompts % world:
-        raise ConfigError(f"mini_batch_prompts ({config.mini_batch_prompts}) is not divisible by the world size ({world})",
-                          hint="every rank takes the same number of problems from each mini-batch")
+        raise ConfigError(
+            f"mini_batch_prompts ({config.mini_batch_prompts}) is not divisible by the world size ({world})",
+            hint="every rank takes the same number of problems from each mini-batch",
+        )

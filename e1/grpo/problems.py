@@ -42,14 +42,16 @@ class Instructed:
         key = (problem, target_tokens)
         if key not in self.cache:
             text, task = self.problems["problem"].iloc[problem], self.problems["task"].iloc[problem]
-            prompt = build_prompt(self.tokenizer, text, task, instruction=self.shaping.instruction(target_tokens),
-                                  options=self.options)
+            prompt = build_prompt(
+                self.tokenizer, text, task, instruction=self.shaping.instruction(target_tokens), options=self.options
+            )
             self.cache[key] = self.tokenizer.encode(prompt, add_special_tokens=False)
         return self.cache[key]
 
 
-def prompt_of(prompt_ids: list[list[int]], instruct: Instructed | None, config: TrainConfig, step: int,
-              problem: int) -> list[int]:
+def prompt_of(
+    prompt_ids: list[list[int]], instruct: Instructed | None, config: TrainConfig, step: int, problem: int
+) -> list[int]:
     """``problem``'s prompt ids at ``step``: tokenized once, or with its length instruction (L1)."""
     if instruct is None:
         return prompt_ids[problem]
@@ -65,9 +67,13 @@ def prepare_inputs(config: TrainConfig) -> Inputs:
     if config.eval_data:
         load_problems(config.eval_data, config.data_dir)
     tokenizer = load_tokenizer(config.model)
-    markers = resolve_markers(tokenizer, config.engine.think_start, config.engine.think_end, generation_eos(config.model))
-    prompt_ids = [tokenizer.encode(build_prompt(tokenizer, p, t, options=config.prompt), add_special_tokens=False)
-                  for p, t in zip(problems["problem"], problems["task"])]
+    markers = resolve_markers(
+        tokenizer, config.engine.think_start, config.engine.think_end, generation_eos(config.model)
+    )
+    prompt_ids = [
+        tokenizer.encode(build_prompt(tokenizer, p, t, options=config.prompt), add_special_tokens=False)
+        for p, t in zip(problems["problem"], problems["task"])
+    ]
     targets = sft_targets(problems, tokenizer, config) if config.algo == "sft" else []
     shaping = config.length_shaping
     instruct = Instructed(tokenizer, problems, shaping, config.prompt) if shaping and shaping.instruction(1) else None
@@ -85,8 +91,10 @@ def load_problems(spec: str, data_dir: Path | None):
         raise DataError(f"{spec}: no problems", hint="is it the right dataset?")
     answers = frame["answer"].fillna("").astype(str).str.strip()
     if (answers == "").any():
-        raise DataError(f"{spec}: {int((answers == '').sum())} problems have no answer",
-                        hint="training needs a reference answer for every problem")
+        raise DataError(
+            f"{spec}: {int((answers == '').sum())} problems have no answer",
+            hint="training needs a reference answer for every problem",
+        )
     return frame.reset_index(drop=True)
 
 
@@ -116,8 +124,10 @@ def check_context(config: TrainConfig, max_prompt_tokens: int, marker_tokens: in
 def sft_targets(problems, tokenizer, config: TrainConfig) -> list[list[int]]:
     """The token ids SFT learns for each problem: its ``completion`` text, then EOS."""
     if "completion" not in problems.columns:
-        raise DataError(f"{config.data} has no 'completion' column, which --algo sft learns from",
-                        hint="give each row the target output (thinking, </think>, solution) in a completion field")
+        raise DataError(
+            f"{config.data} has no 'completion' column, which --algo sft learns from",
+            hint="give each row the target output (thinking, </think>, solution) in a completion field",
+        )
     eos = tokenizer.eos_token_id
     targets = []
     for row, text in enumerate(problems["completion"], start=1):

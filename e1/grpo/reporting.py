@@ -1,8 +1,8 @@
 """Training's reporters: TensorBoard and W&B (:mod:`e1.report.reporting`), opened from a TrainConfig.
 
-    reporters = open_reporters(config)        # one per name in config.report_to (rank 0 only)
-    reporters.log(row, step)                  # every number of the step's metrics row, as train/<name>
-    reporters.close()
+reporters = open_reporters(config)        # one per name in config.report_to (rank 0 only)
+reporters.log(row, step)                  # every number of the step's metrics row, as train/<name>
+reporters.close()
 """
 
 from __future__ import annotations

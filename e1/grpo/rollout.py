@@ -98,10 +98,19 @@ class Rollout:
         if uses_vllm(config, strategy.world):
             tp = config.engine.tp if config.deepspeed else 1
             longest = max(map(len, inputs.prompt_ids), default=0)
-            return cls(load_vllm(config, model, strategy.rank, strategy.world, longest), inputs.prompt_ids, config,
-                       tp=tp, **ours)
+            return cls(
+                load_vllm(config, model, strategy.rank, strategy.world, longest),
+                inputs.prompt_ids,
+                config,
+                tp=tp,
+                **ours,
+            )
         # a ZeRO-3 policy cannot decode alone: transformers rollouts then need a plain copy
-        module = strategy.policy if strategy.resident else load_model(model, config.engine.dtype, device).requires_grad_(False)
+        module = (
+            strategy.policy
+            if strategy.resident
+            else load_model(model, config.engine.dtype, device).requires_grad_(False)
+        )
         engine = HFEngine(module, inputs.tokenizer, inputs.markers, config.batch_size)
         return cls(engine, inputs.prompt_ids, config, **ours)
 
@@ -122,8 +131,9 @@ class Rollout:
         with self.decoding(sleep_level=2):  # the weights are replaced after the update anyway
             return self.draw(indices, step, problems)
 
-    def generate_scored(self, indices: list[int], step: int, problems: list[int],
-                        score: Callable[[list[Completion]], object]) -> ScoredRollouts:
+    def generate_scored(
+        self, indices: list[int], step: int, problems: list[int], score: Callable[[list[Completion]], object]
+    ) -> ScoredRollouts:
         """:meth:`generate`, in ``rollout_chunks`` chunks, and ``score`` of each chunk's completions
         (prompt indices into ``indices``), run in the background while the next chunk generates.
         ``problems`` are the step's (every rank's), which every rank cuts at the same places."""
@@ -146,8 +156,12 @@ class Rollout:
             began = time.perf_counter()
             overlapped(chunks, produce=produce, finish=finish, emit=done.append)
             waited_s = time.perf_counter() - began - sum(generate_s)  # here, not generating: waiting for scores
-        return ScoredRollouts([c for drawn, _ in done for c in drawn], [scores for _, scores in done],
-                              sum(score_s), min(waited_s, sum(score_s)))  # a thread hand-off is not scoring
+        return ScoredRollouts(
+            [c for drawn, _ in done for c in drawn],
+            [scores for _, scores in done],
+            sum(score_s),
+            min(waited_s, sum(score_s)),
+        )  # a thread hand-off is not scoring
 
     def draw(self, indices: list[int], step: int, problems: list[int] | None = None) -> list[Completion]:
         """:meth:`generate` on an engine already awake. The ranks of one engine must
@@ -211,8 +225,10 @@ def uses_vllm(config: TrainConfig, world: int) -> bool:
 
     vllm = resolve_backend(config.engine.backend) == "vllm"
     if vllm and world % config.engine.tp:
-        raise ConfigError(f"--tp {config.engine.tp} does not divide the world size ({world})",
-                          hint="each vLLM engine spans tp consecutive ranks")
+        raise ConfigError(
+            f"--tp {config.engine.tp} does not divide the world size ({world})",
+            hint="each vLLM engine spans tp consecutive ranks",
+        )
     return vllm
 
 
@@ -231,8 +247,14 @@ def load_vllm(config: TrainConfig, model: str, rank: int, world: int = 1, longes
     if kv_bytes is not None:
         options["kv_cache_memory_bytes"] = kv_bytes
     spec = config.engine
-    return load_engine(model, replace(spec, backend="vllm"), seed=config.seed + rank // spec.tp, colocate=True,
-                       sleep_mode=torch.cuda.is_available(), **options)
+    return load_engine(
+        model,
+        replace(spec, backend="vllm"),
+        seed=config.seed + rank // spec.tp,
+        colocate=True,
+        sleep_mode=torch.cuda.is_available(),
+        **options,
+    )
 
 
 KV_SLACK_TOKENS = 64  # per sequence, beyond prompt + t + s: a length instruction (L1), the forced end marker
@@ -259,7 +281,10 @@ def kv_cache_bytes(config: TrainConfig, model_config, longest_prompt: int, world
     """
     if config.kv_cache_gib is not None:
         return round(config.kv_cache_gib * 2**30) or None
-    layers, kv_heads = getattr(model_config, "num_hidden_layers", None), getattr(model_config, "num_key_value_heads", None)
+    layers, kv_heads = (
+        getattr(model_config, "num_hidden_layers", None),
+        getattr(model_config, "num_key_value_heads", None),
+    )
     head_dim = getattr(model_config, "head_dim", None)
     if head_dim is None and getattr(model_config, "num_attention_heads", None):
         head_dim = model_config.hidden_size // model_config.num_attention_heads

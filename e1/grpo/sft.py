@@ -21,10 +21,13 @@ def sft_step(trainer) -> dict:
     config = trainer.config
     indices = trainer.next_problems(config.prompts_per_step)[trainer.strategy.rank :: trainer.strategy.world]
     with trainer.phase("update"):
-        batch = [sft_micro_batch(trainer.batcher, trainer.targets, indices[m : m + config.micro_batch])
-                 for m in range(0, len(indices), config.micro_batch)]
-        update = trainer.update([batch], lambda mb, normalizer: sft_loss(
-            trainer.completion_logits(trainer.model, mb), mb, normalizer))
+        batch = [
+            sft_micro_batch(trainer.batcher, trainer.targets, indices[m : m + config.micro_batch])
+            for m in range(0, len(indices), config.micro_batch)
+        ]
+        update = trainer.update(
+            [batch], lambda mb, normalizer: sft_loss(trainer.completion_logits(trainer.model, mb), mb, normalizer)
+        )
     with trainer.phase("sync"):
         trainer.rollouts.sync(trainer.strategy)
     return update
@@ -37,8 +40,7 @@ def sft_loss(logits: torch.Tensor, mb: MicroBatch, normalizer: float) -> tuple[t
     mask = mb.mask.float()  # [B, C]
     loss = -(log_probs * mask).sum() / normalizer
     tokens = mask.sum().clamp(min=1)
-    return loss, {"entropy": float((entropy.detach() * mask).sum() / tokens), "kl": math.nan,
-                  "clip_fraction": math.nan}
+    return loss, {"entropy": float((entropy.detach() * mask).sum() / tokens), "kl": math.nan, "clip_fraction": math.nan}
 
 
 def sft_micro_batch(batcher: Batcher, targets: list[list[int]], indices: list[int]) -> MicroBatch:
@@ -50,9 +52,12 @@ def sft_micro_batch(batcher: Batcher, targets: list[list[int]], indices: list[in
     outputs = [torch.tensor(targets[i]) for i in indices]
     completion_mask = pad_sequence([torch.ones_like(t) for t in outputs], batch_first=True)  # [B, C]
     return MicroBatch(
-        list(range(len(indices))), 1,
+        list(range(len(indices))),
+        1,
         pad_sequence(prompts, batch_first=True, padding_value=pad, padding_side="left").to(device),  # [B, P]
         pad_sequence([torch.ones_like(p) for p in prompts], batch_first=True, padding_side="left").to(device),
         pad_sequence(outputs, batch_first=True, padding_value=pad).to(device),  # [B, C]
-        completion_mask.to(device), completion_mask.bool().to(device), torch.zeros(len(indices), device=device),
+        completion_mask.to(device),
+        completion_mask.bool().to(device),
+        torch.zeros(len(indices), device=device),
     )

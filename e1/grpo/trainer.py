@@ -91,8 +91,9 @@ HIDDEN = ("reward_busy",)  # work timed in full though part of it overlaps a pha
 Objective = Callable[[MicroBatch, float], "tuple[torch.Tensor, dict]"]  # (micro-batch, normaliser) -> (loss, metrics)
 
 
-def train(config: TrainConfig, progress=None, on_step: Callable[[dict], None] | None = None,
-          reward: Reward | None = None) -> Path:
+def train(
+    config: TrainConfig, progress=None, on_step: Callable[[dict], None] | None = None, reward: Reward | None = None
+) -> Path:
     """Train (or resume) as configured; returns the run directory. ``on_step`` gets each metrics row;
     ``reward`` (``reward(completions, answers, **columns)``) replaces the registered rewards."""
     from e1.data import load_includes
@@ -165,23 +166,42 @@ class Trainer:
         rank, world, device = launch(config)
         uses_vllm(config, world)  # a --tp that does not tile the ranks fails before the weights load
         start = str(latest or config.model)
-        model = load_checkpoint_model(latest, config.engine.dtype, device) if latest else load_model(start, config.engine.dtype, device)
+        model = (
+            load_checkpoint_model(latest, config.engine.dtype, device)
+            if latest
+            else load_model(start, config.engine.dtype, device)
+        )
         if config.activation_checkpointing and not checkpointed_layers(model):
-            raise ConfigError(f"{config.model}: transformers cannot checkpoint this model's layers",
-                              hint="drop --activation-checkpointing (it needs GradientCheckpointingLayer decoder layers)")
+            raise ConfigError(
+                f"{config.model}: transformers cannot checkpoint this model's layers",
+                hint="drop --activation-checkpointing (it needs GradientCheckpointingLayer decoder layers)",
+            )
         strategy = parallel_strategy(config, model, rank, world)
-        ref_model = strategy.reference(lambda where: load_model(config.model, config.engine.dtype, where)) \
-            if config.kl_coef > 0 else None  # held as the policy is: partitioned under ZeRO-3
+        ref_model = (
+            strategy.reference(lambda where: load_model(config.model, config.engine.dtype, where))
+            if config.kl_coef > 0
+            else None
+        )  # held as the policy is: partitioned under ZeRO-3
         rollouts = Rollout.create(config, strategy, inputs, start, device)
         if rank == 0:
-            write_json({**config.to_json(), "kind": "train", "e1_version": __version__,
-                        "resumed_from": latest and str(latest), "world_size": world, FINGERPRINTS: fingerprints},
-                       config.out / "config.json")
-        batcher = Batcher(inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device,
-                          inputs.instruct)
+            write_json(
+                {
+                    **config.to_json(),
+                    "kind": "train",
+                    "e1_version": __version__,
+                    "resumed_from": latest and str(latest),
+                    "world_size": world,
+                    FINGERPRINTS: fingerprints,
+                },
+                config.out / "config.json",
+            )
+        batcher = Batcher(
+            inputs.prompt_ids, inputs.markers.pad_id, config, world, next(model.parameters()).device, inputs.instruct
+        )
         scorer = config.scoring.scorer(reward)
-        trainer = cls(config, strategy, rollouts, batcher, scorer, ref_model, inputs.tokenizer, inputs.problems,
-                      inputs.targets)
+        trainer = cls(
+            config, strategy, rollouts, batcher, scorer, ref_model, inputs.tokenizer, inputs.problems, inputs.targets
+        )
         if latest is not None:
             trainer.state = load_checkpoint(latest, strategy)
             trainer.metrics = load_metrics(config.out, trainer.state.step)
@@ -242,8 +262,11 @@ class Trainer:
             self.rollouts.sync(self.strategy)
         scores, rewards = (torch.tensor(self.strategy.gather(values.tolist())) for values in (scores, rewards))
         budgets = [config.budget_for(step, problem).think for problem in problems]  # every rank's problems
-        return {**rollout_metrics(scores, rewards, self.strategy.gather(completions)), **budget_metrics(budgets),
-                **update}  # over all ranks: [N x W]
+        return {
+            **rollout_metrics(scores, rewards, self.strategy.gather(completions)),
+            **budget_metrics(budgets),
+            **update,
+        }  # over all ranks: [N x W]
 
     def memory(self) -> dict:
         """This rank's bytes of each kind after the step (:mod:`e1.grpo.memory`) and each phase's
@@ -302,7 +325,9 @@ class Trainer:
 
     # ---- the phases -----------------------------------------------------------------------
 
-    def rollout_and_score(self, indices: list[int], step: int, problems: list[int]) -> tuple[list[Completion], torch.Tensor]:
+    def rollout_and_score(
+        self, indices: list[int], step: int, problems: list[int]
+    ) -> tuple[list[Completion], torch.Tensor]:
         """``samples_per_prompt`` completions of each of ``indices`` (``problems``: the step's, which
         every rank cuts alike) and their :meth:`score`, in ``rollout_chunks`` chunks: chunk k is
         scored while chunk k + 1 generates. The ``rollout`` phase is the section's wall time less the scoring
@@ -310,8 +335,11 @@ class Trainer:
         began = time.perf_counter()
         with peak(self.peaks, "rollout"):
             scored = self.rollouts.generate_scored(indices, step, problems, lambda drawn: self.score(indices, drawn))
-        self.timings |= {"rollout": time.perf_counter() - began - scored.waited_s, "reward": scored.waited_s,
-                         "reward_busy": scored.score_s}
+        self.timings |= {
+            "rollout": time.perf_counter() - began - scored.waited_s,
+            "reward": scored.waited_s,
+            "reward_busy": scored.score_s,
+        }
         return scored.completions, torch.cat(scored.scores)  # [N]
 
     def score(self, indices: list[int], completions: list[Completion]) -> torch.Tensor:
@@ -332,12 +360,19 @@ class Trainer:
         if shaping is None:
             return scores
         budgets = [self.config.budget_for(step, indices[c.prompt_index]).total for c in completions]
-        return torch.tensor(shaping.shape(scores.tolist(), [c.total_tokens for c in completions], budgets,
-                                          [c.finish_reason == "stop" for c in completions],
-                                          groups=[c.prompt_index for c in completions]))  # [N]
+        return torch.tensor(
+            shaping.shape(
+                scores.tolist(),
+                [c.total_tokens for c in completions],
+                budgets,
+                [c.finish_reason == "stop" for c in completions],
+                groups=[c.prompt_index for c in completions],
+            )
+        )  # [N]
 
-    def plan(self, indices: list[int], completions: list[Completion], advantages: torch.Tensor,
-             step: int) -> list[list[MicroBatch]]:
+    def plan(
+        self, indices: list[int], completions: list[Completion], advantages: torch.Tensor, step: int
+    ) -> list[list[MicroBatch]]:
         return self.batcher.plan(indices, completions, advantages, step)
 
     def fill_log_probs(self, batches: list[list[MicroBatch]], model: torch.nn.Module, name: str) -> None:
@@ -368,15 +403,19 @@ class Trainer:
                 grad_norms += strategy.step()
         strategy.zero_grad()
         losses, tokens, *sums = strategy.sum([losses, tokens, *totals.values()])  # each rank's share of the loss
-        return {"loss": losses / strategy.world / len(batches), "grad_norm": grad_norms / len(batches),
-                **{key: value / max(tokens, 1.0) for key, value in zip(totals, sums)}}
+        return {
+            "loss": losses / strategy.world / len(batches),
+            "grad_norm": grad_norms / len(batches),
+            **{key: value / max(tokens, 1.0) for key, value in zip(totals, sums)},
+        }
 
     def policy_objective(self, mb: MicroBatch, normalizer: float):
         """The GRPO clipped surrogate (+ KL, entropy) of one micro-batch (:func:`e1.grpo.core.policy_loss`)."""
         loss_config = self.config.loss_config()
         logits = self.completion_logits(self.model, mb)  # [B, C, V]
-        log_probs, entropy = log_probs_and_entropy(logits, mb.completion_ids,
-                                                   entropy_grad=loss_config.entropy_coef > 0)  # [B, C]
+        log_probs, entropy = log_probs_and_entropy(
+            logits, mb.completion_ids, entropy_grad=loss_config.entropy_coef > 0
+        )  # [B, C]
         old = log_probs.detach() if mb.old_log_probs is None else mb.old_log_probs  # [B, C]
         return policy_loss(log_probs, old, mb.advantages, mb.mask, loss_config, mb.ref_log_probs, entropy, normalizer)
 
@@ -387,12 +426,17 @@ class Trainer:
 
         config = self.config
         eval_config = EvalConfig(
-            model=f"{config.model}@step_{step}", datasets=(config.eval_data,), n=1,
+            model=f"{config.model}@step_{step}",
+            datasets=(config.eval_data,),
+            n=1,
             budgets=(Budget(config.think_budgets.cap(step), config.budget.solve),),  # the step's largest
             sampling=Sampling(temperature=config.temperature, top_p=config.top_p, seed=config.seed),
-            out=config.out / "eval" / f"step_{step}", batch_size=config.batch_size, limit=config.eval_limit,
+            out=config.out / "eval" / f"step_{step}",
+            batch_size=config.batch_size,
+            limit=config.eval_limit,
             engine=EngineSpec(think_start=config.engine.think_start, think_end=config.engine.think_end),
-            data_dir=config.data_dir, prompt=config.prompt,
+            data_dir=config.data_dir,
+            prompt=config.prompt,
         )
         with self.rollouts.decoding(sleep_level=1):  # keeps the synced weights for the next rollout
             _, summary = evaluate(eval_config, engine=self.engine)
@@ -417,8 +461,11 @@ def rollout_metrics(scores: torch.Tensor, rewards: torch.Tensor, completions: li
 
 def budget_metrics(think_budgets: list[int]) -> dict:
     """The thinking budgets the step's problems were rolled out at (they vary under a curriculum)."""
-    return {"think_budget_mean": sum(think_budgets) / max(len(think_budgets), 1),
-            "think_budget_min": min(think_budgets, default=0), "think_budget_max": max(think_budgets, default=0)}
+    return {
+        "think_budget_mean": sum(think_budgets) / max(len(think_budgets), 1),
+        "think_budget_min": min(think_budgets, default=0),
+        "think_budget_max": max(think_budgets, default=0),
+    }
 
 
 __all__ = ["PHASES", "Trainer", "TrainerState", "checkpoints", "train"]

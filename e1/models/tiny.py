@@ -31,8 +31,12 @@ DEFAULT_CORPUS = [
 ]
 
 
-def build_tokenizer(corpus: Iterable[str] = DEFAULT_CORPUS, vocab_size: int = 512, opens_thinking: bool = True,
-                    special_tokens: list[str] = SPECIAL_TOKENS):
+def build_tokenizer(
+    corpus: Iterable[str] = DEFAULT_CORPUS,
+    vocab_size: int = 512,
+    opens_thinking: bool = True,
+    special_tokens: list[str] = SPECIAL_TOKENS,
+):
     """A byte-level BPE tokenizer trained on ``corpus`` with think markers as special tokens."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
@@ -40,8 +44,12 @@ def build_tokenizer(corpus: Iterable[str] = DEFAULT_CORPUS, vocab_size: int = 51
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special_tokens,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special_tokens,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     core.train_from_iterator(list(corpus), trainer=trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=core,
@@ -62,32 +70,59 @@ def build_char_tokenizer(alphabet: str, opens_thinking: bool = True, plain_templ
     core = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
     core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
     core.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-                                        unk_token="<|endoftext|>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<|endoftext|>"
+    )
     tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<think>", "</think>"]})
     open_think = "<think>" if opens_thinking else ""
     tokenizer.chat_template = (
         "{% for message in messages %}{{ message['content'] }}{% endfor %}"
         "{% if add_generation_prompt %}" + open_think + "{% endif %}"
-        if plain_template else _TEMPLATE.replace("{OPEN}", open_think + "\n" if opens_thinking else "")
+        if plain_template
+        else _TEMPLATE.replace("{OPEN}", open_think + "\n" if opens_thinking else "")
     )
     return tokenizer
 
 
-def tiny_config(vocab_size: int, hidden_size: int = 64, layers: int = 2, heads: int = 2, kv_heads: int = 1,
-                intermediate_size: int = 128, max_positions: int = 2048, eos_token_id=None, pad_token_id=None):
+def tiny_config(
+    vocab_size: int,
+    hidden_size: int = 64,
+    layers: int = 2,
+    heads: int = 2,
+    kv_heads: int = 1,
+    intermediate_size: int = 128,
+    max_positions: int = 2048,
+    eos_token_id=None,
+    pad_token_id=None,
+):
     from transformers import Qwen2Config
 
     return Qwen2Config(
-        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
-        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        head_dim=hidden_size // heads, max_position_embeddings=max_positions, tie_word_embeddings=True,
-        eos_token_id=eos_token_id, pad_token_id=pad_token_id, bos_token_id=None,
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        head_dim=hidden_size // heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        eos_token_id=eos_token_id,
+        pad_token_id=pad_token_id,
+        bos_token_id=None,
     )
 
 
-def build_tiny_model(path: str | Path, corpus: Iterable[str] = DEFAULT_CORPUS, *, vocab_size: int = 512,
-                     opens_thinking: bool = True, seed: int = 0, tokenizer=None, **config) -> Path:
+def build_tiny_model(
+    path: str | Path,
+    corpus: Iterable[str] = DEFAULT_CORPUS,
+    *,
+    vocab_size: int = 512,
+    opens_thinking: bool = True,
+    seed: int = 0,
+    tokenizer=None,
+    **config,
+) -> Path:
     """Train a tokenizer (unless one is given), build a random tiny Qwen2 with it, save both to ``path``."""
     import torch
     from transformers import AutoModelForCausalLM
@@ -95,8 +130,9 @@ def build_tiny_model(path: str | Path, corpus: Iterable[str] = DEFAULT_CORPUS, *
     path = Path(path)
     tokenizer = tokenizer or build_tokenizer(corpus, vocab_size, opens_thinking)
     torch.manual_seed(seed)
-    model_config = tiny_config(len(tokenizer), eos_token_id=tokenizer.eos_token_id,
-                               pad_token_id=tokenizer.pad_token_id, **config)
+    model_config = tiny_config(
+        len(tokenizer), eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **config
+    )
     model = AutoModelForCausalLM.from_config(model_config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id

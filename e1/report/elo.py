@@ -202,8 +202,13 @@ class EloEstimate:
     def to_json(self) -> dict:
         rated = {str(c.contest_id): c.rating for c in self.contests if c.rating is not None}
         low, high = self.rating_ci
-        return {"rating": self.rating, "rating_ci_low": low, "rating_ci_high": high, "percentile": self.percentile,
-                "contests": rated}
+        return {
+            "rating": self.rating,
+            "rating_ci_low": low,
+            "rating_ci_high": high,
+            "percentile": self.percentile,
+            "contests": rated,
+        }
 
 
 def split_problem_id(problem_id: str) -> tuple[int, str]:
@@ -215,11 +220,16 @@ def split_problem_id(problem_id: str) -> tuple[int, str]:
 
 
 # what each numeric setting may hold (e1.numeric); errors name the CLI's flags
-ELO_NUMBERS = {"pass_n": Number(int, min=1, max=1_000_000, hint="attempts per problem, e.g. 8"),
-               "min_participants": Number(int, min=0, hint="0 keeps every contest")}
-FETCH_NUMBERS = {"retries": Number(int, min=0, max=100), "backoff_s": Number(float, min=0, max=3600),
-                 "timeout_s": Number(float, min=0, above=True, max=3600),
-                 "min_interval_s": Number(float, min=0, max=3600)}
+ELO_NUMBERS = {
+    "pass_n": Number(int, min=1, max=1_000_000, hint="attempts per problem, e.g. 8"),
+    "min_participants": Number(int, min=0, hint="0 keeps every contest"),
+}
+FETCH_NUMBERS = {
+    "retries": Number(int, min=0, max=100),
+    "backoff_s": Number(float, min=0, max=3600),
+    "timeout_s": Number(float, min=0, above=True, max=3600),
+    "min_interval_s": Number(float, min=0, max=3600),
+}
 
 
 def check_elo_options(pass_n: int, min_participants: int) -> None:

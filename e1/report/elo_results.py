@@ -22,8 +22,10 @@ def read_json(path: Path, results: bool = False):
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         what = "--results file" if results else "contest file"
-        raise DataError(f"{what} {path}: malformed JSON ({err})",
-                        hint=_RESULTS_HINT if results else "delete it and run `e1 elo fetch` again") from None
+        raise DataError(
+            f"{what} {path}: malformed JSON ({err})",
+            hint=_RESULTS_HINT if results else "delete it and run `e1 elo fetch` again",
+        ) from None
 
 
 def load_results(
@@ -47,8 +49,9 @@ def load_results(
 
         store = SampleStore(run, legacy=Mode.legacy)
         if not store.files():
-            raise DataError(f"no results at {run / SAMPLES}",
-                            hint="pass an e1 run directory, samples.parquet or a JSON file")
+            raise DataError(
+                f"no results at {run / SAMPLES}", hint="pass an e1 run directory, samples.parquet or a JSON file"
+            )
         samples = store.read()
     elif not path.is_file():
         raise DataError(f"no results at {path}", hint="pass an e1 run directory, samples.parquet or a JSON file")
@@ -56,8 +59,9 @@ def load_results(
         return _results_from_json(path)
     else:
         samples = _read_parquet(path)
-    return _results_from_samples(path, samples, {"dataset": dataset, "mode": mode, "think_budget": think,
-                                                 "solve_budget": solve})
+    return _results_from_samples(
+        path, samples, {"dataset": dataset, "mode": mode, "think_budget": think, "solve_budget": solve}
+    )
 
 
 def _results_from_json(path: Path) -> dict[str, list[bool]]:
@@ -76,8 +80,10 @@ def _read_parquet(path: Path):
     try:
         return pd.read_parquet(path)
     except Exception as err:  # pyarrow raises several types for a damaged file
-        raise DataError(f"--results file {path} is not a readable parquet file ({str(err).splitlines()[0][:200]})",
-                        hint="pass an e1 run directory or its samples.parquet; a damaged one: rerun e1 eval") from None
+        raise DataError(
+            f"--results file {path} is not a readable parquet file ({str(err).splitlines()[0][:200]})",
+            hint="pass an e1 run directory or its samples.parquet; a damaged one: rerun e1 eval",
+        ) from None
 
 
 def _results_from_samples(path: Path, samples, wanted: dict[str, object]) -> dict[str, list[bool]]:

@@ -79,7 +79,13 @@ class PlainTask:
     """One task's progress as plain lines: ``stage: done/total (pct), rate/s, eta H:MM:SS  status``."""
 
     def __init__(self, console, description: str, total: int, interval_s: float, eta: WorkEta):
-        self.console, self.description, self.total, self.interval_s, self.eta = console, description, total, interval_s, eta
+        self.console, self.description, self.total, self.interval_s, self.eta = (
+            console,
+            description,
+            total,
+            interval_s,
+            eta,
+        )
         self.done, self.status, self.started = 0, "", time.monotonic()
         self.shown_at = self.started
         self._print(f"{description}: 0/{total}")

@@ -84,14 +84,21 @@ def _provenance_notes(run: RunResults) -> list[str]:
     for dataset in dict.fromkeys(cell.dataset for cell in run.cells):
         registered = _registered(dataset)
         if registered is not None and registered.hub_id and _hub_benchmark(run, dataset) is None:
-            notes.append(f"{dataset}: the run's data came from {run.source(dataset)}, not the hub's {registered.hub_id}: "
-                         "exported under that source, not the hub's name")
+            notes.append(
+                f"{dataset}: the run's data came from {run.source(dataset)}, not the hub's {registered.hub_id}: "
+                "exported under that source, not the hub's name"
+            )
     return notes
 
 
 # summary.parquet column -> (lm-eval / lighteval metric name, higher is better)
-METRICS = {"accuracy": ("exact_match", True), "pass_at_1": ("pass@1", True), "mean_think_tokens": ("think_tokens", False),
-           "mean_solve_tokens": ("solve_tokens", False), "forced_rate": ("forced_rate", False)}
+METRICS = {
+    "accuracy": ("exact_match", True),
+    "pass_at_1": ("pass@1", True),
+    "mean_think_tokens": ("think_tokens", False),
+    "mean_solve_tokens": ("solve_tokens", False),
+    "forced_rate": ("forced_rate", False),
+}
 
 
 def _metrics(cell: Cell) -> dict[str, tuple[float, bool]]:
@@ -101,8 +108,11 @@ def _metrics(cell: Cell) -> dict[str, tuple[float, bool]]:
         found[name] = (row[column], higher)
     k = int(row["k"])
     found[f"pass@{k}"], found[f"maj@{k}"] = (row["pass_at_k"], True), (row["maj_at_k"], True)
-    return {name: (float(value), higher) for name, (value, higher) in found.items()
-            if value is not None and math.isfinite(float(value))}
+    return {
+        name: (float(value), higher)
+        for name, (value, higher) in found.items()
+        if value is not None and math.isfinite(float(value))
+    }
 
 
 def _version(dataset: str) -> int:
@@ -141,8 +151,9 @@ def lm_eval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
             lines = [json.dumps(doc, ensure_ascii=False) for doc in _lm_eval_docs(run, cell)]
             path = inside(folder, file_name(f"samples_{cell.task}_{run.date_id}.jsonl"))
             written.append(write_text("\n".join(lines) + "\n", path))
-        written.append(write_json(_lm_eval_results(run, model, cells),
-                                  inside(folder, file_name(f"results_{run.date_id}.json"))))
+        written.append(
+            write_json(_lm_eval_results(run, model, cells), inside(folder, file_name(f"results_{run.date_id}.json")))
+        )
     return written, []
 
 
@@ -150,31 +161,55 @@ def _lm_eval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
     results, configs, higher = {}, {}, {}
     for cell in cells:
         metrics = _metrics(cell)
-        results[cell.task] = {"name": cell.task, "alias": cell.task, "sample_len": int(cell.summary["problems"]),
-                              **{f"{name},none": value for name, (value, _) in metrics.items()},
-                              "exact_match_stderr,none": accuracy_stderr(cell.samples)}
+        results[cell.task] = {
+            "name": cell.task,
+            "alias": cell.task,
+            "sample_len": int(cell.summary["problems"]),
+            **{f"{name},none": value for name, (value, _) in metrics.items()},
+            "exact_match_stderr,none": accuracy_stderr(cell.samples),
+        }
         higher[cell.task] = {name: better for name, (_, better) in metrics.items()}
         benchmark = _hub_benchmark(run, cell.dataset)
         source = run.source(cell.dataset)
         configs[cell.task] = {
-            "task": cell.task, "tag": ["e1"],
+            "task": cell.task,
+            "tag": ["e1"],
             "dataset_path": benchmark.hub_id if benchmark else source.removeprefix("file "),
-            "dataset_name": benchmark.config if benchmark else None, "test_split": benchmark.split if benchmark else None,
-            "output_type": "generate_until", "repeats": int(cell.summary["samples_per_problem"]), "num_fewshot": 0,
+            "dataset_name": benchmark.config if benchmark else None,
+            "test_split": benchmark.split if benchmark else None,
+            "output_type": "generate_until",
+            "repeats": int(cell.summary["samples_per_problem"]),
+            "num_fewshot": 0,
             "generation_kwargs": run.generation_kwargs(cell),
-            "metadata": {"version": _version(cell.dataset), "e1_source": source,
-                         "e1_fingerprint": (run.config.get(FINGERPRINTS) or {}).get(cell.dataset)}}
+            "metadata": {
+                "version": _version(cell.dataset),
+                "e1_source": source,
+                "e1_fingerprint": (run.config.get(FINGERPRINTS) or {}).get(cell.dataset),
+            },
+        }
     tasks = [cell.task for cell in cells]
     return {
-        "results": results, "group_subtasks": {task: [] for task in tasks}, "configs": configs,
-        "versions": {cell.task: _version(cell.dataset) for cell in cells}, "n-shot": {task: 0 for task in tasks},
+        "results": results,
+        "group_subtasks": {task: [] for task in tasks},
+        "configs": configs,
+        "versions": {cell.task: _version(cell.dataset) for cell in cells},
+        "n-shot": {task: 0 for task in tasks},
         "higher_is_better": higher,
-        "n-samples": {c.task: {"original": int(c.summary["problems"]), "effective": int(c.summary["problems"])}
-                      for c in cells},
-        "config": {"model": "e1", "model_args": f"pretrained={model}", "batch_size": str(run.config.get("batch_size")),
-                   "random_seed": (run.config.get("sampling") or {}).get("seed"), "gen_kwargs": None},
-        "date": _timestamp(run.date), "model_name": model, "model_name_sanitized": model_folder(model),
-        "system_instruction": (run.config.get("prompt") or {}).get("system"), "e1_version": __version__,
+        "n-samples": {
+            c.task: {"original": int(c.summary["problems"]), "effective": int(c.summary["problems"])} for c in cells
+        },
+        "config": {
+            "model": "e1",
+            "model_args": f"pretrained={model}",
+            "batch_size": str(run.config.get("batch_size")),
+            "random_seed": (run.config.get("sampling") or {}).get("seed"),
+            "gen_kwargs": None,
+        },
+        "date": _timestamp(run.date),
+        "model_name": model,
+        "model_name_sanitized": model_folder(model),
+        "system_instruction": (run.config.get("prompt") or {}).get("system"),
+        "e1_version": __version__,
     }
 
 
@@ -184,22 +219,38 @@ def _lm_eval_docs(run: RunResults, cell: Cell):
     for doc_id, problem_id, rows in cell.problems():
         records = rows.to_dict(orient="records")
         prompt, target = first_prompt(rows), str(records[0]["gold"])
-        doc = {"id": problem_id, "dataset": cell.dataset, "prompt": prompt, "answer": target, "e1": measured(cell, records)}
+        doc = {
+            "id": problem_id,
+            "dataset": cell.dataset,
+            "prompt": prompt,
+            "answer": target,
+            "e1": measured(cell, records),
+        }
         outputs = [output_text(r, _end_marker(run)) for r in records]
         yield {
-            "doc_id": doc_id, "doc": doc, "target": target,
+            "doc_id": doc_id,
+            "doc": doc,
+            "target": target,
             "arguments": {"gen_args_0": {"arg_0": prompt, "arg_1": kwargs}},
-            "resps": [outputs], "filtered_resps": [[text(r["extracted_answer"]) for r in records]],
-            "filter": "none", "metrics": ["exact_match", "think_tokens", "solve_tokens", "forced_rate"],
-            "doc_hash": sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False)), "prompt_hash": sha256(prompt),
-            "target_hash": sha256(target), **_problem_metrics(rows),
+            "resps": [outputs],
+            "filtered_resps": [[text(r["extracted_answer"]) for r in records]],
+            "filter": "none",
+            "metrics": ["exact_match", "think_tokens", "solve_tokens", "forced_rate"],
+            "doc_hash": sha256(json.dumps(doc, sort_keys=True, ensure_ascii=False)),
+            "prompt_hash": sha256(prompt),
+            "target_hash": sha256(target),
+            **_problem_metrics(rows),
         }
 
 
 def _problem_metrics(rows) -> dict[str, float]:
     """A problem's per-sample scores averaged over its samples (lm-eval's extra keys are floats)."""
-    return {"exact_match": float(rows["correct"].mean()), "think_tokens": float(rows["think_tokens"].mean()),
-            "solve_tokens": float(rows["solve_tokens"].mean()), "forced_rate": float(rows["forced"].astype(bool).mean())}
+    return {
+        "exact_match": float(rows["correct"].mean()),
+        "think_tokens": float(rows["think_tokens"].mean()),
+        "solve_tokens": float(rows["solve_tokens"].mean()),
+        "forced_rate": float(rows["forced"].astype(bool).mean()),
+    }
 
 
 def measured(cell: Cell, records: list[dict]) -> dict:
@@ -207,8 +258,12 @@ def measured(cell: Cell, records: list[dict]) -> dict:
     and, per sample in ``resps`` order, its index, thinking and solution tokens, whether e1 forced the
     end of thinking, and whether it was right."""
     per_sample = {"sample_index": int, "think_tokens": int, "solve_tokens": int, "forced": bool, "correct": bool}
-    return {"mode": cell.mode, "think_budget": cell.think, "solve_budget": cell.solve,
-            **{name: [kind(r[name]) for r in records] for name, kind in per_sample.items()}}
+    return {
+        "mode": cell.mode,
+        "think_budget": cell.think,
+        "solve_budget": cell.solve,
+        **{name: [kind(r[name]) for r in records] for name, kind in per_sample.items()},
+    }
 
 
 def _timestamp(date: str) -> float:
@@ -228,8 +283,12 @@ def lighteval(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
         for cell in cells:
             path = inside(folder, file_name(f"details_{cell.task}|0_{run.date_id}.parquet"))
             written.append(_details_parquet(run, cell, path))
-        written.append(write_json(_lighteval_results(run, model, cells),
-                                  inside(out, "results", *_model_folders(model), file_name(f"results_{run.date_id}.json"))))
+        written.append(
+            write_json(
+                _lighteval_results(run, model, cells),
+                inside(out, "results", *_model_folders(model), file_name(f"results_{run.date_id}.json")),
+            )
+        )
     return written, []
 
 
@@ -247,17 +306,40 @@ def _details_parquet(run: RunResults, cell: Cell, path: Path) -> Path:
     for _, problem_id, samples in cell.problems():
         records = samples.to_dict(orient="records")
         prompt = first_prompt(samples)
-        doc = {"query": prompt, "choices": [str(records[0]["gold"])], "gold_index": 0, "instruction": None,
-               "images": None, "specific": {"dataset": cell.dataset, "problem_id": problem_id, **measured(cell, records)},
-               "unconditioned_query": None, "original_query": None, "id": problem_id, "task_name": f"{cell.task}|0",
-               "fewshot_samples": [], "sampling_methods": [], "fewshot_sorting_class": None,
-               "generation_size": run.max_new_tokens(cell),
-               "stop_sequences": None, "use_logits": False, "num_samples": len(records), "generation_grammar": None}
-        response = {"input": prompt, "input_tokens": [], "text": [output_text(r, _end_marker(run)) for r in records],
-                    "output_tokens": [], "text_post_processed": [text(r["extracted_answer"]) for r in records],
-                    "reasonings": [text(r["think_text"]) for r in records], "logprobs": [],
-                    "argmax_logits_eq_gold": [], "logits": None, "unconditioned_logprobs": None,
-                    "truncated_tokens_count": 0, "padded_tokens_count": 0}
+        doc = {
+            "query": prompt,
+            "choices": [str(records[0]["gold"])],
+            "gold_index": 0,
+            "instruction": None,
+            "images": None,
+            "specific": {"dataset": cell.dataset, "problem_id": problem_id, **measured(cell, records)},
+            "unconditioned_query": None,
+            "original_query": None,
+            "id": problem_id,
+            "task_name": f"{cell.task}|0",
+            "fewshot_samples": [],
+            "sampling_methods": [],
+            "fewshot_sorting_class": None,
+            "generation_size": run.max_new_tokens(cell),
+            "stop_sequences": None,
+            "use_logits": False,
+            "num_samples": len(records),
+            "generation_grammar": None,
+        }
+        response = {
+            "input": prompt,
+            "input_tokens": [],
+            "text": [output_text(r, _end_marker(run)) for r in records],
+            "output_tokens": [],
+            "text_post_processed": [text(r["extracted_answer"]) for r in records],
+            "reasonings": [text(r["think_text"]) for r in records],
+            "logprobs": [],
+            "argmax_logits_eq_gold": [],
+            "logits": None,
+            "unconditioned_logprobs": None,
+            "truncated_tokens_count": 0,
+            "padded_tokens_count": 0,
+        }
         rows.append({"doc": doc, "model_response": response, "metric": _problem_metrics(samples)})
     dataset = Dataset.from_list(rows)
     dataset = dataset.select_columns(sorted(dataset.column_names))  # as lighteval orders them
@@ -283,19 +365,45 @@ def _lighteval_results(run: RunResults, model: str, cells: list[Cell]) -> dict:
         metrics = {name: value for name, (value, _) in _metrics(cell).items()}
         results[f"{cell.task}|0"] = {**metrics, "exact_match_stderr": accuracy_stderr(cell.samples)}
     names = sorted({name for values in results.values() for name in values})
-    results["all"] = {name: sum(v[name] for v in results.values() if name in v) /
-                      sum(1 for v in results.values() if name in v) for name in names}
+    results["all"] = {
+        name: sum(v[name] for v in results.values() if name in v) / sum(1 for v in results.values() if name in v)
+        for name in names
+    }
     return {
-        "config_general": {"model_name": model, "lighteval_sha": None, "e1_version": __version__,
-                           "start_time": _timestamp(run.date), "generation_parameters": _generation_parameters(run, cells)},
+        "config_general": {
+            "model_name": model,
+            "lighteval_sha": None,
+            "e1_version": __version__,
+            "start_time": _timestamp(run.date),
+            "generation_parameters": _generation_parameters(run, cells),
+        },
         "results": results,
         "versions": {f"{cell.task}|0": _version(cell.dataset) for cell in cells},
-        "config_tasks": {f"{cell.task}|0": {"name": cell.task, "generation_size": run.max_new_tokens(cell),
-                                            **run.generation_kwargs(cell)} for cell in cells},
-        "summary_tasks": {f"{cell.task}|0": {"hashes": {}, "truncated": 0, "non_truncated": int(cell.summary["problems"]),
-                                             "padded": 0, "non_padded": int(cell.summary["problems"])} for cell in cells},
-        "summary_general": {"hashes": {}, "truncated": 0, "non_truncated": sum(int(c.summary["problems"]) for c in cells),
-                            "padded": 0, "non_padded": sum(int(c.summary["problems"]) for c in cells)},
+        "config_tasks": {
+            f"{cell.task}|0": {
+                "name": cell.task,
+                "generation_size": run.max_new_tokens(cell),
+                **run.generation_kwargs(cell),
+            }
+            for cell in cells
+        },
+        "summary_tasks": {
+            f"{cell.task}|0": {
+                "hashes": {},
+                "truncated": 0,
+                "non_truncated": int(cell.summary["problems"]),
+                "padded": 0,
+                "non_padded": int(cell.summary["problems"]),
+            }
+            for cell in cells
+        },
+        "summary_general": {
+            "hashes": {},
+            "truncated": 0,
+            "non_truncated": sum(int(c.summary["problems"]) for c in cells),
+            "padded": 0,
+            "non_padded": sum(int(c.summary["problems"]) for c in cells),
+        },
     }
 
 
@@ -317,18 +425,27 @@ def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
         for cell in run.of(model):
             benchmark = _hub_benchmark(run, cell.dataset)
             if benchmark is None or benchmark.hub_id is None:
-                skipped.append(f"skipped {cell.dataset} (not read from a registered hub dataset: the Hub cannot name it)")
+                skipped.append(
+                    f"skipped {cell.dataset} (not read from a registered hub dataset: the Hub cannot name it)"
+                )
                 continue
             by_dataset.setdefault(cell.dataset, []).append((cell, benchmark))
         folder = inside(out, file_name(model_folder(model)))
         for dataset, cells in by_dataset.items():
-            written.append(_eval_results_yaml(run, cells, inside(folder, ".eval_results", file_name(f"{dataset}.yaml"))))
+            written.append(
+                _eval_results_yaml(run, cells, inside(folder, ".eval_results", file_name(f"{dataset}.yaml")))
+            )
         if by_dataset:
-            written.append(_model_card(run, model, [c for cells in by_dataset.values() for c in cells],
-                                       inside(folder, "README.md")))
+            written.append(
+                _model_card(
+                    run, model, [c for cells in by_dataset.values() for c in cells], inside(folder, "README.md")
+                )
+            )
     if not written:
-        raise ConfigError("nothing to export to the hub: none of the run's datasets is a registered hub dataset",
-                          hint="the Hub names a benchmark by its hub id (`e1 data list` shows them); for other data use lm-eval or lighteval")
+        raise ConfigError(
+            "nothing to export to the hub: none of the run's datasets is a registered hub dataset",
+            hint="the Hub names a benchmark by its hub id (`e1 data list` shows them); for other data use lm-eval or lighteval",
+        )
     return written, list(dict.fromkeys(skipped))
 
 
@@ -341,22 +458,40 @@ def _eval_results_yaml(run: RunResults, cells: list, path: Path) -> Path:
     import yaml
     from huggingface_hub import EvalResultEntry, eval_result_entries_to_yaml
 
-    entries = [EvalResultEntry(dataset_id=benchmark.hub_id, task_id=benchmark.config or "default",
-                               value=round(100 * float(cell.summary["accuracy"]), 2), date=run.date, notes=_notes(cell))
-               for cell, benchmark in cells]
+    entries = [
+        EvalResultEntry(
+            dataset_id=benchmark.hub_id,
+            task_id=benchmark.config or "default",
+            value=round(100 * float(cell.summary["accuracy"]), 2),
+            date=run.date,
+            notes=_notes(cell),
+        )
+        for cell, benchmark in cells
+    ]
     return write_text(yaml.safe_dump(eval_result_entries_to_yaml(entries), sort_keys=False), path)
 
 
 def _model_card(run: RunResults, model: str, cells: list, path: Path) -> Path:
     from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-    results = [EvalResult(task_type="text-generation", dataset_type=benchmark.hub_id, dataset_name=cell.dataset,
-                          dataset_config=benchmark.config, dataset_split=benchmark.split, metric_type="accuracy",
-                          metric_value=round(100 * float(cell.summary["accuracy"]), 2), metric_name=_notes(cell))
-               for cell, benchmark in cells]
+    results = [
+        EvalResult(
+            task_type="text-generation",
+            dataset_type=benchmark.hub_id,
+            dataset_name=cell.dataset,
+            dataset_config=benchmark.config,
+            dataset_split=benchmark.split,
+            metric_type="accuracy",
+            metric_value=round(100 * float(cell.summary["accuracy"]), 2),
+            metric_name=_notes(cell),
+        )
+        for cell, benchmark in cells
+    ]
     data = ModelCardData(model_name=model, eval_results=results)
-    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n# {markdown_text(model)}\n\nEvaluated with e1 {__version__} "
-                     f"(Elastic Reasoning under token budgets).\n")
+    card = ModelCard(
+        f"---\n{data.to_yaml()}\n---\n\n# {markdown_text(model)}\n\nEvaluated with e1 {__version__} "
+        f"(Elastic Reasoning under token budgets).\n"
+    )
     return write_text(str(card), path)
 
 
@@ -395,5 +530,7 @@ def check_repo_id(repo: str) -> str:
     try:
         validate_repo_id(repo)
     except HFValidationError as err:
-        raise ConfigError(f"--push {repo!r} is not a hub repository id: {str(err).splitlines()[0][:200]}", hint=hint) from None
+        raise ConfigError(
+            f"--push {repo!r} is not a hub repository id: {str(err).splitlines()[0][:200]}", hint=hint
+        ) from None
     return repo

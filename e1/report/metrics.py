@@ -43,8 +43,17 @@ DIFFERENCES = "differences.parquet"
 # per pair of modes at one budget, over the problems both have: accuracy of each, the
 # difference (mode − other_mode) and its paired bootstrap interval; all fractions
 DIFFERENCE_COLUMNS = [
-    "dataset", "think_budget", "solve_budget", "mode", "other_mode", "problems", "accuracy", "other_accuracy",
-    "accuracy_difference", "difference_ci_low", "difference_ci_high",
+    "dataset",
+    "think_budget",
+    "solve_budget",
+    "mode",
+    "other_mode",
+    "problems",
+    "accuracy",
+    "other_accuracy",
+    "accuracy_difference",
+    "difference_ci_low",
+    "difference_ci_high",
 ]
 
 
@@ -97,8 +106,14 @@ def majority_correct(keys: Sequence[str | None], correct: Sequence[bool]) -> boo
     return bool(next(ok for key, ok in zip(keys, correct) if key == winner))
 
 
-def bootstrap_interval(values: Sequence[float], weights: Sequence[float] | None = None, *, resamples: int = RESAMPLES,
-                       seed: int = SEED, level: float = LEVEL) -> tuple[float, float]:
+def bootstrap_interval(
+    values: Sequence[float],
+    weights: Sequence[float] | None = None,
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> tuple[float, float]:
     """Percentile bootstrap interval of ``sum(values) / sum(weights)`` over units drawn with replacement.
 
     Units are problems (values: correct samples, weights: samples) or contests (values: ratings,
@@ -131,8 +146,10 @@ def summarize(samples, by: list[str] = GROUP_KEY, ks: tuple[int, ...] = ()):
     ``pass_at_{k}`` column per k (unbiased; NaN where a group has fewer than k samples per problem)."""
     import pandas as pd
 
-    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _group_metrics(group, ks)
-               for key, group in samples.groupby(by, sort=True)]
+    records = [
+        dict(zip(by, key if isinstance(key, tuple) else (key,))) | _group_metrics(group, ks)
+        for key, group in samples.groupby(by, sort=True)
+    ]
     columns = by + [c for c in SUMMARY_COLUMNS if c not in GROUP_KEY]
     columns += [f"pass_at_{k}" for k in ks if f"pass_at_{k}" not in columns]  # pass_at_1 is there already
     return pd.DataFrame(records, columns=columns)
@@ -180,8 +197,10 @@ def cell_spending(group) -> dict:
     """``tokens_per_correct`` and ``censored_rate`` of one cell's samples."""
     tokens = float((group["think_tokens"] + group["solve_tokens"]).sum())
     correct = float(group["correct"].sum())
-    return {"tokens_per_correct": tokens / correct if correct else math.nan,
-            "censored_rate": float(censored(group).mean())}
+    return {
+        "tokens_per_correct": tokens / correct if correct else math.nan,
+        "censored_rate": float(censored(group).mean()),
+    }
 
 
 def trial_spending(group) -> dict:
@@ -193,16 +212,19 @@ def trial_spending(group) -> dict:
     with_trials = group["overthinking_tokens"].notna()
     think = float(group.loc[with_trials, "think_tokens"].sum())
     late = float(group.loc[with_trials, "overthinking_tokens"].sum())
-    return {"mean_decoded_tokens": float(group["decoded_tokens"].mean()),
-            "overthinking_share": late / think if think else math.nan}
+    return {
+        "mean_decoded_tokens": float(group["decoded_tokens"].mean()),
+        "overthinking_share": late / think if think else math.nan,
+    }
 
 
 def _maj_at_k(group, answered) -> float:
     """The share of problems whose majority answer is correct; ``group`` in ``sample_index`` order.
     Code rows are those with a ``tests_passed`` fraction (NaN for every other task)."""
     votes: dict[str, tuple[list, list]] = {}  # problem -> (vote keys, correct), in sample order
-    for problem, answer, has_answer, code, correct in zip(group["problem_id"], group["extracted_answer"], answered,
-                                                           group["tests_passed"].notna(), group["correct"]):
+    for problem, answer, has_answer, code, correct in zip(
+        group["problem_id"], group["extracted_answer"], answered, group["tests_passed"].notna(), group["correct"]
+    ):
         keys, oks = votes.setdefault(problem, ([], []))
         keys.append(vote_key(answer if has_answer else None, code))
         oks.append(bool(correct))
@@ -229,8 +251,9 @@ def mode_differences(samples, by: list[str] = GROUP_KEY):
     import pandas as pd
 
     keys = [column for column in by if column != "mode"]
-    per_problem = samples.pivot_table(index=[*keys, "problem_id"], columns="mode", values="correct",
-                                      aggfunc="mean", sort=True)  # [groups × P, modes]
+    per_problem = samples.pivot_table(
+        index=[*keys, "problem_id"], columns="mode", values="correct", aggfunc="mean", sort=True
+    )  # [groups × P, modes]
     modes = list(dict.fromkeys(samples["mode"]))  # in order of first appearance
     records = []
     for key, table in per_problem.groupby(level=keys, sort=False):
@@ -238,7 +261,9 @@ def mode_differences(samples, by: list[str] = GROUP_KEY):
             for other in modes[index + 1 :]:
                 pair = table[[mode, other]].dropna()  # [P, 2]: problems both modes have
                 if len(pair):
-                    records.append(dict(zip(keys, key if isinstance(key, tuple) else (key,))) | _paired(pair, mode, other))
+                    records.append(
+                        dict(zip(keys, key if isinstance(key, tuple) else (key,))) | _paired(pair, mode, other)
+                    )
     extra = [column for column in keys if column not in DIFFERENCE_COLUMNS]
     return pd.DataFrame(records, columns=[*extra, *DIFFERENCE_COLUMNS])
 
@@ -247,6 +272,13 @@ def _paired(pair, mode: str, other: str) -> dict:
     """One row of :func:`mode_differences` from a [P, 2] table of per-problem accuracies."""
     difference = pair[mode] - pair[other]  # [P]
     low, high = bootstrap_interval(difference)
-    return {"mode": mode, "other_mode": other, "problems": len(pair), "accuracy": float(pair[mode].mean()),
-            "other_accuracy": float(pair[other].mean()), "accuracy_difference": float(difference.mean()),
-            "difference_ci_low": low, "difference_ci_high": high}
+    return {
+        "mode": mode,
+        "other_mode": other,
+        "problems": len(pair),
+        "accuracy": float(pair[mode].mean()),
+        "other_accuracy": float(pair[other].mean()),
+        "accuracy_difference": float(difference.mean()),
+        "difference_ci_low": low,
+        "difference_ci_high": high,
+    }

@@ -21,19 +21,28 @@ from e1.store import atomic_write
 
 # one line style per decoding mode, one colour per model
 BAND_COLUMNS = {"accuracy_ci_low", "accuracy_ci_high"}
-MODE_STYLES = {"elastic": ("-", "o"), "truncate": ("--", "s"), "budget-forcing": (":", "^"), "none": ("-.", "D"),
-               "early-exit": ((0, (5, 1, 1, 1)), "v"), "soft": ((0, (3, 1)), "P")}
+MODE_STYLES = {
+    "elastic": ("-", "o"),
+    "truncate": ("--", "s"),
+    "budget-forcing": (":", "^"),
+    "none": ("-.", "D"),
+    "early-exit": ((0, (5, 1, 1, 1)), "v"),
+    "soft": ((0, (3, 1)), "P"),
+}
 # the x axis: tokens output per sample, every token decoded for it (early-exit's rolled-back trials
 # too), or the thinking tokens measured (an effort axis: a hosted API's levels have no budget to place)
-X_AXES = {"output": ("mean_total_tokens", "mean tokens used per sample (think + solution)"),
-          "decoded": ("mean_decoded_tokens", "mean tokens decoded per sample (output + trial answers)"),
-          "think": ("mean_think_tokens", "mean thinking tokens per sample (measured)")}
+X_AXES = {
+    "output": ("mean_total_tokens", "mean tokens used per sample (think + solution)"),
+    "decoded": ("mean_decoded_tokens", "mean tokens decoded per sample (output + trial answers)"),
+    "think": ("mean_think_tokens", "mean thinking tokens per sample (measured)"),
+}
 
 
 def in_budget_order(curves):
     """Points of each line in budget order (the x values then mostly grow left to right)."""
     return curves.assign(_total=curves["think_budget"] + curves["solve_budget"]).sort_values(
-        ["_total", "think_budget"], kind="stable")
+        ["_total", "think_budget"], kind="stable"
+    )
 
 
 def curve_lines(curves):
@@ -61,8 +70,9 @@ def plot_curves(curves, path: Path, names: dict[str, str] | None = None, x: str 
 
     fig, extra = draw_curves(curves, names, x)
     try:
-        return atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight",
-                                                          bbox_extra_artists=extra))
+        return atomic_write(
+            path, lambda tmp: fig.savefig(tmp, format="png", dpi=150, bbox_inches="tight", bbox_extra_artists=extra)
+        )
     finally:
         plt.close(fig)
 
@@ -97,11 +107,25 @@ def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "outp
             points = points.sort_values(column, kind="stable")
             label += f" (effort: {', '.join(points['effort'])})"
         xs, colour = points[column].clip(lower=1), colours(models.index(model) % 10)
-        ax.plot(xs, 100 * points["accuracy"], linestyle=linestyle, marker=marker, color=colour, label=label,
-                linewidth=1.6, markersize=5)
+        ax.plot(
+            xs,
+            100 * points["accuracy"],
+            linestyle=linestyle,
+            marker=marker,
+            color=colour,
+            label=label,
+            linewidth=1.6,
+            markersize=5,
+        )
         if banded:
-            ax.fill_between(xs, 100 * points["accuracy_ci_low"], 100 * points["accuracy_ci_high"], color=colour,
-                            alpha=0.15, linewidth=0)
+            ax.fill_between(
+                xs,
+                100 * points["accuracy_ci_low"],
+                100 * points["accuracy_ci_high"],
+                color=colour,
+                alpha=0.15,
+                linewidth=0,
+            )
     for index, ax in enumerate(axes.flat):
         if index >= len(datasets):
             ax.set_visible(False)
@@ -131,5 +155,12 @@ def _legend(fig, ax, models: int):
     order = [model * modes + mode for mode in range(modes) for model in range(models)]
     if len(handles) % models:  # a panel without every model × mode: keep the plotting order
         modes, order = 3, range(len(handles))
-    return fig.legend([handles[i] for i in order], [labels[i] for i in order], loc="upper center", ncol=modes,
-                      frameon=False, fontsize=9, bbox_to_anchor=(0.5, 0.0))
+    return fig.legend(
+        [handles[i] for i in order],
+        [labels[i] for i in order],
+        loc="upper center",
+        ncol=modes,
+        frameon=False,
+        fontsize=9,
+        bbox_to_anchor=(0.5, 0.0),
+    )

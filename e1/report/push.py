@@ -32,15 +32,23 @@ def push(written: list[Path], repo: str, deadline_s: float | None = None) -> str
     repo = check_repo_id(repo)
     folders = {path.parent.parent if path.parent.name == ".eval_results" else path.parent for path in written}
     if len(folders) != 1:
-        raise ConfigError(f"--push takes a run of one model; this run has {len(folders)}",
-                          hint="export a sweep's models/<model> run directories one by one, each with its --push")
+        raise ConfigError(
+            f"--push takes a run of one model; this run has {len(folders)}",
+            hint="export a sweep's models/<model> run directories one by one, each with its --push",
+        )
 
     def upload() -> str:
         register_secret(get_token())  # HF_TOKEN or the login file's token: masked in every line e1 prints
         api = HfApi()
         api.create_repo(repo, exist_ok=True)
-        return str(api.upload_folder(folder_path=str(next(iter(folders))), repo_id=repo,
-                                     allow_patterns=[".eval_results/*.yaml"], commit_message=f"Eval results from e1 {__version__}"))
+        return str(
+            api.upload_folder(
+                folder_path=str(next(iter(folders))),
+                repo_id=repo,
+                allow_patterns=[".eval_results/*.yaml"],
+                commit_message=f"Eval results from e1 {__version__}",
+            )
+        )
 
     with _bounded_hub(deadline_s):
         return redact(_within(deadline_s, upload, repo))

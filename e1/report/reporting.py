@@ -37,9 +37,22 @@ REPORT_TO = ("tensorboard", "wandb")
 TENSORBOARD, WANDB = "tensorboard", "wandb"
 TABLE_ROWS = 1000  # samples in the samples table: the first sample of each problem and cell, in results order
 CELL_KEY = ("model", "dataset", "mode", "think_budget", "solve_budget")
-SAMPLE_TABLE_COLUMNS = ["model", "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget",
-                        "think_tokens", "solve_tokens", "forced", "correct", "extracted_answer", "gold",
-                        "solution_text"]
+SAMPLE_TABLE_COLUMNS = [
+    "model",
+    "dataset",
+    "problem_id",
+    "sample_index",
+    "mode",
+    "think_budget",
+    "solve_budget",
+    "think_tokens",
+    "solve_tokens",
+    "forced",
+    "correct",
+    "extracted_answer",
+    "gold",
+    "solution_text",
+]
 TEXT_CLIP = 400  # characters of a text shown in TensorBoard's markdown table
 
 
@@ -49,8 +62,9 @@ def parse_report_to(text: str | None) -> tuple[str, ...]:
     >>> parse_report_to("tensorboard, wandb"), parse_report_to("none"), parse_report_to(None)
     (('tensorboard', 'wandb'), (), ())
     """
-    names = tuple(dict.fromkeys(name.strip() for name in str(text or "").split(",")
-                                if name.strip() not in ("", "none")))
+    names = tuple(
+        dict.fromkeys(name.strip() for name in str(text or "").split(",") if name.strip() not in ("", "none"))
+    )
     for name in names:
         if name not in REPORT_TO:
             raise ConfigError(f"unknown report_to {name!r}", hint=did_you_mean(name, (*REPORT_TO, "none")))
@@ -66,8 +80,10 @@ def check_trackers(names: tuple[str, ...]) -> None:
     if WANDB in names:
         _wandb()
         if not _wandb_ready():
-            raise ConfigError("--report-to wandb: no W&B login (no WANDB_API_KEY, no key in ~/.netrc)",
-                              hint="run `wandb login`, set WANDB_API_KEY, or WANDB_MODE=offline to log without a network")
+            raise ConfigError(
+                "--report-to wandb: no W&B login (no WANDB_API_KEY, no key in ~/.netrc)",
+                hint="run `wandb login`, set WANDB_API_KEY, or WANDB_MODE=offline to log without a network",
+            )
 
 
 def _wandb_ready() -> bool:
@@ -94,8 +110,9 @@ def _summary_writer_class():
     try:
         from torch.utils.tensorboard import SummaryWriter
     except ImportError:
-        raise ConfigError("--report-to tensorboard needs the tensorboard package",
-                          hint="pip install tensorboard (or e1[tensorboard])") from None
+        raise ConfigError(
+            "--report-to tensorboard needs the tensorboard package", hint="pip install tensorboard (or e1[tensorboard])"
+        ) from None
     return SummaryWriter
 
 
@@ -103,8 +120,10 @@ def _wandb():
     try:
         import wandb
     except ImportError:
-        raise ConfigError("--report-to wandb needs the wandb package",
-                          hint="pip install wandb (or e1[wandb]); WANDB_MODE=offline needs no network") from None
+        raise ConfigError(
+            "--report-to wandb needs the wandb package",
+            hint="pip install wandb (or e1[wandb]); WANDB_MODE=offline needs no network",
+        ) from None
     return wandb
 
 
@@ -156,9 +175,14 @@ REPORTERS: dict[str, Callable[..., object]] = {
 
 def numbers(row: dict) -> dict[str, float]:
     """The finite numbers of a row (no booleans, no ``step``): NaN, e.g. a step without validation, is left out."""
-    return {key: float(value) for key, value in row.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "step"
-            and math.isfinite(float(value))}
+    return {
+        key: float(value)
+        for key, value in row.items()
+        if isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and key != "step"
+        and math.isfinite(float(value))
+    }
 
 
 @dataclass
@@ -196,8 +220,10 @@ def cell_name(row: dict) -> str:
 
 def cell_metrics(summary) -> list[tuple[str, int, dict[str, float]]]:
     """(cell name, think budget, finite numbers) for each row of a summary frame."""
-    return [(cell_name(row), int(row["think_budget"]), numbers({k: v for k, v in row.items() if k not in CELL_KEY}))
-            for row in summary.to_dict(orient="records")]
+    return [
+        (cell_name(row), int(row["think_budget"]), numbers({k: v for k, v in row.items() if k not in CELL_KEY}))
+        for row in summary.to_dict(orient="records")
+    ]
 
 
 def samples_table(samples, rows: int = TABLE_ROWS):
@@ -236,8 +262,13 @@ def _tensorboard_results(out: Path, summary, samples, prefix: str) -> None:
 def _wandb_results(out: Path, summary, samples, config: dict, prefix: str) -> None:
     reporter = WandbReporter(out, config)
     try:
-        reporter.summary({f"{prefix}{cell}/t={think}/{name}": value
-                          for cell, think, values in cell_metrics(summary) for name, value in values.items()})
+        reporter.summary(
+            {
+                f"{prefix}{cell}/t={think}/{name}": value
+                for cell, think, values in cell_metrics(summary)
+                for name, value in values.items()
+            }
+        )
         reporter.table(f"{prefix}summary", summary)
         reporter.table(f"{prefix}samples", samples_table(samples))
     finally:
@@ -246,6 +277,7 @@ def _wandb_results(out: Path, summary, samples, config: dict, prefix: str) -> No
 
 def markdown_table(frame) -> str:
     """A frame as a markdown table (TensorBoard's text tab renders it); texts clipped to :data:`TEXT_CLIP`."""
+
     def cell(value) -> str:
         text = "" if value is None or (isinstance(value, float) and math.isnan(value)) else str(value)
         text = text if len(text) <= TEXT_CLIP else text[:TEXT_CLIP] + "…"

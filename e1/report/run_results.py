@@ -22,9 +22,23 @@ from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.store import CONFIG, SAMPLES, SUMMARY, SampleStore, read_parquet
 
-SAMPLE_FIELDS = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_text",
-                 "solution_text", "extracted_answer", "gold", "correct", "forced", "think_tokens", "solve_tokens",
-                 "prompt"]
+SAMPLE_FIELDS = [
+    "dataset",
+    "problem_id",
+    "sample_index",
+    "mode",
+    "think_budget",
+    "solve_budget",
+    "think_text",
+    "solution_text",
+    "extracted_answer",
+    "gold",
+    "correct",
+    "forced",
+    "think_tokens",
+    "solve_tokens",
+    "prompt",
+]
 
 
 @dataclass(frozen=True)
@@ -72,10 +86,17 @@ class RunResults:
 
     def generation_kwargs(self, cell: Cell) -> dict:
         sampling = self.config.get("sampling") or {}
-        return {"temperature": sampling.get("temperature"), "top_p": sampling.get("top_p"),
-                "top_k": sampling.get("top_k"), "do_sample": bool(sampling.get("temperature")),
-                "max_gen_toks": self.max_new_tokens(cell), "think_budget": cell.think, "solve_budget": cell.solve,
-                "mode": cell.mode, "seed": sampling.get("seed")}
+        return {
+            "temperature": sampling.get("temperature"),
+            "top_p": sampling.get("top_p"),
+            "top_k": sampling.get("top_k"),
+            "do_sample": bool(sampling.get("temperature")),
+            "max_gen_toks": self.max_new_tokens(cell),
+            "think_budget": cell.think,
+            "solve_budget": cell.solve,
+            "mode": cell.mode,
+            "seed": sampling.get("seed"),
+        }
 
     def max_new_tokens(self, cell: Cell) -> int:
         """The most tokens a sample of ``cell`` may write: its mode's worst case at the cell's budget
@@ -119,6 +140,7 @@ def task_name(dataset: str, mode: str, think: int, solve: int) -> str:
     >>> task_name("aime", "elastic:exit=qwen", 512, 1024)
     'aime_elastic-exit=qwen-4a8da02f_t512_s1024'
     """
+
     def safe(text: str) -> str:
         cleaned = re.sub(r"[^A-Za-z0-9.=+-]+", "-", text).strip("-") or "x"
         return cleaned if cleaned == text else f"{cleaned}-{zlib.crc32(text.encode()):08x}"
@@ -157,7 +179,10 @@ def load_run(path: Path) -> RunResults:
     store = SampleStore(path, legacy=Mode.legacy)  # read as every reader of a run (old runs' labels as today's)
     samples, summary = store.read(), store.labelled(read_parquet(path / SUMMARY))
     if "model" not in samples.columns:  # an eval run: one model, named in its config
-        samples, summary = samples.assign(model=str(config.get("model", ""))), summary.assign(model=str(config.get("model", "")))
+        samples, summary = (
+            samples.assign(model=str(config.get("model", ""))),
+            summary.assign(model=str(config.get("model", ""))),
+        )
     stamp = datetime.fromtimestamp((path / SUMMARY).stat().st_mtime, tz=timezone.utc).replace(microsecond=0)
     return RunResults(path, config, _cells(samples, summary), stamp.isoformat().replace("+00:00", ""))
 

@@ -48,14 +48,22 @@ def area(x, y) -> float:
     return float(np.trapezoid(y, x) / span) if span > 0 else math.nan
 
 
-def curve_areas(samples, by: list[str] = CURVE_KEY, *, cells: tuple[str, ...] = ("think_budget", "solve_budget"),
-                resamples: int = RESAMPLES, seed: int = SEED):
+def curve_areas(
+    samples,
+    by: list[str] = CURVE_KEY,
+    *,
+    cells: tuple[str, ...] = ("think_budget", "solve_budget"),
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+):
     """One row per curve (``by``: dataset, mode, and ``model`` in a sweep) with :data:`AREA_COLUMNS`;
     ``cells``: the columns that tell a curve's points apart (an effort axis adds ``effort``)."""
     import pandas as pd
 
-    records = [dict(zip(by, key if isinstance(key, tuple) else (key,))) | _curve_area(curve, list(cells), resamples, seed)
-               for key, curve in samples.groupby(by, sort=False)]
+    records = [
+        dict(zip(by, key if isinstance(key, tuple) else (key,))) | _curve_area(curve, list(cells), resamples, seed)
+        for key, curve in samples.groupby(by, sort=False)
+    ]
     return pd.DataFrame(records, columns=[*by, *AREA_COLUMNS])
 
 
@@ -69,20 +77,36 @@ def _curve_area(curve, points: list[str], resamples: int, seed: int) -> dict:
     wide = table.unstack(points).dropna()  # [P, 3 × C]: problems every cell has
     correct, count, tokens = (wide[name].to_numpy(dtype=float) for name in ("correct", "samples", "tokens"))  # [P, C]
     if not len(wide):
-        return dict(points=0, problems=0, min_tokens=math.nan, max_tokens=math.nan, auc=math.nan,
-                    auc_ci_low=math.nan, auc_ci_high=math.nan)
+        return dict(
+            points=0,
+            problems=0,
+            min_tokens=math.nan,
+            max_tokens=math.nan,
+            auc=math.nan,
+            auc_ci_low=math.nan,
+            auc_ci_high=math.nan,
+        )
     x = np.log2(np.maximum(tokens.sum(0) / count.sum(0), 1.0))  # [C]
     y = correct.sum(0) / count.sum(0)  # [C]
     auc, low, high = area(x, y), math.nan, math.nan
     if not math.isnan(auc):  # no area, no interval: the resamples are not drawn
-        weights = np.random.default_rng(seed).multinomial(len(wide), [1 / len(wide)] * len(wide), size=resamples)  # [R, P]
+        weights = np.random.default_rng(seed).multinomial(
+            len(wide), [1 / len(wide)] * len(wide), size=resamples
+        )  # [R, P]
         drawn = weights @ count  # [R, C]
         xs = np.log2(np.maximum((weights @ tokens) / drawn, 1.0))  # [R, C]
         ys = (weights @ correct) / drawn  # [R, C]
         tail = (1 - LEVEL) / 2
         low, high = np.quantile([area(row_x, row_y) for row_x, row_y in zip(xs, ys)], [tail, 1 - tail])
-    return dict(points=len(x), problems=len(wide), min_tokens=float(2 ** x.min()), max_tokens=float(2 ** x.max()),
-                auc=auc, auc_ci_low=float(low), auc_ci_high=float(high))
+    return dict(
+        points=len(x),
+        problems=len(wide),
+        min_tokens=float(2 ** x.min()),
+        max_tokens=float(2 ** x.max()),
+        auc=auc,
+        auc_ci_low=float(low),
+        auc_ci_high=float(high),
+    )
 
 
 def solving_budgets(samples, by: list[str] = CURVE_KEY):
@@ -90,15 +114,23 @@ def solving_budgets(samples, by: list[str] = CURVE_KEY):
     import pandas as pd
 
     frame = samples.assign(total=samples["think_budget"] + samples["solve_budget"], cut=censored(samples))
-    per_cell = frame.groupby([*by, "problem_id", "total", "think_budget"], sort=True).agg(
-        accuracy=("correct", "mean"), cut=("cut", "sum"), samples=("correct", "size")).reset_index()
+    per_cell = (
+        frame.groupby([*by, "problem_id", "total", "think_budget"], sort=True)
+        .agg(accuracy=("correct", "mean"), cut=("cut", "sum"), samples=("correct", "size"))
+        .reset_index()
+    )
     records = []
     for key, cells in per_cell.groupby([*by, "problem_id"], sort=False):
         solved = cells[cells["accuracy"] >= SOLVED]  # in budget order (sorted above)
         first = solved.iloc[0] if len(solved) else None
-        records.append(dict(zip([*by, "problem_id"], key)) | {
-            "b_star": None if first is None else int(first["total"]),
-            "b_star_think": None if first is None else int(first["think_budget"]),
-            "censored": int(cells["cut"].sum()), "samples": int(cells["samples"].sum())})
+        records.append(
+            dict(zip([*by, "problem_id"], key))
+            | {
+                "b_star": None if first is None else int(first["total"]),
+                "b_star_think": None if first is None else int(first["think_budget"]),
+                "censored": int(cells["cut"].sum()),
+                "samples": int(cells["samples"].sum()),
+            }
+        )
     frame = pd.DataFrame(records, columns=[*by, *PROBLEM_COLUMNS])
     return frame.astype({"b_star": "Int64", "b_star_think": "Int64"})

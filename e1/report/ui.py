@@ -79,8 +79,15 @@ class RichProgress:
             return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("eta"), eta_column(), TextColumn("{task.fields[status]}")]
+        columns = [
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            eta_column(),
+            TextColumn("{task.fields[status]}"),
+        ]
         with Progress(*columns, console=self.console, transient=False) as bar:
             self._eta = WorkEta(total)
             self._bar, self._task = bar, bar.add_task(redact(description), total=total, status="", eta=self._eta)
@@ -127,8 +134,10 @@ class RichProgress:
 def step_status(row: dict) -> str:
     """One training step's metrics row as the progress bar's status: GRPO or SFT figures."""
     if "reward_mean" in row:
-        return (f"reward {row['reward_mean']:.3f}  acc {row['accuracy']:.2f}  kl {row['kl']:.4f}  "
-                f"think {row['mean_think_tokens']:.0f}  forced {row['forced_rate']:.0%}  {row['step_s']:.1f}s/step")
+        return (
+            f"reward {row['reward_mean']:.3f}  acc {row['accuracy']:.2f}  kl {row['kl']:.4f}  "
+            f"think {row['mean_think_tokens']:.0f}  forced {row['forced_rate']:.0%}  {row['step_s']:.1f}s/step"
+        )
     return f"loss {row['loss']:.3f}  lr {row['lr']:.2e}  {row['step_s']:.2f}s/step"
 
 
@@ -165,28 +174,49 @@ def summary_table(summary, title: str = "Results"):
     from e1.budget import format_tokens
 
     k = int(summary["k"].max()) if len(summary) else 1
-    keys = {column: [escape(str(value)) for value in summary[column]]
-            for column in ("model", "dataset", "mode") if column in summary.columns}
-    keys["t+s"] = [f"{format_tokens(int(t))}+{format_tokens(int(s))}"
-                   for t, s in zip(summary["think_budget"], summary["solve_budget"])]
+    keys = {
+        column: [escape(str(value)) for value in summary[column]]
+        for column in ("model", "dataset", "mode")
+        if column in summary.columns
+    }
+    keys["t+s"] = [
+        f"{format_tokens(int(t))}+{format_tokens(int(s))}"
+        for t, s in zip(summary["think_budget"], summary["solve_budget"])
+    ]
     rows = list(summary.itertuples(index=False))
     figures = {  # most needed first: the last ones go first when the width is short
-        "avg@n": [_under(_percent(r.accuracy), f"{_percent(r.accuracy_ci_low)}–{_percent(r.accuracy_ci_high)}")
-                  for r in rows],
-        "think": [f"{r.mean_think_tokens:.0f}" for r in rows], "solve": [f"{r.mean_solve_tokens:.0f}" for r in rows],
+        "avg@n": [
+            _under(_percent(r.accuracy), f"{_percent(r.accuracy_ci_low)}–{_percent(r.accuracy_ci_high)}") for r in rows
+        ],
+        "think": [f"{r.mean_think_tokens:.0f}" for r in rows],
+        "solve": [f"{r.mean_solve_tokens:.0f}" for r in rows],
         "forced": [_under(f"{_percent(r.forced_rate, 0)}%", f"✓ {_percent(r.forced_accuracy)}") for r in rows],
-        f"pass@{k}": [_percent(r.pass_at_k) for r in rows], f"maj@{k}": [_percent(r.maj_at_k) for r in rows],
+        f"pass@{k}": [_percent(r.pass_at_k) for r in rows],
+        f"maj@{k}": [_percent(r.maj_at_k) for r in rows],
         "natural": [_under(f"{_percent(1 - r.forced_rate, 0)}%", f"✓ {_percent(r.natural_accuracy)}") for r in rows],
         **_spending_figures(summary),
-        "no ans.": [f"{_percent(r.unanswered_rate, 0)}%" for r in rows], "probs": [str(r.problems) for r in rows],
+        "no ans.": [f"{_percent(r.unanswered_rate, 0)}%" for r in rows],
+        "probs": [str(r.problems) for r in rows],
         **_pass_figures(summary, k),
     }
-    order = ["probs", "avg@n", f"pass@{k}", *_pass_figures(summary, k), f"maj@{k}", "think", "solve",
-             *(["tok/✓"] if "tok/✓" in figures else []), "forced", "natural", *(["cut"] if "cut" in figures else []),
-             "no ans."]
+    order = [
+        "probs",
+        "avg@n",
+        f"pass@{k}",
+        *_pass_figures(summary, k),
+        f"maj@{k}",
+        "think",
+        "solve",
+        *(["tok/✓"] if "tok/✓" in figures else []),
+        "forced",
+        "natural",
+        *(["cut"] if "cut" in figures else []),
+        "no ans.",
+    ]
     caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
-    return FittedTable(title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1],
-                       keep=("avg@n",))
+    return FittedTable(
+        title, caption, keys, {name: figures[name] for name in order}, shed=list(figures)[::-1], keep=("avg@n",)
+    )
 
 
 def _spending_figures(summary) -> dict[str, list[str]]:
@@ -201,8 +231,11 @@ def _spending_figures(summary) -> dict[str, list[str]]:
 
 def _pass_figures(summary, k: int) -> dict[str, list[str]]:
     """pass@k for each ``--k`` (its ``pass_at_{k}`` column) other than 1 (= avg@n) and n (shown already)."""
-    ks = sorted(int(c.removeprefix("pass_at_")) for c in summary.columns
-                if c.startswith("pass_at_") and c.removeprefix("pass_at_").isdigit())
+    ks = sorted(
+        int(c.removeprefix("pass_at_"))
+        for c in summary.columns
+        if c.startswith("pass_at_") and c.removeprefix("pass_at_").isdigit()
+    )
     return {f"pass@{j}": [_percent(v) for v in summary[f"pass_at_{j}"]] for j in ks if j not in (1, k)}
 
 
@@ -211,8 +244,15 @@ class FittedTable:
     first (``shed``), and never by cutting the cells of its ``keys`` columns (where the keys alone
     are wider than the terminal, a key cell folds onto a second line rather than lose its end)."""
 
-    def __init__(self, title: str, caption: str, keys: dict[str, list[str]], figures: dict[str, list[str]],
-                 shed: list[str], keep: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        title: str,
+        caption: str,
+        keys: dict[str, list[str]],
+        figures: dict[str, list[str]],
+        shed: list[str],
+        keep: tuple[str, ...] = (),
+    ):
         keys, figures, constant = _drop_constant(keys, figures, keep)
         if constant:
             caption += "; the same in every row: " + ", ".join(f"{name} {value}" for name, value in constant.items())
@@ -223,10 +263,18 @@ class FittedTable:
         from rich import box
         from rich.table import Table
 
-        caption = self.caption + (f"; left out at this width: {', '.join(h for h in self.shed if h in hidden)}"
-                                  if hidden else "")
-        table = Table(title=self.title, caption=caption, header_style="bold", box=box.SIMPLE_HEAD, pad_edge=False,
-                      padding=(0, 1, 0, 0), show_edge=False)
+        caption = self.caption + (
+            f"; left out at this width: {', '.join(h for h in self.shed if h in hidden)}" if hidden else ""
+        )
+        table = Table(
+            title=self.title,
+            caption=caption,
+            header_style="bold",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            padding=(0, 1, 0, 0),
+            show_edge=False,
+        )
         for header, cells in self.keys.items():
             if fold:  # the keys alone are wider than the terminal: fold their cells, never cut them
                 table.add_column(header, overflow="fold")
@@ -258,12 +306,18 @@ def _drop_constant(keys: dict[str, list[str]], figures: dict[str, list[str]], ke
 
     def same(cells: list[str]) -> bool:
         return len(cells) >= 2 and len(set(cells)) == 1
+
     dropped_keys = [h for h in list(keys)[:-1] if same(keys[h]) and h not in keep]
     dropped = [h for h in figures if same(figures[h]) and h not in keep]
-    constant = {h: Text.from_markup(cells[0]).plain.replace("\n", " ")
-                for h, cells in [*((h, keys[h]) for h in dropped_keys), *((h, figures[h]) for h in dropped)]}
-    return ({h: cells for h, cells in keys.items() if h not in dropped_keys},
-            {h: cells for h, cells in figures.items() if h not in dropped}, constant)
+    constant = {
+        h: Text.from_markup(cells[0]).plain.replace("\n", " ")
+        for h, cells in [*((h, keys[h]) for h in dropped_keys), *((h, figures[h]) for h in dropped)]
+    }
+    return (
+        {h: cells for h, cells in keys.items() if h not in dropped_keys},
+        {h: cells for h, cells in figures.items() if h not in dropped},
+        constant,
+    )
 
 
 def _under(value: str, detail: str) -> str:
@@ -309,8 +363,13 @@ def curves_table(curves, names: dict[str, str] | None = None):
     several = curves["model"].nunique() > 1
     tables = []
     for dataset in dict.fromkeys(curves["dataset"]):
-        table = Table(title=f"{dataset}: accuracy % by budget", box=box.SIMPLE_HEAD, pad_edge=False,
-                      header_style="bold", title_justify="left")
+        table = Table(
+            title=f"{dataset}: accuracy % by budget",
+            box=box.SIMPLE_HEAD,
+            pad_edge=False,
+            header_style="bold",
+            title_justify="left",
+        )
         table.add_column("model · mode" if several else "mode", overflow="fold")
         for header in headers:
             table.add_column(header, justify="right", no_wrap=True)
@@ -319,9 +378,12 @@ def curves_table(curves, names: dict[str, str] | None = None):
             if several and model != shown:  # the model on a row of its own, its modes indented below
                 table.add_row(f"[bold]{escape(names.get(model, model))}[/bold]", *[""] * len(budgets))
                 shown = model
-            cells = {(t, s): f"[cyan]{_bar(a)}[/cyan] {100 * a:.1f}\n[dim]{_count(x)}[/dim]"
-                     for t, s, a, x in zip(points["think_budget"], points["solve_budget"], points["accuracy"],
-                                           points["mean_total_tokens"])}
+            cells = {
+                (t, s): f"[cyan]{_bar(a)}[/cyan] {100 * a:.1f}\n[dim]{_count(x)}[/dim]"
+                for t, s, a, x in zip(
+                    points["think_budget"], points["solve_budget"], points["accuracy"], points["mean_total_tokens"]
+                )
+            }
             table.add_row(f"  {mode}" if several else mode, *[cells.get(b, "[dim]–[/dim]") for b in budgets])
         tables.append(table)
     key = Text(f"columns: {axis}; cells: accuracy (avg@n %) over mean tokens used", style="dim")
@@ -339,17 +401,35 @@ def differences_table(differences, names: dict[str, str] | None = None):
 
     names = names or {}
     several = "model" in differences.columns and differences["model"].nunique() > 1
-    table = Table(title="paired: mode − other mode at the same budget", box=box.SIMPLE_HEAD, pad_edge=False,
-                  header_style="bold", title_justify="left",
-                  caption="accuracy points, paired over problems; [95% bootstrap interval over problems]")
-    for column in (["model"] if several else []) + ["dataset", "budget", "mode", "other", "mode %", "other %",
-                                                    "difference"]:
+    table = Table(
+        title="paired: mode − other mode at the same budget",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        header_style="bold",
+        title_justify="left",
+        caption="accuracy points, paired over problems; [95% bootstrap interval over problems]",
+    )
+    for column in (["model"] if several else []) + [
+        "dataset",
+        "budget",
+        "mode",
+        "other",
+        "mode %",
+        "other %",
+        "difference",
+    ]:
         table.add_column(column, justify="left" if column in ("model", "dataset", "mode", "other") else "right")
     for row in differences.itertuples(index=False):
         interval = f" [{100 * row.difference_ci_low:+.1f}, {100 * row.difference_ci_high:+.1f}]"
-        cells = [escape(row.dataset), f"{format_tokens(row.think_budget)}+{format_tokens(row.solve_budget)}",
-                 escape(row.mode), escape(row.other_mode), f"{100 * row.accuracy:.1f}", f"{100 * row.other_accuracy:.1f}",
-                 f"{100 * row.accuracy_difference:+.1f}{interval}"]
+        cells = [
+            escape(row.dataset),
+            f"{format_tokens(row.think_budget)}+{format_tokens(row.solve_budget)}",
+            escape(row.mode),
+            escape(row.other_mode),
+            f"{100 * row.accuracy:.1f}",
+            f"{100 * row.other_accuracy:.1f}",
+            f"{100 * row.accuracy_difference:+.1f}{interval}",
+        ]
         table.add_row(*([escape(names.get(row.model, row.model))] if several else []), *cells)
     return table
 
@@ -395,7 +475,8 @@ def datasets_table(benchmarks, prepared: set[str], folder: Path, descriptions: b
             benchmark.name,
             benchmark.task,
             benchmark.hub_id + (f"\n[dim]config {benchmark.config}[/dim]" if benchmark.config else "")
-            if benchmark.hub_id else f"[dim]{benchmark.source}[/dim]",
+            if benchmark.hub_id
+            else f"[dim]{benchmark.source}[/dim]",
             benchmark.split or "-",
             f"{benchmark.expected_rows:,}" if benchmark.expected_rows else "?",
             "[green]yes[/green]" if benchmark.name in prepared else "no",

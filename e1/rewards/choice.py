@@ -40,8 +40,10 @@ from e1.rewards.registry import Scored, register_reward, solution_of
 _LETTER = "A-P"  # the option letters e1's multiple-choice rows use (e1.data.choice.LETTERS)
 # 1. the box's content: optional \text{...}-like wrapper, the letter (parenthesised or not), then the
 # end, a closing ")" or "." alone, or ")" "." ":" followed by the option's text
-_IN_BOX = re.compile(rf"(?:\\(?:text|textbf|mathrm|mathbf)\{{)?\s*\(?\s*([{_LETTER}{_LETTER.lower()}])\s*"
-                     r"(?:\)?\s*\.?\s*\}?\s*$|[).:]\s*\S)")
+_IN_BOX = re.compile(
+    rf"(?:\\(?:text|textbf|mathrm|mathbf)\{{)?\s*\(?\s*([{_LETTER}{_LETTER.lower()}])\s*"
+    r"(?:\)?\s*\.?\s*\}?\s*$|[).:]\s*\S)"
+)
 # 2. "answer is" / "answer:" and the letter: (x) in parentheses, or a capital that no word continues
 # "A" and "I" are also words ("A bit", "I believe"): they count only before punctuation or the end
 _ENDS = r"(?=\s*$|\s*\n|[.,;:!?)*$}](?![\w'’]))"

@@ -65,21 +65,36 @@ from e1.rewards.registry import Scored, ScoringContext, register_reward, solutio
 from e1.rewards.verdicts import compare_output, same_value
 
 __all__ = [  # the code reward's names, the test-running core's included (from e1.rewards.code_tests)
-    "DEFAULT_TIME_LIMIT_S", "CallTest", "CodeResult", "CodeTest", "StdioTest", "code_reward",
-    "compare_output", "extract_code", "parse_tests", "run_code_tests", "same_value",
+    "DEFAULT_TIME_LIMIT_S",
+    "CallTest",
+    "CodeResult",
+    "CodeTest",
+    "StdioTest",
+    "code_reward",
+    "compare_output",
+    "extract_code",
+    "parse_tests",
+    "run_code_tests",
+    "same_value",
 ]
 
 
 @register_reward("code", answers=parse_tests)  # a row whose answer is no test list: refused as its dataset loads
-def code_reward(completions: Sequence[str], answers: Sequence[str | Sequence[dict]], *,
-                context: ScoringContext | None = None, **columns) -> list[Scored]:
+def code_reward(
+    completions: Sequence[str],
+    answers: Sequence[str | Sequence[dict]],
+    *,
+    context: ScoringContext | None = None,
+    **columns,
+) -> list[Scored]:
     """1.0 where the last code block after ``</think>`` passes every test of its answer, else 0.0;
     all programs through ``context.sandbox`` (its ``workers`` at a time), with the tests passed
     and the first failure. Without ``context``: a one-worker sandbox, 6 s per test, all tests."""
     context = context or ScoringContext(DEFAULT_SANDBOX, DEFAULT_TIME_LIMIT_S)
     if len(completions) != len(answers):
-        raise RewardError(f"{len(completions)} completions but {len(answers)} test lists",
-                          hint="pass one test list per completion")
+        raise RewardError(
+            f"{len(completions)} completions but {len(answers)} test lists", hint="pass one test list per completion"
+        )
     keys = [a if isinstance(a, str) else json.dumps(a) for a in answers]
     tests = {key: parse_tests(answer) for key, answer in zip(keys, answers)}  # each problem's tests parsed once
 
@@ -90,8 +105,9 @@ def code_reward(completions: Sequence[str], answers: Sequence[str | Sequence[dic
         if code is None:
             why = "no end of thinking" if solution is None else "no complete python code block"
             return Scored(0.0, None, 0.0, why)
-        result = run_code_tests(code, tests[key], time_limit_s=context.time_limit_s, max_tests=context.max_tests,
-                                sandbox=context.sandbox)
+        result = run_code_tests(
+            code, tests[key], time_limit_s=context.time_limit_s, max_tests=context.max_tests, sandbox=context.sandbox
+        )
         return Scored(1.0 if result.all_passed else 0.0, code, result.fraction, result.first_failure)
 
     return context.sandbox.map(one, list(zip(completions, keys)))

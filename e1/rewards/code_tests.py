@@ -192,6 +192,7 @@ def _judge(box: Sandbox, code: str, test: Test, limits: Limits) -> str | None:
         log.warning("judging a sample failed; it scores 0", exc_info=True)
         return f"judge error: {type(err).__name__}: {err}"
 
+
 def extract_code(completion: str, end_marker: str = "</think>") -> str | None:
     """The last Python (or unlabelled) fenced block of the solution, dedented: e1's split of a
     :class:`~e1.data.CompletionText`, else the text after the last ``end_marker``.
@@ -202,7 +203,7 @@ def extract_code(completion: str, end_marker: str = "</think>") -> str | None:
         solution = completion.solution  # e1's token split, never a cut of the text
     else:
         end = completion.rfind(end_marker) if end_marker else 0
-        solution = None if end < 0 else completion[end + len(end_marker):]
+        solution = None if end < 0 else completion[end + len(end_marker) :]
     if solution is None:
         return None
     blocks, language, body = [], None, []
@@ -288,8 +289,9 @@ def _judge_stdio(box: Sandbox, code: str, test: StdioTest, limits: Limits) -> st
 def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str | None:
     deadline = time.monotonic() + limits.wall_s
     request = json.dumps([test.fn, harness.encode(list(test.args))]) + "\n"
-    served, line = _with_solution(box, code, CALL_PRELUDE, limits,
-                                  lambda out, into: _ask(out, into, request, deadline, _reply_bytes(limits)))
+    served, line = _with_solution(
+        box, code, CALL_PRELUDE, limits, lambda out, into: _ask(out, into, request, deadline, _reply_bytes(limits))
+    )
     if line is None:
         return _run_failure(served, limits) or "exited before the tests finished"
     try:
@@ -305,8 +307,9 @@ def _judge_call(box: Sandbox, code: str, test: CallTest, limits: Limits) -> str 
 
 def _judge_code(box: Sandbox, code: str, test: CodeTest, limits: Limits) -> str | None:
     checker = _HARNESS + f"\ncheck({test.code!r}, {test.entry_point!r}, {_reply_bytes(limits)})\n"
-    served, checked = _with_solution(box, code, _helpers(test.code), limits,
-                                     lambda out, into: _run(box, checker, b"", limits, (into, out)))
+    served, checked = _with_solution(
+        box, code, _helpers(test.code), limits, lambda out, into: _run(box, checker, b"", limits, (into, out))
+    )
     if checked.ok:
         return None
     for run in (checked, served):
@@ -324,7 +327,9 @@ def _reply_bytes(limits: Limits) -> int:
 
 
 _JUDGES: dict[type, Callable[[Sandbox, str, Any, Limits], str | None]] = {
-    StdioTest: _judge_stdio, CallTest: _judge_call, CodeTest: _judge_code,
+    StdioTest: _judge_stdio,
+    CallTest: _judge_call,
+    CodeTest: _judge_code,
 }
 
 
@@ -335,13 +340,18 @@ def _helpers(test_code: str) -> str:
         module = ast.parse(test_code)
     except SyntaxError:
         return ""
-    kept = [node for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom)) or (
-        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != "check")]
+    kept = [
+        node
+        for node in module.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name != "check")
+    ]
     return "\n\n".join(ast.get_source_segment(test_code, node) or "" for node in kept)
 
 
-def _with_solution(box: Sandbox, code: str, prelude: str, limits: Limits,
-                   client: Callable[[int, int], Any]) -> tuple[RunResult, Any]:
+def _with_solution(
+    box: Sandbox, code: str, prelude: str, limits: Limits, client: Callable[[int, int], Any]
+) -> tuple[RunResult, Any]:
     """Run the solution server (``prelude``, then ``code``) while ``client(requests_fd,
     replies_fd)`` talks to it."""
     requests_read, requests_write = os.pipe()
@@ -419,5 +429,6 @@ def _error_line(run: RunResult) -> str:
             return f"killed by signal {-run.returncode}"
     lines = [line for line in run.stderr.decode("utf-8", errors="replace").splitlines() if line.strip()]
     return short(lines[-1].strip(), 200) if lines else f"exit code {run.returncode}"
+
 
 DEFAULT_SANDBOX = Sandbox(limits=Limits(wall_s=DEFAULT_TIME_LIMIT_S))

@@ -14,7 +14,9 @@ from e1.rewards.registry import Scored, register_reward, solution_of
 
 @register_reward("exact")
 def exact_reward(completions: Sequence[str], answers: Sequence[str], **columns) -> list[Scored]:
-    return [_match(solution_of(completion), str(answer)) for completion, answer in zip(completions, answers, strict=True)]
+    return [
+        _match(solution_of(completion), str(answer)) for completion, answer in zip(completions, answers, strict=True)
+    ]
 
 
 def _match(solution: str | None, answer: str) -> Scored:

@@ -111,7 +111,7 @@ def read_reply(line, max_bytes, hashless=False):
         raise BadReply(f"unreadable reply: {str(err)[:80]}") from None
     if not isinstance(reply, dict) or len(reply) != 1:
         raise BadReply(f"unreadable reply: not a reply ({type(reply).__name__})")
-    (kind, body), = reply.items()
+    ((kind, body),) = reply.items()
     if kind == "ok":
         return True, decode(body, hashless=hashless)
     if kind == "error" and isinstance(body, list) and len(body) == 2 and all(isinstance(p, str) for p in body):
@@ -129,7 +129,7 @@ def decode(value, depth=0, hashless=False):
     if isinstance(value, list):
         return [decode(item, depth + 1, hashless) for item in value]
     if isinstance(value, dict) and len(value) == 1:
-        (tag, body), = value.items()
+        ((tag, body),) = value.items()
         if tag in ("t", "s") and isinstance(body, list):
             items = [decode(item, depth + 1, hashless) for item in body]
             if tag == "t":

@@ -78,8 +78,10 @@ class LengthShaping:
         for option in filter(None, rest.split(":")):
             key, _, value = option.partition("=")
             if key not in known:
-                raise ConfigError(f"unknown option {key!r} of length reward {name!r}",
-                                  hint=did_you_mean(key, known, listing=f"{name} takes:"))
+                raise ConfigError(
+                    f"unknown option {key!r} of length reward {name!r}",
+                    hint=did_you_mean(key, known, listing=f"{name} takes:"),
+                )
             try:
                 options[key] = float(value)
             except ValueError:
@@ -90,8 +92,14 @@ class LengthShaping:
     def one(self, reward: float, tokens: int, budget: int, finished: bool) -> float:
         raise NotImplementedError
 
-    def shape(self, rewards: Sequence[float], tokens: Sequence[int], budgets: Sequence[int],
-              finished: Sequence[bool], groups: Sequence[int] | None = None) -> list[float]:
+    def shape(
+        self,
+        rewards: Sequence[float],
+        tokens: Sequence[int],
+        budgets: Sequence[int],
+        finished: Sequence[bool],
+        groups: Sequence[int] | None = None,
+    ) -> list[float]:
         """The shaped reward of each completion (``tokens`` generated under ``budgets`` tokens at most;
         ``groups``: which prompt each came from, for group-relative shapings)."""
         return [self.one(float(r), n, b, f) for r, n, b, f in zip(rewards, tokens, budgets, finished)]
@@ -101,8 +109,11 @@ class LengthShaping:
         return None
 
     def __str__(self) -> str:
-        options = [f"{field.name}={getattr(self, field.name):g}" for field in fields(self)
-                   if getattr(self, field.name) != field.default]
+        options = [
+            f"{field.name}={getattr(self, field.name):g}"
+            for field in fields(self)
+            if getattr(self, field.name) != field.default
+        ]
         return ":".join([self.name, *options])
 
 
@@ -141,8 +152,9 @@ class DapoOverlong(LengthShaping):
 
     def __post_init__(self):
         if not 0 < self.cache_share <= 1:
-            raise ConfigError(f"dapo cache_share must be in (0, 1], got {self.cache_share:g}",
-                              hint="DAPO uses 0.2 (4k of 20k tokens)")
+            raise ConfigError(
+                f"dapo cache_share must be in (0, 1], got {self.cache_share:g}", hint="DAPO uses 0.2 (4k of 20k tokens)"
+            )
 
     def one(self, reward: float, tokens: int, budget: int, finished: bool) -> float:
         cache = self.cache_share * budget  # L_cache
@@ -174,10 +186,18 @@ class KimiLength(LengthShaping):
 
     def __post_init__(self):
         if not self.weight >= 0:
-            raise ConfigError(f"kimi weight must be >= 0, got {self.weight:g}", hint="Kimi k1.5 adds lambda as it is: 1")
+            raise ConfigError(
+                f"kimi weight must be >= 0, got {self.weight:g}", hint="Kimi k1.5 adds lambda as it is: 1"
+            )
 
-    def shape(self, rewards: Sequence[float], tokens: Sequence[int], budgets: Sequence[int],
-              finished: Sequence[bool], groups: Sequence[int] | None = None) -> list[float]:
+    def shape(
+        self,
+        rewards: Sequence[float],
+        tokens: Sequence[int],
+        budgets: Sequence[int],
+        finished: Sequence[bool],
+        groups: Sequence[int] | None = None,
+    ) -> list[float]:
         groups = list(range(len(rewards))) if groups is None else list(groups)
         span: dict[int, tuple[int, int]] = {}
         for group, n in zip(groups, tokens):
@@ -189,4 +209,3 @@ class KimiLength(LengthShaping):
             lam = 0.5 - (n - low) / (high - low) if high > low else 0.0
             shaped.append(float(reward) + self.weight * (lam if reward >= 1.0 else min(0.0, lam)))
         return shaped
-

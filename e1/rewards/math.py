@@ -50,11 +50,14 @@ _SPACING = re.compile(r"\\left(?![A-Za-z])|\\right(?![A-Za-z])|\\[!,;: ]|\s+")
 
 
 @register_reward("math")
-def math_reward(completions: Sequence[str], answers: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S,
-                **columns) -> list[Scored]:
+def math_reward(
+    completions: Sequence[str], answers: Sequence[str], *, timeout_s: float = DEFAULT_TIMEOUT_S, **columns
+) -> list[Scored]:
     """1.0 where the last boxed answer after the last ``</think>`` equals the answer, else 0.0;
     a comparison that takes longer than ``timeout_s`` counts as not equal."""
-    return [_score_one(completion, str(answer), timeout_s) for completion, answer in zip(completions, answers, strict=True)]
+    return [
+        _score_one(completion, str(answer), timeout_s) for completion, answer in zip(completions, answers, strict=True)
+    ]
 
 
 def _score_one(completion: str, answer: str, timeout_s: float) -> Scored:

@@ -103,16 +103,20 @@ def check_tasks(tasks, where: str) -> None:
     unknown = sorted(set(map(str, tasks["task"] if frame is not None else tasks)) - set(_REWARDS))
     if unknown:
         close = did_you_mean(unknown[0], reward_tasks(), listing="known tasks:")
-        raise RewardError(f"{where}: task {unknown[0]!r} has no reward",
-                          hint=f"{close}; or register it: @register_reward({unknown[0]!r}) in a file passed with "
-                               "--include FILE")
+        raise RewardError(
+            f"{where}: task {unknown[0]!r} has no reward",
+            hint=f"{close}; or register it: @register_reward({unknown[0]!r}) in a file passed with --include FILE",
+        )
     for row in frame.itertuples(index=False) if frame is not None else ():
         if row.task in _ANSWERS:
             try:
                 _ANSWERS[row.task](row.answer)
             except RewardError as err:
-                raise RewardError(f"{where}: problem {str(getattr(row, 'id', '?'))[:80]!r} (task {row.task}): its answer "
-                                  f"is not one the reward reads: {err.message}", hint=err.hint) from None
+                raise RewardError(
+                    f"{where}: problem {str(getattr(row, 'id', '?'))[:80]!r} (task {row.task}): its answer "
+                    f"is not one the reward reads: {err.message}",
+                    hint=err.hint,
+                ) from None
 
 
 def reward_tasks() -> list[str]:
@@ -122,8 +126,9 @@ def reward_tasks() -> list[str]:
 
 def as_scored(values: Sequence[float | Scored | None]) -> list[Scored]:
     """A reward's return values as :class:`Scored` (a plain number keeps no details; None is 0.0)."""
-    return [value if isinstance(value, Scored) else Scored(0.0 if value is None else float(value), None)
-            for value in values]
+    return [
+        value if isinstance(value, Scored) else Scored(0.0 if value is None else float(value), None) for value in values
+    ]
 
 
 def solution_of(completion: str) -> str | None:

@@ -53,17 +53,37 @@ class ScoringSpec:
     e1.errors.ConfigError: --test-time-limit must be in (0, 86400], got 0 (seconds per test, e.g. 6)
     """
 
-    workers: int = setting(help="Code tests run in parallel.", panel=CODE, factory=default_workers,
-                           shown="min(8, CPUs)", number=Number(int, min=1, max=4096))
-    test_time_limit_s: float = setting(DEFAULT_TIME_LIMIT_S, "Seconds per test.", CODE, flag="--test-time-limit",
-                                       number=Number(float, min=0, above=True, max=86400,
-                                                     hint="seconds per test, e.g. 6"))
-    max_tests: int | None = setting(None, "Run only each problem's N largest tests.", CODE, shown="all",
-                                    number=Number(int, min=1, optional=True, hint="leave it out to run every test"))
+    workers: int = setting(
+        help="Code tests run in parallel.",
+        panel=CODE,
+        factory=default_workers,
+        shown="min(8, CPUs)",
+        number=Number(int, min=1, max=4096),
+    )
+    test_time_limit_s: float = setting(
+        DEFAULT_TIME_LIMIT_S,
+        "Seconds per test.",
+        CODE,
+        flag="--test-time-limit",
+        number=Number(float, min=0, above=True, max=86400, hint="seconds per test, e.g. 6"),
+    )
+    max_tests: int | None = setting(
+        None,
+        "Run only each problem's N largest tests.",
+        CODE,
+        shown="all",
+        number=Number(int, min=1, optional=True, hint="leave it out to run every test"),
+    )
     sandbox: str | None = setting(
-        None, "How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code "
+        None,
+        "How model-written code runs: auto (unshare as root, else bwrap; refuses rather than run code "
         "unconfined) | unshare | bwrap | none (NO isolation: only time, output and rlimits; prints a warning). "
-        "What each isolates: docs/sandbox.md.", CODE, shown="auto", envvar="E1_SANDBOX", complete="sandboxes")
+        "What each isolates: docs/sandbox.md.",
+        CODE,
+        shown="auto",
+        envvar="E1_SANDBOX",
+        complete="sandboxes",
+    )
 
     def __post_init__(self):
         check_settings(self)
@@ -86,8 +106,14 @@ class Scorer:
     ``sandbox`` is the code sandbox's backend (:mod:`e1.sandbox`: auto, unshare, bwrap, none).
     """
 
-    def __init__(self, workers: int = 1, time_limit_s: float = DEFAULT_TIME_LIMIT_S, max_tests: int | None = None,
-                 reward: Reward | None = None, sandbox: str | None = None):
+    def __init__(
+        self,
+        workers: int = 1,
+        time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+        max_tests: int | None = None,
+        reward: Reward | None = None,
+        sandbox: str | None = None,
+    ):
         from e1.sandbox import Limits, Sandbox
 
         self.reward = reward
@@ -95,8 +121,13 @@ class Scorer:
         sandbox = Sandbox(workers, Limits(wall_s=time_limit_s), site_packages=True, backend=sandbox)
         self.context = ScoringContext(sandbox, time_limit_s, max_tests)
 
-    def score(self, tasks: Sequence[str], completions: Sequence[str], answers: Sequence[str],
-              columns: Mapping[str, Sequence] | None = None) -> list[Scored]:
+    def score(
+        self,
+        tasks: Sequence[str],
+        completions: Sequence[str],
+        answers: Sequence[str],
+        columns: Mapping[str, Sequence] | None = None,
+    ) -> list[Scored]:
         """``Scored`` for each ``(task, completion, answer)``, in order; each task's items scored in
         one call. ``columns`` (one value per item each) reach the rewards as keyword arguments.
         No program makes this raise or stall: whatever one does is its own 0 with a reason
@@ -109,11 +140,14 @@ class Scorer:
         for task, indices in by_task.items():
             reward = self.reward or reward_for(task)
             extra = {name: [values[i] for i in indices] for name, values in (columns or {}).items()}
-            values = reward([completions[i] for i in indices], [answers[i] for i in indices],
-                            context=self.context, **extra)
+            values = reward(
+                [completions[i] for i in indices], [answers[i] for i in indices], context=self.context, **extra
+            )
             if len(values) != len(indices):
-                raise RewardError(f"the {task!r} reward returned {len(values)} values for {len(indices)} completions",
-                                  hint="a reward returns one value per completion")
+                raise RewardError(
+                    f"the {task!r} reward returned {len(values)} values for {len(indices)} completions",
+                    hint="a reward returns one value per completion",
+                )
             for index, result in zip(indices, as_scored(values)):
                 results[index] = result
         return results

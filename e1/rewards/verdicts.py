@@ -204,8 +204,11 @@ def _close_value(got: int | float, expected: float) -> bool:
 
 
 def _close(got: float, expected: float) -> bool:
-    return math.isfinite(got) and math.isfinite(expected) and math.isclose(
-        got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
+    return (
+        math.isfinite(got)
+        and math.isfinite(expected)
+        and math.isclose(got, expected, rel_tol=FLOAT_TOLERANCE, abs_tol=FLOAT_TOLERANCE)
+    )
 
 
 def _lines(text: str) -> list[str]:

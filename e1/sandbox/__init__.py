@@ -46,15 +46,35 @@ from e1.sandbox.backends import BACKEND_NAMES, backend_name, get_backend
 from e1.sandbox.program import PYTHON_FLAGS, UID_BASE, UID_SPAN, Program, check_program, off_stdio
 from e1.sandbox.types import GiB, Isolation, Limits, MiB, RunResult, SandboxError
 
-__all__ = ["BACKEND_NAMES", "backend_name", "GiB", "Isolation", "Limits", "MiB", "PYTHON_FLAGS", "RunResult", "Sandbox",
-           "SandboxError", "UID_BASE", "UID_SPAN", "isolation", "run_sandboxed"]
+__all__ = [
+    "BACKEND_NAMES",
+    "backend_name",
+    "GiB",
+    "Isolation",
+    "Limits",
+    "MiB",
+    "PYTHON_FLAGS",
+    "RunResult",
+    "Sandbox",
+    "SandboxError",
+    "UID_BASE",
+    "UID_SPAN",
+    "isolation",
+    "run_sandboxed",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-def run_sandboxed(program: Program, stdin: bytes = b"", limits: Limits = Limits(), *, site_packages: bool = False,
-                  backend: str | None = None) -> RunResult:
+def run_sandboxed(
+    program: Program,
+    stdin: bytes = b"",
+    limits: Limits = Limits(),
+    *,
+    site_packages: bool = False,
+    backend: str | None = None,
+) -> RunResult:
     """Run ``program`` (Python source or an argv) confined; block until it ends or is killed."""
     return Sandbox(limits=limits, site_packages=site_packages, backend=backend).run(program, stdin)
 
@@ -72,8 +92,9 @@ class Sandbox:
     (the code reward runs a batch this way, through :class:`e1.rewards.registry.ScoringContext`).
     """
 
-    def __init__(self, workers: int = 1, limits: Limits = Limits(), *, site_packages: bool = False,
-                 backend: str | None = None):
+    def __init__(
+        self, workers: int = 1, limits: Limits = Limits(), *, site_packages: bool = False, backend: str | None = None
+    ):
         if not isinstance(workers, int) or workers < 1:
             raise SandboxError(f"workers must be a whole number >= 1, got {workers!r}", hint="e.g. workers=4")
         self.workers, self.limits, self.site_packages, self.backend = workers, limits, site_packages, backend
@@ -84,8 +105,9 @@ class Sandbox:
     def isolation(self) -> Isolation:
         return get_backend(self.backend).isolation
 
-    def run(self, program: Program, stdin: bytes = b"", limits: Limits | None = None,
-            fds: Sequence[int] = ()) -> RunResult:
+    def run(
+        self, program: Program, stdin: bytes = b"", limits: Limits | None = None, fds: Sequence[int] = ()
+    ) -> RunResult:
         """Run one program. ``fds`` (taken over and closed here) are handed to it, their numbers
         there in ``$E1_FDS`` (3, 4, ... on the unshare backend; never 0, 1 or 2)."""
         try:
@@ -100,8 +122,15 @@ class Sandbox:
         try:
             return backend.run(program, stdin, limits or self.limits, self.site_packages, fds)
         except OSError as err:  # the machinery failed for this run (no fds or processes left): its result
-            return RunResult(127, b"", f"e1 sandbox: the run could not be started: {err}\n".encode(), timed_out=False,
-                             killed_reason=None, wall_s=time.monotonic() - start, isolation=backend.isolation)
+            return RunResult(
+                127,
+                b"",
+                f"e1 sandbox: the run could not be started: {err}\n".encode(),
+                timed_out=False,
+                killed_reason=None,
+                wall_s=time.monotonic() - start,
+                isolation=backend.isolation,
+            )
 
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``[fn(item) for item in items]``, ``workers`` at a time, in order."""

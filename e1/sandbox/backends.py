@@ -31,10 +31,17 @@ def backend_name(name: str | None = None) -> str:
     given = name or os.environ.get("E1_SANDBOX") or "auto"
     if given not in BACKEND_NAMES:
         # the CLI reads $E1_SANDBOX into --sandbox: name both when they agree
-        source = "E1_SANDBOX" if not name else "--sandbox (E1_SANDBOX)" if name == os.environ.get("E1_SANDBOX") \
+        source = (
+            "E1_SANDBOX"
+            if not name
+            else "--sandbox (E1_SANDBOX)"
+            if name == os.environ.get("E1_SANDBOX")
             else "--sandbox"
-        raise SandboxError(f"{source} {given!r}: unknown sandbox backend",
-                           hint=did_you_mean(given, BACKEND_NAMES, listing="use one of"))
+        )
+        raise SandboxError(
+            f"{source} {given!r}: unknown sandbox backend",
+            hint=did_you_mean(given, BACKEND_NAMES, listing="use one of"),
+        )
     return given
 
 

@@ -99,7 +99,7 @@ def _rmdir(path: str) -> None:
 
 
 def _mounts() -> dict[str, tuple[str, str]]:
-    """"cgroup2" and each v1 controller ("memory", "pids") -> (mount point, root of the mount)."""
+    """ "cgroup2" and each v1 controller ("memory", "pids") -> (mount point, root of the mount)."""
     found: dict[str, tuple[str, str]] = {}
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")

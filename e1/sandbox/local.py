@@ -72,9 +72,11 @@ class BwrapBackend:
 
     def __init__(self):
         if os.geteuid() == 0:
-            raise SandboxError("the bwrap sandbox refuses to run as root: model code would keep uid 0, "
-                               "with /proc/sys (kernel.core_pattern) writable",
-                               hint="as root use --sandbox unshare (what auto picks for root), or run e1 as another user")
+            raise SandboxError(
+                "the bwrap sandbox refuses to run as root: model code would keep uid 0, "
+                "with /proc/sys (kernel.core_pattern) writable",
+                hint="as root use --sandbox unshare (what auto picks for root), or run e1 as another user",
+            )
         self._bwrap = _find_bwrap()
         self._prlimit = _need_prlimit("the bwrap sandbox")
         self._fixed, self._after_scratch = self._fixed_arguments()
@@ -90,8 +92,20 @@ class BwrapBackend:
     def _fixed_arguments(self) -> tuple[list[str], list[str]]:
         """bwrap's arguments before the run's scratch, and after it (interpreter directories
         under /tmp or /dev/shm, e.g. a venv: bound over the run's own /tmp, read-only)."""
-        after, args = [], [self._bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
-                           "--new-session", "--cap-drop", "ALL", "--clearenv"]
+        after, args = (
+            [],
+            [
+                self._bwrap,
+                "--unshare-all",
+                "--unshare-user",
+                "--disable-userns",
+                "--die-with-parent",
+                "--new-session",
+                "--cap-drop",
+                "ALL",
+                "--clearenv",
+            ],
+        )
         for name in TOP_DIRS:
             source = "/" + name
             if os.path.islink(source):
@@ -117,12 +131,27 @@ class BwrapBackend:
         os.write(policy, self._filter)
         os.lseek(policy, 0, os.SEEK_SET)
         argv = [
-            self._prlimit, *_rlimit_flags(limits), "--", *self._fixed, "--seccomp", str(policy),
-            "--size", str(limits.scratch_bytes), "--tmpfs", "/tmp",
-            "--size", str(limits.scratch_bytes), "--tmpfs", "/dev/shm", *self._after_scratch,
+            self._prlimit,
+            *_rlimit_flags(limits),
+            "--",
+            *self._fixed,
+            "--seccomp",
+            str(policy),
+            "--size",
+            str(limits.scratch_bytes),
+            "--tmpfs",
+            "/tmp",
+            "--size",
+            str(limits.scratch_bytes),
+            "--tmpfs",
+            "/dev/shm",
+            *self._after_scratch,
             *(["--file", str(source), "/tmp/main.py"] if source >= 0 else []),
             *[arg for key, value in env.items() for arg in ("--setenv", key, value)],
-            "--chdir", "/tmp", "--", *program,
+            "--chdir",
+            "/tmp",
+            "--",
+            *program,
         ]
         pass_fds = [*fds, policy, *([source] if source >= 0 else [])]
         return popen_run(argv, stdin, limits, "/", {}, pass_fds, self.isolation)
@@ -131,13 +160,22 @@ class BwrapBackend:
         pass
 
 
-def popen_run(argv: list[str], stdin: bytes, limits: Limits, cwd: str, env: dict[str, str], fds: list[int],
-              isolation: Isolation) -> RunResult:
+def popen_run(
+    argv: list[str], stdin: bytes, limits: Limits, cwd: str, env: dict[str, str], fds: list[int], isolation: Isolation
+) -> RunResult:
     """Run ``argv`` in a new session; kill the session when it ends. Takes over ``fds``."""
     start = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                cwd=cwd, env=env, start_new_session=True, pass_fds=fds)
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            pass_fds=fds,
+        )
     finally:
         for fd in fds:
             os.close(fd)
@@ -145,8 +183,13 @@ def popen_run(argv: list[str], stdin: bytes, limits: Limits, cwd: str, env: dict
         streams = [os.dup(stream.fileno()) for stream in (proc.stdin, proc.stdout, proc.stderr)]
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             stream.close()
-        stdout, stderr, reason = pump(*streams, stdin, start + limits.wall_s, limits.output_bytes,
-                                      None if isolation.processes else lambda: proc.poll() is not None)
+        stdout, stderr, reason = pump(
+            *streams,
+            stdin,
+            start + limits.wall_s,
+            limits.output_bytes,
+            None if isolation.processes else lambda: proc.poll() is not None,
+        )
         if reason is None:
             try:
                 proc.wait(timeout=max(start + limits.wall_s - time.monotonic(), 0))
@@ -158,12 +201,19 @@ def popen_run(argv: list[str], stdin: bytes, limits: Limits, cwd: str, env: dict
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
-    return RunResult(proc.returncode, stdout, stderr, timed_out=reason == "timeout", killed_reason=reason,
-                     wall_s=time.monotonic() - start, isolation=isolation)
+    return RunResult(
+        proc.returncode,
+        stdout,
+        stderr,
+        timed_out=reason == "timeout",
+        killed_reason=reason,
+        wall_s=time.monotonic() - start,
+        isolation=isolation,
+    )
 
 
 def _rlimit_flags(limits: Limits) -> list[str]:
-    return [f"--{name[len('RLIMIT_'):].lower()}={value}" for name, value in limits.rlimits().items()]
+    return [f"--{name[len('RLIMIT_') :].lower()}={value}" for name, value in limits.rlimits().items()]
 
 
 def _need_prlimit(who: str) -> str:

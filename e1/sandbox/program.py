@@ -1,9 +1,9 @@
 """What every backend runs: the program, its interpreter's argv and paths, its environment.
 
-    >>> environment("/tmp", 0)["HOME"]
-    '/tmp'
-    >>> python_argv(site_packages=False)[1:]
-    ['-S', '-B', 'main.py']
+>>> environment("/tmp", 0)["HOME"]
+'/tmp'
+>>> python_argv(site_packages=False)[1:]
+['-S', '-B', 'main.py']
 """
 
 from __future__ import annotations

@@ -9,7 +9,12 @@ from collections.abc import Callable
 
 
 def pump(
-    stdin_fd: int, stdout_fd: int, stderr_fd: int, stdin: bytes, deadline: float, cap: int,
+    stdin_fd: int,
+    stdout_fd: int,
+    stderr_fd: int,
+    stdin: bytes,
+    deadline: float,
+    cap: int,
     exited: Callable[[], bool] | None,
 ) -> tuple[bytes, bytes, str | None]:
     """Write ``stdin``, read both outputs until they close, the deadline, or a cap is passed.

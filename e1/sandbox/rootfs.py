@@ -60,8 +60,12 @@ def build_root(interpreter_paths):
     for name in DEVICES:
         open(f"{root}/dev/{name}", "w").close()
         mount(f"/dev/{name}", f"{root}/dev/{name}", None, MS_BIND)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
-                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):
+    for name, target in (
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ):
         os.symlink(target, f"{root}/dev/{name}")
     for name in ("proc", "tmp"):
         os.makedirs(f"{root}/{name}", 0o755, exist_ok=True)  # /tmp exists if the interpreter lives there

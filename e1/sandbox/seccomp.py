@@ -35,12 +35,42 @@ AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
 PR_SET_PDEATHSIG = 1
 AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 SYSCALLS = {
-    "x86_64": {"unshare": 272, "clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "add_key": 248,
-               "request_key": 249, "keyctl": 250, "prctl": 157, "memfd_create": 319, "setxattr": 188,
-               "lsetxattr": 189, "fsetxattr": 190, "setxattrat": 463, "shmget": 29, "msgget": 68},
-    "aarch64": {"unshare": 97, "clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "add_key": 217,
-                "request_key": 218, "keyctl": 219, "prctl": 167, "memfd_create": 279, "setxattr": 5,
-                "lsetxattr": 6, "fsetxattr": 7, "setxattrat": 463, "shmget": 194, "msgget": 186},
+    "x86_64": {
+        "unshare": 272,
+        "clone": 56,
+        "clone3": 435,
+        "socket": 41,
+        "socketpair": 53,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "prctl": 157,
+        "memfd_create": 319,
+        "setxattr": 188,
+        "lsetxattr": 189,
+        "fsetxattr": 190,
+        "setxattrat": 463,
+        "shmget": 29,
+        "msgget": 68,
+    },
+    "aarch64": {
+        "unshare": 97,
+        "clone": 220,
+        "clone3": 435,
+        "socket": 198,
+        "socketpair": 199,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "prctl": 167,
+        "memfd_create": 279,
+        "setxattr": 5,
+        "lsetxattr": 6,
+        "fsetxattr": 7,
+        "setxattrat": 463,
+        "shmget": 194,
+        "msgget": 186,
+    },
 }
 # struct seccomp_data: int nr; u32 arch; u64 instruction_pointer; u64 args[6] (native byte order,
 # both machines little-endian: an argument's low 32 bits are at 16 + 8 * i)
@@ -48,8 +78,18 @@ NR, ARCH, ARG0 = 0, 4, 16
 LD, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|{JEQ,JGE,JSET}|K, BPF_RET|K
 ALLOW, ERRNO = 0x7FFF0000, 0x00050000
 EPERM, ENOSYS, EAFNOSUPPORT = ERRNO | 1, ERRNO | 38, ERRNO | 97
-REFUSED = ("add_key", "request_key", "keyctl", "memfd_create", "setxattr", "lsetxattr", "fsetxattr", "setxattrat",
-           "shmget", "msgget")
+REFUSED = (
+    "add_key",
+    "request_key",
+    "keyctl",
+    "memfd_create",
+    "setxattr",
+    "lsetxattr",
+    "fsetxattr",
+    "setxattrat",
+    "shmget",
+    "msgget",
+)
 
 
 def filter_program(machine: str | None = None) -> bytes:
@@ -57,21 +97,38 @@ def filter_program(machine: str | None = None) -> bytes:
     machine = machine or os.uname().machine
     nr = SYSCALLS[machine]
     dispatch = [(nr[name], "eperm") for name in REFUSED] + [
-        (nr["unshare"], "clone flags"), (nr["clone"], "clone flags"), (nr["clone3"], "enosys"),
-        (nr["socket"], "family"), (nr["socketpair"], "family"), (nr["prctl"], "prctl"),
+        (nr["unshare"], "clone flags"),
+        (nr["clone"], "clone flags"),
+        (nr["clone3"], "enosys"),
+        (nr["socket"], "family"),
+        (nr["socketpair"], "family"),
+        (nr["prctl"], "prctl"),
     ]
     lines = [
-        (LD, ARCH), (JEQ, AUDIT_ARCH[machine], None, "enosys"),  # another ABI: refused whole
-        (LD, NR), (JGE, X32_BIT, "enosys", None),  # the x32 numbering (and nothing valid above it)
+        (LD, ARCH),
+        (JEQ, AUDIT_ARCH[machine], None, "enosys"),  # another ABI: refused whole
+        (LD, NR),
+        (JGE, X32_BIT, "enosys", None),  # the x32 numbering (and nothing valid above it)
         *[(JEQ, number, label, None) for number, label in dispatch],
         (RET, ALLOW),
-        "clone flags", (LD, ARG0), (JSET, CLONE_NEWUSER, "eperm", None), (RET, ALLOW),
-        "family", (LD, ARG0), *[(JEQ, family, "allow", None) for family in (AF_UNIX, AF_INET, AF_INET6)],
+        "clone flags",
+        (LD, ARG0),
+        (JSET, CLONE_NEWUSER, "eperm", None),
+        (RET, ALLOW),
+        "family",
+        (LD, ARG0),
+        *[(JEQ, family, "allow", None) for family in (AF_UNIX, AF_INET, AF_INET6)],
         (RET, EAFNOSUPPORT),
-        "prctl", (LD, ARG0), (JEQ, PR_SET_PDEATHSIG, "eperm", None), (RET, ALLOW),
-        "eperm", (RET, EPERM),
-        "enosys", (RET, ENOSYS),
-        "allow", (RET, ALLOW),
+        "prctl",
+        (LD, ARG0),
+        (JEQ, PR_SET_PDEATHSIG, "eperm", None),
+        (RET, ALLOW),
+        "eperm",
+        (RET, EPERM),
+        "enosys",
+        (RET, ENOSYS),
+        "allow",
+        (RET, ALLOW),
     ]
     return assemble(lines)
 
@@ -92,4 +149,3 @@ def assemble(lines: Sequence) -> bytes:
         offsets = [0 if label is None else labels[label] - index - 1 for label in jumps or (None, None)]
         packed.append(struct.pack("HBBI", op, *offsets, k))
     return b"".join(packed)
-

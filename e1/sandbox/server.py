@@ -61,7 +61,9 @@ from importlib.machinery import SourceFileLoader
 
 def load(name):
     """A sibling module, loaded by path: no e1 on sys.path here."""
-    spec = importlib.util.spec_from_file_location(f"e1_sandbox_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py"))
+    spec = importlib.util.spec_from_file_location(
+        f"e1_sandbox_{name}", os.path.join(os.path.dirname(__file__), f"{name}.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -197,8 +199,13 @@ def become_main(request):
         setattr(sys, name, stream)
         setattr(sys, f"__{name}__", stream)
     module = type(sys)("__main__")
-    module.__dict__.update(__annotations__={}, __builtins__=builtins, __file__=MAIN, __cached__=None,
-                           __loader__=SourceFileLoader("__main__", MAIN))
+    module.__dict__.update(
+        __annotations__={},
+        __builtins__=builtins,
+        __file__=MAIN,
+        __cached__=None,
+        __loader__=SourceFileLoader("__main__", MAIN),
+    )
     sys.modules["__main__"] = module
     return module.__dict__
 

@@ -27,8 +27,9 @@ def open_cgroups(parents):
 
 def open_grandparents(parents):
     """(fd of the directory holding each parent, the parent's name): to remove the parents."""
-    return [(os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY), os.path.basename(path))
-            for path, _ in parents]
+    return [
+        (os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY), os.path.basename(path)) for path, _ in parents
+    ]
 
 
 class Pool:

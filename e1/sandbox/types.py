@@ -44,10 +44,20 @@ class Limits:
                 hint="seconds, e.g. Limits(wall_s=6)",
             )
         if not isinstance(self.cpus, (int, float)) or isinstance(self.cpus, bool) or not 0.01 <= self.cpus <= 1024:
-            raise SandboxError(f"sandbox limit cpus must be a number from 0.01 to 1024, got {self.cpus!r}",
-                               hint="CPUs the whole run may use at once, e.g. Limits(cpus=1)")
-        for name in ("cpu_s", "memory_bytes", "file_bytes", "processes", "open_files", "output_bytes",
-                     "scratch_bytes", "scratch_inodes"):
+            raise SandboxError(
+                f"sandbox limit cpus must be a number from 0.01 to 1024, got {self.cpus!r}",
+                hint="CPUs the whole run may use at once, e.g. Limits(cpus=1)",
+            )
+        for name in (
+            "cpu_s",
+            "memory_bytes",
+            "file_bytes",
+            "processes",
+            "open_files",
+            "output_bytes",
+            "scratch_bytes",
+            "scratch_inodes",
+        ):
             value = getattr(self, name)
             if (value is not None or name != "cpu_s") and (type(value) is not int or value <= 0):
                 raise SandboxError(

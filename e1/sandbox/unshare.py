@@ -55,24 +55,39 @@ class UnshareBackend:
             pid, _, uid = probe.stdout.decode(errors="replace").strip().partition(" ")
             if not (probe.ok and pid == "1" and uid.isdigit() and int(uid) >= UID_BASE):
                 self.close()
-                raise SandboxError(f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
-                                   hint="E1_DEBUG=1 for details; or " + OPT_IN)
+                raise SandboxError(
+                    f"the unshare sandbox cannot run programs: {probe.stderr.decode(errors='replace')[-300:]}",
+                    hint="E1_DEBUG=1 for details; or " + OPT_IN,
+                )
 
     def _start(self) -> None:
         """Make the parent cgroups and start the fork server (again, if it died)."""
         tree, self._cgroups = cgroups.make_parents(f"e1-sandbox-{os.getpid()}-{random.randrange(1 << 30):x}")
-        self.isolation = Isolation("unshare", network=True, processes=True, user=True, filesystem=True,
-                                   tree_limits=tree, cpu_share=cgroups.has_cpu_share(self._cgroups))
+        self.isolation = Isolation(
+            "unshare",
+            network=True,
+            processes=True,
+            user=True,
+            filesystem=True,
+            tree_limits=tree,
+            cpu_share=cgroups.has_cpu_share(self._cgroups),
+        )
         self._broken = False
         pairs = [socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) for _ in range(2)]
         self._controls = [ours for ours, _ in pairs]  # [plain runs, runs with site-packages]
         theirs = off_stdio([theirs.detach() for _, theirs in pairs])
-        config = {"control_fds": theirs, "interpreter_paths": interpreter_paths(), "seccomp": seccomp.filter_program().hex(),
-                  "cgroups": [[path, files] for path, files in self._cgroups]}
+        config = {
+            "control_fds": theirs,
+            "interpreter_paths": interpreter_paths(),
+            "seccomp": seccomp.filter_program().hex(),
+            "cgroups": [[path, files] for path, files in self._cgroups],
+        }
         try:
             self._server = subprocess.Popen(
                 [sys.executable, *PYTHON_FLAGS, str(Path(__file__).with_name("server.py")), json.dumps(config)],
-                pass_fds=theirs, stdin=subprocess.DEVNULL, start_new_session=True,
+                pass_fds=theirs,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
                 env=environment("/tmp", 0),  # its flags and environment are a run's: runs start as forks of it
             )
         finally:
@@ -82,8 +97,10 @@ class UnshareBackend:
         if answers != [b"ready", b"ready"]:
             self.close()
             failure = next(answer for answer in answers if answer != b"ready")
-            raise SandboxError(f"the unshare sandbox cannot start: {failure.decode(errors='replace')[:300]}",
-                               hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN)
+            raise SandboxError(
+                f"the unshare sandbox cannot start: {failure.decode(errors='replace')[:300]}",
+                hint="it needs root with CAP_SYS_ADMIN (not a default container); or " + OPT_IN,
+            )
 
     def run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int]) -> RunResult:
         """One run; a failure of the machinery (no fds left, a killed fork server, a run that
@@ -97,11 +114,19 @@ class UnshareBackend:
                     self._start()
             return self._run(program, stdin, limits, site_packages, fds, start)
         except (OSError, ValueError, SandboxError) as err:
-            return RunResult(127, b"", f"e1 sandbox: the run could not be started: {err}\n".encode(), timed_out=False,
-                             killed_reason=None, wall_s=time.monotonic() - start, isolation=self.isolation)
+            return RunResult(
+                127,
+                b"",
+                f"e1 sandbox: the run could not be started: {err}\n".encode(),
+                timed_out=False,
+                killed_reason=None,
+                wall_s=time.monotonic() - start,
+                isolation=self.isolation,
+            )
 
-    def _run(self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int],
-             start: float) -> RunResult:
+    def _run(
+        self, program: Program, stdin: bytes, limits: Limits, site_packages: bool, fds: Sequence[int], start: float
+    ) -> RunResult:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         pipes = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr
         source = os.memfd_create("main.py") if isinstance(program, str) else -1
@@ -115,11 +140,23 @@ class UnshareBackend:
             "source": isinstance(program, str),
             "fresh": self.fresh,
             "rlimits": limits.rlimits(),
-            "limits": {"memory_bytes": limits.memory_bytes, "processes": limits.processes, "zero": 0,
-                       "scratch_bytes": limits.scratch_bytes, "scratch_inodes": limits.scratch_inodes,
-                       **cgroups.cpu_limits(limits.cpus)},
+            "limits": {
+                "memory_bytes": limits.memory_bytes,
+                "processes": limits.processes,
+                "zero": 0,
+                "scratch_bytes": limits.scratch_bytes,
+                "scratch_inodes": limits.scratch_inodes,
+                **cgroups.cpu_limits(limits.cpus),
+            },
         }
-        theirs_fds = [theirs.fileno(), pipes[0][0], pipes[1][1], pipes[2][1], source if source >= 0 else pipes[0][0], *fds]
+        theirs_fds = [
+            theirs.fileno(),
+            pipes[0][0],
+            pipes[1][1],
+            pipes[2][1],
+            source if source >= 0 else pipes[0][0],
+            *fds,
+        ]
         try:
             with self._lock:  # Python source with site-packages goes to the flavour that loaded them
                 control = self._controls[isinstance(program, str) and site_packages]
@@ -148,8 +185,9 @@ class UnshareBackend:
                 raise SandboxError(json.loads(message or b'{"error": "the fork server did not answer"}').get("error"))
             pidfd = pidfds[0]
             try:
-                stdout, stderr, reason = pump(pipes[0][1], pipes[1][0], pipes[2][0], stdin,
-                                              start + limits.wall_s, limits.output_bytes, None)
+                stdout, stderr, reason = pump(
+                    pipes[0][1], pipes[1][0], pipes[2][0], stdin, start + limits.wall_s, limits.output_bytes, None
+                )
                 if reason is None:
                     reason = _wait_readable(ours, start + limits.wall_s)
                 if reason is not None:
@@ -166,8 +204,15 @@ class UnshareBackend:
         returncode = status["returncode"]
         if reason is None and returncode == -signal.SIGKILL and status.get("oom"):
             reason = "memory limit"
-        return RunResult(returncode, stdout, stderr, timed_out=reason == "timeout", killed_reason=reason,
-                         wall_s=time.monotonic() - start, isolation=self.isolation)
+        return RunResult(
+            returncode,
+            stdout,
+            stderr,
+            timed_out=reason == "timeout",
+            killed_reason=reason,
+            wall_s=time.monotonic() - start,
+            isolation=self.isolation,
+        )
 
     def close(self) -> None:
         for control in self._controls:

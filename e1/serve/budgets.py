@@ -50,13 +50,30 @@ class ServeDefaults:
     """The server's settings: budgets for requests that name none (None: such requests are
     served plainly), the default mode, and marker overrides (None: the tokenizer's)."""
 
-    think: int | None = setting(None, "Default thinking budget t (512, 1k, ...) for requests that name none.", BUDGETS,
-                                short="-t", shown=False, cli_type=str)
-    solve: int | None = setting(None, "Default solution budget s; give both or neither (neither: such requests are "
-                                "served plainly).", BUDGETS, short="-s", shown=False, cli_type=str)
-    mode: str = setting("elastic", mode_help("Default mode", mode_names()) + " Served as in e1 eval, but for "
-                        "budget-forcing's wait=K; early-exit (DEER's recipe unless recipe=e1) runs in several requests "
-                        "per sample, not streamed (at most 64 trial answers per sample).", BUDGETS, complete="mode")
+    think: int | None = setting(
+        None,
+        "Default thinking budget t (512, 1k, ...) for requests that name none.",
+        BUDGETS,
+        short="-t",
+        shown=False,
+        cli_type=str,
+    )
+    solve: int | None = setting(
+        None,
+        "Default solution budget s; give both or neither (neither: such requests are served plainly).",
+        BUDGETS,
+        short="-s",
+        shown=False,
+        cli_type=str,
+    )
+    mode: str = setting(
+        "elastic",
+        mode_help("Default mode", mode_names()) + " Served as in e1 eval, but for "
+        "budget-forcing's wait=K; early-exit (DEER's recipe unless recipe=e1) runs in several requests "
+        "per sample, not streamed (at most 64 trial answers per sample).",
+        BUDGETS,
+        complete="mode",
+    )
     think_start: str | None = None  # the server's EngineSpec's (ServeConfig), for the processor to read
     think_end: str | None = None
 
@@ -91,11 +108,15 @@ def _servable(mode: Mode) -> Mode:
     ConfigError naming what cannot be served."""
     mode = mode.served()
     if mode.wait:
-        raise ConfigError(f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
-                          hint="use budget-forcing (without wait) or elastic")
+        raise ConfigError(
+            f"mode {mode} cannot be served: replacing a natural end with 'Wait' needs a second call",
+            hint="use budget-forcing (without wait) or elastic",
+        )
     if mode.effort:
-        raise ConfigError(f"mode {mode} cannot be served: effort= is a hosted vendor's setting",
-                          hint="e1 serve takes token budgets: thinking_budget and solution_budget")
+        raise ConfigError(
+            f"mode {mode} cannot be served: effort= is a hosted vendor's setting",
+            hint="e1 serve takes token budgets: thinking_budget and solution_budget",
+        )
     return mode
 
 
@@ -134,16 +155,32 @@ def check_context(budget: RequestBudget, markers: Markers, max_model_len: int, e
     if worst > max_model_len:
         raise ConfigError(
             f"{THINK_FIELD}={budget.budget.think} plus {SOLVE_FIELD}={budget.budget.solve} need up to {worst} "
-            f"tokens, more than the served context of {max_model_len}", hint="send smaller budgets")
+            f"tokens, more than the served context of {max_model_len}",
+            hint="send smaller budgets",
+        )
 
 
-def replay(budget: RequestBudget | None, markers: Markers, prompt_ids: Sequence[int], exit_ids: tuple[int, ...] = (),
-           sentence_ends: frozenset[int] = frozenset(), room: int = sys.maxsize) -> RowState:
+def replay(
+    budget: RequestBudget | None,
+    markers: Markers,
+    prompt_ids: Sequence[int],
+    exit_ids: tuple[int, ...] = (),
+    sentence_ends: frozenset[int] = frozenset(),
+    room: int = sys.maxsize,
+) -> RowState:
     """A fresh RowState for one choice (:func:`~e1.engine.row_engine.build_state` without a tokenizer: no
     stop pattern, no notes), fed its token ids as they arrive (``state.accept``); ``room``: the request's ``max_tokens``."""
     budget = budget or RequestBudget(_PLAIN, Mode("none"))
-    return build_state(budget.mode, budget.budget, markers, markers.prompt_thinking(prompt_ids), room, ModeIds(exit_ids),
-                       None, sentence_ends)
+    return build_state(
+        budget.mode,
+        budget.budget,
+        markers,
+        markers.prompt_thinking(prompt_ids),
+        room,
+        ModeIds(exit_ids),
+        None,
+        sentence_ends,
+    )
 
 
 def feed(state: RowState, token_ids: Sequence[int]) -> None:
@@ -154,12 +191,16 @@ def feed(state: RowState, token_ids: Sequence[int]) -> None:
 def report(state: RowState, budget: RequestBudget | None) -> dict:
     """What a response's choice says about its budgets (``budget`` in the JSON); a plain
     request gets its phase counts too, with no budgets."""
-    return {"thinking_tokens": state.think_tokens, "solution_tokens": state.solve_tokens,
-            "forced_tokens": sum(state.forced), "thinking_forced": state.think_end == "budget",
-            "thinking_end": state.think_end,
-            "thinking_budget": budget.budget.think if budget else None,
-            "solution_budget": budget.budget.solve if budget else None,
-            "budget_mode": str(budget.mode) if budget else "none"}
+    return {
+        "thinking_tokens": state.think_tokens,
+        "solution_tokens": state.solve_tokens,
+        "forced_tokens": sum(state.forced),
+        "thinking_forced": state.think_end == "budget",
+        "thinking_end": state.think_end,
+        "thinking_budget": budget.budget.think if budget else None,
+        "solution_budget": budget.budget.solve if budget else None,
+        "budget_mode": str(budget.mode) if budget else "none",
+    }
 
 
 def check_fields(xargs: Mapping) -> None:
@@ -170,13 +211,17 @@ def check_fields(xargs: Mapping) -> None:
     if MODE_FIELD in xargs:
         mode = mode_field(xargs[MODE_FIELD])
         if mode.trials:
-            raise ConfigError(f"mode {mode} needs e1's middleware: each trial answer ends a request and the next "
-                              "continues from the real prefix, which one vLLM request cannot do",
-                              hint="send it to e1 serve (or add --middleware e1.serve.middleware.BudgetMiddleware)")
+            raise ConfigError(
+                f"mode {mode} needs e1's middleware: each trial answer ends a request and the next "
+                "continues from the real prefix, which one vLLM request cannot do",
+                hint="send it to e1 serve (or add --middleware e1.serve.middleware.BudgetMiddleware)",
+            )
     given = [field for field in (THINK_FIELD, SOLVE_FIELD) if field in xargs]
     if len(given) == 1:
         missing = SOLVE_FIELD if given == [THINK_FIELD] else THINK_FIELD
-        raise ConfigError(f"{given[0]} needs {missing} too", hint="send both budgets (e1 serve's middleware fills the defaults)")
+        raise ConfigError(
+            f"{given[0]} needs {missing} too", hint="send both budgets (e1 serve's middleware fills the defaults)"
+        )
     if given:
         Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
     room_field(xargs)
@@ -199,7 +244,8 @@ def check_room(xargs: Mapping, max_tokens: int | None) -> None:
         raise ConfigError(
             f"{THINK_FIELD}={xargs.get(THINK_FIELD)} plus {SOLVE_FIELD}={xargs.get(SOLVE_FIELD)} need up to {needed} "
             f"tokens, but the prompt leaves room for only {max_tokens} in the served context",
-            hint="send smaller budgets or a shorter prompt")
+            hint="send smaller budgets or a shorter prompt",
+        )
 
 
 @dataclass(frozen=True)
@@ -229,9 +275,16 @@ class Served:
         if budget is None:
             return replay(None, self.markers, prompt_ids, room=room)
         # as e1 eval's engines build it (RowEngine.row_state)
-        return build_state(budget.mode, budget.budget, self.markers, self.markers.prompt_thinking(prompt_ids), room,
-                           ModeIds.of(self.tokenizer, budget.mode, budget.budget), self.tokenizer,
-                           lambda: self.sentence_end_ids)
+        return build_state(
+            budget.mode,
+            budget.budget,
+            self.markers,
+            self.markers.prompt_thinking(prompt_ids),
+            room,
+            ModeIds.of(self.tokenizer, budget.mode, budget.budget),
+            self.tokenizer,
+            lambda: self.sentence_end_ids,
+        )
 
 
 def load_served(vllm_config) -> Served:
@@ -247,5 +300,11 @@ def load_served(vllm_config) -> Served:
 
 def error_body(message: str, code: int = 400) -> dict:
     """An error reply's JSON, shaped as vLLM's OpenAI server shapes its own."""
-    return {"error": {"message": message, "type": "BadRequestError" if code == 400 else "InternalServerError",
-                      "param": None, "code": code}}
+    return {
+        "error": {
+            "message": message,
+            "type": "BadRequestError" if code == 400 else "InternalServerError",
+            "param": None,
+            "code": code,
+        }
+    }

@@ -85,7 +85,9 @@ def check_fields(request: dict) -> None:
             if name == MODE_FIELD and not isinstance(value, str):
                 raise Refused(f"{where}{name} must be a text such as 'elastic:grace=32', not {type(value).__name__}")
             if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-                raise Refused(f"{where}{name} must be a number of tokens such as 512 or '1.5k', not {type(value).__name__}")
+                raise Refused(
+                    f"{where}{name} must be a number of tokens such as 512 or '1.5k', not {type(value).__name__}"
+                )
             if isinstance(value, str) and len(value) > most:
                 raise Refused(f"{where}{name} holds {len(value)} characters, more than {most}", hint="a shorter value")
 
@@ -96,7 +98,9 @@ def _check_tree(value) -> None:
     while stack:
         item, where, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise Refused(f"the request body nests deeper than {MAX_DEPTH} levels (at {_where(where)})", hint="send flat JSON")
+            raise Refused(
+                f"the request body nests deeper than {MAX_DEPTH} levels (at {_where(where)})", hint="send flat JSON"
+            )
         if isinstance(item, str):
             _text(item, where)
         elif isinstance(item, dict):

@@ -63,9 +63,18 @@ class BudgetMiddleware:
             log.info("%s %s: the client hung up before its request arrived", scope.get("method"), scope.get("path"))
             return
         if body is None:
-            await _send_json(send, 413, {"error": {
-                "message": f"the request body is larger than this server's limit of {MAX_BODY_BYTES} bytes",
-                "type": "RequestTooLargeError", "param": None, "code": 413}})
+            await _send_json(
+                send,
+                413,
+                {
+                    "error": {
+                        "message": f"the request body is larger than this server's limit of {MAX_BODY_BYTES} bytes",
+                        "type": "RequestTooLargeError",
+                        "param": None,
+                        "code": 413,
+                    }
+                },
+            )
             return
         try:
             served = self.served or await self._load(scope)
@@ -183,7 +192,7 @@ class _Rewriter:
         out = []
         for event in events.split(b"\n\n"):
             if event.startswith(b"data: {"):
-                chunk = self.plan.rewrite_chunk(json.loads(event[len(b"data: "):]), self.served)
+                chunk = self.plan.rewrite_chunk(json.loads(event[len(b"data: ") :]), self.served)
                 event = b"data: " + json.dumps(chunk).encode()
             out.append(event)
         return b"\n\n".join(out) + (b"\n\n" if events else b"")
@@ -239,6 +248,11 @@ def _replay(body: bytes, receive):
 
 async def _send_json(send, status: int, payload: dict) -> None:
     body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body, "more_body": False})

@@ -87,7 +87,7 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
     asked for (the counts are replayed from them; they are hidden again unless the client asked)."""
     xargs = request.get("vllm_xargs") or {}
     if not isinstance(xargs, dict):
-        raise ConfigError("vllm_xargs must be a JSON object", hint=f"e.g. {{\"{THINK_FIELD}\": 512}}")
+        raise ConfigError("vllm_xargs must be a JSON object", hint=f'e.g. {{"{THINK_FIELD}": 512}}')
     xargs = dict(xargs)
     if KEY in xargs:  # the rounds' own settings: never a client's
         raise ConfigError(f"vllm_xargs[{KEY!r}] is e1's own (its early-exit rounds)", hint="send budget_mode instead")
@@ -107,7 +107,9 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
-    plan = Plan(budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials)
+    plan = Plan(
+        budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials
+    )
     if plan.rounds:
         check_request(request, budget.mode)  # what the rounds cannot honour, refused before any round
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
@@ -147,9 +149,15 @@ def _split_message(message: dict, state: RowState, tokenizer) -> None:
 def _add_usage(usage: dict, states) -> None:
     states = list(states)
     thinking = sum(s.think_tokens for s in states)
-    usage.update(thinking_tokens=thinking, solution_tokens=sum(s.solve_tokens for s in states),
-                 forced_tokens=sum(sum(s.forced) for s in states))
-    usage["completion_tokens_details"] = {**(usage.get("completion_tokens_details") or {}), "reasoning_tokens": thinking}
+    usage.update(
+        thinking_tokens=thinking,
+        solution_tokens=sum(s.solve_tokens for s in states),
+        forced_tokens=sum(sum(s.forced) for s in states),
+    )
+    usage["completion_tokens_details"] = {
+        **(usage.get("completion_tokens_details") or {}),
+        "reasoning_tokens": thinking,
+    }
 
 
 def _hide_ids(obj: dict, wanted: bool, *keys: str) -> None:
@@ -160,25 +168,55 @@ def _hide_ids(obj: dict, wanted: bool, *keys: str) -> None:
 
 
 # request fields the rounds do not honour: refused (HTTP 400) when set to anything but their default
-REFUSED = ("stream", "logprobs", "top_logprobs", "echo", "best_of", "suffix", "prompt_logprobs", "stop",
-           "stop_token_ids", "ignore_eos", "min_tokens", "presence_penalty", "frequency_penalty",
-           "repetition_penalty", "min_p", "logit_bias", "allowed_token_ids", "bad_words", "tools",
-           "response_format", "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar")
+REFUSED = (
+    "stream",
+    "logprobs",
+    "top_logprobs",
+    "echo",
+    "best_of",
+    "suffix",
+    "prompt_logprobs",
+    "stop",
+    "stop_token_ids",
+    "ignore_eos",
+    "min_tokens",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "min_p",
+    "logit_bias",
+    "allowed_token_ids",
+    "bad_words",
+    "tools",
+    "response_format",
+    "structured_outputs",
+    "guided_json",
+    "guided_regex",
+    "guided_choice",
+    "guided_grammar",
+)
 _DEFAULTS = {"repetition_penalty": 1.0, "top_logprobs": 0}
-_COUNTS = {"n": Number(int, min=1, max=1024, optional=True), "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
-           "seed": Number(int, optional=True)}  # the driver's own arithmetic (each round's seed is derived)
+_COUNTS = {
+    "n": Number(int, min=1, max=1024, optional=True),
+    "max_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+    "max_completion_tokens": Number(int, min=1, max=MAX_TOKENS, optional=True),
+    "seed": Number(int, optional=True),
+}  # the driver's own arithmetic (each round's seed is derived)
 
 
 def check_request(request: dict, mode) -> None:
     """Refuse, in one line, what an early-exit request cannot have: a stream, or a field in ``REFUSED``."""
     if request.get("stream"):
-        raise ConfigError(f"mode {mode} is not streamed: its samples are decoded in rounds, one per trial answer",
-                          hint="send stream: false, or stream another mode")
+        raise ConfigError(
+            f"mode {mode} is not streamed: its samples are decoded in rounds, one per trial answer",
+            hint="send stream: false, or stream another mode",
+        )
     given = [key for key in REFUSED if request.get(key) not in (None, False, [], {}, "", _DEFAULTS.get(key, None))]
     if given:
-        raise ConfigError(f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain "
-                          "completions", hint=f"leave out {given[0]}, or use another mode")
+        raise ConfigError(
+            f"mode {mode} does not take {given[0]}: its samples are decoded in rounds of plain completions",
+            hint=f"leave out {given[0]}, or use another mode",
+        )
     for key, number in _COUNTS.items():
         number.check(request.get(key), key)
     if not isinstance(request.get("skip_special_tokens", True), bool):  # the driver decodes the text itself

@@ -44,8 +44,14 @@ from e1.serve.budgets import (
 )
 
 SAMPLING = ("temperature", "top_p", "top_k")  # passed on to every round as the client gave them
-_TEMPLATE = ("messages", "add_generation_prompt", "continue_final_message", "add_special_tokens", "chat_template",
-             "chat_template_kwargs")  # what /tokenize needs to render a chat prompt as vLLM would
+_TEMPLATE = (
+    "messages",
+    "add_generation_prompt",
+    "continue_final_message",
+    "add_special_tokens",
+    "chat_template",
+    "chat_template_kwargs",
+)  # what /tokenize needs to render a chat prompt as vLLM would
 
 
 class Disconnected(Exception):
@@ -67,9 +73,18 @@ async def serve_rounds(app, scope, receive, request: dict, plan, served: Served)
     prompt_ids = await _prompt_ids(call, request, chat)
     room = request.get("max_completion_tokens") or request["max_tokens"]
     budget = plan.budget
-    check_room({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve,
-                ROOM_FIELD: room + budget.mode.trial_room(served.markers)}, served.max_model_len - len(prompt_ids))
-    rows = [asyncio.ensure_future(_row(call, request, plan, served, prompt_ids, room, j)) for j in range(request.get("n") or 1)]
+    check_room(
+        {
+            THINK_FIELD: budget.budget.think,
+            SOLVE_FIELD: budget.budget.solve,
+            ROOM_FIELD: room + budget.mode.trial_room(served.markers),
+        },
+        served.max_model_len - len(prompt_ids),
+    )
+    rows = [
+        asyncio.ensure_future(_row(call, request, plan, served, prompt_ids, room, j))
+        for j in range(request.get("n") or 1)
+    ]
     try:
         states = await asyncio.gather(*rows)
     except BaseException:  # a failed round (or a cancelled request) ends the other samples' rounds too
@@ -107,8 +122,9 @@ async def _prompt_ids(call: _Caller, request: dict, chat: bool) -> list[int]:
     return list(reply["tokens"])
 
 
-async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: list[int], room: int,
-               sample: int) -> EarlyExitState:
+async def _row(
+    call: _Caller, request: dict, plan, served: Served, prompt_ids: list[int], room: int, sample: int
+) -> EarlyExitState:
     """One sample: rounds until its state is done, each continuing from prompt + the real tokens."""
     from e1.engine import KEY, budget_args, derive_seed, sample_seed
 
@@ -118,19 +134,35 @@ async def _row(call: _Caller, request: dict, plan, served: Served, prompt_ids: l
     round_index = 0
 
     def settings() -> str:  # the offline engine's settings for the next round (its history: the tokens so far)
-        return json.dumps(budget_args(budget.budget, budget.mode, markers, thinking, state.max_new_tokens, state.tokens,
-                                      state.exit_ids, state))
+        return json.dumps(
+            budget_args(
+                budget.budget, budget.mode, markers, thinking, state.max_new_tokens, state.tokens, state.exit_ids, state
+            )
+        )
 
     while not state.done:
         args = await to_thread.run_sync(settings)
-        seed = None if request.get("seed") is None else derive_seed(sample_seed(request["seed"], sample), round_index) >> 1
-        body = {**sampling, "model": request.get("model"), "prompt": prompt_ids + state.tokens, "seed": seed,
-                "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + budget.mode.trial_room(markers)),
-                "stop_token_ids": sorted(markers.eos_ids), "logprobs": 0, "return_token_ids": True,
-                "vllm_xargs": {KEY: args, ROUNDS_FIELD: ROUNDS_SECRET}}
+        seed = (
+            None if request.get("seed") is None else derive_seed(sample_seed(request["seed"], sample), round_index) >> 1
+        )
+        body = {
+            **sampling,
+            "model": request.get("model"),
+            "prompt": prompt_ids + state.tokens,
+            "seed": seed,
+            "max_tokens": max(1, state.max_new_tokens - len(state.tokens) + budget.mode.trial_room(markers)),
+            "stop_token_ids": sorted(markers.eos_ids),
+            "logprobs": 0,
+            "return_token_ids": True,
+            "vllm_xargs": {KEY: args, ROUNDS_FIELD: ROUNDS_SECRET},
+        }
         choice = (await call("/v1/completions", body))["choices"][0]
         ids, logprobs = choice["token_ids"], choice["logprobs"]["token_logprobs"]
-        before = (len(state.tokens), state.trial_decoded, state.in_trial)  # in_trial: a trial deferred to the next round
+        before = (
+            len(state.tokens),
+            state.trial_decoded,
+            state.in_trial,
+        )  # in_trial: a trial deferred to the next round
         await to_thread.run_sync(replay_round, state, ids, lambda k, logprobs=logprobs: math.exp(logprobs[k]))
         if (len(state.tokens), state.trial_decoded, state.in_trial) == before and not state.done:
             raise RoundFailed(500, error_body(f"an early-exit round made no progress ({len(ids)} ids)", 500))
@@ -143,7 +175,9 @@ def _skeleton(request: dict, chat: bool, prompt_ids: list[int], states, served: 
     choices, eos = [], min(served.markers.eos_ids)
     for index, state in enumerate(states):
         # the EOS e1 forces when the solution budget runs out ends vLLM's request: its ids carry it
-        ids = state.tokens + ([eos] if state.finish_reason == "length" and len(state.tokens) < state.max_new_tokens else [])
+        ids = state.tokens + (
+            [eos] if state.finish_reason == "length" and len(state.tokens) < state.max_new_tokens else []
+        )
         text = served.tokenizer.decode(state.tokens, skip_special_tokens=request.get("skip_special_tokens", True))
         choice = {"index": index, "logprobs": None, "finish_reason": "stop", "stop_reason": None, "token_ids": ids}
         if chat:
@@ -153,18 +187,30 @@ def _skeleton(request: dict, chat: bool, prompt_ids: list[int], states, served: 
         choices.append(choice)
     completion = sum(len(choice["token_ids"]) for choice in choices)
     kind = ("chatcmpl", "chat.completion") if chat else ("cmpl", "text_completion")
-    return {"id": f"{kind[0]}-{uuid.uuid4().hex}", "object": kind[1], "created": int(time.time()),
-            "model": request.get("model"), "choices": choices, **({"prompt_token_ids": prompt_ids} if chat else {}),
-            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion,
-                      "total_tokens": len(prompt_ids) + completion}}
+    return {
+        "id": f"{kind[0]}-{uuid.uuid4().hex}",
+        "object": kind[1],
+        "created": int(time.time()),
+        "model": request.get("model"),
+        "choices": choices,
+        **({"prompt_token_ids": prompt_ids} if chat else {}),
+        "usage": {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": completion,
+            "total_tokens": len(prompt_ids) + completion,
+        },
+    }
 
 
 def _trials(state: EarlyExitState, tokenizer) -> dict:
     """What a choice's ``budget`` adds for early-exit: the trial tokens decoded (never output), every
     token decoded, and one record per trial, as ``e1 eval``'s samples carry them."""
     texts = [tokenizer.decode(list(trial.ids), skip_special_tokens=True) for trial in state.trials]
-    return {"trial_tokens": state.trial_decoded, "decoded_tokens": len(state.tokens) + state.trial_decoded,
-            "trials": [trial.record(text) for trial, text in zip(state.trials, texts)]}
+    return {
+        "trial_tokens": state.trial_decoded,
+        "decoded_tokens": len(state.tokens) + state.trial_decoded,
+        "trials": [trial.record(text) for trial, text in zip(state.trials, texts)],
+    }
 
 
 class _Caller:
@@ -176,7 +222,9 @@ class _Caller:
 
     async def __call__(self, path: str, body: dict) -> dict:
         data = json.dumps(body).encode()
-        headers = [(k, v) for k, v in self.scope.get("headers") or [] if k.lower() not in (b"content-length", b"content-type")]
+        headers = [
+            (k, v) for k, v in self.scope.get("headers") or [] if k.lower() not in (b"content-length", b"content-type")
+        ]
         headers += [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         scope = {**self.scope, "path": path, "raw_path": path.encode(), "query_string": b"", "headers": headers}
         sent, status, parts = False, 500, []
@@ -203,6 +251,8 @@ class _Caller:
         if status == 200 and reply is None:  # vLLM's handler was cancelled: the client hung up
             raise Disconnected(path)
         if status != 200 or not isinstance(reply, dict):
-            raise RoundFailed(status if status != 200 else 500, reply if isinstance(reply, dict) else
-                              error_body(f"{path} answered {status} without JSON", 500))
+            raise RoundFailed(
+                status if status != 200 else 500,
+                reply if isinstance(reply, dict) else error_body(f"{path} answered {status} without JSON", 500),
+            )
         return reply

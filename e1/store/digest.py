@@ -21,9 +21,9 @@ _PIECE = 1 << 20  # bytes read at a time: a large file is never held whole
 def file_digest(path: Path | str) -> str:
     """A hash of the file's bytes (blake2b, 16 bytes, as hex), read in 1 MiB pieces.
 
-        >>> import tempfile; f = Path(tempfile.mkdtemp()) / "x"; _ = f.write_bytes(b"abc")
-        >>> file_digest(f) == hashlib.blake2b(b"abc", digest_size=16).hexdigest()
-        True
+    >>> import tempfile; f = Path(tempfile.mkdtemp()) / "x"; _ = f.write_bytes(b"abc")
+    >>> file_digest(f) == hashlib.blake2b(b"abc", digest_size=16).hexdigest()
+    True
     """
     info = os.stat(path)
     key = (str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)

@@ -50,8 +50,11 @@ def check_alive(path: Path) -> None:
         except FileNotFoundError:
             raise ResultsError(
                 f"the run directory {run} is gone (removed or moved away) while the run was writing into it",
-                hint="the run stopped there; move it back and rerun to resume, or rerun into a new --out") from None
+                hint="the run stopped there; move it back and rerun to resume, or rerun into a new --out",
+            ) from None
         if (info.st_dev, info.st_ino) != identity:
             raise ResultsError(
                 f"the run directory {run} was replaced (removed and made again, or another moved there) while the "
-                "run was writing into it", hint="the run stopped there; rerun into a new --out")
+                "run was writing into it",
+                hint="the run stopped there; rerun into a new --out",
+            )

@@ -113,8 +113,7 @@ def _open(out: Path) -> int:
         out.mkdir(parents=True, exist_ok=True)
         return os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as err:
-        raise ResultsError(f"cannot write into {out}: {err.strerror}",
-                           hint="pass an --out you can write to") from err
+        raise ResultsError(f"cannot write into {out}: {err.strerror}", hint="pass an --out you can write to") from err
 
 
 def _lock(fd: int, out: Path) -> None:
@@ -124,17 +123,24 @@ def _lock(fd: int, out: Path) -> None:
         fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as err:
         if err.errno in (errno.EACCES, errno.EAGAIN):
-            raise ResultsError(f"{out} is in use by {_describe(holder(out))}",
-                               hint="wait for it to finish, or use another --out") from None
+            raise ResultsError(
+                f"{out} is in use by {_describe(holder(out))}", hint="wait for it to finish, or use another --out"
+            ) from None
         if err.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-            raise ResultsError(f"the filesystem of {out} does not support file locks, so two runs could mix",
-                               hint="use an --out on a filesystem with locking (on Lustre mount with -o flock)") from err
+            raise ResultsError(
+                f"the filesystem of {out} does not support file locks, so two runs could mix",
+                hint="use an --out on a filesystem with locking (on Lustre mount with -o flock)",
+            ) from err
         raise
 
 
 def _write_holder(fd: int, command: str) -> None:
-    info = {"host": socket.gethostname(), "pid": os.getpid(), "command": command,
-            "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    info = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "command": command,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     data = (json.dumps(info) + "\n").encode()
     os.ftruncate(fd, 0)
     os.pwrite(fd, data, 0)

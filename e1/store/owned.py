@@ -76,10 +76,15 @@ def replace_owned(folder: Path, what: str) -> None:
     if not folder.exists() and not folder.is_symlink():
         return
     names = recorded(folder) or []
-    foreign = [p for p in sorted(folder.rglob("*")) if (p.is_symlink() or p.is_file())
-               and p.relative_to(folder).as_posix() not in names]
+    foreign = [
+        p
+        for p in sorted(folder.rglob("*"))
+        if (p.is_symlink() or p.is_file()) and p.relative_to(folder).as_posix() not in names
+    ]
     if folder.is_symlink() or foreign:
         name = folder if folder.is_symlink() else foreign[0]
-        raise ResultsError(f"{name} is not a file e1 wrote: e1 will not remove it to replace {what} {folder}",
-                           hint="move it out of the folder and rerun")
+        raise ResultsError(
+            f"{name} is not a file e1 wrote: e1 will not remove it to replace {what} {folder}",
+            hint="move it out of the folder and rerun",
+        )
     remove_owned(folder, names, drop_root=True)

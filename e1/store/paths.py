@@ -26,9 +26,13 @@ _RESERVED = set("/\\" + HASH_MARK)  # separators (lighteval's own names hold '|'
 def _plain(name: str) -> bool:
     """A name that is a safe file name as it is: not empty, not hidden (so never '.' or '..'), no
     separator ('/' or '\\'), no control character, no ``~``, no space at either end, and short enough."""
-    return (bool(name) and not name.startswith(".") and name == name.strip()
-            and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
-            and not any(ch in _RESERVED or unicodedata.category(ch).startswith("C") for ch in name))
+    return (
+        bool(name)
+        and not name.startswith(".")
+        and name == name.strip()
+        and len(name.encode("utf-8", "surrogatepass")) <= MAX_NAME_BYTES
+        and not any(ch in _RESERVED or unicodedata.category(ch).startswith("C") for ch in name)
+    )
 
 
 def file_name(name: str) -> str:
@@ -66,8 +70,9 @@ def inside(root: Path, *parts: str | Path) -> Path:
         return path
     base, resolved = root.resolve(), path.resolve()
     if base not in resolved.parents:
-        raise ResultsError(f"{Path(*parts)} would lie outside {root}",
-                           hint="a name from a run or a config became a path: rename it")
+        raise ResultsError(
+            f"{Path(*parts)} would lie outside {root}", hint="a name from a run or a config became a path: rename it"
+        )
     return path
 
 
@@ -94,5 +99,7 @@ def new_run_dir(root: Path, labels: list[str], now=None) -> Path:
 def _short(label: str) -> str:
     """``org/Model-1.5B`` -> ``Model-1.5B``; ``a/probs.jsonl`` -> ``probs``; ``x,y`` -> ``x+y``."""
     names = [Path(part.strip().rstrip("/")).name for part in str(label).split(",") if part.strip()]
-    return "+".join(Path(name).stem if Path(name).suffix.lower() in (".jsonl", ".json", ".parquet", ".csv")
-                    else name for name in names)
+    return "+".join(
+        Path(name).stem if Path(name).suffix.lower() in (".jsonl", ".json", ".parquet", ".csv") else name
+        for name in names
+    )

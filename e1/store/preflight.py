@@ -40,8 +40,9 @@ def check_writable(out: Path, flag: str = "--out") -> None:
     if not existing.is_dir():
         raise ResultsError(f"cannot create {flag} {out}: {existing} is a file", hint="pass a directory path")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ResultsError(f"cannot write into {flag} {out}: {existing} is not writable",
-                           hint=f"pass a {flag} you can write to")
+        raise ResultsError(
+            f"cannot write into {flag} {out}: {existing} is not writable", hint=f"pass a {flag} you can write to"
+        )
 
 
 def path_kind(path: Path | str) -> str | None:
@@ -57,8 +58,14 @@ def path_kind(path: Path | str) -> str | None:
         if err.errno == errno.ELOOP:
             return "a symlink loop"
         return f"a broken symlink (to {os.readlink(path)})" if path.is_symlink() else f"unreadable ({err.strerror})"
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a file"))
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISREG, "a file"),
+    )
     return next(words for test, words in kinds if test(mode))
 
 
@@ -89,21 +96,26 @@ def check_model_path(model: str) -> None:
         _check_model_folder(model, path)
 
 
-_GGUF_HINT = ("e1 loads Hugging Face models (config.json, safetensors weights, tokenizer files): "
-              "pass the model the GGUF was converted from, e.g. its hub id")
+_GGUF_HINT = (
+    "e1 loads Hugging Face models (config.json, safetensors weights, tokenizer files): "
+    "pass the model the GGUF was converted from, e.g. its hub id"
+)
 
 
 def _check_model_folder(model: str, path: Path) -> None:
     """A folder without config.json: say what it holds instead (nothing, or only GGUF files)."""
     entries = sorted(entry.name for entry in path.iterdir() if not entry.name.startswith("."))
     if not entries:
-        raise ModelError(f"model folder {model!r} is empty",
-                         hint="copy or download a Hugging Face model into it (config.json, weights, tokenizer "
-                              "files), or pass a hub id")
+        raise ModelError(
+            f"model folder {model!r} is empty",
+            hint="copy or download a Hugging Face model into it (config.json, weights, tokenizer "
+            "files), or pass a hub id",
+        )
     ggufs = [name for name in entries if name.lower().endswith(".gguf")]
     if ggufs:
-        raise ModelError(f"model folder {model!r} holds a GGUF file ({ggufs[0]}), which e1 cannot load",
-                         hint=_GGUF_HINT)
+        raise ModelError(
+            f"model folder {model!r} holds a GGUF file ({ggufs[0]}), which e1 cannot load", hint=_GGUF_HINT
+        )
 
 
 def config_context(model: str) -> int | None:
@@ -130,4 +142,5 @@ def check_context(model: str, budgets: Sequence[Budget], modes: Sequence, max_mo
                 raise ConfigError(
                     f"the {mode} budget t={budget.think} s={budget.solve} needs at least {budget.total} tokens, "
                     f"more than the context of {model} ({context})",
-                    hint="lower --think/--solve or use a model with a longer context")
+                    hint="lower --think/--solve or use a model with a longer context",
+                )

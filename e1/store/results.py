@@ -45,23 +45,68 @@ CONFIG, SAMPLES, SUMMARY = "config.json", "samples.parquet", "summary.parquet"
 # model's (a mode's exit text, s1's "Final Answer:"), never part of solution_text or of what was scored
 # ("" when nothing was forced; null in older files, whose solution_text may begin with s1's "Final Answer:")
 SAMPLE_COLUMNS = [
-    "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "prompt_tokens",
-    "think_tokens", "solve_tokens", "forced", "finish_reason", "think_text", "solution_text",
-    "extracted_answer", "gold", "reward", "correct", "tests_passed", "first_failure", "prompt", "decoded_tokens",
-    "overthinking_tokens", "think_end", "forced_text",
+    "dataset",
+    "problem_id",
+    "sample_index",
+    "mode",
+    "think_budget",
+    "solve_budget",
+    "prompt_tokens",
+    "think_tokens",
+    "solve_tokens",
+    "forced",
+    "finish_reason",
+    "think_text",
+    "solution_text",
+    "extracted_answer",
+    "gold",
+    "reward",
+    "correct",
+    "tests_passed",
+    "first_failure",
+    "prompt",
+    "decoded_tokens",
+    "overthinking_tokens",
+    "think_end",
+    "forced_text",
 ]
 SAMPLE_DTYPES = {
-    "dataset": "string", "problem_id": "string", "sample_index": "int64", "mode": "string", "think_budget": "int64",
-    "solve_budget": "int64", "prompt_tokens": "int64", "think_tokens": "int64", "solve_tokens": "int64",
-    "forced": "bool", "finish_reason": "string", "think_text": "string", "solution_text": "string",
-    "extracted_answer": "string", "gold": "string", "reward": "float64", "correct": "bool",
-    "tests_passed": "float64", "first_failure": "string", "prompt": "string", "decoded_tokens": "float64",
-    "overthinking_tokens": "float64", "think_end": "string", "forced_text": "string",
+    "dataset": "string",
+    "problem_id": "string",
+    "sample_index": "int64",
+    "mode": "string",
+    "think_budget": "int64",
+    "solve_budget": "int64",
+    "prompt_tokens": "int64",
+    "think_tokens": "int64",
+    "solve_tokens": "int64",
+    "forced": "bool",
+    "finish_reason": "string",
+    "think_text": "string",
+    "solution_text": "string",
+    "extracted_answer": "string",
+    "gold": "string",
+    "reward": "float64",
+    "correct": "bool",
+    "tests_passed": "float64",
+    "first_failure": "string",
+    "prompt": "string",
+    "decoded_tokens": "float64",
+    "overthinking_tokens": "float64",
+    "think_end": "string",
+    "forced_text": "string",
 }
 # columns added after the first release: files written before them read back with these values
 # think_end: why thinking ended, natural | budget | pattern | trial | open (e1.engine.row_state); null: unknown
-SAMPLE_DEFAULTS = {"tests_passed": float("nan"), "first_failure": None, "prompt": None, "decoded_tokens": float("nan"),
-                   "overthinking_tokens": float("nan"), "think_end": None, "forced_text": None}
+SAMPLE_DEFAULTS = {
+    "tests_passed": float("nan"),
+    "first_failure": None,
+    "prompt": None,
+    "decoded_tokens": float("nan"),
+    "overthinking_tokens": float("nan"),
+    "think_end": None,
+    "forced_text": None,
+}
 # a sample's identity: a resumed run skips rows whose key is already in samples.parquet
 SAMPLE_KEY = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
@@ -71,15 +116,38 @@ GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
 MODE_FORMAT_KEY, MODE_FORMAT = "mode_format", 2
 # each metric is defined in e1.report.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
-    "problems", "samples_per_problem", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "pass_at_1", "pass_at_k",
-    "maj_at_k", "k", "mean_think_tokens", "mean_solve_tokens", "mean_total_tokens", "mean_decoded_tokens", "forced_rate",
-    "natural_samples", "natural_accuracy", "forced_samples", "forced_accuracy", "unanswered_rate", "overthinking_share",
-    "tokens_per_correct", "censored_rate",
+    "problems",
+    "samples_per_problem",
+    "accuracy",
+    "accuracy_ci_low",
+    "accuracy_ci_high",
+    "pass_at_1",
+    "pass_at_k",
+    "maj_at_k",
+    "k",
+    "mean_think_tokens",
+    "mean_solve_tokens",
+    "mean_total_tokens",
+    "mean_decoded_tokens",
+    "forced_rate",
+    "natural_samples",
+    "natural_accuracy",
+    "forced_samples",
+    "forced_accuracy",
+    "unanswered_rate",
+    "overthinking_share",
+    "tokens_per_correct",
+    "censored_rate",
 ]
 
 
-def atomic_write(path: Path, write: Callable[[Path], object], directory: bool = False,
-                 kept: str = "finished results up to here are kept", resume: str = RESUME) -> Path:
+def atomic_write(
+    path: Path,
+    write: Callable[[Path], object],
+    directory: bool = False,
+    kept: str = "finished results up to here are kept",
+    resume: str = RESUME,
+) -> Path:
     """Call ``write(tmp)`` on a fresh sibling of ``path``, then rename it into place.
 
     The sibling is created as any new file or folder is (the user's umask sets its mode,
@@ -142,8 +210,9 @@ def write_parquet(frame, path: Path, metadata: dict[str, str] | None = None, **w
     added to the file's key-value metadata (read back by :func:`parquet_metadata`); ``what_is_kept``:
     :func:`atomic_write`'s ``kept`` and ``resume``."""
     if not metadata:
-        return atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS),
-                            **what_is_kept)
+        return atomic_write(
+            path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS), **what_is_kept
+        )
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -176,8 +245,9 @@ KINDS = {"eval": "an eval run", "sweep": "a sweep", "train": "a training run", "
 METRICS, CHECKPOINTS = "metrics.parquet", "checkpoints"
 
 
-def check_run_dir(out: Path, current: dict, keys: Sequence[str], what: str = "run",
-                  kind: str | None = None) -> dict | None:
+def check_run_dir(
+    out: Path, current: dict, keys: Sequence[str], what: str = "run", kind: str | None = None
+) -> dict | None:
     """Refuse a run directory whose ``config.json`` records another run; return that record (None if new).
 
     With ``kind`` (a key of :data:`KINDS`), a directory holding another kind of run is refused
@@ -253,11 +323,16 @@ def run_kind(out: Path, record: dict | None = None) -> str | None:
 
 
 FINGERPRINTS = "dataset_fingerprints"  # config.json: {dataset name: e1.data.identity.fingerprint}
-INCLUDE_FINGERPRINTS = "include_fingerprints"  # config.json: {an --include's absolute path: e1.data.include_fingerprint}
+INCLUDE_FINGERPRINTS = (
+    "include_fingerprints"  # config.json: {an --include's absolute path: e1.data.include_fingerprint}
+)
 # what a changed input is called, and how to resume, by the config.json key its fingerprints are under
 _CHANGED = {
     FINGERPRINTS: ("a run on other problems of dataset '{name}' (they changed since", "restore '{name}' as it was"),
-    INCLUDE_FINGERPRINTS: ("a run made with other code of --include {name} (it changed since", "restore {name} as it was"),
+    INCLUDE_FINGERPRINTS: (
+        "a run made with other code of --include {name} (it changed since",
+        "restore {name} as it was",
+    ),
 }
 
 
@@ -272,8 +347,10 @@ def check_datasets(out: Path, fingerprints: dict[str, str], key: str = FINGERPRI
     what, restore = _CHANGED[key]
     for name, digest in fingerprints.items():
         if recorded.get(name, digest) != digest:
-            raise ResultsError(f"{out} holds {what.format(name=name)}: {recorded[name]}, now {digest})",
-                               hint=f"use another --out, or {restore.format(name=name)} to resume")
+            raise ResultsError(
+                f"{out} holds {what.format(name=name)}: {recorded[name]}, now {digest})",
+                hint=f"use another --out, or {restore.format(name=name)} to resume",
+            )
     return {**recorded, **fingerprints}
 
 
@@ -281,7 +358,8 @@ def _same(key: str, previous: dict, current: dict) -> bool:
     """A model is the same when it is the same model, however its path was typed (or if it moved)."""
     if key == "model":
         return (previous.get("model_identity") or model_identity(previous["model"])) == (
-            current.get("model_identity") or model_identity(current["model"]))
+            current.get("model_identity") or model_identity(current["model"])
+        )
     return previous[key] == current[key]
 
 
@@ -337,7 +415,10 @@ def read_parquet(path: Path, columns: Sequence[str] | None = None):
 
 # a stored sample always holds these (a null would be read as 0 or False), and its counts are not negative
 _REQUIRED = [column for column, dtype in SAMPLE_DTYPES.items() if dtype in ("int64", "bool")] + [
-    "dataset", "problem_id", "mode"]
+    "dataset",
+    "problem_id",
+    "mode",
+]
 
 
 def _check_values(frame) -> None:
@@ -366,8 +447,10 @@ def samples_frame(rows=None, frame=None):
     missing = {column: value for column, value in SAMPLE_DEFAULTS.items() if column not in frame.columns}
     foreign = [column for column in SAMPLE_COLUMNS if column not in frame.columns and column not in missing]
     if foreign:
-        raise ResultsError(f"a samples file without e1's columns ({', '.join(foreign[:3])}, ...)",
-                           hint="it is not an e1 run's samples.parquet: move it away or use another --out")
+        raise ResultsError(
+            f"a samples file without e1's columns ({', '.join(foreign[:3])}, ...)",
+            hint="it is not an e1 run's samples.parquet: move it away or use another --out",
+        )
     if missing:
         frame = frame.assign(**missing)
     _check_values(frame)

@@ -119,11 +119,27 @@ class SampleStore:
         where, after = (None, where) if relabel else (where, None)  # a filter on labels: on today's labels
         tables = []
         if (self.out / SAMPLES).is_file():
-            tables.append(_scan([self.out / SAMPLES], schema, read, where, f"cannot read {self.out / SAMPLES}",
-                                "move the damaged file away and rerun"))
+            tables.append(
+                _scan(
+                    [self.out / SAMPLES],
+                    schema,
+                    read,
+                    where,
+                    f"cannot read {self.out / SAMPLES}",
+                    "move the damaged file away and rerun",
+                )
+            )
         if parts:
-            tables.append(_scan(parts, schema, read, where, f"cannot read the parts in {self.parts_dir}",
-                                "move the damaged part away and rerun (its samples are generated again)"))
+            tables.append(
+                _scan(
+                    parts,
+                    schema,
+                    read,
+                    where,
+                    f"cannot read the parts in {self.parts_dir}",
+                    "move the damaged part away and rerun (its samples are generated again)",
+                )
+            )
         if not tables:
             return schema.empty_table().select(wanted)
         table = pa.concat_tables(tables)
@@ -141,8 +157,12 @@ class SampleStore:
         if not self.relabels():
             return frame
         columns = [column for column in ("mode", "other_mode") if column in frame.columns]
-        return frame.assign(**{column: frame[column].map(lambda label: label if label is None else self.legacy(label))
-                               for column in columns})
+        return frame.assign(
+            **{
+                column: frame[column].map(lambda label: label if label is None else self.legacy(label))
+                for column in columns
+            }
+        )
 
     def upgrade(self) -> bool:
         """Write a run of an older mode format with today's labels (the parts folded into
@@ -170,8 +190,11 @@ class SampleStore:
         parts = self.parts()
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         if self.parts_dir.exists():
-            write_parquet(samples, self.out / SAMPLES,  # in row groups: a problem's texts read alone
-                          kept=f"every finished sample is kept (in {self.parts_dir})")
+            write_parquet(
+                samples,
+                self.out / SAMPLES,  # in row groups: a problem's texts read alone
+                kept=f"every finished sample is kept (in {self.parts_dir})",
+            )
             self._drop(parts)  # a kill before this line leaves duplicates the next read drops
         return samples
 
@@ -196,13 +219,16 @@ class SampleStore:
             raise ResultsError(f"cannot read {compacted}: {err}", hint="move the damaged file away and rerun") from err
         missing = [name for name in SAMPLE_COLUMNS if name not in found.names and name not in SAMPLE_DEFAULTS]
         if missing:
-            raise ResultsError(f"{compacted} is a samples file without e1's columns ({', '.join(missing[:3])}, ...)",
-                               hint="it is not an e1 run's samples.parquet: move it away or use another --out")
+            raise ResultsError(
+                f"{compacted} is a samples file without e1's columns ({', '.join(missing[:3])}, ...)",
+                hint="it is not an e1 run's samples.parquet: move it away or use another --out",
+            )
         for field in found:
             if field.name in schema.names and not _fits(field.type, schema.field(field.name).type):
-                raise ResultsError(f"{compacted}: column {field.name} holds {field.type}, not "
-                                   f"{schema.field(field.name).type}", hint="it is not an e1 run's samples.parquet: "
-                                   "move it away or use another --out")
+                raise ResultsError(
+                    f"{compacted}: column {field.name} holds {field.type}, not {schema.field(field.name).type}",
+                    hint="it is not an e1 run's samples.parquet: move it away or use another --out",
+                )
         extra = [field for field in found if field.name not in schema.names]
         return pa.schema(extra + list(schema))
 
@@ -217,9 +243,10 @@ def _with_part_columns(schema, parts: list[Path]):
         try:
             names = pq.read_schema(part).names
         except (OSError, pa.ArrowException) as err:
-            raise ResultsError(f"cannot read the parts in {part.parent}: {part.name}: {err}",
-                               hint="move the damaged part away and rerun "
-                               "(its samples are generated again)") from err
+            raise ResultsError(
+                f"cannot read the parts in {part.parent}: {part.name}: {err}",
+                hint="move the damaged part away and rerun (its samples are generated again)",
+            ) from err
         extra.update(dict.fromkeys(name for name in names if name not in schema.names))
     return pa.schema([pa.field(name, pa.string()) for name in extra] + list(schema))
 
@@ -235,8 +262,12 @@ def _fits(found, wanted) -> bool:
     import pyarrow as pa
 
     strings = (pa.string(), pa.large_string())
-    return found == wanted or found == pa.null() or (found in strings and wanted in strings) or (
-        pa.types.is_floating(wanted) and (pa.types.is_integer(found) or pa.types.is_floating(found)))
+    return (
+        found == wanted
+        or found == pa.null()
+        or (found in strings and wanted in strings)
+        or (pa.types.is_floating(wanted) and (pa.types.is_integer(found) or pa.types.is_floating(found)))
+    )
 
 
 def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hint: str):
@@ -245,8 +276,9 @@ def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hin
     import pyarrow.dataset as ds
 
     try:
-        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(columns=columns,
-                                                                                           filter=where)
+        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(
+            columns=columns, filter=where
+        )
     except (OSError, pa.ArrowException) as err:
         raise ResultsError(f"{failed}: {err}", hint=hint) from err
 
@@ -262,8 +294,9 @@ def _relabeled(table, legacy: Callable[[str], str]):
     distinct = pc.unique(labels).to_pylist()
     new = pa.array([legacy(label) if label is not None else None for label in distinct], type=labels.type)
     index = table.schema.get_field_index("mode")
-    return table.set_column(index, table.schema.field(index), pc.take(new, pc.index_in(labels, pa.array(distinct,
-                                                                                                         type=labels.type))))
+    return table.set_column(
+        index, table.schema.field(index), pc.take(new, pc.index_in(labels, pa.array(distinct, type=labels.type)))
+    )
 
 
 def _first_of_each(table, key: list[str]):

@@ -43,8 +43,13 @@ def write_bundle(runs: list[Run], out: Path) -> list[Path]:
         problems[str(run_id)] = keys
         for name, value in files:
             _script(put, f"r{run_id}/{name}", value)
-    index = {"runs": api.runs({}), "curves": api.curves({}), "metrics": api.metrics({}), "problems": problems,
-             "lists": {str(i): tables.sample_list(run) for i, run in readable}}
+    index = {
+        "runs": api.runs({}),
+        "curves": api.curves({}),
+        "metrics": api.metrics({}),
+        "problems": problems,
+        "lists": {str(i): tables.sample_list(run) for i, run in readable},
+    }
     _script(put, "index", index)
     _assets(put)
     names = sorted(path.relative_to(out).as_posix() for path in put.written)
@@ -64,8 +69,9 @@ def _check_folder(out: Path) -> set[str]:
     if not (out.is_dir() and any(out.iterdir())):
         return set()
     if not (out / MARKER).is_file() or (out / MARKER).is_symlink():
-        raise ConfigError(f"--bundle {out} already holds files that are not an e1 view bundle",
-                          hint="name a new or empty folder")
+        raise ConfigError(
+            f"--bundle {out} already holds files that are not an e1 view bundle", hint="name a new or empty folder"
+        )
     try:
         files = json.loads((out / MARKER).read_text()).get("files")
     except (OSError, ValueError, AttributeError):
@@ -86,8 +92,10 @@ class _Writer:
         path = inside(self.out, *parts)
         name = path.relative_to(self.out).as_posix()
         if (path.exists() or path.is_symlink()) and (name not in self.owned or path.is_symlink()):
-            raise ConfigError(f"--bundle {self.out}: {name} is not a file e1 wrote: e1 will not replace it",
-                              hint="move it out of the folder, or name a new one")
+            raise ConfigError(
+                f"--bundle {self.out}: {name} is not a file e1 wrote: e1 will not replace it",
+                hint="move it out of the folder, or name a new one",
+            )
         self.written.append(write_text(text, path))
         return path
 
@@ -98,7 +106,9 @@ def _problem_files(run_id: int, run: Run) -> tuple[dict[str, int], list[tuple[st
     frame = tables.with_model(run.store.read(), run)
     order = [c for c in tables.ORDER if c in frame.columns]
     keys, files = {}, []
-    for k, ((dataset, problem_id), rows) in enumerate(frame.sort_values(order).groupby(["dataset", "problem_id"], sort=False)):
+    for k, ((dataset, problem_id), rows) in enumerate(
+        frame.sort_values(order).groupby(["dataset", "problem_id"], sort=False)
+    ):
         keys[f"{dataset}\u0000{problem_id}"] = k
         fallback = tables.problem_text(run, str(dataset), str(problem_id))
         files.append((f"p{k}", {"rows": tables.records(rows), "problem": fallback}))

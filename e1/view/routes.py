@@ -30,11 +30,18 @@ def routes(runs: list[Run]) -> list:
     from starlette.routing import Route
 
     api = Api(runs)
-    return [Route("/", api.index), Route("/static/{name}", api.static), Route("/api/runs", _json(api.runs)),
-            Route("/api/curves", _json(api.curves)), Route("/api/samples", _json(api.samples)),
-            Route("/api/list", _json(api.sample_list)),
-            Route("/api/problems", _json(api.problems)), Route("/api/problem", _json(api.problem)),
-            Route("/api/metrics", _json(api.metrics)), Route("/favicon.ico", _no_icon)]
+    return [
+        Route("/", api.index),
+        Route("/static/{name}", api.static),
+        Route("/api/runs", _json(api.runs)),
+        Route("/api/curves", _json(api.curves)),
+        Route("/api/samples", _json(api.samples)),
+        Route("/api/list", _json(api.sample_list)),
+        Route("/api/problems", _json(api.problems)),
+        Route("/api/problem", _json(api.problem)),
+        Route("/api/metrics", _json(api.metrics)),
+        Route("/favicon.ico", _no_icon),
+    ]
 
 
 def _no_icon(request):
@@ -76,8 +83,11 @@ def _int(query, name: str) -> int | None:
     value = _text(query, name)
     if value is None:
         return None
-    if not (value.lstrip("-").isascii() and value.lstrip("-").isdigit()) or len(value) > 20 or not (
-            -INT64 <= int(value) < INT64):  # a budget is an int64 column: 10**26 matches nothing and fails the scan
+    if (
+        not (value.lstrip("-").isascii() and value.lstrip("-").isdigit())
+        or len(value) > 20
+        or not (-INT64 <= int(value) < INT64)
+    ):  # a budget is an int64 column: 10**26 matches nothing and fails the scan
         raise ValueError(f"{name} must be a whole number below 2^63, got {value[:30]!r}")
     return int(value)
 
@@ -91,9 +101,16 @@ def _flag(query, name: str) -> bool | None:
 
 def sample_filter(query) -> tables.SampleFilter:
     return tables.SampleFilter(
-        model=_text(query, "model"), dataset=_text(query, "dataset"), mode=_text(query, "mode"),
-        think=_int(query, "think"), solve=_int(query, "solve"), correct=_flag(query, "correct"),
-        forced=_flag(query, "forced"), problem_id=_text(query, "problem_id"), sample_index=_int(query, "sample_index"))
+        model=_text(query, "model"),
+        dataset=_text(query, "dataset"),
+        mode=_text(query, "mode"),
+        think=_int(query, "think"),
+        solve=_int(query, "solve"),
+        correct=_flag(query, "correct"),
+        forced=_flag(query, "forced"),
+        problem_id=_text(query, "problem_id"),
+        sample_index=_int(query, "sample_index"),
+    )
 
 
 class Api:
@@ -129,11 +146,20 @@ class Api:
         and the others load as usual."""
         listed = []
         for i, run in enumerate(self.known):
-            entry = {"id": i, "name": run.name, "kind": run.kind, "model": run.model(), "facets": tables.EMPTY_FACETS,
-                     "curves": False, "metrics": False, "error": _unreadable(run)}
+            entry = {
+                "id": i,
+                "name": run.name,
+                "kind": run.kind,
+                "model": run.model(),
+                "facets": tables.EMPTY_FACETS,
+                "curves": False,
+                "metrics": False,
+                "error": _unreadable(run),
+            }
             if entry["error"] is None:
-                entry.update(facets=tables.facets(run), curves=run.summary_file is not None,
-                             metrics=run.metrics_file is not None)
+                entry.update(
+                    facets=tables.facets(run), curves=run.summary_file is not None, metrics=run.metrics_file is not None
+                )
             listed.append(entry)
         return listed
 

@@ -82,11 +82,15 @@ def find_runs(paths: list[Path]) -> list[Run]:
     for given in paths:
         root = Path(given).expanduser()
         if not root.is_dir():
-            raise ConfigError(f"{given}: no such directory", hint="pass run directories written by e1 eval, sweep, train or demo")
+            raise ConfigError(
+                f"{given}: no such directory", hint="pass run directories written by e1 eval, sweep, train or demo"
+            )
         found = [Run(_name(given, folder.relative_to(root)), folder, root) for folder in _walk(root, 0)]
         if not found:
-            raise ConfigError(f"{given}: no e1 run in it (no config.json beside samples, curves or metrics)",
-                              hint="pass a directory written by e1 eval, sweep, train or demo")
+            raise ConfigError(
+                f"{given}: no e1 run in it (no config.json beside samples, curves or metrics)",
+                hint="pass a directory written by e1 eval, sweep, train or demo",
+            )
         for run in found:
             runs.setdefault(run.path.resolve(), run)
     return list(runs.values())

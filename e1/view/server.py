@@ -33,8 +33,10 @@ def check_installed() -> None:
     """One line naming what to install when the optional web dependencies are missing."""
     missing = [name for name in NEEDED if importlib.util.find_spec(name) is None]
     if missing:
-        raise ConfigError(f"e1 view needs {', '.join(missing)}",
-                          hint=f"pip install -e '.[view]' in the e1 checkout, or pip install {' '.join(missing)}")
+        raise ConfigError(
+            f"e1 view needs {', '.join(missing)}",
+            hint=f"pip install -e '.[view]' in the e1 checkout, or pip install {' '.join(missing)}",
+        )
 
 
 def is_loopback(host: str) -> bool:
@@ -63,8 +65,10 @@ class ViewConfig:
         if self.token is not None and len(self.token) < 8:
             raise ConfigError("--token is too short", hint="use 8 characters or more, e.g. $(openssl rand -hex 16)")
         if not is_loopback(self.host) and not self.token:
-            raise ConfigError(f"--host {self.host} is reachable from other machines: pass --token TOKEN",
-                              hint="or keep the default --host 127.0.0.1 and tunnel: ssh -L 8765:127.0.0.1:8765 HOST")
+            raise ConfigError(
+                f"--host {self.host} is reachable from other machines: pass --token TOKEN",
+                hint="or keep the default --host 127.0.0.1 and tunnel: ssh -L 8765:127.0.0.1:8765 HOST",
+            )
 
 
 class Guard:
@@ -145,7 +149,9 @@ def serve(config: ViewConfig, announce=print) -> None:
     port = sock.getsockname()[1]
     hosts = LOOPBACK_NAMES | {config.host.strip("[]")} if is_loopback(config.host) else None
     app = build_app(runs, config.token, hosts, port)
-    kinds = ", ".join(f"{sum(r.kind == k for r in runs)} {k}" for k in ("sweep", "eval", "train") if any(r.kind == k for r in runs))
+    kinds = ", ".join(
+        f"{sum(r.kind == k for r in runs)} {k}" for k in ("sweep", "eval", "train") if any(r.kind == k for r in runs)
+    )
     announce(f"e1 view: {len(runs)} run{'s' * (len(runs) != 1)} ({kinds}) at {url_of(config.host, port, config.token)}")
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     try:

@@ -22,9 +22,21 @@ from e1.view.runs import Run
 ORDER = ["model", "dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget"]
 INDEX = ORDER + ["think_tokens", "solve_tokens", "forced", "correct", "finish_reason", "reward"]
 FACETS = ["model", "dataset", "mode", "think_budget", "solve_budget"]
-CURVE_FIELDS = ["model", "dataset", "mode", "think_budget", "solve_budget", "accuracy", "accuracy_ci_low",
-                "accuracy_ci_high", "mean_total_tokens", "mean_think_tokens", "forced_rate", "problems",
-                "samples_per_problem"]
+CURVE_FIELDS = [
+    "model",
+    "dataset",
+    "mode",
+    "think_budget",
+    "solve_budget",
+    "accuracy",
+    "accuracy_ci_low",
+    "accuracy_ci_high",
+    "mean_total_tokens",
+    "mean_think_tokens",
+    "forced_rate",
+    "problems",
+    "samples_per_problem",
+]
 PAGE_MAX, PROBLEM_SAMPLES_MAX = 200, 64
 # the sample list the page searches and sorts by itself: short texts (the model's answer, the gold, the
 # problem's first PREVIEW_CHARS), never the thinking or the solution; at most LIST_MAX rows (it says so)
@@ -52,8 +64,11 @@ class SampleFilter:
         import pyarrow.dataset as ds
 
         column = {"think": "think_budget", "solve": "solve_budget"}
-        terms = [ds.field(column.get(f.name, f.name)) == getattr(self, f.name) for f in fields(self)
-                 if getattr(self, f.name) is not None and column.get(f.name, f.name) in columns]
+        terms = [
+            ds.field(column.get(f.name, f.name)) == getattr(self, f.name)
+            for f in fields(self)
+            if getattr(self, f.name) is not None and column.get(f.name, f.name) in columns
+        ]
         return functools.reduce(lambda a, b: a & b, terms) if terms else None
 
 
@@ -75,12 +90,19 @@ def _facets(run: Run, stamp: tuple) -> dict:
     columns = table.column_names
     cells = table.group_by(columns).aggregate([]).to_pandas()
     given = [str(m) for m in run.config().get("models") or []]  # a sweep's models in the order given (base first)
-    models = (sorted(map(str, cells["model"].unique()), key=lambda m: (given.index(m) if m in given else len(given), m))
-              if "model" in cells else [run.model()])
+    models = (
+        sorted(map(str, cells["model"].unique()), key=lambda m: (given.index(m) if m in given else len(given), m))
+        if "model" in cells
+        else [run.model()]
+    )
     budgets = cells[["think_budget", "solve_budget"]].drop_duplicates().sort_values(["think_budget", "solve_budget"])
-    return {"samples": table.num_rows, "models": [str(m) for m in models],
-            "datasets": sorted(map(str, cells["dataset"].unique())), "modes": sorted(map(str, cells["mode"].unique())),
-            "budgets": [[int(t), int(s)] for t, s in budgets.itertuples(index=False)]}
+    return {
+        "samples": table.num_rows,
+        "models": [str(m) for m in models],
+        "datasets": sorted(map(str, cells["dataset"].unique())),
+        "modes": sorted(map(str, cells["mode"].unique())),
+        "budgets": [[int(t), int(s)] for t, s in budgets.itertuples(index=False)],
+    }
 
 
 def sample_page(run: Run, where: SampleFilter, offset: int = 0, limit: int = 50) -> dict:
@@ -91,9 +113,13 @@ def sample_page(run: Run, where: SampleFilter, offset: int = 0, limit: int = 50)
     table = run.store.table(INDEX, where.expression(run.store.names()))
     order = [(c, "ascending") for c in ORDER if c in table.column_names]
     page = table.sort_by(order).slice(max(0, offset), max(0, min(limit, PAGE_MAX))) if table.num_rows else table
-    return {"total": table.num_rows, "correct": int(pc.sum(table["correct"]).as_py() or 0),
-            "forced": int(pc.sum(table["forced"]).as_py() or 0), "offset": offset,
-            "rows": records(with_model(page.to_pandas(), run))}
+    return {
+        "total": table.num_rows,
+        "correct": int(pc.sum(table["correct"]).as_py() or 0),
+        "forced": int(pc.sum(table["forced"]).as_py() or 0),
+        "offset": offset,
+        "rows": records(with_model(page.to_pandas(), run)),
+    }
 
 
 def sample_list(run: Run, where: SampleFilter = SampleFilter()) -> dict:
@@ -175,7 +201,9 @@ def curve_points(run: Run) -> list[dict]:
     present = pq.read_schema(run.summary_file).names
     if "accuracy" not in present:  # a summary written before rates became fractions
         return []
-    frame = run.store.labelled(pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas())
+    frame = run.store.labelled(
+        pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas()
+    )
     return records(with_model(frame, run).assign(run=run.name))
 
 
@@ -184,7 +212,13 @@ def metrics(run: Run) -> dict:
     import pandas as pd
 
     frame = pd.read_parquet(run.metrics_file).sort_values("step")
-    frame = frame[[c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])]]
+    frame = frame[
+        [
+            c
+            for c in frame.columns
+            if pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c])
+        ]
+    ]
     return {"run": run.name, "columns": list(frame.columns), "rows": records(frame)}
 
 
@@ -228,8 +262,10 @@ def _dataset_files(run: Run) -> list[Path]:
     for spec in [str(s) for s in specs if s]:
         candidates = [Path(spec).expanduser().absolute()]
         if "/" not in spec:
-            candidates += [prepared_path(spec, Path(str(config["data_dir"]))) if config.get("data_dir") else None,
-                           prepared_path(spec)]
+            candidates += [
+                prepared_path(spec, Path(str(config["data_dir"]))) if config.get("data_dir") else None,
+                prepared_path(spec),
+            ]
         allowed = [path for path in candidates if path is not None and _under(path, roots) and path.is_file()]
         found.extend(allowed[:1])
     return found

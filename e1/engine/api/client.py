@@ -98,8 +98,9 @@ class Caller:
     :func:`~e1.engine.api.replies.bounded_client`, which cuts a reply at the deadline and the size cap).
     ``markers``: the thinking markers a chat reply's split may not hold."""
 
-    def __init__(self, client, journal: ReplyJournal | None = None, markers: tuple[str, ...] = (),
-                 deadline_s: float = 600.0):
+    def __init__(
+        self, client, journal: ReplyJournal | None = None, markers: tuple[str, ...] = (), deadline_s: float = 600.0
+    ):
         self.client, self.journal = client, journal or ReplyJournal(None)
         self.markers, self.deadline_s = markers, deadline_s
 
@@ -129,7 +130,9 @@ class Caller:
             raise RequestError(f"HTTP {err.status_code} from the server: {_message(err)}") from err
         except openai.APIConnectionError as err:
             reason = transport_reason(err, self.deadline_s)
-            raise RequestError(reason or f"cannot reach {self.client.base_url} ({err.__class__.__name__}: {err})") from err
+            raise RequestError(
+                reason or f"cannot reach {self.client.base_url} ({err.__class__.__name__}: {err})"
+            ) from err
 
 
 def _message(err) -> str:
@@ -216,7 +219,9 @@ class ChatMessages:
 
     chat_template = "the server's"
 
-    def apply_chat_template(self, messages, tokenize: bool = False, add_generation_prompt: bool = True, **kwargs) -> str:
+    def apply_chat_template(
+        self, messages, tokenize: bool = False, add_generation_prompt: bool = True, **kwargs
+    ) -> str:
         return json.dumps({"messages": list(messages), "chat_template_kwargs": kwargs})
 
     @staticmethod
@@ -242,8 +247,10 @@ def check_report(report, completion: Completion) -> None:
     theirs = (report.thinking_tokens, report.solution_tokens)
     ours = (completion.think_tokens, completion.solve_tokens)
     if theirs != ours:
-        raise RequestError(f"the server counted thinking/solution tokens {theirs}, e1's replay of its tokens {ours}",
-                           hint="pass the served model's own tokenizer and the server's --think-start/--think-end")
+        raise RequestError(
+            f"the server counted thinking/solution tokens {theirs}, e1's replay of its tokens {ours}",
+            hint="pass the served model's own tokenizer and the server's --think-start/--think-end",
+        )
 
 
 def reported_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> Completion:
@@ -253,11 +260,20 @@ def reported_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> C
         raise RequestError("the reply has no budget report or no message")
     thinking, solution, forced = report.thinking_tokens, report.solution_tokens, report.thinking_forced
     return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=message.thinking, solution_text=message.content or "",
-        prompt_tokens=usage.prompt_tokens or 0, think_tokens=thinking, solve_tokens=solution, forced=forced,
-        finish_reason=choice.stopped, token_ids=[], forced_mask=[],
+        prompt_index=row[0],
+        sample_index=row[1],
+        think_text=message.thinking,
+        solution_text=message.content or "",
+        prompt_tokens=usage.prompt_tokens or 0,
+        think_tokens=thinking,
+        solve_tokens=solution,
+        forced=forced,
+        finish_reason=choice.stopped,
+        token_ids=[],
+        forced_mask=[],
         closed=forced or solution > 0 or report.thinking_end in ("natural", "pattern"),
-        think_end=report.thinking_end or "")
+        think_end=report.thinking_end or "",
+    )
 
 
 def chat_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> Completion:
@@ -265,12 +281,25 @@ def chat_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> Compl
     message = choice.message
     thinking = usage.reasoning_tokens
     if thinking is None:
-        raise RequestError("the reply does not report usage.completion_tokens_details.reasoning_tokens, so its "
-                           "thinking cannot be counted", hint="pass --tokenizer (the served model's)")
+        raise RequestError(
+            "the reply does not report usage.completion_tokens_details.reasoning_tokens, so its "
+            "thinking cannot be counted",
+            hint="pass --tokenizer (the served model's)",
+        )
     if message is None:
         raise RequestError("the chat reply has no message")
     total = usage.completion()
     return Completion(
-        prompt_index=row[0], sample_index=row[1], think_text=message.thinking, solution_text=message.content or "",
-        prompt_tokens=usage.prompt_tokens or 0, think_tokens=thinking, solve_tokens=total - thinking,
-        forced=False, finish_reason=choice.stopped, token_ids=[], forced_mask=[], closed=message.content is not None)
+        prompt_index=row[0],
+        sample_index=row[1],
+        think_text=message.thinking,
+        solution_text=message.content or "",
+        prompt_tokens=usage.prompt_tokens or 0,
+        think_tokens=thinking,
+        solve_tokens=total - thinking,
+        forced=False,
+        finish_reason=choice.stopped,
+        token_ids=[],
+        forced_mask=[],
+        closed=message.content is not None,
+    )

@@ -32,15 +32,23 @@ class HostedEngine:
 
     max_context = None  # the vendor checks its own context
 
-    def __init__(self, vendor: Vendor, client, settings: ApiSettings, model: str, journal: ReplyJournal,
-                 modes: Sequence[Mode] = ()):
+    def __init__(
+        self,
+        vendor: Vendor,
+        client,
+        settings: ApiSettings,
+        model: str,
+        journal: ReplyJournal,
+        modes: Sequence[Mode] = (),
+    ):
         self.vendor, self.client, self.settings, self.model, self.journal = vendor, client, settings, model, journal
         self.tokenizer, self.markers = ChatMessages(), _text_markers(None, None)
         self.methods = {str(mode): vendor.method(mode) for mode in modes}
 
     @classmethod
-    def load(cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *,
-             journal: Path | None = None) -> HostedEngine:
+    def load(
+        cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *, journal: Path | None = None
+    ) -> HostedEngine:
         """The SDK client (the key read from its variable now, kept only in the client)."""
         vendor = VENDORS[settings.backend]
         client = vendor.client(settings, settings.api_key())
@@ -48,24 +56,40 @@ class HostedEngine:
 
     def describe(self) -> dict:
         """What config.json records: where, what, and the method each mode used (never the key)."""
-        return {"backend": self.settings.backend, "url": redact(self.settings.url or "the vendor's endpoint"),
-                "model": self.model, "prompts": "chat messages", "methods": dict(self.methods),
-                "sampling": self.vendor.sampling,
-                "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
-                "request_timeout_s": self.settings.request_timeout_s}
+        return {
+            "backend": self.settings.backend,
+            "url": redact(self.settings.url or "the vendor's endpoint"),
+            "model": self.model,
+            "prompts": "chat messages",
+            "methods": dict(self.methods),
+            "sampling": self.vendor.sampling,
+            "concurrency": self.settings.concurrency,
+            "max_retries": self.settings.max_retries,
+            "request_timeout_s": self.settings.request_timeout_s,
+        }
 
     def finish_run(self) -> None:
         """The run's samples are all stored: the journal of replies is no longer needed."""
         self.journal.remove()
 
-    def generate(self, prompts, budget: Budget, mode: Mode = Mode("none"), sampling: Sampling = Sampling(), n: int = 1,
-                 progress=None, seeds: Sequence[int] | None = None,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts,
+        budget: Budget,
+        mode: Mode = Mode("none"),
+        sampling: Sampling = Sampling(),
+        n: int = 1,
+        progress=None,
+        seeds: Sequence[int] | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> list[Completion]:
         from e1.engine.seeds import prompt_seeds, sample_seed
 
         if prefixes is not None:
-            raise ConfigError(f"--backend {self.settings.backend} cannot follow another row's tokens",
-                              hint="e1 sweep draws every cell on its own with a hosted backend")
+            raise ConfigError(
+                f"--backend {self.settings.backend} cannot follow another row's tokens",
+                hint="e1 sweep draws every cell on its own with a hosted backend",
+            )
         if n < 1:
             raise ConfigError(f"n must be >= 1, got {n}")
         if not all(isinstance(p, str) for p in prompts):
@@ -76,8 +100,9 @@ class HostedEngine:
         tasks = []
         for p in range(len(prompts)):
             for j in range(n):  # every request built (and checked) before the first is sent
-                request = self.vendor.request(self.model, prompts[p], budget, mode, sampling,
-                                              sample_seed(per_prompt[p], j) >> 33)  # >> 33: an int32, as Gemini takes
+                request = self.vendor.request(
+                    self.model, prompts[p], budget, mode, sampling, sample_seed(per_prompt[p], j) >> 33
+                )  # >> 33: an int32, as Gemini takes
                 tasks.append(row_task((p, j), self._row, request, (p, j)))
         return run_rows(tasks, self.settings.concurrency, progress)
 
@@ -91,4 +116,3 @@ class HostedEngine:
             done = self.vendor.completion(reply, row)  # RequestError: a count it needs is missing
             self.journal.put(key, reply)
         return done
-

@@ -31,8 +31,17 @@ from pathlib import Path
 from collections.abc import Sequence
 
 from e1.budget import Budget
-from e1.engine.api.client import (Caller, ChatMessages, ReplyJournal, RequestError, check_report, chat_completion,
-                                  reported_completion, row_task, run_rows)
+from e1.engine.api.client import (
+    Caller,
+    ChatMessages,
+    ReplyJournal,
+    RequestError,
+    check_report,
+    chat_completion,
+    reported_completion,
+    row_task,
+    run_rows,
+)
 from e1.engine.api.probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
@@ -53,12 +62,16 @@ def check_api(backend: str, api: ApiSettings | None, modes: Sequence[Mode] = ())
     if backend == API_BACKEND and api is None:
         raise ConfigError("--backend openai needs --api-url", hint="e.g. --api-url http://127.0.0.1:8000/v1")
     if api is not None and backend != api.backend:
-        raise ConfigError(f"--api-url is for --backend {'|'.join(API_BACKENDS)}, not {backend}",
-                          hint="pass --backend openai (or gemini, anthropic)")
+        raise ConfigError(
+            f"--api-url is for --backend {'|'.join(API_BACKENDS)}, not {backend}",
+            hint="pass --backend openai (or gemini, anthropic)",
+        )
     effort = next((mode for mode in modes if mode.effort), None)
     if effort is not None and backend not in API_BACKENDS:
-        raise ConfigError(f"mode {effort} needs a hosted reasoning API: a local model has no effort levels",
-                          hint="pass --backend openai|gemini|anthropic, or give token budgets (--think)")
+        raise ConfigError(
+            f"mode {effort} needs a hosted reasoning API: a local model has no effort levels",
+            hint="pass --backend openai|gemini|anthropic, or give token budgets (--think)",
+        )
     from e1.engine.api.vendors import EFFORTS, VENDORS, check_effort
 
     for mode in modes if backend in API_BACKENDS else ():  # the vendor's levels and methods, before anything starts
@@ -81,8 +94,18 @@ class OpenAIEngine(RowEngine):
     """Without ``--tokenizer`` (``tokenizer`` a :class:`ChatMessages`) prompts are chat messages and
     counts come from the replies."""
 
-    def __init__(self, caller: Caller, settings: ApiSettings, model: str, tokenizer, markers: Markers, server: str,
-                 max_context: int | None, modes: Sequence[Mode] = (), token_ids: tuple[bool, bool] = (False, False)):
+    def __init__(
+        self,
+        caller: Caller,
+        settings: ApiSettings,
+        model: str,
+        tokenizer,
+        markers: Markers,
+        server: str,
+        max_context: int | None,
+        modes: Sequence[Mode] = (),
+        token_ids: tuple[bool, bool] = (False, False),
+    ):
         self.caller, self.settings, self.model = caller, settings, model
         self.tokenizer, self.markers, self.server, self.max_context = tokenizer, markers, server, max_context
         self.chat = isinstance(tokenizer, ChatMessages)  # no --tokenizer: the server applies the template
@@ -91,14 +114,27 @@ class OpenAIEngine(RowEngine):
         self.methods = {str(mode): self.method(mode) for mode in modes}  # refuses a mode the server cannot do
 
     @classmethod
-    def load(cls, model: str, settings: ApiSettings, modes: Sequence[Mode] = (), *, think_start: str | None = None,
-             think_end: str | None = None, journal: Path | None = None) -> OpenAIEngine:
+    def load(
+        cls,
+        model: str,
+        settings: ApiSettings,
+        modes: Sequence[Mode] = (),
+        *,
+        think_start: str | None = None,
+        think_end: str | None = None,
+        journal: Path | None = None,
+    ) -> OpenAIEngine:
         """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
         import openai
 
         http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
-        client = openai.OpenAI(base_url=settings.url, api_key=settings.api_key(), timeout=settings.request_timeout_s,
-                               max_retries=settings.max_retries, http_client=http)
+        client = openai.OpenAI(
+            base_url=settings.url,
+            api_key=settings.api_key(),
+            timeout=settings.request_timeout_s,
+            max_retries=settings.max_retries,
+            http_client=http,
+        )
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf.hf_engine import load_tokenizer
@@ -114,73 +150,119 @@ class OpenAIEngine(RowEngine):
         if settings.tokenizer and server == PLAIN_SERVER:
             token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, replies, (markers.start_text, markers.end_text), settings.request_timeout_s)
-        return cls(caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes],
-                   token_ids)
+        return cls(
+            caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes], token_ids
+        )
 
     def method(self, mode: Mode | str) -> str:
         """How ``mode`` runs on this server (see the module's table); refuses what it cannot do."""
         mode = Mode.parse(mode)
         if mode.trials:
-            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: its trial answers need the model's "
-                              "token probabilities and a rollback of the running decode",
-                              hint="use --backend hf or vllm (a local model)")
+            raise ConfigError(
+                f"mode {mode} cannot run on {self.settings.url}: its trial answers need the model's "
+                "token probabilities and a rollback of the running decode",
+                hint="use --backend hf or vllm (a local model)",
+            )
         if mode.effort:  # a hosted reasoning model's effort level: reasoning_effort on a chat request
             from e1.engine.api.vendors import OPENAI_EFFORTS, check_effort
 
             check_effort(API_BACKEND, mode.effort, OPENAI_EFFORTS)
             if not self.chat:
-                raise ConfigError(f"mode {mode} sends reasoning_effort on chat requests",
-                                  hint="leave out --tokenizer: the server then counts reasoning_tokens")
+                raise ConfigError(
+                    f"mode {mode} sends reasoning_effort on chat requests",
+                    hint="leave out --tokenizer: the server then counts reasoning_tokens",
+                )
             return ONE_CALL
         if self.server == BUDGET_SERVER:
             if mode.wait:
-                raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: replacing a natural end with "
-                                  "'Wait' needs the server to stop there, which a budget server does not",
-                                  hint="use budget-forcing without wait=, or a local backend")
+                raise ConfigError(
+                    f"mode {mode} cannot run on {self.settings.url}: replacing a natural end with "
+                    "'Wait' needs the server to stop there, which a budget server does not",
+                    hint="use budget-forcing without wait=, or a local backend",
+                )
             return BUDGET_FIELDS
         if not mode.separate:  # truncate, none: one budget or none, nothing forced
             return ONE_CALL
         if mode.per_token:
-            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: it acts on the logits at every "
-                              "thinking token", hint="serve the model with e1 serve, or use a local backend")
+            raise ConfigError(
+                f"mode {mode} cannot run on {self.settings.url}: it acts on the logits at every thinking token",
+                hint="serve the model with e1 serve, or use a local backend",
+            )
         if self.chat:
-            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
-                              "and forcing the end marker needs the prompt as text",
-                              hint="pass --tokenizer (the served model's) for the two-call method, or serve with e1 serve")
+            raise ConfigError(
+                f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget, "
+                "and forcing the end marker needs the prompt as text",
+                hint="pass --tokenizer (the served model's) for the two-call method, or serve with e1 serve",
+            )
         if mode.grace or mode.wait:
-            raise ConfigError(f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget",
-                              hint="grace= and wait= need e1 serve (grace) or a local backend")
+            raise ConfigError(
+                f"mode {mode} cannot run on {self.settings.url}: the server takes no thinking budget",
+                hint="grace= and wait= need e1 serve (grace) or a local backend",
+            )
         return TWO_CALLS
 
     def describe(self) -> dict:
         """What config.json records: where, what, and the method each mode used."""
-        prompts = ("chat messages, /v1/chat/completions" if self.chat
-                   else f"chat template of {self.settings.tokenizer}, /v1/completions")
+        prompts = (
+            "chat messages, /v1/chat/completions"
+            if self.chat
+            else f"chat template of {self.settings.tokenizer}, /v1/completions"
+        )
         exact, why = exactness(self.chat, self.ids_in, self.ids_out)
-        return {"url": redact(self.settings.url), "model": self.model, "server": self.server, "prompts": prompts,
-                "methods": dict(self.methods), "token_exact": exact, "exactness": why,
-                "concurrency": self.settings.concurrency, "max_retries": self.settings.max_retries,
-                "request_timeout_s": self.settings.request_timeout_s}
+        return {
+            "url": redact(self.settings.url),
+            "model": self.model,
+            "server": self.server,
+            "prompts": prompts,
+            "methods": dict(self.methods),
+            "token_exact": exact,
+            "exactness": why,
+            "concurrency": self.settings.concurrency,
+            "max_retries": self.settings.max_retries,
+            "request_timeout_s": self.settings.request_timeout_s,
+        }
 
     def finish_run(self) -> None:
         """The run's samples are all stored: the journal of replies is no longer needed."""
         self.caller.journal.remove()
 
-    def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress=None, seeds: Sequence[int] | None = None,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts,
+        budget: Budget,
+        mode: Mode = Mode(),
+        sampling: Sampling = Sampling(),
+        n: int = 1,
+        progress=None,
+        seeds: Sequence[int] | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> list[Completion]:
         from e1.engine.seeds import prompt_seeds, sample_seed
 
         if prefixes is not None:
-            raise ConfigError("the openai backend cannot follow another row's tokens",
-                              hint="e1 sweep draws every cell on its own with this backend")
+            raise ConfigError(
+                "the openai backend cannot follow another row's tokens",
+                hint="e1 sweep draws every cell on its own with this backend",
+            )
         mode = Mode.parse(mode)
         method = self.methods.get(str(mode)) or self.method(mode)
         texts, prompt_ids, rows = self._prompts(prompts, budget, mode, n)
         per_prompt = prompt_seeds(sampling, len(texts), seeds)
         run = {BUDGET_FIELDS: self._budget_row, TWO_CALLS: self._two_call_row, ONE_CALL: self._one_call_row}[method]
-        tasks = [row_task((p, j), run, texts[p], prompt_ids[p] if prompt_ids else None, (p, j), budget, mode, sampling,
-                          sample_seed(per_prompt[p], j)) for p, j in rows]
+        tasks = [
+            row_task(
+                (p, j),
+                run,
+                texts[p],
+                prompt_ids[p] if prompt_ids else None,
+                (p, j),
+                budget,
+                mode,
+                sampling,
+                sample_seed(per_prompt[p], j),
+            )
+            for p, j in rows
+        ]
         return run_rows(tasks, self.settings.concurrency, progress)
 
     def _prompts(self, prompts, budget: Budget, mode: Mode, n: int):
@@ -192,15 +274,22 @@ class OpenAIEngine(RowEngine):
                 raise ConfigError("token-id prompts need the tokenizer", hint="pass --tokenizer")
             return list(prompts), None, [(p, j) for p in range(len(prompts)) for j in range(n)]
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, Sampling(), n)
-        texts = [p if isinstance(p, str) else self.tokenizer.decode(ids, skip_special_tokens=False)
-                 for p, ids in zip(prompts, prompt_ids)]
+        texts = [
+            p if isinstance(p, str) else self.tokenizer.decode(ids, skip_special_tokens=False)
+            for p, ids in zip(prompts, prompt_ids)
+        ]
         return texts, prompt_ids, rows
 
     def _body(self, row_seed: int, call: int, sampling: Sampling, **fields) -> dict:
         from e1.engine.seeds import derive_seed
 
-        body = {"model": self.model, "temperature": sampling.temperature, "top_p": sampling.top_p,
-                "seed": derive_seed(row_seed, call) >> 1, **fields}  # >> 1: a signed 64-bit value, as vLLM takes
+        body = {
+            "model": self.model,
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "seed": derive_seed(row_seed, call) >> 1,
+            **fields,
+        }  # >> 1: a signed 64-bit value, as vLLM takes
         return body | ({"top_k": sampling.top_k} if sampling.top_k else {})
 
     def _call(self, endpoint: str, body: dict, read=None):
@@ -210,26 +299,37 @@ class OpenAIEngine(RowEngine):
 
     # ---- a server that takes e1's budgets: one request, exact -------------------------------
 
-    def _budget_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
-                    row_seed: int) -> Completion:
+    def _budget_row(
+        self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
+    ) -> Completion:
         fields = {MODE_FIELD: str(mode)}
         if not mode.bounded:
-            fields["max_tokens"] = sampling.max_tokens if ids is None else self.row_state(ids, budget, mode, sampling).max_new_tokens
+            fields["max_tokens"] = (
+                sampling.max_tokens if ids is None else self.row_state(ids, budget, mode, sampling).max_new_tokens
+            )
         else:
             fields.update({THINK_FIELD: budget.think, SOLVE_FIELD: budget.solve})
         if ids is None:
-            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **fields),
-                              lambda choice, usage: reported_completion(choice, usage, row))
+            return self._call(
+                "chat/completions",
+                self._body(row_seed, 0, sampling, **ChatMessages.request(text), **fields),
+                lambda choice, usage: reported_completion(choice, usage, row),
+            )
         # the prompt as e1's own ids: the server decodes exactly what a local engine would (no second BOS)
         body = self._body(row_seed, 0, sampling, prompt=list(ids), return_token_ids=True, **fields)
-        return self._call("completions", body, lambda choice, _: self._replayed(choice, ids, row, budget, mode, sampling))
+        return self._call(
+            "completions", body, lambda choice, _: self._replayed(choice, ids, row, budget, mode, sampling)
+        )
 
-    def _replayed(self, choice: Choice, ids, row: tuple[int, int], budget: Budget, mode: Mode,
-                  sampling: Sampling) -> Completion:
+    def _replayed(
+        self, choice: Choice, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling
+    ) -> Completion:
         """A budget server's token ids replayed through the row's state, its report checked against e1's counts."""
         if choice.token_ids is None:
-            raise RequestError("the reply carries no token_ids, so e1 cannot replay it",
-                               hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer")
+            raise RequestError(
+                "the reply carries no token_ids, so e1 cannot replay it",
+                hint="serve with e1 serve (vLLM returns token ids), or leave out --tokenizer",
+            )
         state = self.row_state(ids, budget, mode, sampling)
         state.extend(list(choice.token_ids))
         completion = self._record(state, row, ids)
@@ -250,8 +350,9 @@ class OpenAIEngine(RowEngine):
 
     # ---- a plain server -----------------------------------------------------------------------
 
-    def _two_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
-                      row_seed: int) -> Completion:
+    def _two_call_row(
+        self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
+    ) -> Completion:
         """Thinking (``max_tokens=t``, stopped at the end marker), then the solution (``max_tokens=s``) from
         prompt + thinking + (exit text) + marker; on ids where the server returns them (:meth:`_replay_two_calls`)."""
         if self.ids_out:
@@ -261,9 +362,19 @@ class OpenAIEngine(RowEngine):
         if phase == PROMPT_CLOSED:
             return self._solution_call(text, ids, row, budget.solve, sampling, row_seed)
         if budget.think > 0:
-            choice, usage = self._call("completions", self._body(
-                row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=budget.think, stop=[markers.end_text],
-                skip_special_tokens=False), self._thinking_read)
+            choice, usage = self._call(
+                "completions",
+                self._body(
+                    row_seed,
+                    0,
+                    sampling,
+                    prompt=self._prompt(text, ids),
+                    max_tokens=budget.think,
+                    stop=[markers.end_text],
+                    skip_special_tokens=False,
+                ),
+                self._thinking_read,
+            )
             think, think_tokens = choice.text or "", usage.completion()
             if choice.finish_reason == "stop":
                 natural = choice.stopped_at(markers.end_text)
@@ -272,14 +383,37 @@ class OpenAIEngine(RowEngine):
         forced = not natural
         opened = phase == PROMPT_OPEN or markers.start_text in think
         lines = "\n" if forced and mode.answer_prompt and mode.answer_lines else ""  # s1's layout
-        seam = ("" if opened or natural else markers.start_text) + (mode.exit_text + lines if forced else "") + markers.end_text
+        seam = (
+            ("" if opened or natural else markers.start_text)
+            + (mode.exit_text + lines if forced else "")
+            + markers.end_text
+        )
         answer = lines + ANSWER_TEXT if forced and mode.answer_prompt else ""
-        choice, usage = self._call("completions", self._body(
-            row_seed, 1, sampling, prompt=self._prompt(text, ids, think + seam + answer), max_tokens=budget.solve,
-            skip_special_tokens=False), _counted)
-        return self._text_completion(row, ids, think, choice.text or "", think_tokens, usage.completion(),
-                                     forced, True, choice.stopped, seam + answer if forced else "",
-                                     mode.exit_text + lines + answer if forced else "")
+        choice, usage = self._call(
+            "completions",
+            self._body(
+                row_seed,
+                1,
+                sampling,
+                prompt=self._prompt(text, ids, think + seam + answer),
+                max_tokens=budget.solve,
+                skip_special_tokens=False,
+            ),
+            _counted,
+        )
+        return self._text_completion(
+            row,
+            ids,
+            think,
+            choice.text or "",
+            think_tokens,
+            usage.completion(),
+            forced,
+            True,
+            choice.stopped,
+            seam + answer if forced else "",
+            mode.exit_text + lines + answer if forced else "",
+        )
 
     def _prompt(self, text: str, ids, written: str = ""):
         """The prompt, ``written`` text after it: as ids where the server takes them, else as text."""
@@ -287,72 +421,138 @@ class OpenAIEngine(RowEngine):
             return text + written
         return list(ids) + (self.tokenizer.encode(written, add_special_tokens=False) if written else [])
 
-    def _replay_two_calls(self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
-                          row_seed: int) -> Completion:
+    def _replay_two_calls(
+        self, ids: list[int], row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
+    ) -> Completion:
         """The two calls on token ids, each reply fed to the row's state (forcing at t as e1's engines do).
         A prompt that closed thinking skips the first call."""
         state = self.row_state(ids, budget, mode, sampling)
         if state.phase == THINK and state.forced_token() is None:
-            choice = self._call("completions", self._body(
-                row_seed, 0, sampling, prompt=list(ids), max_tokens=budget.think, stop=[self.markers.end_text],
-                skip_special_tokens=False, return_token_ids=True), _with_ids)
+            choice = self._call(
+                "completions",
+                self._body(
+                    row_seed,
+                    0,
+                    sampling,
+                    prompt=list(ids),
+                    max_tokens=budget.think,
+                    stop=[self.markers.end_text],
+                    skip_special_tokens=False,
+                    return_token_ids=True,
+                ),
+                _with_ids,
+            )
             state.extend(list(choice.token_ids))
         while not state.done and state.forced_token() is not None:
             state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
         if not state.done:
-            choice = self._call("completions", self._body(
-                row_seed, 1, sampling, prompt=list(ids) + state.tokens, max_tokens=budget.solve, return_token_ids=True),
-                _with_ids)
+            choice = self._call(
+                "completions",
+                self._body(
+                    row_seed,
+                    1,
+                    sampling,
+                    prompt=list(ids) + state.tokens,
+                    max_tokens=budget.solve,
+                    return_token_ids=True,
+                ),
+                _with_ids,
+            )
             state.extend(list(choice.token_ids))
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
 
-    def _one_call_row(self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling,
-                      row_seed: int) -> Completion:
+    def _one_call_row(
+        self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
+    ) -> Completion:
         """``truncate`` (``max_tokens`` = t + s) or ``none``: one call, split at the end marker (on a
         server that returns ids, by the row's state replaying them)."""
         if ids is None:
             cap = mode.output_cap(budget)
             max_tokens = sampling.max_tokens if cap is None else cap
             # reasoning models take max_completion_tokens (reasoning included), not max_tokens
-            cap = {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens} if mode.effort else {
-                "max_tokens": max_tokens}
-            return self._call("chat/completions", self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
-                              lambda choice, usage: chat_completion(choice, usage, row))
+            cap = (
+                {"reasoning_effort": mode.effort, "max_completion_tokens": max_tokens}
+                if mode.effort
+                else {"max_tokens": max_tokens}
+            )
+            return self._call(
+                "chat/completions",
+                self._body(row_seed, 0, sampling, **ChatMessages.request(text), **cap),
+                lambda choice, usage: chat_completion(choice, usage, row),
+            )
         state = self.row_state(ids, budget, mode, sampling)
         if self.ids_out:
-            choice = self._call("completions", self._body(
-                row_seed, 0, sampling, prompt=list(ids), max_tokens=state.max_new_tokens, skip_special_tokens=False,
-                return_token_ids=True), _with_ids)
+            choice = self._call(
+                "completions",
+                self._body(
+                    row_seed,
+                    0,
+                    sampling,
+                    prompt=list(ids),
+                    max_tokens=state.max_new_tokens,
+                    skip_special_tokens=False,
+                    return_token_ids=True,
+                ),
+                _with_ids,
+            )
             state.extend(list(choice.token_ids))
             completion = self._record(state, row, ids)
             completion.finish_reason = completion.finish_reason or choice.stopped
             return completion
         if self.markers.prompt_thinking(ids) == PROMPT_CLOSED:
             return self._solution_call(text, ids, row, state.max_new_tokens, sampling, row_seed)
-        choice, usage = self._call("completions", self._body(
-            row_seed, 0, sampling, prompt=self._prompt(text, ids), max_tokens=state.max_new_tokens,
-            skip_special_tokens=False), _counted)
+        choice, usage = self._call(
+            "completions",
+            self._body(
+                row_seed,
+                0,
+                sampling,
+                prompt=self._prompt(text, ids),
+                max_tokens=state.max_new_tokens,
+                skip_special_tokens=False,
+            ),
+            _counted,
+        )
         output, total = choice.text or "", usage.completion()
         think, marker, solution = output.partition(self.markers.end_text)
         # a reply that never ended thinking is all thinking, its EOS too (as e1's engines count)
-        think_tokens = min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
-        return self._text_completion(row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker),
-                                     choice.stopped)
+        think_tokens = (
+            min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
+        )
+        return self._text_completion(
+            row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker), choice.stopped
+        )
 
-    def _solution_call(self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling,
-                       row_seed: int) -> Completion:
+    def _solution_call(
+        self, text: str, ids, row: tuple[int, int], max_tokens: int, sampling: Sampling, row_seed: int
+    ) -> Completion:
         """A prompt that closed thinking (Qwen3, thinking off) on a server that returns no ids: one call, all solution."""
-        body = self._body(row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False)
+        body = self._body(
+            row_seed, 1, sampling, prompt=self._prompt(text, ids), max_tokens=max_tokens, skip_special_tokens=False
+        )
         choice, usage = self._call("completions", body, _counted)
-        completion = self._text_completion(row, ids, "", choice.text or "", 0, usage.completion(), False, False,
-                                           choice.stopped)
+        completion = self._text_completion(
+            row, ids, "", choice.text or "", 0, usage.completion(), False, False, choice.stopped
+        )
         completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
         return completion
 
-    def _text_completion(self, row, ids, think: str, solution: str, think_tokens: int, solve_tokens: int,
-                         forced: bool, closed: bool, finish: str, seam: str = "", forced_text: str = "") -> Completion:
+    def _text_completion(
+        self,
+        row,
+        ids,
+        think: str,
+        solution: str,
+        think_tokens: int,
+        solve_tokens: int,
+        forced: bool,
+        closed: bool,
+        finish: str,
+        seam: str = "",
+        forced_text: str = "",
+    ) -> Completion:
         """A record from a plain server's texts: ids re-tokenised (the ``seam``: markers, forced texts), texts decoded
         as the local engines do, counts as given (usage); ``forced_text``: the seam's texts that are not markers."""
         encode = functools.partial(self.tokenizer.encode, add_special_tokens=False)
@@ -361,11 +561,21 @@ class OpenAIEngine(RowEngine):
         solution_ids = encode(solution)
         decode = functools.partial(self.tokenizer.decode, skip_special_tokens=True)
         return Completion(
-            prompt_index=row[0], sample_index=row[1], think_text=decode(think_ids), solution_text=decode(solution_ids),
-            prompt_tokens=len(ids), think_tokens=think_tokens, solve_tokens=solve_tokens, forced=forced,
-            finish_reason=finish, token_ids=think_ids + marker_ids + solution_ids,
+            prompt_index=row[0],
+            sample_index=row[1],
+            think_text=decode(think_ids),
+            solution_text=decode(solution_ids),
+            prompt_tokens=len(ids),
+            think_tokens=think_tokens,
+            solve_tokens=solve_tokens,
+            forced=forced,
+            finish_reason=finish,
+            token_ids=think_ids + marker_ids + solution_ids,
             forced_mask=[False] * len(think_ids) + [forced] * len(marker_ids) + [False] * len(solution_ids),
-            closed=closed, think_end="budget" if forced else "natural" if closed else "open", forced_text=forced_text)
+            closed=closed,
+            think_end="budget" if forced else "natural" if closed else "open",
+            forced_text=forced_text,
+        )
 
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
@@ -375,8 +585,10 @@ def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:
 def _with_ids(choice: Choice, usage: Usage) -> Choice:
     """A reply of a server that returns token ids (found at load): refused (never journalled) without them."""
     if choice.token_ids is None:
-        raise RequestError("the reply carries no token_ids, though the server returned them when e1 started",
-                           hint="check that the server is the one e1 started with; rerun the same command to resume")
+        raise RequestError(
+            "the reply carries no token_ids, though the server returned them when e1 started",
+            hint="check that the server is the one e1 started with; rerun the same command to resume",
+        )
     return choice
 
 

@@ -30,8 +30,9 @@ def served_context(client, model: str, url: str) -> int | None:
     except openai.APIConnectionError as err:
         raise ModelError(f"cannot reach {url}: {err}", hint="check --api-url and that the server is up") from err
     except openai.APIStatusError as err:
-        raise ModelError(f"{url} refused to list its models (HTTP {err.status_code})",
-                         hint="check --api-key-env and --api-url") from err
+        raise ModelError(
+            f"{url} refused to list its models (HTTP {err.status_code})", hint="check --api-key-env and --api-url"
+        ) from err
     served = {card.id: card for card in cards}
     if served and model not in served:
         from e1.errors import did_you_mean
@@ -59,8 +60,10 @@ def probe_token_ids(caller: Caller, model: str, prompt_ids: list[int]) -> tuple[
     except RequestError as err:
         if isinstance(err.__cause__, (openai.BadRequestError, openai.UnprocessableEntityError)):
             return False, False
-        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
-                         hint="check --api-url, --model (the served name) and --api-key-env") from err
+        raise ModelError(
+            f"the server at {caller.client.base_url} does not answer: {err.reason}",
+            hint="check --api-url, --model (the served name) and --api-key-env",
+        ) from err
     return True, choice.token_ids is not None
 
 
@@ -75,8 +78,10 @@ def probe_budgets(caller: Caller, model: str, chat: bool) -> str:
     except RequestError as err:
         if isinstance(err.__cause__, openai.BadRequestError):
             return PLAIN_SERVER  # a server that refuses fields it does not know
-        raise ModelError(f"the server at {caller.client.base_url} does not answer: {err.reason}",
-                         hint="check --api-url, --model (the served name) and --api-key-env") from err
+        raise ModelError(
+            f"the server at {caller.client.base_url} does not answer: {err.reason}",
+            hint="check --api-url, --model (the served name) and --api-key-env",
+        ) from err
     return BUDGET_SERVER if reply.choice.budget is not None else PLAIN_SERVER
 
 
@@ -88,7 +93,11 @@ def exactness(chat: bool, ids_in: bool, ids_out: bool) -> tuple[bool, str]:
     if ids_in and ids_out:
         return True, "prompts sent as token ids, the replies' token ids replayed"
     if ids_in:
-        return False, ("prompts sent as token ids, but the replies carry none: the thinking is re-tokenised at "
-                       "the seam, counts come from usage")
-    return False, ("the server takes no token-id prompt: it tokenises the prompt text itself (a tokenizer that "
-                   "adds a BOS gets a second one), counts come from usage")
+        return False, (
+            "prompts sent as token ids, but the replies carry none: the thinking is re-tokenised at "
+            "the seam, counts come from usage"
+        )
+    return False, (
+        "the server takes no token-id prompt: it tokenises the prompt text itself (a tokenizer that "
+        "adds a BOS gets a second one), counts come from usage"
+    )

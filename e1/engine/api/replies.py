@@ -140,8 +140,12 @@ def _transport_class(name: str) -> type:
                 response.close()
                 raise too_large(request, self.cap, f" ({int(length) >> 20} MiB)")
             _read_within(request, deadline)  # the body's reads: httpcore reads the timeout as the body starts
-            return httpx.Response(response.status_code, headers=response.headers, extensions=response.extensions,
-                                  stream=Bounded(response.stream, request, deadline, self.cap))
+            return httpx.Response(
+                response.status_code,
+                headers=response.headers,
+                extensions=response.extensions,
+                stream=Bounded(response.stream, request, deadline, self.cap),
+            )
 
         def close(self) -> None:
             self.inner.close()
@@ -153,8 +157,10 @@ def _read_within(request, deadline: float) -> None:
     """Every wait of the request (connect, write, pool, read) ends by ``deadline``."""
     left = max(0.001, deadline - time.monotonic())
     timeouts = dict(request.extensions.get("timeout") or {})
-    request.extensions["timeout"] = {key: left if key == "read" or timeouts.get(key) is None else min(timeouts[key], left)
-                                     for key in ("connect", "read", "write", "pool")}
+    request.extensions["timeout"] = {
+        key: left if key == "read" or timeouts.get(key) is None else min(timeouts[key], left)
+        for key in ("connect", "read", "write", "pool")
+    }
 
 
 # ---- types ---------------------------------------------------------------------------------------
@@ -226,8 +232,11 @@ class Choice(Shape):
         for key in ("stop_reason", "matched_stop", "stopping_word"):
             if key in self.model_fields_set:
                 return getattr(self, key) == end_text
-        raise RequestError("the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
-                           "the end marker from the end of sequence", hint="use a vLLM, SGLang or llama.cpp server")
+        raise RequestError(
+            "the reply does not say why thinking stopped (no stop_reason), so e1 cannot tell "
+            "the end marker from the end of sequence",
+            hint="use a vLLM, SGLang or llama.cpp server",
+        )
 
     @property
     def stopped(self) -> str:
@@ -327,10 +336,12 @@ def _check_prompt(reply: Reply, limits: Limits) -> None:
     for shown in (reply.choice.prompt_token_ids, reply.prompt_token_ids):
         if sent is not None and shown is not None and tuple(shown) != sent:
             at = next((i for i, (a, b) in enumerate(zip(shown, sent)) if a != b), min(len(shown), len(sent)))
-            raise PromptChanged(f"the server took other prompt ids than e1 sent ({len(shown)} ids for {len(sent)}, "
-                                f"the first difference at position {at}), so its reply is not token for token",
-                                hint="serve the model so that it takes token-id prompts as given (no BOS added), "
-                                     "or leave out --tokenizer")
+            raise PromptChanged(
+                f"the server took other prompt ids than e1 sent ({len(shown)} ids for {len(sent)}, "
+                f"the first difference at position {at}), so its reply is not token for token",
+                hint="serve the model so that it takes token-id prompts as given (no BOS added), "
+                "or leave out --tokenizer",
+            )
 
 
 def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str | None:
@@ -348,7 +359,9 @@ def _inconsistent(reply: Reply, limits: Limits, markers: tuple[str, ...]) -> str
     message = choice.message or Message()
     for marker in markers if choice.message is not None else ():
         if marker and (marker in (message.content or "") or marker in message.thinking):
-            return f"its message holds the thinking marker {marker!r}: the server did not split thinking from the answer"
+            return (
+                f"its message holds the thinking marker {marker!r}: the server did not split thinking from the answer"
+            )
     return _report_problem(choice.budget, limits, completion) if choice.budget is not None else None
 
 
@@ -363,5 +376,7 @@ def _report_problem(report: BudgetReport, limits: Limits, completion: int | None
     if completion is not None and think + solve > completion:
         return f"the budget report counts {think} + {solve} tokens of {completion} completion tokens"
     if report.thinking_end and report.thinking_forced != (report.thinking_end == "budget"):
-        return f"the budget report says thinking_forced={report.thinking_forced} but thinking_end={report.thinking_end!r}"
+        return (
+            f"the budget report says thinking_forced={report.thinking_forced} but thinking_end={report.thinking_end!r}"
+        )
     return None

@@ -32,22 +32,40 @@ class ApiSettings:
 
     url: str | None = setting(
         help="--backend openai: the server's OpenAI-compatible base URL, e.g. http://127.0.0.1:8000/v1 (--model is "
-             "then the served name); gemini, anthropic: another endpoint than the vendor's.", panel=API,
-        flag="--api-url", shown=False)
+        "then the served name); gemini, anthropic: another endpoint than the vendor's.",
+        panel=API,
+        flag="--api-url",
+        shown=False,
+    )
     api_key_env: str | None = setting(
-        None, "The environment variable holding the API key, never the key.", API,
-        shown="OPENAI_API_KEY if set, GEMINI_API_KEY, ANTHROPIC_API_KEY")
+        None,
+        "The environment variable holding the API key, never the key.",
+        API,
+        shown="OPENAI_API_KEY if set, GEMINI_API_KEY, ANTHROPIC_API_KEY",
+    )
     tokenizer: str | None = setting(
-        None, "--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; "
-        "without it prompts are chat messages.", API, shown=False)
-    concurrency: int = setting(8, "Requests in flight.", API,
-                               number=Number(int, min=1, max=4096, hint="requests in flight at once, e.g. 8"))
+        None,
+        "--backend openai: the served model's tokenizer (folder or hub id) for exact prompts and counts; "
+        "without it prompts are chat messages.",
+        API,
+        shown=False,
+    )
+    concurrency: int = setting(
+        8, "Requests in flight.", API, number=Number(int, min=1, max=4096, hint="requests in flight at once, e.g. 8")
+    )
     request_timeout_s: float = setting(
-        600.0, "Seconds per request.", API, flag="--request-timeout",
-        number=Number(float, min=0, max=86400, above=True, hint="seconds per request, e.g. 600"))
-    max_retries: int = setting(5, "Retries of a request (429, 5xx, connection errors), with backoff.", API,
-                               number=Number(int, min=0, max=100,
-                                             hint="retries of a request on 429, 5xx and connection errors"))
+        600.0,
+        "Seconds per request.",
+        API,
+        flag="--request-timeout",
+        number=Number(float, min=0, max=86400, above=True, hint="seconds per request, e.g. 600"),
+    )
+    max_retries: int = setting(
+        5,
+        "Retries of a request (429, 5xx, connection errors), with backoff.",
+        API,
+        number=Number(int, min=0, max=100, hint="retries of a request on 429, 5xx and connection errors"),
+    )
     backend: str = API_BACKEND  # which API: --backend, not a setting of its own
 
     def __post_init__(self):
@@ -56,13 +74,16 @@ class ApiSettings:
 
             raise ConfigError(f"unknown API backend {self.backend!r}", hint=did_you_mean(self.backend, API_BACKENDS))
         if self.tokenizer is not None and self.backend != API_BACKEND:
-            raise ConfigError(f"--tokenizer is for --backend openai, not {self.backend}",
-                              hint="a hosted vendor counts its own tokens")
+            raise ConfigError(
+                f"--tokenizer is for --backend openai, not {self.backend}", hint="a hosted vendor counts its own tokens"
+            )
         if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
             raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
-            raise ConfigError(f"--api-key-env {self.api_key_env!r} is not an environment variable name",
-                              hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)")
+            raise ConfigError(
+                f"--api-key-env {self.api_key_env!r} is not an environment variable name",
+                hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)",
+            )
         check_settings(self)
 
     def api_key(self) -> str:

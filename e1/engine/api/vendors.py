@@ -40,14 +40,19 @@ from e1.errors import ConfigError, did_you_mean
 OPENAI_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 GEMINI_LEVELS = ("minimal", "low", "medium", "high")  # thinkingLevel; "dynamic" is thinkingBudget -1
 ANTHROPIC_EFFORTS = ("low", "medium", "high", "xhigh", "max")
-VENDOR_BUDGET, VENDOR_EFFORT = "the vendor's thinking budget (t), cap t + s", "the vendor's effort level, cap --max-tokens"
+VENDOR_BUDGET, VENDOR_EFFORT = (
+    "the vendor's thinking budget (t), cap t + s",
+    "the vendor's effort level, cap --max-tokens",
+)
 
 
 def check_effort(backend: str, effort: str, efforts: tuple[str, ...]) -> None:
     """An effort level the vendor documents, or one clear line with the closest one."""
     if effort and effort not in efforts:
-        raise ConfigError(f"--backend {backend} has no effort level {effort!r}",
-                          hint=did_you_mean(effort, efforts, f"{backend} takes"))
+        raise ConfigError(
+            f"--backend {backend} has no effort level {effort!r}",
+            hint=did_you_mean(effort, efforts, f"{backend} takes"),
+        )
 
 
 def _split_messages(text: str) -> tuple[str, list[dict]]:
@@ -100,7 +105,10 @@ class GeminiReply(Shape):
 
     def split(self) -> tuple[str, str]:
         parts = self.candidates[0].content.parts
-        return ("".join(p.text or "" for p in parts if p.thought), "".join(p.text or "" for p in parts if not p.thought))
+        return (
+            "".join(p.text or "" for p in parts if p.thought),
+            "".join(p.text or "" for p in parts if not p.thought),
+        )
 
     def texts(self) -> str:
         return "".join(self.split())
@@ -128,8 +136,10 @@ class AnthropicReply(Shape):
     stop_reason: str | None = None
 
     def split(self) -> tuple[str, str]:
-        return ("".join(b.thinking or "" for b in self.content if b.type == "thinking"),
-                "".join(b.text or "" for b in self.content if b.type == "text"))
+        return (
+            "".join(b.thinking or "" for b in self.content if b.type == "thinking"),
+            "".join(b.text or "" for b in self.content if b.type == "text"),
+        )
 
     def texts(self) -> str:
         return "".join(self.split())
@@ -141,8 +151,9 @@ def _sdk(module: str, extra: str):
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ConfigError(f"this backend needs the {module} package, which is not installed",
-                          hint=f"pip install 'e1[{extra}]'") from err
+        raise ConfigError(
+            f"this backend needs the {module} package, which is not installed", hint=f"pip install 'e1[{extra}]'"
+        ) from err
 
 
 @dataclass(frozen=True)
@@ -164,8 +175,10 @@ class Vendor:
         if mode.vendor_budget and self.takes_budget:
             return VENDOR_BUDGET
         axes = "elastic (its thinking budget) or none[:effort=LEVEL]" if self.takes_budget else "none[:effort=LEVEL]"
-        raise ConfigError(f"mode {mode} cannot run on --backend {self.backend}: the vendor decodes, so e1 forces nothing",
-                          hint=f"use {axes}; efforts: {', '.join(self.efforts)}")
+        raise ConfigError(
+            f"mode {mode} cannot run on --backend {self.backend}: the vendor decodes, so e1 forces nothing",
+            hint=f"use {axes}; efforts: {', '.join(self.efforts)}",
+        )
 
 
 class Gemini(Vendor):
@@ -175,16 +188,30 @@ class Gemini(Vendor):
         genai = _sdk("google.genai", self.extra)
         from google.genai import types
 
-        retry = types.HttpRetryOptions(attempts=settings.max_retries + 1, initial_delay=0.5, max_delay=8,
-                                       http_status_codes=[408, 409, 429, 500, 502, 503, 504])
-        options = types.HttpOptions(base_url=settings.url, api_version="v1beta", timeout=int(settings.request_timeout_s * 1000),
-                                    retry_options=retry, httpx_client=bounded_client(settings.request_timeout_s))
+        retry = types.HttpRetryOptions(
+            attempts=settings.max_retries + 1,
+            initial_delay=0.5,
+            max_delay=8,
+            http_status_codes=[408, 409, 429, 500, 502, 503, 504],
+        )
+        options = types.HttpOptions(
+            base_url=settings.url,
+            api_version="v1beta",
+            timeout=int(settings.request_timeout_s * 1000),
+            retry_options=retry,
+            httpx_client=bounded_client(settings.request_timeout_s),
+        )
         return genai.Client(api_key=key, vertexai=False, http_options=options)
 
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
         system, messages = _split_messages(text)
-        contents = [{"role": "model" if m.get("role") == "assistant" else "user",
-                     "parts": [{"text": str(m.get("content") or "")}]} for m in messages]
+        contents = [
+            {
+                "role": "model" if m.get("role") == "assistant" else "user",
+                "parts": [{"text": str(m.get("content") or "")}],
+            }
+            for m in messages
+        ]
         thinking: dict = {"include_thoughts": True}
         if mode.bounded:  # elastic (Vendor.method): the vendor's thinking budget
             thinking["thinking_budget"] = budget.think  # 0: thinking off
@@ -192,9 +219,13 @@ class Gemini(Vendor):
             thinking["thinking_budget"] = -1
         elif mode.effort:
             thinking["thinking_level"] = mode.effort.upper()
-        config = {"temperature": sampling.temperature, "top_p": sampling.top_p, "seed": seed,
-                  "max_output_tokens": budget.total if mode.bounded else sampling.max_tokens,
-                  "thinking_config": thinking}
+        config = {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "seed": seed,
+            "max_output_tokens": budget.total if mode.bounded else sampling.max_tokens,
+            "thinking_config": thinking,
+        }
         if sampling.top_k:
             config["top_k"] = sampling.top_k
         if system:
@@ -230,7 +261,11 @@ class Gemini(Vendor):
     @staticmethod
     def _counted(raw) -> int | None:
         usage = raw.get("usage_metadata") if isinstance(raw, dict) else None
-        counts = [usage.get(k) for k in ("candidates_token_count", "thoughts_token_count")] if isinstance(usage, dict) else []
+        counts = (
+            [usage.get(k) for k in ("candidates_token_count", "thoughts_token_count")]
+            if isinstance(usage, dict)
+            else []
+        )
         counts = [c for c in counts if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**31]
         return sum(counts) if counts else None
 
@@ -242,12 +277,19 @@ class Gemini(Vendor):
             thinking = 0  # documented: left out when the model did not think
         solve = usage.candidates_token_count if usage.candidates_token_count is not None or answer else 0
         return Completion(
-            prompt_index=row[0], sample_index=row[1], think_text=thoughts, solution_text=answer,
+            prompt_index=row[0],
+            sample_index=row[1],
+            think_text=thoughts,
+            solution_text=answer,
             prompt_tokens=usage.prompt_token_count or 0,
             think_tokens=_count(thinking, "usageMetadata.thoughtsTokenCount"),
             solve_tokens=_count(solve, "usageMetadata.candidatesTokenCount"),
-            forced=False, finish_reason="stop" if reply.candidates[0].finish_reason == "STOP" else "length",
-            token_ids=[], forced_mask=[], closed=bool(answer))
+            forced=False,
+            finish_reason="stop" if reply.candidates[0].finish_reason == "STOP" else "length",
+            token_ids=[],
+            forced_mask=[],
+            closed=bool(answer),
+        )
 
 
 class Anthropic(Vendor):
@@ -255,19 +297,27 @@ class Anthropic(Vendor):
 
     def client(self, settings, key: str):
         anthropic = _sdk("anthropic", self.extra)
-        return anthropic.Anthropic(api_key=key, base_url=settings.url, timeout=settings.request_timeout_s,
-                                   http_client=bounded_client(settings.request_timeout_s, like=anthropic.DefaultHttpxClient),
-                                   max_retries=settings.max_retries)
+        return anthropic.Anthropic(
+            api_key=key,
+            base_url=settings.url,
+            timeout=settings.request_timeout_s,
+            http_client=bounded_client(settings.request_timeout_s, like=anthropic.DefaultHttpxClient),
+            max_retries=settings.max_retries,
+        )
 
     def request(self, model: str, text: str, budget: Budget, mode: Mode, sampling: Sampling, seed: int) -> dict:
         system, messages = _split_messages(text)
         body: dict = {"model": model, "messages": messages}
         if mode.bounded:  # elastic (Vendor.method): the vendor's thinking budget
             if 0 < budget.think < 1024:
-                raise ConfigError(f"--backend anthropic: a thinking budget is 0 (off) or >= 1024 tokens, got {budget.think}",
-                                  hint="use --think 0,1k,2k,...")
+                raise ConfigError(
+                    f"--backend anthropic: a thinking budget is 0 (off) or >= 1024 tokens, got {budget.think}",
+                    hint="use --think 0,1k,2k,...",
+                )
             body["max_tokens"] = budget.total
-            body["thinking"] = {"type": "enabled", "budget_tokens": budget.think} if budget.think else {"type": "disabled"}
+            body["thinking"] = (
+                {"type": "enabled", "budget_tokens": budget.think} if budget.think else {"type": "disabled"}
+            )
         else:
             body["max_tokens"] = sampling.max_tokens
             if mode.effort:  # the effort sets how much the model thinks (adaptive thinking)
@@ -293,7 +343,9 @@ class Anthropic(Vendor):
 
         usage = raw.get("usage") if isinstance(raw, dict) else None
         counted = usage.get("output_tokens") if isinstance(usage, dict) else None
-        counted = counted if isinstance(counted, int) and not isinstance(counted, bool) and 0 <= counted < 2**31 else None
+        counted = (
+            counted if isinstance(counted, int) and not isinstance(counted, bool) and 0 <= counted < 2**31 else None
+        )
         reply = accept(AnthropicReply, raw, Limits(), counted=counted)
         output = _count(reply.usage.output_tokens, "usage.output_tokens")
         thinking = reply.usage.output_tokens_details.thinking_tokens if reply.usage.output_tokens_details else None
@@ -312,20 +364,32 @@ class Anthropic(Vendor):
         output = _count(reply.usage.output_tokens, "usage.output_tokens")
         details = reply.usage.output_tokens_details
         thinking = details.thinking_tokens if details else None
-        thinking = _count(0 if thinking is None and not thought else thinking, "usage.output_tokens_details.thinking_tokens")
+        thinking = _count(
+            0 if thinking is None and not thought else thinking, "usage.output_tokens_details.thinking_tokens"
+        )
         return Completion(
-            prompt_index=row[0], sample_index=row[1], think_text=thoughts, solution_text=answer,
-            prompt_tokens=reply.usage.input_tokens, think_tokens=thinking, solve_tokens=output - thinking, forced=False,
-            finish_reason="stop" if reply.stop_reason == "end_turn" else "length", token_ids=[],
-            forced_mask=[], closed=bool(answer))
+            prompt_index=row[0],
+            sample_index=row[1],
+            think_text=thoughts,
+            solution_text=answer,
+            prompt_tokens=reply.usage.input_tokens,
+            think_tokens=thinking,
+            solve_tokens=output - thinking,
+            forced=False,
+            finish_reason="stop" if reply.stop_reason == "end_turn" else "length",
+            token_ids=[],
+            forced_mask=[],
+            closed=bool(answer),
+        )
 
 
 def _transport_errors() -> tuple[type, ...]:
     """httpx's connection and timeout errors: google-genai sends through httpx or httpx2."""
     import importlib.util
 
-    return tuple(importlib.import_module(name).TransportError for name in ("httpx", "httpx2")
-                 if importlib.util.find_spec(name))
+    return tuple(
+        importlib.import_module(name).TransportError for name in ("httpx", "httpx2") if importlib.util.find_spec(name)
+    )
 
 
 def _unread(err: Exception) -> RequestError:
@@ -345,9 +409,21 @@ def _error_text(body, err) -> str:
 
 
 VENDORS = {
-    "gemini": Gemini("gemini", "gemini", "GEMINI_API_KEY", (*GEMINI_LEVELS, "dynamic"), takes_budget=True,
-                     sampling="temperature, top_p, top_k, seed"),
-    "anthropic": Anthropic("anthropic", "anthropic", "ANTHROPIC_API_KEY", ANTHROPIC_EFFORTS, takes_budget=True,
-                           sampling="none: the vendor's defaults"),
+    "gemini": Gemini(
+        "gemini",
+        "gemini",
+        "GEMINI_API_KEY",
+        (*GEMINI_LEVELS, "dynamic"),
+        takes_budget=True,
+        sampling="temperature, top_p, top_k, seed",
+    ),
+    "anthropic": Anthropic(
+        "anthropic",
+        "anthropic",
+        "ANTHROPIC_API_KEY",
+        ANTHROPIC_EFFORTS,
+        takes_budget=True,
+        sampling="none: the vendor's defaults",
+    ),
 }
 EFFORTS = {"openai": OPENAI_EFFORTS, **{name: vendor.efforts for name, vendor in VENDORS.items()}}

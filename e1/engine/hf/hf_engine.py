@@ -95,12 +95,16 @@ def load_tokenizer(model: str):
     check_model_path(model)  # an empty folder, or one holding a GGUF, says so (not "no tokenizer files")
     folder = Path(model)
     if folder.is_dir() and not any((folder / name).exists() for name in TOKENIZER_FILES):
-        raise ModelError(f"{model} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...)",
-                         hint="copy the tokenizer files of the model it was trained from into the folder")
+        raise ModelError(
+            f"{model} has no tokenizer files ({', '.join(TOKENIZER_FILES[:2])}, ...)",
+            hint="copy the tokenizer files of the model it was trained from into the folder",
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
     except (OSError, ValueError, TypeError) as err:
-        raise ModelError(f"no usable tokenizer for {model!r}: {str(err).splitlines()[0]}", hint=_load_hint(model)) from err
+        raise ModelError(
+            f"no usable tokenizer for {model!r}: {str(err).splitlines()[0]}", hint=_load_hint(model)
+        ) from err
     if isinstance(tokenizer, bool) or not hasattr(tokenizer, "encode"):
         raise ModelError(f"no usable tokenizer for {model!r}", hint=_load_hint(model))
     return tokenizer
@@ -123,8 +127,10 @@ def load_model(model: str, dtype: str = "auto", device: str = "auto"):
         weights = getattr(torch, weights_dtype(dtype, model, torch_device.type == "cuda"))
         loaded = AutoModelForCausalLM.from_pretrained(model, dtype=weights)
     except SafetensorError as err:
-        raise ModelError(f"a weights file of {model!r} is damaged or incomplete: {str(err).splitlines()[0]}",
-                         hint="copy or download the model again (an interrupted copy leaves a truncated file)") from err
+        raise ModelError(
+            f"a weights file of {model!r} is damaged or incomplete: {str(err).splitlines()[0]}",
+            hint="copy or download the model again (an interrupted copy leaves a truncated file)",
+        ) from err
     except (OSError, ValueError) as err:
         raise ModelError(f"cannot load model {model!r}: {str(err).splitlines()[0]}", hint=_load_hint(model)) from err
     return loaded.to(torch_device).eval()
@@ -171,9 +177,17 @@ class HFEngine(RowEngine):
         return str(next(self.model.parameters()).dtype).removeprefix("torch.")
 
     @torch.inference_mode()
-    def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress: Progress | None = None, seeds: Sequence[int] | None = None,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts,
+        budget: Budget,
+        mode: Mode = Mode(),
+        sampling: Sampling = Sampling(),
+        n: int = 1,
+        progress: Progress | None = None,
+        seeds: Sequence[int] | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
         per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
         row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
@@ -183,12 +197,18 @@ class HFEngine(RowEngine):
             progress(len(rows) - len(todo))
         for start in range(0, len(todo), self.batch_size):
             chunk = todo[start : start + self.batch_size]
-            self._decode_chunk([prompt_ids[rows[i][0]] for i in chunk], [states[i] for i in chunk],
-                               [row_seeds[i] for i in chunk], sampling, progress)
+            self._decode_chunk(
+                [prompt_ids[rows[i][0]] for i in chunk],
+                [states[i] for i in chunk],
+                [row_seeds[i] for i in chunk],
+                sampling,
+                progress,
+            )
         return self.completions(states, rows, prompt_ids, taken)
 
-    def _decode_chunk(self, prompts: list[list[int]], states: list, row_seeds: list[int], sampling: Sampling,
-                      progress) -> None:
+    def _decode_chunk(
+        self, prompts: list[list[int]], states: list, row_seeds: list[int], sampling: Sampling, progress
+    ) -> None:
         """Decode rows until their states are done. Row b continues from ``prompts[b]`` plus the ids its
         state already holds (a followed prefix); rows with the same context (a prompt's samples) share
         one prefill. Each step attends over ``key_bucket(length)`` key columns (see
@@ -206,8 +226,14 @@ class HFEngine(RowEngine):
                 uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
             logits = self._with_end_bias(logits, [states[row] for row in active])  # mode soft
             tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
-            fed, finished, rewinds = _accept_step(states, active, tokens, _trial_picks(logits, states, active) if trialing else {},
-                                                  self.markers.pad_id, progress)
+            fed, finished, rewinds = _accept_step(
+                states,
+                active,
+                tokens,
+                _trial_picks(logits, states, active) if trialing else {},
+                self.markers.pad_id,
+                progress,
+            )
             finished_since_compaction += finished
             if all(states[row].done for row in active):
                 break
@@ -226,9 +252,13 @@ class HFEngine(RowEngine):
             mask[:, length - 1] = True
             if rewinds:
                 next_pos = _rewind(mask, next_pos, active, rewinds, length)
-            logits = self.model(input_ids=step, attention_mask=self._step_mask(mask[:, :width], dtype),
-                                position_ids=next_pos.unsqueeze(-1), **{self._cache: cache},
-                                use_cache=True).logits[:, -1]  # [B, V]
+            logits = self.model(
+                input_ids=step,
+                attention_mask=self._step_mask(mask[:, :width], dtype),
+                position_ids=next_pos.unsqueeze(-1),
+                **{self._cache: cache},
+                use_cache=True,
+            ).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
 
     def _with_end_bias(self, logits: torch.Tensor, states: list) -> torch.Tensor:
@@ -257,8 +287,14 @@ class HFEngine(RowEngine):
         ids, mask = ids.to(self.device), mask.to(self.device)  # [P, W]
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # [P, W]
         cache = growing_cache(width + max(s.max_new_tokens - len(s.tokens) for s in states), self.key_bucket)
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, **{self._cache: cache},
-                            use_cache=True, **self._last_logit_only).logits[:, -1]  # [P, V]
+        logits = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            **{self._cache: cache},
+            use_cache=True,
+            **self._last_logit_only,
+        ).logits[:, -1]  # [P, V]
         expand = torch.tensor([where[c] for c in contexts], device=self.device)  # [B]
         cache.batch_select_indices(expand)
         logits, mask = logits[expand], mask[expand].bool()  # [B, V], [B, W]

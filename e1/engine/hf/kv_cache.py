@@ -72,7 +72,10 @@ def growing_cache(max_length: int, bucket=key_bucket):
             presented = end if prefill else bucket(end)
             if presented > self._keys.shape[-2]:
                 capacity = grown_capacity(presented, self._keys.shape[-2], limit)
-                self._keys, self._values = _resized(self._keys, start, capacity), _resized(self._values, start, capacity)
+                self._keys, self._values = (
+                    _resized(self._keys, start, capacity),
+                    _resized(self._values, start, capacity),
+                )
             self._keys[:, :, start:end] = key_states  # [B, H, capacity, D]
             self._values[:, :, start:end] = value_states
             self.length, self.presented = end, presented

@@ -41,5 +41,18 @@ def _load_package() -> None:
 
 _load_package()
 
-__all__ = ["EXIT_TEXTS", "MODE_NAME", "Mode", "Option", "PLUGINS_ENV", "REGISTRY", "extend", "load_plugins", "lookup", "names", "reference", "register",
-           "usage"]
+__all__ = [
+    "EXIT_TEXTS",
+    "MODE_NAME",
+    "Mode",
+    "Option",
+    "PLUGINS_ENV",
+    "REGISTRY",
+    "extend",
+    "load_plugins",
+    "lookup",
+    "names",
+    "reference",
+    "register",
+    "usage",
+]

@@ -23,8 +23,12 @@ from e1.engine.modes.mode import Mode, register
 from e1.engine.modes.options import EXIT, GRACE, STOP, Count, Word
 
 WAIT = Count("wait", "wait=2: the first two natural ends of thinking become 'Wait'", default=0, max=1000)
-ANSWER = Word("answer", "answer=s1|inline: at t force s1's '\\n</think>\\nFinal Answer:' (default) or e1's "
-              "earlier '</think>Final Answer:'", default="s1", choices=("s1", "inline"))
+ANSWER = Word(
+    "answer",
+    "answer=s1|inline: at t force s1's '\\n</think>\\nFinal Answer:' (default) or e1's earlier '</think>Final Answer:'",
+    default="s1",
+    choices=("s1", "inline"),
+)
 
 
 @register

@@ -82,18 +82,38 @@ DEFAULTS = {
 # a round of requests, so a client's at= must not make a request's rounds unbounded
 SERVED_TRIES = 64
 
-RECIPE = Word("recipe", "recipe=deer (the default): DEER's own recipe (text transitions, \\boxed trial, first token "
-              "dropped, >, 10 trials); recipe=e1: e1's first variant (what a bare early-exit meant before)",
-              default="deer", choices=("deer", "e1"))
-CONFIDENCE = Word("confidence", "confidence=mean|geometric|min: how a trial's token probabilities become its "
-                  "confidence (DEER's avg1, avg2, min; default mean)", default="mean", choices=("mean", "geometric", "min"))
-THRESHOLD = Real("threshold", "threshold=0.95: thinking ends when a trial answer is that sure (default 0.95)",
-                 min=0, max=1, above=True)
+RECIPE = Word(
+    "recipe",
+    "recipe=deer (the default): DEER's own recipe (text transitions, \\boxed trial, first token "
+    "dropped, >, 10 trials); recipe=e1: e1's first variant (what a bare early-exit meant before)",
+    default="deer",
+    choices=("deer", "e1"),
+)
+CONFIDENCE = Word(
+    "confidence",
+    "confidence=mean|geometric|min: how a trial's token probabilities become its "
+    "confidence (DEER's avg1, avg2, min; default mean)",
+    default="mean",
+    choices=("mean", "geometric", "min"),
+)
+THRESHOLD = Real(
+    "threshold",
+    "threshold=0.95: thinking ends when a trial answer is that sure (default 0.95)",
+    min=0,
+    max=1,
+    above=True,
+)
 TRIAL = Count("trial", "trial=16: the most tokens of one trial answer (default 20; recipe=e1 16)", min=1, max=1024)
-TRIES = Count("tries", "tries=32: at most 32 trial answers per sample (default 10; recipe=e1: no limit)",
-              min=0, max=1 << 20)
-AT = Text("at", "at=para+wait or at='Hmm': where trial answers are tried (default wait; recipe=e1 para+wait)",
-          default="", presets=tuple(TRANSITION_TEXTS), joined=True)
+TRIES = Count(
+    "tries", "tries=32: at most 32 trial answers per sample (default 10; recipe=e1: no limit)", min=0, max=1 << 20
+)
+AT = Text(
+    "at",
+    "at=para+wait or at='Hmm': where trial answers are tried (default wait; recipe=e1 para+wait)",
+    default="",
+    presets=tuple(TRANSITION_TEXTS),
+    joined=True,
+)
 
 
 @register
@@ -176,13 +196,17 @@ class EarlyExit(Mode):
     def trial_room(self, markers) -> int:
         """A trial's prompt, its answer and the EOS that ends a vLLM request. DEER's prompt is bounded by
         its UTF-8 bytes (a byte-level tokenizer's worst case) plus one id a tokenizer may add in front."""
-        prompt = len(DEER_PROMPT.encode()) + 1 if self.recipe == "deer" else len(markers.end_ids) + len(markers.answer_ids)
+        prompt = (
+            len(DEER_PROMPT.encode()) + 1 if self.recipe == "deer" else len(markers.end_ids) + len(markers.answer_ids)
+        )
         return prompt + self.trial_tokens + 1
 
     def served(self) -> Mode:
         """At most SERVED_TRIES trial answers per sample (the default there, where the recipe has no cap)."""
         cap = self.trial_cap
         if cap is not None and cap > SERVED_TRIES:
-            raise ConfigError(f"mode {self} asks for {cap} trial answers per sample; this server tries "
-                              f"at most {SERVED_TRIES}", hint=f"send tries={SERVED_TRIES} or fewer")
+            raise ConfigError(
+                f"mode {self} asks for {cap} trial answers per sample; this server tries at most {SERVED_TRIES}",
+                hint=f"send tries={SERVED_TRIES} or fewer",
+            )
         return self if cap is not None else self.replace(tries=SERVED_TRIES)

@@ -87,12 +87,15 @@ def usage() -> str:
     >>> usage().split(" | ")[1]
     'truncate'
     """
+
     def option(o) -> str:
         choices = getattr(o, "choices", ())
         return f"{o.name}={'|'.join(choices) if choices else '…' if o.default in (None, '') else o.format(o.default)}"
 
-    return " | ".join(kind.name + (f"[:{':'.join(map(option, kind.options))}]" if kind.options else "")
-                      for kind in (lookup(name) for name in names()))
+    return " | ".join(
+        kind.name + (f"[:{':'.join(map(option, kind.options))}]" if kind.options else "")
+        for kind in (lookup(name) for name in names())
+    )
 
 
 def reference() -> list[tuple[str, str, tuple[str, ...]]]:
@@ -101,8 +104,10 @@ def reference() -> list[tuple[str, str, tuple[str, ...]]]:
     >>> reference()[1]
     ('truncate', 'one budget t + s over thinking and solution together; nothing is forced', ())
     """
-    return [(kind.name, kind.summary, tuple(option.help for option in kind.options))
-            for kind in (lookup(name) for name in names())]
+    return [
+        (kind.name, kind.summary, tuple(option.help for option in kind.options))
+        for kind in (lookup(name) for name in names())
+    ]
 
 
 def lookup(name: str) -> type[Mode]:
@@ -141,7 +146,9 @@ def load_plugins() -> None:
         except E1Error as err:  # e.g. a mode named like a built-in: its own line, naming the file
             raise type(err)(f"{PLUGINS_ENV}: {item}: {err.message}", hint=err.hint) from None
         except (ImportError, OSError, SyntaxError) as err:
-            raise ConfigError(f"{PLUGINS_ENV}: cannot load {item!r}: {err}", hint="name a .py file or an importable module") from None
+            raise ConfigError(
+                f"{PLUGINS_ENV}: cannot load {item!r}: {err}", hint="name a .py file or an importable module"
+            ) from None
 
 
 class Mode:
@@ -211,7 +218,9 @@ class Mode:
         values: dict[str, object] = {}
         items = _OPTION.findall(rest)
         if ":".join(items) != rest:  # a stray quote or an empty option: the items do not spell the text
-            raise ConfigError(f"malformed mode {_short(text)!r}", hint="write name:key=value:..., a text in paired quotes")
+            raise ConfigError(
+                f"malformed mode {_short(text)!r}", hint="write name:key=value:..., a text in paired quotes"
+            )
         for item in items:
             key, equals, value = item.partition("=")
             if key not in declared:
@@ -219,7 +228,9 @@ class Mode:
             if not equals or not value:
                 raise ConfigError(f"mode option {key}= has no value in {_short(text)!r}", hint=declared[key].help)
             if key in values:
-                raise ConfigError(f"mode option {key}= is given twice in {_short(text)!r}", hint="give each option once")
+                raise ConfigError(
+                    f"mode option {key}= is given twice in {_short(text)!r}", hint="give each option once"
+                )
             values[key] = declared[key].parse(value, text)
         return kind._made(values)
 
@@ -290,8 +301,11 @@ class Mode:
 
     def set_options(self) -> dict[str, object]:
         """The options that differ from their defaults (what ``str`` writes)."""
-        return {option.name: getattr(self, option.name) for option in self.options
-                if getattr(self, option.name) != option.default}
+        return {
+            option.name: getattr(self, option.name)
+            for option in self.options
+            if getattr(self, option.name) != option.default
+        }
 
     def takes(self, option: str) -> bool:
         """Whether this mode declares ``option``."""
@@ -304,14 +318,25 @@ class Mode:
         >>> Mode.parse("none:effort=high").replace(effort=""), Mode.parse("elastic").replace(effort="")
         (Mode('none'), Mode('elastic'))
         """
-        changes = {key: value for key, value in changes.items()
-                   if self.takes(key) or value != getattr(type(self), key, not value)}
+        changes = {
+            key: value
+            for key, value in changes.items()
+            if self.takes(key) or value != getattr(type(self), key, not value)
+        }
         return type(self)(**{**self.set_options(), **changes})
 
     def __str__(self) -> str:
         written = self.set_options()
-        return ":".join([self.name, *(f"{option.name}={option.format(written[option.name])}"
-                                      for option in self.options if option.name in written)])
+        return ":".join(
+            [
+                self.name,
+                *(
+                    f"{option.name}={option.format(written[option.name])}"
+                    for option in self.options
+                    if option.name in written
+                ),
+            ]
+        )
 
     def __repr__(self) -> str:
         return f"Mode({', '.join([repr(self.name), *(f'{k}={v!r}' for k, v in self.set_options().items())])})"
@@ -382,7 +407,9 @@ class Mode:
         """The most tokens a row can write (not counting the EOS a budget forces at the end): ``t + s``,
         thinking beyond ``t`` (a ceiling), every forced token and the grace window. None: no budget of its own."""
         forced = len(markers.start_ids) + len(markers.end_ids) + len(exit_ids)
-        forced += len(markers.answer_ids) + 2 * len(markers.newline_ids) * self.answer_lines if self.answer_prompt else 0
+        forced += (
+            len(markers.answer_ids) + 2 * len(markers.newline_ids) * self.answer_lines if self.answer_prompt else 0
+        )
         return budget.total + self.think_limit(budget) - budget.think + forced + self.grace
 
     def trial_solution(self, answer: str) -> str:
@@ -440,7 +467,9 @@ def _not_an_option(key: str, kind: type[Mode], text: str | None = None) -> Confi
     where = f" in {_short(text)!r}" if text is not None else ""
     owners = [other.name for other in REGISTRY.values() if any(option.name == key for option in other.options)]
     if owners:
-        return ConfigError(f"{key}= does not fit mode {kind.name!r}{where}", hint=f"it is an option of {', '.join(owners)}")
+        return ConfigError(
+            f"{key}= does not fit mode {kind.name!r}{where}", hint=f"it is an option of {', '.join(owners)}"
+        )
     known = [option.name for option in kind.options]
     hint = did_you_mean(key, known, listing="its options are") if known else f"mode {kind.name} takes no options"
     return ConfigError(f"invalid mode option {_short(key)!r}{where}", hint=hint)

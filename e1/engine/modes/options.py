@@ -55,7 +55,9 @@ class Option:
 
     def invalid(self, value, mode_text: str, hint: str | None = None) -> ConfigError:
         shown = value if len(str(value)) <= 60 else str(value)[:57] + "..."
-        return ConfigError(f"invalid mode option {self.name}={shown!r} in {_short(mode_text)!r}", hint=hint or self.help)
+        return ConfigError(
+            f"invalid mode option {self.name}={shown!r} in {_short(mode_text)!r}", hint=hint or self.help
+        )
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,9 @@ class Count(Option):
         if not (text.isascii() and text.isdigit()):
             raise self.invalid(text, mode_text, hint=f"write {self.name}=2")
         if len(text.lstrip("0")) > len(str(self.max)):  # int() of 4,301 digits is itself an error
-            raise ConfigError(f"mode option {self.name} must be <= {self.max}, got a number of {len(text)} digits",
-                              hint=self.help)
+            raise ConfigError(
+                f"mode option {self.name} must be <= {self.max}, got a number of {len(text)} digits", hint=self.help
+            )
         return self.check(int(text), mode_text)
 
     def check(self, value, mode_text: str) -> object:
@@ -95,7 +98,9 @@ class Real(Option):
         return self.check(value, mode_text)
 
     def check(self, value, mode_text: str) -> object:
-        spec = Number(float, min=self.min, max=self.max, above=self.above, optional=self.default is None, hint=self.help)
+        spec = Number(
+            float, min=self.min, max=self.max, above=self.above, optional=self.default is None, hint=self.help
+        )
         value = spec.check(value, f"mode option {self.name}")
         return None if value is None else float(value) + 0.0  # -0 is 0
 
@@ -119,7 +124,9 @@ class Word(Option):
         if self.choices and value not in self.choices:
             from e1.errors import did_you_mean
 
-            raise ConfigError(f"unknown {self.name} {value!r} in {_short(mode_text)!r}", hint=did_you_mean(value, self.choices))
+            raise ConfigError(
+                f"unknown {self.name} {value!r} in {_short(mode_text)!r}", hint=did_you_mean(value, self.choices)
+            )
         if not self.choices and value != self.default and not re.fullmatch(r"[a-z]{1,32}", value):
             raise self.invalid(value, mode_text, hint=f"a {self.name} is a word, e.g. {self.name}=high")
         return value
@@ -142,7 +149,9 @@ class Text(Option):
                 try:
                     inner = codecs.decode(inner, "unicode_escape")
                 except UnicodeDecodeError as err:
-                    raise self.invalid(text, mode_text, hint=f"a bad escape ({err.reason}); write \\\\ for a backslash") from None
+                    raise self.invalid(
+                        text, mode_text, hint=f"a bad escape ({err.reason}); write \\\\ for a backslash"
+                    ) from None
             if not inner:
                 raise self.invalid(text, mode_text, hint=f"an empty text; leave {self.name}= out instead")
             return self.check(inner, mode_text)
@@ -151,8 +160,10 @@ class Text(Option):
         if unknown:
             from e1.errors import did_you_mean
 
-            raise ConfigError(f"unknown {self.name} text {unknown[0]!r} in {_short(mode_text)!r}",
-                              hint=f"{did_you_mean(unknown[0], self.presets, 'use')}, or quote your own: {self.name}='...'")
+            raise ConfigError(
+                f"unknown {self.name} text {unknown[0]!r} in {_short(mode_text)!r}",
+                hint=f"{did_you_mean(unknown[0], self.presets, 'use')}, or quote your own: {self.name}='...'",
+            )
         return self.default if text == self.blank else text
 
     def check(self, value, mode_text: str) -> object:
@@ -161,8 +172,9 @@ class Text(Option):
         if value == self.default or value == self.blank:
             return self.default  # exit='marker' is the bare marker, as exit=marker is
         if len(value) > self.most:
-            raise ConfigError(f"mode option {self.name}= holds {len(value)} characters, more than {self.most}",
-                              hint="a shorter text")
+            raise ConfigError(
+                f"mode option {self.name}= holds {len(value)} characters, more than {self.most}", hint="a shorter text"
+            )
         _encodable(value, self.name)
         return value
 
@@ -191,9 +203,13 @@ class Pattern(Option):
         if value == self.default:
             return value
         if len(value) > MAX_PATTERN:
-            raise ConfigError(f"stop pattern of {len(value)} characters, more than {MAX_PATTERN}", hint="a shorter pattern")
+            raise ConfigError(
+                f"stop pattern of {len(value)} characters, more than {MAX_PATTERN}", hint="a shorter pattern"
+            )
         if "'" in value and '"' in value:
-            raise ConfigError(f"stop pattern {value!r} holds both kinds of quote", hint=r"write one of them as \x27 or \x22")
+            raise ConfigError(
+                f"stop pattern {value!r} holds both kinds of quote", hint=r"write one of them as \x27 or \x22"
+            )
         _encodable(value, self.name)
         from e1.engine.stop import compile_stop
 
@@ -220,8 +236,9 @@ def _encodable(value: str, name: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ConfigError(f"mode option {name}= holds a character that is not text (a lone surrogate)",
-                          hint="send valid UTF-8") from None
+        raise ConfigError(
+            f"mode option {name}= holds a character that is not text (a lone surrogate)", hint="send valid UTF-8"
+        ) from None
 
 
 def _short(text) -> str:
@@ -237,7 +254,12 @@ EXIT_TEXTS = {
 }
 
 # options several modes share
-EXIT = Text("exit", "exit=qwen or exit='Time is up.': forced at t before the end marker (default: the bare marker)",
-            default="", presets=tuple(EXIT_TEXTS), blank="marker")
+EXIT = Text(
+    "exit",
+    "exit=qwen or exit='Time is up.': forced at t before the end marker (default: the bare marker)",
+    default="",
+    presets=tuple(EXIT_TEXTS),
+    blank="marker",
+)
 GRACE = Count("grace", "grace=32: at t, let thinking end its sentence for up to 32 more tokens", default=0)
 STOP = Pattern("stop", r"stop='\\boxed\{': end thinking when the regex matches the thinking text", default="")

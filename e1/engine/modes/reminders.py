@@ -46,8 +46,14 @@ class Remind(Count):
         return tuple((at, TEMPLATE.format(left=budget.think - at)) for at in points)
 
 
-REMIND = extend(Remind("remind", "remind=256: every 256 thinking tokens, write the thinking budget left into the thinking",
-                       default=0, max=MAX_TOKENS),
-                lambda mode: mode.separate and mode.bounded and not mode.trials)
+REMIND = extend(
+    Remind(
+        "remind",
+        "remind=256: every 256 thinking tokens, write the thinking budget left into the thinking",
+        default=0,
+        max=MAX_TOKENS,
+    ),
+    lambda mode: mode.separate and mode.bounded and not mode.trials,
+)
 
 __all__ = ["MOST", "REMIND", "TEMPLATE", "Mode"]

@@ -18,7 +18,9 @@ from e1.engine.modes.options import EXIT, GRACE, STOP, Real, Word
 EXP_RATE = 4.0  # the exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4
 START = Real("start", "start=0.8: the bias starts at 80% of t", default=0.8, min=0, max=1)
 STRENGTH = Real("strength", "strength=8: the bias at t, in logits", default=8.0, min=0, max=100)
-SHAPE = Word("shape", "shape=linear|exp: how the bias rises from start * t to t", default="linear", choices=("linear", "exp"))
+SHAPE = Word(
+    "shape", "shape=linear|exp: how the bias rises from start * t to t", default="linear", choices=("linear", "exp")
+)
 CEILING = Real("ceiling", "ceiling=1.5: the marker is forced at 1.5 x t", default=1.5, min=1, max=64)
 
 

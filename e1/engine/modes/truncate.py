@@ -1,9 +1,9 @@
 """``truncate`` — one budget ``t + s`` over the whole output; nothing is forced.
 
-    >>> from e1.budget import Budget
-    >>> mode = Mode.parse("truncate")
-    >>> mode.output_cap(Budget(512, 1024)), mode.followable_tokens(Budget(512, 1024), 1000)
-    (1536, 1000)
+>>> from e1.budget import Budget
+>>> mode = Mode.parse("truncate")
+>>> mode.output_cap(Budget(512, 1024)), mode.followable_tokens(Budget(512, 1024), 1000)
+(1536, 1000)
 """
 
 from __future__ import annotations

@@ -25,20 +25,32 @@ OLDEST, NEWEST = "0.26.0", "0.33.0"
 # `launchers` (the old module stays, as a deprecated re-export: the first found wins)
 SERVER_ENTRIES = ("vllm.entrypoints.launchers.api_server.entry", "vllm.entrypoints.openai.api_server")
 # where the server's own flags (--middleware) are declared, by layout
-SERVER_FLAG_FILES = ("vllm/entrypoints/common/cli_args.py", "vllm/entrypoints/launchers/cli_args.py",
-                     "vllm/entrypoints/openai/cli_args.py")
+SERVER_FLAG_FILES = (
+    "vllm/entrypoints/common/cli_args.py",
+    "vllm/entrypoints/launchers/cli_args.py",
+    "vllm/entrypoints/openai/cli_args.py",
+)
 V2_RUNNER = "vllm/v1/worker/gpu/model_runner.py"  # model runner V2 (the default for dense models from 0.26)
 V2_PROCESSORS = "vllm/v1/worker/gpu/sample/logits_processor/interface.py"  # runner V2's processor interface (0.32+)
 
 # (what e1 uses, the file that defines it, the texts that file must contain)
 NEEDS = (
-    ("the logits processor interface", "vllm/v1/sample/logits_processor/__init__.py",
-     ("LogitsProcessor", "BatchUpdate", "MoveDirectionality")),
+    (
+        "the logits processor interface",
+        "vllm/v1/sample/logits_processor/__init__.py",
+        ("LogitsProcessor", "BatchUpdate", "MoveDirectionality"),
+    ),
     ("LogitsProcessor.validate_params", "vllm/v1/sample/logits_processor/interface.py", ("def validate_params",)),
-    ("engine flags --logits-processors --additional-config --reasoning-parser", "vllm/engine/arg_utils.py",
-     ("logits_processors", "additional_config", "reasoning_parser", "enable_sleep_mode", "enable_prefix_caching")),
-    ("LLM.generate, collective_rpc, reset_prefix_cache, sleep, wake_up", "vllm/entrypoints/llm.py",
-     ("def generate", "def collective_rpc", "def reset_prefix_cache", "def sleep", "def wake_up")),
+    (
+        "engine flags --logits-processors --additional-config --reasoning-parser",
+        "vllm/engine/arg_utils.py",
+        ("logits_processors", "additional_config", "reasoning_parser", "enable_sleep_mode", "enable_prefix_caching"),
+    ),
+    (
+        "LLM.generate, collective_rpc, reset_prefix_cache, sleep, wake_up",
+        "vllm/entrypoints/llm.py",
+        ("def generate", "def collective_rpc", "def reset_prefix_cache", "def sleep", "def wake_up"),
+    ),
     ("the worker's reload_weights (training's weight sync)", "vllm/v1/worker/gpu_worker.py", ("def reload_weights",)),
     ("SamplingParams.extra_args", "vllm/sampling_params.py", ("extra_args",)),
     ("TokensPrompt", "vllm/inputs/__init__.py", ("TokensPrompt",)),
@@ -74,16 +86,21 @@ def server_entry(source: Source | None = None) -> str:
         text = source(_module_file(module))
         if text is not None and '__name__ == "__main__"' in text:
             return module
-    raise ModelError(f"this vLLM has none of the server entries e1 knows ({', '.join(SERVER_ENTRIES)})",
-                     hint=f"install a supported vLLM: pip install 'vllm{SUPPORTED}'")
+    raise ModelError(
+        f"this vLLM has none of the server entries e1 knows ({', '.join(SERVER_ENTRIES)})",
+        hint=f"install a supported vLLM: pip install 'vllm{SUPPORTED}'",
+    )
 
 
 def missing(source: Source) -> list[str]:
     """What e1 needs and ``source``'s vLLM lacks, one line each ([] when it has everything)."""
-    gaps = [f"{what}: {path} lacks {', '.join(t for t in texts if t not in text)}" if text is not None
-            else f"{what}: no {path}"
-            for what, path, texts in NEEDS
-            if (text := source(path)) is None or not all(t in text for t in texts)]
+    gaps = [
+        f"{what}: {path} lacks {', '.join(t for t in texts if t not in text)}"
+        if text is not None
+        else f"{what}: no {path}"
+        for what, path, texts in NEEDS
+        if (text := source(path)) is None or not all(t in text for t in texts)
+    ]
     try:
         server_entry(source)
     except ModelError as err:
@@ -127,5 +144,8 @@ def check_runner(source: Source | None = None) -> None:
     if source(V2_RUNNER) is None or has_v2_processors(source):
         return
     if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "").strip().lower() in ("1", "true"):
-        raise ModelError("VLLM_USE_V2_MODEL_RUNNER=1, but this vLLM's model runner V2 loads no custom logits "
-                         "processors (vLLM 0.32 added them)", hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0")
+        raise ModelError(
+            "VLLM_USE_V2_MODEL_RUNNER=1, but this vLLM's model runner V2 loads no custom logits "
+            "processors (vLLM 0.32 added them)",
+            hint="unset VLLM_USE_V2_MODEL_RUNNER or set it to 0",
+        )

