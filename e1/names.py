@@ -66,6 +66,9 @@ NAME = Name(
     "letters, digits, '.', '_' or '-', a letter or digit first, at most 64 characters",
 )
 
+# a whole number as typed: ASCII digits only (``str.isdigit`` takes ``²`` and ``١``, which ``int`` refuses or reads)
+DIGITS = Name(r"[0-9]+", "digits 0-9")
+
 
 class Registry(dict):
     """Names to definitions, written only through ``registry[name] = value`` (the one gate)."""
@@ -79,7 +82,7 @@ class Registry(dict):
         self.name.check(key, f"a {self.kind}'s name", self.error)
         origin = _registering_module()
         held = self.origins.get(key, "?")
-        own = held.split(".")[0] == "e1"  # e1's own definition is replaced by nothing but itself
+        own = _own(held)  # e1's own definition is replaced by nothing but itself
         if key in self and not (self[key] is value or (not own and _same(self[key], value))):
             whose = f"e1's own ({held})" if own else f"already registered by {held}"
             raise self.error(f"{self.kind} {key!r} is {whose}", hint="register yours under another name")
@@ -107,12 +110,39 @@ class Registry(dict):
         return copied
 
     def pop(self, key, *default):
+        if key in self:
+            self._removable(key)
         self.origins.pop(key, None)
         return super().pop(key, *default)
 
     def __delitem__(self, key: str) -> None:
+        self._removable(key)
         super().__delitem__(key)
         self.origins.pop(key, None)
+
+    def popitem(self):
+        key = next(reversed(self), None)
+        if key is None:
+            return super().popitem()  # its own KeyError
+        return key, self.pop(key)
+
+    def clear(self) -> None:
+        for key in list(self):
+            self.pop(key)
+
+    def _removable(self, key: str) -> None:
+        """Refuse removing e1's own definition (removing it, then registering, would replace it)."""
+        held = self.origins.get(key, "?")
+        if _own(held):
+            raise self.error(
+                f"{self.kind} {key!r} is e1's own ({held}) and cannot be removed",
+                hint="register yours under another name",
+            )
+
+
+def _own(origin: str) -> bool:
+    """Whether a registering module is one of e1's own (its dotted name under ``e1``; the user's is a file)."""
+    return origin.split(".")[0] == "e1"
 
 
 def _same(held: Any, value: Any) -> bool:
@@ -138,3 +168,43 @@ def _registering_module() -> str:
         return "?"
     name, file = str(frame.f_globals.get("__name__", "?")), frame.f_globals.get("__file__")
     return name if name.split(".")[0] == "e1" or not file else str(file)
+
+
+def e1_state() -> dict[tuple[str, ...], Any]:
+    """What user code could replace of e1's own, to check it did not: each loaded ``e1`` module's
+    globals, and the attributes of each class it defines, as (module, [class,] name) -> object."""
+    state: dict[tuple[str, ...], Any] = {}
+    for module_name, module in list(sys.modules.items()):
+        if module is None or module_name.split(".")[0] != "e1":
+            continue
+        for name, value in list(vars(module).items()):
+            state[(module_name, name)] = value
+            if isinstance(value, type) and value.__module__ == module_name:
+                state.update({(module_name, name, key): member for key, member in list(vars(value).items())})
+            elif isinstance(value, Registry):  # its entries: past its gate (dict.__setitem__) is no way in either
+                state.update({(module_name, name + "[]", key): member for key, member in list(value.items())})
+    return state
+
+
+def replaced(before: dict[tuple[str, ...], Any], by: tuple[str, ...] = ()) -> str | None:
+    """The first of e1's own names (``e1.rewards.math.solution_of``) rebound, removed or overridden since
+    ``before`` (:func:`e1_state`), each put back as it was, or (in an e1 module first loaded since) set
+    to a function or class of the modules named ``by*``; None when none was. A name that held None
+    may be set (e1's lazy start-up)."""
+    after, missing = e1_state(), object()
+    changed = [key for key, value in before.items() if value is not None and after.get(key, missing) is not value]
+    added = [
+        key
+        for key in after
+        if key not in before
+        and (
+            key[:2] in before and len(key) == 3 or (by and str(getattr(after[key], "__module__", None)).startswith(by))
+        )
+    ]  # an override, or the user's code
+    for key in changed + [key for key in added if key[:2] in before]:
+        owner = sys.modules[key[0]] if len(key) == 2 else vars(sys.modules[key[0]])[key[1].removesuffix("[]")]
+        if isinstance(owner, Registry):
+            dict.__setitem__(owner, key[-1], before[key])
+        else:
+            setattr(owner, key[-1], before[key]) if key in before else delattr(owner, key[-1])
+    return ".".join((changed + added)[0]) if changed or added else None

@@ -76,6 +76,41 @@ def test_an_include_registering_a_built_in_name_is_refused_naming_both(data, kin
     assert table()[name] is held  # e1's definition stays
 
 
+# how an include might take a built-in's name out of its registry before registering its own
+TABLES = {
+    "reward task": "from e1.rewards import registry as r\ntable = r._REWARDS\n",
+    "benchmark": "from e1.data import registry as r\ntable = r._REGISTRY\n",
+    "prompt style": "from e1.data import prompts as r\ntable = r._STYLES\n",
+    "mode": "from e1.engine.modes import REGISTRY as table\n",
+    "length reward": "from e1.rewards import length as r\ntable = r._SHAPINGS\n",
+}
+REMOVALS = [
+    "del table[{name!r}]\n",
+    "table.pop({name!r})\n",
+    "table.pop({name!r}, None)\n",
+    "table.clear()\n",
+    "while table:\n    table.popitem()\n",
+]
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data(), kind=st.sampled_from(sorted(REGISTRIES)), removal=st.sampled_from(REMOVALS))
+def test_an_include_cannot_remove_a_built_in_to_register_its_own(data, kind, removal):
+    """Removing e1's own entry (``del``, ``pop``, ``popitem``, ``clear``), then registering the name,
+    would replace it: the removal is refused in one line and every built-in stays."""
+    name = data.draw(st.sampled_from(BUILT_IN[kind]))
+    table, code = REGISTRIES[kind]
+    held = dict(table())
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "mine.py"
+        file.write_text(TABLES[kind] + removal.format(name=name) + code.format(name=name))
+        with pytest.raises(E1Error) as info:
+            load_includes([file])
+    line = str(info.value)
+    assert f"--include {file}" in line and "e1's own" in line and "\n" not in line
+    assert all(table()[key] is value for key, value in held.items())  # nothing of e1's removed or replaced
+
+
 def test_a_mode_from_e1_modes_named_like_a_built_in_is_refused(tmp_path):
     """The reported case: a ``truncate`` from ``E1_MODES`` decoded the run as the user's class."""
     file = tmp_path / "mine.py"
@@ -199,3 +234,108 @@ def test_code_that_names_itself_after_an_e1_module_replaces_nothing(tmp_path):
     with pytest.raises(E1Error, match="mode 'truncate' is e1's own"):
         load_includes([file])
     assert MODES["truncate"] is held
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    layout=st.sampled_from(["file", "package", "folder"]),
+    values=st.lists(st.integers(10, 99), min_size=2, max_size=2, unique=True),
+)
+def test_what_runs_is_what_was_fingerprinted_whatever_pycache_holds(layout, values):
+    """An include edited to text of equal size, its modification time set back (``cp -p``, ``touch -r``),
+    beside the ``__pycache__`` of its old text: Python would run the old code (it trusts a .pyc by the
+    source's size and mtime) under the new fingerprint. e1 compiles an include from its source."""
+    import py_compile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        value = f"VALUE = {values[0]}\n"
+        files = {
+            "file": {"mine.py": value},  # a package's module imports its submodule
+            "package": {"mine/__init__.py": "from .sub import VALUE\n", "mine/sub.py": value},
+            "folder": {"mine/a.py": value, "mine/b.py": value},
+        }[layout]
+        for relative, text in files.items():
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+            py_compile.compile(str(root / relative))  # the old code's bytecode, as an earlier import left it
+        for relative in files:
+            file, stamp = root / relative, (root / relative).stat().st_mtime_ns
+            file.write_text(file.read_text().replace(str(values[0]), str(values[1])))  # the same size
+            os.utime(file, ns=(stamp, stamp))
+        include = root / ("mine.py" if layout == "file" else "mine")
+        load_includes([include])
+        ran = [
+            module.VALUE
+            for module in list(sys.modules.values())
+            if str(getattr(module, "__file__", None) or "").startswith(str(include)) and hasattr(module, "VALUE")
+        ]
+        assert ran and set(ran) == {values[1]}, ran  # the code the fingerprint is of
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    how=st.sampled_from(["linked folder", "linked file", "sourceless .pyc", "link loop"]),
+    values=st.lists(st.integers(10, 99), min_size=2, max_size=2, unique=True),
+)
+def test_a_change_to_any_code_a_package_imports_changes_its_fingerprint(how, values):
+    """Code the package imports through a linked folder or file, or from a ``.pyc`` with no source,
+    is its code too: changing it is a changed include (a link back up is no endless walk)."""
+    import py_compile
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        package, elsewhere = root / "mine", root / "elsewhere"
+        package.mkdir()
+        elsewhere.mkdir()
+        code = elsewhere / "sub.py"
+        code.write_text(f"VALUE = {values[0]}\n")
+        (package / "__init__.py").write_text(
+            "from .sub import VALUE\n" if how != "linked folder" else "from .linked.sub import VALUE\n"
+        )
+        if how == "linked folder":
+            (package / "linked").symlink_to(elsewhere, target_is_directory=True)
+        elif how == "sourceless .pyc":
+            py_compile.compile(str(code), cfile=str(package / "sub.pyc"))
+        else:
+            (package / "sub.py").symlink_to(code)
+            if how == "link loop":
+                (package / "again").symlink_to(package, target_is_directory=True)
+        before = include_fingerprints([package])
+        code.write_text(f"VALUE = {values[1]}\n")
+        if how == "sourceless .pyc":
+            py_compile.compile(str(code), cfile=str(package / "sub.pyc"))
+        assert include_fingerprints([package]) != before
+
+
+# what an include might rebind of e1's own at import: a module's function, a class's method, a constant
+PATCHES = [
+    "import e1.rewards.math as m\nm.solution_of = lambda c: str(c).rpartition('</think>')[2]\n",
+    "from e1.engine.modes.truncate import Truncate\nTruncate.output_cap = lambda self, budget: 3\n",
+    "import e1.rewards.registry as r\nr.solution_of = lambda c: c\n",
+    "from e1.data import CompletionText\nCompletionText.of = classmethod(lambda cls, c: cls(c, c))\n",
+    "import e1.rewards.math as m\ndel m.solution_of\n",
+    "from e1.rewards import registry as r\ndict.__setitem__(r._REWARDS, 'math', lambda c, a, **k: [1.0] * len(c))\n",
+    "import e1.report.elo as m\ndef mine(*a, **k):\n    return 0\nm.model_score = mine\n",  # loaded here first
+    "from e1.engine.modes.truncate import Truncate\nTruncate.summary_of_mine = 1\nTruncate.__str__ = lambda s: 'x'\n",
+]
+
+
+@settings(max_examples=20, deadline=None)
+@given(patch=st.sampled_from(PATCHES), extra=sources)
+def test_an_include_that_patches_e1_at_import_is_refused_and_undone(patch, extra):
+    """A module that rebinds e1's own functions, methods or constants as it is imported replaces e1's
+    code as surely as a registration would: refused in one line naming what, and put back."""
+    from e1.names import e1_state
+
+    before = e1_state()
+    with tempfile.TemporaryDirectory() as folder:
+        file = Path(folder) / "mine.py"
+        file.write_text(extra + patch)
+        with pytest.raises(E1Error) as info:
+            load_includes([file])
+    line = str(info.value)
+    assert f"--include {file}: it replaces e1's own e1." in line and "\n" not in line
+    after = e1_state()
+    assert all(after.get(key) is value for key, value in before.items() if value is not None)
+    assert not [key for key in after if len(key) == 3 and key[:2] in before and key not in before]  # nothing added

@@ -59,3 +59,22 @@ def test_the_mode_names_of_the_registry_are_names():
     with pytest.raises(E1Error) as info:
         register(type("Odd", (Mode,), {"name": "odd\n", "summary": "odd"}))
     assert "'odd\\n'" in info.value.message
+
+
+# characters str.isdigit takes that are no ASCII digit: int() refuses some (superscripts) and reads others
+OTHER_DIGITS = st.characters(categories=["Nd", "No"]).filter(lambda c: c.isdigit() and not c.isascii())
+
+
+@settings(max_examples=40, deadline=None)
+@given(digit=OTHER_DIGITS, where=st.integers(0, 2))
+def test_a_whole_number_is_ascii_digits_wherever_one_is_typed(digit, where):
+    """``--k 1,²`` was a ValueError ("please report it"); ``cuda:²`` too: a whole number is 0-9 only."""
+    from e1.engine.load_options import check_device
+    from e1.eval.settings import parse_ks
+
+    number = "16"[:where] + digit + "16"[where:]
+    with pytest.raises(ConfigError, match="give whole numbers"):
+        parse_ks(f"1,{number}")
+    for kind in ("cpu", "cuda"):
+        with pytest.raises(ConfigError, match="unknown device"):
+            check_device(f"{kind}:{number}")

@@ -112,3 +112,24 @@ def test_a_split_survives_pickling_and_reads_as_its_text(thinking, solution):
     back = pickle.loads(pickle.dumps(text))
     assert (back, back.thinking, back.solution) == (text, thinking, solution)
     assert CompletionText.of(text) is text
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    think=st.text(max_size=20),
+    literal=st.sampled_from(["", "</think>", "</think>\\boxed{42}"]),
+    solution=st.text(max_size=10),
+    think_end=st.sampled_from(["open", "natural", "budget", None]),
+)
+def test_an_export_writes_an_end_marker_only_where_thinking_ended(think, literal, solution, think_end):
+    """e1 export's output text (lm-eval, lighteval): thinking that never ended gets no ``</think>``
+    after it, so its text never reads as a finished thought with a solution (the split is the row's)."""
+    from e1.report.run_results import output_text
+
+    row = {"think_text": think + literal, "solution_text": solution, "think_end": think_end}
+    written = output_text(row, "</think>")
+    markers = (think + literal + solution).count("</think>")
+    if think_end == "open":
+        assert written == think + literal + solution and written.count("</think>") == markers
+    elif think + literal:
+        assert written == f"{think}{literal}</think>{solution}"

@@ -13,29 +13,68 @@ the error's own message, not a traceback (``E1_DEBUG=1`` shows it).
 User code never replaces e1's own: a reward, benchmark, prompt style, mode or length reward
 registered under a name that e1 (or another include) holds is refused in one line naming the
 include and the name (:class:`e1.names.Registry`, the gate every registration passes).
+Nor by patching it: an include that rebinds, removes or overrides one of e1's own functions,
+classes' attributes or constants as it is imported is refused in one line naming it, and what it
+rebound is put back (:func:`e1.names.replaced`).
 
 What was included is recorded by content: :func:`include_fingerprints` (``sha256:`` over the file,
-or over every ``.py`` file of a folder, sorted by relative path) goes into ``config.json`` beside
-the paths, and a resume (``load_includes(paths, out=run_dir)``) refuses an include that changed
+or over every importable file of a folder, linked folders followed, sorted by relative path) goes
+into ``config.json`` beside the paths, and a resume (``load_includes(paths, out=run_dir)``) refuses an include that changed
 since, as it refuses a changed dataset (:func:`e1.store.check_datasets`): one run is never scored
 by two versions of a reward.
 
     paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # its recorded includes first, each checked
+
+What runs is what was fingerprinted: an include's modules (a package's submodules too, whenever they
+are imported) are compiled from their source, never from a ``__pycache__`` file, which Python trusts
+by the source's size and modification time (an edit of equal size with its time set back would run
+the old code under the new fingerprint); a single file runs the very bytes that were hashed.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from e1.errors import ConfigError, E1Error
+from e1.names import e1_state, replaced
 from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets
 
 _LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
 _IMPORTED: dict[Path, str] = {}  # resolved path -> the fingerprint of the code imported from it
+_SHA = "sha256:"
+_PREFIX = "e1_include_"  # every include module's name starts so (_module_name); its submodules' too
+
+
+class _SourceLoader(importlib.machinery.SourceFileLoader):
+    """An include's module compiled from its source (``source``: the bytes already read and hashed),
+    never from a cached ``.pyc``, which Python takes when the source's size and mtime match."""
+
+    def __init__(self, fullname: str, path: str, source: bytes | None = None):
+        super().__init__(fullname, path)
+        self.source = source
+
+    def get_code(self, fullname: str):
+        path = self.get_filename(fullname)
+        source = self.source if self.source is not None else self.get_data(path)
+        return self.source_to_code(source, path)
+
+
+class _IncludeFinder:
+    """Finds an include package's submodules (``e1_include_*.x``) as Python would, loaded by :class:`_SourceLoader`."""
+
+    @staticmethod
+    def find_spec(fullname: str, path=None, target=None):
+        if not fullname.startswith(_PREFIX) or "." not in fullname:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            spec.loader = _SourceLoader(fullname, spec.origin)
+        return spec
 
 
 def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple[str, ...]:
@@ -52,7 +91,19 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
     for path, typed in wanted.items():
         if path not in _LOADED:
             _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
+            before = e1_state()
             _LOADED[path] = _import(path, typed)
+            if (
+                name := replaced(before, by=(_PREFIX,))
+            ) is not None:  # e1's own code is never replaced, not even by patching it
+                raise ConfigError(
+                    f"--include {typed}: it replaces e1's own {name}",
+                    hint="leave e1's code as it is: register yours under a name of its own",
+                )
+    if out is not None:  # again, on what was imported: a file changed while it was being imported is refused too
+        check_datasets(
+            Path(out), include_fingerprints(path for path in wanted if path in _IMPORTED), key=INCLUDE_FINGERPRINTS
+        )
     return tuple(map(str, wanted))
 
 
@@ -72,20 +123,37 @@ def record_includes(record: dict) -> dict:
 
 
 def include_fingerprint(path: Path, given: str) -> str:
-    """``sha256:`` over a file's bytes, or over every ``.py`` file under a folder (hidden folders left
-    out): each one's relative path, its size and its bytes, sorted by relative path."""
+    """``sha256:`` over a file's bytes, or over every file Python can import (``.py``, ``.pyc``, ``.so``)
+    under a folder, linked folders followed as Python's imports follow them (hidden folders and
+    ``__pycache__`` left out): each one's relative path, its size and its bytes, sorted by relative path."""
     if path.is_file():
-        return "sha256:" + hashlib.sha256(_read(path, given)).hexdigest()[:24]
+        return _SHA + hashlib.sha256(_read(path, given)).hexdigest()[:24]
     digest = hashlib.sha256()
-    files = sorted(
-        (file.relative_to(path).as_posix(), file)
-        for file in path.rglob("*.py")
-        if not any(part.startswith(".") for part in file.relative_to(path).parts[:-1])
-    )
-    for relative, file in files:
+    for relative, file in sorted(_importable(path)):
         content = _read(file, given)
         digest.update(f"{relative}\0{len(content)}\0".encode() + content)
-    return "sha256:" + digest.hexdigest()[:24]
+    return _SHA + digest.hexdigest()[:24]
+
+
+def _importable(root: Path) -> list[tuple[str, Path]]:
+    """Each importable file under ``root`` with its path relative to it, through linked folders (each real
+    folder once: a link back up is no loop)."""
+    import os
+
+    suffixes, seen, found = tuple(importlib.machinery.all_suffixes()), set(), []
+    for folder, dirs, files in os.walk(root, followlinks=True):
+        info = os.stat(folder)
+        if (info.st_dev, info.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
+        dirs[:] = [name for name in dirs if not name.startswith(".") and name != "__pycache__"]
+        found += [
+            (Path(folder, name).relative_to(root).as_posix(), Path(folder, name))
+            for name in files
+            if name.endswith(suffixes)
+        ]
+    return found
 
 
 def _read(file: Path, given: str) -> bytes:
@@ -114,7 +182,9 @@ def recorded_includes(out: Path | None) -> list[str]:
 def _import(path: Path, given: str) -> str:
     """Import a file, a package folder, or every module of a plain folder; the module name used."""
     if path.is_file() and path.suffix == ".py":
-        return _import_module(path, _module_name(path), given)
+        source = _read(path, given)  # read once: the bytes hashed are the bytes run
+        _IMPORTED[path] = _SHA + hashlib.sha256(source).hexdigest()[:24]
+        return _import_module(path, _module_name(path), given, source=source)
     if path.is_dir() and (path / "__init__.py").is_file():
         return _import_module(path / "__init__.py", _module_name(path), given, package=path)
     if path.is_dir():
@@ -139,12 +209,17 @@ def _module_name(path: Path) -> str:
     """A name no other module has: the stem and a digest of the full path (two ``rewards.py`` differ)."""
     digest = hashlib.sha256(str(path).encode()).hexdigest()[:8]
     stem = "".join(c if c.isalnum() else "_" for c in path.stem)
-    return f"e1_include_{stem}_{digest}"
+    return f"{_PREFIX}{stem}_{digest}"
 
 
-def _import_module(file: Path, name: str, given: str, package: Path | None = None) -> str:
+def _import_module(file: Path, name: str, given: str, package: Path | None = None, source: bytes | None = None) -> str:
+    if not any(isinstance(finder, _IncludeFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _IncludeFinder())
     spec = importlib.util.spec_from_file_location(
-        name, file, submodule_search_locations=[str(package)] if package else None
+        name,
+        file,
+        loader=_SourceLoader(name, str(file), source),
+        submodule_search_locations=[str(package)] if package else None,
     )
     if spec is None or spec.loader is None:
         raise ConfigError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from e1.engine.backends import check_backend, vllm_available  # noqa: F401  (vllm_available: e1.engine.vllm.vllm_engine reads it here)
 from e1.errors import ConfigError, did_you_mean
+from e1.names import DIGITS
 
 DEVICE_KINDS = ("auto", "cpu", "cuda", "mps")
 DTYPES = (
@@ -31,7 +32,7 @@ def check_device(device: str) -> str:
     e1.errors.ConfigError: unknown device 'cuda:x' (use auto, cpu, cuda or cuda:N)
     """
     kind, _, index = device.partition(":")
-    if kind not in DEVICE_KINDS or (index and not index.isdigit()) or (index and kind == "auto"):
+    if kind not in DEVICE_KINDS or (index and not DIGITS.matches(index)) or (index and kind == "auto"):
         raise ConfigError(f"unknown device {device!r}", hint="use auto, cpu, cuda or cuda:N")
     if kind == "cuda":
         import torch

@@ -64,6 +64,8 @@ RUN_NUMBERS = numbers(RunSettings)  # what each numeric setting may hold (e1.num
 def parse_ks(text: str) -> tuple[int, ...]:
     """``--k 1,4,16`` as sorted distinct whole numbers (their range is checked by EvalConfig)."""
     parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not all(part.isdigit() and len(part) <= 18 for part in parts):
+    from e1.names import DIGITS
+
+    if not all(DIGITS.matches(part) and len(part) <= 18 for part in parts):
         raise ConfigError(f"--k {text!r}: give whole numbers, comma-separated", hint="e.g. --k 1,4,16")
     return tuple(sorted({int(part) for part in parts}))

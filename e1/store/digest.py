@@ -5,17 +5,21 @@
 Never by size and modification time alone: ``cp -p``, ``rsync -t`` and ``touch -r`` keep both. The hash
 is cached under the file's size, modification time, inode, device *and* change time (``st_ctime``
 changes on every write and cannot be set back), so a file rewritten in place is read again, and a
-file read twice in one process is hashed once.
+file read twice in one process is hashed once. A file changed within the last :data:`_RACY_NS` is
+never cached (git's "racy" rule): where the clock that stamps files is coarse (a jiffy, a second),
+a rewrite in the same tick leaves every stat field as it was.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import time
 from pathlib import Path
 
 _DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns, ctime_ns, inode, device) -> the bytes' blake2b
 _PIECE = 1 << 20  # bytes read at a time: a large file is never held whole
+_RACY_NS = 2_000_000_000  # a file changed this recently may change again under the same stat: hashed each time
 
 
 def file_digest(path: Path | str) -> str:
@@ -27,10 +31,12 @@ def file_digest(path: Path | str) -> str:
     """
     info = os.stat(path)
     key = (str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
-    if key not in _DIGESTS:
-        digest = hashlib.blake2b(digest_size=16)
-        with open(path, "rb") as handle:
-            while piece := handle.read(_PIECE):
-                digest.update(piece)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    digest = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as handle:
+        while piece := handle.read(_PIECE):
+            digest.update(piece)
+    if time.time_ns() - max(info.st_mtime_ns, info.st_ctime_ns) > _RACY_NS:  # settled: its stat tells a change
         _DIGESTS[key] = digest.hexdigest()
-    return _DIGESTS[key]
+    return digest.hexdigest()
