@@ -150,6 +150,44 @@ def redact(text: str) -> str:
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
 
 
+def redact_chain(err: BaseException) -> BaseException:
+    """``err`` and every exception it came from (``__cause__``, ``__context__``) with their text
+    arguments passed through :func:`redact`, so an ``E1_DEBUG=1`` traceback's lines (a library's
+    error quoting a server's reply that echoes a key) mask what the one-line error masks."""
+    seen: set[int] = set()
+    first = err
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        try:
+            err.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in err.args)
+        except (AttributeError, TypeError):  # an exception whose args are read-only
+            pass
+        err = err.__cause__ or err.__context__
+    return first
+
+
+def register_url(url: str | None) -> str | None:
+    """Remember the credentials in ``url``'s userinfo (an ``--api-url`` like ``https://me:pw@host``) as
+    secrets: the password, ``user:password`` and its Basic-auth base64, as they are and percent-decoded,
+    so a server that echoes the credentials it was sent gets none of them printed; returns ``url``."""
+    import base64
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        parts = urlsplit(url or "")
+    except ValueError:
+        return url
+    if parts.password is not None or parts.username:
+        for user, password in {
+            (parts.username or "", parts.password or ""),
+            (unquote(parts.username or ""), unquote(parts.password or "")),
+        }:
+            pair = f"{user}:{password}"
+            for value in (password, pair, base64.b64encode(pair.encode()).decode()):
+                register_secret(value)
+    return url
+
+
 def _url_rest(rest: str) -> str:
     """A URL after its scheme, userinfo and every query and fragment value masked (names kept)."""
     before = re.split(r"[?#]", rest, maxsplit=1)[0]

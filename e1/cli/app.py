@@ -16,7 +16,7 @@ import typer
 
 from e1 import __version__
 from e1.cli.help import Lazy, LazyGroup, with_aliases
-from e1.errors import E1Error, redact, redact_logs
+from e1.errors import E1Error, redact, redact_chain, redact_logs
 
 # each command: its module (loaded when the command runs or shows its help) and its one-line summary
 COMMANDS: dict[str, Lazy] = {
@@ -117,11 +117,17 @@ def interrupted_message() -> str:
 
 class Interrupted(BaseException):
     """Ctrl-C as e1 raises it: not a KeyboardInterrupt, which click turns into a bare "Aborted!",
-    and not an Exception, which a library's ``except Exception`` could swallow."""
+    and not an Exception, which a library's ``except Exception`` could swallow. SIGTERM is landed the same way."""
+
+    def __init__(self, message: str, code: int = 130):
+        super().__init__(message)
+        self.code = code  # 128 + the signal's number
 
 
 def _on_sigint(signum, frame) -> None:
-    raise Interrupted(interrupted_message())  # now, while the run directories are still held
+    if signum == signal.SIGTERM:  # kill, timeout, a scheduler's preemption: landed as Ctrl-C (a second one kills)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise Interrupted(interrupted_message(), 128 + signum)  # now, while the run directories are still held
 
 
 def unexpected(err: Exception) -> tuple[str, int]:
@@ -146,22 +152,25 @@ def main() -> None:
     redact_logs()  # every log record and warning, e1's and the libraries', masks the keys e1 knows
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
+        signal.signal(signal.SIGTERM, _on_sigint)  # the requests in flight land (journalled) before e1 exits
     try:
         app(prog_name="e1")
     except E1Error as err:
         if debug:
+            redact_chain(err)  # the traceback's lines mask what the one line would
             raise
         _fail(str(err), err.exit_code)
     except Interrupted as err:
         if debug:
             raise
-        _fail(str(err), 130)
+        _fail(str(err), err.code)
     except KeyboardInterrupt:
         if debug:
             raise
         _fail(interrupted_message(), 130)
     except Exception as err:  # an unexpected failure still gets one line, not a traceback
         if debug:
+            redact_chain(err)  # the traceback's lines mask what the one line would
             raise
         _fail(*unexpected(err))
 

@@ -331,8 +331,9 @@ class _Client:
     def _result(self, url: str) -> object:
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip", "User-Agent": "e1-elo"})
         try:
-            with self.opener(request, timeout=self.config.timeout_s) as response:
-                body = _bounded_body(response, time.monotonic() + self.config.timeout_s)
+            deadline = time.monotonic() + self.config.timeout_s  # the whole answer: status line, headers, body
+            with _open_within(self.opener, request, self.config.timeout_s) as response:
+                body = _bounded_body(response, deadline)
                 if response.headers.get("Content-Encoding") == "gzip":
                     body = _gunzip(body)
         except urllib.error.HTTPError as err:
@@ -345,8 +346,8 @@ class _Client:
             raise _Transient(str(getattr(err, "reason", err)) or type(err).__name__) from None
         try:
             answer = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise _Transient("the answer is not JSON") from None
+        except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep, an integer past the digit limit
+            raise _Transient("the answer is not JSON e1 reads") from None
         if not isinstance(answer, dict) or answer.get("status") != "OK":
             comment = str(answer.get("comment", "no comment")) if isinstance(answer, dict) else "no status"
             if "limit exceeded" in comment.lower():
@@ -371,6 +372,30 @@ def _bounded_body(response, deadline: float) -> bytes:
             raise _Transient("no complete answer within the timeout")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _open_within(opener: Opener, request, timeout_s: float):
+    """``opener(request)`` that returns within ``timeout_s`` (``timeout`` bounds each socket wait only,
+    so a server dripping its status line and headers a byte at a time would hold it for hours); a
+    late answer is left to its daemon thread, which ends with the server or with e1."""
+    import threading
+
+    box: dict = {}
+
+    def open_() -> None:
+        try:
+            box["response"] = opener(request, timeout=timeout_s)
+        except BaseException as err:  # re-raised on the caller's thread
+            box["error"] = err
+
+    thread = threading.Thread(target=open_, daemon=True, name="e1-elo-open")
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise _Transient("no answer within the timeout")
+    if "error" in box:
+        raise box["error"]
+    return box["response"]
 
 
 def _gunzip(body: bytes) -> bytes:

@@ -228,6 +228,12 @@ def parse_tests(tests: str | Sequence[dict] | Sequence[Test]) -> list[Test]:
             tests = json.loads(tests)
         except json.JSONDecodeError as err:
             raise RewardError(f"tests are not valid JSON: {err}", hint=FORMAT_HINT) from None
+        except RecursionError:
+            raise RewardError("tests are JSON nested too deep to read", hint=FORMAT_HINT) from None
+        except ValueError as err:  # an integer past Python's digit limit
+            raise RewardError(
+                f"tests hold a value e1 cannot read: {str(err).splitlines()[0][:120]}", hint=FORMAT_HINT
+            ) from None
     if not isinstance(tests, (list, tuple)):
         raise RewardError(f"tests must be a list, got {type(tests).__name__}", hint=FORMAT_HINT)
     if not tests:

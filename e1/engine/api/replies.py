@@ -32,12 +32,14 @@ import functools
 import importlib
 import reprlib
 import time
+import zlib
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from e1.data import lone_surrogate
+from e1.engine.api.net_bounds import DEADLINE, bound_sockets, unpacked, unpacking
 from e1.errors import ModelError
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
@@ -84,7 +86,7 @@ def transport_reason(err: BaseException | None, deadline_s: float | None = None)
     """What a cut reply was, from an SDK's error and its causes (None: not a cut reply)."""
     while err is not None:
         names = {cls.__name__ for cls in type(err).__mro__ if _package(cls).startswith("httpx")}
-        if "ReplyTooLarge" in names:
+        if names & {"ReplyTooLarge", "DecodingError"}:
             return str(err)
         if "TimeoutException" in names:
             within = f"{deadline_s:g} s" if deadline_s else "the deadline"
@@ -111,18 +113,27 @@ def _transport_class(name: str) -> type:
         return ReplyTooLarge(f"the reply is larger than {cap / 2**20:g} MiB{size}", request=request)
 
     class Bounded(httpx.SyncByteStream):
-        def __init__(self, inner, request, deadline: float, cap: int):
+        def __init__(self, inner, request, deadline: float, cap: int, unpack=None):
             self.inner, self.request, self.deadline, self.cap = inner, request, deadline, cap
+            self.unpack = unpack  # a compressed body is counted as it unpacks: a gzip bomb stops at the cap
 
         def __iter__(self):
             read = 0
+            DEADLINE.at = self.deadline  # (read on the caller's thread, as the SDK reads the body)
             for chunk in self.inner:
-                read += len(chunk)
-                if read > self.cap:
-                    raise too_large(self.request, self.cap)
                 if time.monotonic() > self.deadline:
                     raise httpx.ReadTimeout("the reply was not complete within its deadline", request=self.request)
-                yield chunk
+                try:
+                    pieces = list(unpacked(self.unpack, chunk, self.cap - read)) if self.unpack else [chunk]
+                except zlib.error as err:
+                    raise httpx.DecodingError(
+                        f"the reply's compressed body is broken ({err})", request=self.request
+                    ) from None
+                for piece in pieces:
+                    read += len(piece)
+                    if read > self.cap:
+                        raise too_large(self.request, self.cap)
+                    yield piece
 
         def close(self) -> None:
             self.inner.close()
@@ -130,21 +141,24 @@ def _transport_class(name: str) -> type:
     class BoundedTransport(httpx.BaseTransport):
         def __init__(self, deadline_s: float, cap: int):
             self.inner, self.deadline_s, self.cap = httpx.HTTPTransport(), deadline_s, cap
+            bound_sockets(self.inner)  # every socket wait of its connections ends by the request's deadline
 
         def handle_request(self, request):
-            deadline = time.monotonic() + self.deadline_s
+            deadline = DEADLINE.at = time.monotonic() + self.deadline_s  # (its headers' bytes too, however slow)
             _read_within(request, deadline)
+            request.headers["accept-encoding"] = "gzip, deflate"  # the encodings unpacked here, within the cap
             response = self.inner.handle_request(request)
             length = response.headers.get("content-length", "")
             if length.isdigit() and int(length) > self.cap:
                 response.close()
                 raise too_large(request, self.cap, f" ({int(length) >> 20} MiB)")
+            headers, unpack = unpacking(httpx, request, response)
             _read_within(request, deadline)  # the body's reads: httpcore reads the timeout as the body starts
             return httpx.Response(
                 response.status_code,
-                headers=response.headers,
+                headers=headers,
                 extensions=response.extensions,
-                stream=Bounded(response.stream, request, deadline, self.cap),
+                stream=Bounded(response.stream, request, deadline, self.cap, unpack),
             )
 
         def close(self) -> None:
