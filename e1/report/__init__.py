@@ -10,8 +10,9 @@
 from e1.report.curve_tables import spending_table
 from e1.report.elo import FetchConfig, check_elo_options, estimate_rating, fetch_contests, load_results
 from e1.report.eta import WorkEta
-from e1.report.export import FORMATS, check_repo_id
+from e1.report.export import FORMATS
 from e1.report.export import export as export_run  # its own name would hide the module e1.report.export
+from e1.report.hub_export import check_repo_id
 from e1.report.metrics import DIFFERENCES, bootstrap_interval, mode_differences, summarize
 from e1.report.plots import plot_curves
 from e1.report.push import push as push_results
