@@ -3,8 +3,8 @@
     config = TrainConfig(model="agentica-org/DeepScaleR-1.5B-Preview", data="deepscaler", out=Path("runs/e1"))
     config = from_flat({"model": "./tiny", "data": "problems.jsonl", "steps": 10})   # flat keys
 
-A config file (TOML or YAML, read by :mod:`e1.grpo.config_file`) holds the same keys as the dataclass fields, flat, the rollout
-engine's (:class:`~e1.engine.spec.EngineSpec`: ``backend``, ``dtype``, ...) and the code rewards'
+A config file (TOML or YAML, read by :mod:`e1.grpo.config_file`) holds the same keys as the dataclass
+fields, flat, the rollout engine's (:class:`~e1.engine.spec.EngineSpec`: ``backend``, ``dtype``, ...) and the code rewards'
 (:class:`~e1.rewards.scoring.ScoringSpec`: ``workers``, ``sandbox``, ...) among them::
 
     model = "./tiny"
