@@ -29,7 +29,7 @@ def main() -> int:
     parser.add_argument("--deepspeed", default=None)
     parser.add_argument("--tolerance", type=float, default=0.05, help="max |log-prob difference| after the sync")
     args = parser.parse_args()
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.trainer import Trainer
 
     config = build_config(

@@ -100,7 +100,7 @@ def prepare(folder: Path) -> None:
 
 
 def trainer(folder: Path, out: Path, **settings):
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.trainer import Trainer
 
     never = 10**9  # no checkpoint, no validation

@@ -99,7 +99,7 @@ class StepTime:
 
 def e1_trainer(args, model: Path, problems: Path, out: Path):
     """e1's ``Trainer`` for the benchmark, counting the tokens each rollout generates."""
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.trainer import Trainer
 
     class CountingTrainer(Trainer):

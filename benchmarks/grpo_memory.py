@@ -50,7 +50,7 @@ def state_worker(root: str) -> None:
     import torch
 
     from e1.engine import load_model
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.memory import account
     from e1.grpo.parallel import ZeRO, launch
 

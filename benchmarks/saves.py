@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from e1.grpo.checkpoint import TrainerState, save_checkpoint
-from e1.grpo.config import build_config
+from e1.grpo.config_file import build_config
 from e1.grpo.parallel import launch, parallel_strategy
 from e1.models.tiny import build_tiny_model
 

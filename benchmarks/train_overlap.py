@@ -39,7 +39,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from overlap import problems_file  # noqa: E402
 
-from e1.grpo.config import build_config  # noqa: E402
+from e1.grpo.config_file import build_config  # noqa: E402
 from e1.grpo.trainer import Trainer  # noqa: E402
 from e1.models.tiny import build_tiny_model  # noqa: E402
 

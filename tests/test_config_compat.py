@@ -20,7 +20,7 @@ from e1.engine.base import Mode, Sampling
 from e1.engine.spec import EngineSpec
 from e1.errors import ResultsError
 from e1.eval.run import EvalConfig, evaluate
-from e1.grpo.config import build_config
+from e1.grpo.config_file import build_config
 from e1.rewards.scoring import ScoringSpec
 from e1.store import MODE_FORMAT, MODE_FORMAT_KEY
 from tests.test_run_dir_identity import boxed, problems, write_jsonl

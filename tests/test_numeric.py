@@ -243,7 +243,7 @@ def test_the_middleware_refuses_a_clients_budget_room_of_the_wrong_kind(tiny_mod
 def test_yaml_reads_what_the_hints_write_as_floats(tmp_path):
     import yaml
 
-    from e1.grpo.config import _example, load_config_file
+    from e1.grpo.config_file import _example, load_config_file
 
     for key in ("lr", "kl_coef", "weight_decay", "test_time_limit_s"):
         assert isinstance(yaml.safe_load(f"{key}: {_example(key)}")[key], float), _example(key)

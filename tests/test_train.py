@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from e1.errors import ConfigError, DataError, E1Error, ModelError
-from e1.grpo.config import TrainConfig, build_config, from_flat, load_config_file
+from e1.grpo.config import TrainConfig, from_flat
+from e1.grpo.config_file import build_config, load_config_file
 
 CHAR = "e"  # the trivially learnable reward: 1 when the solution contains this character
 

@@ -137,7 +137,8 @@ def test_the_kv_cache_holds_a_step_of_rollouts_and_one_whole_context(
 ):
     from types import SimpleNamespace
 
-    from e1.grpo.config import TrainConfig, build_config
+    from e1.grpo.config import TrainConfig
+    from e1.grpo.config_file import build_config
     from e1.grpo.rollout import kv_cache_bytes
 
     model = SimpleNamespace(**QWEN_1_5B)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from e1.report import WorkEta
-from e1.report.ui import RichProgress
+from e1.report.progress import RichProgress
 
 
 def plain_progress(interval_s: float) -> tuple[RichProgress, io.StringIO]:

@@ -20,7 +20,7 @@ def main(model_dir: str, spec_dir: str) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from e1.grpo.checkpoint import TrainerState, save_checkpoint
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.memory import account
     from e1.grpo.parallel import ZeRO, launch
 

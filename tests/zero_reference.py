@@ -60,7 +60,7 @@ def log_probs(model, batches):
 
 def main(model_dir: str, spec_dir: str) -> None:
     from e1.engine import load_model
-    from e1.grpo.config import build_config
+    from e1.grpo.config_file import build_config
     from e1.grpo.memory import account
     from e1.grpo.parallel import ZeRO, launch
 

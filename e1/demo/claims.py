@@ -43,6 +43,15 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
     models = {"base": str(base), "e1": str(e1)}
     # the curves' model column holds the model as given to the sweep
     at = {name: curves[curves["model"] == path] for name, path in models.items()}
+    claims = _budget_claims(at, median) + _unconstrained_claims(out, models) + [_elastic_over_truncate(at["base"])]
+    if baseline is not None:
+        claims.append(_against_baseline(out, str(e1), str(baseline)))
+    write_json({"median_think": median, "claims": claims}, out / "claims.json")
+    return claims
+
+
+def _budget_claims(at: dict[str, pd.DataFrame], median: float) -> list[dict]:
+    """E1 above base in elastic mode at half the base's median thinking and at the median."""
     claims = []
     for fraction, margin in ((0.5, 0.10), (1.0, 0.25)):
         think = max(1, round(fraction * median))
@@ -59,11 +68,16 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
                 acc["e1"] - acc["base"] >= margin,
             )
         )
+    return claims
+
+
+def _unconstrained_claims(out: Path, models: dict[str, str]) -> list[dict]:
+    """Without a budget: E1 thinks at least 25% less than base, at an accuracy within 3 points."""
     free = {name: read_parquet(out / "eval" / f"{name}-none" / "samples.parquet") for name in models}
     think = {name: float(frame["think_tokens"].mean()) for name, frame in free.items()}
     acc = {name: _accuracy(frame) for name, frame in free.items()}
     cut = 1 - think["e1"] / think["base"] if think["base"] else float("nan")
-    claims.append(
+    return [
         _claim(
             "unconstrained: E1 mean thinking ≥ 25% below base",
             think["base"],
@@ -71,36 +85,32 @@ def check_claims(out: Path, base: Path, e1: Path, median: float, baseline: Path 
             cut,
             cut >= 0.25,
             unit="tokens",
-        )
-    )
-    claims.append(
+        ),
         _claim(
             "unconstrained: accuracy within 3 points",
             acc["base"],
             acc["e1"],
             acc["e1"] - acc["base"],
             abs(acc["e1"] - acc["base"]) <= 0.03,
-        )
-    )
-    base_curves = at["base"].assign(total=at["base"]["think_budget"] + at["base"]["solve_budget"])
+        ),
+    ]
+
+
+def _elastic_over_truncate(base: pd.DataFrame) -> dict:
+    """The base model's curves: elastic above truncate at every total budget both were run at."""
+    base_curves = base.assign(total=base["think_budget"] + base["solve_budget"])
     elastic = base_curves[base_curves["mode"] == "elastic"].set_index("total")["accuracy"]
     truncate = base_curves[base_curves["mode"] == "truncate"].set_index("total")["accuracy"]
     common = sorted(set(elastic.index) & set(truncate.index))
     gaps = [float(elastic[t] - truncate[t]) for t in common]
     gap = min(gaps) if gaps else None
-    claims.append(
-        _claim(
-            f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
-            gap,
-            None,
-            gap,
-            bool(gaps) and gap > 0,
-        )
+    return _claim(
+        f"base: elastic > truncate at every equal total budget ({len(common)} budgets)",
+        gap,
+        None,
+        gap,
+        bool(gaps) and gap > 0,
     )
-    if baseline is not None:
-        claims.append(_against_baseline(out, str(e1), str(baseline)))
-    write_json({"median_think": median, "claims": claims}, out / "claims.json")
-    return claims
 
 
 def paired_difference(samples: pd.DataFrame, model: str, other: str) -> dict:

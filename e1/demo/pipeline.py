@@ -107,21 +107,54 @@ def run_demo(config: DemoConfig, progress=None) -> DemoResult:
 
 
 def _stages(config: DemoConfig, progress=None) -> DemoResult:
-    from e1.data import prepare_benchmark, prepared_path
-    from e1.grpo import TrainConfig, checkpoints, train
+    """The demo's phases in order: data, SFT, the base's unconstrained lengths, E1 and cosine GRPO, the sweep."""
+    from e1.grpo import checkpoints, train
 
     out, sizes = Path(config.out), config.sizes
-    data_dir = out / "data"
+    data_dir = _prepare_data(config, out / "data")
+    init = _initial_model(out / "models" / "init", config)
+    base = _train_once(_sft_config(config, init, data_dir), train, checkpoints, progress)
+
+    sampling = Sampling(temperature=1.0, top_p=1.0, seed=config.seed, max_tokens=256)
+    base_free = _unconstrained(base, out / "eval" / "base-none", data_dir, sizes, sampling, progress)
+    median = statistics.median(base_free["think_tokens"]) if len(base_free) else 1.0
+    think = training_budget(median)
+
+    grpo = _grpo_config(config, base, data_dir, median)
+    e1_model = _train_once(grpo, train, checkpoints, progress)
+    cosine = replace(grpo, out=out / "cosine", think=2 * think, length_reward="cosine")
+    baseline = _train_once(cosine, train, checkpoints, progress)
+    _unconstrained(e1_model, out / "eval" / "e1-none", data_dir, sizes, sampling, progress)
+
+    _sweep_and_plot(config, data_dir, sampling, median, (base, e1_model, baseline), progress)
+    result = DemoResult(out=out, base=base, e1=e1_model, median_think=median, baseline=baseline)
+    from e1.demo.claims import check_claims
+
+    result.claims = check_claims(out, base, e1_model, median, baseline=baseline)
+    return result
+
+
+def _prepare_data(config: DemoConfig, data_dir: Path) -> Path:
+    """The digits test set and the training problems, prepared once under ``data_dir``."""
+    from e1.data import prepare_benchmark, prepared_path
+
+    sizes = config.sizes
     for name, rows in (("digits", sizes.test_rows), ("digits-train", max(sizes.sft_steps * sizes.sft_batch, 64))):
         if not prepared_path(name, data_dir).exists():
             prepare_benchmark(name, data_dir, options={"seed": str(config.seed), "rows": str(rows)})
-    init = _initial_model(out / "models" / "init", config)
+    return data_dir
 
-    sft = TrainConfig(
+
+def _sft_config(config: DemoConfig, init: Path, data_dir: Path):
+    """SFT of the initial model on the training problems' worked solutions: the base model."""
+    from e1.grpo import TrainConfig
+
+    sizes = config.sizes
+    return TrainConfig(
         model=str(init),
         data="digits-train",
         data_dir=data_dir,
-        out=out / "sft",
+        out=Path(config.out) / "sft",
         algo="sft",
         steps=sizes.sft_steps,
         prompts_per_step=sizes.sft_batch,
@@ -137,18 +170,18 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
         think=0,
         solve=1,
     )
-    base = _train_once(sft, train, checkpoints, progress)
 
-    sampling = Sampling(temperature=1.0, top_p=1.0, seed=config.seed, max_tokens=256)
-    base_free = _unconstrained(base, out / "eval" / "base-none", data_dir, sizes, sampling, progress)
-    median = statistics.median(base_free["think_tokens"]) if len(base_free) else 1.0
-    think = training_budget(median)
 
-    grpo = TrainConfig(
+def _grpo_config(config: DemoConfig, base: Path, data_dir: Path, median: float):
+    """E1's GRPO from the base model, its thinking budgets drawn around the base's median length."""
+    from e1.grpo import TrainConfig
+
+    sizes = config.sizes
+    return TrainConfig(
         model=str(base),
         data="digits-train",
         data_dir=data_dir,
-        out=out / "e1",
+        out=Path(config.out) / "e1",
         think=training_range(median),
         solve=SOLVE,
         steps=sizes.grpo_steps,
@@ -168,22 +201,22 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
         seed=config.seed,
         batch_size=sizes.grpo_prompts * config.group_size,
     )
-    e1_model = _train_once(grpo, train, checkpoints, progress)
-    cosine = replace(grpo, out=out / "cosine", think=2 * think, length_reward="cosine")
-    baseline = _train_once(cosine, train, checkpoints, progress)
-    _unconstrained(e1_model, out / "eval" / "e1-none", data_dir, sizes, sampling, progress)
 
-    from e1.eval import SweepConfig, run_sweep
 
+def _sweep_and_plot(config: DemoConfig, data_dir: Path, sampling, median: float, models: tuple, progress) -> None:
+    """The three models (base, E1, cosine baseline) swept over budgets around ``median``; curves.png drawn."""
+    from e1.eval import EvalConfig, SweepConfig, run_sweep
+    from e1.report import plot_curves
+    from e1.store import read_parquet
+
+    out, (base, e1_model, baseline) = Path(config.out), models
     budgets = tuple(sorted({Budget(max(1, round(f * median)), SOLVE) for f in THINK_FRACTIONS}, key=lambda b: b.think))
-    from e1.eval import EvalConfig
-
     grid = EvalConfig(
         model=str(base),
         datasets=("digits",),
         budgets=budgets,
         modes=(Mode("elastic"), Mode("truncate")),
-        n=sizes.samples,
+        n=config.sizes.samples,
         sampling=sampling,
         batch_size=512,
         data_dir=data_dir,
@@ -192,19 +225,11 @@ def _stages(config: DemoConfig, progress=None) -> DemoResult:
         SweepConfig(models=(str(base), str(e1_model), str(baseline)), settings=grid, out=out / "curves"),
         progress=progress,
     )
-    from e1.report import plot_curves
-    from e1.store import read_parquet
-
     plot_curves(
         read_parquet(out / "curves" / "curves.parquet"),
         out / "curves" / "curves.png",
         names=model_names(base, e1_model, baseline),
     )
-    result = DemoResult(out=out, base=base, e1=e1_model, median_think=median, baseline=baseline)
-    from e1.demo.claims import check_claims
-
-    result.claims = check_claims(out, base, e1_model, median, baseline=baseline)
-    return result
 
 
 def model_names(base: Path, e1: Path, baseline: Path | None = None) -> dict[str, str]:

@@ -10,7 +10,8 @@ import torch, so their names load on first use and ``import e1.grpo`` stays inst
 
 from __future__ import annotations
 
-from e1.grpo.config import ALGOS, DEFAULTS, TRAIN_DTYPES, TRAIN_ENGINE, TrainConfig, build_config, from_flat
+from e1.grpo.config import ALGOS, DEFAULTS, TRAIN_DTYPES, TRAIN_ENGINE, TrainConfig, from_flat
+from e1.grpo.config_file import build_config
 from e1.grpo.loss_config import AGGREGATIONS, FORCED_TOKENS, GRPOLossConfig
 
 # Names from modules that import torch at the top: loaded on first use (``__getattr__``).

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 import re
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,6 +204,17 @@ def check_run_dir(config: TrainConfig) -> Path | None:
             hint="check the --out path, or leave out --resume to start one",
         )
     return found[-1] if found else None
+
+
+def owned(config: TrainConfig):
+    """The run directory's lock (:mod:`e1.store.lock`), taken by the process that writes it: rank 0
+    (``RANK`` as torchrun and deepspeed set it). A second launch's rank 0 is refused at once, and
+    its launcher stops the other ranks; ranks of one run never contend for the lock."""
+    from e1.store import run_lock
+
+    if config.deepspeed is not None and os.environ.get("RANK", "0") != "0":
+        return nullcontext()
+    return run_lock(config.out, "e1 train")
 
 
 def check_data(config: TrainConfig, problems) -> dict[str, str]:

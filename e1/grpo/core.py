@@ -175,6 +175,31 @@ def _masked_mean(values: torch.Tensor, valid: torch.Tensor) -> float:
     return float(torch.where(valid, values, 0.0).sum() / valid.sum().clamp(min=1))
 
 
+def _check_loss_inputs(
+    log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    config: GRPOLossConfig,
+    ref_log_probs: torch.Tensor | None,
+    entropy: torch.Tensor | None,
+) -> None:
+    """ValueError on shapes that do not fit ``[B, L]`` / ``[B]``; ConfigError on a coefficient without its input."""
+    if (
+        log_probs.shape != old_log_probs.shape
+        or log_probs.shape != mask.shape
+        or advantages.shape != log_probs.shape[:1]
+    ):
+        raise ValueError(
+            f"shapes do not match: log_probs {tuple(log_probs.shape)}, old {tuple(old_log_probs.shape)}, "
+            f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)} (want [B, L], [B, L], [B, L], [B])"
+        )
+    if config.kl_coef > 0 and ref_log_probs is None:
+        raise ConfigError("kl_coef > 0 needs reference log-probs", hint="pass ref_log_probs or set kl_coef=0")
+    if config.entropy_coef > 0 and entropy is None:
+        raise ConfigError("entropy_coef > 0 needs the entropy", hint="pass entropy or set entropy_coef=0")
+
+
 def policy_loss(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -197,19 +222,7 @@ def policy_loss(
     ``loss = pg_loss + kl_coef * kl - entropy_coef * entropy``; ``clip_fraction`` (share of
     tokens whose clipped term is the active one, i.e. whose gradient is zero) and ``ratio_mean``.
     """
-    if (
-        log_probs.shape != old_log_probs.shape
-        or log_probs.shape != mask.shape
-        or advantages.shape != log_probs.shape[:1]
-    ):
-        raise ValueError(
-            f"shapes do not match: log_probs {tuple(log_probs.shape)}, old {tuple(old_log_probs.shape)}, "
-            f"mask {tuple(mask.shape)}, advantages {tuple(advantages.shape)} (want [B, L], [B, L], [B, L], [B])"
-        )
-    if config.kl_coef > 0 and ref_log_probs is None:
-        raise ConfigError("kl_coef > 0 needs reference log-probs", hint="pass ref_log_probs or set kl_coef=0")
-    if config.entropy_coef > 0 and entropy is None:
-        raise ConfigError("entropy_coef > 0 needs the entropy", hint="pass entropy or set entropy_coef=0")
+    _check_loss_inputs(log_probs, old_log_probs, advantages, mask, config, ref_log_probs, entropy)
 
     valid = mask.bool()  # [B, L]
     log_probs = torch.where(valid, log_probs.float(), 0.0)  # [B, L]

@@ -40,7 +40,6 @@ is :mod:`e1.grpo.core`; this module only moves tensors between phases. ``--algo 
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from collections.abc import Callable
@@ -70,6 +69,7 @@ from e1.grpo.checkpoint import (
     load_checkpoint,
     load_checkpoint_model,
     load_metrics,
+    owned,
     save_checkpoint,
     write_metrics,
 )
@@ -81,6 +81,7 @@ from e1.grpo.problems import prepare_inputs
 from e1.grpo.reporting import Reporters, open_reporters
 from e1.grpo.rollout import Rollout, uses_vllm
 from e1.grpo.sft import sft_step
+from e1.grpo.step_metrics import budget_metrics, rollout_metrics
 from e1.report import NullProgress, check_trackers, parse_report_to
 from e1.rewards import Reward, Scorer, check_tasks
 from e1.store import FINGERPRINTS
@@ -118,17 +119,6 @@ def train(
                 trainer.reporters.close()
         trainer.strategy.finish()
     return config.out
-
-
-def owned(config: TrainConfig):
-    """The run directory's lock (:mod:`e1.store.lock`), taken by the process that writes it: rank 0
-    (``RANK`` as torchrun and deepspeed set it). A second launch's rank 0 is refused at once, and
-    its launcher stops the other ranks; ranks of one run never contend for the lock."""
-    from e1.store import run_lock
-
-    if config.deepspeed is not None and os.environ.get("RANK", "0") != "0":
-        return nullcontext()
-    return run_lock(config.out, "e1 train")
 
 
 @dataclass
@@ -444,28 +434,6 @@ class Trainer:
 
 
 ALGORITHMS: dict[str, Callable[[Trainer], dict]] = {"grpo": Trainer.grpo_step, "sft": sft_step}
-
-
-def rollout_metrics(scores: torch.Tensor, rewards: torch.Tensor, completions: list[Completion]) -> dict:
-    """The rollouts' task reward (``scores``), trained-on reward (with a length reward), accuracy and lengths."""
-    count = max(len(completions), 1)
-    return {
-        "reward_mean": float(rewards.mean()),
-        "task_reward_mean": float(scores.mean()),
-        "accuracy": float((scores >= 1.0).float().mean()),
-        "mean_think_tokens": sum(c.think_tokens for c in completions) / count,
-        "mean_solve_tokens": sum(c.solve_tokens for c in completions) / count,
-        "forced_rate": sum(c.forced for c in completions) / count,
-    }
-
-
-def budget_metrics(think_budgets: list[int]) -> dict:
-    """The thinking budgets the step's problems were rolled out at (they vary under a curriculum)."""
-    return {
-        "think_budget_mean": sum(think_budgets) / max(len(think_budgets), 1),
-        "think_budget_min": min(think_budgets, default=0),
-        "think_budget_max": max(think_budgets, default=0),
-    }
 
 
 __all__ = ["PHASES", "Trainer", "TrainerState", "checkpoints", "train"]

@@ -85,7 +85,6 @@ def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "outp
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     names, curves = names or {}, effort_lines(curves)
     datasets = list(dict.fromkeys(curves["dataset"]))
@@ -126,6 +125,19 @@ def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "outp
                 alpha=0.15,
                 linewidth=0,
             )
+    _style_panels(axes, datasets, x_axis, upper)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("accuracy, avg@n (%)" + (", band: 95% CI" if banded else ""))
+    title = "Accuracy vs tokens used" + (f" — {names.get(models[0], models[0])}" if len(models) == 1 else "")
+    extra = [fig.suptitle(title), _legend(fig, axes.flat[0], len(models))]
+    fig.tight_layout()
+    return fig, [a for a in extra if a]
+
+
+def _style_panels(axes, datasets: list[str], x_axis: str, upper: float) -> None:
+    """Each dataset's panel: its title, tokens on a log-2 axis, accuracy up to ``upper`` %; spare panels hidden."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
     for index, ax in enumerate(axes.flat):
         if index >= len(datasets):
             ax.set_visible(False)
@@ -138,12 +150,6 @@ def draw_curves(curves, names: dict[str, str] | None = None, x_axis: str = "outp
         ax.set_xlabel(X_AXES[x_axis][1])
         ax.set_ylim(-0.03 * upper, 1.03 * upper)  # the margins keep markers at 0 % and at the top whole
         ax.grid(True, which="major", alpha=0.3)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("accuracy, avg@n (%)" + (", band: 95% CI" if banded else ""))
-    title = "Accuracy vs tokens used" + (f" — {names.get(models[0], models[0])}" if len(models) == 1 else "")
-    extra = [fig.suptitle(title), _legend(fig, axes.flat[0], len(models))]
-    fig.tight_layout()
-    return fig, [a for a in extra if a]
 
 
 def _legend(fig, ax, models: int):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from e1 import __version__
 from e1.errors import ConfigError, redact, register_secret
-from e1.report.export import check_repo_id
+from e1.report.hub_export import check_repo_id
 
 HUB_DEADLINE_S = 300.0  # the whole push: every request, retry and wait the hub asks for (a reply: <= 8 MiB)
 
