@@ -46,11 +46,13 @@ EDGE = ["-1", "0"]  # valid for some options (--seed 0, --top-k 0), refused by o
 
 def numeric_options() -> list[tuple[str, str]]:
     """(command path, flag) of every int or float option of every visible command."""
+    from e1.cli.app import ALIASES
+
     found = []
 
     def walk(command, path: str) -> None:
         for name, sub in sorted(getattr(command, "commands", {}).items()):
-            if not getattr(sub, "hidden", False):
+            if not getattr(sub, "hidden", False) and name not in ALIASES:  # an alias is the command it names
                 walk(sub, f"{path} {name}".strip())
         for param in command.params:  # typer keeps each parameter's annotation, Optional unwrapped
             kind = {int: "integer", float: "float"}.get(
