@@ -31,7 +31,8 @@ import torch
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
-from e1.eval.run import EvalConfig, _generate_batch, _pending, _score_batch, evaluate
+from e1.eval.generation import _generate_batch, _score_batch
+from e1.eval.run import EvalConfig, _pending, evaluate
 from e1.models.tiny import build_tiny_model
 from e1.rewards.scoring import ScoringSpec
 from e1.store.samples import SampleStore

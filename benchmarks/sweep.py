@@ -4,7 +4,7 @@
 
 The paper's grid shape on one batch: elastic at 4 think budgets t (solve s), truncate at the
 same totals t + s, and none (capped at the largest total, so it is a cell of the same scale).
-Both paths are e1's own generation step of a sweep (``e1.eval.run._generate_batch`` with
+Both paths are e1's own generation step of a sweep (``e1.eval.generation._generate_batch`` with
 ``share_prefixes`` on or off), on the same engine, problems, seed and sampling (temperature 1);
 runs take turns and the best of ``--repeats`` is kept. A random tiny model practically never
 ends thinking by itself, so every elastic row is forced at t: the least a shared sweep can save

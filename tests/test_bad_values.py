@@ -3,7 +3,7 @@ surrogate, and task ``code`` on a row whose answer is no test list, are refused 
 file, row and field, as the dataset loads: before any request is sent or model loaded.
 
 The gates: :func:`e1.data.json_values.check_value` (every local file's record, through
-:func:`e1.data.preparation.read_records`), :func:`e1.rewards.check_tasks` (each row's answer against
+:func:`e1.data.records.read_records`), :func:`e1.rewards.check_tasks` (each row's answer against
 its task's reward), and the reply gate for a server's reply (:func:`e1.engine.api.replies.accept`).
 """
 
@@ -40,7 +40,7 @@ def _nested(depth: int, leaf) -> str:
 def test_a_deep_value_or_a_lone_surrogate_in_a_data_file_is_one_line_naming_the_row_and_field(
     tmp_path_factory, depth, field, suffix, surrogate, at, in_key
 ):
-    from e1.data.preparation import read_records
+    from e1.data.records import read_records
 
     text = "x" * at
     leaf = text if surrogate is None else text[: at // 2] + surrogate + text[at // 2 :]

@@ -130,7 +130,7 @@ def test_an_eval_run_written_before_the_specs_refuses_other_settings(tiny_engine
 
 def test_a_training_run_written_before_the_specs_resumes(tiny_model_dir):
     from e1.grpo.trainer import train
-    from e1.store.results import model_identity
+    from e1.store.run_identity import model_identity
 
     shutil.copytree(tiny_model_dir, "tiny")
     write_problems(Path("problems.jsonl"), count=4)

@@ -14,11 +14,11 @@ from e1.store.results import (
     CONFIG,
     SAMPLE_COLUMNS,
     atomic_write,
-    check_run_dir,
     samples_frame,
     write_json,
     write_parquet,
 )
+from e1.store.run_identity import check_run_dir
 
 
 @pytest.fixture
@@ -129,7 +129,8 @@ def test_a_run_is_its_model_however_the_path_is_typed_or_moved(tmp_path, tiny_mo
     import pytest
 
     from e1.errors import ResultsError
-    from e1.store.results import check_run_dir, model_identity, write_json
+    from e1.store.results import write_json
+    from e1.store.run_identity import check_run_dir, model_identity
 
     out = tmp_path / "run"
     write_json(

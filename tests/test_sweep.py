@@ -16,8 +16,9 @@ from e1.cli.app import app
 from e1.engine.base import Mode, Sampling
 from e1.engine.hf.hf_engine import HFEngine
 from e1.errors import BudgetError, ConfigError, ResultsError
+from e1.eval.axes import budget_grid, parse_modes
 from e1.eval.run import EvalConfig
-from e1.eval.sweep import CURVE_COLUMNS, SweepConfig, budget_grid, display_names, model_slug, parse_modes, sweep
+from e1.eval.sweep import CURVE_COLUMNS, SweepConfig, display_names, model_slug, sweep
 from e1.store.results import SAMPLE_COLUMNS, SUMMARY_COLUMNS
 from e1.store.samples import SampleStore
 from tests.fakes import Interrupting, ScriptedModel

@@ -26,89 +26,99 @@ EXAMPLES = """Examples:
       --max-tokens 16384 --n 4"""
 
 
+ModelsOpt = Annotated[
+    list[str],
+    typer.Option(
+        "--model",
+        "-m",
+        show_default=False,
+        rich_help_panel=MODEL,
+        help="Model folder or Hugging Face hub id; repeat for several models.",
+    ),
+]
+ThinksOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--think",
+        "-t",
+        help="Thinking budgets, comma-separated: 0,512,1k,2k.",
+        show_default="0,512,1k,2k,3k",
+        rich_help_panel=BUDGETS,
+    ),
+]
+SolvesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--solve",
+        "-s",
+        help="Solution budgets, comma-separated; every t is paired with every s.",
+        show_default="1k",
+        rich_help_panel=BUDGETS,
+    ),
+]
+BudgetPairsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--budgets",
+        help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.",
+        show_default=False,
+        rich_help_panel=BUDGETS,
+    ),
+]
+ModesOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--modes",
+        autocompletion=complete_modes,
+        show_default="elastic; none with --budget-axis effort",
+        rich_help_panel=BUDGETS,
+        help=mode_help("Decoding modes, comma-separated"),
+    ),
+]
+BudgetAxisOpt = Annotated[
+    str,
+    typer.Option(
+        "--budget-axis",
+        rich_help_panel=BUDGETS,
+        help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
+        "thinking tokens).",
+    ),
+]
+EffortsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--efforts",
+        show_default=False,
+        rich_help_panel=BUDGETS,
+        help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: dynamic).",
+    ),
+]
+SamplesOpt = Annotated[
+    int, typer.Option("--n", "-n", help="Samples per problem at every grid point.", rich_help_panel=SAMPLING)
+]
+IndependentOpt = Annotated[
+    bool,
+    typer.Option(
+        "--independent",
+        rich_help_panel=SAMPLING,
+        help="Draw every mode and budget on its own; without it one trajectory per sample serves them all (fewer "
+        "tokens, exact per cell, paired across cells).",
+    ),
+]
+
+
 @with_options
 def sweep_command(
     *,
-    models: Annotated[
-        list[str],
-        typer.Option(
-            "--model",
-            "-m",
-            show_default=False,
-            rich_help_panel=MODEL,
-            help="Model folder or Hugging Face hub id; repeat for several models.",
-        ),
-    ],
-    think: Annotated[
-        str | None,
-        typer.Option(
-            "--think",
-            "-t",
-            help="Thinking budgets, comma-separated: 0,512,1k,2k.",
-            show_default="0,512,1k,2k,3k",
-            rich_help_panel=BUDGETS,
-        ),
-    ] = None,
-    solve: Annotated[
-        str | None,
-        typer.Option(
-            "--solve",
-            "-s",
-            help="Solution budgets, comma-separated; every t is paired with every s.",
-            show_default="1k",
-            rich_help_panel=BUDGETS,
-        ),
-    ] = None,
-    budgets: Annotated[
-        str | None,
-        typer.Option(
-            "--budgets",
-            help="Explicit think+solve pairs instead of --think/--solve: 512+1k,1k+1k.",
-            show_default=False,
-            rich_help_panel=BUDGETS,
-        ),
-    ] = None,
-    modes: Annotated[
-        str | None,
-        typer.Option(
-            "--modes",
-            autocompletion=complete_modes,
-            show_default="elastic; none with --budget-axis effort",
-            rich_help_panel=BUDGETS,
-            help=mode_help("Decoding modes, comma-separated"),
-        ),
-    ] = None,
-    budget_axis: Annotated[
-        str,
-        typer.Option(
-            "--budget-axis",
-            rich_help_panel=BUDGETS,
-            help="tokens (--think/--solve budgets) | effort (a hosted API's effort levels, --efforts; x axis: measured "
-            "thinking tokens).",
-        ),
-    ] = "tokens",
-    efforts: Annotated[
-        str | None,
-        typer.Option(
-            "--efforts",
-            show_default=False,
-            rich_help_panel=BUDGETS,
-            help="--budget-axis effort: the vendor's levels, comma-separated, e.g. low,medium,high (gemini also: "
-            "dynamic).",
-        ),
-    ] = None,
-    n: Annotated[
-        int, typer.Option("--n", "-n", help="Samples per problem at every grid point.", rich_help_panel=SAMPLING)
-    ] = 4,
-    independent: Annotated[
-        bool,
-        typer.Option(
-            "--independent",
-            rich_help_panel=SAMPLING,
-            help="Draw every mode and budget on its own; without it one trajectory per sample serves them all (fewer "
-            "tokens, exact per cell, paired across cells).",
-        ),
-    ] = False,
+    models: ModelsOpt,
+    think: ThinksOpt = None,
+    solve: SolvesOpt = None,
+    budgets: BudgetPairsOpt = None,
+    modes: ModesOpt = None,
+    budget_axis: BudgetAxisOpt = "tokens",
+    efforts: EffortsOpt = None,
+    n: SamplesOpt = 4,
+    independent: IndependentOpt = False,
     options: RunOptions,
     out: RunOutOpt = None,
 ) -> None:
@@ -121,21 +131,13 @@ def sweep_command(
     Rerunning into the same --out resumes where it stopped (without --out: a new folder per run).
     --budget-axis effort (hosted APIs) sweeps effort levels: modes none:effort=LEVEL, x = measured thinking tokens.
     """
-    from e1.eval import SweepConfig, axis_budgets, effort_grid, is_main_process, parse_modes, run_sweep
+    from e1.eval import SweepConfig, is_main_process, run_sweep, sweep_axes
     from e1.report import RichProgress, quiet_libraries
 
     options.includes(out)  # the user's rewards, datasets, prompts and modes, before any name is looked up
     out = options.run_dir(out, "sweep", list(models))
-    grid_modes = effort_grid(
-        parse_modes(modes or ("none" if budget_axis == "effort" else "elastic")), efforts, budget_axis
-    )
-    grid = options.eval_config(
-        model=models[0] if models else "",
-        modes=grid_modes,
-        n=n,
-        out=out,
-        budgets=axis_budgets(budget_axis, think, solve, budgets, options.max_tokens),
-    )
+    grid_modes, grid_budgets = sweep_axes(budget_axis, modes, efforts, think, solve, budgets, options.max_tokens)
+    grid = options.eval_config(model=models[0] if models else "", modes=grid_modes, n=n, out=out, budgets=grid_budgets)
     config = SweepConfig(models=tuple(models), settings=grid, out=out, independent=independent)
     quiet_libraries()
     samples, summary, curves = run_sweep(config, progress=RichProgress() if is_main_process() else None)

@@ -22,7 +22,6 @@ from e1.data.identity import fingerprint, load_datasets
 from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_includes
 from e1.data.json_values import lone_surrogate
 from e1.data.preparation import (
-    DATA_SUFFIXES,
     Prepared,
     dataset_names,
     default_data_dir,
@@ -35,6 +34,7 @@ from e1.data.preparation import (
     prepared_source,
 )
 from e1.data.prompts import PromptOptions, build_prompt
+from e1.data.records import DATA_SUFFIXES
 from e1.data.registry import (
     Benchmark,
     Fields,

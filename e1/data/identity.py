@@ -10,7 +10,7 @@ naming both and how to name them apart, and keeps one copy of a dataset given tw
 (``probs.jsonl,./probs.jsonl``). A run directory records each dataset's :func:`fingerprint`
 so that a problems file edited (or a benchmark prepared again) between two runs into one
 ``--out`` is refused instead of mixing old answers with new ones
-(:func:`e1.store.results.check_datasets`).
+(:func:`e1.store.run_identity.check_datasets`).
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from e1.data.code import (
     tests_json,
 )
 from e1.data.hub import hub_files
-from e1.data.preparation import read_records
+from e1.data.records import read_records
 from e1.data.registry import Benchmark, Fields, Option, field_text, register
 from e1.errors import DataError
 

@@ -24,7 +24,7 @@ from e1.data.code import (
     tests_json,
 )
 from e1.data.hub import hub_files
-from e1.data.preparation import read_records
+from e1.data.records import read_records
 from e1.data.registry import Benchmark, Fields, field_text, register
 
 TEST_FILE = "ALL/test-00000-of-00001.parquet"

@@ -2,7 +2,8 @@
 
 - :mod:`e1.eval.run`: ``evaluate(EvalConfig)`` -> samples + summary (datasets -> prompts ->
   engine -> rewards -> the run directory);
-- :mod:`e1.eval.sweep`: models x datasets x modes x budgets, each model loaded once -> curves;
+- :mod:`e1.eval.sweep`: models x datasets x modes x budgets, each model loaded once -> curves
+  (:mod:`e1.eval.axes`: its budgets and modes from the command line's lists);
 - :mod:`e1.eval.shared`: one unconstrained trajectory per sample serves every cell of a grid;
 - :mod:`e1.eval.distributed`: torchrun ranks share the work of one run;
 - :mod:`e1.eval.overlap`: scoring batch k while batch k + 1 generates (training uses it too).
@@ -27,13 +28,11 @@ _LAZY = {
             "DECODED_PLOT",
             "PROBLEMS",
             "SweepConfig",
-            "axis_budgets",
             "display_names",
-            "effort_grid",
-            "parse_modes",
         ),
         "e1.eval.sweep",
     ),
+    **dict.fromkeys(("axis_budgets", "effort_grid", "parse_modes", "sweep_axes"), "e1.eval.axes"),
     "run_sweep": "e1.eval.sweep:sweep",  # its own name would hide the module e1.eval.sweep
 }
 

@@ -6,6 +6,8 @@
                          settings=grid, out=Path("runs/sweep"))
     samples, summary, curves = sweep(config)
 
+(:func:`~e1.eval.axes.budget_grid` and :func:`~e1.eval.axes.parse_modes` read the command line's lists.)
+
 Each model's whole grid is one :func:`e1.eval.run.evaluate` call into ``out/models/<slug>/`` (the
 eval format, resumable), on an engine loaded at most once — and not at all when that model's
 grid is already finished. The sweep then aggregates into ``out/``: ``samples.parquet`` and
@@ -47,7 +49,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from e1 import __version__
-from e1.budget import Budget, parse_tokens
 from e1.engine import Mode
 from e1.errors import ConfigError
 from e1.eval.grid import check_grid, grown
@@ -78,103 +79,8 @@ CURVE_COLUMNS = [
     "mean_decoded_tokens",
     "overthinking_share",
 ]
-BUDGET_AXES = ("tokens", "effort")
 BUDGET_COLUMNS = ("think_budget", "solve_budget")
 SWEEP_KEY = ["model", *GROUP_KEY]
-DEFAULT_THINK, DEFAULT_SOLVE = "0,512,1k,2k,3k", "1k"
-
-
-def _items(text: str, what: str, split=lambda text: [item.strip() for item in str(text).split(",")]) -> list[str]:
-    items = split(text)
-    if not any(items):
-        raise ConfigError(f"empty {what} list", hint=f"give at least one {what}, comma-separated")
-    if not all(items):
-        raise ConfigError(f"empty item in {what} list {text!r}", hint="remove the stray comma")
-    return items
-
-
-def _unique(values) -> tuple:
-    return tuple(dict.fromkeys(values))
-
-
-def budget_grid(think: str | None = None, solve: str | None = None, pairs: str | None = None) -> tuple[Budget, ...]:
-    """The budgets of a sweep: every ``think`` × ``solve`` combination, or explicit ``t+s`` pairs.
-
-    >>> [str(b) for b in budget_grid(think="0,512,1k", solve="1k")]
-    ['0+1k', '0.5k+1k', '1k+1k']
-    >>> budget_grid(pairs="512+1k, 2k+512")
-    (Budget(think=512, solve=1024), Budget(think=2048, solve=512))
-    """
-    if pairs is not None:
-        if think is not None or solve is not None:
-            raise ConfigError(
-                "--budgets cannot be combined with --think/--solve",
-                hint="give either T+S pairs with --budgets, or lists with --think and --solve",
-            )
-        return _unique(_pair(item) for item in _items(pairs, "budget"))
-    thinks = [
-        parse_tokens(t, "think budget") for t in _items(DEFAULT_THINK if think is None else think, "think budget")
-    ]
-    solves = [
-        parse_tokens(s, "solve budget") for s in _items(DEFAULT_SOLVE if solve is None else solve, "solve budget")
-    ]
-    return _unique(Budget(t, s) for s in solves for t in thinks)
-
-
-def axis_budgets(
-    budget_axis: str, think: str | None, solve: str | None, pairs: str | None, max_tokens: int
-) -> tuple[Budget, ...]:
-    """The budgets of a sweep's axis: :func:`budget_grid` on ``tokens``; on ``effort`` the one
-    ``Budget(0, max_tokens)`` (the level sets the thinking; ``--max-tokens`` caps the reply)."""
-    if budget_axis != "effort":
-        return budget_grid(think, solve, pairs)
-    if think is not None or solve is not None or pairs is not None:
-        raise ConfigError(
-            "--budget-axis effort takes no --think/--solve/--budgets",
-            hint="the effort levels set the thinking; --max-tokens caps each reply",
-        )
-    return (Budget(0, max_tokens),)
-
-
-def _pair(text: str) -> Budget:
-    think, plus, solve = text.partition("+")
-    if not plus or not think.strip() or not solve.strip():
-        raise ConfigError(f"invalid budget pair {text!r}", hint="write think+solve, e.g. 512+1k,1k+1k")
-    return Budget.parse(think.strip(), solve.strip())
-
-
-def parse_modes(text: str) -> tuple[Mode, ...]:
-    """``"elastic,truncate,budget-forcing:wait=2"`` → modes (duplicates dropped, order kept)."""
-    return _unique(Mode.parse(item) for item in _items(text, "mode", Mode.split_list))
-
-
-def effort_grid(modes: tuple[Mode, ...], efforts: str | None, budget_axis: str = "tokens") -> tuple[Mode, ...]:
-    """The modes of a sweep's budget axis: as given on ``tokens``; on ``effort``, each mode (all
-    ``none``) once per level.
-
-    >>> [str(m) for m in effort_grid((Mode("none"),), "low,high", "effort")]
-    ['none:effort=low', 'none:effort=high']
-    """
-    if budget_axis not in BUDGET_AXES:
-        from e1.errors import did_you_mean
-
-        raise ConfigError(f"unknown --budget-axis {budget_axis!r}", hint=did_you_mean(budget_axis, BUDGET_AXES))
-    if budget_axis == "tokens":
-        if efforts is not None:
-            raise ConfigError(
-                "--efforts needs --budget-axis effort", hint="pass --budget-axis effort --efforts low,high"
-            )
-        return modes
-    if efforts is None:
-        raise ConfigError("--budget-axis effort needs --efforts", hint="e.g. --efforts low,medium,high")
-    other = next((mode for mode in modes if not mode.takes("effort") or mode.effort), None)
-    if other is not None:
-        raise ConfigError(
-            f"--budget-axis effort sets the effort of mode none, not of {other}",
-            hint="leave out --modes (or pass --modes none)",
-        )
-    levels = _unique(item.lower() for item in _items(efforts, "effort level"))
-    return _unique(mode.replace(effort=level) for mode in modes for level in levels)
 
 
 def model_slug(model: str) -> str:
@@ -210,7 +116,7 @@ def display_names(models) -> dict[str, str]:
 
 def _check_distinct(models) -> None:
     """Refuse one model given twice, however spelled (``T``, ``T/``, ``./T``, a copy of ``T``): a
-    local folder is what :func:`e1.store.results.model_identity` says it is; a hub id is as typed."""
+    local folder is what :func:`e1.store.run_identity.model_identity` says it is; a hub id is as typed."""
     seen: dict[str, str] = {}
     for model in models:
         key = model_identity(model) if Path(model).expanduser().is_dir() else model.strip().rstrip("/")
@@ -308,26 +214,26 @@ def sweep(config: SweepConfig, progress=None, load_engine: Callable[[str], objec
 
 
 def _sweep(config: SweepConfig, progress, load_engine, group):
-    import pandas as pd
-
-    from e1.eval.run import evaluate, upgrade_run
-    from e1.report import (
-        DIFFERENCES,
-        curve_areas,
-        mode_differences,
-        parse_report_to,
-        plot_curves,
-        report_results,
-        solving_budgets,
-        summarize,
-    )
-    from e1.store import SampleStore, write_json, write_parquet
+    """Every model's eval, then (rank 0) the sweep's files over all of them."""
+    from e1.eval.run import upgrade_run
+    from e1.store import SampleStore, write_json
 
     out, main = Path(config.out), group.ranks.main
     if main:
         if (out / CONFIG).exists():  # a sweep written before: its old labels first, then today's config
             upgrade_run(out, SampleStore(out, legacy=Mode.legacy))
         write_json({**config.to_json(), "kind": "sweep", "e1_version": __version__}, out / CONFIG)
+    frames = _evaluate_models(config, progress, load_engine, group)
+    if not main:
+        return None, None, None
+    return _write_results(config, frames)
+
+
+def _evaluate_models(config: SweepConfig, progress, load_engine, group) -> list:
+    """Each model's whole grid as one eval into its run directory, its engine loaded at most once
+    (not at all when the grid is finished); rank 0's samples of each, with a leading model column."""
+    from e1.eval.run import evaluate
+
     load_engine = load_engine or (lambda model: _load_engine(model, config, group.ranks))
     names = display_names(config.models)
     frames = []
@@ -343,10 +249,29 @@ def _sweep(config: SweepConfig, progress, load_engine, group):
             )
         finally:
             engine.release()
-        if main:
+        if group.ranks.main:
             frames.append(samples.assign(model=model)[["model", *samples.columns]])
-    if not main:
-        return None, None, None
+    return frames
+
+
+def _write_results(config: SweepConfig, frames: list):
+    """The sweep's samples, summary, curves, differences, areas, problems and plots in ``out``,
+    reported to the trackers; returns (samples, summary, curves)."""
+    import pandas as pd
+
+    from e1.report import (
+        DIFFERENCES,
+        curve_areas,
+        mode_differences,
+        parse_report_to,
+        plot_curves,
+        report_results,
+        solving_budgets,
+        summarize,
+    )
+    from e1.store import write_parquet
+
+    out, names = Path(config.out), display_names(config.models)
     samples = _in_config_order(pd.concat(frames, ignore_index=True), config)
     summary = _in_config_order(summarize(samples, by=SWEEP_KEY, ks=config.settings.ks), config)
     curves = curves_frame(summary)

@@ -1,6 +1,7 @@
 """The run directory: what a run writes and how it is kept whole.
 
-- :mod:`e1.store.results`: the parquet schemas, the one atomic writer, a run's identity check;
+- :mod:`e1.store.results`: the parquet schemas and the one atomic writer;
+- :mod:`e1.store.run_identity`: what a run directory holds, and the check that a run does not mix with another;
 - :mod:`e1.store.samples`: samples written once per batch as parts, compacted at the end;
 - :mod:`e1.store.digest`: a file's content hash (:func:`file_digest`), never its size and time;
 - :mod:`e1.store.paths`: names that become paths (:func:`file_name`) and paths kept inside their root (:func:`inside`);
@@ -18,12 +19,8 @@ from e1.store.owned import MANIFEST, record_files, recorded, remove_owned, repla
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
 from e1.store.results import (
-    CHECKPOINTS,
     CONFIG,
-    FINGERPRINTS,
     GROUP_KEY,
-    INCLUDE_FINGERPRINTS,
-    METRICS,
     MODE_FORMAT,
     MODE_FORMAT_KEY,
     SAMPLE_COLUMNS,
@@ -32,15 +29,21 @@ from e1.store.results import (
     SUMMARY,
     SUMMARY_COLUMNS,
     atomic_write,
-    check_datasets,
-    check_run_dir,
-    mode_format,
-    model_identity,
     parquet_metadata,
     read_parquet,
     write_json,
     write_parquet,
     write_text,
+)
+from e1.store.run_identity import (
+    CHECKPOINTS,
+    FINGERPRINTS,
+    INCLUDE_FINGERPRINTS,
+    METRICS,
+    check_datasets,
+    check_run_dir,
+    mode_format,
+    model_identity,
 )
 from e1.store.samples import SampleStore, held_datasets
 

@@ -19,7 +19,7 @@ Every reader of a run (a resume, ``e1 view``, ``e1 export``, ``e1 elo``) reads i
 :meth:`SampleStore.table` (a pyarrow Table: only the columns asked for, the filter pushed into
 the scan) or :meth:`SampleStore.read` (a DataFrame), so each sees the same rows.
 
-A run written before its mode texts' format was recorded (:func:`~e1.store.results.mode_format`
+A run written before its mode texts' format was recorded (:func:`~e1.store.run_identity.mode_format`
 below :data:`~e1.store.results.MODE_FORMAT`) has its ``mode`` labels rewritten as they are read, by
 the ``legacy`` function its reader passes (:meth:`e1.engine.modes.Mode.legacy`: the store knows no
 modes), before duplicates are dropped and ``where`` applies; :meth:`upgrade` writes them so once.
@@ -40,7 +40,6 @@ from e1.store.owned import remove_owned
 from e1.store.paths import inside
 from e1.store.results import (
     CONFIG,
-    FINGERPRINTS,
     MODE_FORMAT,
     SAMPLE_COLUMNS,
     SAMPLE_DEFAULTS,
@@ -48,12 +47,11 @@ from e1.store.results import (
     SAMPLE_KEY,
     SAMPLES,
     SUMMARY,
-    _record,
-    mode_format,
     read_parquet,
     samples_frame,
     write_parquet,
 )
+from e1.store.run_identity import FINGERPRINTS, _record, mode_format
 
 PARTS_DIR = "samples"
 _PART = re.compile(r"part-r\d+-[0-9a-f]+\.parquet")  # what append names a part: nothing else there is read or removed
