@@ -35,8 +35,10 @@ def read_records(path: Path) -> tuple[Records, list[str]]:
         )
     try:
         records, labels = reader(path)
-    except UnicodeDecodeError:
-        raise DataError(f"{path}: not UTF-8 text", hint="save the file as UTF-8") from None
+    except (UnicodeDecodeError, csv.Error) as err:  # csv: a field past 128 KiB, a NUL byte
+        why = f"not readable CSV ({err})" if isinstance(err, csv.Error) else "not UTF-8 text"
+        hint = "save the file as UTF-8 (a field of up to 128 KiB in a .csv; longer: .jsonl or .parquet)"
+        raise DataError(f"{path}: {why}", hint=hint) from None
     if not records:
         raise DataError(f"{path}: the file has no rows", hint="is it the right file?")
     for record, label in zip(records, labels):  # every value bounded, every text true text
