@@ -37,6 +37,7 @@ from e1.errors import ConfigError, DataError
 from e1.numeric import Number, check_numbers
 from e1.report.elo_results import load_results
 from e1.report.elo_results import read_json as _read_json
+from e1.report.within import within
 
 __all__ = ["load_results"]  # the results loader lives in e1.report.elo_results; this module rates
 
@@ -332,7 +333,9 @@ class _Client:
         request = urllib.request.Request(url, headers={"Accept-Encoding": "gzip", "User-Agent": "e1-elo"})
         try:
             deadline = time.monotonic() + self.config.timeout_s  # the whole answer: status line, headers, body
-            with _open_within(self.opener, request, self.config.timeout_s) as response:
+            timeout_s = self.config.timeout_s  # the whole answer's: the library bounds each socket wait only
+            late = lambda: _Transient("no answer within the timeout")  # noqa: E731
+            with within(lambda: self.opener(request, timeout=timeout_s), timeout_s, late) as response:
                 body = _bounded_body(response, deadline)
                 if response.headers.get("Content-Encoding") == "gzip":
                     body = _gunzip(body)
@@ -372,30 +375,6 @@ def _bounded_body(response, deadline: float) -> bytes:
             raise _Transient("no complete answer within the timeout")
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _open_within(opener: Opener, request, timeout_s: float):
-    """``opener(request)`` that returns within ``timeout_s`` (``timeout`` bounds each socket wait only,
-    so a server dripping its status line and headers a byte at a time would hold it for hours); a
-    late answer is left to its daemon thread, which ends with the server or with e1."""
-    import threading
-
-    box: dict = {}
-
-    def open_() -> None:
-        try:
-            box["response"] = opener(request, timeout=timeout_s)
-        except BaseException as err:  # re-raised on the caller's thread
-            box["error"] = err
-
-    thread = threading.Thread(target=open_, daemon=True, name="e1-elo-open")
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise _Transient("no answer within the timeout")
-    if "error" in box:
-        raise box["error"]
-    return box["response"]
 
 
 def _gunzip(body: bytes) -> bytes:

@@ -118,22 +118,7 @@ def _transport_class(name: str) -> type:
             self.unpack = unpack  # a compressed body is counted as it unpacks: a gzip bomb stops at the cap
 
         def __iter__(self):
-            read = 0
-            DEADLINE.at = self.deadline  # (read on the caller's thread, as the SDK reads the body)
-            for chunk in self.inner:
-                if time.monotonic() > self.deadline:
-                    raise httpx.ReadTimeout("the reply was not complete within its deadline", request=self.request)
-                try:
-                    pieces = list(unpacked(self.unpack, chunk, self.cap - read)) if self.unpack else [chunk]
-                except zlib.error as err:
-                    raise httpx.DecodingError(
-                        f"the reply's compressed body is broken ({err})", request=self.request
-                    ) from None
-                for piece in pieces:
-                    read += len(piece)
-                    if read > self.cap:
-                        raise too_large(self.request, self.cap)
-                    yield piece
+            return _pieces(httpx, self, too_large)
 
         def close(self) -> None:
             self.inner.close()
@@ -165,6 +150,27 @@ def _transport_class(name: str) -> type:
             self.inner.close()
 
     return BoundedTransport
+
+
+def _pieces(httpx, stream, too_large):
+    """``stream``'s body as it arrives, cut at its deadline and its cap (a compressed body counted as it
+    unpacks: a gzip bomb stops at the cap)."""
+    read = 0
+    DEADLINE.at = stream.deadline  # (read on the caller's thread, as the SDK reads the body)
+    for chunk in stream.inner:
+        if time.monotonic() > stream.deadline:
+            raise httpx.ReadTimeout("the reply was not complete within its deadline", request=stream.request)
+        try:
+            pieces = list(unpacked(stream.unpack, chunk, stream.cap - read)) if stream.unpack else [chunk]
+        except zlib.error as err:
+            raise httpx.DecodingError(
+                f"the reply's compressed body is broken ({err})", request=stream.request
+            ) from None
+        for piece in pieces:
+            read += len(piece)
+            if read > stream.cap:
+                raise too_large(stream.request, stream.cap)
+            yield piece
 
 
 def _read_within(request, deadline: float) -> None:
