@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import e1
 from e1.budget import Budget
 from e1.engine.modes import REGISTRY, Mode, names
-from e1.engine.modes.mode import EXTENSIONS
+from e1.engine.modes.catalog import EXTENSIONS
 from e1.engine.modes.options import Count, Pattern, Real, Text, Word
 from e1.errors import ConfigError
 
@@ -34,7 +34,7 @@ def test_each_built_in_mode_is_one_module_of_the_modes_package():
     assert names()[: len(BUILT_IN)] == BUILT_IN
     modules = {REGISTRY[name].__module__ for name in BUILT_IN}
     options = {type(option).__module__ for option, _ in EXTENSIONS} - {"e1.engine.modes.options"}  # option modules
-    files = {p.stem for p in (PACKAGE / "engine" / "modes").glob("*.py")} - {"__init__", "base", "options"}
+    files = {p.stem for p in (PACKAGE / "engine" / "modes").glob("*.py")} - {"__init__", "mode", "catalog", "options"}
     assert modules | options == {f"e1.engine.modes.{stem}" for stem in files} and len(modules) == len(BUILT_IN)
 
 
@@ -330,7 +330,7 @@ def test_an_old_run_resumes_without_decoding_and_decodes_the_same(tmp_path, tiny
 def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(monkeypatch):
     """``extend`` adds an option (with its rule, ``Option.notes``) to every registered mode it fits and to
     modes registered later; the one builder tokenizes its notes into the row's state."""
-    import e1.engine.modes.mode as base
+    import e1.engine.modes.catalog as base
     from e1.engine.markers import PROMPT_OPEN, Markers
     from e1.engine.modes import REGISTRY, extend, register
     from e1.engine.modes.options import Count
@@ -375,7 +375,7 @@ def test_an_option_module_extends_the_modes_it_fits_and_its_notes_reach_the_row(
 def test_an_extension_never_replaces_nor_silently_drops_an_option_a_mode_declares(name, data):
     """An option added by ``extend`` under a name the mode already declares (a built-in option, or one an
     earlier extension added) is refused in one line; the mode keeps its own option."""
-    import e1.engine.modes.mode as base
+    import e1.engine.modes.catalog as base
     from e1.engine.modes import REGISTRY, extend
     from e1.engine.modes.options import Count
 

@@ -11,19 +11,8 @@ See :mod:`e1.engine.modes.mode` for what a mode answers, and any module here for
 
 from __future__ import annotations
 
-from e1.engine.modes.mode import (
-    MODE_NAME,
-    PLUGINS_ENV,
-    REGISTRY,
-    Mode,
-    extend,
-    load_plugins,
-    lookup,
-    names,
-    reference,
-    register,
-    usage,
-)
+from e1.engine.modes.catalog import extend, names, reference, register, usage
+from e1.engine.modes.mode import MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, load_plugins, lookup
 from e1.engine.modes.options import EXIT_TEXTS, Option
 
 # the built-in modes, registered in this order (help and completion list them so)

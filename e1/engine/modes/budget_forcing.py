@@ -19,7 +19,8 @@ is the text e1 forced before: "Final Answer:" right after the marker, no line br
 
 from __future__ import annotations
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import EXIT, GRACE, STOP, Count, Word
 
 WAIT = Count("wait", "wait=2: the first two natural ends of thinking become 'Wait'", default=0, max=1000)

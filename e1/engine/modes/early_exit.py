@@ -62,7 +62,8 @@ from __future__ import annotations
 
 import math
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import EXIT, GRACE, Count, Real, Text, Word
 from e1.errors import ConfigError
 

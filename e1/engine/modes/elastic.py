@@ -10,7 +10,8 @@ then up to ``s`` solution tokens.
 
 from __future__ import annotations
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import EXIT, GRACE, STOP
 
 

@@ -19,9 +19,9 @@ server and sweeps ask of it, so no code outside this package compares mode names
     (Mode('budget-forcing', wait=2), 'budget-forcing:wait=2', True)
 
 A new mode is one module: a subclass with ``name``, ``summary`` and ``options``, decorated with
-:func:`register` (put it in this package, or name its file in ``E1_MODES`` to load it from outside).
+:func:`~e1.engine.modes.catalog.register` (put it in this package, or name its file in ``E1_MODES`` to load it from outside).
 A new option for existing modes is one module too: an :class:`~e1.engine.modes.options.Option` given
-to :func:`extend`, which adds it to every mode it fits; its rule is the option's own (``Option.notes``:
+to :func:`~e1.engine.modes.catalog.extend`, which adds it to every mode it fits; its rule is the option's own (``Option.notes``:
 texts forced into the thinking, which every executor runs through :class:`~e1.engine.row_state.RowState`).
 """
 
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from e1.engine.modes.options import _short
 from e1.errors import ConfigError, E1Error
 from e1.names import Name, Registry
 
@@ -43,71 +43,9 @@ if TYPE_CHECKING:
 # a mode's name: a lower-case word, dashes allowed; a name is registered once (e1.names.Registry)
 MODE_NAME = Name(r"[a-z][a-z0-9-]{0,31}", "a mode's name is a lower-case word (dashes allowed), at most 32 characters")
 REGISTRY: Registry = Registry("mode", ConfigError, MODE_NAME)
-EXTENSIONS: list[tuple[Option, Callable[[type[Mode]], bool]]] = []  # options added to the modes they fit (extend)
 PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
 MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
-
-
-def register(cls: type[Mode]) -> type[Mode]:
-    """Add a mode class to the registry under its ``name`` (a class decorator); a name another class
-    holds (a built-in's included) is refused in one line."""
-    REGISTRY[cls.name] = cls
-    for option, fits in EXTENSIONS:
-        _add_option(cls, option, fits)
-    return cls
-
-
-def extend(option: Option, fits: Callable[[type[Mode]], bool]) -> Option:
-    """Add ``option`` to every registered mode class that ``fits`` (and to those registered later), after
-    its own options: how a module brings one option to existing modes without editing them."""
-    EXTENSIONS.append((option, fits))
-    for cls in list(REGISTRY.values()):
-        _add_option(cls, option, fits)
-    return option
-
-
-def _add_option(cls: type[Mode], option: Option, fits: Callable[[type[Mode]], bool]) -> None:
-    held = next((declared for declared in cls.options if declared.name == option.name), None) if fits(cls) else option
-    if held is not None and held is not option:  # an extension adds an option: it never replaces one, nor is dropped
-        raise ConfigError(f"mode {cls.name!r} already has an option {option.name!r}", hint="name the option apart")
-    if held is None:
-        cls.options = (*cls.options, option)
-
-
-def names() -> tuple[str, ...]:
-    """Every registered mode name, built-in ones first."""
-    load_plugins()
-    return tuple(REGISTRY)
-
-
-def usage() -> str:
-    """Every mode with its options, for ``--help`` (read from the registry, so it never drifts).
-
-    >>> usage().split(" | ")[1]
-    'truncate'
-    """
-
-    def option(o) -> str:
-        choices = getattr(o, "choices", ())
-        return f"{o.name}={'|'.join(choices) if choices else '…' if o.default in (None, '') else o.format(o.default)}"
-
-    return " | ".join(
-        kind.name + (f"[:{':'.join(map(option, kind.options))}]" if kind.options else "")
-        for kind in (lookup(name) for name in names())
-    )
-
-
-def reference() -> list[tuple[str, str, tuple[str, ...]]]:
-    """Every mode as ``(name, summary, each option's help)``, for ``e1 help modes``.
-
-    >>> reference()[1]
-    ('truncate', 'one budget t + s over thinking and solution together; nothing is forced', ())
-    """
-    return [
-        (kind.name, kind.summary, tuple(option.help for option in kind.options))
-        for kind in (lookup(name) for name in names())
-    ]
 
 
 def lookup(name: str) -> type[Mode]:
@@ -473,8 +411,3 @@ def _not_an_option(key: str, kind: type[Mode], text: str | None = None) -> Confi
     known = [option.name for option in kind.options]
     hint = did_you_mean(key, known, listing="its options are") if known else f"mode {kind.name} takes no options"
     return ConfigError(f"invalid mode option {_short(key)!r}{where}", hint=hint)
-
-
-def _short(text) -> str:
-    text = str(text)
-    return text if len(text) <= 80 else text[:77] + "..."

@@ -8,7 +8,8 @@ by its backend, :mod:`e1.engine.api.vendors`).
 
 from __future__ import annotations
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import Word
 
 EFFORT = Word("effort", "effort=high: a hosted vendor's reasoning effort level (none only)", default="")

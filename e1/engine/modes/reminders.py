@@ -29,7 +29,8 @@ the budget left where it starts, ``t - k * K``. At most :data:`MOST` reminders p
 from __future__ import annotations
 
 from e1.budget import MAX_TOKENS
-from e1.engine.modes.mode import Mode, extend
+from e1.engine.modes.catalog import extend
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import Count
 
 TEMPLATE = "\n[{left} tokens left]\n"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import math
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import EXIT, GRACE, STOP, Real, Word
 
 EXP_RATE = 4.0  # the exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from e1.engine.modes.mode import Mode, register
+from e1.engine.modes.catalog import register
+from e1.engine.modes.mode import Mode
 
 
 @register

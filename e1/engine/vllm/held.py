@@ -18,7 +18,7 @@ from e1.engine.row_state import THINK
 
 class HeldRows:
     """Host rows with a stop pattern while they think plainly or solve, as arrays over the slots (V1's stepping
-    path, ``e1.engine.vllm.processor._Stepping``, for runner V2): a row's id is held back, not fed, when it comes
+    path, ``e1.engine.vllm.v1_rows._Stepping``, for runner V2): a row's id is held back, not fed, when it comes
     at the next position, is no phase id (``RowState.phase_ids``), fits in ``RowState.plain_ahead`` (solving:
     comes before a forced id could be due) and, while thinking, is quiet for the row's idle scanner
     (``StopPattern.quiet``: it cannot start or complete a match). Such an id changes nothing the processor

@@ -67,27 +67,8 @@ def export(state: RowState | None, seen: int) -> Slot:
     """A host RowState as a slot's numbers. The template holds every id the slot can be forced, as the
     spans its queue is cut from (RowState._force_end's texts, in order): start | exit | "\\n" | end |
     "\\n" "Final Answer:" | the queue it has now if a forced end's | "Wait" | the queue it has now if a "Wait"'s."""
-    if state is None:  # a slot left alone: it never takes an id (seen -1), is never forced, never biased
-        constant = dict.fromkeys(CONSTANT, 0) | {
-            "limit": NONE,
-            "grace_at": NONE,
-            "solve_at": NONE,
-            "cap": NONE,
-            "room_at": NONE,
-            "wait_below": -NONE,
-        }
-        mutable = dict.fromkeys(MUTABLE, 0) | {"seen": -1}
-        return Slot(
-            0,
-            [mutable[n] for n in MUTABLE],
-            [constant[n] for n in CONSTANT],
-            [0.0, 1.0, 0.0, 0.0, 1.0],
-            [],
-            [],
-            [],
-            (),
-            (),
-        )
+    if state is None:
+        return _idle_slot()
     markers, mode, budget = state.markers, state.mode, state.budget
     start, exit_ids, lines, end, after = state.end_parts()  # RowState's texts: decided there once
     wait = list(markers.wait_ids)
@@ -101,21 +82,7 @@ def export(state: RowState | None, seen: int) -> Slot:
     qp = (wait_at + len(wait) if waiting else stop) if queue else 0
     limit = state.think_limit if state.budgeted else NONE
     eos = min(markers.eos_ids)
-    done = state.phase == DONE
-    mutable = {
-        "done": int(done),
-        "solving": int(state.phase != THINK),
-        "think": state.think_tokens,
-        "solve": state.solve_tokens,
-        "seen": seen,
-        "opened": int(state.opened),
-        "waits": state.waits_left,
-        "qp": qp,
-        "qe": qp + len(queue),
-        "qj": 0,
-        "qt": 0,
-        "next": eos if done else template[qp] if queue else 0,
-    }
+    mutable = _mutable(state, seen, qp, len(queue), eos if state.phase == DONE else template[qp] if queue else 0)
     constant = {
         "limit": limit,
         "grace_at": state.grace_at if state.budgeted else NONE,
@@ -135,16 +102,7 @@ def export(state: RowState | None, seen: int) -> Slot:
         "stop": stop,
     }
     begin, strength, rate = mode.bias_curve(budget.think)
-    needs = (
-        (QUEUE if state.budgeted or queue or mode.wait else 0)
-        | (WAIT if mode.wait else 0)
-        | (GRACE if state.budgeted and mode.grace else 0)
-        | (BIAS if strength else 0)
-        | (EXP if strength and rate else 0)
-        | (CAP if state.total_cap is not None else 0)
-        | (MARKS if max(len(start), len(end)) > 1 else 0)
-        | (EOS_SET if len(markers.eos_ids) > 1 else 0)
-    )
+    needs = _needs(state, bool(queue), strength, rate, max(len(start), len(end)))
     curve = [begin, budget.think - begin, strength, rate, math.expm1(rate) if rate else 1.0]
     # a count past NONE is no limit (a served request without max_tokens has sys.maxsize room): int64 holds it
     return Slot(
@@ -157,6 +115,55 @@ def export(state: RowState | None, seen: int) -> Slot:
         state.tokens,
         tuple(end),
         tuple(start),
+    )
+
+
+def _idle_slot() -> Slot:
+    """A slot left alone: it never takes an id (seen -1), is never forced, never biased."""
+    constant = dict.fromkeys(CONSTANT, 0) | {
+        "limit": NONE,
+        "grace_at": NONE,
+        "solve_at": NONE,
+        "cap": NONE,
+        "room_at": NONE,
+        "wait_below": -NONE,
+    }
+    mutable = dict.fromkeys(MUTABLE, 0) | {"seen": -1}
+    return Slot(
+        0, [mutable[n] for n in MUTABLE], [constant[n] for n in CONSTANT], [0.0, 1.0, 0.0, 0.0, 1.0], [], [], [], (), ()
+    )
+
+
+def _mutable(state: RowState, seen: int, qp: int, queued: int, next_id: int) -> dict[str, int]:
+    """The numbers a step changes (MUTABLE): the phase, the counts, the forced queue ``template[qp:qp + queued]``."""
+    return {
+        "done": int(state.phase == DONE),
+        "solving": int(state.phase != THINK),
+        "think": state.think_tokens,
+        "solve": state.solve_tokens,
+        "seen": seen,
+        "opened": int(state.opened),
+        "waits": state.waits_left,
+        "qp": qp,
+        "qe": qp + queued,
+        "qj": 0,
+        "qt": 0,
+        "next": next_id,
+    }
+
+
+def _needs(state: RowState, queued: bool, strength: float, rate: float, marker_width: int) -> int:
+    """The parts of a step the slot needs (QUEUE, WAIT, ... bits); ``marker_width``: the longer marker's ids."""
+    mode = state.mode
+    return (
+        (QUEUE if state.budgeted or queued or mode.wait else 0)
+        | (WAIT if mode.wait else 0)
+        | (GRACE if state.budgeted and mode.grace else 0)
+        | (BIAS if strength else 0)
+        | (EXP if strength and rate else 0)
+        | (CAP if state.total_cap is not None else 0)
+        | (MARKS if marker_width > 1 else 0)
+        | (EOS_SET if len(state.markers.eos_ids) > 1 else 0)
     )
 
 
