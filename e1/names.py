@@ -197,6 +197,7 @@ def replaced(before: dict[tuple[str, ...], Any], by: tuple[str, ...] = ()) -> st
         key
         for key in after
         if key not in before
+        and not key[1].endswith("[]")  # a new name in a registry is a registration: its gate checked it
         and (
             key[:2] in before and len(key) == 3 or (by and str(getattr(after[key], "__module__", None)).startswith(by))
         )

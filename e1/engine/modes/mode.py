@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from e1.engine.modes.options import _short
 from e1.errors import ConfigError, E1Error
-from e1.names import Name, Registry
+from e1.names import Name, Registry, e1_state, replaced
 
 if TYPE_CHECKING:
     from e1.budget import Budget
@@ -73,6 +73,7 @@ def load_plugins() -> None:
         if item in _loaded:
             continue
         _loaded.add(item)
+        before = e1_state()
         try:
             if item.endswith(".py"):
                 spec = importlib.util.spec_from_file_location(f"e1_mode_{abs(hash(item))}", item)
@@ -87,6 +88,11 @@ def load_plugins() -> None:
             raise ConfigError(
                 f"{PLUGINS_ENV}: cannot load {item!r}: {err}", hint="name a .py file or an importable module"
             ) from None
+        if (name := replaced(before, by=("e1_mode_", item))) is not None:  # e1's own code is never patched either
+            raise ConfigError(
+                f"{PLUGINS_ENV}: {item}: it replaces e1's own {name}",
+                hint="leave e1's code as it is: register yours under a name of its own",
+            )
 
 
 class Mode:
