@@ -99,11 +99,12 @@ def options(kwargs) -> PromptOptions:
 
 @pytest.fixture(scope="module")
 def engines(tmp_path_factory):
+    from e1.engine import EngineSpec
     from e1.engine.hf.hf_engine import HFEngine
 
     root = tmp_path_factory.mktemp("families")
     return {
-        name: HFEngine.load(str(family_model(root / name, name)), dtype="float32", device="cpu")
+        name: HFEngine.load(str(family_model(root / name, name)), EngineSpec(dtype="float32", device="cpu"))
         for name in ("r1_old", "r1_new", "qwen3")
     }
 
