@@ -224,6 +224,36 @@ def test_a_config_json_that_disagrees_with_the_stored_rows_is_refused_and_nothin
     pd.testing.assert_frame_equal(pd.read_parquet(folder / "samples.parquet"), before)
 
 
+ERASURES = st.tuples(
+    st.sampled_from([("config.json",), ("budgets",), ("modes",), ("budgets", "modes")]),
+    st.sets(st.sampled_from([(2, 40), (6, 40), (9, 40)]), min_size=1),
+    st.sets(st.sampled_from(["elastic", "truncate", "soft"]), min_size=1),
+)
+
+
+@SLOW
+@given(erasure=ERASURES)
+def test_a_folder_whose_record_was_erased_is_refused_another_grid_and_nothing_is_appended(
+    run, tmp_path, boxed, problems, erasure
+):
+    erased, budgets, modes = erasure
+    if budgets >= {(2, 40), (6, 40)} and modes >= {"elastic", "truncate"}:
+        return  # a grid holding every stored cell grows into them, as a sweep does
+    folder = tmp_path / "erased"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(run, folder)
+    record = json.loads((run / "config.json").read_text())
+    if erased == ("config.json",):
+        (folder / "config.json").unlink()
+    else:
+        (folder / "config.json").write_text(json.dumps({k: v for k, v in record.items() if k not in erased}))
+    before = pd.read_parquet(folder / "samples.parquet")
+    request = dict(budgets=tuple(Budget(t, s) for t, s in sorted(budgets)), modes=tuple(map(Mode.parse, sorted(modes))))
+    with pytest.raises(ResultsError, match="disagree with|and no config.json naming them"):
+        evaluate(grid(folder, problems, **request), engine=boxed)
+    pd.testing.assert_frame_equal(pd.read_parquet(folder / "samples.parquet"), before)
+
+
 # ---- a sweep that grows --------------------------------------------------------------------------------
 
 

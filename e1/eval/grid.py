@@ -26,7 +26,8 @@ def check_grid(out: Path, previous: dict | None, current: dict, command: str = "
     the way to get them. Datasets: what its run recorded (:func:`held_datasets`)."""
     from e1.data import dataset_names
 
-    if previous is None:
+    if previous is None:  # no record: the rows the folder holds (if any) are its grid
+        check_held(out, current, recorded_by=None)
         return
     previous = _today(previous)
     check_held(out, previous)
@@ -69,20 +70,24 @@ def held_cells(out: Path) -> set[tuple[str, str, int, int]]:
     return cells
 
 
-def check_held(out: Path, record: dict) -> None:
+def check_held(out: Path, record: dict, recorded_by: str | None = "config.json") -> None:
     """Every cell the folder holds is one of the grid its ``config.json`` records, else one line: an edited
-    record would have the next run add a second grid beside the first."""
+    record would have the next run add a second grid beside the first. A record without budgets or modes
+    (an edit; e1 always writes both) holds none of them. ``recorded_by`` None: the folder has no record,
+    and ``record`` is the run asked for (a folder of rows without a config.json is no blank one)."""
     budgets, modes = _recorded(out, record, "budgets"), _recorded(out, record, "modes")
     names = set(held_datasets(out, record)) if "dataset_fingerprints" in record else None
     for dataset, mode, think, solve in sorted(held_cells(out)):
         for key, ok, value in (
-            ("budgets", budgets is None or (think, solve) in budgets, f"t={think} s={solve}"),
-            ("modes", modes is None or mode in modes, mode),
+            ("budgets", (think, solve) in (budgets or ()), f"t={think} s={solve}"),
+            ("modes", mode in (modes or ()), mode),
             ("datasets", names is None or dataset in names, dataset),
         ):
             if not ok:
                 raise ResultsError(
-                    f"{out}/config.json records {key} that its samples disagree with (they hold {value})",
+                    f"{out}/config.json records {key} that its samples disagree with (they hold {value})"
+                    if recorded_by
+                    else f"{out} holds samples of {key} {value} and no config.json naming them",
                     hint="restore config.json as e1 wrote it, or use another --out",
                 )
 
