@@ -91,7 +91,7 @@ def compile_stop(pattern: str):
         raise ConfigError(
             f"stop= pattern {shown!r} uses {construct}, which RE2 does not run"
             if construct
-            else f"stop= pattern {shown!r} is not a regex: {reason[:80]}",
+            else f"stop= pattern {shown!r} is not a regex: {' '.join(reason.split())[:80]}",  # one line
             hint="stop patterns run on RE2, in linear time: https://github.com/google/re2/wiki/Syntax",
         ) from None
     if compiled.programsize > STOP_MAX_PROGRAM:
