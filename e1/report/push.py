@@ -15,6 +15,7 @@ from pathlib import Path
 from e1 import __version__
 from e1.errors import ConfigError, redact, register_secret
 from e1.report.hub_export import check_repo_id
+from e1.report.within import within
 
 HUB_DEADLINE_S = 300.0  # the whole push: every request, retry and wait the hub asks for (a reply: <= 8 MiB)
 
@@ -55,33 +56,19 @@ def push(written: list[Path], repo: str, deadline_s: float | None = None) -> str
 
 
 def _within(deadline_s: float, call, repo: str):
-    """``call()`` in a daemon thread, given up at ``deadline_s`` (the hub's client sleeps between its retries
-    for as long as a reply asks); its failure as one line."""
-    import threading
-
-    outcome: dict = {}
-
-    def run() -> None:
-        try:
-            outcome["value"] = call()
-        except BaseException as err:  # handed to the caller's thread
-            outcome["error"] = err
-
-    worker = threading.Thread(target=run, daemon=True, name="e1-push")
-    worker.start()
-    worker.join(deadline_s)
+    """``call()`` given up at ``deadline_s`` (:func:`e1.report.within.within`: the hub's client sleeps between its
+    retries for as long as a reply asks); its failure as one line."""
     hint = "log in (hf auth login, or set HF_TOKEN) with write access to the repository, and check HF_ENDPOINT"
-    if worker.is_alive():
-        raise ConfigError(f"cannot push to {repo}: the hub did not answer within {deadline_s:g} s", hint=hint)
-    if "error" in outcome:
-        err = outcome["error"]
-        if not isinstance(err, Exception):
-            raise err
+    late = ConfigError(f"cannot push to {repo}: the hub did not answer within {deadline_s:g} s", hint=hint)
+    try:
+        return within(call, deadline_s, lambda: late)
+    except Exception as err:
+        if err is late:
+            raise
         from e1.engine import transport_reason
 
         reason = transport_reason(err, deadline_s) or (str(err).splitlines() or [type(err).__name__])[0][:300]
         raise ConfigError(f"cannot push to {repo}: {reason}", hint=hint) from None
-    return outcome["value"]
 
 
 class _bounded_hub:
