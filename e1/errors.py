@@ -3,7 +3,7 @@
 Library code raises an :class:`E1Error` subclass; the CLI turns it into one red line
 (``message`` plus ``hint``) and a non-zero exit. ``E1_DEBUG=1`` shows the traceback.
 
-Every message passes :func:`redact` (an error's message and hint as it is made, the CLI's error
+Every message is one printable line (:func:`one_line`) and passes :func:`redact` (an error's message and hint as it is made, the CLI's error
 line, log records and progress lines), and so does every URL e1 writes to a file (config.json):
 the secrets e1 knows (values of key-like environment variables, of ``--api-key``-style options,
 keys registered as read, such as the Hugging Face token from its login file), as they are and
@@ -53,13 +53,19 @@ _NAMING = ("-env", "-file", "-path", "-dir")  # --api-key-env NAME names where a
 _registered: set[str] = set()
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line: each control or other unprintable character (a newline, a raw
+    byte a library quoted from a damaged file) becomes a space. Every error message passes here."""
+    return "".join(char if char.isprintable() else " " for char in text).strip()
+
+
 class E1Error(Exception):
     """Base class: a message saying what is wrong and a hint saying how to fix it."""
 
     exit_code = 1
 
     def __init__(self, message: str, hint: str | None = None):
-        message, hint = redact(message), None if hint is None else redact(hint)
+        message, hint = one_line(redact(message)), None if hint is None else one_line(redact(hint))
         super().__init__(message)
         self.message = message
         self.hint = hint

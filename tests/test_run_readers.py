@@ -120,6 +120,31 @@ def test_a_damaged_part_is_one_line_from_every_reader(tmp_path):
         assert "\n" not in caught.value.message, reader
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(start=st.floats(0, 1), byte=st.sampled_from([0x00, 0x80, 0xFF, 0x22]))
+def test_damage_anywhere_in_the_samples_file_is_read_or_one_line(start, byte):
+    """One damaged byte anywhere in samples.parquet (text pages included: pyarrow reads those
+    undecoded): every reader reads the run or raises one printable e1 line, never a decode error."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "run"
+        write_state(out, {key: {0} for key in KEYS}, leftovers=False)
+        path = out / SAMPLES
+        raw = bytearray(path.read_bytes())
+        raw[int(start * (len(raw) - 1))] = byte
+        path.write_bytes(bytes(raw))
+        readers = {
+            "resume": lambda: SampleStore(out).read(),
+            "view": lambda: sample_page(Run(str(out), out), SampleFilter()),
+            "export": lambda: load_run(out),
+            "elo": lambda: load_results(out),
+        }
+        for reader, read in readers.items():
+            try:
+                read()
+            except E1Error as err:
+                assert "\n" not in err.message and err.message.isprintable(), (reader, err.message)
+
+
 def test_a_sweep_keeps_each_model_s_samples(tmp_path):
     """A sweep's samples.parquet holds every model's rows under the same keys: the model is part of the key."""
     out = tmp_path / "sweep"

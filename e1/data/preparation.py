@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from e1.data import schema
 from e1.data.fields import extra_fields, field_value, row_task
 from e1.data.hub import hub_records, mirror_fingerprint
-from e1.data.records import DATA_SUFFIXES, Records, _parquet, _parquet_schema, read_records
+from e1.data.records import DATA_SUFFIXES, Records, _parquet, _parquet_schema, read_parquet_table, read_records
 from e1.data.registry import (
     DATASET_NAME,
     Benchmark,
@@ -240,9 +240,7 @@ def dataset_names(specs: Sequence[str]) -> list[str]:
 
 
 def _read_canonical(path: Path) -> pd.DataFrame:
-    import pandas as pd
-
-    frame = _parquet(path, pd.read_parquet)
+    frame = read_parquet_table(path).to_pandas()
     missing = schema.missing_columns(frame.columns)
     if missing:
         raise DataError(

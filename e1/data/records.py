@@ -89,10 +89,15 @@ def _read_json(path: Path) -> tuple[Records, list[str]]:
 
 
 def _read_parquet(path: Path) -> tuple[Records, list[str]]:
+    records = read_parquet_table(path).to_pylist()  # plain Python values: lists stay lists, nulls are None
+    return records, [f"row {number}" for number in range(1, len(records) + 1)]
+
+
+def read_parquet_table(path: Path) -> Any:
+    """``path`` as a pyarrow Table, validated whole, or one :class:`DataError` line naming it."""
     import pyarrow.parquet as pq
 
-    records = _parquet(path, pq.read_table).to_pylist()  # plain Python values: lists stay lists, nulls are None
-    return records, [f"row {number}" for number in range(1, len(records) + 1)]
+    return _parquet(path, pq.read_table)
 
 
 def _parquet_schema(path: Path) -> Any:
@@ -103,12 +108,17 @@ def _parquet_schema(path: Path) -> Any:
 
 def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
     """``read(path)``: the one gate every parquet read passes, where pyarrow's error (often several
-    lines, raw bytes in them) becomes one :class:`DataError` line naming the file."""
+    lines, raw bytes in them) becomes one :class:`DataError` line naming the file. A table read is
+    validated whole: pyarrow reads damaged text pages without decoding them, so invalid UTF-8 would
+    otherwise surface later, in whatever first touches the value."""
     import pyarrow as pa
 
     try:
-        return read(path)
-    except (pa.ArrowException, OSError) as err:
+        found = read(path)
+        if isinstance(found, pa.Table):
+            found.validate(full=True)
+        return found
+    except (pa.ArrowException, OSError, ValueError) as err:  # ValueError: undecodable metadata text, bad JSON
         reason = " ".join(
             "".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split()
         )

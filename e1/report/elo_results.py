@@ -74,16 +74,11 @@ def _results_from_json(path: Path) -> dict[str, list[bool]]:
 
 
 def _read_parquet(path: Path):
-    """A parquet file of samples that is not a run's (a run is read by :class:`e1.store.SampleStore`)."""
-    import pandas as pd
+    """A parquet file of samples that is not a run's (a run is read by :class:`e1.store.SampleStore`),
+    through the one parquet gate (:func:`e1.data.records.read_parquet_table`)."""
+    from e1.data.records import read_parquet_table
 
-    try:
-        return pd.read_parquet(path)
-    except Exception as err:  # pyarrow raises several types for a damaged file
-        raise DataError(
-            f"--results file {path} is not a readable parquet file ({str(err).splitlines()[0][:200]})",
-            hint="pass an e1 run directory or its samples.parquet; a damaged one: rerun e1 eval",
-        ) from None
+    return read_parquet_table(path).to_pandas()
 
 
 def _results_from_samples(path: Path, samples, wanted: dict[str, object]) -> dict[str, list[bool]]:

@@ -240,15 +240,13 @@ def write_json(data: dict, path: Path) -> Path:
 def read_parquet(path: Path, columns: Sequence[str] | None = None):
     """A parquet file as a DataFrame; with ``columns``, only those are read when the file has them
     all (else the whole file, so the caller's schema check names what is missing)."""
-    import pandas as pd
+    import pyarrow.parquet as pq
 
     try:
-        if columns is not None:
-            import pyarrow.parquet as pq
-
-            if set(columns) <= set(pq.read_schema(path).names):
-                return pd.read_parquet(path, columns=list(columns))
-        return pd.read_parquet(path)
+        wanted = list(columns) if columns is not None and set(columns) <= set(pq.read_schema(path).names) else None
+        table = pq.read_table(path, columns=wanted)
+        table.validate(full=True)  # damaged text pages are read undecoded: find them here
+        return table.to_pandas()
     except Exception as err:  # pyarrow raises several types for a damaged file
         raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err
 

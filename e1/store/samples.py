@@ -274,10 +274,12 @@ def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hin
     import pyarrow.dataset as ds
 
     try:
-        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(
+        table = ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(
             columns=columns, filter=where
         )
-    except (OSError, pa.ArrowException) as err:
+        table.validate(full=True)  # damaged text pages are read undecoded: find them here, not in a later reader
+        return table
+    except (OSError, pa.ArrowException, ValueError) as err:
         raise ResultsError(f"{failed}: {err}", hint=hint) from err
 
 
