@@ -34,7 +34,7 @@ from e1.data.preparation import (
     prepared_source,
 )
 from e1.data.prompts import PromptOptions, build_prompt
-from e1.data.records import DATA_SUFFIXES
+from e1.data.records import DATA_SUFFIXES, read_parquet_table
 from e1.data.registry import (
     Benchmark,
     Fields,
@@ -88,6 +88,7 @@ __all__ = [
     "prepared_names",
     "prepared_path",
     "prepared_source",
+    "read_parquet_table",
     "record_includes",
     "recorded_includes",
     "register",

@@ -75,8 +75,8 @@ def _results_from_json(path: Path) -> dict[str, list[bool]]:
 
 def _read_parquet(path: Path):
     """A parquet file of samples that is not a run's (a run is read by :class:`e1.store.SampleStore`),
-    through the one parquet gate (:func:`e1.data.records.read_parquet_table`)."""
-    from e1.data.records import read_parquet_table
+    through the one parquet gate (:func:`e1.data.read_parquet_table`)."""
+    from e1.data import read_parquet_table
 
     return read_parquet_table(path).to_pandas()
 
