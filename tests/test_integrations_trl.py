@@ -10,6 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from e1.budget import Budget
+from e1.engine import Mode
 from e1.errors import E1Error
 from e1.integrations import BudgetedRollouts, budgeted_rollouts, sampling_of
 
@@ -132,6 +134,25 @@ def test_the_arguments_become_rollouts_or_one_line(think, solve, mode, forced, m
     assert rollouts.forced_tokens in ("train", "mask") and rollouts.batch_size >= 1
     assert rollouts.budget.think >= 0 and rollouts.budget.solve >= 1
     assert marker is None or (isinstance(marker, str) and marker.strip() and len(marker) <= 256)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    budget=st.one_of(st.builds(Budget, st.integers(0, 99), st.integers(1, 99)), st.text(max_size=4), st.none()),
+    mode=st.one_of(st.sampled_from(["elastic", "none", "truncate"]).map(Mode.parse), st.text(max_size=8)),
+    forced=st.one_of(st.sampled_from(["train", "mask"]), st.text(max_size=5), st.integers()),
+    marker=st.one_of(st.none(), st.just("</think>"), st.just(" "), st.integers()),
+    batch_size=st.one_of(st.integers(-2, 10**6), st.floats(), st.booleans()),
+)
+def test_rollouts_built_directly_are_checked_alike(budget, mode, forced, marker, batch_size):
+    try:
+        rollouts = BudgetedRollouts(budget, mode, forced, None, marker, batch_size)
+    except E1Error as err:
+        assert "\n" not in str(err) and str(err)
+        return
+    assert isinstance(rollouts.budget, Budget) and isinstance(rollouts.mode, Mode) and rollouts.mode.bounded
+    assert forced in ("train", "mask") and 1 <= batch_size <= 65536 and batch_size is not True
+    assert marker in (None, "</think>")
 
 
 # ---- the gate of the trainer's settings ---------------------------------------------------------------

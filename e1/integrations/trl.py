@@ -73,15 +73,33 @@ IGNORED = (
 
 @dataclass(frozen=True)
 class BudgetedRollouts:
-    """A TRL ``rollout_func``: call it as TRL does, ``rollouts(prompts, trainer) -> dict``. Build it with
-    :func:`budgeted_rollouts`, the one gate of its arguments."""
+    """A TRL ``rollout_func``: call it as TRL does, ``rollouts(prompts, trainer) -> dict``. Built by
+    :func:`budgeted_rollouts` (which parses texts such as ``"1k"``); its fields are checked here, once,
+    however it is built."""
 
     budget: Budget
     mode: Mode
-    forced_tokens: str
+    forced_tokens: str = "train"
     think_start: str | None = None
     think_end: str | None = None
     batch_size: int = 64
+
+    def __post_init__(self):
+        if not isinstance(self.budget, Budget) or not isinstance(self.mode, Mode):
+            raise ConfigError(
+                "a budget and a mode are needed", hint="build it with budgeted_rollouts(think, solve, mode)"
+            )
+        if not self.mode.bounded:
+            raise ConfigError(
+                f"mode {self.mode} has no budget of its own", hint="use a budgeted mode: elastic, truncate, soft, ..."
+            )
+        if not isinstance(self.forced_tokens, str) or self.forced_tokens not in FORCED_TOKENS:
+            raise ConfigError(f"unknown forced_tokens {str(self.forced_tokens)[:40]!r}", hint="use train or mask")
+        for name, marker in (("think_start", self.think_start), ("think_end", self.think_end)):
+            if marker is not None and (not isinstance(marker, str) or len(marker) > MAX_MARKER_CHARS):
+                raise ConfigError(f"{name} must be a text of at most {MAX_MARKER_CHARS} characters", hint="or None")
+        check_markers(self.think_start, self.think_end)
+        _BATCH.check(self.batch_size, "batch_size")
 
     def __call__(self, prompts: list, trainer) -> dict:
         sampling = sampling_of(trainer, self)
@@ -151,9 +169,9 @@ def budgeted_rollouts(
     think_end: str | None = None,
     batch_size: int = 64,
 ) -> BudgetedRollouts:
-    """The one gate of the integration's arguments: a :class:`BudgetedRollouts` for TRL's
-    ``rollout_func``, or a one-line :class:`~e1.errors.E1Error`. ``think``/``solve``: ``t`` and ``s``
-    (``512``, ``"1.5k"``); ``mode``: a budgeted e1 mode (``elastic``, ``truncate``, ``soft:strength=4``,
+    """The integration's arguments as a :class:`BudgetedRollouts` for TRL's ``rollout_func``, or a
+    one-line :class:`~e1.errors.E1Error` (texts parsed here, every field checked by the class).
+    ``think``/``solve``: ``t`` and ``s`` (``512``, ``"1.5k"``); ``mode``: a budgeted e1 mode (``elastic``, ``truncate``, ``soft:strength=4``,
     ...; not ``none``); ``forced_tokens``: ``train`` or ``mask`` (as ``e1 train --forced-tokens``);
     ``think_start``/``think_end``: the markers when the tokenizer's are not ``<think>``/``</think>``;
     ``batch_size``: rows decoded together.
@@ -164,19 +182,9 @@ def budgeted_rollouts(
     Traceback (most recent call last):
     e1.errors.ConfigError: mode none has no budget of its own (use a budgeted mode: elastic, truncate, soft, ...)
     """
-    budget = Budget.parse(think, solve)
-    mode = Mode.parse(mode)
-    if not mode.bounded:
-        raise ConfigError(
-            f"mode {mode} has no budget of its own", hint="use a budgeted mode: elastic, truncate, soft, ..."
-        )
-    if not isinstance(forced_tokens, str) or forced_tokens not in FORCED_TOKENS:
-        raise ConfigError(f"unknown forced_tokens {str(forced_tokens)[:40]!r}", hint="use train or mask")
-    for name, marker in (("think_start", think_start), ("think_end", think_end)):
-        if marker is not None and (not isinstance(marker, str) or len(marker) > MAX_MARKER_CHARS):
-            raise ConfigError(f"{name} must be a text of at most {MAX_MARKER_CHARS} characters", hint="or None")
-    check_markers(think_start, think_end)
-    return BudgetedRollouts(budget, mode, forced_tokens, think_start, think_end, _BATCH.check(batch_size, "batch_size"))
+    return BudgetedRollouts(
+        Budget.parse(think, solve), Mode.parse(mode), forced_tokens, think_start, think_end, batch_size
+    )
 
 
 def sampling_of(trainer, rollouts: BudgetedRollouts) -> Sampling:
@@ -193,7 +201,8 @@ def sampling_of(trainer, rollouts: BudgetedRollouts) -> Sampling:
     if getattr(trainer, "_is_vlm", False) or getattr(trainer, "is_fsdp_enabled", False):
         raise ConfigError("e1's budgeted rollouts take a text model without FSDP", hint="use a tokenizer, DDP or ZeRO")
     longest = rollouts.max_tokens(trainer.processing_class)
-    if args.max_completion_length is not None and args.max_completion_length < longest:
+    cap = Number(int, min=1, optional=True).check(args.max_completion_length, "GRPOConfig.max_completion_length")
+    if cap is not None and cap < longest:
         raise ConfigError(
             f"a rollout at {rollouts.mode} t={rollouts.budget.think} s={rollouts.budget.solve} can have {longest} "
             f"completion ids, more than max_completion_length={args.max_completion_length}",
