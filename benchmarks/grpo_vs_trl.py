@@ -309,6 +309,20 @@ def report(args, e1_steps: list[StepTime], trl_steps: list[StepTime], parameters
     )
 
 
+def profile_e1(e1, steps: int, top: int = 25) -> None:
+    """``steps`` more e1 steps under cProfile: where its step's time goes, by own time (tottime)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(steps):
+        e1.step()
+    profiler.disable()
+    print(f"e1's step under cProfile ({steps} steps), top {top} by own time:")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(top)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--prompts", type=int, default=8, help="prompts per step")
@@ -320,6 +334,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0 = default)")
+    parser.add_argument("--profile", type=int, default=0, help="then profile this many e1 steps (cProfile)")
     parser.add_argument(
         "--trl-rollouts",
         choices=("both", "trl", "e1"),
@@ -375,6 +390,8 @@ def main() -> None:
             label = "TRL, its own generation" if kind == "trl" else "TRL, e1's budgeted rollout_func (same t, s)"
             trl = trl_trainer(args, model, prompts, tmp / f"trl-{kind}", rollouts)
             report(args, *run_interleaved(e1, trl), parameters, label)
+        if args.profile:
+            profile_e1(e1, args.profile)
 
 
 if __name__ == "__main__":
