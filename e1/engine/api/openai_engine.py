@@ -122,16 +122,7 @@ class OpenAIEngine(PlainRows, RowEngine):
         journal: Path | None = None,
     ) -> OpenAIEngine:
         """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
-        import openai
-
-        http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
-        client = openai.OpenAI(
-            base_url=settings.url,
-            api_key=settings.api_key(),
-            timeout=settings.request_timeout_s,
-            max_retries=settings.max_retries,
-            http_client=http,
-        )
+        client = openai_client(settings)
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf.hf_engine import load_tokenizer
@@ -337,6 +328,20 @@ class OpenAIEngine(PlainRows, RowEngine):
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
         """The record of one replayed row (prompt ``row[0]``, sample ``row[1]``)."""
         return self.completions([state], [row], {row[0]: ids}, [0])[0]
+
+
+def openai_client(settings: ApiSettings):
+    """The SDK's client of ``settings.url``, on e1's bounded client (a deadline, a size cap); the key from its variable."""
+    import openai
+
+    http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
+    return openai.OpenAI(
+        base_url=settings.url,
+        api_key=settings.api_key(),
+        timeout=settings.request_timeout_s,
+        max_retries=settings.max_retries,
+        http_client=http,
+    )
 
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:

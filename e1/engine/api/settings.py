@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from e1.engine.backends import API_BACKENDS, BACKENDS
-from e1.errors import ConfigError, register_secret, register_url
+from e1.errors import ConfigError, register_secret, server_url
 from e1.numeric import Number
 from e1.settings import API, check_settings, declared, flag_of, numbers, setting
 
@@ -77,9 +77,8 @@ class ApiSettings:
             raise ConfigError(
                 f"--tokenizer is for --backend openai, not {self.backend}", hint="a hosted vendor counts its own tokens"
             )
-        register_url(self.url)  # its userinfo's credentials, masked in every line e1 prints (e1.errors.redact)
-        if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
-            raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
+        if self.url is not None or self.backend == API_BACKEND:  # no credentials in it: the key comes from a variable
+            server_url(self.url or "", "--api-url", "http://127.0.0.1:8000/v1")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
             raise ConfigError(
                 f"--api-key-env {self.api_key_env!r} is not an environment variable name",
