@@ -41,7 +41,15 @@ from e1.engine.api.client import (
     run_rows,
 )
 from e1.engine.api.plain import PlainRows
-from e1.engine.api.probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
+from e1.engine.api.probe import (
+    BUDGET_SERVER,
+    PLAIN_SERVER,
+    exactness,
+    probe_budgets,
+    probe_token_ids,
+    served_context,
+    warn_inexact,
+)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
@@ -138,6 +146,7 @@ class OpenAIEngine(PlainRows, RowEngine):
         if settings.tokenizer and server == PLAIN_SERVER:
             token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, replies, (markers.start_text, markers.end_text), settings.request_timeout_s)
+        warn_inexact(settings.url, settings.tokenizer is None, *token_ids)  # one line, as config.json records
         return cls(
             caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes], token_ids
         )
