@@ -73,7 +73,9 @@ def test_a_run_without_reply_ids_says_so_in_one_warning_line(stand_in, tokenizer
         assert "NOT token-exact" in lines[0] and "end marker's text" in lines[0] and "127.0.0.1" in lines[0]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(think=TEXTS, solution=TEXTS, marker=st.booleans(), cuts=st.lists(st.integers(0, 60), max_size=4))
 def test_a_text_reply_is_split_at_the_first_marker_text_and_its_counts_are_the_replys(
     stand_in,  # noqa: F811

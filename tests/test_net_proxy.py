@@ -49,7 +49,9 @@ NO_PROXY = st.lists(
 PROXIES = st.none() | st.sampled_from(["http://127.0.0.1:3128", "proxy.local:8080", "https://p.example:443"])
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(
     http=PROXIES,
     https=PROXIES,
@@ -117,7 +119,9 @@ def test_a_request_goes_through_the_proxy_and_no_proxy_sends_it_direct(clean_env
         proxy.stop()
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(behaviour=BEHAVIOURS | st.just(status_drip), secure=st.booleans())
 def test_the_deadline_and_the_size_cap_hold_through_a_proxy(clean_env, behaviour, secure):
     """A proxy that drips (its status line or its body), stays silent or never ends its body: the request

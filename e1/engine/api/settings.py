@@ -19,6 +19,10 @@ from e1.settings import API, check_settings, declared, flag_of, numbers, setting
 
 API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
+BASE_URL_ENVS = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+}  # read by the SDKs without --api-url
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch: `$` passes "NAME\n")
 
 
@@ -79,6 +83,8 @@ class ApiSettings:
             )
         if self.url is not None or self.backend == API_BACKEND:  # no credentials in it: the key comes from a variable
             server_url(self.url or "", "--api-url", "http://127.0.0.1:8000/v1")
+        elif os.environ.get(BASE_URL_ENVS.get(self.backend, ""), ""):  # the URL the vendor's SDK reads instead
+            server_url(os.environ[BASE_URL_ENVS[self.backend]], BASE_URL_ENVS[self.backend], "unset it, or --api-url")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
             raise ConfigError(
                 f"--api-key-env {self.api_key_env!r} is not an environment variable name",
