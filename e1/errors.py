@@ -194,6 +194,39 @@ def register_url(url: str | None) -> str | None:
     return url
 
 
+def server_url(
+    url: str, flag: str, example: str, key: str = "put the key in a variable, pass --api-key-env NAME"
+) -> str:
+    """The one gate of every server URL a user gives e1 (``--api-url``, elo's ``--api-url``, ``HF_ENDPOINT``):
+    an http(s) URL with a host and no userinfo, else one :class:`ConfigError` line (the URL redacted). A URL's
+    userinfo would reach the server as HTTP Basic auth (httpx sends it, in place of the key's header), so a
+    credential reaches a server only as the key an environment variable holds (``--api-key-env``).
+
+    >>> server_url("http://127.0.0.1:8000/v1@x", "--api-url", "http://127.0.0.1:8000/v1")
+    'http://127.0.0.1:8000/v1@x'
+    >>> server_url("http://me:pw@host/v1", "--api-url", "http://host/v1")
+    Traceback (most recent call last):
+    e1.errors.ConfigError: --api-url http://***@host/v1 holds credentials (user:password@), which e1 never sends (put the key in a variable, pass --api-key-env NAME; the URL without user:password@, e.g. http://host/v1)
+    """
+    from urllib.parse import urlsplit
+
+    head = re.match(r"(?i)https?://([^/?#\s]+)", url)
+    if head is None or not url.isprintable():
+        raise ConfigError(f"{flag} {redact(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+    register_url(url)  # masked in any line that quotes it, the traceback's too
+    try:
+        seen = urlsplit(url)
+        userinfo = seen.username is not None or seen.password is not None
+    except ValueError:  # an IPv6 host urllib cannot read: refused as no URL
+        raise ConfigError(f"{flag} {redact(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
+    if userinfo or "@" in head.group(1):  # an "@" before the path: userinfo to httpx and urllib alike
+        raise ConfigError(
+            f"{flag} {redact(url)} holds credentials (user:password@), which e1 never sends",
+            hint=f"{key}; the URL without user:password@, e.g. {example}",
+        )
+    return url
+
+
 def _url_rest(rest: str) -> str:
     """A URL after its scheme, userinfo and every query and fragment value masked (names kept)."""
     before = re.split(r"[?#]", rest, maxsplit=1)[0]

@@ -20,6 +20,9 @@ def _isolated(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.delenv("E1_DEBUG", raising=False)
+    for proxy in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):  # stand-ins on 127.0.0.1: reached directly
+        monkeypatch.delenv(proxy, raising=False)  # (e1's clients honour them, as httpx does)
+        monkeypatch.delenv(proxy.lower(), raising=False)
     monkeypatch.setattr("e1.errors._registered", set())  # API keys a test's run read are masked in that test only
     yield
 

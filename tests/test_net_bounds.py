@@ -188,14 +188,18 @@ def test_the_login_files_token_is_never_printed_from_a_401_or_a_commit_url(hub_e
         handler.wfile.write(raw)
 
     hub = Hub(refuse)
-    point(hub.url.replace("http://", f"http://me:{TOKEN}@"))  # HF_ENDPOINT with the token in it: in the 401's URL
     try:
+        point(hub.url)
         outcome = _push_bounded(written, DEADLINE_S + 3)
+        point(hub.url.replace("http://", f"http://me:{TOKEN}@"))  # HF_ENDPOINT with the token in it: refused
+        asked = len(hub.requests)
+        refused = _push_bounded(written, DEADLINE_S + 3)
     finally:
         hub.stop()
-    error = outcome.get("error")
-    assert isinstance(error, ConfigError) and TOKEN not in str(error) and "\n" not in str(error)
-    assert hub.requests  # it was asked
+    for error in (outcome.get("error"), refused.get("error")):
+        assert isinstance(error, ConfigError) and TOKEN not in str(error) and "\n" not in str(error)
+    assert hub.requests and len(hub.requests) == asked  # the 401 was asked for; the URL with the token never sent
+    assert "HF_ENDPOINT" in str(refused["error"])
 
 
 def test_a_commit_url_that_carries_the_token_is_printed_masked(hub_env, monkeypatch):

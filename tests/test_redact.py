@@ -173,8 +173,8 @@ def test_a_secret_in_any_part_of_a_url_is_never_printed_as_text_or_percent_encod
 
 
 def test_an_api_url_with_a_key_in_it_is_in_no_file_and_no_line(tmp_path, capsys, monkeypatch):
-    """--api-url https://user:KEY@host/v1: config.json and the summary line do not carry the key; with
-    ?access_token=KEY2 too, the connection-error line carries neither."""
+    """--api-url https://user:KEY@host/v1: refused in one line that does not carry the key, and no file carries
+    it; a URL with ?access_token=KEY2: the connection-error line does not carry it."""
     from e1.cli.app import main
     from tests.test_api_backend import MODEL, StandIn, _dataset
 
@@ -208,10 +208,10 @@ def test_an_api_url_with_a_key_in_it_is_in_no_file_and_no_line(tmp_path, capsys,
     finally:
         server.stop()
     printed = "".join(capsys.readouterr())
-    written = "".join(path.read_text(errors="replace") for path in (tmp_path / "run").rglob("*.json"))
-    assert "config.json" in {path.name for path in (tmp_path / "run").rglob("*.json")}
+    written = "".join(path.read_text(errors="replace") for path in tmp_path.rglob("*") if path.is_file())
+    assert "holds credentials" in printed and not server.requests  # refused before any request
     assert key not in printed and key not in written and "user:" not in written
-    down = url.replace(str(server.port), "9") + f"?access_token={key2}&sig={key2}"  # nothing listens there
+    down = server.url.replace(str(server.port), "9") + f"?access_token={key2}&sig={key2}"  # nothing listens there
     monkeypatch.setattr(sys, "argv", [*args[:5], down, *args[6:-1], str(tmp_path / "r2")])
     with pytest.raises(SystemExit):
         main()  # nothing listens there: the connection-error line

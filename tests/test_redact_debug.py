@@ -56,12 +56,13 @@ def test_a_debug_traceback_never_shows_a_key_a_server_echoed(key, wrapped):
 )
 def test_an_api_urls_userinfo_is_masked_however_a_server_echoes_it(user, password, form):
     from e1.engine.api.openai_engine import ApiSettings
-    from e1.errors import redact
+    from e1.errors import ConfigError, redact
 
     url = f"http://{quote(user, safe='')}:{quote(password, safe='')}@127.0.0.1:9/v1"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("e1.errors._registered", set())
-        ApiSettings(url)
+        with pytest.raises(ConfigError):  # refused (e1.errors.server_url), its credentials still secrets
+            ApiSettings(url)
         pair = f"{user}:{password}"
         echoed = {
             "password": quote(password, safe=""),

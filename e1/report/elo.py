@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from e1.errors import ConfigError, DataError
+from e1.errors import DataError, server_url
 from e1.numeric import Number, check_numbers
 from e1.report.elo_results import load_results
 from e1.report.elo_results import read_json as _read_json
@@ -304,8 +304,7 @@ class FetchConfig:
 
     def __post_init__(self):
         check_numbers(self, FETCH_NUMBERS, {"retries": "--retries"})
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--api-url {self.base_url!r} is not an http(s) URL", hint=f"e.g. {API_URL}")
+        server_url(self.base_url, "--api-url", API_URL, "the Codeforces API is read without credentials")
 
 
 class _Client:

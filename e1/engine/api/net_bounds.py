@@ -1,10 +1,16 @@
 """The socket-level bounds of e1's one bounded client (:func:`e1.engine.api.replies.bounded_client`): every
 wait of a request ends by its deadline (its status line and headers too), and a compressed body is
-counted as it unpacks (a gzip bomb stops at the size cap, never held whole)."""
+counted as it unpacks (a gzip bomb stops at the size cap, never held whole).
+
+Proxies: the client honours ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` exactly as an
+``httpx.Client`` of its own does (``trust_env``: httpx 0.28/0.29, ``httpx/_utils.py: get_environment_proxies``,
+read here rather than copied), since the SDKs e1 replaces do and a user behind a proxy has no other way out;
+every proxy's connection runs through the same deadline-bound sockets and its replies through the same cap."""
 
 from __future__ import annotations
 
 import functools
+import importlib
 import threading
 import time
 import zlib
@@ -101,3 +107,34 @@ def bound_sockets(transport) -> None:
     """Make every socket wait of an ``httpx.HTTPTransport``'s connections end by :data:`DEADLINE` (its thread's)."""
     pool = transport._pool
     pool._network_backend = deadline_backend()(pool._network_backend)
+
+
+def env_proxies(httpx) -> dict[str, str | None]:
+    """The proxies an ``httpx`` (or a fork's) client of its own would take from the environment: URL
+    pattern to proxy URL, None for a host ``NO_PROXY`` names (``{}``: none, or ``NO_PROXY=*``)."""
+    return importlib.import_module(f"{httpx.__name__}._utils").get_environment_proxies()
+
+
+def proxy_transport(httpx, proxy: str | None):
+    """An ``httpx.HTTPTransport`` (through ``proxy``, where one is given), or one line naming what is wrong
+    with a proxy the environment gives (its credentials masked)."""
+    from e1.errors import register_url
+
+    if proxy is None:
+        return httpx.HTTPTransport()
+    register_url(proxy)  # a proxy's user:password@ is its own credential: masked in every line
+    try:
+        return httpx.HTTPTransport(proxy=proxy)
+    except (ValueError, ImportError, TypeError, httpx.InvalidURL) as err:
+        raise proxy_error(err, proxy) from None
+
+
+def proxy_error(err: Exception, proxy: str | None = None):
+    """The one line for proxy variables httpx cannot use (the proxy's credentials masked by the error itself)."""
+    from e1.errors import ConfigError
+
+    which = f"the proxy {proxy}" if proxy else "the proxy variables"
+    return ConfigError(
+        f"{which} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) cannot be used: {err}",
+        hint="give an http:// or https:// proxy, unset the variable, or name the host in NO_PROXY",
+    )

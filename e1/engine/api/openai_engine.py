@@ -41,7 +41,15 @@ from e1.engine.api.client import (
     run_rows,
 )
 from e1.engine.api.plain import PlainRows
-from e1.engine.api.probe import BUDGET_SERVER, PLAIN_SERVER, exactness, probe_budgets, probe_token_ids, served_context
+from e1.engine.api.probe import (
+    BUDGET_SERVER,
+    PLAIN_SERVER,
+    exactness,
+    probe_budgets,
+    probe_token_ids,
+    served_context,
+    warn_inexact,
+)
 from e1.engine.backends import API_BACKENDS, BACKENDS, HOSTED_BACKENDS  # noqa: F401  (HOSTED_BACKENDS: for importers)
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import DEFAULT_END, DEFAULT_START, Markers
@@ -122,16 +130,7 @@ class OpenAIEngine(PlainRows, RowEngine):
         journal: Path | None = None,
     ) -> OpenAIEngine:
         """Connect, check the model is served, probe for budget support; ``journal``: the reply file."""
-        import openai
-
-        http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
-        client = openai.OpenAI(
-            base_url=settings.url,
-            api_key=settings.api_key(),
-            timeout=settings.request_timeout_s,
-            max_retries=settings.max_retries,
-            http_client=http,
-        )
+        client = openai_client(settings)
         tokenizer, markers = ChatMessages(), _text_markers(think_start, think_end)
         if settings.tokenizer:
             from e1.engine.hf.hf_engine import load_tokenizer
@@ -147,6 +146,7 @@ class OpenAIEngine(PlainRows, RowEngine):
         if settings.tokenizer and server == PLAIN_SERVER:
             token_ids = probe_token_ids(probe, model, tokenizer.encode("Hi", add_special_tokens=False))
         caller = Caller(client, replies, (markers.start_text, markers.end_text), settings.request_timeout_s)
+        warn_inexact(settings.url, settings.tokenizer is None, *token_ids)  # one line, as config.json records
         return cls(
             caller, settings, model, tokenizer, markers, server, max_context, [Mode.parse(m) for m in modes], token_ids
         )
@@ -337,6 +337,20 @@ class OpenAIEngine(PlainRows, RowEngine):
     def _record(self, state, row: tuple[int, int], ids) -> Completion:
         """The record of one replayed row (prompt ``row[0]``, sample ``row[1]``)."""
         return self.completions([state], [row], {row[0]: ids}, [0])[0]
+
+
+def openai_client(settings: ApiSettings):
+    """The SDK's client of ``settings.url``, on e1's bounded client (a deadline, a size cap); the key from its variable."""
+    import openai
+
+    http = bounded_client(settings.request_timeout_s, like=openai.DefaultHttpxClient)  # the deadline, the size cap
+    return openai.OpenAI(
+        base_url=settings.url,
+        api_key=settings.api_key(),
+        timeout=settings.request_timeout_s,
+        max_retries=settings.max_retries,
+        http_client=http,
+    )
 
 
 def _pair(choice: Choice, usage: Usage) -> tuple[Choice, Usage]:

@@ -4,6 +4,7 @@
     server = probe_budgets(caller, "my-model", chat=False)   # BUDGET_SERVER (e1 serve) or PLAIN_SERVER
     ids_in, ids_out = probe_token_ids(caller, "my-model", tokenizer.encode("Hi", add_special_tokens=False))
     exact, why = exactness(chat=False, ids_in=ids_in, ids_out=ids_out)   # recorded per run in config.json
+    warn_inexact(url, chat=False, ids_in=ids_in, ids_out=ids_out)   # and one warning line if not exact
 
 A plain server that takes a prompt as token ids is sent e1's own ids, never the text it would tokenise
 again (R1's tokenizer adds a BOS to a text, so the server would see a second one); one that also
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from e1.engine.api.client import Caller
 from e1.engine.api.replies import MODE_FIELD, SOLVE_FIELD, THINK_FIELD, PromptChanged, RequestError
-from e1.errors import ModelError
+from e1.errors import ModelError, redact
 
 BUDGET_SERVER, PLAIN_SERVER = "takes e1 budgets", "plain"
 
@@ -92,12 +93,27 @@ def exactness(chat: bool, ids_in: bool, ids_out: bool) -> tuple[bool, str]:
         return False, "chat messages: the server applies the template and counts the tokens"
     if ids_in and ids_out:
         return True, "prompts sent as token ids, the replies' token ids replayed"
+    split = (
+        "thinking is split from the solution at the end marker's text (a marker the model spells out ends it too) "
+        "and re-tokenised, counts come from usage"
+    )
     if ids_in:
-        return False, (
-            "prompts sent as token ids, but the replies carry none: the thinking is re-tokenised at "
-            "the seam, counts come from usage"
-        )
+        return False, f"prompts sent as token ids, but the replies carry none: {split}"
     return False, (
         "the server takes no token-id prompt: it tokenises the prompt text itself (a tokenizer that "
-        "adds a BOS gets a second one), counts come from usage"
+        f"adds a BOS gets a second one); {split}"
     )
+
+
+def warn_inexact(url: str, chat: bool, ids_in: bool, ids_out: bool) -> None:
+    """The one warning line of a run whose records are not token for token (:func:`exactness`), as the
+    engine loads (every command and library caller), beside ``config.json``'s ``api_method.token_exact``."""
+    import logging
+
+    exact, why = exactness(chat, ids_in, ids_out)
+    if not exact:
+        logging.getLogger("e1").warning(
+            "e1: the run at %s is NOT token-exact (recorded in config.json: api_method.token_exact): %s",
+            redact(url),
+            why,
+        )

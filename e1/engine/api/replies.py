@@ -39,7 +39,15 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from e1.data import lone_surrogate
-from e1.engine.api.net_bounds import DEADLINE, bound_sockets, unpacked, unpacking
+from e1.engine.api.net_bounds import (
+    DEADLINE,
+    bound_sockets,
+    env_proxies,
+    proxy_error,
+    proxy_transport,
+    unpacked,
+    unpacking,
+)
 from e1.errors import ModelError
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
@@ -78,8 +86,15 @@ def bounded_client(deadline_s: float, like: type | None = None, max_bytes: int =
     one of the fork ``like`` (an SDK's client class) is built on, whose every reply arrives whole
     within ``deadline_s`` and ``max_bytes``; ``options``: the client's other arguments (hooks, redirects)."""
     module = importlib.import_module(_package(like) if like is not None else "httpx")
-    transport = _transport_class(module.__name__)(deadline_s, max_bytes)
-    return module.Client(transport=transport, timeout=deadline_s, **options)
+    bounded = _transport_class(module.__name__)
+    try:
+        proxies = {  # HTTP(S)_PROXY, ALL_PROXY, NO_PROXY as httpx's own client reads them, each proxy as bounded
+            pattern: None if proxy is None else bounded(deadline_s, max_bytes, proxy)
+            for pattern, proxy in env_proxies(module).items()
+        }
+        return module.Client(transport=bounded(deadline_s, max_bytes), mounts=proxies, timeout=deadline_s, **options)
+    except module.InvalidURL as err:  # (what httpx's own client would raise too)
+        raise proxy_error(err) from None
 
 
 def transport_reason(err: BaseException | None, deadline_s: float | None = None) -> str | None:
@@ -124,9 +139,9 @@ def _transport_class(name: str) -> type:
             self.inner.close()
 
     class BoundedTransport(httpx.BaseTransport):
-        def __init__(self, deadline_s: float, cap: int):
-            self.inner, self.deadline_s, self.cap = httpx.HTTPTransport(), deadline_s, cap
-            bound_sockets(self.inner)  # every socket wait of its connections ends by the request's deadline
+        def __init__(self, deadline_s: float, cap: int, proxy: str | None = None):
+            self.inner, self.deadline_s, self.cap = proxy_transport(httpx, proxy), deadline_s, cap
+            bound_sockets(self.inner)  # every socket wait of its connections (a proxy's too) ends by the deadline
 
         def handle_request(self, request):
             deadline = DEADLINE.at = time.monotonic() + self.deadline_s  # (its headers' bytes too, however slow)

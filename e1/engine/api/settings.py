@@ -13,12 +13,16 @@ import re
 from dataclasses import dataclass
 
 from e1.engine.backends import API_BACKENDS, BACKENDS
-from e1.errors import ConfigError, register_secret, register_url
+from e1.errors import ConfigError, register_secret, server_url
 from e1.numeric import Number
 from e1.settings import API, check_settings, declared, flag_of, numbers, setting
 
 API_BACKEND = "openai"
 KEY_ENVS = {name: BACKENDS[name].key_env for name in API_BACKENDS}  # each API backend's key variable
+BASE_URL_ENVS = {
+    "anthropic": "ANTHROPIC_BASE_URL",
+    "gemini": "GOOGLE_GEMINI_BASE_URL",
+}  # read by the SDKs without --api-url
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # matched whole (fullmatch: `$` passes "NAME\n")
 
 
@@ -77,9 +81,10 @@ class ApiSettings:
             raise ConfigError(
                 f"--tokenizer is for --backend openai, not {self.backend}", hint="a hosted vendor counts its own tokens"
             )
-        register_url(self.url)  # its userinfo's credentials, masked in every line e1 prints (e1.errors.redact)
-        if (self.url is not None or self.backend == API_BACKEND) and not re.match(r"^https?://[^/\s]+", self.url or ""):
-            raise ConfigError(f"--api-url {self.url!r} is not an http(s) URL", hint="e.g. http://127.0.0.1:8000/v1")
+        if self.url is not None or self.backend == API_BACKEND:  # no credentials in it: the key comes from a variable
+            server_url(self.url or "", "--api-url", "http://127.0.0.1:8000/v1")
+        elif os.environ.get(BASE_URL_ENVS.get(self.backend, ""), ""):  # the URL the vendor's SDK reads instead
+            server_url(os.environ[BASE_URL_ENVS[self.backend]], BASE_URL_ENVS[self.backend], "unset it, or --api-url")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
             raise ConfigError(
                 f"--api-key-env {self.api_key_env!r} is not an environment variable name",
