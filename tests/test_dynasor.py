@@ -261,3 +261,23 @@ def test_served_dynasor_is_capped_and_listed_in_help_and_completion():
     with pytest.raises(ConfigError, match="at most 64"):
         Mode.parse("dynasor:tries=65").served()
     assert "dynasor" in names() and "dynasor[:exit=" in usage() and "every=" in usage()
+
+
+@pytest.mark.parametrize("agree", [1, 64])
+def test_shared_prefixes_equal_independent_decoding(tiny_engine, agree):
+    """A sweep's rows follow an unconstrained root up to their first probe, where the model is needed."""
+    from tests.test_early_exit import prompts
+
+    texts, greedy = prompts(tiny_engine, 3), Sampling(temperature=0.0, max_tokens=40)
+    roots = tiny_engine.generate(texts, Budget(1, 1), Mode("none"), greedy, n=2)
+    mode = Mode.parse(f"dynasor:every=3:agree={agree}:probe=2")
+    shared = tiny_engine.generate(texts, Budget(12, 4), mode, greedy, n=2, prefixes=[c.token_ids for c in roots])
+    alone = tiny_engine.generate(texts, Budget(12, 4), mode, greedy, n=2)
+    assert any(c.trials for c in alone)
+    for s, a in zip(shared, alone):
+        assert (s.token_ids, s.forced_mask, s.trial_tokens, s.trials) == (
+            a.token_ids,
+            a.forced_mask,
+            a.trial_tokens,
+            a.trials,
+        )
