@@ -281,3 +281,24 @@ def test_shared_prefixes_equal_independent_decoding(tiny_engine, agree):
             a.trial_tokens,
             a.trials,
         )
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    key=st.sampled_from(sorted(DYNASOR_OPTIONS)),
+    value=st.one_of(st.integers(-5, 200).map(str), st.sampled_from(["", "x", "٣", "1" * 40, "6.5", "-0"])),
+)
+def test_a_served_budget_mode_crosses_the_same_gate_and_the_servers_cap(key, value):
+    """e1 serve's ``budget_mode`` field: the option gate, then at most 64 probes per sample."""
+    from e1.errors import E1Error
+    from e1.serve.budgets import ServeDefaults, request_budget
+
+    body = {"budget_mode": f"dynasor:{key}={value}", "thinking_budget": 8, "solution_budget": 2}
+    low, high = DYNASOR_OPTIONS[key]
+    valid = value.isascii() and value.isdigit() and low <= int(value) <= high and (key != "tries" or int(value) <= 64)
+    try:
+        mode = request_budget(body, ServeDefaults()).mode
+    except E1Error as err:
+        assert not valid and "\n" not in str(err), body
+        return
+    assert valid and mode.trial_cap <= 64 and getattr(mode, key) == int(value)
