@@ -31,8 +31,14 @@ column — or, when the trial was confident, dropped and the end marker forced i
 backend whose sequence already holds the held token (vLLM, a followed prefix) ends there and calls
 :meth:`EarlyExitState.defer_trial` (``restart`` says so); its next request begins with the trial.
 
-Either way the confidence is :meth:`Mode.trial_confidence` of the answer's probabilities and the exit
-:meth:`Mode.is_confident` of it (not counted as forced: ``was_forced`` stays the cut at ``t``).
+``dynasor`` (Dynasor-CoT, :mod:`e1.engine.modes.dynasor`): a trial (a *probe*) is due after every
+``Mode.trial_interval``-th thinking token, and runs as recipe=e1's does (the last real token fed again
+at its own position), with the probe prompt's ids from the tokenizer and no stop text.
+
+The verdict is :meth:`Mode.trial_verdict`: early-exit's is :meth:`Mode.trial_confidence` of the answer's
+probabilities and :meth:`Mode.is_confident` of it; dynasor's reads the texts of the last
+``Mode.trial_window`` probes (this one last, decoded by the tokenizer). An exit is not counted as
+forced: ``was_forced`` stays the cut at ``t``.
 With ``tries=N`` (DEER's default 10) no trial starts after the N-th: the rest decodes as elastic,
 so a sample's trial work is at most N · (trial prompt + ``trial``) tokens, whatever its transitions.
 

@@ -3,7 +3,8 @@ arXiv 2412.20993) — elastic, plus: every ``every`` thinking tokens a short *pr
 rolled back (e1's trial machinery, :mod:`e1.engine.early_exit_state`: never in the output, counted as
 trial tokens); thinking ends when the last ``agree`` probes gave the same answer and none of them hedged.
 
-As its authors run it (github.com/hao-ai-lab/Dynasor at commit 0d2f1b93a60e, package version 0.0.1):
+As its authors run it (github.com/hao-ai-lab/Dynasor, commit 0d2f1b93a60e031cfc7fb43843d2b736b225960c of
+2025-05-31, package version 0.0.1):
 
 - the probe is the thinking so far + ``"... Oh, I suddenly got the answer to the whole problem,
   **Final Answer**\\n\\n\\[ \\boxed{"`` (``probeing_suffix`` in ``dynasor/core/cot.py``; ``--probe`` of
