@@ -78,7 +78,7 @@ class StandIn:
 
         self.rounds += 1
         args = json.loads(body["vllm_xargs"]["e1"])  # the tokenizer for recipe=deer's texts, as the processor loads it
-        state = row_state(args, tokenizer=self.served.tokenizer if Mode.parse(args["mode"]).text_transitions else None)
+        state = row_state(args, tokenizer=self.served.tokenizer if Mode.parse(args["mode"]).trial_prompt_text else None)
         output, logprobs = [], []
         row = _Row(state, output, min(state.markers.eos_ids))
         while len(output) < body["max_tokens"]:

@@ -31,8 +31,14 @@ column — or, when the trial was confident, dropped and the end marker forced i
 backend whose sequence already holds the held token (vLLM, a followed prefix) ends there and calls
 :meth:`EarlyExitState.defer_trial` (``restart`` says so); its next request begins with the trial.
 
-Either way the confidence is :meth:`Mode.trial_confidence` of the answer's probabilities and the exit
-:meth:`Mode.is_confident` of it (not counted as forced: ``was_forced`` stays the cut at ``t``).
+``dynasor`` (Dynasor-CoT, :mod:`e1.engine.modes.dynasor`): a trial (a *probe*) is due after every
+``Mode.trial_interval``-th thinking token, and runs as recipe=e1's does (the last real token fed again
+at its own position), with the probe prompt's ids from the tokenizer and no stop text.
+
+The verdict is :meth:`Mode.trial_verdict`: early-exit's is :meth:`Mode.trial_confidence` of the answer's
+probabilities and :meth:`Mode.is_confident` of it; dynasor's reads the texts of the last
+``Mode.trial_window`` probes (this one last, decoded by the tokenizer). An exit is not counted as
+forced: ``was_forced`` stays the cut at ``t``.
 With ``tries=N`` (DEER's default 10) no trial starts after the N-th: the rest decodes as elastic,
 so a sample's trial work is at most N · (trial prompt + ``trial``) tokens, whatever its transitions.
 
@@ -77,7 +83,8 @@ class EarlyExitState(RowState):
         super().__init__(*args, **kwargs)
         self.transitions = tuple(tuple(t) for t in transitions if t)
         self.texts = texts
-        self._watch = texts.transitions.scanner() if texts is not None else None  # this row's thinking text
+        watching = texts is not None and texts.transitions is not None
+        self._watch = texts.transitions.scanner() if watching else None  # this row's thinking text (recipe=deer)
         self._stops = None  # the running trial answer's text (recipe=deer)
         self.trials: list[Trial] = []
         self.trial_decoded = 0
@@ -176,6 +183,8 @@ class EarlyExitState(RowState):
     def _trial_due(self) -> bool:
         if not self._may_try():
             return False
+        if every := self.mode.trial_interval:  # dynasor: after every ``every``-th thinking token
+            return self.think_tokens % every == 0
         return any(self._ends_with(ids) for ids in self.transitions)
 
     def _trial_prompt(self) -> tuple[int, ...]:
@@ -202,9 +211,8 @@ class EarlyExitState(RowState):
 
     def _end_trial(self) -> int:
         """Record the trial, roll it back, and exit thinking if it was confident enough."""
-        confidence = self.mode.trial_confidence(self._probs)
-        exited = self.mode.is_confident(confidence)
         answer = tuple(t for t in self._answer if t not in self.markers.eos_ids)
+        confidence, exited = self.mode.trial_verdict(self._probs, self._window_texts(answer))
         self.trials.append(Trial(len(self.tokens), self.think_tokens, answer, confidence, exited))
         self._in_trial = False
         if exited:
@@ -217,10 +225,23 @@ class EarlyExitState(RowState):
         self.rollback = self._trial_fed  # the trial's columns: the next token takes the first one's position
         return RowState.accept(self, held)  # the held token kept, or (exited) the first forced marker instead
 
+    def _window_texts(self, answer: tuple[int, ...]) -> tuple[str, ...]:
+        """The texts the mode's verdict reads (``trial_window``: the last so many trials' answers, this one
+        last), decoded as the tokenizer writes them (no tokenizer: empty texts, which never end thinking)."""
+        window = self.mode.trial_window
+        if not window:
+            return ()
+        earlier = [trial.ids for trial in self.trials[max(0, len(self.trials) - window + 1) :]]
+        decode = self.texts.decode if self.texts is not None else None
+        return tuple(decode(list(ids)) if decode is not None else "" for ids in (*earlier, answer))
+
     def _plain_run(self, most: int) -> int:
         if self._in_trial or (self._watch is not None and self.phase == THINK):
             return 0  # every thinking token's text is read (recipe=deer)
-        return super()._plain_run(most)
+        run = super()._plain_run(most)
+        if (every := self.mode.trial_interval) and self.phase == THINK:
+            run = min(run, every - 1 - self.think_tokens % every)  # the id a trial follows goes through accept
+        return run
 
     def plain_ahead(self) -> int:
         """None: a trial may begin after any transition, which only ``accept`` sees."""
@@ -270,16 +291,23 @@ class TrialTexts:
     thinking step and the texts that end a trial answer (each a :class:`TextWatch`)."""
 
     prompt_ids: tuple[int, ...]
-    transitions: TextWatch
+    transitions: TextWatch | None  # None: trials are due at thinking counts (dynasor), not at texts
     stops: TextWatch
+    decode: Callable[[list[int]], str]  # ids as the reply's text writes them (a verdict that reads answers)
 
 
 def trial_texts(tokenizer, mode) -> TrialTexts | None:
-    """``mode``'s :class:`TrialTexts` with ``tokenizer`` (None: its transitions are ids, recipe=e1)."""
-    if not mode.trials or not mode.text_transitions:
+    """``mode``'s :class:`TrialTexts` with ``tokenizer`` (None: its trial prompt is ids, recipe=e1)."""
+    if not mode.trials or mode.trial_prompt_text is None:
         return None
     prompt = tuple(tokenizer.encode(mode.trial_prompt_text, add_special_tokens=False))
-    return TrialTexts(prompt, TextWatch(tokenizer, mode.transition_texts), TextWatch(tokenizer, mode.trial_stop_texts))
+    transitions = TextWatch(tokenizer, mode.transition_texts) if mode.text_transitions else None
+    return TrialTexts(
+        prompt,
+        transitions,
+        TextWatch(tokenizer, mode.trial_stop_texts),
+        lambda ids: tokenizer.decode(ids, skip_special_tokens=True),
+    )
 
 
 class TextWatch:

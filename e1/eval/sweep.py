@@ -288,7 +288,7 @@ def _write_results(config: SweepConfig, frames: list):
     write_parquet(areas, out / AREAS)
     write_parquet(solving_budgets(samples, by=CURVE_KEY), out / PROBLEMS)
     plot_curves(curves, out / PLOT, names=names, x="think" if effort_axis else "output")
-    if curves["overthinking_share"].notna().any() or (curves["mode"].str.startswith("early-exit")).any():
+    if curves["overthinking_share"].notna().any() or curves["mode"].map(lambda text: Mode.parse(text).trials).any():
         plot_curves(curves, out / DECODED_PLOT, names=names, x="decoded")
     report_results(
         parse_report_to(config.settings.report_to),

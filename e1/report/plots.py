@@ -28,6 +28,7 @@ MODE_STYLES = {
     "none": ("-.", "D"),
     "early-exit": ((0, (5, 1, 1, 1)), "v"),
     "soft": ((0, (3, 1)), "P"),
+    "dynasor": ((0, (1, 1)), "X"),
 }
 # the x axis: tokens output per sample, every token decoded for it (early-exit's rolled-back trials
 # too), or the thinking tokens measured (an effort axis: a hosted API's levels have no budget to place)

@@ -189,6 +189,13 @@ class EarlyExit(Mode):
         threshold = self.confidence_threshold
         return confidence > threshold if self.recipe == "deer" else confidence >= threshold
 
+    trial_window = 0  # the verdict reads no trial's text, only this trial's probabilities
+
+    def trial_verdict(self, probabilities, texts) -> tuple[float, bool]:
+        """A trial's confidence and whether it ends thinking (``texts`` unread: see ``trial_window``)."""
+        confidence = self.trial_confidence(probabilities)
+        return confidence, self.is_confident(confidence)
+
     def trial_solution(self, answer: str) -> str:
         """A trial answer's text as the reward reads a solution: after the recipe's prompt ("Final Answer:",
         or DEER's "**Final Answer**" and ``\\boxed`` that the answer's braces complete)."""

@@ -396,6 +396,17 @@ class Mode:
         return False
 
     @property
+    def trial_prompt_text(self) -> str | None:
+        """The text fed to begin a trial answer, tokenized by the model's tokenizer (None: none, or the end
+        marker + "Final Answer:" as ids, early-exit recipe=e1)."""
+        return None
+
+    @property
+    def trial_interval(self) -> int | None:
+        """Try a trial answer every this many thinking tokens (dynasor); None: at transitions (early-exit)."""
+        return None
+
+    @property
     def vendor_budget(self) -> bool:
         """Whether a hosted vendor's own thinking budget in tokens means this mode."""
         return False

@@ -194,7 +194,7 @@ class RequestStates:
         if args is None:
             return None
         mode = Mode.parse(args["mode"])
-        reads_text = mode.stop or mode.text_transitions
+        reads_text = mode.stop or mode.trial_prompt_text is not None  # a stop pattern, a trial prompt's text
         return row_state(
             args, self.sentence_ends() if mode.grace else frozenset(), self.tokenizer() if reads_text else None
         )
