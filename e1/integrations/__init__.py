@@ -1,0 +1,26 @@
+"""e1's budgets inside the tools researchers already run (docs/integrations.md).
+
+- :mod:`e1.integrations.transformers` — ``model.generate(..., logits_processor=[BudgetLogitsProcessor(...)])``.
+- :mod:`e1.integrations.vllm` — ``LLM(..., logits_processors=[VLLMBudgetProcessor])`` with per-request
+  budgets in ``SamplingParams(extra_args=...)``.
+
+Each module imports its library at the top (transformers, vLLM): the names load on first use.
+"""
+
+from __future__ import annotations
+
+_LAZY = {
+    "BudgetLogitsProcessor": "e1.integrations.transformers",
+    "BudgetStoppingCriteria": "e1.integrations.transformers",
+    "VLLMBudgetProcessor": "e1.integrations.vllm",
+}
+
+__all__ = [*_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'e1.integrations' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
