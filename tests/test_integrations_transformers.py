@@ -109,6 +109,15 @@ def test_an_id_that_e1_did_not_choose_is_refused(engine):
         )
     assert "\n" not in str(err.value)
 
+    # rows whose earlier ids changed mid-call (a reordering search) are refused, never decoded from fresh states
+    processor.reset()
+    ids, scores = inputs["input_ids"], torch.zeros(1, len(engine.tokenizer))
+    chosen = int(processor(ids, scores.clone()).argmax())
+    changed = torch.cat([ids, torch.tensor([[chosen]])], dim=1)
+    changed[0, 0] += 1
+    with pytest.raises(ConfigError, match="changed ids of rows"):
+        processor(changed, scores.clone())
+
 
 def test_a_right_padded_batch_and_early_exit_are_refused(engine):
     tokenizer = engine.tokenizer

@@ -168,6 +168,10 @@ class BudgetLogitsProcessor(LogitsProcessor):
         self._chosen: list[int | None] = []  # the id each row was given at the last step (None: it was done)
         self._previous: torch.Tensor | None = None  # the last step's input_ids [B, W]
 
+    def reset(self) -> None:
+        """Forget the last call's rows (the next call starts new states; a call of another shape does anyway)."""
+        self.states, self._previous = [], None
+
     def row_state(self, prompt: list[int]) -> RowState:
         """A fresh state for a row whose prompt is ``prompt``, as the hf engine builds it."""
         s = self.settings
@@ -200,8 +204,11 @@ class BudgetLogitsProcessor(LogitsProcessor):
         previous = self._previous
         if previous is None or tuple(input_ids.shape) != (previous.shape[0], previous.shape[1] + 1):
             return False
-        if not torch.equal(input_ids[:, :-1], previous):
-            return False
+        if not torch.equal(input_ids[:, :-1], previous):  # never silently: the states would start afresh mid-call
+            raise ConfigError(
+                "model.generate changed ids of rows it had decoded (beam search reorders them)",
+                hint="use num_beams=1; before a new call whose prompts are one id longer than the last output, call reset()",
+            )
         last = input_ids[:, -1].tolist()
         for b, (token, given) in enumerate(zip(self._chosen, last)):
             if token is not None and token != given:

@@ -80,8 +80,8 @@ def _check_keys(xargs: Mapping) -> None:
                 f"extra_args[{KEY!r}] is e1's engine's own wire (ids, not budgets)",
                 hint=f"send {THINK_FIELD}, {SOLVE_FIELD} and {MODE_FIELD}",
             )
-        if not isinstance(key, str) or key in KEYS or key == ROOM_FIELD:
-            continue
+        if not isinstance(key, str) or key in KEYS or key == ROOM_FIELD or len(key) > 64:
+            continue  # a key over 64 characters is no misspelling of one of 15
         close = _LOOKALIKES.get(key.lower()) or next(iter(difflib.get_close_matches(key, KEYS, n=1, cutoff=0.75)), None)
         if close is not None:
             raise ConfigError(f"extra_args key {key[:40]!r} is not one of e1's", hint=f"did you mean {close!r}?")
