@@ -1,12 +1,17 @@
 """The README and docs/ as a newcomer uses them: short, every link resolves, every `e1` command in a
 fenced block is one the CLI accepts (command, flags and values parsed as a shell would pass them),
-and the README's first eval on your own file runs offline as written (with a tiny model's folder in
-place of the demo's checkpoint)."""
+the README's first eval on your own file runs offline as written (with a tiny model's folder in
+place of the demo's checkpoint), and so does every Python snippet of docs/integrations.md (its model
+read from ``E1_MODEL``, which the test points at the tiny model)."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -153,3 +158,39 @@ def test_the_first_eval_on_your_own_file_runs_offline(tiny_model_dir, tmp_path):
 
 def blocks_of(text: str) -> list[str]:
     return [body for lang, body in FENCE.findall(text) if lang in SHELLS]
+
+
+INTEGRATIONS = ROOT / "docs" / "integrations.md"
+
+
+def snippets(page: Path) -> list[tuple[str, str]]:
+    """(the section's heading, the code) of each fenced python block of ``page``, in order."""
+    found, heading = [], ""
+    for part in re.split(r"^(## .*)$", page.read_text(), flags=re.MULTILINE):
+        if part.startswith("## "):
+            heading = part[3:].strip()
+        found += [(heading, body) for lang, body in FENCE.findall(part) if lang == "python"]
+    return found
+
+
+SNIPPETS = snippets(INTEGRATIONS)
+
+
+def test_the_integrations_page_has_a_snippet_per_tool_and_the_sections_to_come():
+    headings = [heading for heading, _ in SNIPPETS]
+    assert all(any(h.startswith(tool) for h in headings) for tool in ("transformers", "vLLM", "TRL"))
+    assert "## lm-evaluation-harness" in INTEGRATIONS.read_text()
+
+
+@pytest.mark.parametrize("heading, code", SNIPPETS, ids=[heading.split(":")[0] for heading, _ in SNIPPETS])
+def test_every_integration_snippet_runs_offline(heading, code, tiny_model_dir, tmp_path):
+    """Each snippet as a script of its own (vLLM's workers import it), on the tiny model, offline."""
+    if re.search(r"^from vllm|^import vllm", code, re.MULTILINE) and importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed")
+    script = tmp_path / "snippet.py"
+    script.write_text(code)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "E1_MODEL": str(tiny_model_dir), "PYTHONPATH": path, "VLLM_CPU_KVCACHE_SPACE": "1"}
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{heading}: {result.stderr[-3000:]}"
+    assert result.stdout.strip(), f"{heading}: printed nothing"

@@ -222,16 +222,3 @@ def test_a_setting_e1_would_ignore_is_refused_by_name(tokenizer):
     trainer.args.min_p, trainer.args.max_completion_length = None, 9
     with pytest.raises(E1Error, match="max_completion_length=11"):
         sampling_of(trainer, budgeted_rollouts(4, 4))
-
-
-@pytest.mark.filterwarnings("ignore")
-def test_the_docs_snippet_trains_two_steps_offline(tmp_path):
-    """docs/integrations-trl.md's python block, as written (it builds its tiny model in the working folder)."""
-    import re
-    from pathlib import Path
-
-    page = (Path(__file__).resolve().parents[1] / "docs" / "integrations-trl.md").read_text()
-    (code,) = re.findall(r"^```python\n(.*?)^```", page, re.MULTILINE | re.DOTALL)
-    scope: dict = {}
-    exec(compile(code, "docs/integrations-trl.md", "exec"), scope)
-    assert scope["trainer"].state.global_step == 2

@@ -37,9 +37,9 @@ from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
 from e1.engine.modes.mode import MAX_MODE_TEXT
-from e1.engine.row_engine import ModeIds, build_state
+from e1.engine.row_engine import ModeIds, RowEngine, build_state
 from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
-from e1.engine.seeds import derive_seed, problem_seed, sample_seed
+from e1.engine.seeds import derive_seed, problem_seed, prompt_seeds, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
 from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
@@ -56,6 +56,7 @@ _LAZY = {
     "HFEngine": "e1.engine.hf.hf_engine",
     "cache_keyword": "e1.engine.hf.hf_engine",
     "context_length": "e1.engine.hf.hf_engine",
+    "draw_tokens": "e1.engine.hf.sampling",
     "load_model": "e1.engine.hf.hf_engine",
     "load_tokenizer": "e1.engine.hf.hf_engine",
     "weights_dtype": "e1.engine.hf.hf_engine",
@@ -92,6 +93,7 @@ __all__ = [
     "EngineSpec",
     "Markers",
     "Mode",
+    "RowEngine",
     "RowState",
     "Sampling",
     "StopPattern",
@@ -109,6 +111,7 @@ __all__ = [
     "modes_reference",
     "modes_usage",
     "problem_seed",
+    "prompt_seeds",
     "replay_round",
     "resolve_backend",
     "resolve_markers",

@@ -1,11 +1,30 @@
-"""e1's budgets inside other tools: :mod:`e1.integrations.trl` (budgeted rollouts for TRL's ``GRPOTrainer``).
+"""e1's budgets inside the tools researchers already run (docs/integrations.md).
 
-Nothing here imports the other tool, torch or transformers at import time; each loads inside the
-function that needs it.
+- :mod:`e1.integrations.transformers` — ``model.generate(..., logits_processor=[BudgetLogitsProcessor(...)])``.
+- :mod:`e1.integrations.vllm` — ``LLM(..., logits_processors=[VLLMBudgetProcessor])`` with per-request
+  budgets in ``SamplingParams(extra_args=...)``.
+- :mod:`e1.integrations.trl` — ``GRPOTrainer(..., rollout_func=budgeted_rollouts(think, solve))``.
+
+Each name loads its module (and so its library) on first use.
 """
 
 from __future__ import annotations
 
-from e1.integrations.trl import BudgetedRollouts, budgeted_rollouts, sampling_of
+_LAZY = {
+    "BudgetLogitsProcessor": "e1.integrations.transformers",
+    "BudgetStoppingCriteria": "e1.integrations.transformers",
+    "VLLMBudgetProcessor": "e1.integrations.vllm",
+    "BudgetedRollouts": "e1.integrations.trl",
+    "budgeted_rollouts": "e1.integrations.trl",
+    "sampling_of": "e1.integrations.trl",
+}
 
-__all__ = ["BudgetedRollouts", "budgeted_rollouts", "sampling_of"]
+__all__ = [*_LAZY]
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'e1.integrations' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)

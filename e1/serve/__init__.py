@@ -9,7 +9,31 @@
 Nothing here imports vLLM at import time; the processor module does (vLLM loads it by name).
 """
 
-from e1.serve.budgets import ServeDefaults
-from e1.serve.server import ServeConfig, command_line, serve
+from e1.serve.budgets import (
+    FIELDS,
+    MODE_FIELD,
+    ROOM_FIELD,
+    SOLVE_FIELD,
+    THINK_FIELD,
+    ServeDefaults,
+    check_fields,
+    check_room,
+    mode_field,
+)
+from e1.serve.server import ServeConfig, command_line, processor_name, serve
 
-__all__ = ["ServeConfig", "ServeDefaults", "command_line", "serve"]
+__all__ = [
+    "FIELDS",
+    "MODE_FIELD",
+    "ROOM_FIELD",
+    "SOLVE_FIELD",
+    "THINK_FIELD",
+    "ServeConfig",
+    "ServeDefaults",
+    "check_fields",
+    "check_room",
+    "command_line",
+    "mode_field",
+    "processor_name",
+    "serve",
+]

@@ -31,7 +31,7 @@ import torch
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf.kv_cache import growing_cache, key_bucket
-from e1.engine.hf.sampling import row_uniforms, sample_tokens
+from e1.engine.hf.sampling import draw_tokens
 from e1.engine.markers import Markers, generation_eos, resolve_markers
 from e1.engine.row_engine import RowEngine
 from e1.engine.seeds import prompt_seeds, sample_seed
@@ -220,12 +220,7 @@ class HFEngine(RowEngine):
         trialing = states[0].mode.trials  # rows that may decode trial answers (one mode per call)
         length, dtype = cache.get_seq_length(), self._mask_dtype()  # keys in the cache, the same for every row
         while True:
-            uniforms = None
-            if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
-                counters = np.fromiter((len(states[row].tokens) for row in active), np.uint64, len(active))
-                uniforms = torch.from_numpy(row_uniforms(seeds[active], counters))  # [B]
-            logits = self._with_end_bias(logits, [states[row] for row in active])  # mode soft
-            tokens = sample_tokens(logits, sampling, uniforms).tolist()  # [B]
+            tokens = draw_tokens(logits, [states[row] for row in active], seeds[active], sampling)  # [B], soft's bias
             fed, finished, rewinds = _accept_step(
                 states,
                 active,
@@ -260,16 +255,6 @@ class HFEngine(RowEngine):
                 use_cache=True,
             ).logits[:, -1]  # [B, V]
             next_pos = next_pos + 1
-
-    def _with_end_bias(self, logits: torch.Tensor, states: list) -> torch.Tensor:
-        """Soft's bias added to the end marker's first logit, each row its own (RowState.end_bias),
-        before sampling, as vLLM's logits processor adds it. logits: [B, V]."""
-        biases = [state.end_bias() for state in states]
-        if not any(biases):
-            return logits
-        column = self.markers.end_ids[0]
-        logits[:, column] += torch.tensor(biases, dtype=logits.dtype, device=logits.device)  # [B]
-        return logits
 
     def _prefill(self, prompts: list[list[int]], states: list):
         """Prefill each distinct context once, left-padded, then expand to one row per sample:

@@ -31,6 +31,30 @@ def row_uniforms(seeds: np.ndarray, counters: np.ndarray) -> np.ndarray:
     return (z >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
+def draw_tokens(logits: torch.Tensor, states: list, seeds: np.ndarray, sampling: Sampling) -> list[int]:
+    """Each row's next id as e1 draws it, before the row's :class:`~e1.engine.row_state.RowState` decides
+    what is appended (a forced id overrides it in ``accept``): soft's bias added to the end marker's first
+    logit (``RowState.end_bias``, in place), then :func:`sample_tokens` at the row's own uniform, a function
+    of its seed and its token count. The transformers engine's decode loop and the ``model.generate``
+    logits processor (e1.integrations) both draw here. logits: [B, V], seeds: [B] uint64 -> B ids."""
+    uniforms = None
+    if not sampling.greedy:  # each row's own stream: its seed and how many tokens it has
+        counters = np.fromiter((len(state.tokens) for state in states), np.uint64, len(states))
+        uniforms = torch.from_numpy(row_uniforms(seeds, counters))  # [B]
+    add_end_bias(logits, states)
+    return sample_tokens(logits, sampling, uniforms).tolist()
+
+
+def add_end_bias(logits: torch.Tensor, states: list) -> None:
+    """Soft's bias added to the end marker's first logit, each row its own (RowState.end_bias), before
+    sampling, as vLLM's logits processor adds it. logits: [B, V], changed in place."""
+    biases = [state.end_bias() for state in states]
+    if not any(biases):
+        return
+    column = states[0].markers.end_ids[0]
+    logits[:, column] += torch.tensor(biases, dtype=logits.dtype, device=logits.device)  # [B]
+
+
 def sample_tokens(logits: torch.Tensor, sampling: Sampling, uniforms: torch.Tensor | None) -> torch.Tensor:
     """Pick one token per row, row b by inverting its CDF at ``uniforms[b]`` (unused when greedy).
     logits: [B, V], uniforms: [B] in [0, 1) -> [B]."""
