@@ -42,6 +42,7 @@ from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
+from e1.errors import ConfigError
 from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
 
 # Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
@@ -150,6 +151,11 @@ def load_engine(
     for the backends behind an API ``api`` (an :class:`e1.engine.api.openai_engine.ApiSettings`), ``modes`` (each
     one's method is checked and recorded at load) and ``journal`` (the replies a resumed run reads back)."""
     name = resolve_backend(spec.backend)
+    if spec.speculative and name != "vllm":
+        raise ConfigError(
+            f"--speculative runs on vLLM only, and the backend here is {name}",
+            hint="use --backend vllm, or leave --speculative out",
+        )
     return LOADERS[name](
         model,
         spec,
