@@ -42,8 +42,8 @@ from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case
 from e1.engine.seeds import derive_seed, problem_seed, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
-from e1.errors import ConfigError
 from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
+from e1.errors import ConfigError
 
 # Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
