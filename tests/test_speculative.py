@@ -196,6 +196,20 @@ def test_e1_serve_refuses_a_drafter_however_vllm_would_read_its_flag(flag, cut, 
             check_vllm_args(args)
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=30), st.integers(), st.none()), max_size=4))
+def test_e1_serve_reads_any_flags_into_a_pass_or_one_line(args):
+    """Generated flags, text or not: they pass, or a one-line ConfigError, never another exception."""
+    from e1.serve.server import check_vllm_args
+
+    try:
+        check_vllm_args(args)
+    except ConfigError as err:
+        assert "\n" not in str(err)
+        return
+    assert all(isinstance(arg, str) for arg in args)
+
+
 @pytest.mark.parametrize(
     "args", [["--seed", "1"], ["--max-num-seqs=4"], ["--enable-chunked-prefill"], ["--swap-space", "4"]]
 )
@@ -244,5 +258,8 @@ def test_vllm_with_the_ngram_drafter_writes_the_very_tokens_of_per_step_forcing(
         assert [(c.token_ids, c.forced_mask, c.think_tokens, c.solve_tokens) for c in ours] == [
             (c.token_ids, c.forced_mask, c.think_tokens, c.solve_tokens) for c in theirs
         ], (mode, budget)
+    sampled = ngram.generate(prompts, Budget(9, 4), "elastic", Sampling(temperature=1.0, seed=3), n=4)
+    assert all(c.think_tokens <= 9 and c.solve_tokens <= 4 for c in sampled)  # sampled rows: budgets exact too
+    assert all(c.think_tokens == 9 for c in sampled if c.forced)
     with pytest.raises(ConfigError, match="cannot run with --speculative"):
         ngram.generate(prompts, Budget(10, 10), "soft", GREEDY)
