@@ -170,6 +170,8 @@ def test_the_setting_is_checked_when_the_spec_is_built_and_only_vllm_takes_it():
         EngineSpec(speculative="ngram:k=0")
     with pytest.raises(ConfigError, match="vLLM only"):
         load_engine("unused", EngineSpec(backend="hf", speculative="ngram"))
+    with pytest.raises(ConfigError, match="cannot run with --speculative"):  # before vLLM loads anything
+        load_engine("unused", EngineSpec(backend="vllm", speculative="ngram"), modes=["elastic", "soft"])
     with pytest.raises(Exception) as err:  # 'none' is no drafter: the hf loader is reached (and finds no model)
         load_engine("unused", EngineSpec(backend="hf", speculative="none"))
     assert "vLLM only" not in str(err.value)
