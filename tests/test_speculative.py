@@ -265,3 +265,22 @@ def test_vllm_with_the_ngram_drafter_writes_the_very_tokens_of_per_step_forcing(
     assert all(c.think_tokens == 9 for c in sampled if c.forced)
     with pytest.raises(ConfigError, match="cannot run with --speculative"):
         ngram.generate(prompts, Budget(10, 10), "soft", GREEDY)
+
+
+def test_ids_past_a_requests_max_tokens_are_refused_not_taken():
+    """vLLM drops what follows max_tokens; were it ever to return more, the ids past it would have been drawn
+    after a history without the forced id: the engine stops with one line instead of keeping them."""
+    pytest.importorskip("vllm")
+    from types import SimpleNamespace
+
+    from e1.engine.vllm.vllm_engine import VLLMEngine
+    from e1.errors import ModelError
+
+    def generate(prompts, params, use_tqdm=False):
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=[9] * (p.max_tokens + 1))]) for p in params]
+
+    engine = VLLMEngine.__new__(VLLMEngine)
+    engine.llm = SimpleNamespace(generate=generate)
+    state = fresh(Mode.parse("elastic"), Budget(5, 3), PROMPT_OPEN)
+    with pytest.raises(ModelError, match="returned 6 ids for a request of at most 5"):
+        engine._drafted_rounds([[1]], [(0, 0)], [state], GREEDY, [0])

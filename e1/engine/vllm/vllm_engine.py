@@ -228,14 +228,20 @@ class VLLMEngine(RowEngine):
                     state.accept(token)
             if not (todo := [i for i, state in enumerate(states) if not state.done]):
                 return
-            requests = []
-            for i in todo:
-                state = states[i]
-                params = self._params(sampling, row_seeds[i], rounds[i], state.free_run(), sorted(state.phase_ids()))
-                requests.append((self._prompt(prompt_ids[rows[i][0]] + state.tokens), params))
+            free = {i: states[i].free_run() for i in todo}
+            requests = [
+                (
+                    self._prompt(prompt_ids[rows[i][0]] + states[i].tokens),
+                    self._params(sampling, row_seeds[i], rounds[i], free[i], sorted(states[i].phase_ids())),
+                )
+                for i in todo
+            ]
             outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
             for i, output in zip(todo, outputs):
-                assert states[i].extend(list(output.outputs[0].token_ids)), "a request that appends nothing"
+                ids = list(output.outputs[0].token_ids)
+                if not 0 < len(ids) <= free[i]:  # an id past max_tokens would be drawn after an unforced history
+                    raise ModelError(f"vLLM returned {len(ids)} ids for a request of at most {free[i]}")
+                states[i].extend(ids)
                 rounds[i] += 1
 
     def _request(
