@@ -91,9 +91,10 @@ def test_each_command_option_carries_its_settings_help_and_default():
     serve = {param.name: param for param in commands["serve"].params}
     for name, (f, how) in declared(EngineSpec).items():
         assert help_of(evaluate[name]) == how.help and evaluate[name].default == f.default, name
-        if name not in ("backend", "device"):
+        if name not in ("backend", "device", "speculative"):
             assert help_of(serve[name]) == how.help and serve[name].default == f.default, name
     assert "device" not in serve and "backend" not in serve  # a server has neither
+    assert "speculative" not in serve  # its budgets are forced through the logits: no drafter beside them
     assert train["dtype"].default == "float32" and "optimizer" in help_of(train["dtype"])  # training narrows them
 
 

@@ -29,6 +29,7 @@ from e1.engine.backends import (
     vllm_available,
 )
 from e1.engine.base import Completion, Sampling
+from e1.engine.drafter import check_drafted, parse_drafter
 from e1.engine.early_exit_state import EarlyExitState, replay_round, transition_ids
 from e1.engine.load_options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
 from e1.engine.markers import DEFAULT_END, Markers, exit_ids, generation_eos, resolve_markers, sentence_end_ids
@@ -43,6 +44,7 @@ from e1.engine.seeds import derive_seed, problem_seed, prompt_seeds, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
 from e1.engine.vllm.compat import check_runner, has_v2_processors, server_entry
+from e1.errors import ConfigError
 
 # Names from modules that import torch, vLLM or the API clients' reply schemas (pydantic) at the top:
 # loaded on first use (``__getattr__``), so that importing e1.engine (and so `e1 --help` and tab
@@ -153,6 +155,14 @@ def load_engine(
     for the backends behind an API ``api`` (an :class:`e1.engine.api.openai_engine.ApiSettings`), ``modes`` (each
     one's method is checked and recorded at load) and ``journal`` (the replies a resumed run reads back)."""
     name = resolve_backend(spec.backend)
+    if parse_drafter(spec.speculative) is not None:
+        if name != "vllm":
+            raise ConfigError(
+                f"--speculative runs on vLLM only, and the backend here is {name}",
+                hint="use --backend vllm, or leave --speculative out",
+            )
+        for mode in modes:  # before vLLM spends a minute loading (generate checks again)
+            check_drafted(Mode.parse(mode))
     return LOADERS[name](
         model,
         spec,

@@ -245,6 +245,16 @@ class RowState:
         :attr:`scanner` itself, and hand them over at once with :meth:`append_held`."""
         return self._limit_run(self.max_new_tokens) if self.phase == THINK else 0
 
+    def free_run(self) -> int:
+        """How many ids the model may sample from here before a forced token could be due (0: one is due,
+        or the row is done), provided none of them is in :meth:`phase_ids`. A backend that cannot force
+        (vLLM with a drafter, :mod:`e1.engine.drafter`) ends a request there or at such an id, and appends
+        the forced ids itself. For modes :func:`~e1.engine.drafter.drafted_refusal` lets run: no bias,
+        stop pattern or grace window acts between the limits."""
+        if self._queue or self.done:
+            return 0
+        return self._limit_run(self.max_new_tokens) + 1
+
     def phase_ids(self) -> set[int]:
         """The ids that can change the phase now: EOS, and while thinking the end marker's last id and,
         before thinking opened, the start marker's last id (of a marker written by the model)."""

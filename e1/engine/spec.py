@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from e1.engine.drafter import HELP as DRAFTER_HELP
+from e1.engine.drafter import parse_drafter
 from e1.engine.load_options import check_engine_options, check_markers
 from e1.numeric import Number
 from e1.settings import BUDGETS, MODEL, SCALE, check_settings, numbers, setting
@@ -70,6 +72,12 @@ class EngineSpec:
         shown="the model's",
         number=Number(int, min=1, max=2**31 - 1, optional=True, hint="leave it out to use the model's"),
     )
+    speculative: str = setting(
+        "",
+        f"vLLM speculative decoding with a drafter: {DRAFTER_HELP} ('': off). Budgets stay exact "
+        "(a request ends where a token is forced); soft, stop=, grace and early-exit are refused.",
+        SCALE,
+    )
     think_start: str | None = setting(None, "Start-of-thinking marker.", BUDGETS, shown="from the tokenizer, <think>")
     think_end: str | None = setting(None, "End-of-thinking marker.", BUDGETS, shown="from the tokenizer, </think>")
 
@@ -77,6 +85,7 @@ class EngineSpec:
         check_engine_options(self.backend, self.device, self.dtype)
         check_settings(self)
         check_markers(self.think_start, self.think_end)
+        parse_drafter(self.speculative)
 
 
 ENGINE_NUMBERS = numbers(EngineSpec)  # the numeric engine settings every command shares: eval, sweep, train, serve

@@ -16,7 +16,8 @@ import sys
 from dataclasses import dataclass, replace
 
 from e1.engine import EngineSpec
-from e1.errors import ModelError
+from e1.errors import ConfigError, ModelError
+from e1.names import shown
 from e1.numeric import Number
 from e1.serve.budgets import ServeDefaults
 from e1.settings import MODEL, SERVER, check_settings, numbers, setting, spec
@@ -39,12 +40,13 @@ class ServeConfig:
     defaults: ServeDefaults = spec(factory=ServeDefaults, flat=True)  # --think, --solve, --mode
     host: str = setting("127.0.0.1", "Address to listen on (0.0.0.0: every interface).", SERVER)
     port: int = setting(8000, "Port to listen on.", SERVER, number=Number(int, min=1, max=65535, hint="e.g. 8000"))
-    engine: EngineSpec = spec(factory=EngineSpec, flat=True, skip=("backend", "device"))
+    engine: EngineSpec = spec(factory=EngineSpec, flat=True, skip=("backend", "device", "speculative"))
     reasoning_parser: str = setting("deepseek_r1", "vLLM reasoning parser for streamed reasoning ('' = none).", MODEL)
     vllm_args: tuple[str, ...] = ()
 
     def __post_init__(self):
         check_settings(self)
+        check_vllm_args(self.vllm_args)
         engine, defaults = self.engine, self.defaults  # the processor reads the markers from the defaults
         object.__setattr__(
             self,
@@ -55,6 +57,28 @@ class ServeConfig:
                 think_end=engine.think_end or defaults.think_end,
             ),
         )
+
+
+# vLLM's flags that give it a drafter (vllm 0.32 vllm/engine/arg_utils.py:1828 and 2068-2071), dashes for underscores
+DRAFTER_FLAGS = ("--speculative-config", "--spec-method", "--spec-model", "--spec-tokens")
+
+
+def check_vllm_args(args) -> None:
+    """The gate of the flags `e1 serve` passes to vLLM as they are: a drafter is refused in one line, before
+    vLLM starts. The server forces budgets through its logits processor, which no drafter runs beside (runner
+    V1 loads none, vllm/v1/sample/logits_processor/__init__.py:207-210; runner V2's refuses, e1.engine.vllm.v2_processor).
+    Read as vLLM's parser reads flags: '_' as '-', ``--flag=value``, ``--flag.key`` (its JSON keys),
+    ``-scVALUE``, and any abbreviation of a long flag."""
+    for arg in args:
+        if not isinstance(arg, str):
+            raise ConfigError(f"vLLM flag {shown(arg)} is not text", hint="pass vLLM's flags as strings")
+        flag = arg.split("=", 1)[0].split(".", 1)[0].replace("_", "-")
+        if flag.startswith("-sc") or (len(flag) > 3 and any(name.startswith(flag) for name in DRAFTER_FLAGS)):
+            raise ConfigError(
+                f"e1 serve runs no drafter ({shown(arg)}): its budgets are forced through the logits, "
+                "and vLLM runs no custom logits processor beside speculative decoding",
+                hint="serve without speculative decoding, or run e1 eval --backend vllm --speculative ngram",
+            )
 
 
 SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.numeric); the engine's: EngineSpec's

