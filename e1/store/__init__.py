@@ -15,7 +15,16 @@ from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno, disk_errors
 from e1.store.guard import check_alive
 from e1.store.guard import guard as guard_dir  # its own name would hide the module e1.store.guard
 from e1.store.lock import held, run_lock
-from e1.store.owned import MANIFEST, record_files, recorded, remove_owned, replace_owned
+from e1.store.owned import (
+    MANIFEST,
+    owned_names,
+    read_manifest,
+    record_files,
+    recorded,
+    remove_owned,
+    replace_owned,
+    stamps,
+)
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
 from e1.store.results import (
@@ -60,6 +69,8 @@ __all__ = [
     "MODE_FORMAT",
     "MODE_FORMAT_KEY",
     "RESUME",
+    "owned_names",
+    "read_manifest",
     "record_files",
     "recorded",
     "remove_owned",
@@ -70,6 +81,7 @@ __all__ = [
     "SUMMARY",
     "SUMMARY_COLUMNS",
     "SampleStore",
+    "stamps",
     "atomic_write",
     "check_alive",
     "check_context",
