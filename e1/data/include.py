@@ -6,8 +6,7 @@ A file is imported as a module; a folder with an ``__init__.py`` as a package; a
 as each of its ``*.py`` files (sorted; names starting with ``_`` left out). The code registers
 what it brings the usual way (``@register_reward("shout")``, ``register(Benchmark(...))``,
 ``@register_prompt("shout")``, ``@register_mode``). Each path is imported once per process, so a
-run that loads the includes its ``config.json`` recorded (a resume) after the command line did
-registers nothing twice. A path that is not there, or code that fails to import, is one line:
+run that loads them again (a resume, after the command line did) registers nothing twice. A path that is not there, or code that fails to import, is one line:
 the error's own message, not a traceback (``E1_DEBUG=1`` shows it).
 
 User code never replaces e1's own: a reward, benchmark, prompt style, mode or length reward
@@ -23,7 +22,11 @@ into ``config.json`` beside the paths, and a resume (``load_includes(paths, out=
 since, as it refuses a changed dataset (:func:`e1.store.check_datasets`): one run is never scored
 by two versions of a reward.
 
-    paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # its recorded includes first, each checked
+e1 runs only the code the command names: a run folder's ``config.json`` says what must match, never
+what to import. A resume whose folder records code this command does not name is refused in one line
+(pass ``--include`` again), before anything is imported (:func:`check_code`).
+
+    paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # checked against the folder's record first
 
 What runs is what was fingerprinted: an include's modules (a package's submodules too, whenever they
 are imported) are compiled from their source, never from a ``__pycache__`` file, which Python trusts
@@ -40,9 +43,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from e1.errors import ConfigError, E1Error
+from e1.errors import ConfigError, E1Error, ResultsError
 from e1.names import e1_state, replaced
-from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets
+from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets, read_record
 
 _LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
 _IMPORTED: dict[Path, str] = {}  # resolved path -> the fingerprint of the code imported from it
@@ -79,15 +82,13 @@ class _IncludeFinder:
 
 def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple[str, ...]:
     """Import each path (once per process); their absolute paths, in order, duplicates dropped.
-    With ``out`` (a run directory), the includes its ``config.json`` recorded come first, and an
-    include whose code changed since that run is refused before anything is imported."""
-    wanted: dict[Path, str] = {}  # resolved path -> as it was typed (or recorded), for messages
-    for typed in [*recorded_includes(out), *paths]:
+    With ``out`` (a run directory), its record is checked first (:func:`check_code`): code it records
+    that ``paths`` leave out, or that changed since, is refused before anything is imported."""
+    wanted: dict[Path, str] = {}  # resolved path -> as it was typed, for messages
+    for typed in paths:
         wanted.setdefault(Path(typed).expanduser().resolve(), str(typed))
     if out is not None:  # a missing include is _import's to name
-        check_datasets(
-            Path(out), include_fingerprints(path for path in wanted if path.exists()), key=INCLUDE_FINGERPRINTS
-        )
+        check_code(Path(out), include_fingerprints(path for path in wanted if path.exists()))
     for path, typed in wanted.items():
         if path not in _LOADED:
             _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
@@ -165,18 +166,34 @@ def _read(file: Path, given: str) -> bytes:
         ) from None
 
 
-def recorded_includes(out: Path | None) -> list[str]:
-    """The includes a run directory's ``config.json`` recorded (none when there is no run there yet)."""
-    import json
+def check_code(out: Path, fingerprints: dict[str, str]) -> None:
+    """Refuse a resume into ``out`` whose ``config.json`` records code (an include) that ``fingerprints``
+    (``{absolute path: fingerprint}`` of the code this command names) leaves out, or that changed since:
+    one line each, naming it. Reads the record only: nothing is imported."""
+    for path, flag in recorded_code(out).items():
+        if path not in fingerprints:
+            raise ResultsError(
+                f"{out} was run with {flag} {path}, which this command does not name (e1 runs only the code you name)",
+                hint=f"pass {flag} {path} to resume it, or use another --out",
+            )
+    check_datasets(Path(out), fingerprints, key=INCLUDE_FINGERPRINTS)
 
-    config = Path(out) / CONFIG if out is not None else None
-    if config is None or not config.is_file():
-        return []
-    try:
-        recorded = json.loads(config.read_text()).get("include") or []
-    except (OSError, ValueError, AttributeError):
-        return []  # an unreadable config.json is the run directory check's to report
-    return [str(path) for path in recorded] if isinstance(recorded, list) else []
+
+def recorded_code(out: Path | None) -> dict[str, str]:
+    """``{absolute path: the flag that names it}`` of the code a run directory's ``config.json`` records (its
+    includes, by path and by fingerprint); none when there is no run there yet. A value e1 does not write
+    there is refused in one line."""
+    record = read_record(Path(out) / CONFIG) if out is not None else None
+    found: dict[str, str] = {}
+    for key in ("include", INCLUDE_FINGERPRINTS):
+        value = (record or {}).get(key) or []
+        if not isinstance(value, (list, dict)) or not all(isinstance(path, str) for path in value):
+            raise ResultsError(
+                f"{out}/{CONFIG} records {key} e1 did not write ({str(value)[:60]})",
+                hint="restore config.json as e1 wrote it, or use another --out",
+            )
+        found.update({str(Path(path).expanduser().resolve()): "--include" for path in value})
+    return found
 
 
 def _import(path: Path, given: str) -> str:

@@ -53,6 +53,7 @@ from e1.store.run_identity import (
     check_run_dir,
     mode_format,
     model_identity,
+    read_record,
 )
 from e1.store.samples import SampleStore, held_datasets
 
@@ -71,6 +72,7 @@ __all__ = [
     "RESUME",
     "owned_names",
     "read_manifest",
+    "read_record",
     "record_files",
     "recorded",
     "remove_owned",
