@@ -8,6 +8,7 @@ the fix, as a changed dataset is; a run recorded before fingerprints were resume
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -400,3 +401,57 @@ def test_code_a_run_folder_names_and_the_command_does_not_never_runs(record, whe
             said = str(info.value)
         assert f"{plant}, which this command does not name" in said and f"pass --include {plant}" in said
         assert not marker.exists() and not list(root.glob("*.ran"))
+
+
+@contextlib.contextmanager
+def _mode_plugins(value: str, path: Path):
+    """``E1_MODES=value`` with ``path`` on sys.path (where a module name is found), for the block."""
+    old = os.environ.get("E1_MODES")
+    os.environ["E1_MODES"] = value
+    sys.path.insert(0, str(path))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(path))
+        os.environ.pop("E1_MODES") if old is None else os.environ.__setitem__("E1_MODES", old)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    how=st.sampled_from(["file", "module", "package"]),
+    before=sources,
+    data=st.data(),
+    resume=st.sampled_from(["changed", "unset", "same"]),
+)
+def test_an_e1_modes_module_is_recorded_and_checked_as_an_include_is(how, before, data, resume):
+    """config.json fingerprints each E1_MODES module through the includes' record; a resume with its code
+    changed, or without it, is refused in one line naming it, before anything is imported."""
+    from e1.eval import EvalConfig
+
+    after = data.draw(sources.filter(lambda text: text != before))
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        name = f"mymodes_{abs(hash((how, before))) % 10**8}"
+        code = {"file": root / f"{name}.py", "module": root / f"{name}.py", "package": root / name / "__init__.py"}[how]
+        code.parent.mkdir(exist_ok=True)
+        code.write_text(before)
+        item = str(code) if how == "file" else name
+        out = root / "run"
+        out.mkdir()
+        with _mode_plugins(item, root):
+            record = EvalConfig(model="m", datasets=("aime",), out=out).to_json()
+            recorded = Path(record["mode_plugins"][0])
+            assert recorded == (code if how != "package" else code.parent).resolve()
+            assert set(record[INCLUDE_FINGERPRINTS]) == {str(recorded)}
+            write_json(record, out / CONFIG)
+            if resume == "changed":
+                code.write_text(after)
+            with _mode_plugins("" if resume == "unset" else item, root):
+                if resume == "same":
+                    assert load_includes([], out=out) == ()
+                    return
+                with pytest.raises(ResultsError) as info:
+                    load_includes([], out=out)
+        line = str(info.value)
+        assert "\n" not in line and str(recorded) in line
+        assert ("it changed since" if resume == "changed" else f"set E1_MODES={recorded}") in line

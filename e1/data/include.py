@@ -22,9 +22,12 @@ into ``config.json`` beside the paths, and a resume (``load_includes(paths, out=
 since, as it refuses a changed dataset (:func:`e1.store.check_datasets`): one run is never scored
 by two versions of a reward.
 
+The modules ``E1_MODES`` names (:func:`e1.names.mode_plugins`) are user code too: recorded the same
+way (their paths under ``mode_plugins``, their fingerprints beside the includes'), checked the same way.
+
 e1 runs only the code the command names: a run folder's ``config.json`` says what must match, never
 what to import. A resume whose folder records code this command does not name is refused in one line
-(pass ``--include`` again), before anything is imported (:func:`check_code`).
+(pass ``--include`` again, or set ``E1_MODES``), before anything is imported (:func:`check_code`).
 
     paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # checked against the folder's record first
 
@@ -44,7 +47,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from e1.errors import ConfigError, E1Error, ResultsError
-from e1.names import e1_state, replaced
+from e1.names import MODES_ENV, e1_state, mode_plugins, replaced
 from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets, read_record
 
 _LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
@@ -87,8 +90,8 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
     wanted: dict[Path, str] = {}  # resolved path -> as it was typed, for messages
     for typed in paths:
         wanted.setdefault(Path(typed).expanduser().resolve(), str(typed))
-    if out is not None:  # a missing include is _import's to name
-        check_code(Path(out), include_fingerprints(path for path in wanted if path.exists()))
+    if out is not None:  # a missing include is _import's to name; a missing E1_MODES module, load_plugins'
+        check_code(Path(out), include_fingerprints([*(path for path in wanted if path.exists()), *plugin_paths()]))
     for path, typed in wanted.items():
         if path not in _LOADED:
             _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
@@ -102,9 +105,8 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
                     hint="leave e1's code as it is: register yours under a name of its own",
                 )
     if out is not None:  # again, on what was imported: a file changed while it was being imported is refused too
-        check_datasets(
-            Path(out), include_fingerprints(path for path in wanted if path in _IMPORTED), key=INCLUDE_FINGERPRINTS
-        )
+        imported = [*(path for path in wanted if path in _IMPORTED), *plugin_paths()]
+        check_datasets(Path(out), include_fingerprints(imported), key=INCLUDE_FINGERPRINTS)
     return tuple(map(str, wanted))
 
 
@@ -115,12 +117,39 @@ def include_fingerprints(paths: Iterable[str | Path]) -> dict[str, str]:
 
 
 def record_includes(record: dict) -> dict:
-    """A config's record (``to_json``) with its ``include`` paths and :data:`~e1.store.INCLUDE_FINGERPRINTS`
-    when it has includes; without either when it has none (config.json stays as it was without --include)."""
+    """A config's record (``to_json``) with its ``include`` paths, the ``E1_MODES`` modules' (``mode_plugins``)
+    and the fingerprints of both (:data:`~e1.store.INCLUDE_FINGERPRINTS`); without them when there are none
+    (config.json stays as it was without user code)."""
     if not record.get("include"):
         record.pop("include", None)
-        return record
-    return {**record, INCLUDE_FINGERPRINTS: include_fingerprints(record["include"])}
+    plugins = [str(path) for path in plugin_paths()]
+    code = [*record.get("include", ()), *plugins]
+    return {
+        **record,
+        **({"mode_plugins": plugins} if plugins else {}),
+        **({INCLUDE_FINGERPRINTS: include_fingerprints(code)} if code else {}),
+    }
+
+
+def plugin_paths() -> list[Path]:
+    """The file or folder of each module ``E1_MODES`` names (a .py file, or a module found on ``sys.path``
+    as Python would find it, without importing anything); one not found is left to the mode loader to name."""
+    found = []
+    for item in mode_plugins():
+        if item.endswith(".py"):
+            found += [Path(item).expanduser().resolve()] if Path(item).expanduser().is_file() else []
+            continue
+        spec, path, parts = None, None, item.split(".")
+        for depth in range(len(parts)):  # each package's folders, never its code
+            name = ".".join(parts[: depth + 1])
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or not spec.origin:
+                break
+            path = spec.submodule_search_locations
+        if spec is not None and spec.origin and Path(spec.origin).exists():
+            origin = Path(spec.origin).resolve()
+            found.append(origin.parent if spec.submodule_search_locations else origin)
+    return list(dict.fromkeys(found))
 
 
 def include_fingerprint(path: Path, given: str) -> str:
@@ -158,6 +187,8 @@ def _importable(root: Path) -> list[tuple[str, Path]]:
 
 
 def _read(file: Path, given: str) -> bytes:
+    if not file.is_file():  # a named pipe is never opened: reading it waits for a writer
+        raise ConfigError(f"--include {given}: {file} is not a regular file", hint="check the path")
     try:
         return file.read_bytes()
     except OSError as err:
@@ -172,9 +203,10 @@ def check_code(out: Path, fingerprints: dict[str, str]) -> None:
     one line each, naming it. Reads the record only: nothing is imported."""
     for path, flag in recorded_code(out).items():
         if path not in fingerprints:
+            how = f"set {MODES_ENV}={path}" if flag == MODES_ENV else f"pass {flag} {path}"
             raise ResultsError(
                 f"{out} was run with {flag} {path}, which this command does not name (e1 runs only the code you name)",
-                hint=f"pass {flag} {path} to resume it, or use another --out",
+                hint=f"{how} to resume it, or use another --out",
             )
     check_datasets(Path(out), fingerprints, key=INCLUDE_FINGERPRINTS)
 
@@ -185,14 +217,14 @@ def recorded_code(out: Path | None) -> dict[str, str]:
     there is refused in one line."""
     record = read_record(Path(out) / CONFIG) if out is not None else None
     found: dict[str, str] = {}
-    for key in ("include", INCLUDE_FINGERPRINTS):
+    for key, flag in ((INCLUDE_FINGERPRINTS, "--include"), ("include", "--include"), ("mode_plugins", MODES_ENV)):
         value = (record or {}).get(key) or []
         if not isinstance(value, (list, dict)) or not all(isinstance(path, str) for path in value):
             raise ResultsError(
                 f"{out}/{CONFIG} records {key} e1 did not write ({str(value)[:60]})",
                 hint="restore config.json as e1 wrote it, or use another --out",
             )
-        found.update({str(Path(path).expanduser().resolve()): "--include" for path in value})
+        found.update({str(Path(path).expanduser().resolve()): flag for path in value})
     return found
 
 
