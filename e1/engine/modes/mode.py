@@ -346,6 +346,15 @@ class Mode:
         found = [note for option in self.options for note in option.notes(getattr(self, option.name), budget)]
         return tuple(sorted(found, key=lambda note: note[0]))
 
+    def count_bounds(self, budget: Budget) -> tuple[int | None, int | None]:
+        """The most thinking and solution tokens a row of this mode holds at ``budget`` as e1 decodes it
+        (:class:`e1.engine.row_state.RowState`: thinking is cut at :meth:`think_limit`, a grace window past it;
+        the solution stops at ``s``); None: no bound of its own (a mode without separate budgets bounds the
+        whole output, or nothing). The samples gate refuses a row e1 counted over them."""
+        if not self.separate:
+            return None, None
+        return self.think_limit(budget) + self.grace, budget.solve
+
     def output_cap(self, budget: Budget) -> int | None:
         """A cap on the whole output (thinking + solution) from the budget; None: none of its own."""
         return None
