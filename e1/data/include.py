@@ -219,7 +219,7 @@ def recorded_code(out: Path | None) -> dict[str, str]:
     found: dict[str, str] = {}
     for key, flag in ((INCLUDE_FINGERPRINTS, "--include"), ("include", "--include"), ("mode_plugins", MODES_ENV)):
         value = (record or {}).get(key) or []
-        if not isinstance(value, (list, dict)) or not all(isinstance(path, str) for path in value):
+        if not isinstance(value, (list, dict)) or not all(isinstance(path, str) and "\0" not in path for path in value):
             raise ResultsError(
                 f"{out}/{CONFIG} records {key} e1 did not write ({str(value)[:60]})",
                 hint="restore config.json as e1 wrote it, or use another --out",
