@@ -66,6 +66,18 @@ NAME = Name(
     "letters, digits, '.', '_' or '-', a letter or digit first, at most 64 characters",
 )
 
+# the environment variable naming modules (.py files or module names) that register more modes: user code,
+# recorded and checked as --include is (e1.data.include)
+MODES_ENV = "E1_MODES"
+
+
+def mode_plugins() -> list[str]:
+    """The items ``$E1_MODES`` names (comma-separated .py files or module names), in order."""
+    import os
+
+    return list(filter(None, (part.strip() for part in os.environ.get(MODES_ENV, "").split(","))))
+
+
 # a whole number as typed: ASCII digits only (``str.isdigit`` takes ``²`` and ``١``, which ``int`` refuses or reads)
 DIGITS = Name(r"[0-9]+", "digits 0-9")
 

@@ -8,6 +8,7 @@ the fix, as a changed dataset is; a run recorded before fingerprints were resume
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -165,11 +166,11 @@ def test_a_resume_with_changed_include_code_is_refused(layout, before, data):
             assert include_fingerprints([include]) == unchanged  # only the file's text counts
             return
         with pytest.raises(ResultsError) as info:
-            load_includes([], out=out)
+            load_includes([include], out=out)
         line = str(info.value)
         assert f"--include {include}" in line and f"restore {include} as it was" in line and "\n" not in line
         _write_include(root, layout, before)  # restored: the resume goes on, with the same code
-        assert load_includes([], out=out) == (str(include),)
+        assert load_includes([include], out=out) == (str(include),)
 
 
 def test_a_recorded_fingerprint_is_what_eval_writes_and_an_old_run_resumes(tmp_path):
@@ -194,7 +195,7 @@ def test_a_recorded_fingerprint_is_what_eval_writes_and_an_old_run_resumes(tmp_p
     assert load_includes([], out=old) == ()
     write_json({**json.loads((old / CONFIG).read_text()), "include": [str(include)]}, old / CONFIG)
     include.write_text("X = 2\n")  # no fingerprint was recorded: nothing to compare with
-    assert load_includes([], out=old) == (str(include),)
+    assert load_includes([include], out=old) == (str(include),)
 
 
 def test_e1_eval_refuses_a_changed_include_before_anything_loads(tmp_path):
@@ -208,7 +209,8 @@ def test_e1_eval_refuses_a_changed_include_before_anything_loads(tmp_path):
     )
     include.write_text("X = 2\n")
     done = subprocess.run(
-        [sys.executable, "-m", "e1", "eval", "--model", "nowhere", "--datasets", "aime", "--out", "run"],
+        [sys.executable, "-m", "e1", "eval", "--model", "nowhere", "--datasets", "aime", "--out", "run"]
+        + ["--include", str(include)],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -339,3 +341,117 @@ def test_an_include_that_patches_e1_at_import_is_refused_and_undone(patch, extra
     after = e1_state()
     assert all(after.get(key) is value for key, value in before.items() if value is not None)
     assert not [key for key in after if len(key) == 3 and key[:2] in before and key not in before]  # nothing added
+
+
+PLANT = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"  # code the folder names, not the user
+RECORDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "kind": st.sampled_from(["eval", "sweep", "train"]),
+        "budgets": st.just([{"think": 4, "solve": 4}]),
+        "modes": st.just(["elastic"]),
+        "extra": st.text(max_size=5),
+    },
+)
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    record=RECORDS,
+    where=st.sampled_from(["include", "fingerprint", "both"]),
+    fingerprint=st.sampled_from(["as it is", "other"]),
+    passed=st.sets(st.sampled_from(["mine_a.py", "mine_b.py"]), max_size=2),
+    cli=st.booleans(),
+)
+def test_code_a_run_folder_names_and_the_command_does_not_never_runs(record, where, fingerprint, passed, cli):
+    """e1 runs only the code the command names: a config.json naming a planted module (which would write a
+    marker as it is imported) is refused in one line naming it and how to pass it, and nothing runs,
+    neither the planted module nor any the command names (the folder's record is checked first)."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        marker, plant, out = root / "ran.txt", root / "planted.py", root / "run"
+        plant.write_text(PLANT.format(marker=str(marker)))
+        mine = []
+        for name in sorted(passed):
+            (root / name).write_text(PLANT.format(marker=str(root / f"{name}.ran")))
+            mine.append(root / name)
+        out.mkdir()
+        digest = include_fingerprints([plant])[str(plant)] if fingerprint == "as it is" else "sha256:0"
+        named = {
+            **({"include": [str(plant)]} if where != "fingerprint" else {}),
+            **({INCLUDE_FINGERPRINTS: {str(plant): digest}} if where != "include" else {}),
+        }
+        write_json({**record, **named}, out / CONFIG)
+        if cli:
+            args = ["eval", "--model", "nowhere", "--datasets", "aime", "--out", str(out)]
+            args += [a for path in mine for a in ("--include", str(path))]
+            done = subprocess.run(
+                [sys.executable, "-m", "e1", *args],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+                env={**os.environ, "COLUMNS": "400"},
+            )
+            said = done.stdout + done.stderr
+            assert done.returncode == 1 and len(said.strip().splitlines()) == 1, said
+        else:
+            with pytest.raises(ResultsError) as info:
+                load_includes(mine, out=out)
+            said = str(info.value)
+        assert f"{plant}, which this command does not name" in said and f"pass --include {plant}" in said
+        assert not marker.exists() and not list(root.glob("*.ran"))
+
+
+@contextlib.contextmanager
+def _mode_plugins(value: str, path: Path):
+    """``E1_MODES=value`` with ``path`` on sys.path (where a module name is found), for the block."""
+    old = os.environ.get("E1_MODES")
+    os.environ["E1_MODES"] = value
+    sys.path.insert(0, str(path))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(path))
+        os.environ.pop("E1_MODES") if old is None else os.environ.__setitem__("E1_MODES", old)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    how=st.sampled_from(["file", "module", "package"]),
+    before=sources,
+    data=st.data(),
+    resume=st.sampled_from(["changed", "unset", "same"]),
+)
+def test_an_e1_modes_module_is_recorded_and_checked_as_an_include_is(how, before, data, resume):
+    """config.json fingerprints each E1_MODES module through the includes' record; a resume with its code
+    changed, or without it, is refused in one line naming it, before anything is imported."""
+    from e1.eval import EvalConfig
+
+    after = data.draw(sources.filter(lambda text: text != before))
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        name = f"mymodes_{abs(hash((how, before))) % 10**8}"
+        code = {"file": root / f"{name}.py", "module": root / f"{name}.py", "package": root / name / "__init__.py"}[how]
+        code.parent.mkdir(exist_ok=True)
+        code.write_text(before)
+        item = str(code) if how == "file" else name
+        out = root / "run"
+        out.mkdir()
+        with _mode_plugins(item, root):
+            record = EvalConfig(model="m", datasets=("aime",), out=out).to_json()
+            recorded = Path(record["mode_plugins"][0])
+            assert recorded == (code if how != "package" else code.parent).resolve()
+            assert set(record[INCLUDE_FINGERPRINTS]) == {str(recorded)}
+            write_json(record, out / CONFIG)
+            if resume == "changed":
+                code.write_text(after)
+            with _mode_plugins("" if resume == "unset" else item, root):
+                if resume == "same":
+                    assert load_includes([], out=out) == ()
+                    return
+                with pytest.raises(ResultsError) as info:
+                    load_includes([], out=out)
+        line = str(info.value)
+        assert "\n" not in line and str(recorded) in line
+        assert ("it changed since" if resume == "changed" else f"set E1_MODES={recorded}") in line

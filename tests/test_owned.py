@@ -3,8 +3,11 @@ checkpoints pruned, each beside files, folders and symlinks the user added (hypo
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import json
 import os
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -173,3 +176,146 @@ def test_remove_owned_removes_exactly_the_named_regular_files(tmp_path_factory, 
         gone = kind == "file" and name in named
         assert ((root / name).exists() or (root / name).is_symlink()) != gone, name
     assert outside.read_text() == "the user's own" and root.is_dir()
+
+
+@contextlib.contextmanager
+def _within(seconds: int):
+    """A hang (a named pipe opened for reading waits for a writer) fails the run instead of blocking it."""
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+
+
+def _edit(path: Path, kind: str, outside: Path) -> None:
+    """The user's change at a name e1 wrote: other content; other bytes of the same size with the time set
+    back (``touch -r``); a symlink to a file of theirs; an empty folder; a named pipe; a socket."""
+    if kind in ("content", "same size"):
+        before = path.stat()
+        path.write_bytes(b"m" * before.st_size if kind == "same size" else b"mine")
+        if kind == "same size":
+            os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+        return
+    path.unlink()
+    make = {
+        "link": lambda: os.symlink(outside, path),
+        "folder": path.mkdir,
+        "pipe": lambda: os.mkfifo(path),
+        "socket": lambda: os.mknod(path, stat.S_IFSOCK | 0o600),
+    }
+    make[kind]()
+
+
+def _snapshot(folder: Path) -> dict:
+    """Every entry under ``folder``: its kind, mode and modification time, and a regular file's bytes (a pipe
+    is never opened)."""
+    found = {}
+    for path in [folder, *folder.rglob("*")]:
+        info = path.lstat()
+        data = path.read_bytes() if stat.S_ISREG(info.st_mode) else None
+        found[path.relative_to(folder).as_posix()] = (stat.S_IFMT(info.st_mode), info.st_mtime_ns, data)
+    return found
+
+
+EDITS = st.sampled_from(["content", "same size", "link", "folder", "pipe", "socket"])
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
+@given(index=st.integers(0, 50), kind=EDITS)
+def test_a_bundle_file_the_user_changed_is_refused_untouched_and_the_next_write_after_moving_it_holds(
+    tmp_path_factory, index, kind
+):
+    pytest.importorskip("plotly")
+    from e1.view.bundle import MARKER, write_bundle
+
+    root = tmp_path_factory.mktemp("edited")
+    outside = root / "elsewhere.txt"
+    outside.write_text("the user's own")
+    runs = [eval_run(root / "runs" / "a")]
+    out = root / "share"
+    with _within(120):
+        names = sorted(p.relative_to(out).as_posix() for p in write_bundle(runs, out) if p.name != MARKER)
+        name = names[index % len(names)]
+        _edit(out / name, kind, outside)
+        mine = _snapshot(out / name)
+        with pytest.raises(E1Error, match=f"{name} (is not a file e1 wrote|would lie outside)") as refused:
+            write_bundle(runs, out)
+        assert "\n" not in refused.value.message and outside.read_text() == "the user's own"
+        assert _snapshot(out / name) == mine
+        (out / name).rename(root / "moved")  # the user keeps theirs elsewhere: the bundle writes again
+        assert {p.relative_to(out).as_posix() for p in write_bundle(runs, out)} == {*names, MARKER}
+
+
+@CASES
+@given(target=st.sampled_from(["a.bin", "sub/b.bin", ".e1-files.json", "sub"]), kind=EDITS)
+def test_a_folder_e1_wrote_and_the_user_changed_is_never_replaced(tmp_path_factory, target, kind):
+    from e1.store import atomic_write
+
+    root = tmp_path_factory.mktemp("replace")
+    outside = root / "elsewhere.txt"
+    outside.write_text("the user's own")
+
+    def write(folder: Path) -> None:
+        (folder / "sub").mkdir()
+        (folder / "a.bin").write_bytes(b"e1's a")
+        (folder / "sub" / "b.bin").write_bytes(b"e1's b")
+
+    with _within(60):
+        folder = atomic_write(root / "tensorboard", write, directory=True)
+        if target == "sub":  # a file of the user's in a folder e1 made
+            target = "sub/mine.txt"
+            (folder / target).write_text("mine")
+        else:
+            _edit(folder / target, kind, outside)
+        before = _snapshot(folder)
+        with pytest.raises(E1Error, match="is not a file e1 wrote") as refused:
+            atomic_write(folder, write, directory=True)
+        assert "\n" not in refused.value.message and _snapshot(folder) == before
+        assert outside.read_text() == "the user's own" and not list(root.glob(".*tmp*"))
+
+
+@CASES
+@given(kind=st.sampled_from(["empty folder", "file", "link", "pipe", "socket"]))
+def test_what_the_user_put_where_e1_writes_a_folder_is_refused_untouched(tmp_path_factory, kind):
+    from e1.store import atomic_write
+
+    root = tmp_path_factory.mktemp("theirs")
+    (root / "elsewhere").mkdir()
+    path = root / "tensorboard"
+    make = {
+        "empty folder": path.mkdir,
+        "file": lambda: path.write_text("mine"),
+        "link": lambda: os.symlink(root / "elsewhere", path),
+        "pipe": lambda: os.mkfifo(path),
+        "socket": lambda: os.mknod(path, stat.S_IFSOCK | 0o600),
+    }
+    make[kind]()
+    before = {**_snapshot(root), ".": None}  # the folder above: e1's own temporary sibling came and went
+    with _within(60), pytest.raises(E1Error, match="is not a file e1 wrote") as refused:
+        atomic_write(path, lambda folder: (folder / "a.bin").write_bytes(b"e1's"), directory=True)
+    assert "\n" not in refused.value.message and {**_snapshot(root), ".": None} == before
+
+
+@CASES
+@given(kind=EDITS, keep=st.booleans())
+def test_pruning_leaves_a_checkpoint_file_the_user_changed(tmp_path_factory, kind, keep):
+    from e1.grpo.checkpoint import STATE, _prune, saved_models
+    from e1.store import record_files
+
+    root = tmp_path_factory.mktemp("prune")
+    outside = root / "elsewhere.txt"
+    outside.write_text("the user's own")
+    for step in (1, 2):
+        folder = root / "checkpoints" / f"step_{step}"
+        folder.mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"weights")
+        (folder / STATE).write_bytes(b"s")
+        record_files(folder)
+    changed = root / "checkpoints" / "step_1" / ("model.safetensors" if keep else STATE)
+    _edit(changed, kind, outside)
+    mine = _snapshot(changed)
+    with _within(60):
+        _prune(SimpleNamespace(out=root, keep_last=1))
+    assert _snapshot(changed) == mine and [p.name for p in saved_models(root)][-1] == "step_2"
+    assert sorted(p.name for p in changed.parent.iterdir()) == [changed.name]

@@ -344,3 +344,48 @@ def test_a_sampled_sweep_grown_by_a_budget_is_the_fresh_sweep_of_the_whole_grid(
     fresh, _, _ = sweep(config(tmp_path / "fresh", (4, 12)), load_engine=lambda model: tiny_engine)
     pd.testing.assert_frame_equal(grown, fresh)
     pd.testing.assert_frame_equal(grown[grown["think_budget"] == 4].reset_index(drop=True), first)
+
+
+def _every_byte(out) -> dict:
+    """Each entry under ``out``: kind, size, modification time and a regular file's bytes (nothing else opened)."""
+    import stat as kinds
+
+    found = {}
+    for path in sorted(out.rglob("*")):
+        info = path.lstat()
+        data = path.read_bytes() if kinds.S_ISREG(info.st_mode) else None
+        found[path.relative_to(out).as_posix()] = (kinds.S_IFMT(info.st_mode), info.st_mtime_ns, data)
+    return found
+
+
+GROW_REFUSALS = st.sampled_from(["dataset changed", "model folder's n", "model folder's modes", "model folder's seed"])
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(refusal=GROW_REFUSALS, budget=st.sampled_from([(9, 40), (4, 20), (2, 40)]), more_mode=st.booleans())
+def test_a_refused_sweep_grow_leaves_every_file_in_out_as_it_was(
+    tmp_path_factory, problems, boxed, refusal, budget, more_mode
+):
+    """A sweep grown into a folder that one of its models' runs refuses (the dataset's content changed, that
+    run's record disagrees) is refused in one line, and every file in --out is byte for byte (and time) as it was."""
+    root = tmp_path_factory.mktemp("refused")
+    data = root / "toy.jsonl"
+    shutil.copy(problems, data)
+    out = root / "sweep"
+    sweep(_sweep(out, data), load_engine=lambda model: boxed)
+    model_config = next(out.glob("models/*/config.json"))
+    record = json.loads(model_config.read_text())
+    if refusal == "dataset changed":
+        data.write_text(data.read_text().replace('"answer": "3"', '"answer": "4"'))
+    elif refusal == "model folder's n":
+        model_config.write_text(json.dumps({**record, "n": 3}))
+    elif refusal == "model folder's modes":
+        model_config.write_text(json.dumps({**record, "modes": record["modes"][:1]}))
+    else:
+        model_config.write_text(json.dumps({**record, "sampling": {**record["sampling"], "seed": 99}}))
+    before = _every_byte(out)
+    modes = (Mode("elastic"), Mode("truncate"), *([Mode.parse("budget-forcing:wait=1")] if more_mode else []))
+    with pytest.raises(E1Error) as refused:
+        sweep(_sweep(out, data, budgets=(Budget(*budget),), modes=modes), load_engine=lambda model: boxed)
+    assert "\n" not in refused.value.message
+    assert _every_byte(out) == before

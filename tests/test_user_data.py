@@ -106,7 +106,9 @@ def test_a_jsonl_task_and_fields_reach_the_samples_through_an_included_reward(tm
     assert list(yelled["reward"]) == expected  # the yell reward, not math's (the gold "HI" is never boxed)
     config = json.loads((tmp_path / "run" / "config.json").read_text())
     assert config["include"] == [str(yell_file.resolve())]
-    again = e1(*run)  # a resume without --include: config.json brings the reward back
+    refused = e1(*run)  # a resume without --include: e1 runs only the code the command names
+    assert refused.exit_code == 1 and f"pass --include {yell_file.resolve()}" in refused.exception.hint
+    again = e1(*run, "--include", str(yell_file))
     assert again.exit_code == 0, again.output
     assert len(pd.read_parquet(tmp_path / "run" / "samples.parquet")) == 4
 

@@ -49,8 +49,8 @@ class RunOptions(_RunSettings):
         )
 
     def includes(self, out: Path | None) -> tuple[str, ...]:
-        """Load the includes ``out``'s config.json recorded (a resume; each refused if its code changed since)
-        and ``--include``; their absolute paths."""
+        """Load ``--include`` (on a resume, first checked against ``out``'s config.json: code it records
+        that this command leaves out, or that changed since, is refused); their absolute paths."""
         from e1.data import load_includes
 
         return load_includes(self.include or (), out=out)

@@ -6,8 +6,7 @@ A file is imported as a module; a folder with an ``__init__.py`` as a package; a
 as each of its ``*.py`` files (sorted; names starting with ``_`` left out). The code registers
 what it brings the usual way (``@register_reward("shout")``, ``register(Benchmark(...))``,
 ``@register_prompt("shout")``, ``@register_mode``). Each path is imported once per process, so a
-run that loads the includes its ``config.json`` recorded (a resume) after the command line did
-registers nothing twice. A path that is not there, or code that fails to import, is one line:
+run that loads them again (a resume, after the command line did) registers nothing twice. A path that is not there, or code that fails to import, is one line:
 the error's own message, not a traceback (``E1_DEBUG=1`` shows it).
 
 User code never replaces e1's own: a reward, benchmark, prompt style, mode or length reward
@@ -23,7 +22,14 @@ into ``config.json`` beside the paths, and a resume (``load_includes(paths, out=
 since, as it refuses a changed dataset (:func:`e1.store.check_datasets`): one run is never scored
 by two versions of a reward.
 
-    paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # its recorded includes first, each checked
+The modules ``E1_MODES`` names (:func:`e1.names.mode_plugins`) are user code too: recorded the same
+way (their paths under ``mode_plugins``, their fingerprints beside the includes'), checked the same way.
+
+e1 runs only the code the command names: a run folder's ``config.json`` says what must match, never
+what to import. A resume whose folder records code this command does not name is refused in one line
+(pass ``--include`` again, or set ``E1_MODES``), before anything is imported (:func:`check_code`).
+
+    paths = load_includes(["my_rewards.py"], out=Path("runs/x"))   # checked against the folder's record first
 
 What runs is what was fingerprinted: an include's modules (a package's submodules too, whenever they
 are imported) are compiled from their source, never from a ``__pycache__`` file, which Python trusts
@@ -40,9 +46,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from e1.errors import ConfigError, E1Error
-from e1.names import e1_state, replaced
-from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets
+from e1.errors import ConfigError, E1Error, ResultsError
+from e1.names import MODES_ENV, e1_state, mode_plugins, replaced
+from e1.store import CONFIG, INCLUDE_FINGERPRINTS, check_datasets, read_record
 
 _LOADED: dict[Path, str] = {}  # resolved path -> the module name it was imported as
 _IMPORTED: dict[Path, str] = {}  # resolved path -> the fingerprint of the code imported from it
@@ -79,15 +85,13 @@ class _IncludeFinder:
 
 def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple[str, ...]:
     """Import each path (once per process); their absolute paths, in order, duplicates dropped.
-    With ``out`` (a run directory), the includes its ``config.json`` recorded come first, and an
-    include whose code changed since that run is refused before anything is imported."""
-    wanted: dict[Path, str] = {}  # resolved path -> as it was typed (or recorded), for messages
-    for typed in [*recorded_includes(out), *paths]:
+    With ``out`` (a run directory), its record is checked first (:func:`check_code`): code it records
+    that ``paths`` leave out, or that changed since, is refused before anything is imported."""
+    wanted: dict[Path, str] = {}  # resolved path -> as it was typed, for messages
+    for typed in paths:
         wanted.setdefault(Path(typed).expanduser().resolve(), str(typed))
-    if out is not None:  # a missing include is _import's to name
-        check_datasets(
-            Path(out), include_fingerprints(path for path in wanted if path.exists()), key=INCLUDE_FINGERPRINTS
-        )
+    if out is not None:  # a missing include is _import's to name; a missing E1_MODES module, load_plugins'
+        check_code(Path(out), include_fingerprints([*(path for path in wanted if path.exists()), *plugin_paths()]))
     for path, typed in wanted.items():
         if path not in _LOADED:
             _IMPORTED[path] = include_fingerprint(path, typed) if path.exists() else ""  # what is imported now
@@ -101,9 +105,8 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
                     hint="leave e1's code as it is: register yours under a name of its own",
                 )
     if out is not None:  # again, on what was imported: a file changed while it was being imported is refused too
-        check_datasets(
-            Path(out), include_fingerprints(path for path in wanted if path in _IMPORTED), key=INCLUDE_FINGERPRINTS
-        )
+        imported = [*(path for path in wanted if path in _IMPORTED), *plugin_paths()]
+        check_datasets(Path(out), include_fingerprints(imported), key=INCLUDE_FINGERPRINTS)
     return tuple(map(str, wanted))
 
 
@@ -114,12 +117,39 @@ def include_fingerprints(paths: Iterable[str | Path]) -> dict[str, str]:
 
 
 def record_includes(record: dict) -> dict:
-    """A config's record (``to_json``) with its ``include`` paths and :data:`~e1.store.INCLUDE_FINGERPRINTS`
-    when it has includes; without either when it has none (config.json stays as it was without --include)."""
+    """A config's record (``to_json``) with its ``include`` paths, the ``E1_MODES`` modules' (``mode_plugins``)
+    and the fingerprints of both (:data:`~e1.store.INCLUDE_FINGERPRINTS`); without them when there are none
+    (config.json stays as it was without user code)."""
     if not record.get("include"):
         record.pop("include", None)
-        return record
-    return {**record, INCLUDE_FINGERPRINTS: include_fingerprints(record["include"])}
+    plugins = [str(path) for path in plugin_paths()]
+    code = [*record.get("include", ()), *plugins]
+    return {
+        **record,
+        **({"mode_plugins": plugins} if plugins else {}),
+        **({INCLUDE_FINGERPRINTS: include_fingerprints(code)} if code else {}),
+    }
+
+
+def plugin_paths() -> list[Path]:
+    """The file or folder of each module ``E1_MODES`` names (a .py file, or a module found on ``sys.path``
+    as Python would find it, without importing anything); one not found is left to the mode loader to name."""
+    found = []
+    for item in mode_plugins():
+        if item.endswith(".py"):
+            found += [Path(item).expanduser().resolve()] if Path(item).expanduser().is_file() else []
+            continue
+        spec, path, parts = None, None, item.split(".")
+        for depth in range(len(parts)):  # each package's folders, never its code
+            name = ".".join(parts[: depth + 1])
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or not spec.origin:
+                break
+            path = spec.submodule_search_locations
+        if spec is not None and spec.origin and Path(spec.origin).exists():
+            origin = Path(spec.origin).resolve()
+            found.append(origin.parent if spec.submodule_search_locations else origin)
+    return list(dict.fromkeys(found))
 
 
 def include_fingerprint(path: Path, given: str) -> str:
@@ -157,6 +187,8 @@ def _importable(root: Path) -> list[tuple[str, Path]]:
 
 
 def _read(file: Path, given: str) -> bytes:
+    if not file.is_file():  # a named pipe is never opened: reading it waits for a writer
+        raise ConfigError(f"--include {given}: {file} is not a regular file", hint="check the path")
     try:
         return file.read_bytes()
     except OSError as err:
@@ -165,18 +197,35 @@ def _read(file: Path, given: str) -> bytes:
         ) from None
 
 
-def recorded_includes(out: Path | None) -> list[str]:
-    """The includes a run directory's ``config.json`` recorded (none when there is no run there yet)."""
-    import json
+def check_code(out: Path, fingerprints: dict[str, str]) -> None:
+    """Refuse a resume into ``out`` whose ``config.json`` records code (an include) that ``fingerprints``
+    (``{absolute path: fingerprint}`` of the code this command names) leaves out, or that changed since:
+    one line each, naming it. Reads the record only: nothing is imported."""
+    for path, flag in recorded_code(out).items():
+        if path not in fingerprints:
+            how = f"set {MODES_ENV}={path}" if flag == MODES_ENV else f"pass {flag} {path}"
+            raise ResultsError(
+                f"{out} was run with {flag} {path}, which this command does not name (e1 runs only the code you name)",
+                hint=f"{how} to resume it, or use another --out",
+            )
+    check_datasets(Path(out), fingerprints, key=INCLUDE_FINGERPRINTS)
 
-    config = Path(out) / CONFIG if out is not None else None
-    if config is None or not config.is_file():
-        return []
-    try:
-        recorded = json.loads(config.read_text()).get("include") or []
-    except (OSError, ValueError, AttributeError):
-        return []  # an unreadable config.json is the run directory check's to report
-    return [str(path) for path in recorded] if isinstance(recorded, list) else []
+
+def recorded_code(out: Path | None) -> dict[str, str]:
+    """``{absolute path: the flag that names it}`` of the code a run directory's ``config.json`` records (its
+    includes, by path and by fingerprint); none when there is no run there yet. A value e1 does not write
+    there is refused in one line."""
+    record = read_record(Path(out) / CONFIG) if out is not None else None
+    found: dict[str, str] = {}
+    for key, flag in ((INCLUDE_FINGERPRINTS, "--include"), ("include", "--include"), ("mode_plugins", MODES_ENV)):
+        value = (record or {}).get(key) or []
+        if not isinstance(value, (list, dict)) or not all(isinstance(path, str) and "\0" not in path for path in value):
+            raise ResultsError(
+                f"{out}/{CONFIG} records {key} e1 did not write ({str(value)[:60]})",
+                hint="restore config.json as e1 wrote it, or use another --out",
+            )
+        found.update({str(Path(path).expanduser().resolve()): flag for path in value})
+    return found
 
 
 def _import(path: Path, given: str) -> str:

@@ -126,16 +126,33 @@ def evaluate(config: EvalConfig, engine=None, progress=None, group=None, grow: b
     frames (the others get ``(None, None)``). ``grow``: ``config`` may hold more cells than the
     folder (a sweep grown by :func:`e1.eval.grid.grown`); without it another grid is refused.
     """
-    from e1.data import load_includes
     from e1.eval.distributed import current_group, group_lock
 
     group = group or current_group(eval_tp(config), config.engine.device)
-    load_includes(config.include, out=config.out)  # the command line loaded them already; a library caller may not have
-    preflight(config, model=engine is None)
-    previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
-    check_grid(Path(config.out), previous, config.to_json(), grow=grow)
+    check_eval_dir(config, model=engine is None, grow=grow)
     with group_lock(Path(config.out), "e1 eval", group):
         return _evaluate(config, engine, progress or NullProgress(), group)
+
+
+def check_eval_dir(config: EvalConfig, model: bool = True, grow: bool = False, fingerprints: dict | None = None):
+    """Every check of an eval run's folder that comes before its first write: the includes (each as its
+    record says), --out and (``model``) the model, the run's identity and grid (``grow``: a grown sweep's
+    cells), and with ``fingerprints`` (:func:`dataset_fingerprints`) its datasets' content. Returns the
+    folder's record (None for a new one)."""
+    from e1.data import load_includes
+
+    load_includes(config.include, out=config.out)  # the command line loaded them already; a library caller may not have
+    preflight(config, model=model)
+    previous = check_run_dir(Path(config.out), config.to_json(), RUN_IDENTITY, kind="eval")
+    check_grid(Path(config.out), previous, config.to_json(), grow=grow)
+    if fingerprints is not None:
+        check_datasets(Path(config.out), fingerprints)
+    return previous
+
+
+def dataset_fingerprints(config: EvalConfig) -> dict[str, str]:
+    """Each of ``config``'s datasets' fingerprint (what :func:`e1.store.check_datasets` compares)."""
+    return _load_datasets(config)[1]
 
 
 def _evaluate(config: EvalConfig, engine, progress, group):

@@ -54,7 +54,10 @@ class RunSettings:
     )
     # the user's code (rewards, datasets, prompts, modes), absolute paths
     include: tuple[str, ...] = setting(
-        (), f"{INCLUDE_HELP} Recorded in config.json: a resume loads it again.", DATA, shown=False
+        (),
+        f"{INCLUDE_HELP} Recorded in config.json with its fingerprint: a resume names it again, unchanged.",
+        DATA,
+        shown=False,
     )
 
 

@@ -317,11 +317,18 @@ def curves_frame(summary):
 
 
 def _check_sweep_dir(out: Path, config: SweepConfig) -> SweepConfig:
-    """Refuse to mix samples drawn with other settings (each model's eval checks its own folder too);
-    returns ``config`` grown to hold the folder's grid too (:func:`e1.eval.grid.grown`)."""
+    """Refuse to mix samples drawn with other settings, in the sweep's folder and in each model's (all of it
+    before the first write: a refused sweep leaves every file in --out as it was); returns ``config`` grown
+    to hold the folder's grid too (:func:`e1.eval.grid.grown`)."""
+    from e1.eval.run import check_eval_dir, dataset_fingerprints
+
     previous = check_run_dir(out, config.to_json(), RUN_IDENTITY, kind="sweep")
     check_grid(out, previous, config.to_json(), command="e1 sweep", grow=True)
-    return replace(config, settings=grown(out, previous, config.settings))
+    config = replace(config, settings=grown(out, previous, config.settings))
+    fingerprints = dataset_fingerprints(config.settings)
+    for model in config.models:  # each model's folder too, before the first write into any of them
+        check_eval_dir(config.eval_config(model), model=False, grow=True, fingerprints=fingerprints)
+    return config
 
 
 def _in_config_order(frame, config: SweepConfig):

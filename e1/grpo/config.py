@@ -272,7 +272,10 @@ class TrainConfig:
         RUN,
     )
     include: tuple[str, ...] = setting(
-        (), f"{INCLUDE_HELP} Recorded in config.json: --resume loads it again.", DATA, shown=False
+        (),
+        f"{INCLUDE_HELP} Recorded in config.json with its fingerprint: --resume names it again, unchanged.",
+        DATA,
+        shown=False,
     )
 
     def __post_init__(self):

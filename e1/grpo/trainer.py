@@ -99,7 +99,7 @@ def train(
     ``reward`` (``reward(completions, answers, **columns)``) replaces the registered rewards."""
     from e1.data import load_includes
 
-    # --include, and on --resume the includes config.json recorded: the same code (refused if changed) as before
+    # --include; on --resume, the code config.json recorded must be named again, unchanged (refused otherwise)
     config = replace(config, include=load_includes(config.include, out=config.out))
     check_trackers(parse_report_to(config.report_to))  # a tracker that cannot log fails before any step
     check_run_dir(config)  # a refused run creates nothing; checked again under the lock

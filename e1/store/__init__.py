@@ -15,7 +15,16 @@ from e1.store.disk import DISK_ERRNOS, RESUME, disk_errno, disk_errors
 from e1.store.guard import check_alive
 from e1.store.guard import guard as guard_dir  # its own name would hide the module e1.store.guard
 from e1.store.lock import held, run_lock
-from e1.store.owned import MANIFEST, record_files, recorded, remove_owned, replace_owned
+from e1.store.owned import (
+    MANIFEST,
+    owned_names,
+    read_manifest,
+    record_files,
+    recorded,
+    remove_owned,
+    replace_owned,
+    stamps,
+)
 from e1.store.paths import file_name, inside, new_run_dir
 from e1.store.preflight import CONTEXT_FIELDS, check_context, check_model_path, check_out, check_writable, missing_file
 from e1.store.results import (
@@ -29,6 +38,7 @@ from e1.store.results import (
     SUMMARY,
     SUMMARY_COLUMNS,
     atomic_write,
+    bound_counts,
     parquet_metadata,
     read_parquet,
     write_json,
@@ -44,6 +54,7 @@ from e1.store.run_identity import (
     check_run_dir,
     mode_format,
     model_identity,
+    read_record,
 )
 from e1.store.samples import SampleStore, held_datasets
 
@@ -60,6 +71,9 @@ __all__ = [
     "MODE_FORMAT",
     "MODE_FORMAT_KEY",
     "RESUME",
+    "owned_names",
+    "read_manifest",
+    "read_record",
     "record_files",
     "recorded",
     "remove_owned",
@@ -70,7 +84,9 @@ __all__ = [
     "SUMMARY",
     "SUMMARY_COLUMNS",
     "SampleStore",
+    "stamps",
     "atomic_write",
+    "bound_counts",
     "check_alive",
     "check_context",
     "check_datasets",

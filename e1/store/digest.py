@@ -22,6 +22,12 @@ _PIECE = 1 << 20  # bytes read at a time: a large file is never held whole
 _RACY_NS = 2_000_000_000  # a file changed this recently may change again under the same stat: hashed each time
 
 
+def stat_stamp(info: os.stat_result) -> tuple[int, int, int, int]:
+    """What any rewrite of a file changes: (size, modification time, change time, inode), in ns. ``touch -r``
+    sets the modification time back, never the change time; a file renamed over it has another inode."""
+    return info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino
+
+
 def file_digest(path: Path | str) -> str:
     """A hash of the file's bytes (blake2b, 16 bytes, as hex), read in 1 MiB pieces.
 
@@ -30,7 +36,7 @@ def file_digest(path: Path | str) -> str:
     True
     """
     info = os.stat(path)
-    key = (str(path), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+    key = (str(path), *stat_stamp(info), info.st_dev)
     if key in _DIGESTS:
         return _DIGESTS[key]
     digest = hashlib.blake2b(digest_size=16)

@@ -259,6 +259,16 @@ _REQUIRED = [column for column, dtype in SAMPLE_DTYPES.items() if dtype in ("int
 ]
 
 
+# (mode text, think budget, solve budget) -> (most think tokens, most solve tokens) e1 decodes, None: unbounded;
+# each mode's own (e1.engine.modes: Mode.count_bounds), handed down here when the modes load
+_COUNT_BOUNDS: list[Callable[[str, int, int], tuple[int | None, int | None]]] = []
+
+
+def bound_counts(bounds: Callable[[str, int, int], tuple[int | None, int | None]]) -> None:
+    """Have :func:`_check_values` read each row's token bounds from ``bounds`` (the modes' own definition)."""
+    _COUNT_BOUNDS[:] = [bounds]
+
+
 def _check_values(frame) -> None:
     """Refuse a samples file whose rows e1 cannot have written, in one line naming the column."""
     hint = "the samples file was edited or damaged: move it away and rerun into a new --out"
@@ -267,6 +277,24 @@ def _check_values(frame) -> None:
             raise ResultsError(f"a samples file with a sample without {column}", hint=hint)
         if SAMPLE_DTYPES[column] == "int64" and (frame[column] < 0).any():
             raise ResultsError(f"a samples file with a negative {column}", hint=hint)
+    _check_counts(frame, hint)
+
+
+def _check_counts(frame, hint: str) -> None:
+    """A row e1 counted (``think_end`` set: an API that counts for itself leaves it null) holds no more
+    thinking or solution tokens than its mode lets e1 decode at its budgets."""
+    counted = frame[frame["think_end"].notna()] if _COUNT_BOUNDS and len(frame) else frame.iloc[:0]
+    for (mode, think, solve), rows in counted.groupby(["mode", "think_budget", "solve_budget"], sort=False):
+        for column, most in zip(("think_tokens", "solve_tokens"), _COUNT_BOUNDS[0](mode, think, solve)):
+            over = rows[rows[column] > most] if most is not None else rows.iloc[:0]
+            if len(over):
+                row = over.iloc[0]
+                raise ResultsError(
+                    f"a samples file with {column} {row[column]} over the {most} that mode {mode} writes at "
+                    f"t={think} s={solve} (dataset {row['dataset']}, problem {row['problem_id']}, sample "
+                    f"{row['sample_index']})",
+                    hint=hint,
+                )
 
 
 def samples_frame(rows=None, frame=None):

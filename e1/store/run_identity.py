@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +40,7 @@ def check_run_dir(
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ResultsError(f"--out {out} is a file", hint="pass a directory")
-    previous = _record(out / CONFIG)
+    previous = read_record(out / CONFIG)
     if kind is not None:
         _check_kind(out, previous, kind)
     label = KINDS[kind] if kind is not None else f"a {what}"
@@ -54,14 +56,18 @@ def check_run_dir(
 def mode_format(out: Path) -> int:
     """How the mode texts stored in ``out`` read (:data:`MODE_FORMAT_KEY` of its ``config.json``;
     1 for a run written before it was recorded, or one with samples and no config)."""
-    record = _record(Path(out) / CONFIG)
+    record = read_record(Path(out) / CONFIG)
     value = (record or {}).get(MODE_FORMAT_KEY, 1)
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
 
 
-def _record(path: Path) -> dict | None:
-    if not path.exists():
+def read_record(path: Path) -> dict | None:
+    """A run directory's ``config.json`` (None when there is none); one that is no JSON object, or not a
+    regular file (a named pipe there is never opened), is refused in one line."""
+    if not os.path.lexists(path):
         return None
+    if not stat.S_ISREG(os.lstat(path).st_mode) and not path.is_file():
+        raise ResultsError(f"cannot read {path}: not a file", hint="move it away or use another --out")
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as err:
@@ -121,7 +127,7 @@ def check_datasets(out: Path, fingerprints: dict[str, str], key: str = FINGERPRI
     recorded another fingerprint); returns the record's fingerprints updated with these, for the run
     to write. Directories written before fingerprints were recorded pass."""
     out = Path(out)
-    recorded = (_record(out / CONFIG) or {}).get(key) or {}
+    recorded = (read_record(out / CONFIG) or {}).get(key) or {}
     recorded = recorded if isinstance(recorded, dict) else {}
     what, restore = _CHANGED[key]
     for name, digest in fingerprints.items():

@@ -51,7 +51,7 @@ from e1.store.results import (
     samples_frame,
     write_parquet,
 )
-from e1.store.run_identity import FINGERPRINTS, _record, mode_format
+from e1.store.run_identity import FINGERPRINTS, mode_format, read_record
 
 PARTS_DIR = "samples"
 _PART = re.compile(r"part-r\d+-[0-9a-f]+\.parquet")  # what append names a part: nothing else there is read or removed
@@ -317,7 +317,7 @@ def held_datasets(out: Path, record: dict | None = None) -> list[str]:
     fingerprints, or a sweep) the ``dataset`` column of its samples and summary, and of each model's
     run a sweep records. Empty: it holds no results of any dataset."""
     out = Path(out)
-    record = (_record(out / CONFIG) if record is None else record) or {}
+    record = (read_record(out / CONFIG) if record is None else record) or {}
     fingerprints = record.get(FINGERPRINTS)
     if isinstance(fingerprints, dict) and fingerprints:
         return sorted(map(str, fingerprints))

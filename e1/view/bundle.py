@@ -11,17 +11,21 @@ from the runs: only the values the viewer shows are written, so the folder holds
 (nor a dataset file a config names); a folder already holding something else is refused. The marker
 ``e1-bundle.json`` lists every file the bundle wrote: writing again replaces those and removes those
 no longer written (:func:`e1.store.remove_owned`), and never touches a file the user added beside them
-(one at a name the bundle writes is refused in one line).
+(one at a name the bundle writes is refused in one line). The marker stamps each file as the bundle
+left it (:func:`e1.store.stamps`): a file the user changed since, or a symlink, folder or pipe now at its
+name, is the user's, refused in the same line, never replaced.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 from pathlib import Path
 
-from e1.errors import ConfigError
-from e1.store import check_out, check_writable, inside, remove_owned, write_text
+from e1.errors import ConfigError, E1Error
+from e1.store import check_out, check_writable, inside, owned_names, read_manifest, remove_owned, stamps, write_text
 from e1.view import tables
 from e1.view.routes import STATIC_TYPES, Api
 from e1.view.runs import Run
@@ -37,7 +41,7 @@ def write_bundle(runs: list[Run], out: Path) -> list[Path]:
     api = Api(runs)
     readable = api.readable()
     problems: dict[str, dict[str, int]] = {}
-    put = _Writer(out, owned)
+    put = _Writer(out, owned, [run.name for run in runs])
     for run_id, run in readable:
         keys, files = _problem_files(run_id, run)
         problems[str(run_id)] = keys
@@ -52,14 +56,27 @@ def write_bundle(runs: list[Run], out: Path) -> list[Path]:
     }
     _script(put, "index", index)
     _assets(put)
-    names = sorted(path.relative_to(out).as_posix() for path in put.written)
-    put(json.dumps({"runs": [run.name for run in runs], "files": names}) + "\n", MARKER)
-    remove_owned(out, sorted(owned - set(names) - {MARKER}))  # an earlier bundle's files not written now
-    return put.written
+    remove_owned(out, sorted(owned - put.names() - {MARKER}))  # an earlier bundle's files not written now
+    return [*put.written, put.mark(put.names())]
 
 
-# the files a bundle written before the marker listed them holds (the shape this module writes)
-_SHAPE = re.compile(r"index\.html|data/index\.js|data/r\d+/p\d+\.js|static/[A-Za-z0-9_.-]+")
+_DATA = re.compile(r"data/index\.js|data/r\d+/p\d+\.js")  # the data files _script names
+
+
+def _writes(name: str) -> bool:
+    """Whether a bundle writes a file named ``name`` (relative to its folder)."""
+    static = name.startswith("static/") and name[len("static/") :] in _asset_names()
+    return name == "index.html" or static or bool(_DATA.fullmatch(name))
+
+
+@functools.cache
+def _asset_names() -> tuple[str, ...]:
+    """The viewer's files a bundle copies into ``static/``."""
+    static = Path(__file__).parent / "static"
+    return (
+        *sorted(p.name for p in static.iterdir() if p.suffix in STATIC_TYPES and p.name != "index.html"),
+        "plotly.min.js",
+    )
 
 
 def _check_folder(out: Path) -> set[str]:
@@ -68,34 +85,49 @@ def _check_folder(out: Path) -> set[str]:
     check_writable(out, "--bundle")
     if not (out.is_dir() and any(out.iterdir())):
         return set()
-    if not (out / MARKER).is_file() or (out / MARKER).is_symlink():
+    if stamps(out, [MARKER])[MARKER] is None:  # no regular file at the marker's name (never opened)
         raise ConfigError(
             f"--bundle {out} already holds files that are not an e1 view bundle", hint="name a new or empty folder"
         )
-    try:
-        files = json.loads((out / MARKER).read_text()).get("files")
-    except (OSError, ValueError, AttributeError):
-        files = None
-    if isinstance(files, list):
-        return {str(name) for name in files} | {MARKER}
-    found = (p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() and not p.is_symlink())
-    return {name for name in found if _SHAPE.fullmatch(name)} | {MARKER}
+    marker = read_manifest(out / MARKER) or {}
+    if isinstance(marker.get("stamps"), dict):  # those still as the bundle left them: one changed since is the user's
+        return (owned_names(out, marker) or set()) | {MARKER}
+    listed = marker.get("files") if isinstance(marker.get("files"), list) else None
+    found = stamps(out, [p.relative_to(out).as_posix() for p in out.rglob("*")])  # a bundle from before the stamps
+    regular = {name for name, stamp in found.items() if stamp is not None}
+    return {name for name in regular if _writes(name) and (listed is None or name in listed)} | {MARKER}
 
 
 class _Writer:
-    """Writes a bundle's files under ``out``: a path where a file e1 did not write lies is refused."""
+    """Writes a bundle's files under ``out``: a path where anything but a file the bundle wrote, as it left
+    it, lies is refused (and the marker then names what is e1's so far, so that the next write knows the
+    files this one replaced)."""
 
-    def __init__(self, out: Path, owned: set[str]):
-        self.out, self.owned, self.written = out, owned, []
+    def __init__(self, out: Path, owned: set[str], runs: list[str]):
+        self.out, self.owned, self.runs, self.written = out, owned, runs, []
+
+    def names(self) -> set[str]:
+        return {path.relative_to(self.out).as_posix() for path in self.written}
+
+    def mark(self, names: set[str]) -> Path:
+        """The marker: the runs, and each file of ``names`` with its stamp."""
+        files = sorted(names - {MARKER})
+        record = {"runs": self.runs, "files": files, "stamps": stamps(self.out, files)}
+        return write_text(json.dumps(record) + "\n", self.out / MARKER)
 
     def __call__(self, text: str, *parts: str) -> Path:
-        path = inside(self.out, *parts)
-        name = path.relative_to(self.out).as_posix()
-        if (path.exists() or path.is_symlink()) and (name not in self.owned or path.is_symlink()):
-            raise ConfigError(
-                f"--bundle {self.out}: {name} is not a file e1 wrote: e1 will not replace it",
-                hint="move it out of the folder, or name a new one",
-            )
+        try:
+            path = inside(self.out, *parts)  # through a symlinked folder: refused
+            name = path.relative_to(self.out).as_posix()
+            if os.path.lexists(path) and name not in self.owned:
+                raise ConfigError(
+                    f"--bundle {self.out}: {name} is not a file e1 wrote (or it changed since): e1 will not replace it",
+                    hint="move it out of the folder, or name a new one",
+                )
+        except E1Error:
+            if self.written:
+                self.mark(self.owned | self.names())
+            raise
         self.written.append(write_text(text, path))
         return path
 
@@ -125,11 +157,9 @@ def _assets(put: _Writer) -> None:
     import plotly
 
     static = Path(__file__).parent / "static"
-    for path in sorted(static.iterdir()):
-        if path.suffix in STATIC_TYPES and path.name != "index.html":
-            put(path.read_text(encoding="utf-8"), "static", path.name)
-    plotly_js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    put(plotly_js.read_text(encoding="utf-8"), "static", "plotly.min.js")
+    for name in _asset_names():
+        path = Path(plotly.__file__).parent / "package_data" / name if name == "plotly.min.js" else static / name
+        put(path.read_text(encoding="utf-8"), "static", name)
     page = (static / "index.html").read_text(encoding="utf-8")
     if BUNDLE_TAG not in page:
         raise RuntimeError("index.html lost its bundle tag")  # a broken checkout, not a user error

@@ -27,13 +27,13 @@ texts forced into the thinking, which every executor runs through :class:`~e1.en
 
 from __future__ import annotations
 
-import os
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from e1.engine.modes.options import _short
 from e1.errors import ConfigError, E1Error
-from e1.names import Name, Registry, e1_state, replaced
+from e1.names import MODES_ENV, Name, Registry, e1_state, mode_plugins, replaced
 
 if TYPE_CHECKING:
     from e1.budget import Budget
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 # a mode's name: a lower-case word, dashes allowed; a name is registered once (e1.names.Registry)
 MODE_NAME = Name(r"[a-z][a-z0-9-]{0,31}", "a mode's name is a lower-case word (dashes allowed), at most 32 characters")
 REGISTRY: Registry = Registry("mode", ConfigError, MODE_NAME)
-PLUGINS_ENV = "E1_MODES"  # comma-separated .py files or module names that register more modes
+PLUGINS_ENV = MODES_ENV  # comma-separated .py files or module names that register more modes
 MAX_MODE_TEXT = 8192  # characters of one mode string (its texts are bounded again by their options)
 _OPTION = re.compile(r"""(?:[^:'"]|'[^']*'|"[^"]*")+""")  # one ``key=value``: colons inside quotes stay
 
@@ -65,11 +65,13 @@ _loaded: set[str] = set()
 
 def load_plugins() -> None:
     """Import the modes named in ``$E1_MODES`` (files or modules), once each: a mode defined outside
-    e1 reaches every process e1 starts (vLLM's engine, ``e1 serve``) through the environment."""
+    e1 reaches every process e1 starts (vLLM's engine, ``e1 serve``) through the environment. A file runs
+    from its source, never a cached ``.pyc`` (what runs is what a run's config.json fingerprints:
+    :func:`e1.data.include.record_includes`)."""
     import importlib
     import importlib.util
 
-    for item in filter(None, (part.strip() for part in os.environ.get(PLUGINS_ENV, "").split(","))):
+    for item in mode_plugins():
         if item in _loaded:
             continue
         _loaded.add(item)
@@ -77,9 +79,10 @@ def load_plugins() -> None:
         try:
             if item.endswith(".py"):
                 spec = importlib.util.spec_from_file_location(f"e1_mode_{abs(hash(item))}", item)
-                if spec is None or spec.loader is None:
+                if spec is None or spec.loader is None or not Path(item).is_file():  # a pipe is never opened
                     raise ImportError(f"no Python file at {item}")
-                spec.loader.exec_module(importlib.util.module_from_spec(spec))
+                module = importlib.util.module_from_spec(spec)
+                exec(compile(Path(item).read_bytes(), item, "exec"), module.__dict__)  # noqa: S102  the user's named file
             else:
                 importlib.import_module(item)
         except E1Error as err:  # e.g. a mode named like a built-in: its own line, naming the file
@@ -342,6 +345,15 @@ class Mode:
         as thinking (it is thinking the model reads, as s1's "Wait"), and ends thinking if it reaches the cut."""
         found = [note for option in self.options for note in option.notes(getattr(self, option.name), budget)]
         return tuple(sorted(found, key=lambda note: note[0]))
+
+    def count_bounds(self, budget: Budget) -> tuple[int | None, int | None]:
+        """The most thinking and solution tokens a row of this mode holds at ``budget`` as e1 decodes it
+        (:class:`e1.engine.row_state.RowState`: thinking is cut at :meth:`think_limit`, a grace window past it;
+        the solution stops at ``s``); None: no bound of its own (a mode without separate budgets bounds the
+        whole output, or nothing). The samples gate refuses a row e1 counted over them."""
+        if not self.separate:
+            return None, None
+        return self.think_limit(budget) + self.grace, budget.solve
 
     def output_cap(self, budget: Budget) -> int | None:
         """A cap on the whole output (thinking + solution) from the budget; None: none of its own."""
