@@ -28,6 +28,7 @@ LAYERS = (
     ),  # the command line: the app, shared options, help, completion (e1/cli/); a module per subcommand (e1/commands/)
     ("view",),  # e1 view: the web app over run directories (only the command line imports it)
     ("demo",),  # runs of runs: the paper in miniature
+    ("integrations",),  # e1's budgets inside other tools: lm-eval's model (e1/integrations/lm_eval.py)
     ("grpo", "serve"),  # training; serving with budgets
     ("eval",),  # evaluation runs: one model, sweeps, ranks
     ("report",),  # metrics, Elo, plots, terminal
