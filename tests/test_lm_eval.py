@@ -3,6 +3,7 @@ run by lm-eval's ``simple_evaluate`` in this process, gives e1 eval's generation
 
 from __future__ import annotations
 
+import ast
 import json
 
 import pytest
@@ -176,4 +177,18 @@ def test_generation_kwargs_are_checked_or_refused_in_one_line(gen_kwargs):
         assert "\n" not in str(err)
         return
     assert "repetition_penalty" not in gen_kwargs and all(isinstance(s, str) and s for s in stops)
+    assert request_settings({"until": ["\n\n", "Question:"]}, base)[1] == ("\n\n", "Question:")  # lm-eval's own
     assert sampling.temperature == (0.0 if gen_kwargs.get("do_sample") is False else gen_kwargs.get("temperature", 0.0))
+
+
+def test_the_docs_snippet_runs_offline(capsys):
+    """docs/integrations-lmeval.md's Python block, run as written (tests run in their own tmp_path)."""
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "integrations-lmeval.md").read_text()
+    (snippet,) = [block for block in page.split("```python\n")[1:]]
+    exec(compile(snippet.partition("```")[0], "integrations-lmeval.md", "exec"), {"__name__": "snippet"})
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert float(printed[-2]) in (0.0, 1 / 3, 2 / 3, 1.0)
+    counts = ast.literal_eval(printed[-1])  # the dict the page shows: budgets 16 + 8, thinking cut (elastic)
+    assert counts["think_tokens"] == [16] and counts["forced"] == [True] and 0 < counts["solve_tokens"][0] <= 8

@@ -231,8 +231,9 @@ def _stops(until: object) -> tuple[str, ...]:
         until = [until]
     if not isinstance(until, list | tuple) or len(until) > 64:
         raise ConfigError(f"until must be a text or a list of at most 64 texts, got {_show(until)}")
-    for stop in until:
-        _text(stop, "until")
+    for stop in until:  # "\n\n" is lm-eval's default stop: any text, not only a printable one
+        if not isinstance(stop, str) or not stop or len(stop) > MAX_TEXT:
+            raise ConfigError(f"each until text must have 1 to {MAX_TEXT} characters, got {_show(stop)}")
     return tuple(until)
 
 
