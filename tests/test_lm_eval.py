@@ -192,3 +192,32 @@ def test_the_docs_snippet_runs_offline(capsys):
     assert float(printed[-2]) in (0.0, 1 / 3, 2 / 3, 1.0)
     counts = ast.literal_eval(printed[-1])  # the dict the page shows: budgets 16 + 8, thinking cut (elastic)
     assert counts["think_tokens"] == [16] and counts["forced"] == [True] and 0 < counts["solve_tokens"][0] <= 8
+
+
+def _instances(contexts, gen_kwargs, repeats=1):
+    from lm_eval.api.instance import Instance
+
+    return [
+        Instance("generate_until", {"id": f"d{i}"}, (context, dict(gen_kwargs)), 0, ("toy", i, repeats))
+        for i, context in enumerate(contexts)
+    ]
+
+
+def test_repeats_and_batches_give_each_request_its_own_samples(tiny_engine):
+    """A request listed k times (lm-eval's repeats) gets k different samples in order, and a request's samples
+    do not depend on which requests share its call: its seed is its (task, document id)."""
+    from e1.integrations.lm_eval import E1LM, ModelArgs
+
+    lm = E1LM.__new__(E1LM)
+    lm.args = ModelArgs("tiny", Budget(4, 6), Mode.parse("elastic"), None, Sampling(temperature=1.0, top_p=1.0), 8)
+    lm.engine = tiny_engine
+    reqs = _instances(["What is 1?", "What is 2?", "What is 3?"], {"until": ["\n\n"]}, repeats=3)
+    texts = lm.generate_until([req for req in reqs for _ in range(3)])
+    assert len(texts) == 9 and len(set(texts[:3])) > 1  # three samples of one request differ
+    for req in reqs:
+        counts = req.args[2]["e1"]
+        assert len(counts["think_tokens"]) == 3 and all(t <= 4 for t in counts["think_tokens"])
+    alone = _instances(["What is 1?", "What is 2?", "What is 3?"], {"until": ["\n\n"]}, repeats=3)[1]
+    assert lm.generate_until([alone] * 3) == texts[3:6]
+    greedy = _instances(["What is 1?"], {"until": ["\n\n"], "do_sample": False})
+    assert lm.generate_until(greedy) == lm.generate_until(_instances(["What is 1?"], {"temperature": 0}))

@@ -188,6 +188,10 @@ class E1LM(LM):
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         """lm-eval's --apply_chat_template: the model's own template (e1 builds its prompts the same way)."""
+        if not getattr(self.engine.tokenizer, "chat_template", None):
+            raise ConfigError(
+                f"{self.args.pretrained} has no chat template", hint="leave out --apply_chat_template for this model"
+            )
         return self.engine.tokenizer.apply_chat_template(
             chat_history, tokenize=False, add_generation_prompt=add_generation_prompt
         )
