@@ -8,13 +8,13 @@ generative lm-eval task decodes under a think budget ``t`` and a solve budget ``
     >>> lm_eval.simple_evaluate(model="e1", model_args="pretrained=PATH,think=1024,solve=512", tasks=[...])
 
 Why ``python -m`` and not the bare ``lm_eval`` command: lm-eval 0.4.13 finds a model only in its registry
-(``lm_eval/api/registry.py``, ``Registry.get`` ~l.264 and ``get_model`` l.491), which holds its own
+(``lm_eval/api/registry.py``, ``Registry.get`` l.278 and ``get_model`` l.491), which holds its own
 ``MODEL_MAPPING`` (``lm_eval/models/__init__.py``) and what imported code registered; it reads no entry-point
 group for models, and ``--include_path`` adds tasks only. So the model exists once this module is imported:
 ``python -m e1.integrations.lm_eval`` is lm-eval's own command line (``lm_eval/__main__.py: cli_evaluate``)
 after that import. Registration is lm-eval's lazy form (``Registry.register(alias, target="module:Class")``,
 its docstring's "Registering with Lazy Loading"), after importing ``lm_eval.models``: ``get_model`` imports
-those only while the registry is empty (registry.py l.504), so registering first would hide ``hf``, ``vllm``...
+those only while the registry is empty (registry.py l.504-505), so registering first would hide ``hf``, ``vllm``...
 
 What e1 adds to lm-eval's contract (``lm_eval/api/model.py: LM``):
 
@@ -23,11 +23,12 @@ What e1 adds to lm-eval's contract (``lm_eval/api/model.py: LM``):
   the solution (the text after the end of thinking; "" when thinking never ended, which e1 scores wrong too),
   cut at the task's ``until`` strings. ``max_gen_toks`` is not read: the budgets bound the output.
 - Each sample's counts stay in lm-eval's logged samples: lm-eval logs ``req.args`` of every request
-  (``lm_eval/evaluator.py`` l.648, ``"arguments"``; ``EvaluationTracker.save_results_samples`` writes them as
-  ``gen_args_i.arg_j``), so the request's arguments gain a third item after (context, gen_kwargs):
+  (``lm_eval/evaluator.py`` l.648, ``"arguments"``; ``EvaluationTracker.save_results_samples``,
+  ``loggers/evaluation_tracker.py`` l.320-363, writes them as ``gen_args_i.arg_j``), so the request's arguments gain a third item after (context, gen_kwargs):
   ``{"e1": {"think_tokens": [...], "solve_tokens": [...], "forced": [...], "finish_reason": [...]}}``, one
-  entry per repeat, in the order of ``resps``. (lm-eval's response cache keys on those arguments, so with
-  ``--use_cache`` a cached sample carries no counts.)
+  entry per repeat, in the order of ``resps``. (lm-eval's response cache, ``CachingLM`` in model.py, stores
+  an answer under the hash of the arguments after the call, counts included, and never finds it again:
+  with ``--use_cache`` every run decodes anew, never reads an answer without its counts.)
 - ``loglikelihood`` and ``loglikelihood_rolling`` refuse in one line: a budget bounds generation.
 - Sampling: greedy unless ``model_args`` set ``temperature`` > 0; a task's ``do_sample: false`` (or
   ``temperature: 0``) makes it greedy, its ``temperature``/``top_p``/``top_k`` override the model's.
