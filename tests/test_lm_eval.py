@@ -68,7 +68,8 @@ def _lm_eval(model_dir, data, folder, budget):
     (folder / "e1_toy.yaml").write_text(TASK_YAML.format(data=data))
     return lm_eval.simple_evaluate(
         model="e1",
-        model_args=f"pretrained={model_dir},think={budget.think},solve={budget.solve},mode=elastic,temperature=1.0,top_p=1,seed=3",
+        model_args=f"pretrained={model_dir},think={budget.think},solve={budget.solve},mode=elastic,"
+        "temperature=1.0,top_p=1,seed=3",
         tasks=["e1_toy"],
         task_manager=TaskManager(include_path=str(folder)),
         apply_chat_template=True,

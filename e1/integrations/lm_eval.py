@@ -24,7 +24,8 @@ What e1 adds to lm-eval's contract (``lm_eval/api/model.py: LM``):
   cut at the task's ``until`` strings. ``max_gen_toks`` is not read: the budgets bound the output.
 - Each sample's counts stay in lm-eval's logged samples: lm-eval logs ``req.args`` of every request
   (``lm_eval/evaluator.py`` l.648, ``"arguments"``; ``EvaluationTracker.save_results_samples``,
-  ``loggers/evaluation_tracker.py`` l.320-363, writes them as ``gen_args_i.arg_j``), so the request's arguments gain a third item after (context, gen_kwargs):
+  ``loggers/evaluation_tracker.py`` l.320-363, writes them as ``gen_args_i.arg_j``), so
+  the request's arguments gain a third item after (context, gen_kwargs):
   ``{"e1": {"think_tokens": [...], "solve_tokens": [...], "forced": [...], "finish_reason": [...]}}``, one
   entry per repeat, in the order of ``resps``. (lm-eval's response cache, ``CachingLM`` in model.py, stores
   an answer under the hash of the arguments after the call, counts included, and never finds it again:
