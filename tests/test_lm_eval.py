@@ -148,7 +148,8 @@ def test_model_args_are_checked_values_or_one_line_errors(extra):
         (GOOD | {"mode": "elastic:grace=-1"}, "grace"),
         (GOOD | {"backend": "openai"}, "not a local backend"),
         (GOOD | {"batch_size": "auto:x"}, "batch_size"),
-        (GOOD | {"temperature": -1}, "temperature"),
+        (GOOD | {"temperature": -1}, "^temperature= must be"),
+        (GOOD | {"top_p": 0}, "^top_p= must be"),
     ],
 )
 def test_hostile_model_args_are_refused_in_one_line(args, message):

@@ -108,8 +108,11 @@ def parse_model_args(args: Mapping[str, object]) -> ModelArgs:
     backend = given.get("backend", "auto")
     if backend not in LOCAL_BACKENDS:
         raise ConfigError(f"backend={_show(backend)} is not a local backend", hint="auto | hf | vllm")
-    engine = EngineSpec(backend=backend, dtype=given.get("dtype", "auto"), device=given.get("device", "auto"))
-    sampling = Sampling(**{"temperature": 0.0, **{k: given[k] for k in _SAMPLING_KEYS if k in given}})
+    try:
+        engine = EngineSpec(backend=backend, dtype=given.get("dtype", "auto"), device=given.get("device", "auto"))
+        sampling = Sampling(**{"temperature": 0.0, **{k: given[k] for k in _SAMPLING_KEYS if k in given}})
+    except E1Error as err:  # e1's specs name their command-line flags: say the model argument instead
+        raise ConfigError(_as_model_arg(err.message), hint=err.hint and _as_model_arg(err.hint)) from None
     return ModelArgs(
         pretrained=given["pretrained"],
         budget=Budget.parse(_budget(given["think"]), _budget(given["solve"])),
@@ -137,7 +140,11 @@ def request_settings(gen_kwargs: object, base: Sampling) -> tuple[Sampling, tupl
         raise ConfigError(f"do_sample must be true or false, got {_show(do_sample)}")
     if not do_sample:
         changes["temperature"] = 0.0
-    return replace(base, **changes), _stops(gen_kwargs.get("until", ()))
+    try:
+        sampling = replace(base, **changes)
+    except E1Error as err:
+        raise ConfigError(_as_model_arg(err.message), hint=err.hint and _as_model_arg(err.hint)) from None
+    return sampling, _stops(gen_kwargs.get("until", ()))
 
 
 class E1LM(LM):
@@ -265,6 +272,13 @@ def _batch_size(value: object, most: object) -> int:
     if isinstance(value, str) and _AUTO_BATCH.fullmatch(value):
         return DEFAULT_BATCH if most is None else _BATCH.check(most, "max_batch_size")
     return _BATCH.check(value, "batch_size")
+
+
+def _as_model_arg(text: str) -> str:
+    """``--top-p must be ...`` as ``top_p= must be ...``."""
+    for key in (*_SAMPLING_KEYS, "dtype", "device"):
+        text = re.sub(rf"--{key.replace('_', '-')}\b(?: (?!must\b))?", f"{key}=", text)
+    return text
 
 
 def _show(value: object) -> str:
