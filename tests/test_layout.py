@@ -28,7 +28,9 @@ LAYERS = (
     ),  # the command line: the app, shared options, help, completion (e1/cli/); a module per subcommand (e1/commands/)
     ("view",),  # e1 view: the web app over run directories (only the command line imports it)
     ("demo",),  # runs of runs: the paper in miniature
-    ("integrations",),  # e1's budgets inside other tools: transformers' generate, vLLM offline, TRL's GRPOTrainer
+    (
+        "integrations",
+    ),  # e1's budgets inside other tools: transformers' generate, vLLM offline, TRL's GRPOTrainer, lm-eval's model
     ("grpo", "serve"),  # training; serving with budgets
     ("eval",),  # evaluation runs: one model, sweeps, ranks
     ("report",),  # metrics, Elo, plots, terminal

@@ -4,8 +4,10 @@
 - :mod:`e1.integrations.vllm` — ``LLM(..., logits_processors=[VLLMBudgetProcessor])`` with per-request
   budgets in ``SamplingParams(extra_args=...)``.
 - :mod:`e1.integrations.trl` — ``GRPOTrainer(..., rollout_func=budgeted_rollouts(think, solve))``.
+- :mod:`e1.integrations.lm_eval` — the lm-evaluation-harness model ``e1``
+  (``python -m e1.integrations.lm_eval run --model e1 --model_args pretrained=...,think=...,solve=...``).
 
-Each name loads its module (and so its library) on first use.
+Each name loads its module (and so its library) on first use; nothing else in e1 imports this package.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ _LAZY = {
     "BudgetedRollouts": "e1.integrations.trl",
     "budgeted_rollouts": "e1.integrations.trl",
     "sampling_of": "e1.integrations.trl",
+    "E1LM": "e1.integrations.lm_eval",
+    "parse_model_args": "e1.integrations.lm_eval",
+    "request_settings": "e1.integrations.lm_eval",
 }
 
 __all__ = [*_LAZY]
