@@ -18,7 +18,7 @@ from e1.engine.api.client import ChatMessages, RequestError, chat_completion
 from e1.engine.api.replies import Choice, Usage
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN
-from e1.engine.row_state import THINK
+from e1.engine.row_state import PREFILLED, THINK
 
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
 
@@ -226,7 +226,10 @@ class PlainRows:
         completion = self._text_completion(
             row, ids, "", choice.text or "", 0, usage.completion(), False, False, choice.stopped
         )
-        completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
+        completion.closed, completion.think_end = (
+            True,
+            PREFILLED,
+        )  # thinking ended in the prompt, none of it in the reply
         return completion
 
     def _text_completion(
