@@ -16,7 +16,7 @@ from e1.engine.modes.mode import MODE_NAME, PLUGINS_ENV, REGISTRY, Mode, load_pl
 from e1.engine.modes.options import EXIT_TEXTS, Option
 
 # the built-in modes, registered in this order (help and completion list them so)
-from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none  # noqa: E402,F401  isort: skip
+from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none, nothinking  # noqa: E402,F401  isort: skip
 
 
 def _load_package() -> None:
