@@ -41,11 +41,8 @@ def summary_table(summary, title: str = "Results"):
     of samples whose thinking was forced at t or ended by itself, each with its accuracy (✓)
     below; "no ans." is the share with no extracted answer; "tok/✓" is tokens per correct answer
     and "cut" the share the budget cut off (:mod:`e1.report.spending`); "thought", "empty", "prefilled",
-    "unopened" how often the model thought (:func:`e1.report.metrics.think_rates`), each only where it
-    differs between rows; pass@k for every ``--k``
-    follows pass@n. pass@1 is not shown: with the same n for every problem it equals avg@n. The key cells (model, dataset, mode, t+s) are always shown
-    whole: where the terminal is too narrow for every figure, the least needed columns are left
-    out (the caption names them) instead of cutting a key cell to "elast…".
+    "unopened": the think rates where they differ between rows; pass@k for every ``--k`` follows pass@n
+    (pass@1 = avg@n); key cells are whole: a narrow terminal loses the least needed columns (captioned).
     """
     from rich.markup import escape
 
