@@ -138,3 +138,44 @@ def test_vllm_decodes_the_box_as_the_transformers_backend(tmp_path_factory):
         assert all(c.think_end == "prefilled" and c.think_tokens == 0 and c.solve_tokens <= 10 for c in decoded)
     finally:
         vllm_engine.close()
+
+
+@pytest.fixture(scope="module")
+def served(tiny_model_dir):
+    from e1.engine.hf.hf_engine import load_tokenizer
+    from e1.serve.budgets import Served, ServeDefaults
+
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    return Served(ServeDefaults(think=6, solve=4), tokenizer, resolve_markers(tokenizer), 256)
+
+
+PROMPTS = st.one_of(
+    st.text(max_size=30),
+    st.lists(st.integers(0, 600), max_size=6),
+    st.lists(st.text(max_size=8), max_size=3),
+    st.lists(st.lists(st.integers(0, 600), max_size=4), max_size=2),
+    st.sampled_from([None, {}, 5, True, [[]], "</think>", "a<think>\n"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(prompt=PROMPTS, chat=st.booleans())
+def test_e1_serve_prefills_a_text_prompt_and_refuses_in_one_line_what_it_cannot(served, prompt, chat):
+    """Whatever prompt a nothinking request holds, ``e1 serve`` hands vLLM a prompt ending in the box, or refuses
+    the request in one line before any work (a chat request, ids without the box, several prompts)."""
+    import json
+
+    from e1.serve.gate import admit
+
+    body = {"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": prompt}
+    try:
+        admitted = admit(json.dumps({**body, "budget_mode": "nothinking"}).encode(), served)
+    except ConfigError as err:
+        assert "\n" not in str(err)
+        return
+    assert admitted is not None and not chat
+    sent = admitted[0]["prompt"]
+    ids = sent if isinstance(sent, list) else served.tokenizer.encode(sent, add_special_tokens=False)
+    assert served.markers.prompt_thinking(ids) == PROMPT_CLOSED
+    if isinstance(sent, str):
+        assert sent.endswith(f"{AUTHORS}\n</think>")

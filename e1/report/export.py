@@ -260,7 +260,7 @@ def measured(cell: Cell, records: list[dict]) -> dict:
         "mode": cell.mode,
         "think_budget": cell.think,
         "solve_budget": cell.solve,
-        **{name: [kind(r[name]) for r in records] for name, kind in per_sample.items()},
+        **{name: [kind(r.get(name)) for r in records] for name, kind in per_sample.items()},
     }
 
 

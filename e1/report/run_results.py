@@ -38,6 +38,7 @@ SAMPLE_FIELDS = [
     "think_tokens",
     "solve_tokens",
     "prompt",
+    "think_end",  # how thinking ended (older files: absent): output_text, the exports' per-sample record
 ]
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 from e1.engine.modes.catalog import register
 from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import Text
+from e1.data import THINK_END, THINK_START
 from e1.errors import ConfigError
 
 SENTENCE = "Okay, I think I have finished thinking."  # arXiv 2504.09858, Sec. 2 (the thinking box of NoThinking)
@@ -56,6 +57,10 @@ class NoThinking(Mode):
     summary = "NoThinking (Ma et al. 2025): the prompt ends in a closed thinking box; t + s for the solution"
     options = (TEXT,)
     separate = False
+
+    def check(self) -> None:
+        if THINK_START in self.sentence or THINK_END in self.sentence:  # other markers: refused by prefill
+            raise ConfigError(f"mode {self}: its sentence holds a think marker", hint="write the sentence alone")
 
     @property
     def sentence(self) -> str:
