@@ -34,10 +34,10 @@ as answering (:meth:`e1.engine.markers.Markers.prompt_thinking`): no thinking, `
 
 from __future__ import annotations
 
+from e1.data import THINK_END, THINK_START
 from e1.engine.modes.catalog import register
 from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import Text
-from e1.data import THINK_END, THINK_START
 from e1.errors import ConfigError
 
 SENTENCE = "Okay, I think I have finished thinking."  # arXiv 2504.09858, Sec. 2 (the thinking box of NoThinking)
