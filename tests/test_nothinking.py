@@ -179,3 +179,14 @@ def test_e1_serve_prefills_a_text_prompt_and_refuses_in_one_line_what_it_cannot(
     assert served.markers.prompt_thinking(ids) == PROMPT_CLOSED
     if isinstance(sent, str):
         assert sent.endswith(f"{AUTHORS}\n</think>")
+
+
+def test_e1_help_modes_and_completion_name_it():
+    from typer.testing import CliRunner
+
+    from e1.cli.app import app
+    from e1.cli.completion import complete_modes
+
+    shown = CliRunner().invoke(app, ["help", "modes"], env={"COLUMNS": "200"}).output
+    assert "nothinking" in shown and AUTHORS in " ".join(shown.split())
+    assert "elastic,nothinking" in list(complete_modes("elastic,not"))
