@@ -4,6 +4,8 @@ budget t + s, and a sweep never lets it follow another prompt's trajectory."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -104,6 +106,12 @@ def test_a_run_decodes_the_box_as_all_solution_and_a_sweep_never_shares_it(tmp_p
     assert (rates.loc["nothinking", "prefilled_rate"] == 1.0).all() and (
         rates.loc["elastic", "prefilled_rate"] == 0
     ).all()
+    from e1.report.export import export
+
+    written, _ = export(tmp_path / "alone", "lm-eval", tmp_path / "lm-eval")
+    results = [p for p in written if p.name.startswith("results")]
+    exported = json.loads(results[0].read_text())["results"]
+    assert sorted(cell["prefilled_rate,none"] for cell in exported.values()) == [0.0, 0.0, 1.0, 1.0]
     shared, _ = run(tmp_path / "shared", True)
     key = ["problem_id", "sample_index", "think_budget"]
     columns = ["solution_text", "solve_tokens", "think_end"]
@@ -163,8 +171,6 @@ PROMPTS = st.one_of(
 def test_e1_serve_prefills_a_text_prompt_and_refuses_in_one_line_what_it_cannot(served, prompt, chat):
     """Whatever prompt a nothinking request holds, ``e1 serve`` hands vLLM a prompt ending in the box, or refuses
     the request in one line before any work (a chat request, ids without the box, several prompts)."""
-    import json
-
     from e1.serve.gate import admit
 
     body = {"messages": [{"role": "user", "content": "hi"}]} if chat else {"prompt": prompt}
