@@ -73,6 +73,9 @@ def test_a_template_that_closed_thinking_or_a_marker_in_the_sentence_is_refused(
         "nothinking:text=word",
         "nothinking:grace=2",
         "nothinking:text='a':text='b'",
+        "nothinking:text='\\ud800'",
+        "nothinking:text='" + "x" * 3000 + "'",
+        "nothinking:text='a <think> b'",
     ],
 )
 def test_hostile_option_values_are_one_line(text):
