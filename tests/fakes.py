@@ -91,11 +91,11 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
 
         limit = think_limit(budget, mode)  # t, or soft's ceiling
         assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
-        # "": the prompt closed thinking itself (its last marker the end one): all solution, nothing forced
-        assert c.think_end in ("natural", "budget", "pattern", "open") or (
-            c.think_end == "" and not c.think_tokens and not c.forced
+        # prefilled: the prompt closed thinking itself (its last marker the end one): all solution, nothing forced
+        assert c.think_end in ("natural", "budget", "pattern", "open", "unopened") or (
+            c.think_end == "prefilled" and not c.think_tokens and not c.forced
         )
-        assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end != "open")
+        assert c.forced == (c.think_end == "budget") and c.closed == (c.think_end not in ("open", "unopened"))
         natural_end = c.think_end == "natural"
         if c.think_end == "pattern":  # a stop pattern matched: forced whenever it matched, before the limit
             assert mode.stop and c.think_tokens <= limit + mode.grace

@@ -463,3 +463,18 @@ def test_a_server_that_takes_ids_but_returns_none_is_sent_ids_and_recorded_inexa
     assert think_call["prompt"] == prompt_ids
     assert solve_call["prompt"] == prompt_ids + tokenizer.encode(" a" * 4 + END, add_special_tokens=False)
     assert (row.think_tokens, row.forced, row.solution_text) == (4, True, " \\boxed{5}")
+
+
+def test_nothinking_on_a_plain_server_sends_the_prompt_ending_in_the_box(stand_in, tokenizer_dir):
+    from e1.engine import prefilled
+
+    engine = _engine(stand_in, tokenizer_dir, modes=("nothinking",))
+    assert engine.describe()["methods"] == {"nothinking": ONE_CALL}
+    mode = Mode.parse("nothinking")
+    prompt = prefilled(build_prompt(engine.tokenizer, "q"), mode, engine.markers)
+    row = engine.generate([prompt], Budget(4, 4), mode, Sampling(temperature=0))[0]
+    sent = stand_in.requests[-1][1]
+    assert sent["prompt"].endswith("Okay, I think I have finished thinking.\n" + END) and sent["max_tokens"] == 8
+    assert (row.think_tokens, row.think_text, row.think_end, row.closed) == (0, "", "prefilled", True)
+    with pytest.raises(ConfigError, match="without --tokenizer"):  # chat messages: the server renders the prompt
+        OpenAIEngine.load(MODEL, ApiSettings(stand_in.url), [mode])

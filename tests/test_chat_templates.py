@@ -119,7 +119,7 @@ def test_the_engine_decodes_each_prompt_in_the_phase_it_left(engines, family, kw
     for c in engine.generate([prompt], Budget(2, 6), Mode(), Sampling(temperature=0, max_tokens=64), n=1):
         forced = [token for token, f in zip(c.token_ids, c.forced_mask) if f]
         if phase == PROMPT_CLOSED:
-            assert (c.think_tokens, forced, c.think_text, c.think_end) == (0, [], "", "")
+            assert (c.think_tokens, forced, c.think_text, c.think_end) == (0, [], "", "prefilled")
             assert c.solve_tokens == len(c.token_ids) > 0 and c.closed
         elif c.forced:  # the tiny model did not end thinking within t itself
             assert forced == list(markers.end_ids if phase == PROMPT_OPEN else markers.start_ids + markers.end_ids)

@@ -27,7 +27,7 @@ from e1.errors import ConfigError
 
 PACKAGE = Path(e1.__file__).parent
 OLD_RUN = Path(__file__).parent / "fixtures" / "old_run"  # written by e1 at 0d4ee68, before modes were objects
-BUILT_IN = ("elastic", "truncate", "budget-forcing", "soft", "early-exit", "none", "dynasor")
+BUILT_IN = ("elastic", "truncate", "budget-forcing", "soft", "early-exit", "none", "dynasor", "nothinking")
 
 
 def test_each_built_in_mode_is_one_module_of_the_modes_package():

@@ -537,7 +537,7 @@ def test_e1_sweep_runs_soft_and_stop_shared_as_independent_and_prints_every_metr
         "think_text",
     ]
     pd.testing.assert_frame_equal(shared[columns].reset_index(drop=True), alone[columns].reset_index(drop=True))
-    assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open"}
+    assert set(shared["think_end"]) <= {"natural", "budget", "pattern", "open", "unopened"}
     assert set(shared["mode"]) == {"elastic", "soft:start=0.5:strength=6", "elastic:stop='\\d'"}
 
 

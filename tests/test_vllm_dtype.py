@@ -66,6 +66,6 @@ def test_vllm_without_dtype_decodes_a_float32_checkpoint_as_the_transformers_bac
             decoded = vllm_engine.generate(prompts, Budget(10, 6), Mode.parse(mode), greedy)
             assert [c.token_ids for c in decoded] == [c.token_ids for c in expected], mode
             assert [c.forced_mask for c in decoded] == [c.forced_mask for c in expected], mode
-            assert (decoded[-1].think_tokens, decoded[-1].think_end) == (0, "")
+            assert (decoded[-1].think_tokens, decoded[-1].think_end) == (0, "prefilled")
     finally:
         vllm_engine.close()

@@ -32,14 +32,22 @@ from e1.engine.base import Completion, Sampling
 from e1.engine.drafter import check_drafted, parse_drafter
 from e1.engine.early_exit_state import EarlyExitState, replay_round, transition_ids
 from e1.engine.load_options import DEVICE_KINDS, DTYPES, check_device, check_engine_options, check_markers
-from e1.engine.markers import DEFAULT_END, Markers, exit_ids, generation_eos, resolve_markers, sentence_end_ids
+from e1.engine.markers import (
+    DEFAULT_END,
+    PROMPT_CLOSED,
+    Markers,
+    exit_ids,
+    generation_eos,
+    resolve_markers,
+    sentence_end_ids,
+)
 from e1.engine.modes import Mode
 from e1.engine.modes import names as mode_names
 from e1.engine.modes import reference as modes_reference
 from e1.engine.modes import usage as modes_usage
 from e1.engine.modes.mode import MAX_MODE_TEXT
-from e1.engine.row_engine import ModeIds, RowEngine, build_state
-from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, RowState, worst_case_tokens
+from e1.engine.row_engine import ModeIds, RowEngine, build_state, prefilled
+from e1.engine.row_state import T_ANSWER, T_SOLVE, T_THINK, THINK_ENDS, RowState, worst_case_tokens
 from e1.engine.seeds import derive_seed, problem_seed, prompt_seeds, sample_seed
 from e1.engine.spec import ENGINE_NUMBERS, EngineSpec
 from e1.engine.stop import StopPattern
@@ -121,6 +129,9 @@ __all__ = [
     "sentence_end_ids",
     "server_entry",
     "build_state",
+    "prefilled",
+    "PROMPT_CLOSED",
+    "THINK_ENDS",
     "ModeIds",
     "transition_ids",
     "vllm_available",

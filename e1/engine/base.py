@@ -94,7 +94,7 @@ class Completion:
     # record per trial: {"position", "think_tokens", "confidence", "exited", "text"}
     trial_tokens: int = 0
     trials: list[dict] = field(default_factory=list, repr=False)
-    think_end: str = ""  # why thinking ended: natural | budget | pattern | trial | open (never); "" unknown (an API)
+    think_end: str = ""  # how thinking ended: one of row_state.THINK_ENDS; "" unknown (an API that reports none)
     forced_text: str = ""  # forced text that is neither thinking nor a marker: exit text, s1's answer prompt
 
     @property

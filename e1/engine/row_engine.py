@@ -193,6 +193,17 @@ def build_state(
     return RowState(budget, mode, markers, prompt_thinking, room, ids.exit, ends, stop, ids.notes)
 
 
+def prefilled(prompt, mode: Mode, markers: Markers):
+    """``prompt`` as ``mode`` decodes from it (:meth:`Mode.prefill`: nothinking's closed thinking box), for
+    every caller that builds prompts (eval and sweep, every backend): a prompt given as ids is refused by a
+    mode that writes into its text."""
+    if not mode.prefills:
+        return prompt
+    if not isinstance(prompt, str):
+        raise ConfigError(f"mode {mode} writes into the prompt's text", hint="give the prompt as text")
+    return mode.prefill(prompt, markers.start_text, markers.end_text)
+
+
 def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:
     """``[tokenizer.decode(ids, skip_special_tokens=True) for ids in sequences]``, the same texts: a
     fast tokenizer's Rust ``decode_batch`` when the wrapper would return its text as it is (no

@@ -28,7 +28,8 @@ count, ``t`` and the mode, so both backends add the very same float). ``stop=`` 
 checked here after each thinking token, through a matcher the backend builds (:mod:`e1.engine.stop`).
 A mode's notes (:meth:`Mode.notes`, texts an option forces into the thinking at given thinking counts,
 ``notes`` as ids) are queued like "Wait": forced, counted as thinking, due once thinking reaches their count.
-Why thinking ended is kept in ``think_end``: natural, budget, pattern, trial (early-exit), or open (it never ended).
+Why thinking ended is kept in ``think_end`` (:data:`THINK_ENDS`): natural, budget, pattern, trial (early-exit),
+open (it never ended), prefilled (the prompt closed it) or unopened (left to the model, never opened).
 """
 
 from __future__ import annotations
@@ -50,9 +51,13 @@ THINK, SOLVE, DONE = "think", "solve", "done"
 # the end of sequence, a mode's forced exit text
 T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS, T_EXIT = range(6)
 _FORCED_TEXT_KINDS = frozenset({T_EXIT, T_ANSWER})  # forced, neither thinking nor marker: never the model's answer
-# why thinking ended (Completion.think_end): the model's own marker, the budget (t, or soft's
-# ceiling), a stop pattern, a confident early-exit trial, or not at all (EOS or the room ran out)
+# How thinking ended (Completion.think_end, the samples' think_end), defined here once: the model's own
+# marker, the budget (t, or soft's ceiling), a stop pattern, a confident early-exit trial, not at all (EOS
+# or the room ran out while thinking); or it never began: the prompt closed it (the chat template's empty
+# block, nothinking's prefilled box), or the prompt left it to the model, which never opened it
 NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
+PREFILLED, UNOPENED = "prefilled", "unopened"
+THINK_ENDS = (NATURAL, BUDGET, PATTERN, TRIAL, OPEN, PREFILLED, UNOPENED)
 
 
 def think_limit(budget: Budget, mode: Mode) -> int:
@@ -127,7 +132,7 @@ class RowState:
         self.think_end = OPEN
         self._queue: deque[tuple[int, int]] = deque()  # forced (token, kind) still to append
         if prompt_thinking == PROMPT_CLOSED:  # the template ended thinking (Qwen3, thinking off): all solution
-            self.closed, self.phase, self.think_end = True, SOLVE, ""
+            self.closed, self.phase, self.think_end = True, SOLVE, PREFILLED
         elif self.budgeted and self.think_limit == 0:
             self._force_end()
 
@@ -377,6 +382,8 @@ class RowState:
             self._finish("length")
 
     def _finish(self, reason: str) -> None:
+        if self.think_end == OPEN and not self.opened and not self.was_forced:
+            self.think_end = UNOPENED  # left to the model, which never wrote the start marker
         self.phase, self.finish_reason = DONE, reason
         self._queue.clear()
 

@@ -80,7 +80,7 @@ def _generate_batch(engine, batch: list[tuple], config, progress=None, worked=No
     samples as the engine finishes them (``len(batch) * n`` in all); ``worked(weight)`` of each
     generate call as it ends (:func:`_call_works`)."""
     from e1.data import build_prompt
-    from e1.engine import RequestError, problem_seed
+    from e1.engine import RequestError, prefilled, problem_seed
 
     if config.share_prefixes:
         from e1.eval.shared import generate_shared
@@ -94,7 +94,11 @@ def _generate_batch(engine, batch: list[tuple], config, progress=None, worked=No
         seeds = [problem_seed(config.sampling.seed, p.dataset, p.id, mode, budget) for p in problems]
         stated = budget.total if mode.bounded else None  # --prompt-budget: N = t + s
         prompts = [
-            build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated)
+            prefilled(
+                build_prompt(engine.tokenizer, p._asdict(), p.task, options=config.prompt, budget_tokens=stated),
+                mode,
+                engine.markers,
+            )
             for p in problems
         ]
         try:

@@ -97,7 +97,7 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
     the samples that follow it (on average over the batch), a finished row the rest; ``worked(weight)``
     hears of each call as it ends (:func:`call_works`)."""
     from e1.data import build_prompt
-    from e1.engine import problem_seed
+    from e1.engine import prefilled, problem_seed
 
     problems, cells = {}, {}
     for mode, budget, problem in batch:
@@ -118,9 +118,11 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
     generated = []
     for (mode, budget), keys in cells.items():
         seeds = [problem_seed(config.sampling.seed, problems[k].dataset, problems[k].id, mode, budget) for k in keys]
-        prefixes = [roots[k][j] for k in keys for j in range(config.n)] if roots else None
+        # a mode that writes into its prompt (nothinking) follows nothing: the roots grew from another prompt
+        prefixes = [roots[k][j] for k in keys for j in range(config.n)] if roots and not mode.prefills else None
+        texts = {k: prefilled(prompts[k], mode, engine.markers) for k in keys}
         completions = engine.generate(
-            [prompts[k] for k in keys],
+            list(texts.values()),
             budget,
             mode,
             config.sampling,
@@ -130,7 +132,7 @@ def generate_shared(engine, batch: list[tuple], config, progress=None, worked=No
             progress=rows_done,
         )
         generated += [
-            (mode, budget, problems[keys[c.prompt_index]], c, prompts[keys[c.prompt_index]]) for c in completions
+            (mode, budget, problems[keys[c.prompt_index]], c, texts[keys[c.prompt_index]]) for c in completions
         ]
         if worked is not None:
             worked(next(works))

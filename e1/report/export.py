@@ -98,6 +98,11 @@ METRICS = {
     "mean_think_tokens": ("think_tokens", False),
     "mean_solve_tokens": ("solve_tokens", False),
     "forced_rate": ("forced_rate", False),
+    # how often the model thought (e1.report.metrics.think_rates; left out where NaN: think_end unknown)
+    "think_rate": ("think_rate", False),
+    "empty_think_rate": ("empty_think_rate", False),
+    "prefilled_rate": ("prefilled_rate", False),
+    "unopened_rate": ("unopened_rate", False),
 }
 
 
@@ -242,13 +247,20 @@ def _problem_metrics(rows) -> dict[str, float]:
 def measured(cell: Cell, records: list[dict]) -> dict:
     """What e1 measured of a problem's samples, beside the format's own fields: the cell (mode, t, s)
     and, per sample in ``resps`` order, its index, thinking and solution tokens, whether e1 forced the
-    end of thinking, and whether it was right."""
-    per_sample = {"sample_index": int, "think_tokens": int, "solve_tokens": int, "forced": bool, "correct": bool}
+    end of thinking, how thinking ended (``think_end``, "" where unknown), and whether it was right."""
+    per_sample = {
+        "sample_index": int,
+        "think_tokens": int,
+        "solve_tokens": int,
+        "forced": bool,
+        "think_end": text,
+        "correct": bool,
+    }
     return {
         "mode": cell.mode,
         "think_budget": cell.think,
         "solve_budget": cell.solve,
-        **{name: [kind(r[name]) for r in records] for name, kind in per_sample.items()},
+        **{name: [kind(r.get(name)) for r in records] for name, kind in per_sample.items()},
     }
 
 

@@ -10,6 +10,7 @@ A dataset is named on the Hub only when the run's rows came from its registered 
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def hub(run: RunResults, out: Path) -> tuple[list[Path], list[str]]:
 
 def _notes(cell: Cell) -> str:
     n = int(cell.summary["samples_per_problem"])
-    return f"e1 {cell.mode}: think {cell.think} + solve {cell.solve} tokens, avg@{n}"
+    thought = float(cell.summary.get("think_rate", math.nan))  # NaN where how thinking ended is unknown
+    rate = f", thought in {100 * thought:.0f}% of samples" if math.isfinite(thought) else ""
+    return f"e1 {cell.mode}: think {cell.think} + solve {cell.solve} tokens, avg@{n}{rate}"
 
 
 def _eval_results_yaml(run: RunResults, cells: list, path: Path) -> Path:

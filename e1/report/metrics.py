@@ -21,6 +21,14 @@ Every rate is a fraction in [0, 1] (tables and plots show percent). Per group of
 - ``unanswered_rate``: the share of samples with no extracted answer (no box, no code block,
   or thinking that never ended).
 - ``tokens_per_correct`` and ``censored_rate``: see :mod:`e1.report.spending`.
+- ``think_rate``, ``empty_think_rate``, ``prefilled_rate``, ``unopened_rate``: how often the model
+  thought, from each sample's ``think_end`` (how thinking ended, :data:`e1.engine.THINK_ENDS`) by
+  :func:`thinking_kinds`: it thought (a thinking text that is not blank), its thinking was empty
+  (opened, then ended with a blank text: ``<think>\n\n</think>``, or cut at t = 0), the prompt closed
+  it (``prefilled``: nothinking's box, a template's ``enable_thinking: false``), or it never opened it
+  (``unopened``: left to the model, which answered without the start marker). Shares of the samples
+  whose ``think_end`` is known, so the four sum to 1; NaN in a cell where none is (an API that reports
+  none, files written before the column).
 - ``mean_decoded_tokens``: output plus the trial tokens early-exit decoded and rolled back (what the
   samples cost); ``overthinking_share``: of early-exit's thinking tokens, the share written after
   the first correct trial answer (:mod:`e1.eval.trials`); NaN in other modes.
@@ -182,10 +190,45 @@ def _group_metrics(group, ks: tuple[int, ...] = ()) -> dict:
         "forced_samples": int(forced.sum()),
         "forced_accuracy": _mean_or_nan(group.loc[forced, "correct"]),
         "unanswered_rate": float(1.0 - answered.mean()),
+        **think_rates(group),
         **cell_spending(group),
         **trial_spending(group),
         **{f"pass_at_{k}": _mean_pass_at(per_problem, k) if k <= n else math.nan for k in ks},
     }
+
+
+THOUGHT, EMPTY, PREFILLED, UNOPENED, UNKNOWN = "thought", "empty", "prefilled", "unopened", "unknown"
+THINK_RATES = {THOUGHT: "think_rate", EMPTY: "empty_think_rate", PREFILLED: "prefilled_rate", UNOPENED: "unopened_rate"}
+
+
+def thinking_kinds(samples):
+    """Per sample, whether it thought, from ``think_end`` (and, for thinking that began, whether its text
+    is blank): :data:`THOUGHT`, :data:`EMPTY`, :data:`PREFILLED`, :data:`UNOPENED`, or :data:`UNKNOWN` where
+    ``think_end`` is missing or not one e1 writes (:data:`e1.engine.THINK_ENDS`). The one definition every
+    think rate is read from."""
+    import numpy as np
+    import pandas as pd
+
+    from e1.engine import THINK_ENDS
+
+    end = samples["think_end"] if "think_end" in samples else pd.Series(None, index=samples.index, dtype="string")
+    end = end.astype("string").fillna("")
+    text = samples["think_text"].astype("string").fillna("") if "think_text" in samples else end.str.slice(0, 0)
+    blank = text.str.strip().str.len().fillna(0).to_numpy() == 0
+    kinds = np.select(
+        [end.isin([PREFILLED, UNOPENED]).to_numpy(), ~end.isin(THINK_ENDS).to_numpy(), blank],
+        [end.to_numpy(dtype=object), UNKNOWN, EMPTY],
+        THOUGHT,
+    )
+    return pd.Series(kinds, index=samples.index, dtype=object)
+
+
+def think_rates(group) -> dict:
+    """Of ``group``'s samples whose ``think_end`` is known, the share of each kind :func:`thinking_kinds`
+    names (they sum to 1); NaN where none is known."""
+    kinds = thinking_kinds(group)
+    known = int((kinds != UNKNOWN).sum())
+    return {column: float((kinds == kind).sum()) / known if known else math.nan for kind, column in THINK_RATES.items()}
 
 
 def censored(group):

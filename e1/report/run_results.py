@@ -38,6 +38,7 @@ SAMPLE_FIELDS = [
     "think_tokens",
     "solve_tokens",
     "prompt",
+    "think_end",  # how thinking ended (older files: absent): output_text, the exports' per-sample record
 ]
 
 
@@ -226,10 +227,10 @@ def text(value) -> str:
 
 def output_text(row: dict, end_marker: str) -> str:
     """A sample's whole output as the model wrote it: thinking, the end marker, the solution; thinking
-    that never ended (``think_end`` ``open``) has no end marker after it (one the model never wrote
-    would make its text read as a finished thought with a solution after it)."""
+    that never ended (``think_end`` ``open``, or ``unopened``: never begun) has no end marker after it (one the
+    model never wrote would make its text read as a finished thought with a solution after it)."""
     think, solution = text(row.get("think_text")), text(row.get("solution_text"))
-    if row.get("think_end") == "open":
+    if row.get("think_end") in ("open", "unopened"):
         return think + solution
     return f"{think}{end_marker}{solution}" if think else solution
 

@@ -40,10 +40,9 @@ def summary_table(summary, title: str = "Results"):
     Under avg@n, its 95% interval (bootstrap over problems); "forced" and "natural" are the shares
     of samples whose thinking was forced at t or ended by itself, each with its accuracy (✓)
     below; "no ans." is the share with no extracted answer; "tok/✓" is tokens per correct answer
-    and "cut" the share the budget cut off (:mod:`e1.report.spending`); pass@k for every ``--k``
-    follows pass@n. pass@1 is not shown: with the same n for every problem it equals avg@n. The key cells (model, dataset, mode, t+s) are always shown
-    whole: where the terminal is too narrow for every figure, the least needed columns are left
-    out (the caption names them) instead of cutting a key cell to "elast…".
+    and "cut" the share the budget cut off (:mod:`e1.report.spending`); "thought", "empty", "prefilled",
+    "unopened": the think rates where they differ between rows; pass@k for every ``--k`` follows pass@n
+    (pass@1 = avg@n); key cells are whole: a narrow terminal loses the least needed columns (captioned).
     """
     from rich.markup import escape
 
@@ -71,6 +70,7 @@ def summary_table(summary, title: str = "Results"):
         f"maj@{k}": [_percent(r.maj_at_k) for r in rows],
         "natural": [_under(f"{_percent(1 - r.forced_rate, 0)}%", f"✓ {_percent(r.natural_accuracy)}") for r in rows],
         **_spending_figures(summary),
+        **_think_figures(summary),
         "no ans.": [f"{_percent(r.unanswered_rate, 0)}%" for r in rows],
         "probs": [str(r.problems) for r in rows],
         **_pass_figures(summary, k),
@@ -87,6 +87,7 @@ def summary_table(summary, title: str = "Results"):
         "forced",
         "natural",
         *(["cut"] if "cut" in figures else []),
+        *(header for header in THINK_HEADERS.values() if header in figures),
         "no ans.",
     ]
     caption = f"rates in %, under avg@n its 95% CI, under forced/natural their accuracy; tokens: means; k = {k}"
@@ -102,6 +103,25 @@ def _spending_figures(summary) -> dict[str, list[str]]:
         figures["tok/✓"] = ["–" if v != v else _count(v) for v in summary["tokens_per_correct"]]
     if "censored_rate" in summary.columns:
         figures["cut"] = [f"{_percent(v, 0)}%" for v in summary["censored_rate"]]
+    return figures
+
+
+# the think rates (e1.report.metrics.think_rates), each a column only where it differs between rows
+THINK_HEADERS = {
+    "think_rate": "thought",
+    "empty_think_rate": "empty",
+    "prefilled_rate": "prefilled",
+    "unopened_rate": "unopened",
+}
+
+
+def _think_figures(summary) -> dict[str, list[str]]:
+    """How often the model thought (its thinking empty, closed by the prompt, never opened): the rates that
+    are not the same in every row; none where each is constant (a table of runs that all think says nothing)."""
+    figures = {}
+    for column, header in THINK_HEADERS.items():
+        if column in summary.columns and summary[column].astype(float).round(6).nunique(dropna=False) > 1:
+            figures[header] = ["–" if v != v else f"{_percent(v, 0)}%" for v in summary[column]]
     return figures
 
 

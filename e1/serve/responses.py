@@ -107,12 +107,34 @@ def prepare(request: dict, served: Served) -> tuple[dict, Plan]:
         xargs.update({THINK_FIELD: budget.budget.think, SOLVE_FIELD: budget.budget.solve, MODE_FIELD: str(budget.mode)})
         if request.get("max_tokens") is None and request.get("max_completion_tokens") is None:
             request["max_tokens"] = xargs[ROOM_FIELD] = worst_case_tokens(budget, served.markers, exit_ids)
+    if budget is not None and budget.mode.prefills:
+        _prefill(request, budget.mode, served)
     plan = Plan(
         budget, wants_ids=bool(request.get("return_token_ids")), rounds=budget is not None and budget.mode.trials
     )
     if plan.rounds:
         check_request(request, budget.mode)  # what the rounds cannot honour, refused before any round
     return {**request, "vllm_xargs": xargs, "return_token_ids": True}, plan
+
+
+def _prefill(request: dict, mode, served: Served) -> None:
+    """A mode that writes into the prompt (nothinking's closed thinking box): a text prompt gets it here, as
+    ``e1 eval`` prefills (:func:`e1.engine.prefilled`); a prompt of ids must hold it already (e1's
+    ``--backend openai`` sends it so); chat messages cannot: vLLM renders them after this point."""
+    from e1.engine import PROMPT_CLOSED, prefilled
+
+    prompt = request.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # one prompt in a list
+    if isinstance(prompt, str):
+        request["prompt"] = prefilled(prompt, mode, served.markers)
+    elif not (isinstance(prompt, list) and all(isinstance(i, int) for i in prompt) and prompt) or (
+        served.markers.prompt_thinking(prompt) != PROMPT_CLOSED
+    ):
+        raise ConfigError(
+            f"mode {mode} needs one prompt sent to /v1/completions, as text (or as ids already ending in its box)",
+            hint="chat messages are rendered after e1 could write the closed thinking box: send the prompt as text",
+        )
 
 
 def rewrite_response(response: dict, plan: Plan, served: Served) -> dict:

@@ -94,7 +94,9 @@ SAMPLE_DTYPES = {
     "forced_text": "string",
 }
 # columns added after the first release: files written before them read back with these values
-# think_end: why thinking ended, natural | budget | pattern | trial | open (e1.engine.row_state); null: unknown
+# think_end: how thinking ended, natural | budget | pattern | trial | open | prefilled | unopened
+# (e1.engine.row_state.THINK_ENDS); null: unknown (an API that reports none; files before the column, and
+# before "prefilled", which they left null)
 SAMPLE_DEFAULTS = {
     "tests_passed": float("nan"),
     "first_failure": None,
@@ -127,6 +129,10 @@ SUMMARY_COLUMNS = GROUP_KEY + [
     "mean_total_tokens",
     "mean_decoded_tokens",
     "forced_rate",
+    "think_rate",
+    "empty_think_rate",
+    "prefilled_rate",
+    "unopened_rate",
     "natural_samples",
     "natural_accuracy",
     "forced_samples",

@@ -34,6 +34,10 @@ CURVE_FIELDS = [
     "mean_total_tokens",
     "mean_think_tokens",
     "forced_rate",
+    "think_rate",
+    "empty_think_rate",
+    "prefilled_rate",
+    "unopened_rate",
     "problems",
     "samples_per_problem",
 ]

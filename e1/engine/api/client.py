@@ -271,7 +271,7 @@ def reported_completion(choice: Choice, usage: Usage, row: tuple[int, int]) -> C
         finish_reason=choice.stopped,
         token_ids=[],
         forced_mask=[],
-        closed=forced or solution > 0 or report.thinking_end in ("natural", "pattern"),
+        closed=forced or solution > 0 or report.thinking_end in ("natural", "pattern", "prefilled"),
         think_end=report.thinking_end or "",
     )
 

@@ -160,6 +160,12 @@ class OpenAIEngine(PlainRows, RowEngine):
                 "token probabilities and a rollback of the running decode",
                 hint="use --backend hf or vllm (a local model)",
             )
+        if mode.prefills and self.chat:
+            raise ConfigError(
+                f"mode {mode} cannot run on {self.settings.url} without --tokenizer: the server applies the chat "
+                "template, so e1 cannot end the prompt in a closed thinking box",
+                hint="pass --tokenizer (the served model's): prompts then go to /v1/completions as text",
+            )
         if mode.effort:  # a hosted reasoning model's effort level: reasoning_effort on a chat request
             from e1.engine.api.vendors import OPENAI_EFFORTS, check_effort
 

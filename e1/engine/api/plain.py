@@ -17,8 +17,8 @@ from e1.budget import Budget
 from e1.engine.api.client import ChatMessages, RequestError, chat_completion
 from e1.engine.api.replies import Choice, Usage
 from e1.engine.base import Completion, Mode, Sampling
-from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN
-from e1.engine.row_state import THINK
+from e1.engine.markers import PROMPT_ABSENT, PROMPT_CLOSED, PROMPT_OPEN
+from e1.engine.row_state import PREFILLED, THINK, UNOPENED
 
 ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
 
@@ -193,9 +193,12 @@ class PlainRows:
         think_tokens = (
             min(total, len(self.tokenizer.encode(think + marker, add_special_tokens=False))) if marker else total
         )
-        return self._text_completion(
+        completion = self._text_completion(
             row, ids, think, solution, think_tokens, total - think_tokens, False, bool(marker), choice.stopped
         )
+        if not marker and self.markers.start_text not in think and self.markers.prompt_thinking(ids) == PROMPT_ABSENT:
+            completion.think_end = UNOPENED  # left to the model, which never opened it (as RowState says)
+        return completion
 
     def _chat_row(
         self, text: str, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
@@ -226,7 +229,10 @@ class PlainRows:
         completion = self._text_completion(
             row, ids, "", choice.text or "", 0, usage.completion(), False, False, choice.stopped
         )
-        completion.closed, completion.think_end = True, ""  # thinking ended in the prompt, none of it in the reply
+        completion.closed, completion.think_end = (
+            True,
+            PREFILLED,
+        )  # thinking ended in the prompt, none of it in the reply
         return completion
 
     def _text_completion(

@@ -48,6 +48,7 @@ from e1.engine.api.net_bounds import (
     unpacked,
     unpacking,
 )
+from e1.engine.row_state import THINK_ENDS
 from e1.errors import ModelError
 
 MAX_REPLY_BYTES = 8 * 1024 * 1024  # a 128k-token completion with its token ids is ~2 MiB
@@ -248,7 +249,7 @@ class BudgetReport(Shape):
     thinking_tokens: Count
     solution_tokens: Count
     thinking_forced: bool = False
-    thinking_end: Literal["natural", "budget", "pattern", "trial", "open", ""] | None = None
+    thinking_end: Literal[(*THINK_ENDS, "")] | None = None  # e1.engine.row_state: how thinking ended
 
 
 class Choice(Shape):

@@ -174,6 +174,12 @@ class Vendor:
             return VENDOR_EFFORT
         if mode.vendor_budget and self.takes_budget:
             return VENDOR_BUDGET
+        if mode.prefills:
+            raise ConfigError(
+                f"mode {mode} cannot run on --backend {self.backend}: the vendor writes its own thinking, and no "
+                "request can close it with a text of e1's",
+                hint="use --backend openai --tokenizer against a served model, or a local backend",
+            )
         axes = "elastic (its thinking budget) or none[:effort=LEVEL]" if self.takes_budget else "none[:effort=LEVEL]"
         raise ConfigError(
             f"mode {mode} cannot run on --backend {self.backend}: the vendor decodes, so e1 forces nothing",

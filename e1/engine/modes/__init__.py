@@ -17,7 +17,7 @@ from e1.engine.modes.options import EXIT_TEXTS, Option
 from e1.store import bound_counts
 
 # the built-in modes, registered in this order (help and completion list them so)
-from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none, dynasor  # noqa: E402,F401  isort: skip
+from e1.engine.modes import elastic, truncate, budget_forcing, soft, early_exit, none, dynasor, nothinking  # noqa: E402,F401  isort: skip
 
 
 def _load_package() -> None:

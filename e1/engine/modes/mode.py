@@ -427,6 +427,16 @@ class Mode:
         """The mode as ``e1 serve`` decodes it (a mode may bound what one request can ask)."""
         return self
 
+    def prefill(self, prompt: str, start: str, end: str) -> str:
+        """The prompt text this mode decodes from, given the think markers' texts: most modes take the prompt
+        as built; nothinking ends it in a closed thinking box (:func:`e1.engine.prefilled` calls it)."""
+        return prompt
+
+    @property
+    def prefills(self) -> bool:
+        """Whether :meth:`prefill` writes into the prompt (a server that takes chat messages cannot)."""
+        return type(self).prefill is not Mode.prefill
+
 
 def _not_an_option(key: str, kind: type[Mode], text: str | None = None) -> ConfigError:
     from e1.errors import did_you_mean

@@ -241,11 +241,13 @@ function curveTrace(points, xKey, manyRuns) {
                array: points.map((p) => gap(p, "accuracy_ci_high")), arrayminus: points.map((p) => gap(p, "accuracy_ci_low")) },
     customdata: points.map((p) => [p.run, p.model, p.dataset, p.mode, budgetLabel(p.think_budget, p.solve_budget),
                                    p.samples_per_problem, p.problems, pct(p.accuracy_ci_low), pct(p.accuracy_ci_high),
-                                   p.mean_total_tokens, pct(p.forced_rate)]),
+                                   p.mean_total_tokens, pct(p.forced_rate), pct(p.think_rate), pct(p.empty_think_rate),
+                                   pct(p.prefilled_rate), pct(p.unopened_rate)]),
     hovertemplate: "<b>%{customdata[2]}</b> · %{customdata[3]} · %{customdata[4]}<br>run %{customdata[0]}<br>"
       + "model %{customdata[1]}<br>accuracy %{y:.1f}% (95% CI %{customdata[7]} to %{customdata[8]})<br>"
       + "n = %{customdata[5]} samples × %{customdata[6]} problems<br>mean tokens %{customdata[9]:.1f}, "
-      + "forced %{customdata[10]}<extra></extra>",
+      + "forced %{customdata[10]}<br>thought %{customdata[11]} · empty %{customdata[12]} · "
+      + "prefilled %{customdata[13]} · unopened %{customdata[14]}<extra></extra>",
   };
 }
 
@@ -256,6 +258,8 @@ function cutMarker(row) {
     return el("div", { class: "cut forced", title: "e1 inserted the end-of-thinking marker here" },
       `✂ </think> forced by e1 here${exit}: thinking reached t = ${row.think_budget} without ending`);
   }
+  if (row.think_end === "prefilled") return el("div", { class: "cut natural" }, "thinking closed in the prompt: none was written");
+  if (row.think_end === "unopened") return el("div", { class: "cut open" }, `thinking never opened (finish: ${row.finish_reason})`);
   if (row.solve_tokens > 0 || row.solution_text) return el("div", { class: "cut natural" }, "</think> written by the model");
   return el("div", { class: "cut open" }, `thinking never ended (finish: ${row.finish_reason})`);
 }
