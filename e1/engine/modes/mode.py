@@ -403,14 +403,12 @@ class Mode:
 
     @property
     def text_transitions(self) -> bool:
-        """Whether trial answers are tried where a transition text appears in the thinking's text
-        (early-exit recipe=deer), rather than after a transition's ids (none outside early-exit)."""
+        """Whether trials are tried where a transition text appears in the thinking's text (early-exit recipe=deer)."""
         return False
 
     @property
     def trial_prompt_text(self) -> str | None:
-        """The text fed to begin a trial answer, tokenized by the model's tokenizer (None: none, or the end
-        marker + "Final Answer:" as ids, early-exit recipe=e1)."""
+        """The text that begins a trial answer, tokenized by the model (None: none, or early-exit recipe=e1's ids)."""
         return None
 
     @property
