@@ -94,7 +94,13 @@ def end_queue(opened, partial, ls, at_end, ops=SCALAR):
     """The forced end as a cut of the template (:attr:`EndParts.spans`): ``[first, ls)`` then ``[resume, stop)``.
     The start marker only if thinking never ``opened``; when the last ids are a proper prefix of the end marker
     (``partial`` ids of it), the rest of the marker with neither exit text nor line break."""
-    return ls * opened, ops.where(partial > 0, at_end + partial, ls)
+    return queue_start(opened, ls), ops.where(partial > 0, at_end + partial, ls)
+
+
+def queue_start(opened, ls):
+    """:func:`end_queue`'s ``first``: past the start marker once thinking opened (alone where no id of the end
+    marker can have been written: a marker of one id)."""
+    return ls * opened
 
 
 def partial_end(tail, end) -> int:

@@ -47,7 +47,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.engine.row_state import RowState
-from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, wait_replaces
+from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, queue_start, wait_replaces
 from e1.engine.vllm.held import HeldRows
 from e1.engine.vllm.processor import ARGMAX, BudgetProcessor, RequestStates
 from e1.engine.vllm.v2_slots import (
@@ -398,9 +398,11 @@ def _force_end(s: dict, due: torch.Tensor, needs: int, hits: torch.Tensor | None
     """RowState._force_end for the rows in ``due``: the queue template[0 or ls : stop] (the start marker
     first if thinking never opened), or, when the last ids are a proper prefix of the end marker, the start
     marker if not opened, then the rest of the marker: a jump from ls to at_end + its length."""
-    # [R] the longest prefix of the end marker the ids end with (0: none; only markers of several ids have one)
-    partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1) if needs & MARKS else 0
-    first, resume = end_queue(s["opened"], partial, s["ls"], s["at_end"], TORCH)
+    if needs & MARKS:  # [R] the longest prefix of the end marker the ids end with (0: none)
+        partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1)
+        first, resume = end_queue(s["opened"], partial, s["ls"], s["at_end"], TORCH)
+    else:  # markers of one id: nothing of the end marker is written before it
+        first = queue_start(s["opened"], s["ls"])
     s["qp"] = torch.where(due, first, s["qp"])
     s["qe"] = torch.where(due, s["stop"], s["qe"])
     if needs & MARKS:
