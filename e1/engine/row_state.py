@@ -341,7 +341,8 @@ class RowState:
             self._force_end(PATTERN)
             return
         if self.phase == THINK:
-            if self.budgeted and self._end_due(token):
+            cut = self.budgeted and at_cut(self.think_tokens, self.think_limit)  # a grace window may wait past it
+            if cut and end_due(cut, self.think_tokens, self.grace_at, token in self.sentence_ends):
                 self._force_end()
             elif self.total_cap is not None and over_cap(self.think_tokens, self.solve_tokens, self.total_cap):
                 self._finish("length")
@@ -360,12 +361,6 @@ class RowState:
             due = self._notes.pop()
         if due is not None and self.think_tokens + len(due[1]) < self.think_limit:
             self._queue.extend((t, T_THINK) for t in due[1])
-
-    def _end_due(self, token: int) -> bool:
-        """After thinking id ``token``: is the end due (:func:`e1.engine.rules.end_due`; a grace window lets the
-        current sentence finish)? Decided by the cut alone below it, the common case."""
-        cut = at_cut(self.think_tokens, self.think_limit)
-        return cut and end_due(cut, self.think_tokens, self.grace_at, token in self.sentence_ends)
 
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
@@ -406,6 +401,8 @@ class RowState:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
         end = self.markers.end_ids
         end_hit = token == end[-1] and (len(end) == 1 or self._ends_with(end[:-1]))  # the model completes the marker
+        if not end_hit:  # the common case: the rule is false without it
+            return False
         free = self.phase == THINK and not self._queue
         if not wait_replaces(free, self.waits_left, end_hit, self.think_tokens, self.wait_below):
             return False
