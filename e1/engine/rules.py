@@ -24,11 +24,22 @@ SCALAR = SimpleNamespace(
     expm1=math.expm1,
     div=lambda a, b: a / b if b else math.inf,  # soft with start=1: t - begin is 0, progress 1 (as x / 0 in float)
 )
-ANSWER_TEXT, NEWLINE_TEXT, WAIT_TEXT = (
-    "Final Answer:",
-    "\n",
-    "Wait",
-)  # s1's forced texts (e1.engine.markers encodes them)
+
+
+def torch_ops() -> SimpleNamespace:
+    """The same ops for tensors (runner V2's step: [R] each); a Python bool condition (a rule's constant) picks at once."""
+    import torch
+
+    return SimpleNamespace(
+        where=lambda cond, a, b: (a if cond else b) if isinstance(cond, bool) else torch.where(cond, a, b),
+        minimum=lambda a, b: a.clamp(max=b),
+        expm1=torch.expm1,
+        div=torch.true_divide,
+    )
+
+
+# s1's forced texts (e1.engine.markers encodes them; the API's two-call path writes them)
+ANSWER_TEXT, NEWLINE_TEXT, WAIT_TEXT = "Final Answer:", "\n", "Wait"
 
 
 def at_cut(think, limit):

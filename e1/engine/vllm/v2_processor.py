@@ -35,8 +35,6 @@ nothing due is held back as arrays over the slots (``HeldRows``), with no Python
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import torch
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1Interface
@@ -47,7 +45,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.engine.row_state import RowState
-from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, queue_start, wait_replaces
+from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, queue_start, torch_ops, wait_replaces
 from e1.engine.vllm.held import HeldRows
 from e1.engine.vllm.processor import ARGMAX, BudgetProcessor, RequestStates
 from e1.engine.vllm.v2_slots import (
@@ -69,14 +67,7 @@ from e1.engine.vllm.v2_slots import (
     pad,
 )
 
-# the ops e1.engine.rules needs beyond what tensors and numbers share, for tensors ([R] each; a Python bool
-# condition, as a rule's constant 0 gives, picks at once)
-TORCH = SimpleNamespace(
-    where=lambda cond, a, b: (a if cond else b) if isinstance(cond, bool) else torch.where(cond, a, b),
-    minimum=lambda a, b: a.clamp(max=b),
-    expm1=torch.expm1,
-    div=torch.true_divide,
-)
+TORCH = torch_ops()  # the rules' ops on [R] tensors
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
