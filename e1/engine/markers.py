@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from e1.data import THINK_END, THINK_START
+from e1.engine.rules import ANSWER_TEXT, NEWLINE_TEXT, WAIT_TEXT
 from e1.errors import MarkerError
 
 DEFAULT_START, DEFAULT_END = THINK_START, THINK_END  # the defaults, overridable per model
@@ -111,9 +112,9 @@ def resolve_markers(tokenizer, think_start: str | None = None, think_end: str | 
         end_ids=ids["end"][1],
         eos_ids=frozenset(eos),
         pad_id=int(pad),
-        wait_ids=_encode(tokenizer, "Wait"),
-        answer_ids=_encode(tokenizer, "Final Answer:"),
-        newline_ids=_encode(tokenizer, "\n"),
+        wait_ids=_encode(tokenizer, WAIT_TEXT),
+        answer_ids=_encode(tokenizer, ANSWER_TEXT),
+        newline_ids=_encode(tokenizer, NEWLINE_TEXT),
     )
 
 

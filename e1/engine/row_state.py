@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 from e1.budget import Budget
 from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, PROMPT_THINKING, Markers
 from e1.engine.modes import Mode
+from e1.engine.rules import EndParts, at_cut, end_due, end_parts, forced_end, over_cap, partial_end, wait_replaces
 
 if TYPE_CHECKING:
     from e1.engine.stop import StopPattern
@@ -51,6 +52,7 @@ THINK, SOLVE, DONE = "think", "solve", "done"
 # the end of sequence, a mode's forced exit text
 T_THINK, T_MARKER, T_ANSWER, T_SOLVE, T_EOS, T_EXIT = range(6)
 _FORCED_TEXT_KINDS = frozenset({T_EXIT, T_ANSWER})  # forced, neither thinking nor marker: never the model's answer
+_PART_KINDS = (T_MARKER, T_EXIT, T_EXIT, T_MARKER, T_ANSWER)  # each of EndParts' texts, once forced
 # How thinking ended (Completion.think_end, the samples' think_end), defined here once: the model's own
 # marker, the budget (t, or soft's ceiling), a stop pattern, a confident early-exit trial, not at all (EOS
 # or the room ran out while thinking); or it never began: the prompt closed it (the chat template's empty
@@ -205,7 +207,7 @@ class RowState:
                 self.think_tokens += 1
                 if self._scan is not None:
                     self._scan.push(token)
-                if not self._queue and self.think_tokens >= self.think_limit:
+                if not self._queue and at_cut(self.think_tokens, self.think_limit):  # a complete "Wait" at the cut
                     self._force_end()
                 elif not self._queue:
                     self._note_due()
@@ -348,9 +350,10 @@ class RowState:
             self._force_end(PATTERN)
             return
         if self.phase == THINK:
-            if self.budgeted and self.think_tokens >= self.think_limit and self._sentence_done(token):
+            cut = self.budgeted and at_cut(self.think_tokens, self.think_limit)  # a grace window may wait past it
+            if cut and end_due(cut, self.think_tokens, self.grace_at, token in self.sentence_ends):
                 self._force_end()
-            elif self.total_cap is not None and self.think_tokens >= self.total_cap:
+            elif self.total_cap is not None and over_cap(self.think_tokens, self.solve_tokens, self.total_cap):
                 self._finish("length")
             elif self._notes and not self._queue:
                 self._note_due()
@@ -368,17 +371,13 @@ class RowState:
         if due is not None and self.think_tokens + len(due[1]) < self.think_limit:
             self._queue.extend((t, T_THINK) for t in due[1])
 
-    def _sentence_done(self, token: int) -> bool:
-        """At or past t: force now, unless the grace window lets the current sentence finish."""
-        return not self.mode.grace or token in self.sentence_ends or self.think_tokens >= self.grace_at
-
     def _after_solve(self, token: int) -> None:
         self.solve_tokens += 1
         if token in self.markers.eos_ids:
             self._finish("stop")
         elif self.budgeted and self.solve_tokens >= self.budget.solve:
             self._finish("length")
-        elif self.total_cap is not None and self.think_tokens + self.solve_tokens >= self.total_cap:
+        elif self.total_cap is not None and over_cap(self.think_tokens, self.solve_tokens, self.total_cap):
             self._finish("length")
 
     def _finish(self, reason: str) -> None:
@@ -388,38 +387,35 @@ class RowState:
         self._queue.clear()
 
     def _force_end(self, why: str = BUDGET) -> None:
-        """Queue the exit text and the end marker (or complete a partly written marker) and, for s1,
-        "Final Answer:". A stop pattern (``why`` PATTERN) ended thinking by its content, not for
-        lack of budget: the bare marker is forced, without the exit text."""
-        start, exit_ids, lines, end, after = self.end_parts()
-        partial = max((k for k in range(1, len(end)) if self._ends_with(end[:k])), default=0)
+        """Queue the forced end (:func:`e1.engine.rules.forced_end`, the cut runner V2's step makes too): the exit
+        text and the end marker, or the rest of a partly written marker, and s1's "Final Answer:". A stop pattern
+        (``why`` PATTERN) ended thinking by its content, not for lack of budget: no exit text."""
+        parts = self.end_parts()
+        if why != BUDGET:
+            parts = parts._replace(exit=())
+        partial = partial_end(tuple(self.tokens[-len(parts.end) :]), parts.end)
         if partial:
             self._relabel_tail(partial, T_MARKER)
-        exit_ids = exit_ids if why == BUDGET and not partial else ()
-        queued = [(t, T_EXIT) for t in exit_ids + (() if partial else lines)] + [(t, T_MARKER) for t in end[partial:]]
-        if not self.opened:  # the template did not open thinking and the model has not either
-            queued = [(t, T_MARKER) for t in start] + queued
-        self._queue.extend(queued + [(t, T_ANSWER) for t in after])
+        kinds = EndParts(*((kind,) * len(part) for kind, part in zip(_PART_KINDS, parts)))
+        self._queue.extend(zip(forced_end(parts, self.opened, partial), forced_end(kinds, self.opened, partial)))
         self.was_forced, self.think_end = True, why
 
-    def end_parts(self) -> tuple[tuple[int, ...], ...]:
-        """What a forced end writes, in order: the start marker (if thinking never opened), the exit text,
-        s1's line break, the end marker, s1's answer prompt ("\\n" + "Final Answer:"; answer=inline: without the
-        line breaks). ``_force_end`` and runner V2's slot template (``vllm_v2_slots.export``) both cut their
-        queues from these, so the texts are decided here once."""
-        mode, markers = self.mode, self.markers
-        lines = markers.newline_ids if mode.answer_prompt and mode.answer_lines else ()
-        after = lines + markers.answer_ids if mode.answer_prompt else ()
-        return markers.start_ids, self.exit_ids, lines, markers.end_ids, after
+    def end_parts(self) -> EndParts:
+        """What a forced end writes (:func:`e1.engine.rules.end_parts`) as this row's ids: ``_force_end`` and
+        runner V2's slot template (``vllm.v2_slots.export``) both cut their queues from these."""
+        markers = self.markers
+        return end_parts(
+            self.mode, markers.start_ids, self.exit_ids, markers.newline_ids, markers.end_ids, markers.answer_ids
+        )
 
     def _replace_end_with_wait(self, token: int) -> bool:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
         end = self.markers.end_ids
-        if not (self.waits_left and self.phase == THINK and token == end[-1]):
+        end_hit = token == end[-1] and (len(end) == 1 or self._ends_with(end[:-1]))  # the model completes the marker
+        if not end_hit:  # the common case: the rule is false without it
             return False
-        if len(end) > 1 and not self._ends_with(end[:-1]):
-            return False
-        if self.think_tokens >= self.wait_below:
+        free = self.phase == THINK and not self._queue
+        if not wait_replaces(free, self.waits_left, end_hit, self.think_tokens, self.wait_below):
             return False
         self.waits_left -= 1
         self._queue.extend((t, T_THINK) for t in self.markers.wait_ids)

@@ -19,8 +19,7 @@ from e1.engine.api.replies import Choice, Usage
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.markers import PROMPT_ABSENT, PROMPT_CLOSED, PROMPT_OPEN
 from e1.engine.row_state import PREFILLED, THINK, UNOPENED
-
-ANSWER_TEXT = "Final Answer:"  # s1's answer prompt, as e1.engine.markers encodes it
+from e1.engine.rules import ANSWER_TEXT, NEWLINE_TEXT, end_parts, forced_end
 
 
 class PlainRows:
@@ -46,20 +45,16 @@ class PlainRows:
                     return self._text_completion(row, ids, think, "", think_tokens, 0, False, False, "stop")
         forced = not natural
         opened = phase == PROMPT_OPEN or markers.start_text in think
-        lines = "\n" if forced and mode.answer_prompt and mode.answer_lines else ""  # s1's layout
-        seam = (
-            ("" if opened or natural else markers.start_text)
-            + (mode.exit_text + lines if forced else "")
-            + markers.end_text
-        )
-        answer = lines + ANSWER_TEXT if forced and mode.answer_prompt else ""
+        # a forced end as every engine forces it (e1.engine.rules.forced_end), in texts; a natural end: the marker
+        parts = end_parts(mode, markers.start_text, mode.exit_text, NEWLINE_TEXT, markers.end_text, ANSWER_TEXT)
+        seam = forced_end(parts, opened) if forced else markers.end_text
         choice, usage = self._call(
             "completions",
             self._body(
                 row_seed,
                 1,
                 sampling,
-                prompt=self._prompt(text, ids, think + seam + answer),
+                prompt=self._prompt(text, ids, think + seam),
                 max_tokens=budget.solve,
                 skip_special_tokens=False,
             ),
@@ -75,8 +70,8 @@ class PlainRows:
             forced,
             True,
             choice.stopped,
-            seam + answer if forced else "",
-            mode.exit_text + lines + answer if forced else "",
+            seam if forced else "",
+            parts.exit + parts.lines + parts.after if forced else "",
         )
 
     def _thinking_call(self, text: str, ids, max_tokens: int, sampling: Sampling, row_seed: int):

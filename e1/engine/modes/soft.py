@@ -15,6 +15,7 @@ import math
 from e1.engine.modes.catalog import register
 from e1.engine.modes.mode import Mode
 from e1.engine.modes.options import EXIT, GRACE, STOP, Real, Word
+from e1.engine.rules import end_bias
 
 EXP_RATE = 4.0  # the exp shape: (e^(4p) - 1) / (e^4 - 1), 2% of the strength at p = 1/4
 START = Real("start", "start=0.8: the bias starts at 80% of t", default=0.8, min=0, max=1)
@@ -35,13 +36,11 @@ class Soft(Mode):
         return math.floor(self.ceiling * budget.think)
 
     def end_bias(self, think_tokens: int, t: int) -> float:
-        begin = self.start * t
-        if think_tokens <= begin or self.strength == 0:
+        """:func:`e1.engine.rules.end_bias` of :meth:`bias_curve`, the rule runner V2's device step runs too."""
+        begin, strength, rate = self.bias_curve(t)
+        if think_tokens <= begin or not strength:
             return 0.0
-        progress = 1.0 if t <= begin else min(1.0, (think_tokens - begin) / (t - begin))
-        if self.shape == "exp":
-            progress = math.expm1(EXP_RATE * progress) / math.expm1(EXP_RATE)
-        return self.strength * progress
+        return end_bias(True, think_tokens, begin, t - begin, strength, rate, math.expm1(rate) if rate else 1.0)
 
     def bias_curve(self, t: int) -> tuple[float, float, float]:
         return self.start * t, self.strength, EXP_RATE if self.shape == "exp" else 0.0

@@ -9,8 +9,10 @@ slot's :class:`~e1.engine.row_state.RowState` lives here as numbers in device te
 thinking and solution counts, the last few ids (for multi-token markers), the forced queue, the
 mode's constants and soft's bias curve — and :meth:`V2BudgetProcessor.apply` advances every row by
 the id it fed this step (``ctx.input_ids`` at ``ctx.pos``) with tensor operations: no host sync, no
-Python per row, the same kernels at any batch size. The step is ``RowState.accept`` transcribed
-(tests/test_vllm_v2_processor.py drives both over generated streams and compares every step).
+Python per row, the same kernels at any batch size. The step runs the budget rules of
+:mod:`e1.engine.rules` on tensors, the very functions ``RowState.accept`` runs on numbers (what is the step's
+own is the bookkeeping: slots, positions, the queue as template spans; tests/test_vllm_v2_processor.py drives
+both executors over generated streams and compares every step).
 
 On a GPU each tensor operation is a kernel launch, so a step is kept to few: one gather per table
 and one write back of what changed; the forced queue as spans of the request's forced texts (no
@@ -43,6 +45,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.engine.row_state import RowState
+from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, queue_start, torch_ops, wait_replaces
 from e1.engine.vllm.held import HeldRows
 from e1.engine.vllm.processor import ARGMAX, BudgetProcessor, RequestStates
 from e1.engine.vllm.v2_slots import (
@@ -63,6 +66,8 @@ from e1.engine.vllm.v2_slots import (
     match_rows,
     pad,
 )
+
+TORCH = torch_ops()  # the rules' ops on [R] tensors
 
 
 class V2BudgetProcessor(RequestStates, LogitsProcessor):
@@ -330,7 +335,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     if needs & QUEUE:
         queued = s["qp"] < s["qe"]
         if needs & WAIT:  # s1's wait=k: a natural end becomes "Wait" (its first id appended now)
-            wait = new & ~queued & thinking & (s["waits"] > 0) & end_hit & (s["think"] < s["wait_below"])
+            wait = wait_replaces(new & ~queued & thinking, s["waits"], end_hit, s["think"], s["wait_below"])
             s["waits"] = s["waits"] - wait.long()
             s["qp"], s["qe"] = torch.where(wait, s["wait_at"], s["qp"]), torch.where(wait, s["wait_stop"], s["qe"])
             s["next"] = torch.where(wait, s["wait_first"], s["next"])
@@ -351,13 +356,14 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     natural = thought & end_hit  # RowState._after_think: EOS first, then the end marker, then the start marker
     still = thought ^ natural  # thinking goes on after this id
     s["opened"] = s["opened"] | (still & start_hit)  # a start marker written after thinking opened changes nothing
-    at_limit = s["think"] >= s["limit"]
-    due = still & at_limit  # the end is due: at the limit (past a grace window's sentence end)
-    if needs & GRACE:
-        due = due & (sentence_mask[token] | (s["think"] >= s["grace_at"]))  # (sampled: the id appended)
+    at_limit = at_cut(s["think"], s["limit"])
+    if needs & GRACE:  # the end is due at the cut, past a grace window's sentence end (sampled: the id appended)
+        due = still & end_due(at_limit, s["think"], s["grace_at"], sentence_mask[token])
+    else:  # no window: grace_at is the cut, so end_due is at_limit itself
+        due = still & at_limit
     ended = (s["seen"] >= s["room_at"]) | (s["solve"] >= s["solve_at"]) | eos  # the room, s, EOS end the row
     if needs & CAP:  # truncate: t + s over the whole output
-        ended = ended | ((still | (sampled ^ think_rows)) & (s["think"] + s["solve"] >= s["cap"]))
+        ended = ended | ((still | (sampled ^ think_rows)) & over_cap(s["think"], s["solve"], s["cap"]))
     s["done"] = s["done"] | ended
     s["finished"] = s["done"] > 0  # [R] bool, for force
     if needs & QUEUE:
@@ -384,12 +390,16 @@ def _force_end(s: dict, due: torch.Tensor, needs: int, hits: torch.Tensor | None
     """RowState._force_end for the rows in ``due``: the queue template[0 or ls : stop] (the start marker
     first if thinking never opened), or, when the last ids are a proper prefix of the end marker, the start
     marker if not opened, then the rest of the marker: a jump from ls to at_end + its length."""
-    s["qp"] = torch.where(due, s["ls"] * s["opened"], s["qp"])
+    if needs & MARKS:  # [R] the longest prefix of the end marker the ids end with (0: none)
+        partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1)
+        first, resume = end_queue(s["opened"], partial, s["ls"], s["at_end"], TORCH)
+    else:  # markers of one id: nothing of the end marker is written before it
+        first = queue_start(s["opened"], s["ls"])
+    s["qp"] = torch.where(due, first, s["qp"])
     s["qe"] = torch.where(due, s["stop"], s["qe"])
     if needs & MARKS:
-        partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1)  # [R] the longest prefix the ids end with (0: none)
         s["qj"] = torch.where(due, s["ls"], s["qj"])
-        s["qt"] = torch.where(due, torch.where(partial > 0, s["at_end"] + partial, s["ls"]), s["qt"])
+        s["qt"] = torch.where(due, resume, s["qt"])
         s["qp"] = torch.where(s["qp"] == s["qj"], s["qt"], s["qp"])
 
 
@@ -397,10 +407,8 @@ def bias(s: dict, free: torch.Tensor, needs: int) -> torch.Tensor:
     """Soft's end-marker bias in ``free`` rows (``Mode.end_bias`` from its ``bias_curve``), in float64 as on the
     host: progress (think - begin) / (t - begin), at most 1 (t <= begin: 1, as x / 0 is inf)."""
     think = s["think"].to(torch.float64)
-    progress = ((think - s["begin"]) / s["span"]).clamp(max=1.0)
-    if needs & EXP:
-        progress = torch.where(s["rate"] > 0, torch.expm1(s["rate"] * progress) / s["scale"], progress)
-    return torch.where(free & (think > s["begin"]), s["strength"] * progress, 0.0)
+    curve = (s["begin"], s["span"], s["strength"], s["rate"], s["scale"])
+    return end_bias(free, think, *curve, ops=TORCH, shaped=bool(needs & EXP))
 
 
 def force(logits: torch.Tensor, s: dict, needs: int) -> None:

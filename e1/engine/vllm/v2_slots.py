@@ -70,14 +70,14 @@ def export(state: RowState | None, seen: int) -> Slot:
     if state is None:
         return _idle_slot()
     markers, mode, budget = state.markers, state.mode, state.budget
-    start, exit_ids, lines, end, after = state.end_parts()  # RowState's texts: decided there once
+    parts = state.end_parts()  # RowState's texts (e1.engine.rules.end_parts): decided there once
+    start, exit_ids, lines, end, after = parts
     wait = list(markers.wait_ids)
     queue = state.queued()
     waiting = bool(queue) and queue[0][1] == T_THINK  # a "Wait" is being written (else a forced end, or nothing)
     forced_end = [] if waiting else [token for token, _ in queue]
     template = [*start, *exit_ids, *lines, *end, *after, *forced_end, *wait, *(t for t, _ in queue if waiting)]
-    ls, at_end = len(start), len(start) + len(exit_ids) + len(lines)
-    stop = at_end + len(end) + len(after)
+    ls, at_end, stop = parts.spans  # the spans e1.engine.rules.end_queue cuts, host and device alike
     wait_at = stop + len(forced_end)
     qp = (wait_at + len(wait) if waiting else stop) if queue else 0
     limit = state.think_limit if state.budgeted else NONE

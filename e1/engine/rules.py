@@ -1,0 +1,127 @@
+"""The budget rules, each written once, for every executor: a host row (:class:`~e1.engine.row_state.RowState`,
+run by the transformers engine, vLLM's runner V1 processor, ``e1 serve`` and the API replay) calls them on Python
+numbers, runner V2's device step (:func:`e1.engine.vllm.v2_processor.step`) on tensors over its slots, and the
+API's two-call path (:mod:`e1.engine.api.plain`) on texts.
+
+    due = end_due(at_cut(think, limit), think, grace_at, sentence_end)   # ints -> bool, or [R] tensors -> [R]
+
+A rule uses only what Python numbers and tensors share: comparisons, ``&``, ``|``, arithmetic (never ``not``,
+``and``, ``~``: they differ between the two). What they do not share (``where``, ``minimum``, ``expm1``, a
+division that may be by zero) comes in an ``ops`` namespace: :data:`SCALAR` here, the device step's own for
+torch. The forced end's texts are sequences, ids (tuples) or characters (str) alike.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import NamedTuple
+
+# ``ops`` for Python numbers (a host row); the device step passes torch's where/minimum/expm1 and true division
+SCALAR = SimpleNamespace(
+    where=lambda cond, a, b: a if cond else b,
+    minimum=min,
+    expm1=math.expm1,
+    div=lambda a, b: a / b if b else math.inf,  # soft with start=1: t - begin is 0, progress 1 (as x / 0 in float)
+)
+
+
+def torch_ops() -> SimpleNamespace:
+    """The same ops for tensors (runner V2's step: [R] each); a Python bool condition (a rule's constant) picks at once."""
+    import torch
+
+    return SimpleNamespace(
+        where=lambda cond, a, b: (a if cond else b) if isinstance(cond, bool) else torch.where(cond, a, b),
+        minimum=lambda a, b: a.clamp(max=b),
+        expm1=torch.expm1,
+        div=torch.true_divide,
+    )
+
+
+# s1's forced texts (e1.engine.markers encodes them; the API's two-call path writes them)
+ANSWER_TEXT, NEWLINE_TEXT, WAIT_TEXT = "Final Answer:", "\n", "Wait"
+
+
+def at_cut(think, limit):
+    """Thinking reached the cut: ``t``, or soft's ceiling (``limit``, :meth:`Mode.think_limit`)."""
+    return think >= limit
+
+
+def end_due(cut, think, grace_at, sentence_end):
+    """The end marker is due after a thinking id: at the cut (``cut``, :func:`at_cut`), once the id ended a
+    sentence or the grace window ran out (``grace_at`` = cut + grace: without a window, at the cut itself)."""
+    return cut & (sentence_end | (think >= grace_at))
+
+
+def wait_replaces(free, waits, end_hit, think, wait_below):
+    """s1's wait=k: the end marker the model just completed (``end_hit``) becomes "Wait", while thinking with
+    nothing forced (``free``), waits left, and the thinking so far below ``wait_below`` (t - the "Wait" ids)."""
+    return free & (waits > 0) & end_hit & (think < wait_below)
+
+
+def over_cap(think, solve, cap):
+    """truncate: ``t + s`` caps the whole output, thinking and solution together."""
+    return think + solve >= cap
+
+
+def end_bias(free, think, begin, span, strength, rate, scale, ops=SCALAR, shaped=True):
+    """Soft's bias on the end marker's first logit (:meth:`Mode.bias_curve`): 0 up to ``begin`` thinking ids (or
+    where not ``free``), then ``strength * p``, ``p = (think - begin) / span`` at most 1 (``span = t - begin``),
+    shaped ``expm1(rate * p) / scale`` where ``rate > 0`` (``scale = expm1(rate)``; ``shaped``: any row may be)."""
+    progress = ops.minimum(ops.div(think - begin, span), 1.0)
+    if shaped:
+        progress = ops.where(rate > 0, ops.expm1(rate * progress) / scale, progress)
+    return ops.where(free & (think > begin), strength * progress, 0.0)
+
+
+class EndParts(NamedTuple):
+    """What a forced end writes, in this order, as ids or as texts: the start marker (if thinking never opened),
+    the mode's exit text, s1's line break, the end marker, s1's answer prompt ("\\n" "Final Answer:")."""
+
+    start: tuple | str
+    exit: tuple | str
+    lines: tuple | str
+    end: tuple | str
+    after: tuple | str
+
+    @property
+    def spans(self) -> tuple[int, int, int]:
+        """Where the start marker ends (``ls``), the end marker starts (``at_end``) and the queue stops (``stop``),
+        in the template ``start | exit | lines | end | after`` that :func:`end_queue` cuts."""
+        ls = len(self.start)
+        at_end = ls + len(self.exit) + len(self.lines)
+        return ls, at_end, at_end + len(self.end) + len(self.after)
+
+
+def end_parts(mode, start, exit_text, newline, end, answer) -> EndParts:
+    """A forced end's parts from the markers (ids, or texts: then ``newline`` "\\n", ``answer`` "Final Answer:"):
+    the mode decides s1's line breaks and answer prompt."""
+    lines = newline if mode.answer_prompt and mode.answer_lines else newline[:0]
+    after = lines + answer if mode.answer_prompt else answer[:0]
+    return EndParts(start, exit_text, lines, end, after)
+
+
+def end_queue(opened, partial, ls, at_end, ops=SCALAR):
+    """The forced end as a cut of the template (:attr:`EndParts.spans`): ``[first, ls)`` then ``[resume, stop)``.
+    The start marker only if thinking never ``opened``; when the last ids are a proper prefix of the end marker
+    (``partial`` ids of it), the rest of the marker with neither exit text nor line break."""
+    return queue_start(opened, ls), ops.where(partial > 0, at_end + partial, ls)
+
+
+def queue_start(opened, ls):
+    """:func:`end_queue`'s ``first``: past the start marker once thinking opened (alone where no id of the end
+    marker can have been written: a marker of one id)."""
+    return ls * opened
+
+
+def partial_end(tail, end) -> int:
+    """How many ids of the end marker ``tail`` (the last ids written, a tuple) ends with: its longest proper prefix."""
+    return max((k for k in range(1, len(end)) if tail[-k:] == end[:k]), default=0)
+
+
+def forced_end(parts: EndParts, opened, partial=0):
+    """The forced end's ids (or text) in order: :func:`end_queue`'s cut of the template."""
+    ls, at_end, stop = parts.spans
+    template = parts.start + parts.exit + parts.lines + parts.end + parts.after
+    first, resume = end_queue(opened, partial, ls, at_end)
+    return template[first:ls] + template[resume:stop]
