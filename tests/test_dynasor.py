@@ -327,3 +327,20 @@ def test_an_exit_after_part_of_a_multi_token_end_marker_completes_it(tokenizer, 
     drive(state, thinking, [tokenizer.encode("7}", add_special_tokens=False)], min(markers.eos_ids))
     assert state.exited and state.think_end == "trial" and not state.was_forced
     assert state.tokens == thinking[: every - written] + list(end)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    every=st.sampled_from([None, 1, 32, 64]), agree=st.sampled_from([None, 1, 2]), probe=st.sampled_from([None, 20, 5])
+)
+def test_an_option_written_at_its_default_is_the_same_mode_and_label(every, agree, probe):
+    """ "dynasor:every=32" decodes as "dynasor": one mode and one label (resume, sweep rows, e1 serve), as
+    "elastic:grace=0" is "elastic"."""
+    given_ = {"every": every, "agree": agree, "probe": probe}
+    spec = "dynasor" + "".join(f":{key}={value}" for key, value in given_.items() if value is not None)
+    plain = "dynasor" + "".join(
+        f":{key}={value}"
+        for key, value in given_.items()
+        if value is not None and value != {"every": 32, "agree": 2, "probe": 20}[key]
+    )
+    assert Mode.parse(spec) == Mode.parse(plain) and str(Mode.parse(spec)) == str(Mode.parse(plain)) == plain
