@@ -224,7 +224,22 @@ def server_url(
             f"{flag} {redact(url)} holds credentials (user:password@), which e1 never sends",
             hint=f"{key}; the URL without user:password@, e.g. {example}",
         )
+    if not _reachable(url):
+        raise ConfigError(f"{flag} {redact(url)} has no host and port a client can use", hint=f"e.g. {example}")
     return url
+
+
+def _reachable(url: str) -> bool:
+    """Whether httpx (the client every request goes through) reads a host and port in ``url`` that a socket
+    can look up (IDNA-encodable: no empty or over-long label)."""
+    import httpx
+
+    try:
+        host = httpx.URL(url).host
+        host.encode("idna")
+    except (httpx.InvalidURL, UnicodeError):
+        return False
+    return bool(host)
 
 
 def _url_rest(rest: str) -> str:

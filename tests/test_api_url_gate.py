@@ -168,3 +168,26 @@ def test_a_hub_endpoint_with_userinfo_is_refused_before_any_request(tmp_path, mo
     with pytest.raises(ConfigError) as caught:
         push([folder / "a.yaml"], "me/model", deadline_s=5)
     assert "HF_ENDPOINT" in str(caught.value) and token not in str(caught.value)
+
+
+HOSTS = st.sampled_from(["127.0.0.1", "h", "a..b", "", ".", "x" * 64, "bücher.de", "☃.net", "[::1]", "xn--zz", "-a-"])
+PORTS = st.sampled_from(["", ":", ":80", ":abc", ":99999", ": 1", ":-1", ":8000"])
+
+
+@settings(max_examples=120, deadline=None)
+@given(scheme=st.sampled_from(["http", "HTTPS"]), host=HOSTS, port=PORTS, path=st.sampled_from(["", "/v1", "?x=1"]))
+def test_a_url_the_gate_passes_is_one_httpx_can_reach(scheme, host, port, path):
+    """Every URL the gate passes has a host and port httpx reads and a socket can encode (IDNA), so a bad one
+    is one ConfigError line at the flag, never an 'InvalidURL ... please report it' at the first request."""
+    import httpx
+
+    from e1.errors import server_url
+
+    url = f"{scheme}://{host}{port}{path}"
+    try:
+        server_url(url, "--api-url", "http://127.0.0.1:8000/v1")
+    except ConfigError as err:
+        assert "\n" not in str(err) and "--api-url" in str(err)
+        return
+    parsed = httpx.URL(url)  # no InvalidURL
+    assert parsed.host and parsed.host.encode("idna"), url  # a host getaddrinfo takes

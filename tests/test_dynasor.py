@@ -10,7 +10,7 @@ import itertools
 import math
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
@@ -302,3 +302,45 @@ def test_a_served_budget_mode_crosses_the_same_gate_and_the_servers_cap(key, val
         assert not valid and "\n" not in str(err), body
         return
     assert valid and mode.trial_cap <= 64 and getattr(mode, key) == int(value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    every=st.integers(2, 9),
+    written=st.integers(1, 3),
+    text=st.sampled_from(["</reasoning>", "[END]", "</ans>", " the end", "</thought>"]),
+)
+def test_an_exit_after_part_of_a_multi_token_end_marker_completes_it(tokenizer, every, written, text):  # noqa: F811
+    """A several-token end marker that the model has partly written when a probe is due and the probe is sure
+    (agree=1): the exit completes that marker, as the cut at t does (RowState._force_end), rather than writing a
+    whole marker after the part (a stray "</reas" left in the thinking)."""
+    from dataclasses import replace
+
+    end = tuple(tokenizer.encode(text, add_special_tokens=False))
+    assume(len(end) >= 2 and len(set(end)) == len(end))  # (a marker whose prefixes do not overlap itself)
+    markers = replace(markers_of(tokenizer), end_text=text, end_ids=end)
+    written = min(written, len(end) - 1, every - 1)
+    words = tokenizer.encode("So the sum is 12. Let me add 3 and 9", add_special_tokens=False)
+    thinking = (words * 4)[: every - written] + list(end[:written]) + words
+    mode = Mode.parse(f"dynasor:every={every}:agree=1:probe=8")
+    state = EarlyExitState(Budget(64, 8), mode, markers, PROMPT_OPEN, 10_000, texts=trial_texts(tokenizer, mode))
+    drive(state, thinking, [tokenizer.encode("7}", add_special_tokens=False)], min(markers.eos_ids))
+    assert state.exited and state.think_end == "trial" and not state.was_forced
+    assert state.tokens == thinking[: every - written] + list(end)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    every=st.sampled_from([None, 1, 32, 64]), agree=st.sampled_from([None, 1, 2]), probe=st.sampled_from([None, 20, 5])
+)
+def test_an_option_written_at_its_default_is_the_same_mode_and_label(every, agree, probe):
+    """ "dynasor:every=32" decodes as "dynasor": one mode and one label (resume, sweep rows, e1 serve), as
+    "elastic:grace=0" is "elastic"."""
+    given_ = {"every": every, "agree": agree, "probe": probe}
+    spec = "dynasor" + "".join(f":{key}={value}" for key, value in given_.items() if value is not None)
+    plain = "dynasor" + "".join(
+        f":{key}={value}"
+        for key, value in given_.items()
+        if value is not None and value != {"every": 32, "agree": 2, "probe": 20}[key]
+    )
+    assert Mode.parse(spec) == Mode.parse(plain) and str(Mode.parse(spec)) == str(Mode.parse(plain)) == plain

@@ -222,3 +222,33 @@ def test_a_setting_e1_would_ignore_is_refused_by_name(tokenizer):
     trainer.args.min_p, trainer.args.max_completion_length = None, 9
     with pytest.raises(E1Error, match="max_completion_length=11"):
         sampling_of(trainer, budgeted_rollouts(4, 4))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    step=st.integers(0, 10**6),
+    micros=st.tuples(st.integers(0, 63), st.integers(0, 63)).filter(lambda pair: pair[0] != pair[1]),
+    extra=st.integers(1, 64),
+    rows=st.integers(1, 8),
+)
+def test_every_generation_of_one_optimizer_step_draws_its_own_seeds(step, micros, extra, rows):
+    """steps_per_generation below gradient_accumulation_steps: TRL generates several times in one optimizer step
+    (``trainer._step`` advancing, ``global_step`` not); each generation's rows get seeds of their own (the same
+    prompt at the same row would otherwise draw the same rollout), and the same micro-step draws alike again."""
+    from e1.integrations.trl import rollout_seeds
+
+    first, second = micros
+    accumulation = max(micros) + extra
+
+    def trainer(micro: int):
+        return SimpleNamespace(
+            args=SimpleNamespace(seed=0),
+            state=SimpleNamespace(global_step=step),
+            accelerator=SimpleNamespace(process_index=0),
+            current_gradient_accumulation_steps=accumulation,
+            _step=step * accumulation + micro,
+        )
+
+    one, other = rollout_seeds(trainer(first), rows), rollout_seeds(trainer(second), rows)
+    assert not set(one) & set(other)
+    assert rollout_seeds(trainer(first), rows) == one

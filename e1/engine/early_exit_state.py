@@ -54,7 +54,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
-from e1.engine.row_state import T_MARKER, THINK, TRIAL, RowState
+from e1.engine.row_state import THINK, TRIAL, RowState
 
 
 @dataclass(frozen=True)
@@ -215,9 +215,10 @@ class EarlyExitState(RowState):
         confidence, exited = self.mode.trial_verdict(self._probs, self._window_texts(answer))
         self.trials.append(Trial(len(self.tokens), self.think_tokens, answer, confidence, exited))
         self._in_trial = False
-        if exited:
-            self.exited, self.think_end = True, TRIAL
-            self._queue.extend((t, T_MARKER) for t in self.markers.end_ids)
+        if exited:  # the end marker (completing a part of it the model wrote, as at t), not counted as forced
+            forced = self.was_forced
+            self._force_end(TRIAL)
+            self.exited, self.was_forced = True, forced
         held, self.held = self.held, None
         if held is None:  # recipe=e1: the last real token is fed again at its own position
             self.rollback = self._trial_fed + 1  # the trial's fed columns and that token's first copy

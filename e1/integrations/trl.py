@@ -34,8 +34,8 @@ What e1 does there, with its own definitions (nothing here restates a rule):
   special ``</think>`` is not in them), ``e1_completion`` (a :class:`~e1.data.CompletionText`: the text
   with e1's token split, a reward reads ``.solution``), ``e1_think_tokens``, ``e1_solve_tokens`` and
   ``e1_thinking_cut`` (the budget ended thinking).
-- **Seeds**: each row's randomness comes from (``args.seed``, the global step, the process, its position),
-  so a run draws the same rollouts again.
+- **Seeds**: each row's randomness comes from (``args.seed``, the global step, the micro-step within it,
+  the process, its position) (:func:`rollout_seeds`), so a run draws the same rollouts again.
 
 What differs from ``e1 train``: TRL computes its own loss (``loss_type``, ``beta``, importance weights)
 and advantages; ``logprobs`` is None (TRL recomputes the old log-probs as for its own transformers
@@ -121,8 +121,7 @@ class BudgetedRollouts:
 
         from e1.engine import HFEngine
 
-        step, process = trainer.state.global_step, trainer.accelerator.process_index
-        seeds = [derive_seed(trainer.args.seed, "trl-rollout", step, process, row) for row in range(len(prompt_ids))]
+        seeds = rollout_seeds(trainer, len(prompt_ids))
         with unwrap_model_for_generation(
             trainer.model_wrapped,
             trainer.accelerator,
@@ -209,6 +208,17 @@ def sampling_of(trainer, rollouts: BudgetedRollouts) -> Sampling:
             hint=f"set GRPOConfig(max_completion_length={longest}) or lower think/solve",
         )
     return Sampling(temperature=args.temperature, top_p=args.top_p, top_k=args.top_k or 0, seed=args.seed)
+
+
+def rollout_seeds(trainer, rows: int) -> list[int]:
+    """Each row's seed: (``args.seed``, the optimizer step, the micro-step within it, the process, the row).
+    The micro-step (``trainer._step``, TRL's count of ``training_step`` calls, modulo the accumulation
+    steps) tells apart the generations of one optimizer step (``steps_per_generation`` below
+    ``gradient_accumulation_steps``); a resumed run starts at a step's first micro-step, so it draws alike."""
+    accumulation = getattr(trainer, "current_gradient_accumulation_steps", None) or 1
+    micro = getattr(trainer, "_step", 0) % accumulation
+    step, process = trainer.state.global_step, trainer.accelerator.process_index
+    return [derive_seed(trainer.args.seed, "trl-rollout", step, micro, process, row) for row in range(rows)]
 
 
 def reward_fields(completions: list) -> dict[str, list]:

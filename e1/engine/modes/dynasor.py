@@ -63,11 +63,23 @@ HEDGES = ("wait", "hold", "but", "okay", "no", "hmm")  # uncertain_words
 DEFAULTS = {"every": 32, "agree": 2, "probe": 20}
 SERVED_TRIES = 64  # probes per sample on e1 serve (its default, and the most a request may ask)
 
-EVERY = Count("every", "every=32: a probe answer every 32 thinking tokens (default 32)", min=1, max=MAX_TOKENS)
-AGREE = Count(
-    "agree", "agree=2: thinking ends when the last 2 probe answers agree and none hedges (default 2)", min=1, max=64
+EVERY = Count(
+    "every",
+    "every=32: a probe answer every 32 thinking tokens (default 32)",
+    min=1,
+    max=MAX_TOKENS,
+    default=DEFAULTS["every"],
 )
-PROBE_TOKENS = Count("probe", "probe=20: the most tokens of one probe answer (default 20)", min=1, max=1024)
+AGREE = Count(
+    "agree",
+    "agree=2: thinking ends when the last 2 probe answers agree and none hedges (default 2)",
+    min=1,
+    max=64,
+    default=DEFAULTS["agree"],
+)
+PROBE_TOKENS = Count(
+    "probe", "probe=20: the most tokens of one probe answer (default 20)", min=1, max=1024, default=DEFAULTS["probe"]
+)
 TRIES = Count("tries", "tries=64: at most 64 probes per sample (default: no limit; e1 serve 64)", min=0, max=1 << 20)
 
 
@@ -115,17 +127,17 @@ class Dynasor(Mode):
 
     @property
     def trial_interval(self) -> int:
-        return DEFAULTS["every"] if self.every is None else self.every
+        return self.every  # (an option's default is its value when unset: "dynasor:every=32" is "dynasor")
 
     @property
     def agree_count(self) -> int:
         """How many last probe answers must agree (none hedging) for thinking to end."""
-        return DEFAULTS["agree"] if self.agree is None else self.agree
+        return self.agree
 
     @property
     def trial_tokens(self) -> int:
         """The most tokens of one probe answer (it also ends at EOS)."""
-        return DEFAULTS["probe"] if self.probe is None else self.probe
+        return self.probe
 
     @property
     def trial_cap(self) -> int | None:
