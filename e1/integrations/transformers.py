@@ -209,6 +209,12 @@ class BudgetLogitsProcessor(LogitsProcessor):
                 "model.generate changed ids of rows it had decoded (beam search reorders them)",
                 hint="use num_beams=1; before a new call whose prompts are one id longer than the last output, call reset()",
             )
+        self.check_chosen(input_ids)
+        return True
+
+    def check_chosen(self, input_ids: torch.LongTensor) -> None:
+        """Refuses a row whose last id is not the one e1 chose at the last step (the processor's next step and
+        the stopping criterion, which also sees the final step, both ask)."""
         last = input_ids[:, -1].tolist()
         for b, (token, given) in enumerate(zip(self._chosen, last)):
             if token is not None and token != given:
@@ -217,7 +223,6 @@ class BudgetLogitsProcessor(LogitsProcessor):
                     hint="pass eos_token_id=model.generation_config.eos_token_id, do_sample=False, num_beams=1, "
                     "and no logits processor after e1's",
                 )
-        return True
 
     def _start(self, input_ids: torch.LongTensor) -> None:
         """New states for a new batch: one per row, its seed from its prompt and sample index."""
@@ -251,7 +256,10 @@ class BudgetStoppingCriteria(StoppingCriteria):
         self.processor = processor
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        states = self.processor.states
+        processor, states = self.processor, self.processor.states
         if len(states) != input_ids.shape[0]:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        previous = processor._previous  # the ids e1 saw this step: input_ids is them and the id each row got
+        if previous is not None and tuple(input_ids.shape) == (previous.shape[0], previous.shape[1] + 1):
+            processor.check_chosen(input_ids)  # the final step, which no next processor call would check
         return torch.tensor([state.done for state in states], dtype=torch.bool, device=input_ids.device)
