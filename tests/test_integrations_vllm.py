@@ -121,3 +121,30 @@ def test_every_request_crosses_one_gate(extra_args, max_tokens):
         if "thinking_budget" in extra_args and max_tokens is not None:
             if Mode.parse(extra_args.get("budget_mode", "elastic")).bounded:
                 assert max_tokens >= Budget.parse(extra_args["thinking_budget"], extra_args["solution_budget"]).total
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+SPELLINGS = [str.upper, str.title, _fullwidth, lambda k: k.replace("_", "-"), lambda k: f" {k}", lambda k: k + " "]
+NAMES_PEOPLE_WRITE = ["max_thinking_tokens", "thinking_tokens", "reasoning_budget", "solve_budget", "solution_tokens"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    key=st.one_of(
+        st.builds(lambda key, spell: spell(key), st.sampled_from(["thinking_budget", "solution_budget", "budget_mode"]),
+                  st.sampled_from(SPELLINGS)),
+        st.sampled_from(NAMES_PEOPLE_WRITE).map(lambda key: key.upper() if len(key) % 2 else key),
+    ),
+    value=st.sampled_from([5, "1k", "elastic"]),
+)  # fmt: skip
+def test_a_key_meant_as_one_of_e1s_is_refused_however_it_is_spelled(key, value):
+    """Case, width, spaces, dashes or a name that speaks of thinking or a solution budget: refused with e1's
+    key named, never admitted to decode unbudgeted (vLLM passes extra_args keys through as they are)."""
+    with pytest.raises(ValueError, match="is not one of e1's") as err:
+        check_request(SimpleNamespace(extra_args={key: value}, max_tokens=None))
+    assert "\n" not in str(err.value)
+    for other in ("temperature_schedule", "seed_offset", "lora", "top_n_sigma"):  # other processors' keys pass
+        check_request(SimpleNamespace(extra_args={other: value}, max_tokens=None))
