@@ -25,7 +25,11 @@ how many consecutive rows share a prompt, for the seeds (``seeds``: one per prom
 them). Prompts must be left-padded. One processor serves one ``generate`` call at a time; a new call (another
 batch) starts new states. If anything but e1 changed a row's id (another processor after this one, an EOS
 that ``generate`` knows and e1 was not given: pass ``eos_token_id=model.generation_config.eos_token_id``),
-the next step refuses in one line rather than decode outside the budget.
+the next step (or the stopping criterion, at the last step) refuses in one line rather than decode outside the
+budget. Not seen from here, so not refused: processors ``generate`` runs before e1's (``repetition_penalty``,
+``no_repeat_ngram_size``, ``bad_words_ids``, also from ``model.generation_config``) change the logits e1 draws
+from (the budgets hold, the tokens differ from the hf engine's), and a ``max_new_tokens`` below
+``max_new_tokens`` here cuts rows early (their ``states[b].done`` is False).
 
 Read for this: huggingface/transformers v5.19.0, ``src/transformers/generation/utils.py`` (``_sample``: the
 processors get float32 logits; user processors are merged before the sampling warpers; finished rows get the

@@ -22,7 +22,8 @@ calls it at submission and refuses a bad request in one line (``VLLMValidationEr
 Refused: values that do not parse, one budget without the other, early-exit (its trials need several
 requests: ``e1 eval --backend vllm`` or ``e1 serve`` drive them) and ``wait=k``, a key that looks like
 one of e1's but is not (``thinking_budgt``, ``THINKING_BUDGET``, ``max_thinking_tokens``: it would silently
-decode unbudgeted), e1's internal ``extra_args["e1"]``, and a ``max_tokens`` below what the budget needs (vLLM's default is 16).
+decode unbudgeted), e1's internal ``extra_args["e1"]``, ``ignore_eos=True``, and a ``max_tokens`` below what
+the budget needs (vLLM's default is 16).
 
 Read for this: vllm-project/vllm v0.32.0, ``vllm/v1/engine/input_processor.py`` (custom processors'
 ``validate_params`` run per request at admission, a ValueError becomes ``VLLMValidationError``) and
@@ -69,7 +70,7 @@ def check_request(params) -> None:
         _check_keys(xargs)
         check_fields(xargs)
         check_room(xargs, params.max_tokens)
-        _check_max_tokens(xargs, params.max_tokens)
+        _check_ends(xargs, params)
     except E1Error as err:
         raise ValueError(str(err)) from None
 
@@ -102,13 +103,19 @@ def _meant(key: str) -> str | None:
     )
 
 
-def _check_max_tokens(xargs: Mapping, max_tokens: int | None) -> None:
-    """A request that names its budget must leave it room: ``max_tokens`` None (e1 ends the request) or at
-    least the budget's least worst case (no forced marker counted), else vLLM would cut it silently."""
-    if max_tokens is None or THINK_FIELD not in xargs:
+def _check_ends(xargs: Mapping, params) -> None:
+    """A request that names its budget must end where e1 ends it: no ``ignore_eos`` (vLLM would decode on past
+    the EOS e1 forces, and e1 forces EOS again each step, to the context's end), and room: ``max_tokens`` None
+    (e1 ends the request) or at least the budget's least worst case (no forced marker counted), else vLLM
+    would cut it silently."""
+    if THINK_FIELD not in xargs or not mode_field(xargs.get(MODE_FIELD, "elastic")).bounded:
         return
-    mode = mode_field(xargs.get(MODE_FIELD, "elastic"))
-    if not mode.bounded:
+    if params.ignore_eos:
+        raise ConfigError(
+            "ignore_eos=True would decode past the EOS that ends a budgeted request", hint="leave ignore_eos False"
+        )
+    max_tokens, mode = params.max_tokens, mode_field(xargs.get(MODE_FIELD, "elastic"))
+    if max_tokens is None:
         return
     budget = Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
     least = mode.worst_case(budget, _NO_MARKERS)
