@@ -183,3 +183,15 @@ def test_an_id_changed_at_the_final_step_is_refused(engine, step, prompts, row, 
             do_sample=False, max_new_tokens=step + 1, pad_token_id=engine.tokenizer.pad_token_id,
         )  # fmt: skip
     assert "\n" not in str(err.value)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 3), groups=st.integers(1, 2), temperature=st.sampled_from([0.0, 0.9]))
+def test_samples_per_prompt_over_distinct_prompts_is_refused(engine, n, groups, temperature):
+    """samples_per_prompt=n over n * groups distinct prompts (no num_return_sequences) would give each prompt
+    another prompt's sample seeds: refused in one line; the same prompts repeated n times decode."""
+    processor = BudgetLogitsProcessor(engine.tokenizer, 2, 2, temperature=temperature, samples_per_prompt=n)
+    with pytest.raises(ConfigError, match="different prompts") as err:
+        generate(engine, prompts_of(engine.tokenizer, n * groups), processor)
+    assert "\n" not in str(err.value)
+    assert len(generate(engine, prompts_of(engine.tokenizer, groups), processor, n)) == n * groups

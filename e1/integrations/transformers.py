@@ -237,6 +237,11 @@ class BudgetLogitsProcessor(LogitsProcessor):
                 hint="give samples_per_prompt the num_return_sequences you pass to generate",
             )
         prompts = [_unpadded(row, pad) for row in input_ids.tolist()]
+        if any(prompts[b] != prompts[b - b % n] for b in range(rows)):  # else seeds of another prompt's samples
+            raise ConfigError(
+                f"rows of one group of samples_per_prompt={n} hold different prompts",
+                hint="repeat each prompt n times (num_return_sequences=n), or give samples_per_prompt=1",
+            )
         per_prompt = prompt_seeds(self.settings.sampling, rows // n, self.settings.seeds)
         self._seeds = np.array([sample_seed(per_prompt[b // n], b % n) for b in range(rows)], dtype=np.uint64)
         self.states = [self.row_state(prompt) for prompt in prompts]
