@@ -159,3 +159,39 @@ def test_every_argument_crosses_one_gate(engine, name, value):
     assert not made.mode.trials and made.samples_per_prompt >= 1
     assert made.seeds is None or all(isinstance(s, int) and 0 <= s < 2**64 for s in made.seeds)
     assert processor.max_new_tokens >= 1
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(step=st.integers(0, 5), prompts=st.integers(1, 3), row=st.integers(0, 2), shift=st.integers(1, 50))
+def test_an_id_changed_at_the_final_step_is_refused(engine, step, prompts, row, shift):
+    """A processor after e1's that changes one row's id at generate's last step (no next step to see it): the
+    stopping criterion refuses it in one line, never returns a token e1 did not choose."""
+    row = row % prompts
+
+    def other(input_ids, scores):  # [B, V]: at ``step``, the finite id of ``row`` moves ``shift`` ids on
+        if input_ids.shape[1] - width == step:
+            scores[row] = torch.roll(scores[row], shift)
+        return scores
+
+    processor = BudgetLogitsProcessor(engine.tokenizer, 8, 8, temperature=0)
+    texts = prompts_of(engine.tokenizer, prompts)
+    inputs = engine.tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
+    width = inputs["input_ids"].shape[1]
+    with pytest.raises(ConfigError, match="where e1's budget chose") as err:
+        engine.model.generate(
+            **inputs, logits_processor=[processor, other], stopping_criteria=[processor.stopping_criteria],
+            do_sample=False, max_new_tokens=step + 1, pad_token_id=engine.tokenizer.pad_token_id,
+        )  # fmt: skip
+    assert "\n" not in str(err.value)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(n=st.integers(2, 3), groups=st.integers(1, 2), temperature=st.sampled_from([0.0, 0.9]))
+def test_samples_per_prompt_over_distinct_prompts_is_refused(engine, n, groups, temperature):
+    """samples_per_prompt=n over n * groups distinct prompts (no num_return_sequences) would give each prompt
+    another prompt's sample seeds: refused in one line; the same prompts repeated n times decode."""
+    processor = BudgetLogitsProcessor(engine.tokenizer, 2, 2, temperature=temperature, samples_per_prompt=n)
+    with pytest.raises(ConfigError, match="different prompts") as err:
+        generate(engine, prompts_of(engine.tokenizer, n * groups), processor)
+    assert "\n" not in str(err.value)
+    assert len(generate(engine, prompts_of(engine.tokenizer, groups), processor, n)) == n * groups

@@ -107,10 +107,11 @@ KEYS = st.sampled_from(["thinking_budget", "solution_budget", "budget_mode", "bu
 @given(
     extra_args=st.one_of(st.none(), st.dictionaries(KEYS | st.text(max_size=16), VALUES, max_size=4), VALUES),
     max_tokens=st.one_of(st.none(), st.integers(1, 4096)),
+    ignore_eos=st.booleans(),
 )
-def test_every_request_crosses_one_gate(extra_args, max_tokens):
+def test_every_request_crosses_one_gate(extra_args, max_tokens, ignore_eos):
     """Any extra_args: admitted (then its budgets parse and fit max_tokens) or one line of ValueError."""
-    params = SimpleNamespace(extra_args=extra_args, max_tokens=max_tokens)
+    params = SimpleNamespace(extra_args=extra_args, max_tokens=max_tokens, ignore_eos=ignore_eos)
     try:
         check_request(params)
     except ValueError as err:
@@ -118,6 +119,51 @@ def test_every_request_crosses_one_gate(extra_args, max_tokens):
         return
     if isinstance(extra_args, dict):
         assert "e1" not in extra_args and "thinking_budgt" not in extra_args
-        if "thinking_budget" in extra_args and max_tokens is not None:
-            if Mode.parse(extra_args.get("budget_mode", "elastic")).bounded:
+        if "thinking_budget" in extra_args and Mode.parse(extra_args.get("budget_mode", "elastic")).bounded:
+            assert not ignore_eos  # vLLM would decode past the EOS e1 forces at the budget's end
+            if max_tokens is not None:
                 assert max_tokens >= Budget.parse(extra_args["thinking_budget"], extra_args["solution_budget"]).total
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+SPELLINGS = [str.upper, str.title, _fullwidth, lambda k: k.replace("_", "-"), lambda k: f" {k}", lambda k: k + " "]
+NAMES_PEOPLE_WRITE = ["max_thinking_tokens", "thinking_tokens", "reasoning_budget", "solve_budget", "solution_tokens"]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    key=st.one_of(
+        st.builds(lambda key, spell: spell(key), st.sampled_from(["thinking_budget", "solution_budget", "budget_mode"]),
+                  st.sampled_from(SPELLINGS)),
+        st.sampled_from(NAMES_PEOPLE_WRITE).map(lambda key: key.upper() if len(key) % 2 else key),
+    ),
+    value=st.sampled_from([5, "1k", "elastic"]),
+)  # fmt: skip
+def test_a_key_meant_as_one_of_e1s_is_refused_however_it_is_spelled(key, value):
+    """Case, width, spaces, dashes or a name that speaks of thinking or a solution budget: refused with e1's
+    key named, never admitted to decode unbudgeted (vLLM passes extra_args keys through as they are)."""
+    with pytest.raises(ValueError, match="is not one of e1's") as err:
+        check_request(SimpleNamespace(extra_args={key: value}, max_tokens=None, ignore_eos=False))
+    assert "\n" not in str(err.value)
+    for other in ("temperature_schedule", "seed_offset", "lora", "top_n_sigma"):  # other processors' keys pass
+        check_request(SimpleNamespace(extra_args={other: value}, max_tokens=None, ignore_eos=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    think=st.integers(0, 4096),
+    solve=st.integers(1, 4096),
+    mode=st.sampled_from(["elastic", "budget-forcing", "truncate", "soft", "elastic:exit=qwen"]),
+    max_tokens=st.one_of(st.none(), st.integers(10_000, 20_000)),
+)
+def test_a_budgeted_request_that_ignores_eos_is_refused(think, solve, mode, max_tokens):
+    """ignore_eos=True: vLLM would decode past the EOS e1 forces at the budget's end (to max_tokens or the
+    context's end): refused in one line; the same request without it is admitted."""
+    xargs = {"thinking_budget": think, "solution_budget": solve, "budget_mode": mode}
+    with pytest.raises(ValueError, match="ignore_eos") as err:
+        check_request(SimpleNamespace(extra_args=xargs, max_tokens=max_tokens, ignore_eos=True))
+    assert "\n" not in str(err.value)
+    check_request(SimpleNamespace(extra_args=xargs, max_tokens=max_tokens, ignore_eos=False))

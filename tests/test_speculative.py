@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from e1.budget import Budget
@@ -196,6 +196,37 @@ def test_e1_serve_refuses_a_drafter_however_vllm_would_read_its_flag(flag, cut, 
     for args in ([spelled + tail, "{}"], ["-sc" + tail], ["--seed", "1", spelled + tail]):
         with pytest.raises(ConfigError, match="runs no drafter"):
             check_vllm_args(args)
+
+
+CONFIG_KEYS = ["speculative_config", "speculative-config", "spec_method", "spec-tokens", "spec-model"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    drafter=st.one_of(st.none(), st.sampled_from(CONFIG_KEYS)),
+    others=st.lists(st.sampled_from(["seed", "max-num-seqs", "swap_space", "enforce-eager"]), max_size=3),
+    equals=st.booleans(),
+    short=st.sampled_from(["-s", "-s=ngram", "-s.method=ngram", "-sc", "-sc.num_speculative_tokens=3"]),
+)
+def test_a_drafter_in_a_vllm_config_file_or_a_short_flag_is_refused(tmp_path, drafter, others, equals, short):
+    """vLLM reads a ``--config`` YAML file's keys as flags and ``-s`` as ``-sc``'s abbreviation
+    (vllm/utils/argparse_utils.py): a drafter given either way is refused; a file without one passes."""
+    from e1.serve.server import check_vllm_args
+
+    lines = [f"{key}: 1" for key in others] + ([f"{drafter}:\n  method: ngram"] if drafter else [])
+    path = tmp_path / "vllm.yaml"
+    path.write_text("\n".join(lines) + "\n" if lines else "{}\n")
+    args = [f"--config={path}"] if equals else ["--seed", "1", "--config", str(path)]
+    if drafter is None:
+        check_vllm_args(args)
+    else:
+        with pytest.raises(ConfigError, match="runs no drafter"):
+            check_vllm_args(args)
+    with pytest.raises(ConfigError, match="runs no drafter"):
+        check_vllm_args(["--seed", "1", short, "{}"])
+    with pytest.raises(ConfigError, match="cannot read") as err:
+        check_vllm_args(["--config", str(tmp_path / "missing.yaml")])
+    assert "\n" not in str(err.value)
 
 
 @settings(max_examples=300, deadline=None)

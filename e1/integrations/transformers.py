@@ -25,7 +25,11 @@ how many consecutive rows share a prompt, for the seeds (``seeds``: one per prom
 them). Prompts must be left-padded. One processor serves one ``generate`` call at a time; a new call (another
 batch) starts new states. If anything but e1 changed a row's id (another processor after this one, an EOS
 that ``generate`` knows and e1 was not given: pass ``eos_token_id=model.generation_config.eos_token_id``),
-the next step refuses in one line rather than decode outside the budget.
+the next step (or the stopping criterion, at the last step) refuses in one line rather than decode outside the
+budget. Not seen from here, so not refused: processors ``generate`` runs before e1's (``repetition_penalty``,
+``no_repeat_ngram_size``, ``bad_words_ids``, also from ``model.generation_config``) change the logits e1 draws
+from (the budgets hold, the tokens differ from the hf engine's), and a ``max_new_tokens`` below
+``max_new_tokens`` here cuts rows early (their ``states[b].done`` is False).
 
 Read for this: huggingface/transformers v5.19.0, ``src/transformers/generation/utils.py`` (``_sample``: the
 processors get float32 logits; user processors are merged before the sampling warpers; finished rows get the
@@ -209,6 +213,12 @@ class BudgetLogitsProcessor(LogitsProcessor):
                 "model.generate changed ids of rows it had decoded (beam search reorders them)",
                 hint="use num_beams=1; before a new call whose prompts are one id longer than the last output, call reset()",
             )
+        self.check_chosen(input_ids)
+        return True
+
+    def check_chosen(self, input_ids: torch.LongTensor) -> None:
+        """Refuses a row whose last id is not the one e1 chose at the last step (the processor's next step and
+        the stopping criterion, which also sees the final step, both ask)."""
         last = input_ids[:, -1].tolist()
         for b, (token, given) in enumerate(zip(self._chosen, last)):
             if token is not None and token != given:
@@ -217,7 +227,6 @@ class BudgetLogitsProcessor(LogitsProcessor):
                     hint="pass eos_token_id=model.generation_config.eos_token_id, do_sample=False, num_beams=1, "
                     "and no logits processor after e1's",
                 )
-        return True
 
     def _start(self, input_ids: torch.LongTensor) -> None:
         """New states for a new batch: one per row, its seed from its prompt and sample index."""
@@ -228,6 +237,11 @@ class BudgetLogitsProcessor(LogitsProcessor):
                 hint="give samples_per_prompt the num_return_sequences you pass to generate",
             )
         prompts = [_unpadded(row, pad) for row in input_ids.tolist()]
+        if any(prompts[b] != prompts[b - b % n] for b in range(rows)):  # else seeds of another prompt's samples
+            raise ConfigError(
+                f"rows of one group of samples_per_prompt={n} hold different prompts",
+                hint="repeat each prompt n times (num_return_sequences=n), or give samples_per_prompt=1",
+            )
         per_prompt = prompt_seeds(self.settings.sampling, rows // n, self.settings.seeds)
         self._seeds = np.array([sample_seed(per_prompt[b // n], b % n) for b in range(rows)], dtype=np.uint64)
         self.states = [self.row_state(prompt) for prompt in prompts]
@@ -251,7 +265,10 @@ class BudgetStoppingCriteria(StoppingCriteria):
         self.processor = processor
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        states = self.processor.states
+        processor, states = self.processor, self.processor.states
         if len(states) != input_ids.shape[0]:
             return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        previous = processor._previous  # the ids e1 saw this step: input_ids is them and the id each row got
+        if previous is not None and tuple(input_ids.shape) == (previous.shape[0], previous.shape[1] + 1):
+            processor.check_chosen(input_ids)  # the final step, which no next processor call would check
         return torch.tensor([state.done for state in states], dtype=torch.bool, device=input_ids.device)

@@ -21,8 +21,9 @@ admitting requests through :func:`check_request`, the one gate of an offline req
 calls it at submission and refuses a bad request in one line (``VLLMValidationError``), before it runs.
 Refused: values that do not parse, one budget without the other, early-exit (its trials need several
 requests: ``e1 eval --backend vllm`` or ``e1 serve`` drive them) and ``wait=k``, a key that looks like
-one of e1's but is not (``thinking_budgt``, ``think``: it would silently decode unbudgeted), e1's internal
-``extra_args["e1"]``, and a ``max_tokens`` below what the budget needs (vLLM's default is 16).
+one of e1's but is not (``thinking_budgt``, ``THINKING_BUDGET``, ``max_thinking_tokens``: it would silently
+decode unbudgeted), e1's internal ``extra_args["e1"]``, ``ignore_eos=True``, and a ``max_tokens`` below what
+the budget needs (vLLM's default is 16).
 
 Read for this: vllm-project/vllm v0.32.0, ``vllm/v1/engine/input_processor.py`` (custom processors'
 ``validate_params`` run per request at admission, a ValueError becomes ``VLLMValidationError``) and
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import unicodedata
 from collections.abc import Mapping
 
 from e1.budget import Budget, parse_tokens
@@ -68,7 +70,7 @@ def check_request(params) -> None:
         _check_keys(xargs)
         check_fields(xargs)
         check_room(xargs, params.max_tokens)
-        _check_max_tokens(xargs, params.max_tokens)
+        _check_ends(xargs, params)
     except E1Error as err:
         raise ValueError(str(err)) from None
 
@@ -82,18 +84,38 @@ def _check_keys(xargs: Mapping) -> None:
             )
         if not isinstance(key, str) or key in KEYS or key == ROOM_FIELD or len(key) > 64:
             continue  # a key over 64 characters is no misspelling of one of 15
-        close = _LOOKALIKES.get(key.lower()) or next(iter(difflib.get_close_matches(key, KEYS, n=1, cutoff=0.75)), None)
-        if close is not None:
+        if (close := _meant(key)) is not None:
             raise ConfigError(f"extra_args key {key[:40]!r} is not one of e1's", hint=f"did you mean {close!r}?")
 
 
-def _check_max_tokens(xargs: Mapping, max_tokens: int | None) -> None:
-    """A request that names its budget must leave it room: ``max_tokens`` None (e1 ends the request) or at
-    least the budget's least worst case (no forced marker counted), else vLLM would cut it silently."""
-    if max_tokens is None or THINK_FIELD not in xargs:
+def _meant(key: str) -> str | None:
+    """The e1 key that ``key`` looks meant as (None: none): its case, width, spaces or dashes aside, a close
+    misspelling, or a name that speaks of thinking, a solution or a budget (``max_thinking_tokens``)."""
+    norm = unicodedata.normalize("NFKC", key).casefold().strip().replace("-", "_").replace(" ", "_")
+    if norm in KEYS or norm == ROOM_FIELD:
+        return norm
+    close = _LOOKALIKES.get(norm) or next(iter(difflib.get_close_matches(norm, KEYS, n=1, cutoff=0.75)), None)
+    words = (("think", THINK_FIELD), ("reason", THINK_FIELD), ("solution", SOLVE_FIELD), ("solve", SOLVE_FIELD))
+    return (
+        close
+        or next((field for word, field in words if word in norm), None)
+        or (f"{THINK_FIELD} and {SOLVE_FIELD}" if "budget" in norm else None)
+    )
+
+
+def _check_ends(xargs: Mapping, params) -> None:
+    """A request that names its budget must end where e1 ends it: no ``ignore_eos`` (vLLM would decode on past
+    the EOS e1 forces, and e1 forces EOS again each step, to the context's end), and room: ``max_tokens`` None
+    (e1 ends the request) or at least the budget's least worst case (no forced marker counted), else vLLM
+    would cut it silently."""
+    if THINK_FIELD not in xargs or not mode_field(xargs.get(MODE_FIELD, "elastic")).bounded:
         return
-    mode = mode_field(xargs.get(MODE_FIELD, "elastic"))
-    if not mode.bounded:
+    if params.ignore_eos:
+        raise ConfigError(
+            "ignore_eos=True would decode past the EOS that ends a budgeted request", hint="leave ignore_eos False"
+        )
+    max_tokens, mode = params.max_tokens, mode_field(xargs.get(MODE_FIELD, "elastic"))
+    if max_tokens is None:
         return
     budget = Budget(parse_tokens(xargs[THINK_FIELD], THINK_FIELD), parse_tokens(xargs[SOLVE_FIELD], SOLVE_FIELD))
     least = mode.worst_case(budget, _NO_MARKERS)

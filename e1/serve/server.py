@@ -67,18 +67,38 @@ def check_vllm_args(args) -> None:
     """The gate of the flags `e1 serve` passes to vLLM as they are: a drafter is refused in one line, before
     vLLM starts. The server forces budgets through its logits processor, which no drafter runs beside (runner
     V1 loads none, vllm/v1/sample/logits_processor/__init__.py:207-210; runner V2's refuses, e1.engine.vllm.v2_processor).
-    Read as vLLM's parser reads flags: '_' as '-', ``--flag=value``, ``--flag.key`` (its JSON keys),
-    ``-scVALUE``, and any abbreviation of a long flag."""
-    for arg in args:
+    Read as vLLM's parser reads flags (vllm/utils/argparse_utils.py): '_' as '-', ``--flag=value``,
+    ``--flag.key`` (its JSON keys), ``-scVALUE``, any abbreviation of a flag (``-s`` is ``-sc``'s), and the
+    keys of a ``--config`` YAML file, each read as ``--key``."""
+    args = list(args)
+    for i, arg in enumerate(args):
         if not isinstance(arg, str):
             raise ConfigError(f"vLLM flag {shown(arg)} is not text", hint="pass vLLM's flags as strings")
         flag = arg.split("=", 1)[0].split(".", 1)[0].replace("_", "-")
-        if flag.startswith("-sc") or (len(flag) > 3 and any(name.startswith(flag) for name in DRAFTER_FLAGS)):
+        short = not flag.startswith("--") and (flag.startswith("-sc") or flag == "-s")
+        if short or (len(flag) > 3 and any(name.startswith(flag) for name in DRAFTER_FLAGS)):
             raise ConfigError(
                 f"e1 serve runs no drafter ({shown(arg)}): its budgets are forced through the logits, "
                 "and vLLM runs no custom logits processor beside speculative decoding",
                 hint="serve without speculative decoding, or run e1 eval --backend vllm --speculative ngram",
             )
+        if flag == "--config":
+            path = arg.split("=", 1)[1] if "=" in arg else args[i + 1] if i + 1 < len(args) else None
+            check_vllm_args(_config_flags(path))
+
+
+def _config_flags(path) -> list[str]:
+    """A vLLM ``--config`` file's keys as the flags vLLM reads them as (``--key``), or a one-line refusal."""
+    import yaml
+
+    try:
+        with open(path) as file:
+            config = yaml.safe_load(file)
+    except (OSError, TypeError, ValueError, yaml.YAMLError) as err:
+        raise ConfigError(f"cannot read vLLM's --config file {shown(path)}: {shown(str(err))}") from None
+    if not isinstance(config, dict):
+        raise ConfigError(f"vLLM's --config file {shown(path)} is not a YAML mapping of flags to values")
+    return ["--" + str(key) for key in config]
 
 
 SERVE_NUMBERS = numbers(ServeConfig)  # what each numeric setting may hold (e1.numeric); the engine's: EngineSpec's
