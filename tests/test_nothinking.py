@@ -199,3 +199,19 @@ def test_e1_help_modes_and_completion_name_it():
     shown = CliRunner().invoke(app, ["help", "modes"], env={"COLUMNS": "200"}).output
     assert "nothinking" in shown and AUTHORS in " ".join(shown.split())
     assert "elastic,nothinking" in list(complete_modes("elastic,not"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    head=st.text(max_size=12).filter(lambda s: "<think>" not in s and "</think>" not in s),
+    blank=st.text(st.sampled_from(" \t\r\n\u00a0\u2003"), max_size=4),
+    opened=st.booleans(),
+    own=st.none() | WORDS.filter(lambda s: s.strip()),
+)
+def test_a_prefilled_prompt_prefilled_again_is_returned_as_it_is(head, blank, opened, own):
+    """``e1 eval --backend openai --tokenizer`` prefills the prompt and ``e1 serve`` prefills what it receives:
+    whatever blank the template left after its start marker, the second pass must change nothing."""
+    mode = Mode("nothinking") if own is None else Mode("nothinking", text=own.strip())
+    prompt = head + ("<think>" + blank if opened else "")
+    once = mode.prefill(prompt, "<think>", "</think>")
+    assert mode.prefill(once, "<think>", "</think>") == once
