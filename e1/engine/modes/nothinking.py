@@ -94,6 +94,9 @@ class NoThinking(Mode):
     def output_cap(self, budget):
         return budget.total
 
+    def count_bounds(self, budget):
+        return 0, budget.total  # the prompt closed thinking: every token is the solution's, t + s at most
+
     def worst_case(self, budget, markers, exit_ids=()):
         return budget.total
 
