@@ -455,3 +455,25 @@ def test_an_e1_modes_module_is_recorded_and_checked_as_an_include_is(how, before
         line = str(info.value)
         assert "\n" not in line and str(recorded) in line
         assert ("it changed since" if resume == "changed" else f"set E1_MODES={recorded}") in line
+
+
+@settings(max_examples=15, deadline=None)
+@given(before=sources, data=st.data())
+def test_an_e1_modes_file_changed_after_it_ran_is_recorded_as_it_ran(before, data):
+    """The fingerprint config.json records for an ``E1_MODES`` file is that of the bytes the mode loader ran,
+    not of what the file holds when the record is written: a resume then refuses the changed file."""
+    from e1.data.include import include_fingerprint
+    from e1.engine.modes import mode as mode_module
+    from e1.eval import EvalConfig
+
+    after = data.draw(sources.filter(lambda text: text != before))
+    with tempfile.TemporaryDirectory() as folder:
+        code = Path(folder) / "ran_modes.py"
+        code.write_text(before)
+        expected = include_fingerprint(code, str(code))
+        with _mode_plugins(str(code), Path(folder)):
+            mode_module._loaded.discard(str(code))
+            mode_module.load_plugins()  # the run's modes load: ``before`` runs
+            code.write_text(after)
+            record = EvalConfig(model="m", datasets=("aime",), out=Path(folder) / "run").to_json()
+        assert record[INCLUDE_FINGERPRINTS] == {str(code.resolve()): expected}

@@ -19,7 +19,7 @@ pandas and datasets load only when a dataset is prepared or read.
 from e1.data.digits_task import ALPHABET, DigitSumTask
 from e1.data.fields import carried_fields
 from e1.data.identity import fingerprint, load_datasets
-from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_code
+from e1.data.include import include_fingerprints, load_includes, plugin_source, record_includes, recorded_code
 from e1.data.json_values import lone_surrogate
 from e1.data.preparation import (
     Prepared,
@@ -82,6 +82,7 @@ __all__ = [
     "load_datasets",
     "include_fingerprints",
     "load_includes",
+    "plugin_source",
     "prepare",
     "prepare_benchmark",
     "prepare_file",
