@@ -190,6 +190,27 @@ def test_e1_serve_prefills_a_text_prompt_and_refuses_in_one_line_what_it_cannot(
         assert sent.endswith(f"{AUTHORS}\n</think>")
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    head=st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=12),
+    boxed=st.booleans(),
+    blank=st.sampled_from(["", "\n", "\n\n"]),
+)
+def test_e1_serve_takes_ids_that_end_in_the_box_and_refuses_ids_the_template_closed(served, head, boxed, blank):
+    """A prompt of ids must end in nothinking's box: ids closed by the template alone (an empty block, Qwen3's
+    thinking off) are refused in one line, as the same prompt given as text is."""
+    from e1.serve.gate import admit
+
+    text = head + (f"<think>\n{AUTHORS}\n</think>" if boxed else f"<think>{blank}</think>")
+    body = json.dumps({"prompt": served.tokenizer.encode(text, add_special_tokens=False), "budget_mode": "nothinking"})
+    if boxed:
+        assert admit(body.encode(), served) is not None
+        return
+    with pytest.raises(ConfigError) as refused:
+        admit(body.encode(), served)
+    assert "\n" not in str(refused.value)
+
+
 def test_e1_help_modes_and_completion_name_it():
     from typer.testing import CliRunner
 
