@@ -133,7 +133,10 @@ def _prefill(request: dict, mode, served: Served) -> None:
     ):
         _refuse_ids(mode)
     else:  # ids closed by the template alone (no box) are refused as that text is, by the one prefill
-        text = served.tokenizer.decode(prompt, skip_special_tokens=False)
+        try:
+            text = served.tokenizer.decode(prompt, skip_special_tokens=False)
+        except (OverflowError, TypeError, ValueError, IndexError):  # an id no token has (negative, too large)
+            _refuse_ids(mode)
         if prefilled(text, mode, served.markers) != text:
             _refuse_ids(mode)
 
