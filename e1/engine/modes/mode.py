@@ -69,7 +69,7 @@ def load_plugins() -> None:
     from its source, never a cached ``.pyc``: config.json fingerprints the bytes run (:func:`e1.data.plugin_source`)."""
     import importlib.util
 
-    from e1.data import plugin_source
+    from e1.data import import_plugin, plugin_source
 
     for item in mode_plugins():
         if item in _loaded:
@@ -84,7 +84,7 @@ def load_plugins() -> None:
                 module = importlib.util.module_from_spec(spec)
                 exec(compile(plugin_source(Path(item)), item, "exec"), module.__dict__)  # noqa: S102  the user's file
             else:
-                importlib.import_module(item)
+                import_plugin(item)
         except E1Error as err:  # e.g. a mode named like a built-in: its own line, naming the file
             raise type(err)(f"{PLUGINS_ENV}: {item}: {err.message}", hint=err.hint) from None
         except (ImportError, OSError, SyntaxError) as err:
