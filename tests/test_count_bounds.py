@@ -3,6 +3,7 @@
 
 Bounds by hand, from each mode's module and RowState's counting: elastic and budget-forcing cut thinking
 at t (a grace window's tokens past it), soft at floor(ceiling * t) (+ grace), each solution stops at s;
+nothinking thinks 0 (its prompt closed thinking) and solves at most t + s;
 truncate bounds only t + s over the whole output and none nothing, so neither count is theirs to bound.
 A row whose counts an API counted for itself (think_end null) is not e1's count, and is not bounded."""
 
@@ -30,6 +31,7 @@ MODES = st.sampled_from(
         "truncate",
         "none",
         "early-exit",
+        "nothinking",
     ]
 )
 
@@ -39,6 +41,8 @@ def _bound(mode: str, t: int, s: int) -> tuple[int | None, int | None]:
     name, _, options = mode.partition(":")
     if name in ("truncate", "none"):
         return None, None
+    if name == "nothinking":  # the prompt closed thinking: no thinking, the whole t + s for the solution
+        return 0, t + s
     grace = 8 if options == "grace=8" else 0
     think = math.floor((2.0 if options == "ceiling=2" else 1.5) * t) if name == "soft" else t
     return think + grace, s

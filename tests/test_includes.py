@@ -455,3 +455,51 @@ def test_an_e1_modes_module_is_recorded_and_checked_as_an_include_is(how, before
         line = str(info.value)
         assert "\n" not in line and str(recorded) in line
         assert ("it changed since" if resume == "changed" else f"set E1_MODES={recorded}") in line
+
+
+@settings(max_examples=15, deadline=None)
+@given(before=sources, data=st.data())
+def test_an_e1_modes_file_changed_after_it_ran_is_recorded_as_it_ran(before, data):
+    """The fingerprint config.json records for an ``E1_MODES`` file is that of the bytes the mode loader ran,
+    not of what the file holds when the record is written: a resume then refuses the changed file."""
+    from e1.data.include import include_fingerprint
+    from e1.engine.modes import mode as mode_module
+    from e1.eval import EvalConfig
+
+    after = data.draw(sources.filter(lambda text: text != before))
+    with tempfile.TemporaryDirectory() as folder:
+        code = Path(folder) / "ran_modes.py"
+        code.write_text(before)
+        expected = include_fingerprint(code, str(code))
+        with _mode_plugins(str(code), Path(folder)):
+            mode_module._loaded.discard(str(code))
+            mode_module.load_plugins()  # the run's modes load: ``before`` runs
+            code.write_text(after)
+            record = EvalConfig(model="m", datasets=("aime",), out=Path(folder) / "run").to_json()
+        assert record[INCLUDE_FINGERPRINTS] == {str(code.resolve()): expected}
+
+
+@settings(max_examples=10, deadline=None)
+@given(before=st.text("abcdef", min_size=4, max_size=4), data=st.data(), package=st.booleans())
+def test_an_e1_modes_module_runs_from_its_source_whatever_pycache_holds(before, data, package):
+    """A module ``E1_MODES`` names by name runs from its source (what config.json fingerprints), not from a
+    ``.pyc`` Python would take because the edited source kept its size and modification time."""
+    import importlib.util
+    import py_compile
+
+    from e1.engine.modes import mode as mode_module
+
+    after = data.draw(st.text("abcdef", min_size=4, max_size=4).filter(lambda text: text != before))
+    with tempfile.TemporaryDirectory() as folder:
+        name = f"pyc_modes_{abs(hash((before, after, package))) % 10**8}"
+        code = Path(folder) / name / "__init__.py" if package else Path(folder) / f"{name}.py"
+        code.parent.mkdir(exist_ok=True)
+        code.write_text(f"X = {before!r}\n")
+        kept = code.stat()
+        py_compile.compile(str(code), cfile=importlib.util.cache_from_source(str(code)))
+        code.write_text(f"X = {after!r}\n")
+        os.utime(code, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+        with _mode_plugins(name, Path(folder)):
+            mode_module._loaded.discard(name)
+            mode_module.load_plugins()
+        assert sys.modules.pop(name).X == after

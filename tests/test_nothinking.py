@@ -190,6 +190,31 @@ def test_e1_serve_prefills_a_text_prompt_and_refuses_in_one_line_what_it_cannot(
         assert sent.endswith(f"{AUTHORS}\n</think>")
 
 
+@settings(max_examples=30, deadline=None)
+@given(
+    head=st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=12),
+    boxed=st.booleans(),
+    blank=st.sampled_from(["", "\n", "\n\n"]),
+    odd=st.lists(st.integers(-(2**64), 2**64), max_size=2),
+)
+def test_e1_serve_takes_ids_that_end_in_the_box_and_refuses_ids_the_template_closed(served, head, boxed, blank, odd):
+    """A prompt of ids must end in nothinking's box: ids closed by the template alone (an empty block, Qwen3's
+    thinking off) are refused in one line, as the same prompt given as text is; an id no token has (negative, past
+    the vocabulary) is refused in one line or left to the server, never a traceback."""
+    from e1.serve.gate import admit
+
+    text = head + (f"<think>\n{AUTHORS}\n</think>" if boxed else f"<think>{blank}</think>")
+    odd = [i for i in odd if not 0 <= i < len(served.tokenizer)]
+    ids = odd + served.tokenizer.encode(text, add_special_tokens=False)
+    body = json.dumps({"prompt": ids, "budget_mode": "nothinking"})
+    try:
+        admitted = admit(body.encode(), served)
+    except ConfigError as refused:
+        assert "\n" not in str(refused) and (not boxed or odd)
+        return
+    assert boxed and admitted is not None  # (an id past the vocabulary is the server's to refuse)
+
+
 def test_e1_help_modes_and_completion_name_it():
     from typer.testing import CliRunner
 
@@ -199,3 +224,19 @@ def test_e1_help_modes_and_completion_name_it():
     shown = CliRunner().invoke(app, ["help", "modes"], env={"COLUMNS": "200"}).output
     assert "nothinking" in shown and AUTHORS in " ".join(shown.split())
     assert "elastic,nothinking" in list(complete_modes("elastic,not"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    head=st.text(max_size=12).filter(lambda s: "<think>" not in s and "</think>" not in s),
+    blank=st.text(st.sampled_from(" \t\r\n\u00a0\u2003"), max_size=4),
+    opened=st.booleans(),
+    own=st.none() | WORDS.filter(lambda s: s.strip()),
+)
+def test_a_prefilled_prompt_prefilled_again_is_returned_as_it_is(head, blank, opened, own):
+    """``e1 eval --backend openai --tokenizer`` prefills the prompt and ``e1 serve`` prefills what it receives:
+    whatever blank the template left after its start marker, the second pass must change nothing."""
+    mode = Mode("nothinking") if own is None else Mode("nothinking", text=own.strip())
+    prompt = head + ("<think>" + blank if opened else "")
+    once = mode.prefill(prompt, "<think>", "</think>")
+    assert mode.prefill(once, "<think>", "</think>") == once

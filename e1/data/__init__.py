@@ -19,7 +19,14 @@ pandas and datasets load only when a dataset is prepared or read.
 from e1.data.digits_task import ALPHABET, DigitSumTask
 from e1.data.fields import carried_fields
 from e1.data.identity import fingerprint, load_datasets
-from e1.data.include import include_fingerprints, load_includes, record_includes, recorded_code
+from e1.data.include import (
+    import_plugin,
+    include_fingerprints,
+    load_includes,
+    plugin_source,
+    record_includes,
+    recorded_code,
+)
 from e1.data.json_values import lone_surrogate
 from e1.data.preparation import (
     Prepared,
@@ -80,8 +87,10 @@ __all__ = [
     "is_registered",
     "load_dataset",
     "load_datasets",
+    "import_plugin",
     "include_fingerprints",
     "load_includes",
+    "plugin_source",
     "prepare",
     "prepare_benchmark",
     "prepare_file",

@@ -71,11 +71,15 @@ class _SourceLoader(importlib.machinery.SourceFileLoader):
 
 
 class _IncludeFinder:
-    """Finds an include package's submodules (``e1_include_*.x``) as Python would, loaded by :class:`_SourceLoader`."""
+    """Finds an include package's submodules (``e1_include_*.x``) as Python would, loaded by :class:`_SourceLoader`;
+    with ``top``, an ``E1_MODES`` module ``top`` and its package's modules."""
 
-    @staticmethod
-    def find_spec(fullname: str, path=None, target=None):
-        if not fullname.startswith(_PREFIX) or "." not in fullname:
+    def __init__(self, top: str = ""):
+        self.top = top
+
+    def find_spec(self, fullname: str, path=None, target=None):
+        ours = fullname == self.top or fullname.startswith(f"{self.top}.") if self.top else "." in fullname
+        if not ours or not (self.top or fullname.startswith(_PREFIX)):
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
@@ -108,6 +112,25 @@ def load_includes(paths: Iterable[str | Path], out: Path | None = None) -> tuple
         imported = [*(path for path in wanted if path in _IMPORTED), *plugin_paths()]
         check_datasets(Path(out), include_fingerprints(imported), key=INCLUDE_FINGERPRINTS)
     return tuple(map(str, wanted))
+
+
+def plugin_source(path: Path) -> bytes:
+    """The bytes of ``path`` (an ``E1_MODES`` file) the mode loader runs, read once: their fingerprint is the
+    one config.json records for it, whatever the file holds by then (as :func:`load_includes` records)."""
+    source = Path(path).read_bytes()
+    _IMPORTED[Path(path).expanduser().resolve()] = _SHA + hashlib.sha256(source).hexdigest()[:24]
+    return source
+
+
+def import_plugin(item: str):
+    """Import module ``item`` (an ``E1_MODES`` name) and its package's modules from their source, never from a
+    cached ``.pyc`` (which Python takes when the source's size and mtime match): what runs is what is fingerprinted."""
+    finder = _IncludeFinder(item.split(".")[0])
+    sys.meta_path.insert(0, finder)
+    try:
+        return importlib.import_module(item)
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def include_fingerprints(paths: Iterable[str | Path]) -> dict[str, str]:
@@ -262,7 +285,7 @@ def _module_name(path: Path) -> str:
 
 
 def _import_module(file: Path, name: str, given: str, package: Path | None = None, source: bytes | None = None) -> str:
-    if not any(isinstance(finder, _IncludeFinder) for finder in sys.meta_path):
+    if not any(isinstance(finder, _IncludeFinder) and not finder.top for finder in sys.meta_path):
         sys.meta_path.insert(0, _IncludeFinder())
     spec = importlib.util.spec_from_file_location(
         name,

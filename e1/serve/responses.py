@@ -131,10 +131,21 @@ def _prefill(request: dict, mode, served: Served) -> None:
     elif not (isinstance(prompt, list) and all(isinstance(i, int) for i in prompt) and prompt) or (
         served.markers.prompt_thinking(prompt) != PROMPT_CLOSED
     ):
-        raise ConfigError(
-            f"mode {mode} needs one prompt sent to /v1/completions, as text (or as ids already ending in its box)",
-            hint="chat messages are rendered after e1 could write the closed thinking box: send the prompt as text",
-        )
+        _refuse_ids(mode)
+    else:  # ids closed by the template alone (no box) are refused as that text is, by the one prefill
+        try:
+            text = served.tokenizer.decode(prompt, skip_special_tokens=False)
+        except (OverflowError, TypeError, ValueError, IndexError):  # an id no token has (negative, too large)
+            _refuse_ids(mode)
+        if prefilled(text, mode, served.markers) != text:
+            _refuse_ids(mode)
+
+
+def _refuse_ids(mode) -> None:
+    raise ConfigError(
+        f"mode {mode} needs one prompt sent to /v1/completions, as text (or as ids already ending in its box)",
+        hint="chat messages are rendered after e1 could write the closed thinking box: send the prompt as text",
+    )
 
 
 def rewrite_response(response: dict, plan: Plan, served: Served) -> dict:

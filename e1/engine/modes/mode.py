@@ -66,10 +66,10 @@ _loaded: set[str] = set()
 def load_plugins() -> None:
     """Import the modes named in ``$E1_MODES`` (files or modules), once each: a mode defined outside
     e1 reaches every process e1 starts (vLLM's engine, ``e1 serve``) through the environment. A file runs
-    from its source, never a cached ``.pyc`` (what runs is what a run's config.json fingerprints:
-    :func:`e1.data.include.record_includes`)."""
-    import importlib
+    from its source, never a cached ``.pyc``: config.json fingerprints the bytes run (:func:`e1.data.plugin_source`)."""
     import importlib.util
+
+    from e1.data import import_plugin, plugin_source
 
     for item in mode_plugins():
         if item in _loaded:
@@ -82,9 +82,9 @@ def load_plugins() -> None:
                 if spec is None or spec.loader is None or not Path(item).is_file():  # a pipe is never opened
                     raise ImportError(f"no Python file at {item}")
                 module = importlib.util.module_from_spec(spec)
-                exec(compile(Path(item).read_bytes(), item, "exec"), module.__dict__)  # noqa: S102  the user's named file
+                exec(compile(plugin_source(Path(item)), item, "exec"), module.__dict__)  # noqa: S102  the user's file
             else:
-                importlib.import_module(item)
+                import_plugin(item)
         except E1Error as err:  # e.g. a mode named like a built-in: its own line, naming the file
             raise type(err)(f"{PLUGINS_ENV}: {item}: {err.message}", hint=err.hint) from None
         except (ImportError, OSError, SyntaxError) as err:

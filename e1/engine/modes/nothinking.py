@@ -72,7 +72,7 @@ class NoThinking(Mode):
         if start in self.sentence or end in self.sentence:
             raise ConfigError(f"mode {self}: its sentence holds a think marker", hint="write the sentence alone")
         body = f"\n{self.sentence}\n{end}"
-        if prompt.endswith(start + body):
+        if self._boxed(prompt, start, end):
             return prompt
         last_start, last_end = prompt.rfind(start), prompt.rfind(end)
         if last_end > last_start >= -1 and last_end >= 0:
@@ -85,8 +85,17 @@ class NoThinking(Mode):
             return prompt + (body[1:] if tail.endswith("\n") else body)
         return prompt + start + body
 
+    def _boxed(self, prompt: str, start: str, end: str) -> bool:
+        """Whether ``prompt`` ends in the box :meth:`prefill` writes, whatever blank the template left after
+        its start marker (so a prefilled prompt, prefilled again by ``e1 serve``, is returned as it is)."""
+        head = prompt.removesuffix(f"{self.sentence}\n{end}")
+        return head != prompt and head.endswith("\n") and head.rstrip().endswith(start)
+
     def output_cap(self, budget):
         return budget.total
+
+    def count_bounds(self, budget):
+        return 0, budget.total  # the prompt closed thinking: every token is the solution's, t + s at most
 
     def worst_case(self, budget, markers, exit_ids=()):
         return budget.total
