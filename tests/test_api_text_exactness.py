@@ -103,7 +103,9 @@ def test_a_text_reply_is_split_at_the_first_marker_text_and_its_counts_are_the_r
     first, found, rest = text.partition(END)
     assert row.closed == bool(found)
     assert row.think_tokens + row.solve_tokens == tokens  # the reply's usage, all of it
-    decode = lambda t: engine.tokenizer.decode(engine.tokenizer.encode(t, add_special_tokens=False))  # noqa: E731
+    # texts decoded as the local engines decode them: special tokens (a '<think>' in the solution) dropped
+    tokens_of = engine.tokenizer.encode
+    decode = lambda t: engine.tokenizer.decode(tokens_of(t, add_special_tokens=False), skip_special_tokens=True)  # noqa: E731
     assert row.solution_text == decode(rest)
 
 

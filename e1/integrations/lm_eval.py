@@ -4,8 +4,8 @@ generative lm-eval task decodes under a think budget ``t`` and a solve budget ``
     python -m e1.integrations.lm_eval run --model e1 --device cpu \\
         --model_args pretrained=PATH,think=1024,solve=512,mode=elastic --tasks gsm8k --apply_chat_template
 
-    >>> import e1.integrations.lm_eval, lm_eval  # importing this module registers "e1"
-    >>> lm_eval.simple_evaluate(model="e1", model_args="pretrained=PATH,think=1024,solve=512", tasks=[...])
+    import e1.integrations.lm_eval, lm_eval  # importing this module registers "e1"
+    lm_eval.simple_evaluate(model="e1", model_args="pretrained=PATH,think=1024,solve=512", tasks=[...])
 
 Why ``python -m`` and not the bare ``lm_eval`` command: lm-eval 0.4.13 finds a model only in its registry
 (``lm_eval/api/registry.py``, ``Registry.get`` l.278 and ``get_model`` l.491), which holds its own

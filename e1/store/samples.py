@@ -213,7 +213,7 @@ class SampleStore:
             return schema
         try:
             found = pq.read_schema(compacted)
-        except (OSError, pa.ArrowException) as err:
+        except (OSError, pa.ArrowException, ValueError) as err:  # ValueError: undecodable names or text
             raise ResultsError(f"cannot read {compacted}: {err}", hint="move the damaged file away and rerun") from err
         missing = [name for name in SAMPLE_COLUMNS if name not in found.names and name not in SAMPLE_DEFAULTS]
         if missing:
@@ -240,7 +240,7 @@ def _with_part_columns(schema, parts: list[Path]):
     for part in parts:
         try:
             names = pq.read_schema(part).names
-        except (OSError, pa.ArrowException) as err:
+        except (OSError, pa.ArrowException, ValueError) as err:  # ValueError: undecodable names or text
             raise ResultsError(
                 f"cannot read the parts in {part.parent}: {part.name}: {err}",
                 hint="move the damaged part away and rerun (its samples are generated again)",
