@@ -163,7 +163,7 @@ def test_the_gate_refuses_every_other_text_in_one_line(text):
         assert text.startswith("ngram") and text.isascii()
 
 
-def test_the_setting_is_checked_when_the_spec_is_built_and_only_vllm_takes_it():
+def test_the_setting_is_checked_when_the_spec_is_built_and_only_vllm_takes_it(tmp_path):
     from e1.engine import load_engine
     from e1.engine.spec import EngineSpec
 
@@ -173,8 +173,8 @@ def test_the_setting_is_checked_when_the_spec_is_built_and_only_vllm_takes_it():
         load_engine("unused", EngineSpec(backend="hf", speculative="ngram"))
     with pytest.raises(ConfigError, match="cannot run with --speculative"):  # before vLLM loads anything
         load_engine("unused", EngineSpec(backend="vllm", speculative="ngram"), modes=["elastic", "soft"])
-    with pytest.raises(Exception) as err:  # 'none' is no drafter: the hf loader is reached (and finds no model)
-        load_engine("unused", EngineSpec(backend="hf", speculative="none"))
+    with pytest.raises(Exception) as err:  # 'none' is no drafter: the hf loader is reached (an empty folder: no model)
+        load_engine(str(tmp_path), EngineSpec(backend="hf", speculative="none"))
     assert "vLLM only" not in str(err.value)
 
 
