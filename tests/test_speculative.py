@@ -287,9 +287,11 @@ def test_the_drafter_check_runs_in_a_process_of_its_own():
     if os.environ.get("E1_DRAFTER_CHILD"):
         pytest.skip("this is the child")
     test = f"{__file__}::test_vllm_with_the_ngram_drafter_writes_the_very_tokens_of_per_step_forcing"
-    env = {**os.environ, "E1_DRAFTER_CHILD": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout: tests.fakes imports from it
+    path = os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))
+    env = {**os.environ, "E1_DRAFTER_CHILD": "1", "PYTHONPATH": path}
     child = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test]
-    result = subprocess.run(child, env=env, capture_output=True, text=True, timeout=900)
+    result = subprocess.run(child, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0 and " passed" in result.stdout, result.stdout[-3000:] + result.stderr[-2000:]
 
 
