@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from e1.data.json_values import check_value, load_json
-from e1.errors import DataError
+from e1.errors import DataError, one_line
 from e1.store import missing_file
 
 Records = list[dict[str, Any]]
@@ -119,9 +119,7 @@ def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
             found.validate(full=True)
         return found
     except (pa.ArrowException, OSError, ValueError) as err:  # ValueError: undecodable metadata text, bad JSON
-        reason = " ".join(
-            "".join(c if c.isprintable() else " " for c in (str(err).strip().splitlines() or [""])[0]).split()
-        )
+        reason = " ".join(one_line((str(err).strip().splitlines() or [""])[0]).split())  # its first line, short
         raise DataError(
             f"{path}: not a readable parquet file ({reason or type(err).__name__})",
             hint="is it really parquet, and whole?",
