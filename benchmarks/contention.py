@@ -20,7 +20,7 @@ What runs, and how:
   longer, it is the measurement); the rate is steps per second.
 - **Settings.** Each measurement is a fresh process, since the OpenMP runtime reads its
   environment once, when torch loads. *old*: nothing set (torch's defaults: one OpenMP thread per
-  core, libgomp's spin-then-sleep wait). *new*: :func:`e1.cli.threads.cpu_threads` first, exactly
+  core, libgomp's spin-then-sleep wait). *new*: :func:`e1.cpu.cpu_threads` first (pacing on), exactly
   as the ``e1`` command calls it before anything imports torch. Thread variables of the caller's
   environment (OMP_*, GOMP_*, KMP_*, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS) are dropped for every
   child, so *old* is torch's defaults whatever the shell holds.
@@ -176,7 +176,7 @@ def rate(step, seconds: float) -> float:
 def worker(settings: str, folder: Path, out: Path, seconds: float) -> None:
     if settings == "new":
         sys.path.insert(0, str(ROOT))
-        from e1.cli.threads import cpu_threads
+        from e1.cpu import cpu_threads
 
         cpu_threads()
     import torch

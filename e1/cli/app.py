@@ -145,9 +145,9 @@ def unexpected(err: Exception) -> tuple[str, int]:
 
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
-    from e1.cli.threads import cpu_threads
+    from e1.cpu import cpu_threads
 
-    cpu_threads()  # before any command imports torch: OpenMP reads its environment once, when it loads
+    cpu_threads()  # torch's CPU team sized to the cores other processes leave free (e1.cpu.pace)
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
     redact_logs()  # every log record and warning, e1's and the libraries', masks the keys e1 knows
     if threading.current_thread() is threading.main_thread():

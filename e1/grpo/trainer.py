@@ -51,6 +51,7 @@ import torch
 
 from e1 import __version__
 from e1.budget import Budget
+from e1.cpu import pace
 from e1.engine import DEFAULT_END, Completion, Sampling
 from e1.errors import ConfigError
 from e1.grpo.batches import (
@@ -383,6 +384,7 @@ class Trainer:
                 normalizer = strategy.normalizer(sum(loss_normalizer(mb.mask, aggregation) for mb in batch))
                 strategy.zero_grad()
                 for mb in batch:
+                    pace()  # torch's CPU team for the cores other processes leave free (e1.cpu)
                     loss, metrics = objective(mb, normalizer)
                     strategy.backward(loss)
                     count = float(mb.mask.sum())

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from e1.budget import Budget
+from e1.cpu import pace
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.hf.kv_cache import growing_cache, key_bucket
 from e1.engine.hf.sampling import draw_tokens
@@ -220,6 +221,7 @@ class HFEngine(RowEngine):
         trialing = states[0].mode.trials  # rows that may decode trial answers (one mode per call)
         length, dtype = cache.get_seq_length(), self._mask_dtype()  # keys in the cache, the same for every row
         while True:
+            pace()  # torch's CPU team for the cores other processes leave free (e1.cpu)
             tokens = draw_tokens(logits, [states[row] for row in active], seeds[active], sampling)  # [B], soft's bias
             fed, finished, rewinds = _accept_step(
                 states,
