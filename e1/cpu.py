@@ -12,59 +12,117 @@ spinners hold the cores it needs and that e1's own working thread waits for: ``e
 :func:`pace` measures, over the last window, the CPU time that other processes took on the cores this process
 may run on (``/proc/stat`` less this process's own), and gives torch the cores they leave free
 (:func:`threads_for`): a team of one spins on nothing.
+
+Pacing is a default that never stands in anyone's way:
+
+- ``/proc/stat`` is outside input (a kernel's, or an emulation's: FreeBSD's linprocfs writes four counters per
+  cpu line, sys/compat/linprocfs/linprocfs.c ``linprocfs_dostat``). :meth:`Pacer.reading` is its one gate; a
+  reading it cannot use turns pacing off and gives torch its own count back, so pacing never stops a run.
+- torch's count is per thread: ``torch.set_num_threads`` calls libgomp's ``omp_set_num_threads``, which writes
+  the calling thread's ICV (GCC libgomp/env.c, ``gomp_icv (true)``); another thread keeps its count. So a pacer
+  paces the one thread that first calls it.
+- A count that is not the one the pacer set last, or a ``torch.set_num_threads`` that is not the one it found,
+  was someone else's decision (user code, an ``--include`` module, a library: accelerate sets the count for its
+  CPU ranks, vLLM's CPU worker replaces the function with one that warns and does nothing, vllm 0.32
+  vllm/v1/worker/cpu_worker.py ``init_device``): pacing stops there for good.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from collections.abc import Container, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 WINDOW = 0.5  # seconds between two readings of the load
 PROC_STAT = "/proc/stat"
+UNUSABLE = (OSError, ValueError, ArithmeticError)  # what reading a foreign or damaged /proc/stat may raise
 _pacer: Pacer | None = None
 
 
 def threads_for(cores: int, others: float, most: int) -> int:
     """The team for ``cores`` cores of which other processes keep ``others`` busy (in cores, over the last
-    window): the cores they leave free, rounded, at least 1 and at most ``most`` (torch's own count)."""
-    free = int(cores - others + 0.5) if others == others else 1  # NaN: nothing known, one thread is safe
-    return max(1, min(most, free))
+    window): torch's own count ``most`` on a quiet machine (under half a core), else the cores they leave free,
+    rounded, at least 1 and at most ``most``."""
+    if others != others:  # NaN: nothing known, one thread is safe
+        return 1
+    if others < 0.5:
+        return most
+    free = cores - others + 0.5
+    return 1 if free < 2 else min(most, int(free))
 
 
-def busy_seconds(stat: str, cpus: Container[int]) -> float:
-    """CPU seconds spent working (all but idle and iowait) on ``cpus``, summed, from ``/proc/stat``'s text."""
-    tick, total = os.sysconf("SC_CLK_TCK"), 0
+def busy_seconds(stat: str, cpus: Collection[int]) -> float:
+    """CPU seconds spent working (all but idle and iowait) on ``cpus``, summed, from ``/proc/stat``'s text.
+    ValueError where a cpu of ``cpus`` has no line, or a line with fewer than four counters (user nice system
+    idle) or one that is not a count."""
+    tick, total, seen = os.sysconf("SC_CLK_TCK"), 0, set()
     for line in stat.splitlines():
-        name, *fields = line.split()
-        if name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus:
+        name, *fields = line.split() or [""]
+        if name[:3] == "cpu" and name[3:].isdecimal() and int(name[3:]) in cpus:
             ticks = [int(field) for field in fields[:8]]  # user nice system idle iowait irq softirq steal
-            total += sum(ticks) - ticks[3] - ticks[4]
+            if len(ticks) < 4 or min(ticks) < 0:
+                raise ValueError(f"{name}: {len(ticks)} counters, or a negative one")
+            total += sum(ticks) - ticks[3] - sum(ticks[4:5])
+            seen.add(int(name[3:]))
+    if len(seen) < len(cpus):
+        raise ValueError(f"no line for cpus {sorted(set(cpus) - seen)}")
     return total / tick
 
 
 class Pacer:
-    """Sizes torch's team every :data:`WINDOW` seconds from the load that other processes put on ``cpus``;
-    ``most`` (torch's own count) is read on the first call, once a command has loaded torch."""
+    """Sizes one thread's torch team every :data:`WINDOW` seconds from the load that other processes put on
+    ``cpus``. ``read`` gives (busy seconds on ``cpus``, this process's seconds): /proc/stat's and os.times' unless
+    a test passes its own."""
 
-    def __init__(self, cpus: frozenset[int], most: int | None = None, read=None, clock=time.monotonic):
-        self.cpus, self.most, self.threads, self.clock = cpus, most, most, clock
+    def __init__(
+        self, cpus: frozenset[int], read: Callable[[], tuple[float, float]] | None = None, clock=time.monotonic
+    ):
+        self.cpus, self.clock = cpus, clock
         self.read = read or (lambda: (busy_seconds(_read(PROC_STAT), cpus), _own_seconds()))
-        self.at = clock()
-        self.busy, self.own = self.read()
+        self.thread = self.most = self.threads = self.setter = None
+        self.at, self.last = clock(), self.reading()
+        self.on = self.last is not None
 
-    def __call__(self) -> int | None:
-        """The team to use now if it changed (None: keep it)."""
-        if self.most is None:
-            import torch
+    def due(self) -> bool:
+        """Whether a call from this thread now should look at torch and the load (cheap: most calls are not)."""
+        return self.on and (
+            self.thread is None or (self.clock() - self.at >= WINDOW and self.thread == threading.get_ident())
+        )
 
-            self.most = self.threads = torch.get_num_threads()
+    def reading(self) -> tuple[float, float] | None:
+        """The gate of /proc/stat: its reading, or None where it cannot be read or used."""
+        try:
+            return self.read()
+        except UNUSABLE:
+            return None
+
+    def __call__(self, count: Callable[[], int], setter: object = None) -> int | None:
+        """The team this thread should use now, if it should change (None: keep it). ``count`` gives torch's
+        count in this thread; ``setter`` is the function that would set it (a new one: someone took over)."""
+        if not self.on:
+            return None
+        if self.thread is None:
+            self.thread, self.most, self.setter = threading.get_ident(), count(), setter
+            self.threads = self.most
+        elif self.thread != threading.get_ident():
+            return None
         now = self.clock()
         if now - self.at < WINDOW:
             return None
-        busy, own = self.read()
-        others = max(0.0, (busy - self.busy) - (own - self.own)) / (now - self.at)
-        self.at, self.busy, self.own = now, busy, own
+        if count() != self.threads or setter is not self.setter:  # someone else's decision: theirs from now on
+            self.on = False
+            return None
+        return self._decide(now)
+
+    def _decide(self, now: float) -> int | None:
+        reading = self.reading()
+        if reading is None:  # unusable: off, with torch's own count back
+            self.on = False
+            return None if self.threads == self.most else self.most
+        (busy, own), (busy_before, own_before) = reading, self.last
+        others = max(0.0, (busy - busy_before) - (own - own_before)) / max(now - self.at, 1e-9)
+        self.at, self.last = now, reading
         threads = threads_for(len(self.cpus), others, self.most)
         if threads == self.threads:
             return None
@@ -74,25 +132,27 @@ class Pacer:
 
 def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     """Turn pacing on for this process (the ``e1`` command calls it first); off where the caller decided the
-    count (``OMP_NUM_THREADS``, even empty) or where ``/proc/stat`` cannot be read (not Linux). Returns whether
-    it is on."""
+    count (``OMP_NUM_THREADS``, even empty) or where ``/proc/stat`` cannot be read or used (not Linux). Returns
+    whether it is on."""
     global _pacer
     _pacer = None
     if "OMP_NUM_THREADS" in environ:
         return False
     try:
-        _pacer = Pacer(frozenset(os.sched_getaffinity(0)))
-    except (OSError, AttributeError, ValueError):
+        pacer = Pacer(frozenset(os.sched_getaffinity(0)))
+    except (OSError, AttributeError):  # no affinity to read (not Linux)
         return False
-    return True
+    _pacer = pacer if pacer.on else None
+    return _pacer is not None
 
 
 def pace() -> None:
-    """Give torch the team the load allows (a no-op unless :func:`cpu_threads` turned pacing on)."""
-    if _pacer is not None and (threads := _pacer()) is not None:
+    """Give this thread's torch the team the load allows (a no-op unless :func:`cpu_threads` turned pacing on)."""
+    if _pacer is not None and _pacer.due():
         import torch
 
-        torch.set_num_threads(threads)
+        if (threads := _pacer(torch.get_num_threads, torch.set_num_threads)) is not None:
+            torch.set_num_threads(threads)
 
 
 def _read(path: str) -> str:
