@@ -137,6 +137,23 @@ def test_the_callers_thread_count_is_left_alone():
     assert most == beside == alone == 2
 
 
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="needs 2 cores")
+def test_the_cores_are_the_ones_the_process_had_before_openmp_bound_its_thread():
+    """With OMP_PROC_BIND, libgomp binds the thread that runs a kernel to one core: the cores pacing counts are
+    read once, at the entry point, before torch loads (reread later, they would be that one core)."""
+    probe = (
+        "import os\nfrom e1 import cpu\nbefore = os.sched_getaffinity(0)\nassert cpu.cpu_threads()\n"
+        "import torch\n(torch.ones(256, 256) @ torch.ones(256, 256)).sum()\ncpu.pace()\n"
+        "print(sorted(before), sorted(os.sched_getaffinity(0)), sorted(cpu._pacer.cpus), sep='|')"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env | {"OMP_PROC_BIND": "true"}
+    )
+    before, bound, counted = done.stdout.strip().split("|")
+    assert counted == before != bound
+
+
 # ---- pace() end to end, against a generated /proc/stat and a torch whose count is kept per thread ----------------
 
 
