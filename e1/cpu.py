@@ -58,8 +58,10 @@ def busy_seconds(stat: str, cpus: Collection[int]) -> float:
     idle) or one that is not a count."""
     tick, total, seen = os.sysconf("SC_CLK_TCK"), 0, set()
     for line in stat.splitlines():
-        name, *fields = line.split() or [""]
-        if name[:3] == "cpu" and name[3:].isdecimal() and int(name[3:]) in cpus:
+        if not line.startswith("cpu"):  # the long lines (intr: one count per interrupt) are not split
+            continue
+        name, *fields = line.split()
+        if name[3:].isdecimal() and int(name[3:]) in cpus:
             ticks = [int(field) for field in fields[:8]]  # user nice system idle iowait irq softirq steal
             if len(ticks) < 4 or min(ticks) < 0:
                 raise ValueError(f"{name}: {len(ticks)} counters, or a negative one")
