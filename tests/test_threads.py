@@ -258,15 +258,16 @@ def test_pace_never_raises_and_an_unusable_stat_gives_torch_its_own_count_back(r
 def test_a_count_someone_else_set_is_never_changed_by_pace(steps):
     """User code, an --include module or a library that sets torch's count once pacing has begun decides from then
     on. (A count set before is torch's own to pacing: its ceiling, whole on a quiet machine; one set to the very
-    count pacing had set cannot be told from it, so the user's counts here differ from the team they replace.)"""
+    count pacing had set cannot be told from it, so the user's counts here differ from it.)"""
     from e1.cpu import pace
 
     with pacing() as (team, load):
         pace()
-        chosen = None
+        chosen = paced = None
         for step in steps:
             if isinstance(step, tuple):
-                team.set(chosen := step[1] if step[1] != team.get() else step[1] + 1)
+                paced = team.get() if paced is None else paced  # the count pacing set last
+                team.set(chosen := step[1] if step[1] != paced else step[1] + 1)
             else:
                 load(step)
                 pace()
