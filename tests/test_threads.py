@@ -220,10 +220,11 @@ DAMAGED = [
     "cpu0 1 2 3 ²\ncpu1 1 2 3 4\n",
     "\x00\xff garbage",
     "cpu0 1 2 3 4 5\n",  # a core of this process's missing
+    "x" * (5 << 20) + "\ncpu0 1 2 3 4\ncpu1 1 2 3 4\n",  # its lines past what is read
 ]
 
 
-@pytest.mark.parametrize("text", DAMAGED)
+@pytest.mark.parametrize("text", DAMAGED, ids=lambda text: repr(text)[:24])
 def test_the_entry_point_leaves_pacing_off_where_the_stat_is_unusable(text, monkeypatch, tmp_path):
     import e1.cpu
 
