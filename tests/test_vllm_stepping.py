@@ -233,7 +233,6 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate
 
-    from e1.engine.row_state import soft_bias
     from e1.engine.vllm.processor import KEY, budget_args
 
     tokenizer, markers, plain, _ = setting
@@ -244,7 +243,7 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     end = markers.end_ids[0]
     for written in range(32):
         logits = proc.apply(torch.zeros(1, len(tokenizer) + 1))
-        assert logits[0, end].item() == torch.tensor(soft_bias(written, 16, mode)).item()
+        assert logits[0, end].item() == torch.tensor(mode.end_bias(written, 16)).item()
         output.append(plain[written % len(plain)])
     assert proc.rows[0].held is not None and proc.rows[0].fed < 10  # held, not fed
     assert proc.apply(torch.zeros(1, len(tokenizer) + 1))[0].isfinite().nonzero().flatten().tolist() == [end]  # 2t
