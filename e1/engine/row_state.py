@@ -221,7 +221,7 @@ class RowState:
         else:
             self._append(sampled, T_EOS if sampled in self.markers.eos_ids else T_SOLVE, forced=False)
             self._after_solve(sampled)
-        if not self.done and len(self.tokens) >= self.max_new_tokens:
+        if self.phase != DONE and len(self.tokens) >= self.max_new_tokens:  # the phase, not .done: one call less per id
             self._finish("length")
         return self.tokens[-1]
 
