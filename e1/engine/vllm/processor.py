@@ -273,7 +273,9 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does
             index, column, bias = (np.concatenate(parts) for parts in zip(*biased))
             index, column = torch.from_numpy(index).to(logits.device), torch.from_numpy(column).to(logits.device)
-            logits[index, column] += torch.from_numpy(bias).to(logits.device, logits.dtype)  # [F]
+            bias = torch.from_numpy(bias).to(logits.device, logits.dtype)  # [F]
+            # logits[index, column] += bias (each row at most once) in one kernel, not a gather, an add and a scatter
+            logits.index_put_((index, column), bias, accumulate=True)
         if not forced:
             return logits
         index = torch.tensor([i for i, _ in forced], device=logits.device)  # [F]
