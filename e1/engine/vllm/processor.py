@@ -273,9 +273,7 @@ class BudgetProcessor(RequestStates, LogitsProcessor):
         if biased:  # soft: the end marker's first logit raised, as the transformers backend does
             index, column, bias = (np.concatenate(parts) for parts in zip(*biased))
             index, column = torch.from_numpy(index).to(logits.device), torch.from_numpy(column).to(logits.device)
-            bias = torch.from_numpy(bias).to(logits.device, logits.dtype)  # [F]
-            # logits[index, column] += bias (each row at most once) in one kernel, not a gather, an add and a scatter
-            logits.index_put_((index, column), bias, accumulate=True)
+            logits[index, column] += torch.from_numpy(bias).to(logits.device, logits.dtype)  # [F]
         if not forced:
             return logits
         index = torch.tensor([i for i, _ in forced], device=logits.device)  # [F]
