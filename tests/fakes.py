@@ -87,9 +87,7 @@ def assert_engine_invariants(c, budget, mode, end_ids, max_tokens: int, exit_ids
     assert len(c.token_ids) == len(c.forced_mask)
     assert c.finish_reason in ("stop", "length")
     if name in ("elastic", "soft"):
-        from e1.engine.row_state import think_limit
-
-        limit = think_limit(budget, mode)  # t, or soft's ceiling
+        limit = mode.think_limit(budget)  # t, or soft's ceiling
         assert c.think_tokens <= limit + mode.grace and c.solve_tokens <= budget.solve
         # prefilled: the prompt closed thinking itself (its last marker the end one): all solution, nothing forced
         assert c.think_end in ("natural", "budget", "pattern", "open", "unopened") or (

@@ -6,6 +6,7 @@ pieces, both leave exactly the same state."""
 from __future__ import annotations
 
 import functools
+import math
 import os
 
 from hypothesis import given, settings
@@ -14,7 +15,8 @@ from hypothesis import strategies as st
 from e1.budget import Budget
 from e1.engine.base import Mode
 from e1.engine.markers import PROMPT_OPEN, PROMPT_THINKING, Markers
-from e1.engine.row_state import RowState
+from e1.engine.row_state import RowState, thinking_limits_from
+from e1.engine.rules import at_cut, over_cap
 
 EOS, START, WAIT, ANSWER, PERIOD, PLAIN = 2, 3, 5, 6, 13, 11
 EXIT = (20, 21)
@@ -152,3 +154,32 @@ def TOKENIZER():
     from e1.models.tiny import build_tokenizer
 
     return build_tokenizer()  # 380 ids, the think markers and EOS among them
+
+
+@settings(max_examples=int(os.environ.get("E1_HYPOTHESIS_EXAMPLES", 300)), deadline=None)
+@given(
+    markers=st.sampled_from(sorted(MARKERS)),
+    mode=st.one_of(MODES, st.sampled_from([Mode.parse("soft:start=0"), Mode.parse("soft:ceiling=1.5:start=0.5")])),
+    think=st.integers(0, 12),
+    solve=st.integers(1, 12),
+    opens=st.sampled_from(PROMPT_THINKING),
+    room=st.integers(1, 90),
+    ids=IDS,
+)
+def test_the_limits_found_once_leave_the_state_the_rules_checked_at_every_id_leave(
+    markers, mode, think, solve, opens, room, ids
+):
+    """A thinking id below ``thinking_limits_from`` checks neither the cut nor truncate's cap: the row ends up as
+    one that runs both rules after every thinking id."""
+    expected, ours = fresh(markers, mode, think, solve, opens, room), fresh(markers, mode, think, solve, opens, room)
+    expected._think_from = 0  # the rules after every thinking id
+    assert stepwise(ours, ids) == stepwise(expected, ids)
+    assert snapshot(ours) == snapshot(expected) and ours.split() == expected.split()
+
+
+@given(limit=st.none() | st.integers(0, 5000), cap=st.none() | st.integers(0, 5000))
+def test_thinking_limits_from_is_the_first_count_a_rule_holds_at(limit, cap):
+    holds = [
+        k for k in range(5002) if (limit is not None and at_cut(k, limit)) or (cap is not None and over_cap(k, 0, cap))
+    ]
+    assert thinking_limits_from(limit, cap) == (holds[0] if holds else math.inf)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from e1.budget import Budget
 from e1.engine.base import Mode, Sampling
 from e1.engine.markers import PROMPT_ABSENT, PROMPT_OPEN, Markers
-from e1.engine.row_state import RowState, soft_bias
+from e1.engine.row_state import RowState
 from e1.engine.stop import StopPattern, compile_stop
 from e1.errors import ConfigError
 from e1.eval.shared import followable_tokens
@@ -51,11 +51,11 @@ def drive(state, sampled):
 
 def test_soft_bias_by_hand():
     linear = Mode.parse("soft:start=0.5:strength=4")  # t = 8: begin 4, +1 per token to 4 at t
-    assert [soft_bias(k, 8, linear) for k in (0, 4, 5, 6, 8, 11)] == [0, 0, 1.0, 2.0, 4.0, 4.0]
+    assert [linear.end_bias(k, 8) for k in (0, 4, 5, 6, 8, 11)] == [0, 0, 1.0, 2.0, 4.0, 4.0]
     exp = Mode.parse("soft:start=0.5:strength=4:shape=exp")  # 4 (e^(4p) - 1) / (e^4 - 1), p = (k - 4) / 4
-    assert soft_bias(6, 8, exp) == pytest.approx(4 * (math.e**2 - 1) / (math.e**4 - 1))
-    assert soft_bias(8, 8, exp) == pytest.approx(4.0)
-    assert soft_bias(9, 8, Mode("elastic")) == 0.0  # only soft biases
+    assert exp.end_bias(6, 8) == pytest.approx(4 * (math.e**2 - 1) / (math.e**4 - 1))
+    assert exp.end_bias(8, 8) == pytest.approx(4.0)
+    assert Mode("elastic").end_bias(9, 8) == 0.0  # only soft biases
 
 
 @settings(max_examples=200, deadline=None)
@@ -68,13 +68,13 @@ def test_soft_bias_by_hand():
 )
 def test_soft_bias_is_zero_before_start_rises_and_stays_at_strength(t, k, start, strength, shape):
     mode = Mode("soft", start=start, strength=strength, shape=shape)
-    bias = soft_bias(k, t, mode)
+    bias = mode.end_bias(k, t)
     assert 0.0 <= bias <= strength * (1 + 1e-12)
     if k <= start * t:
         assert bias == 0.0
     if k >= t and k > start * t:
         assert bias == pytest.approx(strength)
-    assert soft_bias(k + 1, t, mode) >= bias  # never falls
+    assert mode.end_bias(k + 1, t) >= bias  # never falls
 
 
 # ---- soft on RowState, by hand ---------------------------------------------------------------------

@@ -260,7 +260,6 @@ def test_processor_adds_the_soft_bias_to_the_marker_only(engines):
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate
 
-    from e1.engine.row_state import soft_bias
     from e1.engine.vllm.processor import KEY, BudgetProcessor, budget_args
 
     _, hf = engines
@@ -272,7 +271,7 @@ def test_processor_adds_the_soft_bias_to_the_marker_only(engines):
     processor.update_state(BatchUpdate(1, [], [(0, SamplingParams(extra_args={KEY: args}), [1], output)], []))
     for written in range(6):  # thinking ids 0..5: bias 0, 0, 0, 2, 4, 4 (t = 4, begin 2), then forced at 6
         logits = processor.apply(torch.zeros(1, 8))  # [1, V=8]
-        assert logits[0, end].item() == soft_bias(written, 4, mode)
+        assert logits[0, end].item() == mode.end_bias(written, 4)
         assert (logits[0, [i for i in range(8) if i != end]] == 0).all()
         output.append(5)
     assert processor.apply(torch.zeros(1, 8))[0].isfinite().nonzero().flatten().tolist() == [end]

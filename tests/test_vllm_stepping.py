@@ -233,7 +233,6 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     from vllm import SamplingParams
     from vllm.v1.sample.logits_processor import BatchUpdate
 
-    from e1.engine.row_state import soft_bias
     from e1.engine.vllm.processor import KEY, budget_args
 
     tokenizer, markers, plain, _ = setting
@@ -244,7 +243,7 @@ def test_soft_rows_on_the_stepping_path_are_counted_as_arrays_not_fed(setting):
     end = markers.end_ids[0]
     for written in range(32):
         logits = proc.apply(torch.zeros(1, len(tokenizer) + 1))
-        assert logits[0, end].item() == torch.tensor(soft_bias(written, 16, mode)).item()
+        assert logits[0, end].item() == torch.tensor(mode.end_bias(written, 16)).item()
         output.append(plain[written % len(plain)])
     assert proc.rows[0].held is not None and proc.rows[0].fed < 10  # held, not fed
     assert proc.apply(torch.zeros(1, len(tokenizer) + 1))[0].isfinite().nonzero().flatten().tolist() == [end]  # 2t
@@ -307,3 +306,33 @@ def test_stop_rows_on_the_stepping_path_stop_where_the_plain_scanner_first_match
             elif len(output) < len(ids):
                 output.append(ids[len(output)])
     assert forced_at == [first for _, first, _ in rows]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_soft_bias_is_one_addition_in_the_logits_dtype_on_each_row(setting, dtype):
+    """Rows on the stepping path and rows looked at one by one (a later start) in one step: each row's end
+    marker logit is its own plus its bias, rounded once to the logits' dtype; nothing else moves."""
+    from vllm import SamplingParams
+    from vllm.v1.sample.logits_processor import BatchUpdate
+
+    from e1.engine.vllm.processor import KEY, budget_args
+
+    tokenizer, markers, plain, _ = setting
+    modes = [Mode.parse(f"soft:start={start}:strength=3:shape=exp") for start in (0, 0, 0.5, 0.9)]
+    outputs = [[] for _ in modes]
+    added = [
+        (i, SamplingParams(extra_args={KEY: budget_args(Budget(12, 4), mode, markers, "open", room=60)}), [1], out)
+        for i, (mode, out) in enumerate(zip(modes, outputs))
+    ]
+    proc, end = processor(tokenizer), markers.end_ids[0]
+    proc.update_state(BatchUpdate(len(modes), [], added, []))
+    generator = torch.Generator().manual_seed(0)
+    for written in range(14):
+        before = torch.randn(len(modes), len(tokenizer) + 1, generator=generator).to(getattr(torch, dtype))
+        after = proc.apply(before.clone())
+        expected = before.clone()
+        for row, mode in enumerate(modes):
+            expected[row, end] += torch.tensor(mode.end_bias(written, 12)).to(expected.dtype)
+        assert torch.equal(after, expected), written
+        for out in outputs:
+            out.append(plain[written % len(plain)])

@@ -23,7 +23,7 @@ gives the forced texts that are neither thinking nor a marker (the exit text, s1
 kept apart so that no reward ever scores them as the model's answer.
 
 Mode ``soft`` adds one thing a backend must do: add :meth:`RowState.end_bias` to the logit of the
-end marker's first token before sampling (:func:`soft_bias`, a pure function of the thinking
+end marker's first token before sampling (:meth:`Mode.end_bias`, a pure function of the thinking
 count, ``t`` and the mode, so both backends add the very same float). ``stop=`` patterns are
 checked here after each thinking token, through a matcher the backend builds (:mod:`e1.engine.stop`).
 A mode's notes (:meth:`Mode.notes`, texts an option forces into the thinking at given thinking counts,
@@ -34,8 +34,11 @@ open (it never ended), prefilled (the prompt closed it) or unopened (left to the
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
+from functools import lru_cache
 from itertools import compress
 from typing import TYPE_CHECKING
 
@@ -62,15 +65,13 @@ PREFILLED, UNOPENED = "prefilled", "unopened"
 THINK_ENDS = (NATURAL, BUDGET, PATTERN, TRIAL, OPEN, PREFILLED, UNOPENED)
 
 
-def think_limit(budget: Budget, mode: Mode) -> int:
-    """Where thinking is cut: ``t``, or for soft the backstop ``floor(ceiling * t)`` (:meth:`Mode.think_limit`)."""
-    return mode.think_limit(budget)
-
-
-def soft_bias(think_tokens: int, t: int, mode: Mode) -> float:
-    """The bias ``mode`` adds to the end marker's logit after ``think_tokens`` thinking tokens (soft's
-    schedule, :mod:`e1.engine.modes.soft`; 0 in other modes): one float every backend adds alike."""
-    return mode.end_bias(think_tokens, t)
+@lru_cache(maxsize=4096)
+def thinking_limits_from(limit: int | None, cap: int | None) -> float:
+    """The least thinking count at which the cut (at ``limit``; None: no thinking budget) or truncate's ``cap`` can
+    hold (inf: neither), found once per budget by bisecting their rules (each true from some count on)."""
+    cut = bisect_left(range(limit + 1), True, key=lambda k: at_cut(k, limit)) if limit is not None else math.inf
+    capped = bisect_left(range(cap + 1), True, key=lambda k: over_cap(k, 0, cap)) if cap is not None else math.inf
+    return min(cut, capped)
 
 
 def worst_case_tokens(budget: Budget, mode: Mode, markers: Markers, exit_ids: tuple[int, ...] = ()) -> int:
@@ -113,7 +114,7 @@ class RowState:
         self.budget, self.mode, self.markers = budget, mode, markers
         self.exit_ids, self.sentence_ends, self.stop = tuple(exit_ids), sentence_ends, stop
         self._scan = stop.scanner() if stop is not None else None  # this row's view of its thinking text
-        self.think_limit = think_limit(budget, mode)  # t, or soft's ceiling
+        self.think_limit = mode.think_limit(budget)  # t, or soft's ceiling floor(ceiling * t)
         self.grace_at = self.think_limit + mode.grace  # at or past it a grace window forces the end anyway
         self.wait_below = budget.think - len(markers.wait_ids)  # "Wait" replaces a natural end only below it
         # notes count against thinking's own budget: a mode without one (truncate, none) has none
@@ -128,6 +129,7 @@ class RowState:
         self.kinds: list[int] = []
         self.phase = THINK
         self.think_tokens = self.solve_tokens = 0
+        self._think_from = thinking_limits_from(self.think_limit if self.budgeted else None, self.total_cap)
         self.closed = self.was_forced = False
         self.waits_left = mode.wait
         self.finish_reason = ""
@@ -151,7 +153,7 @@ class RowState:
 
     def end_bias(self) -> float:
         """What to add to the logit of the end marker's first token before the next sample (soft;
-        0 otherwise): :func:`soft_bias` of the thinking written so far, while thinking and nothing is forced."""
+        0 otherwise): :meth:`Mode.end_bias` of the thinking written so far, while thinking and nothing is forced."""
         if self.phase != THINK or self._queue:
             return 0.0
         return self.mode.end_bias(self.think_tokens, self.budget.think)
@@ -219,7 +221,7 @@ class RowState:
         else:
             self._append(sampled, T_EOS if sampled in self.markers.eos_ids else T_SOLVE, forced=False)
             self._after_solve(sampled)
-        if not self.done and len(self.tokens) >= self.max_new_tokens:
+        if self.phase != DONE and len(self.tokens) >= self.max_new_tokens:  # the phase, not .done: one call less per id
             self._finish("length")
         return self.tokens[-1]
 
@@ -349,14 +351,16 @@ class RowState:
         elif self.phase == THINK and self._scan is not None and self._scan.push(token):
             self._force_end(PATTERN)
             return
-        if self.phase == THINK:
+        if self.phase != THINK:
+            return
+        if self.think_tokens >= self._think_from:  # the cut or the cap may hold (thinking_limits_from)
             cut = self.budgeted and at_cut(self.think_tokens, self.think_limit)  # a grace window may wait past it
             if cut and end_due(cut, self.think_tokens, self.grace_at, token in self.sentence_ends):
-                self._force_end()
-            elif self.total_cap is not None and over_cap(self.think_tokens, self.solve_tokens, self.total_cap):
-                self._finish("length")
-            elif self._notes and not self._queue:
-                self._note_due()
+                return self._force_end()
+            if self.total_cap is not None and over_cap(self.think_tokens, self.solve_tokens, self.total_cap):
+                return self._finish("length")
+        if self._notes and not self._queue:
+            self._note_due()
 
     def _next_limit(self) -> int:
         """The thinking count at which a forced token may next be due: the cut, or the next note's count."""
