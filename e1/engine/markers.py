@@ -6,6 +6,7 @@ markers = resolve_markers(tokenizer, think_end="Final answer:")   # any text, ma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,21 +42,33 @@ class Markers:
 
             markers.prompt_thinking(tokenizer.apply_chat_template(chat, add_generation_prompt=True))
         """
-        ids, start, end = list(prompt_ids), self.start_ids, self.end_ids
-        lasts = {start[-1], end[-1]}
-        for stop in range(len(ids), 0, -1):  # from the end: the first marker met is the last one
-            if ids[stop - 1] not in lasts:
-                continue
-            if _ends_at(ids, stop, end):
-                return PROMPT_CLOSED
-            if _ends_at(ids, stop, start):
-                return PROMPT_OPEN
-        return PROMPT_ABSENT
+        return last_marker(list(prompt_ids), self.start_ids, self.end_ids)
 
 
-def _ends_at(ids: list[int], stop: int, marker: tuple[int, ...]) -> bool:
+def last_marker(prompt: Sequence, start: Sequence, end: Sequence) -> str:
+    """What ``prompt`` leaves thinking, by its last marker (:meth:`Markers.prompt_thinking`): a sequence of
+    ids with the markers' ids, or a text with the markers' texts (a prompt a run stored, read back).
+
+        >>> last_marker("<|im_start|>assistant\\n<think>\\n", "<think>", "</think>")
+        'open'
+        >>> last_marker([5, 1, 2, 7], (1,), (2,)), last_marker("Q: 2 + 2?", "<think>", "</think>")
+        ('closed', 'absent')
+    """
+    start, end = tuple(start), tuple(end)
+    lasts = {start[-1], end[-1]}
+    for stop in range(len(prompt), 0, -1):  # from the end: the first marker met is the last one
+        if prompt[stop - 1] not in lasts:
+            continue
+        if _ends_at(prompt, stop, end):
+            return PROMPT_CLOSED
+        if _ends_at(prompt, stop, start):
+            return PROMPT_OPEN
+    return PROMPT_ABSENT
+
+
+def _ends_at(prompt: Sequence, stop: int, marker: tuple) -> bool:
     k = len(marker)
-    return k <= stop and tuple(ids[stop - k : stop]) == marker
+    return k <= stop and tuple(prompt[stop - k : stop]) == marker
 
 
 def _encode(tokenizer, text: str) -> tuple[int, ...]:
