@@ -54,7 +54,7 @@ def last_marker(prompt: Sequence, start: Sequence, end: Sequence) -> str:
         >>> last_marker([5, 1, 2, 7], (1,), (2,)), last_marker("Q: 2 + 2?", "<think>", "</think>")
         ('closed', 'absent')
     """
-    start, end = tuple(start), tuple(end)
+    start, end = (start, end) if isinstance(prompt, str) else (list(start), list(end))  # a slice's own type
     lasts = {start[-1], end[-1]}
     for stop in range(len(prompt), 0, -1):  # from the end: the first marker met is the last one
         if prompt[stop - 1] not in lasts:
@@ -66,9 +66,9 @@ def last_marker(prompt: Sequence, start: Sequence, end: Sequence) -> str:
     return PROMPT_ABSENT
 
 
-def _ends_at(prompt: Sequence, stop: int, marker: tuple) -> bool:
+def _ends_at(prompt: Sequence, stop: int, marker: Sequence) -> bool:
     k = len(marker)
-    return k <= stop and tuple(prompt[stop - k : stop]) == marker
+    return k <= stop and prompt[stop - k : stop] == marker
 
 
 def _encode(tokenizer, text: str) -> tuple[int, ...]:

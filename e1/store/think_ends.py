@@ -32,11 +32,17 @@ def _unknown(stored: str | None) -> None:
     return None
 
 
+MAX_MARKER_CHARS = 1024  # a marker text longer than this is no marker e1 recorded: no old row is read by it
+
+
 def stored_markers(record: dict | None) -> tuple[str, str] | None:
-    """The think markers' texts a run's ``config.json`` records (None: it records none, or not as texts)."""
+    """The think markers' texts a run's ``config.json`` records (None: it records none, or not as two
+    different texts e1 could have recorded)."""
     markers = (record or {}).get("markers")
     texts = tuple(markers.get(k) for k in ("think_start", "think_end")) if isinstance(markers, dict) else ()
-    return texts if len(texts) == 2 and all(isinstance(t, str) and t for t in texts) else None
+    if len(texts) != 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_MARKER_CHARS for t in texts):
+        return None
+    return texts if texts[0] != texts[1] else None
 
 
 def read_today(table, old: list[bool], prompts, group_key: list[str], markers: tuple[str, str] | None):
