@@ -95,8 +95,8 @@ SAMPLE_DTYPES = {
 }
 # columns added after the first release: files written before them read back with these values
 # think_end: how thinking ended, natural | budget | pattern | trial | open | prefilled | unopened
-# (e1.engine.row_state.THINK_ENDS); null: unknown (an API that reports none; files before the column, and
-# before "prefilled", which they left null)
+# (e1.engine.row_state.THINK_ENDS); null: unknown (an API that reports none; files before the column). Files
+# written before this vocabulary was recorded (THINK_END_KEY, below) are read into it by e1.store.think_ends
 SAMPLE_DEFAULTS = {
     "tests_passed": float("nan"),
     "first_failure": None,
