@@ -210,3 +210,19 @@ def test_the_viewer_shows_no_think_rates_from_a_summary_written_before_the_vocab
     assert store.labelled(frame, source=tmp_path / "summary.parquet")[RATES].isna().all().all()
     write_parquet(frame, tmp_path / "summary.parquet")
     assert store.labelled(frame, source=tmp_path / "summary.parquet")[RATES].eq(0.5).all().all()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet="<>/tk\n", max_size=24),
+    st.sampled_from([("<t>", "</t>"), ("t", "k"), ("<k>", "k>"), ("</t>", "<t>")]),
+)
+def test_a_stored_prompt_s_text_reads_as_its_ids_would(text, markers):
+    """The one rule of what a prompt leaves thinking (its last marker) read on a text, as old rows are, says
+    what it says on the same prompt's ids (each character an id)."""
+    from e1.engine.markers import last_marker
+
+    start, end = markers
+    assert last_marker(text, start, end) == last_marker(
+        [ord(c) for c in text], list(map(ord, start)), list(map(ord, end))
+    )

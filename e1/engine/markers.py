@@ -55,15 +55,24 @@ def last_marker(prompt: Sequence, start: Sequence, end: Sequence) -> str:
         ('closed', 'absent')
     """
     start, end = (start, end) if isinstance(prompt, str) else (list(start), list(end))  # a slice's own type
-    lasts = {start[-1], end[-1]}
-    for stop in range(len(prompt), 0, -1):  # from the end: the first marker met is the last one
-        if prompt[stop - 1] not in lasts:
-            continue
+    for stop in _stops(prompt, {start[-1], end[-1]}):  # from the end: the first marker met is the last one
         if _ends_at(prompt, stop, end):
             return PROMPT_CLOSED
         if _ends_at(prompt, stop, start):
             return PROMPT_OPEN
     return PROMPT_ABSENT
+
+
+def _stops(prompt: Sequence, lasts: set):
+    """The positions just past each element of ``prompt`` in ``lasts`` (where a marker could end), from the
+    end; a text is searched by ``str.rfind`` (a prompt read back may be long, and hold no marker)."""
+    if not isinstance(prompt, str):
+        yield from (stop for stop in range(len(prompt), 0, -1) if prompt[stop - 1] in lasts)
+        return
+    stop = len(prompt)
+    while (at := max(prompt.rfind(last, 0, stop) for last in lasts)) >= 0:
+        yield at + 1
+        stop = at
 
 
 def _ends_at(prompt: Sequence, stop: int, marker: Sequence) -> bool:
