@@ -1,5 +1,5 @@
 """A stored row holds no more thinking or solution tokens than its mode lets e1 decode at its budgets
-(e1.store.results._check_counts, the samples gate; each mode's bound is its own: Mode.count_bounds).
+(e1.store.results.check_counts, the samples gate; each mode's bound is its own: Mode.count_bounds).
 
 Bounds by hand, from each mode's module and RowState's counting: elastic and budget-forcing cut thinking
 at t (a grace window's tokens past it), soft at floor(ceiling * t) (+ grace), each solution stops at s;

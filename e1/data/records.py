@@ -18,7 +18,7 @@ from typing import Any
 
 from e1.data.json_values import check_value, load_json
 from e1.errors import DataError, one_line
-from e1.store import missing_file
+from e1.store import missing_file, read_whole
 
 Records = list[dict[str, Any]]
 
@@ -107,23 +107,17 @@ def _parquet_schema(path: Path) -> Any:
 
 
 def _parquet(path: Path, read: Callable[[Path], Any]) -> Any:
-    """``read(path)``: the one gate every parquet read passes, where pyarrow's error (often several
-    lines, raw bytes in them) becomes one :class:`DataError` line naming the file. A table read is
-    validated whole: pyarrow reads damaged text pages without decoding them, so invalid UTF-8 would
-    otherwise surface later, in whatever first touches the value."""
-    import pyarrow as pa
+    """``read(path)`` through the parquet gate (:func:`e1.store.read_whole`: a table validated whole), pyarrow's
+    error (often several lines, raw bytes in them) as one :class:`DataError` line naming the file."""
 
-    try:
-        found = read(path)
-        if isinstance(found, pa.Table):
-            found.validate(full=True)
-        return found
-    except (pa.ArrowException, OSError, ValueError) as err:  # ValueError: undecodable metadata text, bad JSON
+    def failed(err: Exception) -> DataError:
         reason = " ".join(one_line((str(err).strip().splitlines() or [""])[0]).split())  # its first line, short
-        raise DataError(
+        return DataError(
             f"{path}: not a readable parquet file ({reason or type(err).__name__})",
             hint="is it really parquet, and whole?",
-        ) from None
+        )
+
+    return read_whole(lambda: read(path), failed)
 
 
 def _read_csv(path: Path) -> tuple[Records, list[str]]:

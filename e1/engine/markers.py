@@ -6,6 +6,7 @@ markers = resolve_markers(tokenizer, think_end="Final answer:")   # any text, ma
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,21 +42,42 @@ class Markers:
 
             markers.prompt_thinking(tokenizer.apply_chat_template(chat, add_generation_prompt=True))
         """
-        ids, start, end = list(prompt_ids), self.start_ids, self.end_ids
-        lasts = {start[-1], end[-1]}
-        for stop in range(len(ids), 0, -1):  # from the end: the first marker met is the last one
-            if ids[stop - 1] not in lasts:
-                continue
-            if _ends_at(ids, stop, end):
-                return PROMPT_CLOSED
-            if _ends_at(ids, stop, start):
-                return PROMPT_OPEN
-        return PROMPT_ABSENT
+        return last_marker(list(prompt_ids), self.start_ids, self.end_ids)
 
 
-def _ends_at(ids: list[int], stop: int, marker: tuple[int, ...]) -> bool:
+def last_marker(prompt: Sequence, start: Sequence, end: Sequence) -> str:
+    """What ``prompt`` leaves thinking, by its last marker (:meth:`Markers.prompt_thinking`): a sequence of
+    ids with the markers' ids, or a text with the markers' texts (a prompt a run stored, read back).
+
+        >>> last_marker("<|im_start|>assistant\\n<think>\\n", "<think>", "</think>")
+        'open'
+        >>> last_marker([5, 1, 2, 7], (1,), (2,)), last_marker("Q: 2 + 2?", "<think>", "</think>")
+        ('closed', 'absent')
+    """
+    start, end = (start, end) if isinstance(prompt, str) else (list(start), list(end))  # a slice's own type
+    for stop in _stops(prompt, {start[-1], end[-1]}):  # from the end: the first marker met is the last one
+        if _ends_at(prompt, stop, end):
+            return PROMPT_CLOSED
+        if _ends_at(prompt, stop, start):
+            return PROMPT_OPEN
+    return PROMPT_ABSENT
+
+
+def _stops(prompt: Sequence, lasts: set):
+    """The positions just past each element of ``prompt`` in ``lasts`` (where a marker could end), from the
+    end; a text is searched by ``str.rfind`` (a prompt read back may be long, and hold no marker)."""
+    if not isinstance(prompt, str):
+        yield from (stop for stop in range(len(prompt), 0, -1) if prompt[stop - 1] in lasts)
+        return
+    stop = len(prompt)
+    while (at := max(prompt.rfind(last, 0, stop) for last in lasts)) >= 0:
+        yield at + 1
+        stop = at
+
+
+def _ends_at(prompt: Sequence, stop: int, marker: Sequence) -> bool:
     k = len(marker)
-    return k <= stop and tuple(ids[stop - k : stop]) == marker
+    return k <= stop and prompt[stop - k : stop] == marker
 
 
 def _encode(tokenizer, text: str) -> tuple[int, ...]:

@@ -18,9 +18,10 @@ from typing import NamedTuple
 from e1.budget import Budget
 from e1.engine.base import Completion, Mode, Sampling
 from e1.engine.early_exit_state import EarlyExitState, transition_ids, trial_texts
-from e1.engine.markers import Markers, exit_ids, sentence_end_ids
-from e1.engine.row_state import BUDGET, RowState
+from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, Markers, exit_ids, last_marker, sentence_end_ids
+from e1.engine.row_state import BUDGET, PREFILLED, RowState
 from e1.errors import ConfigError
+from e1.store import read_old_ends_with
 
 
 class RowEngine:
@@ -202,6 +203,35 @@ def prefilled(prompt, mode: Mode, markers: Markers):
     if not isinstance(prompt, str):
         raise ConfigError(f"mode {mode} writes into the prompt's text", hint="give the prompt as text")
     return mode.prefill(prompt, markers.start_text, markers.end_text)
+
+
+def think_end_before(prompt: str, start: str, end: str):
+    """How a ``think_end`` stored before its vocabulary was recorded (:mod:`e1.store.think_ends`) reads in
+    today's (:data:`~e1.engine.row_state.THINK_ENDS`), given the text of the prompt its row continued from
+    and the markers' texts: a function of the stored value (None: unknown). Before abf6856 ``open`` also held
+    replies that never opened thinking (today ``unopened``) and a prompt that closed thinking stored none
+    (today ``prefilled``); the rest meant what it means today. The prompt's last marker (as
+    :meth:`Markers.prompt_thinking` reads ids) tells them apart where it shows how thinking began: after a
+    prompt that opened thinking every row opened it, so each value reads as stored; after one that closed
+    it, a missing value is ``prefilled``. After one that left thinking to the model no stored value says
+    whether the model opened it, so every row of that prompt is unknown: leaving out only its ``open`` rows
+    would bias the rates of the rest.
+
+        >>> read = think_end_before("<|im_start|>assistant\\n<think>\\n", "<think>", "</think>")
+        >>> read("open"), read("natural"), think_end_before("Q?</think>", "<think>", "</think>")(None)
+        ('open', 'natural', 'prefilled')
+        >>> think_end_before("<|im_start|>assistant\\n", "<think>", "</think>")("natural") is None
+        True
+    """
+    phase = last_marker(prompt, start, end)
+    if phase == PROMPT_OPEN:
+        return lambda stored: stored
+    if phase == PROMPT_CLOSED:
+        return lambda stored: PREFILLED if stored is None else stored
+    return lambda stored: None
+
+
+read_old_ends_with(think_end_before)  # the samples gate (e1.store) reads old rows by it
 
 
 def decode_all(tokenizer, sequences: list[list[int]]) -> list[str]:

@@ -208,14 +208,15 @@ def _evaluate(config: EvalConfig, engine, progress, group):
 
 
 def upgrade_run(out: Path, store) -> None:
-    """A run directory written before today's mode texts (:func:`e1.store.mode_format`) is rewritten
-    to them once, before anything is added to it: its samples' labels first, then its ``config.json``
+    """A run directory written before today's mode texts (:func:`e1.store.mode_format`) or before its
+    ``think_end`` vocabulary was recorded (:mod:`e1.store.think_ends`) is rewritten to today's once, before
+    anything is added to it, so that no folder holds two: its samples first, then its ``config.json``
     (modes and format). Its texts are :meth:`Mode.legacy`'s rewrite, as every reader reads them."""
     from e1.store import write_json
 
+    store.upgrade()  # labels and think_end as every reader reads them; nothing when both are today's
     if mode_format(out) >= MODE_FORMAT:
         return
-    store.upgrade()
     if (out / CONFIG).exists():
         previous = json.loads((out / CONFIG).read_text())
         modes = previous.get("modes")

@@ -40,7 +40,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from e1.store import GROUP_KEY, SUMMARY_COLUMNS
+from e1.store import GROUP_KEY, SUMMARY_COLUMNS, THINK_RATE_COLUMNS
 
 RESAMPLES = 1000  # bootstrap resamples per interval
 SEED = 0  # the bootstrap's seed: intervals are reproducible
@@ -198,7 +198,7 @@ def _group_metrics(group, ks: tuple[int, ...] = ()) -> dict:
 
 
 THOUGHT, EMPTY, PREFILLED, UNOPENED, UNKNOWN = "thought", "empty", "prefilled", "unopened", "unknown"
-THINK_RATES = {THOUGHT: "think_rate", EMPTY: "empty_think_rate", PREFILLED: "prefilled_rate", UNOPENED: "unopened_rate"}
+THINK_RATES = dict(zip((THOUGHT, EMPTY, PREFILLED, UNOPENED), THINK_RATE_COLUMNS))  # kind -> its summary column
 
 
 def thinking_kinds(samples):

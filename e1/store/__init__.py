@@ -3,6 +3,7 @@
 - :mod:`e1.store.results`: the parquet schemas and the one atomic writer;
 - :mod:`e1.store.run_identity`: what a run directory holds, and the check that a run does not mix with another;
 - :mod:`e1.store.samples`: samples written once per batch as parts, compacted at the end;
+- :mod:`e1.store.think_ends`: samples written before their ``think_end`` vocabulary was recorded, read in today's;
 - :mod:`e1.store.digest`: a file's content hash (:func:`file_digest`), never its size and time;
 - :mod:`e1.store.paths`: names that become paths (:func:`file_name`) and paths kept inside their root (:func:`inside`);
 - :mod:`e1.store.lock`: one process per run directory (a lock that dies with its process);
@@ -37,10 +38,15 @@ from e1.store.results import (
     SAMPLES,
     SUMMARY,
     SUMMARY_COLUMNS,
+    THINK_END_KEY,
+    THINK_END_VOCABULARY,
+    THINK_RATE_COLUMNS,
     atomic_write,
     bound_counts,
     parquet_metadata,
     read_parquet,
+    read_whole,
+    think_end_vocabulary,
     write_json,
     write_parquet,
     write_text,
@@ -57,6 +63,7 @@ from e1.store.run_identity import (
     read_record,
 )
 from e1.store.samples import SampleStore, held_datasets
+from e1.store.think_ends import read_old_ends_with
 
 __all__ = [
     "CHECKPOINTS",
@@ -83,6 +90,10 @@ __all__ = [
     "SAMPLE_KEY",
     "SUMMARY",
     "SUMMARY_COLUMNS",
+    "THINK_END_KEY",
+    "THINK_END_VOCABULARY",
+    "THINK_RATE_COLUMNS",
+    "think_end_vocabulary",
     "SampleStore",
     "stamps",
     "atomic_write",
@@ -108,6 +119,8 @@ __all__ = [
     "new_run_dir",
     "parquet_metadata",
     "read_parquet",
+    "read_whole",
+    "read_old_ends_with",
     "run_lock",
     "write_json",
     "write_parquet",

@@ -95,8 +95,8 @@ SAMPLE_DTYPES = {
 }
 # columns added after the first release: files written before them read back with these values
 # think_end: how thinking ended, natural | budget | pattern | trial | open | prefilled | unopened
-# (e1.engine.row_state.THINK_ENDS); null: unknown (an API that reports none; files before the column, and
-# before "prefilled", which they left null)
+# (e1.engine.row_state.THINK_ENDS); null: unknown (an API that reports none; files before the column). Files
+# written before this vocabulary was recorded (THINK_END_KEY, below) are read into it by e1.store.think_ends
 SAMPLE_DEFAULTS = {
     "tests_passed": float("nan"),
     "first_failure": None,
@@ -113,6 +113,14 @@ GROUP_KEY = ["dataset", "mode", "think_budget", "solve_budget"]
 # was written before: its readers rewrite its stored texts with the modes' own legacy rewrite
 # (e1.engine.modes.Mode.legacy), config and samples alike, and the first write into it records them so
 MODE_FORMAT_KEY, MODE_FORMAT = "mode_format", 2
+# The vocabulary of think_end (e1.engine.row_state.THINK_ENDS), recorded in the metadata of every parquet file
+# that holds think_end values or the think rates computed from them (write_parquet stamps each). A file without
+# it was written before it was recorded (e1 up to 1332387), maybe in the vocabulary before abf6856: "open" held
+# replies that never opened thinking too (today "unopened"), and a prompt that closed thinking was left null
+# (today "prefilled"). Its rows are read into today's vocabulary where their prompt shows which they were, else
+# read as unknown (e1.store.think_ends); its think rates are read as unknown
+THINK_END_KEY, THINK_END_VOCABULARY = "e1.think_end_vocabulary", 2
+THINK_RATE_COLUMNS = ["think_rate", "empty_think_rate", "prefilled_rate", "unopened_rate"]
 # each metric is defined in e1.report.metrics; rates and accuracies are fractions, *_samples are counts
 SUMMARY_COLUMNS = GROUP_KEY + [
     "problems",
@@ -129,10 +137,7 @@ SUMMARY_COLUMNS = GROUP_KEY + [
     "mean_total_tokens",
     "mean_decoded_tokens",
     "forced_rate",
-    "think_rate",
-    "empty_think_rate",
-    "prefilled_rate",
-    "unopened_rate",
+    *THINK_RATE_COLUMNS,
     "natural_samples",
     "natural_accuracy",
     "forced_samples",
@@ -210,8 +215,11 @@ ROW_GROUP_ROWS = 4096
 
 def write_parquet(frame, path: Path, metadata: dict[str, str] | None = None, **what_is_kept: str) -> Path:
     """``frame`` as ``path``, atomically, in row groups of :data:`ROW_GROUP_ROWS`, with ``metadata``
-    added to the file's key-value metadata (read back by :func:`parquet_metadata`); ``what_is_kept``:
-    :func:`atomic_write`'s ``kept`` and ``resume``."""
+    added to the file's key-value metadata (read back by :func:`parquet_metadata`; a frame that holds
+    ``think_end`` or a think rate gets :data:`THINK_END_KEY` too); ``what_is_kept``: :func:`atomic_write`'s
+    ``kept`` and ``resume``."""
+    if {"think_end", *THINK_RATE_COLUMNS} & set(frame.columns):
+        metadata = {THINK_END_KEY: str(THINK_END_VOCABULARY), **(metadata or {})}
     if not metadata:
         return atomic_write(
             path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS), **what_is_kept
@@ -235,6 +243,18 @@ def parquet_metadata(path: Path, key: str) -> str | None:
     return None if value is None else value.decode()
 
 
+def think_end_vocabulary(path: Path) -> int:
+    """The vocabulary of the ``think_end`` values (or think rates) in ``path``: :data:`THINK_END_VOCABULARY`
+    for a file e1 stamped so, 1 for one written before (or stamped with what e1 never writes)."""
+    import pyarrow as pa
+
+    try:
+        stamp = parquet_metadata(path, THINK_END_KEY)
+    except (OSError, pa.ArrowException, ValueError):  # a damaged file: its reader says so in one line
+        return 1
+    return THINK_END_VOCABULARY if stamp == str(THINK_END_VOCABULARY) else 1
+
+
 def write_text(text: str, path: Path) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
@@ -243,18 +263,34 @@ def write_json(data: dict, path: Path) -> Path:
     return write_text(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n", path)
 
 
+def read_whole(read: Callable[[], object], failed: Callable[[Exception], Exception], then=None):
+    """``read()`` (a pyarrow read) validated whole when it is a Table, then ``then(it)`` (a DataFrame, say):
+    pyarrow reads damaged text pages without decoding them, so invalid UTF-8 would otherwise surface later, in
+    whatever first touches the value. What pyarrow raises on a damaged file (often several lines) becomes
+    ``failed(err)``, the caller's one-line error. The one gate every parquet read of e1 passes (run files,
+    samples, local data files)."""
+    import pyarrow as pa
+
+    try:
+        found = read()
+        if isinstance(found, pa.Table):
+            found.validate(full=True)
+        return found if then is None else then(found)
+    except (pa.ArrowException, OSError, ValueError) as err:  # ValueError: undecodable metadata text, bad JSON
+        raise failed(err) from err
+
+
 def read_parquet(path: Path, columns: Sequence[str] | None = None):
     """A parquet file as a DataFrame; with ``columns``, only those are read when the file has them
     all (else the whole file, so the caller's schema check names what is missing)."""
     import pyarrow.parquet as pq
 
-    try:
+    def read():
         wanted = list(columns) if columns is not None and set(columns) <= set(pq.read_schema(path).names) else None
-        table = pq.read_table(path, columns=wanted)
-        table.validate(full=True)  # damaged text pages are read undecoded: find them here
-        return table.to_pandas()
-    except Exception as err:  # pyarrow raises several types for a damaged file
-        raise ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun") from err
+        return pq.read_table(path, columns=wanted)
+
+    failed = lambda err: ResultsError(f"cannot read {path}: {err}", hint="move the damaged file away and rerun")  # noqa: E731
+    return read_whole(read, failed, then=lambda table: table.to_pandas())
 
 
 # a stored sample always holds these (a null would be read as 0 or False), and its counts are not negative
@@ -277,16 +313,19 @@ def bound_counts(bounds: Callable[[str, int, int], tuple[int | None, int | None]
 
 def _check_values(frame) -> None:
     """Refuse a samples file whose rows e1 cannot have written, in one line naming the column."""
-    hint = "the samples file was edited or damaged: move it away and rerun into a new --out"
+    hint = EDITED
     for column in _REQUIRED:
         if frame[column].isna().any():
             raise ResultsError(f"a samples file with a sample without {column}", hint=hint)
         if SAMPLE_DTYPES[column] == "int64" and (frame[column] < 0).any():
             raise ResultsError(f"a samples file with a negative {column}", hint=hint)
-    _check_counts(frame, hint)
+    check_counts(frame, hint)
 
 
-def _check_counts(frame, hint: str) -> None:
+EDITED = "the samples file was edited or damaged: move it away and rerun into a new --out"
+
+
+def check_counts(frame, hint: str = EDITED) -> None:
     """A row e1 counted (``think_end`` set: an API that counts for itself leaves it null) holds no more
     thinking or solution tokens than its mode lets e1 decode at its budgets."""
     counted = frame[frame["think_end"].notna()] if _COUNT_BOUNDS and len(frame) else frame.iloc[:0]

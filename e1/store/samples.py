@@ -47,11 +47,17 @@ from e1.store.results import (
     SAMPLE_KEY,
     SAMPLES,
     SUMMARY,
+    THINK_END_VOCABULARY,
+    THINK_RATE_COLUMNS,
+    check_counts,
     read_parquet,
+    read_whole,
     samples_frame,
+    think_end_vocabulary,
     write_parquet,
 )
 from e1.store.run_identity import FINGERPRINTS, mode_format, read_record
+from e1.store.think_ends import read_today, stored_markers
 
 PARTS_DIR = "samples"
 _PART = re.compile(r"part-r\d+-[0-9a-f]+\.parquet")  # what append names a part: nothing else there is read or removed
@@ -106,52 +112,69 @@ class SampleStore:
 
         Every reader of a run (resume, e1 view, export, elo) reads through here, so each sees the
         same rows: ``samples.parquet`` first, then the parts, and a key already seen is dropped
-        (a kill between compaction and part cleanup leaves both copies on disk).
+        (a kill between compaction and part cleanup leaves both copies on disk). ``think_end`` is read
+        in today's vocabulary, from files written before it too (:mod:`e1.store.think_ends`).
         """
         import pyarrow as pa
 
         schema, parts, relabel = self._schema(), self.parts(), self.relabels()
         key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
         wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
-        read = list(dict.fromkeys(wanted + key)) if parts or relabel else wanted
-        where, after = (None, where) if relabel else (where, None)  # a filter on labels: on today's labels
-        tables = []
-        if (self.out / SAMPLES).is_file():
-            tables.append(
-                _scan(
-                    [self.out / SAMPLES],
-                    schema,
-                    read,
-                    where,
-                    f"cannot read {self.out / SAMPLES}",
-                    "move the damaged file away and rerun",
-                )
-            )
-        if parts:
-            tables.append(
-                _scan(
-                    parts,
-                    schema,
-                    read,
-                    where,
-                    f"cannot read the parts in {self.parts_dir}",
-                    "move the damaged part away and rerun (its samples are generated again)",
-                )
-            )
-        if not tables:
+        old = self.old_files() if "think_end" in wanted else set()
+        read = list(dict.fromkeys(wanted + key)) if parts or relabel or old else wanted
+        # a filter on labels or on think_end: on today's labels and vocabulary
+        where, after = (None, where) if relabel or old else (where, None)
+        scans = self._scans(schema, read, where, old)
+        if not scans:
             return schema.empty_table().select(wanted)
-        table = pa.concat_tables(tables)
+        table = pa.concat_tables([_flagged(found, from_old) if old else found for found, from_old in scans])
         if relabel:
             table = _relabeled(table, self.legacy)
         if parts or relabel:  # the compacted file holds each key once: only parts (or old labels) can repeat one
             table = _first_of_each(table, key)
+        if old:
+            import pyarrow.dataset as ds
+
+            group = [name for name in key if name != "sample_index"]  # a problem in a cell: one prompt
+            prompts = self.table([*group, "prompt"], where=ds.field("sample_index") == 0)
+            flags = table.column(_OLD).to_pylist()
+            _check_stored(table, flags)
+            table = read_today(table.drop_columns([_OLD]), flags, prompts, group, self._markers())
         if after is not None:
             table = table.filter(after)
         return table.select(wanted)
 
-    def labelled(self, frame):
+    def old_files(self) -> set[Path]:
+        """The samples files written before their ``think_end`` vocabulary was recorded (read through
+        :mod:`e1.store.think_ends`)."""
+        return {path for path in self.files() if think_end_vocabulary(path) < THINK_END_VOCABULARY}
+
+    def _scans(self, schema, read: list[str], where, old: set[Path]) -> list[tuple]:
+        """(table, whether from ``old`` files) of ``samples.parquet``, then of the parts of today's vocabulary,
+        then of the older parts."""
+        compacted, parts = self.out / SAMPLES, self.parts()
+        groups = [([compacted], f"cannot read {compacted}", "move the damaged file away and rerun")]
+        groups = groups if compacted.is_file() else []
+        hint = "move the damaged part away and rerun (its samples are generated again)"
+        for chosen in ([p for p in parts if p not in old], [p for p in parts if p in old]):
+            groups += [(chosen, f"cannot read the parts in {self.parts_dir}", hint)] if chosen else []
+        return [(_scan(paths, schema, read, where, failed, why), paths[0] in old) for paths, failed, why in groups]
+
+    def _markers(self) -> tuple[str, str] | None:
+        """The think markers' texts the run's ``config.json`` records (None: none, or a damaged file)."""
+        try:
+            return stored_markers(read_record(self.out / CONFIG))
+        except ResultsError:  # its own reader says so
+            return None
+
+    def labelled(self, frame, source: Path | None = None):
         """Another of the run's frames (``summary.parquet``, a sweep's curves) with its ``mode`` and
-        ``other_mode`` labels read as the samples' are (rewritten in a run of an older mode format)."""
+        ``other_mode`` labels read as the samples' are (rewritten in a run of an older mode format);
+        with ``source``, the file it was read from, its think rates are unknown (NaN) when that file was
+        written before their vocabulary was recorded (:data:`~e1.store.results.THINK_END_KEY`)."""
+        rates = [column for column in THINK_RATE_COLUMNS if column in frame.columns]
+        if source is not None and rates and think_end_vocabulary(source) < THINK_END_VOCABULARY:
+            frame = frame.assign(**dict.fromkeys(rates, float("nan")))
         if not self.relabels():
             return frame
         columns = [column for column in ("mode", "other_mode") if column in frame.columns]
@@ -167,7 +190,7 @@ class SampleStore:
         ``samples.parquet``, as :meth:`compact` does), before anything new is appended; True if it
         did. Its ``config.json`` is for the caller to record next (a kill in between rewrites again:
         the rewrite changes nothing twice)."""
-        if not self.relabels():
+        if not self.relabels() and not self.old_files():
             return False
         parts = self.parts()
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
@@ -269,18 +292,37 @@ def _fits(found, wanted) -> bool:
 
 
 def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hint: str):
-    """``paths`` as one pyarrow dataset in ``schema`` (a column a file lacks reads as null)."""
-    import pyarrow as pa
+    """``paths`` as one pyarrow dataset in ``schema`` (a column a file lacks reads as null), validated whole."""
     import pyarrow.dataset as ds
 
-    try:
-        table = ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(
+    def read():
+        return ds.dataset([str(p) for p in paths], schema=schema, format="parquet").to_table(
             columns=columns, filter=where
         )
-        table.validate(full=True)  # damaged text pages are read undecoded: find them here, not in a later reader
-        return table
-    except (OSError, pa.ArrowException, ValueError) as err:
-        raise ResultsError(f"{failed}: {err}", hint=hint) from err
+
+    return read_whole(read, lambda err: ResultsError(f"{failed}: {err}", hint=hint))
+
+
+_OLD = "__old_think_end"  # a row read from a file of the older think_end vocabulary
+
+
+def _flagged(table, from_old: bool):
+    """``table`` with a column saying whether its rows come from a file of the older vocabulary."""
+    import numpy as np
+    import pyarrow as pa
+
+    return table.append_column(_OLD, pa.array(np.full(table.num_rows, from_old)))
+
+
+def _check_stored(table, old: list[bool]) -> None:
+    """The rows of older files bounded as stored (:func:`~e1.store.results.check_counts`: a set ``think_end``
+    is e1's count), before :func:`~e1.store.think_ends.read_today` may read their ``think_end`` as unknown."""
+    import pyarrow as pa
+
+    needed = ["dataset", "problem_id", "sample_index", "mode", "think_budget", "solve_budget", "think_tokens"]
+    needed += ["solve_tokens", "think_end"]
+    if set(needed) <= set(table.column_names):
+        check_counts(table.select(needed).filter(pa.array(old, type=pa.bool_())).to_pandas())
 
 
 def _relabeled(table, legacy: Callable[[str], str]):

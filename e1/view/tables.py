@@ -205,8 +205,9 @@ def curve_points(run: Run) -> list[dict]:
     present = pq.read_schema(run.summary_file).names
     if "accuracy" not in present:  # a summary written before rates became fractions
         return []
-    frame = run.store.labelled(
-        pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas()
+    frame = run.store.labelled(  # think rates of a summary written before their vocabulary was recorded: unknown
+        pq.read_table(run.summary_file, columns=[c for c in CURVE_FIELDS if c in present]).to_pandas(),
+        source=run.summary_file,
     )
     return records(with_model(frame, run).assign(run=run.name))
 

@@ -107,40 +107,26 @@ class PlainRows:
         A prompt that closed thinking skips the first call."""
         state = self.row_state(ids, budget, mode, sampling)
         if state.phase == THINK and state.forced_token() is None:
-            choice = self._call(
-                "completions",
-                self._body(
-                    row_seed,
-                    0,
-                    sampling,
-                    prompt=list(ids),
-                    max_tokens=budget.think,
-                    stop=[self.markers.end_text],
-                    skip_special_tokens=False,
-                    return_token_ids=True,
-                ),
-                _with_ids,
+            self._ids_call(
+                state, row_seed, 0, sampling, ids, budget.think, stop=[self.markers.end_text], skip_special_tokens=False
             )
-            state.extend(list(choice.token_ids))
         while not state.done and state.forced_token() is not None:
             state.accept(state.forced_token())  # the exit text, end marker (and s1's answer prompt)
         if not state.done:
-            choice = self._call(
-                "completions",
-                self._body(
-                    row_seed,
-                    1,
-                    sampling,
-                    prompt=list(ids) + state.tokens,
-                    max_tokens=budget.solve,
-                    return_token_ids=True,
-                ),
-                _with_ids,
-            )
-            state.extend(list(choice.token_ids))
+            self._ids_call(state, row_seed, 1, sampling, list(ids) + state.tokens, budget.solve)
         completion = self._record(state, row, ids)
         completion.finish_reason = completion.finish_reason or "length"
         return completion
+
+    def _ids_call(
+        self, state, row_seed: int, call: int, sampling: Sampling, prompt: list[int], max_tokens: int, **more
+    ) -> Choice:
+        """One completions request on token ids (call ``call`` of the row, ``more`` fields beside), its reply's
+        ids fed to the row's ``state``: every token-id request of the replaying paths is built here."""
+        fields = {"prompt": list(prompt), "max_tokens": max_tokens, **more, "return_token_ids": True}  # as sent before
+        choice = self._call("completions", self._body(row_seed, call, sampling, **fields), _with_ids)
+        state.extend(list(choice.token_ids))
+        return choice
 
     def _one_call_row(
         self, text: str, ids, row: tuple[int, int], budget: Budget, mode: Mode, sampling: Sampling, row_seed: int
@@ -151,20 +137,7 @@ class PlainRows:
             return self._chat_row(text, row, budget, mode, sampling, row_seed)
         state = self.row_state(ids, budget, mode, sampling)
         if self.ids_out:
-            choice = self._call(
-                "completions",
-                self._body(
-                    row_seed,
-                    0,
-                    sampling,
-                    prompt=list(ids),
-                    max_tokens=state.max_new_tokens,
-                    skip_special_tokens=False,
-                    return_token_ids=True,
-                ),
-                _with_ids,
-            )
-            state.extend(list(choice.token_ids))
+            choice = self._ids_call(state, row_seed, 0, sampling, ids, state.max_new_tokens, skip_special_tokens=False)
             completion = self._record(state, row, ids)
             completion.finish_reason = completion.finish_reason or choice.stopped
             return completion

@@ -1,0 +1,73 @@
+"""Samples written before their ``think_end`` vocabulary was recorded, read in today's.
+
+Today's vocabulary (:data:`e1.engine.THINK_ENDS`) is recorded in every samples file e1 writes
+(:data:`~e1.store.results.THINK_END_KEY`). A file without it may hold the vocabulary before abf6856,
+where ``open`` also held replies that never opened thinking (today ``unopened``) and a prompt that
+closed thinking left ``think_end`` null (today ``prefilled``). Mixed with today's rows, such rows would
+bias every think rate of their cell (:func:`e1.report.metrics.thinking_kinds`), so
+:meth:`e1.store.SampleStore.table` reads each of them through :func:`read_today`: its value as today's
+vocabulary says it where the prompt its row continued from shows which it was, else null (unknown, as an
+API that reports none), so rates leave it out instead of misreporting it. The rule itself is the
+engine's (:func:`e1.engine.row_engine.think_end_before`, handed down when the engine loads: the store
+knows no markers); without it every such row reads as unknown.
+
+    table = read_today(table, old, prompts, group_key, ("<think>", "</think>"))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+# (prompt text, start marker text, end marker text) -> (stored think_end -> today's, None: unknown)
+Reading = Callable[[str, str, str], Callable[[str | None], str | None]]
+_READING: list[Reading] = []
+
+
+def read_old_ends_with(reading: Reading) -> None:
+    """Have :func:`read_today` read old rows by ``reading`` (the engine's rule, handed down once it loads)."""
+    _READING[:] = [reading]
+
+
+def _unknown(stored: str | None) -> None:
+    return None
+
+
+MAX_MARKER_CHARS = 1024  # a marker text longer than this is no marker e1 recorded: no old row is read by it
+
+
+def stored_markers(record: dict | None) -> tuple[str, str] | None:
+    """The think markers' texts a run's ``config.json`` records (None: it records none, or not as two
+    different texts e1 could have recorded)."""
+    markers = (record or {}).get("markers")
+    texts = tuple(markers.get(k) for k in ("think_start", "think_end")) if isinstance(markers, dict) else ()
+    if len(texts) != 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_MARKER_CHARS for t in texts):
+        return None
+    return texts if texts[0] != texts[1] else None
+
+
+def read_today(table, old: list[bool], prompts, group_key: list[str], markers: tuple[str, str] | None):
+    """``table`` (its ``think_end`` and ``group_key`` columns at least) with the ``think_end`` of each row
+    marked ``old`` (read from a file of the older vocabulary) as today's vocabulary says it, by the
+    engine's reading of the prompt of its problem and cell (``prompts``: ``group_key`` and ``prompt``
+    columns, the prompt e1 stores on sample 0); unknown (null) where there is no such prompt or no markers."""
+    import pyarrow as pa
+
+    if not any(old):
+        return table
+    rule = _READING[0] if _READING and markers is not None else None
+    stored = dict(zip(_keys(prompts, group_key), prompts.column("prompt").to_pylist())) if rule else {}
+    readings: dict[tuple, Callable[[str | None], str | None]] = {}
+    ends = table.column("think_end").to_pylist()
+    for index, key in enumerate(_keys(table, group_key)):
+        if not old[index]:
+            continue
+        if key not in readings:
+            prompt = stored.get(key)
+            readings[key] = rule(prompt, *markers) if rule is not None and isinstance(prompt, str) else _unknown
+        ends[index] = readings[key](ends[index])
+    at = table.schema.get_field_index("think_end")
+    return table.set_column(at, pa.field("think_end", pa.string()), pa.array(ends, type=pa.string()))
+
+
+def _keys(table, columns: list[str]):
+    return zip(*(table.column(column).to_pylist() for column in columns))
