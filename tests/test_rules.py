@@ -70,7 +70,7 @@ def test_the_forced_end_is_one_cut_of_ids_and_of_texts(name, opened, data):
     assert "".join(map(chr, rules.forced_end(ids, opened))) == rules.forced_end(text, opened)
     partial = data.draw(st.integers(1, len(text.end) - 1))  # a proper prefix of "</think>" written already
     tail = tuple(map(ord, "x" + text.end[:partial]))
-    assert rules.marker_hits(rules.SCALAR.matches(tail, rules.marker_patterns(ids.end, ids.start))) == (0, 0, partial)
+    assert rules.partial_end(rules.SCALAR.matches(tail, rules.marker_patterns(ids.end, ids.start))) == partial
     # the rest of the marker, neither exit text nor line break: "<think>" (not opened), "nk>", then the answer
     assert rules.forced_end(ids, opened, partial) == (() if opened else ids.start) + ids.end[partial:] + ids.after
     assert rules.forced_end(ids, opened) == (() if opened else ids.start) + ids.exit + ids.lines + ids.end + ids.after
@@ -90,19 +90,20 @@ def brute_marks(tail: tuple, end: tuple, start: tuple) -> tuple[bool, bool, int]
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(MARKER, MARKER | st.just(()), st.lists(IDS, max_size=7).map(tuple)), min_size=1, max_size=8))
 def test_marker_matching_is_one_rule_on_numbers_and_on_tensors(rows_):
-    """Invariant: ``marker_hits`` of ``ops.matches`` against ``marker_patterns`` is the plain statement, on a host
-    row's tuples and on runner V2's tables (each row its own markers, padded to the widest, ANY left of a short
-    history), row by row."""
+    """Invariant: ``marker_hits`` and ``partial_end`` of ``ops.matches`` against ``marker_patterns`` are the plain
+    statement, on a host row's tuples and on runner V2's tables (each row its own markers, padded to the widest,
+    ANY left of a short history), row by row."""
     width = max(max(len(end), len(start)) for end, start, _ in rows_)
     marks = torch.tensor([match_rows(end, start, width) for end, start, _ in rows_])  # [R, width + 1, width]
     ids = torch.tensor(
         [pad(list(tail[max(0, len(tail) - width) :]), width, rules.ANY, right=True) for *_, tail in rows_]
     )
-    end_hit, start_hit, partial = rules.marker_hits(TORCH.matches(ids, marks), TORCH)
+    hits = TORCH.matches(ids, marks)
+    (end_hit, start_hit), partial = rules.marker_hits(hits), rules.partial_end(hits, TORCH)
     for k, (end, start, tail) in enumerate(rows_):
         want = brute_marks(tail, end, start)
-        host = rules.marker_hits(rules.SCALAR.matches(tail, rules.marker_patterns(end, start)))
-        assert host == want, (end, start, tail)
+        hits = rules.SCALAR.matches(tail, rules.marker_patterns(end, start))
+        assert (*rules.marker_hits(hits), rules.partial_end(hits)) == want, (end, start, tail)
         assert (bool(end_hit[k]), bool(start_hit[k]), int(partial[k] if torch.is_tensor(partial) else 0)) == want
 
 

@@ -40,20 +40,10 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from e1.budget import Budget
+from e1.engine import rules
 from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, PROMPT_THINKING, Markers
 from e1.engine.modes import Mode
-from e1.engine.rules import (
-    EndParts,
-    at_cut,
-    end_due,
-    end_parts,
-    ends_with_each,
-    forced_end,
-    marker_hits,
-    marker_patterns,
-    over_cap,
-    wait_replaces,
-)
+from e1.engine.rules import EndParts, at_cut, end_due, end_parts, forced_end, over_cap, wait_replaces
 
 if TYPE_CHECKING:
     from e1.engine.stop import StopPattern
@@ -71,7 +61,7 @@ _PART_KINDS = (T_MARKER, T_EXIT, T_EXIT, T_MARKER, T_ANSWER)  # each of EndParts
 NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
 PREFILLED, UNOPENED = "prefilled", "unopened"
 THINK_ENDS = (NATURAL, BUDGET, PATTERN, TRIAL, OPEN, PREFILLED, UNOPENED)
-NO_MARKS = (False, False, 0)  # rules.marker_hits of ids that end with no pattern
+NO_HITS = (False, False)  # rules.marker_hits of ids that end with no pattern
 
 
 def think_limit(budget: Budget, mode: Mode) -> int:
@@ -132,7 +122,7 @@ class RowState:
         self.notes = tuple((at, tuple(ids)) for at, ids in notes if ids and at < self.think_limit and mode.separate)
         self._notes = list(reversed(self.notes))  # the notes not yet due, the next one last
         self.opened = prompt_thinking in (PROMPT_OPEN, PROMPT_CLOSED)
-        self._patterns = marker_patterns(markers.end_ids, markers.start_ids)  # what the last ids are matched against
+        self._patterns = rules.marker_patterns(markers.end_ids, markers.start_ids)  # what the last ids match
         self._width = max(map(len, self._patterns))  # how many last ids that takes
         self._completes = frozenset(p[-1] for p in self._patterns[:2] if p)  # an id that may complete a marker
         self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
@@ -350,7 +340,7 @@ class RowState:
 
     def _after_think(self, token: int) -> None:
         self.think_tokens += 1
-        end_hit, start_hit, _ = self._marks(self.tokens) if token in self._completes else NO_MARKS
+        end_hit, start_hit = rules.marker_hits(self._hits(self.tokens)) if token in self._completes else NO_HITS
         if token in self.markers.eos_ids:
             self.kinds[-1] = T_EOS
             self._finish("stop")
@@ -403,13 +393,13 @@ class RowState:
         self._queue.clear()
 
     def _force_end(self, why: str = BUDGET) -> None:
-        """Queue the forced end (:func:`e1.engine.rules.forced_end`, the cut runner V2's step makes too): the exit
+        """Queue the forced end (:func:`e1.engine.rules.forced_end`, the walk runner V2's step makes too): the exit
         text and the end marker, or the rest of a partly written marker, and s1's "Final Answer:". A stop pattern
         (``why`` PATTERN) ended thinking by its content, not for lack of budget: no exit text."""
         parts = self.end_parts()
         if why != BUDGET:
             parts = parts._replace(exit=())
-        partial = self._marks(self.tokens)[2]
+        partial = rules.partial_end(self._hits(self.tokens))
         if partial:
             self._relabel_tail(partial, T_MARKER)
         kinds = EndParts(*((kind,) * len(part) for kind, part in zip(_PART_KINDS, parts)))
@@ -428,7 +418,7 @@ class RowState:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
         if token not in self._completes:  # the common case: no marker is completed, the rule is false
             return False
-        end_hit = self._marks([*self.tokens[-self._width :], token])[0]  # the model completes the marker
+        end_hit, _ = rules.marker_hits(self._hits([*self.tokens[-self._width :], token]))  # the model completes it
         free = self.phase == THINK and not self._queue
         if not wait_replaces(free, self.waits_left, end_hit, self.think_tokens, self.wait_below):
             return False
@@ -436,10 +426,9 @@ class RowState:
         self._queue.extend((t, T_THINK) for t in self.markers.wait_ids)
         return True
 
-    def _marks(self, ids: list[int]) -> tuple:
-        """Marker matching of ``ids``' end (:func:`e1.engine.rules.marker_hits`, as runner V2's step): whether they
-        complete the end marker, the start marker, and how many ids of the end marker they end with."""
-        return marker_hits(ends_with_each(tuple(ids[-self._width :]), self._patterns))
+    def _hits(self, ids: list[int]) -> tuple[bool, ...]:
+        """Which marker patterns ``ids`` end with (:func:`e1.engine.rules.marker_patterns`, runner V2's table too)."""
+        return rules.ends_with_each(tuple(ids[-self._width :]), self._patterns)
 
     def _relabel_tail(self, k: int, kind: int) -> None:
         self.kinds[-k:] = [kind] * k

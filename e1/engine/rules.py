@@ -12,8 +12,8 @@ torch. The forced end's texts are sequences, ids (tuples) or characters (str) al
 
 Two rules are about ids rather than counts. Marker matching: the last ids written (the new one last) are
 matched against one pattern table (:func:`marker_patterns`; ``ops.matches``: a bool per pattern, or an [R]
-tensor each), and :func:`marker_hits` reads the hits as whether they complete the end or start marker and
-how much of the end marker they end with. The forced queue: a cut of the end's template walked by a pointer
+tensor each); :func:`marker_hits` reads the hits as whether they complete the end or start marker, and
+:func:`partial_end` as how much of the end marker they end with. The forced queue: a cut of the end's template walked by a pointer
 (:func:`end_queue`), one id per pop, jumping over the part a partly written marker skips (:func:`queue_jump`).
 """
 
@@ -50,8 +50,10 @@ def torch_ops() -> SimpleNamespace:
     def where(cond, a, b):
         if isinstance(cond, bool):  # a rule's constant: picked at once
             return a if cond else b
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b == 0:
-            return cond * a  # one op, where torch.where would first make each number a tensor (two more)
+        if type(a) is int and type(b) is int and b == 0:  # one op each (torch.where would first make tensors of
+            return cond * a  # the numbers: two more)
+        if type(a) is int and torch.is_tensor(b) and b.dtype in (torch.int64, torch.int32):
+            return b.masked_fill(cond, a)
         return torch.where(cond, a, b)
 
     return SimpleNamespace(
@@ -140,15 +142,19 @@ def marker_patterns(end, start, width: int = 0) -> tuple[tuple, ...]:
     return (tuple(end), tuple(start), *(tuple(end[:k]) if k < len(end) else () for k in range(1, width)))
 
 
-def marker_hits(hits, ops=SCALAR):
-    """Marker matching, from ``hits`` (whether the last ids end with each of :func:`marker_patterns`' patterns):
-    whether they complete the end marker, the start marker, and ``partial``: how many ids of the end marker they
-    end with, its longest proper prefix (0: none), where a forced end resumes the marker (:func:`end_queue`)."""
-    end_hit, start_hit, *prefixes = hits
+def marker_hits(hits):
+    """Whether the last ids complete the end marker and the start marker, from ``hits``: whether they end with each
+    of :func:`marker_patterns`' patterns, in its order (bools, or [R] tensors)."""
+    return hits[0], hits[1]
+
+
+def partial_end(hits, ops=SCALAR):
+    """How many ids of the end marker the last ids end with, from ``hits`` (:func:`marker_hits`'): its longest
+    proper prefix (0: none), where a forced end resumes the marker (:func:`end_queue`)."""
     partial = 0
-    for k, hit in enumerate(prefixes, 1):  # the longer prefix wins
+    for k, hit in enumerate(hits[2:], 1):  # the longer prefix wins
         partial = ops.where(hit, k, partial)
-    return end_hit, start_hit, partial
+    return partial
 
 
 def end_queue(opened, partial, ls, at_end, stop, ops=SCALAR):
@@ -180,7 +186,8 @@ def queue_walk(qp, qj, qt, qe):
 
 
 def forced_end(parts: EndParts, opened, partial=0):
-    """The forced end's ids (a tuple; or a text, a str) in order: the template walked by :func:`end_queue`'s pointers."""
+    """The forced end's ids (a tuple; or a text, a str) in order: the template as :func:`end_queue`'s pointers
+    walk it."""
     template = parts.start + parts.exit + parts.lines + parts.end + parts.after
     items = [template[at] for at in queue_walk(*end_queue(opened, partial, *parts.spans))]
     return "".join(items) if isinstance(template, str) else tuple(items)

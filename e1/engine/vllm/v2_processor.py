@@ -19,7 +19,7 @@ and one write back of what changed; the forced queue as spans of the request's f
 copied buffer); every marker pattern matched in one comparison; soft's bias added by the same gather
 and scatter that force. Each request sets bits on the host when it is written (a forced queue,
 "Wait", a grace window, soft's bias, truncate's cap, markers of several ids, several EOS ids), and a
-step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 118 ops per
+step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 114 ops per
 step whatever the batch, where the first version dispatched 328 (the tests count them).
 
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
@@ -52,6 +52,7 @@ from e1.engine.rules import (
     end_queue,
     marker_hits,
     over_cap,
+    partial_end,
     queue_jump,
     queue_start,
     torch_ops,
@@ -336,9 +337,10 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     s["seen"] = s["seen"] + new
     thinking = s["solving"] == 0
     if needs & MARKS:  # the last ids with the sampled one, against the pattern table (rules.marker_patterns)
-        end_hit, start_hit, partial = marks(s, token)
-    else:  # markers of one id: the table is (end, start), matched by the new id alone; no partial marker
-        end_hit, start_hit, partial = marker_hits((token == s["end_last"], token == s["start_last"]), TORCH)
+        hits = matches(s, token)
+    else:  # markers of one id: the table is (end, start), matched by the new id alone (no prefix: partial 0)
+        hits = (token == s["end_last"], token == s["start_last"])
+    end_hit, start_hit = marker_hits(hits)
     appended, sampled, waited = token, new, None
     if needs & QUEUE:
         queued = s["qp"] < s["qe"]
@@ -355,7 +357,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         s["qp"] = s["qp"] + popping
         emptied = popping & (s["qp"] >= s["qe"])
         if needs & WAIT and needs & MARKS:  # a "Wait" id appended instead: the end marker's prefixes it ends
-            partial = marks(s, appended)[2]
+            hits = matches(s, appended)
     think_rows = sampled & thinking
     s["think"] = s["think"] + (think_rows if waited is None else think_rows | waited)
     s["solve"] = s["solve"] + (sampled ^ think_rows)
@@ -379,7 +381,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
             due = due | (emptied & waited & at_limit)
             emptied = emptied & ~waited
         s["solving"] = s["solving"] | natural | emptied  # the forced end marker (and answer prompt) complete
-        _force_end(s, due, needs, partial)
+        _force_end(s, due, needs, partial_end(hits, TORCH))
         head = s["template"][s["slots"], s["qp"]]  # [R]: each row's queue head, one id per row
         s["next"] = torch.where(s["finished"], s["eos"], head)
     else:
@@ -388,11 +390,10 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], appended[:, None]], dim=1), s["tail"])
 
 
-def marks(s: dict, token: torch.Tensor) -> tuple:
-    """Marker matching (rules.marker_hits) of each row's last ids ``tail`` [R, w-1] then ``token`` [R]:
-    [R] each, whether they complete the end marker, the start marker, and the end marker's ids they end with."""
-    ids = torch.cat([s["tail"], token[:, None]], dim=1)  # [R, w]
-    return marker_hits(TORCH.matches(ids, s["marks"]), TORCH)
+def matches(s: dict, token: torch.Tensor) -> tuple:
+    """Which marker patterns (rules.marker_patterns) each row's last ids ``tail`` [R, w-1] then ``token`` [R]
+    end with: an [R] bool each."""
+    return TORCH.matches(torch.cat([s["tail"], token[:, None]], dim=1), s["marks"])  # [R, w] against [R, K, w]
 
 
 def _force_end(s: dict, due: torch.Tensor, needs: int, partial) -> None:

@@ -12,9 +12,9 @@ from e1.engine.rules import ANY, NEVER, marker_patterns
 
 NONE = 1 << 62  # a count no row reaches: "no limit" (no budget, no cap, a slot left alone)
 # per-slot numbers, one int64 column each: what a step changes, then the request's constants. The phase is
-# two flags (thinking: neither); the forced queue is template[qp:qe], jumping from qj to qt on the way (the
-# start marker, then the rest of a partly written end marker: rules.end_queue); ``next`` is the id forced now (its head, or
-# EOS once done); ``seen`` the next position whose id the slot takes (-1: a slot left alone)
+# two flags (thinking: neither); the forced queue is template[qp:qe], jumping from qj to qt on the way
+# (rules.end_queue: the start marker, then the rest of a partly written end marker); ``next`` is the id
+# forced now (its head, or EOS once done); ``seen`` the next position whose id the slot takes (-1: a slot left alone)
 MUTABLE = ("done", "solving", "think", "solve", "seen", "opened", "waits", "qp", "qe", "qj", "qt", "next")
 # where thinking is cut and a grace window ends, the solution's and truncate's caps, the room (as a
 # ``seen``), "Wait" while think < wait_below, its span in the template and first id, the forced EOS, the
