@@ -122,9 +122,8 @@ class RowState:
         self.notes = tuple((at, tuple(ids)) for at, ids in notes if ids and at < self.think_limit and mode.separate)
         self._notes = list(reversed(self.notes))  # the notes not yet due, the next one last
         self.opened = prompt_thinking in (PROMPT_OPEN, PROMPT_CLOSED)
-        self._patterns = rules.marker_patterns(markers.end_ids, markers.start_ids)  # what the last ids match
-        self._width = max(map(len, self._patterns))  # how many last ids that takes
-        self._completes = frozenset(p[-1] for p in self._patterns[:2] if p)  # an id that may complete a marker
+        # an id that may complete a marker; only after one are the ids matched (<= 30 attributes: fast reads in CPython)
+        self._completes = frozenset(ids[-1] for ids in (markers.end_ids, markers.start_ids) if ids)
         self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
         self.max_new_tokens = max_new_tokens if self.total_cap is None else min(max_new_tokens, self.total_cap)
         self.budgeted = mode.separate  # thinking has its own budget t
@@ -340,7 +339,7 @@ class RowState:
 
     def _after_think(self, token: int) -> None:
         self.think_tokens += 1
-        end_hit, start_hit = rules.marker_hits(self._hits(self.tokens)) if token in self._completes else NO_HITS
+        end_hit, start_hit = rules.marker_hits(self._hits()) if token in self._completes else NO_HITS
         if token in self.markers.eos_ids:
             self.kinds[-1] = T_EOS
             self._finish("stop")
@@ -399,7 +398,7 @@ class RowState:
         parts = self.end_parts()
         if why != BUDGET:
             parts = parts._replace(exit=())
-        partial = rules.partial_end(self._hits(self.tokens))
+        partial = rules.partial_end(self._hits())
         if partial:
             self._relabel_tail(partial, T_MARKER)
         kinds = EndParts(*((kind,) * len(part) for kind, part in zip(_PART_KINDS, parts)))
@@ -418,7 +417,7 @@ class RowState:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
         if token not in self._completes:  # the common case: no marker is completed, the rule is false
             return False
-        end_hit, _ = rules.marker_hits(self._hits([*self.tokens[-self._width :], token]))  # the model completes it
+        end_hit, _ = rules.marker_hits(self._hits(token))  # the model completes the end marker
         free = self.phase == THINK and not self._queue
         if not wait_replaces(free, self.waits_left, end_hit, self.think_tokens, self.wait_below):
             return False
@@ -426,9 +425,11 @@ class RowState:
         self._queue.extend((t, T_THINK) for t in self.markers.wait_ids)
         return True
 
-    def _hits(self, ids: list[int]) -> tuple[bool, ...]:
-        """Which marker patterns ``ids`` end with (:func:`e1.engine.rules.marker_patterns`, runner V2's table too)."""
-        return rules.ends_with_each(tuple(ids[-self._width :]), self._patterns)
+    def _hits(self, *more: int) -> tuple[bool, ...]:
+        """Which marker patterns (:func:`e1.engine.rules.marker_patterns`, runner V2's table too) the ids written,
+        then ``more`` (an id about to be), end with: the last ones, as many as patterns (more than the longest)."""
+        patterns = rules.marker_patterns(self.markers.end_ids, self.markers.start_ids)
+        return rules.ends_with_each((*self.tokens[len(more) - len(patterns) :], *more), patterns)
 
     def _relabel_tail(self, k: int, kind: int) -> None:
         self.kinds[-k:] = [kind] * k
