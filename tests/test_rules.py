@@ -1,6 +1,7 @@
 """Each rule of :mod:`e1.engine.rules` is one function for both kinds of executor: on Python numbers (a host
-``RowState``) and on tensors (runner V2's step), it decides alike, row by row, over generated counts. (The
-executors themselves are compared in tests/test_vllm_v2_processor.py and tests/test_forced_end_api.py.)"""
+``RowState``) and on tensors (runner V2's step), it decides alike, row by row, over generated counts; the id
+rules (marker matching, the forced queue's walk) also as their plain statement says. (The executors themselves
+are compared in tests/test_vllm_v2_processor.py and tests/test_forced_end_api.py.)"""
 
 from __future__ import annotations
 

@@ -7,14 +7,15 @@ API's two-call path (:mod:`e1.engine.api.plain`) on texts.
 
 A rule uses only what Python numbers and tensors share: comparisons, ``&``, ``|``, arithmetic (never ``not``,
 ``and``, ``~``: they differ between the two). What they do not share (``where``, ``minimum``, ``expm1``, a
-division that may be by zero) comes in an ``ops`` namespace: :data:`SCALAR` here, the device step's own for
-torch. The forced end's texts are sequences, ids (tuples) or characters (str) alike.
+division that may be by zero, ``matches``) comes in an ``ops`` namespace: :data:`SCALAR`, or :func:`torch_ops`
+for the device step. The forced end's texts are sequences, ids (tuples) or characters (str) alike.
 
 Two rules are about ids rather than counts. Marker matching: the last ids written (the new one last) are
 matched against one pattern table (:func:`marker_patterns`; ``ops.matches``: a bool per pattern, or an [R]
 tensor each); :func:`marker_hits` reads the hits as whether they complete the end or start marker, and
-:func:`partial_end` as how much of the end marker they end with. The forced queue: a cut of the end's template walked by a pointer
-(:func:`end_queue`), one id per pop, jumping over the part a partly written marker skips (:func:`queue_jump`).
+:func:`partial_end` as how much of the end marker they end with. The forced queue: the end's template walked
+by a pointer (:func:`end_queue`), one id per pop, jumping over what a partly written marker skips
+(:func:`queue_jump`).
 """
 
 from __future__ import annotations
@@ -50,8 +51,9 @@ def torch_ops() -> SimpleNamespace:
     def where(cond, a, b):
         if isinstance(cond, bool):  # a rule's constant: picked at once
             return a if cond else b
-        if type(a) is int and type(b) is int and b == 0:  # one op each (torch.where would first make tensors of
-            return cond * a  # the numbers: two more)
+        # an int picked in one op (torch.where would first make a tensor of each number: two ops more)
+        if type(a) is int and type(b) is int and b == 0:
+            return cond * a
         if type(a) is int and torch.is_tensor(b) and b.dtype in (torch.int64, torch.int32):
             return b.masked_fill(cond, a)
         return torch.where(cond, a, b)

@@ -19,7 +19,7 @@ and one write back of what changed; the forced queue as spans of the request's f
 copied buffer); every marker pattern matched in one comparison; soft's bias added by the same gather
 and scatter that force. Each request sets bits on the host when it is written (a forced queue,
 "Wait", a grace window, soft's bias, truncate's cap, markers of several ids, several EOS ids), and a
-step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 114 ops per
+step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 113 ops per
 step whatever the batch, where the first version dispatched 328 (the tests count them).
 
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
