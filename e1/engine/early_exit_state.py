@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
 from e1.engine.row_state import THINK, TRIAL, RowState
+from e1.engine.rules import ends_with_each
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class EarlyExitState(RowState):
     def __init__(self, *args, transitions: tuple[tuple[int, ...], ...] = (), texts: TrialTexts | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.transitions = tuple(tuple(t) for t in transitions if t)
+        self._reach = max(map(len, self.transitions), default=1)  # the last ids a transition may end
         self.texts = texts
         watching = texts is not None and texts.transitions is not None
         self._watch = texts.transitions.scanner() if watching else None  # this row's thinking text (recipe=deer)
@@ -185,7 +187,7 @@ class EarlyExitState(RowState):
             return False
         if every := self.mode.trial_interval:  # dynasor: after every ``every``-th thinking token
             return self.think_tokens % every == 0
-        return any(self._ends_with(ids) for ids in self.transitions)
+        return any(ends_with_each(tuple(self.tokens[-self._reach :]), self.transitions))
 
     def _trial_prompt(self) -> tuple[int, ...]:
         return self.texts.prompt_ids if self.texts is not None else self.markers.end_ids + self.markers.answer_ids

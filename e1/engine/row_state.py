@@ -43,9 +43,10 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from e1.budget import Budget
+from e1.engine import rules
 from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN, PROMPT_THINKING, Markers
 from e1.engine.modes import Mode
-from e1.engine.rules import EndParts, at_cut, end_due, end_parts, forced_end, over_cap, partial_end, wait_replaces
+from e1.engine.rules import EndParts, at_cut, end_due, end_parts, forced_end, over_cap, wait_replaces
 
 if TYPE_CHECKING:
     from e1.engine.stop import StopPattern
@@ -63,6 +64,7 @@ _PART_KINDS = (T_MARKER, T_EXIT, T_EXIT, T_MARKER, T_ANSWER)  # each of EndParts
 NATURAL, BUDGET, PATTERN, TRIAL, OPEN = "natural", "budget", "pattern", "trial", "open"
 PREFILLED, UNOPENED = "prefilled", "unopened"
 THINK_ENDS = (NATURAL, BUDGET, PATTERN, TRIAL, OPEN, PREFILLED, UNOPENED)
+NO_HITS = (False, False)  # rules.marker_hits of ids that end with no pattern
 
 
 @lru_cache(maxsize=4096)
@@ -121,6 +123,7 @@ class RowState:
         self.notes = tuple((at, tuple(ids)) for at, ids in notes if ids and at < self.think_limit and mode.separate)
         self._notes = list(reversed(self.notes))  # the notes not yet due, the next one last
         self.opened = prompt_thinking in (PROMPT_OPEN, PROMPT_CLOSED)
+        self._completes = frozenset(ids[-1] for ids in (markers.end_ids, markers.start_ids) if ids)  # ids matched after
         self.total_cap = mode.output_cap(budget)  # truncate: t + s over the whole output
         self.max_new_tokens = max_new_tokens if self.total_cap is None else min(max_new_tokens, self.total_cap)
         self.budgeted = mode.separate  # thinking has its own budget t
@@ -337,13 +340,14 @@ class RowState:
 
     def _after_think(self, token: int) -> None:
         self.think_tokens += 1
+        end_hit, start_hit = rules.marker_hits(self._hits()) if token in self._completes else NO_HITS
         if token in self.markers.eos_ids:
             self.kinds[-1] = T_EOS
             self._finish("stop")
-        elif self._ends_with(self.markers.end_ids):
+        elif end_hit:
             self._relabel_tail(len(self.markers.end_ids), T_MARKER)
             self.closed, self.phase, self.think_end = True, SOLVE, NATURAL
-        elif not self.opened and self._ends_with(self.markers.start_ids):
+        elif start_hit and not self.opened:
             self._relabel_tail(len(self.markers.start_ids), T_MARKER)
             self.opened = True
             if self._scan is not None:  # the marker's text is not thinking: match what follows it
@@ -391,13 +395,13 @@ class RowState:
         self._queue.clear()
 
     def _force_end(self, why: str = BUDGET) -> None:
-        """Queue the forced end (:func:`e1.engine.rules.forced_end`, the cut runner V2's step makes too): the exit
+        """Queue the forced end (:func:`e1.engine.rules.forced_end`, the walk runner V2's step makes too): the exit
         text and the end marker, or the rest of a partly written marker, and s1's "Final Answer:". A stop pattern
         (``why`` PATTERN) ended thinking by its content, not for lack of budget: no exit text."""
         parts = self.end_parts()
         if why != BUDGET:
             parts = parts._replace(exit=())
-        partial = partial_end(tuple(self.tokens[-len(parts.end) :]), parts.end)
+        partial = rules.partial_end(self._hits())
         if partial:
             self._relabel_tail(partial, T_MARKER)
         kinds = EndParts(*((kind,) * len(part) for kind, part in zip(_PART_KINDS, parts)))
@@ -414,10 +418,9 @@ class RowState:
 
     def _replace_end_with_wait(self, token: int) -> bool:
         """s1's wait=k: a natural end of thinking becomes "Wait" while waits are left and fit in t."""
-        end = self.markers.end_ids
-        end_hit = token == end[-1] and (len(end) == 1 or self._ends_with(end[:-1]))  # the model completes the marker
-        if not end_hit:  # the common case: the rule is false without it
+        if token not in self._completes:  # the common case: no marker is completed, the rule is false
             return False
+        end_hit, _ = rules.marker_hits(self._hits(token))  # the model completes the end marker
         free = self.phase == THINK and not self._queue
         if not wait_replaces(free, self.waits_left, end_hit, self.think_tokens, self.wait_below):
             return False
@@ -425,12 +428,11 @@ class RowState:
         self._queue.extend((t, T_THINK) for t in self.markers.wait_ids)
         return True
 
-    def _ends_with(self, ids: tuple[int, ...]) -> bool:
-        tokens = self.tokens
-        if not ids or not tokens or tokens[-1] != ids[-1]:  # the common case, decided by one comparison
-            return False
-        k = len(ids)
-        return k <= len(tokens) and tuple(tokens[-k:]) == ids
+    def _hits(self, *more: int) -> tuple[bool, ...]:
+        """Which marker patterns (:func:`e1.engine.rules.marker_patterns`, runner V2's table too) the ids written,
+        then ``more`` (an id about to be), end with: the last ones, as many as patterns (more than the longest)."""
+        patterns = rules.marker_patterns(self.markers.end_ids, self.markers.start_ids)
+        return rules.ends_with_each((*self.tokens[len(more) - len(patterns) :], *more), patterns)
 
     def _relabel_tail(self, k: int, kind: int) -> None:
         self.kinds[-k:] = [kind] * k

@@ -7,8 +7,15 @@ API's two-call path (:mod:`e1.engine.api.plain`) on texts.
 
 A rule uses only what Python numbers and tensors share: comparisons, ``&``, ``|``, arithmetic (never ``not``,
 ``and``, ``~``: they differ between the two). What they do not share (``where``, ``minimum``, ``expm1``, a
-division that may be by zero) comes in an ``ops`` namespace: :data:`SCALAR` here, the device step's own for
-torch. The forced end's texts are sequences, ids (tuples) or characters (str) alike.
+division that may be by zero, ``matches``) comes in an ``ops`` namespace: :data:`SCALAR`, or :func:`torch_ops`
+for the device step. The forced end's texts are sequences, ids (tuples) or characters (str) alike.
+
+Two rules are about ids rather than counts. Marker matching: the last ids written (the new one last) are
+matched against one pattern table (:func:`marker_patterns`; ``ops.matches``: a bool per pattern, or an [R]
+tensor each); :func:`marker_hits` reads the hits as whether they complete the end or start marker, and
+:func:`partial_end` as how much of the end marker they end with. The forced queue: the end's template walked
+by a pointer (:func:`end_queue`), one id per pop, jumping over what a partly written marker skips
+(:func:`queue_jump`).
 """
 
 from __future__ import annotations
@@ -17,25 +24,53 @@ import math
 from types import SimpleNamespace
 from typing import NamedTuple
 
+# in runner V2's pattern table (right-aligned, one row per pattern): any id (left of a shorter pattern), and no id
+# (the last column of a pattern that matches nothing: an empty one)
+ANY, NEVER = -1, -2
+
+
+def ends_with_each(ids: tuple, patterns) -> tuple[bool, ...]:
+    """Per pattern: whether ``ids`` (the last ids written, the new one last) end with it; an empty one never."""
+    return tuple(0 < len(p) <= len(ids) and ids[-len(p) :] == p for p in patterns)
+
+
 # ``ops`` for Python numbers (a host row); the device step passes torch's where/minimum/expm1 and true division
 SCALAR = SimpleNamespace(
     where=lambda cond, a, b: a if cond else b,
     minimum=min,
     expm1=math.expm1,
     div=lambda a, b: a / b if b else math.inf,  # soft with start=1: t - begin is 0, progress 1 (as x / 0 in float)
+    matches=ends_with_each,
 )
 
 
 def torch_ops() -> SimpleNamespace:
-    """The same ops for tensors (runner V2's step: [R] each); a Python bool condition (a rule's constant) picks at once."""
+    """The same ops for tensors (runner V2's step: [R] each)."""
     import torch
 
+    def where(cond, a, b):
+        if isinstance(cond, bool):  # a rule's constant: picked at once
+            return a if cond else b
+        # an int picked in one op (torch.where would first make a tensor of each number: two ops more)
+        if type(a) is int and type(b) is int and b == 0:
+            return cond * a
+        if type(a) is int and torch.is_tensor(b) and b.dtype in (torch.int64, torch.int32):
+            return b.masked_fill(cond, a)
+        return torch.where(cond, a, b)
+
     return SimpleNamespace(
-        where=lambda cond, a, b: (a if cond else b) if isinstance(cond, bool) else torch.where(cond, a, b),
+        where=where,
         minimum=lambda a, b: a.clamp(max=b),
         expm1=torch.expm1,
         div=torch.true_divide,
+        matches=_tensor_matches,
     )
+
+
+def _tensor_matches(ids, marks):
+    """``ops.matches`` on runner V2's tables: ``ids`` [R, w] (ANY left of a short history) against each slot's
+    patterns ``marks`` [R, K, w] (right-aligned, ANY left of a shorter one, NEVER: none): an [R] bool per pattern."""
+    return ((ids[:, None, :] == marks) | (marks == ANY)).all(dim=2).unbind(1)  # K x [R]
 
 
 # s1's forced texts (e1.engine.markers encodes them; the API's two-call path writes them)
@@ -87,7 +122,7 @@ class EndParts(NamedTuple):
     @property
     def spans(self) -> tuple[int, int, int]:
         """Where the start marker ends (``ls``), the end marker starts (``at_end``) and the queue stops (``stop``),
-        in the template ``start | exit | lines | end | after`` that :func:`end_queue` cuts."""
+        in the template ``start | exit | lines | end | after`` that :func:`end_queue` walks."""
         ls = len(self.start)
         at_end = ls + len(self.exit) + len(self.lines)
         return ls, at_end, at_end + len(self.end) + len(self.after)
@@ -101,27 +136,60 @@ def end_parts(mode, start, exit_text, newline, end, answer) -> EndParts:
     return EndParts(start, exit_text, lines, end, after)
 
 
-def end_queue(opened, partial, ls, at_end, ops=SCALAR):
-    """The forced end as a cut of the template (:attr:`EndParts.spans`): ``[first, ls)`` then ``[resume, stop)``.
-    The start marker only if thinking never ``opened``; when the last ids are a proper prefix of the end marker
-    (``partial`` ids of it), the rest of the marker with neither exit text nor line break."""
-    return queue_start(opened, ls), ops.where(partial > 0, at_end + partial, ls)
+def marker_patterns(end, start, width: int = 0) -> tuple[tuple, ...]:
+    """The one table the last ids are matched against (``ops.matches``), in this order: the end marker, the start
+    marker, then each proper prefix of the end marker ``end[:k]``, k = 1 .. width - 1 (``width``: at least the
+    longer marker's ids; ``()``, which matches nothing, where k reaches ``len(end)`` and for no start marker)."""
+    width = max(width, len(end), len(start))
+    return (tuple(end), tuple(start), *(tuple(end[:k]) if k < len(end) else () for k in range(1, width)))
+
+
+def marker_hits(hits):
+    """Whether the last ids complete the end marker and the start marker, from ``hits``: whether they end with each
+    of :func:`marker_patterns`' patterns, in its order (bools, or [R] tensors)."""
+    return hits[0], hits[1]
+
+
+def partial_end(hits, ops=SCALAR):
+    """How many ids of the end marker the last ids end with, from ``hits`` (:func:`marker_hits`'): its longest
+    proper prefix (0: none), where a forced end resumes the marker (:func:`end_queue`)."""
+    partial = 0
+    for k, hit in enumerate(hits[2:], 1):  # the longer prefix wins
+        partial = ops.where(hit, k, partial)
+    return partial
+
+
+def end_queue(opened, partial, ls, at_end, stop, ops=SCALAR):
+    """The forced end as a queue over the template (:attr:`EndParts.spans`): pointers ``(qp, qj, qt, qe)``, the
+    ids ``template[qp:qe]`` skipping from ``qj`` to ``qt`` (:func:`queue_jump`), i.e. ``[first, ls)`` then
+    ``[resume, stop)``. The start marker only if thinking never ``opened``; when the last ids are a proper prefix
+    of the end marker (``partial`` ids of it), the rest of the marker with neither exit text nor line break."""
+    return queue_start(opened, ls), ls, ops.where(partial > 0, at_end + partial, ls), stop
 
 
 def queue_start(opened, ls):
-    """:func:`end_queue`'s ``first``: past the start marker once thinking opened (alone where no id of the end
-    marker can have been written: a marker of one id)."""
+    """:func:`end_queue`'s ``qp``: past the start marker once thinking opened (alone where no id of the end
+    marker can have been written: a marker of one id, which never jumps)."""
     return ls * opened
 
 
-def partial_end(tail, end) -> int:
-    """How many ids of the end marker ``tail`` (the last ids written, a tuple) ends with: its longest proper prefix."""
-    return max((k for k in range(1, len(end)) if tail[-k:] == end[:k]), default=0)
+def queue_jump(qp, qj, qt, ops=SCALAR):
+    """The queue's pointer after each move (a new queue, a pop: ``qp + 1``): where it reached ``qj`` it goes on at
+    ``qt``. A queue ends once ``qp`` reaches its ``qe``."""
+    return ops.where(qp == qj, qt, qp)
+
+
+def queue_walk(qp, qj, qt, qe):
+    """The template positions a queue's pointers (:func:`end_queue`) force, in order, as pops move them."""
+    qp = queue_jump(qp, qj, qt)
+    while qp < qe:
+        yield qp
+        qp = queue_jump(qp + 1, qj, qt)
 
 
 def forced_end(parts: EndParts, opened, partial=0):
-    """The forced end's ids (or text) in order: :func:`end_queue`'s cut of the template."""
-    ls, at_end, stop = parts.spans
+    """The forced end's ids (a tuple; or a text, a str) in order: the template as :func:`end_queue`'s pointers
+    walk it."""
     template = parts.start + parts.exit + parts.lines + parts.end + parts.after
-    first, resume = end_queue(opened, partial, ls, at_end)
-    return template[first:ls] + template[resume:stop]
+    items = [template[at] for at in queue_walk(*end_queue(opened, partial, *parts.spans))]
+    return "".join(items) if isinstance(template, str) else tuple(items)

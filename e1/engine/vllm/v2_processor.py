@@ -19,7 +19,7 @@ and one write back of what changed; the forced queue as spans of the request's f
 copied buffer); every marker pattern matched in one comparison; soft's bias added by the same gather
 and scatter that force. Each request sets bits on the host when it is written (a forced queue,
 "Wait", a grace window, soft's bias, truncate's cap, markers of several ids, several EOS ids), and a
-step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 118 ops per
+step runs only the parts its slots' bits ask for (read on the host: no sync): 38 to 113 ops per
 step whatever the batch, where the first version dispatched 328 (the tests count them).
 
 A request's state starts on the host, as the V1 processor builds it (``history`` replayed; after a
@@ -45,7 +45,19 @@ from vllm.v1.worker.gpu.sample.logits_processor import (
 )
 
 from e1.engine.row_state import RowState
-from e1.engine.rules import at_cut, end_bias, end_due, end_queue, over_cap, queue_start, torch_ops, wait_replaces
+from e1.engine.rules import (
+    at_cut,
+    end_bias,
+    end_due,
+    end_queue,
+    marker_hits,
+    over_cap,
+    partial_end,
+    queue_jump,
+    queue_start,
+    torch_ops,
+    wait_replaces,
+)
 from e1.engine.vllm.held import HeldRows
 from e1.engine.vllm.processor import ARGMAX, BudgetProcessor, RequestStates
 from e1.engine.vllm.v2_slots import (
@@ -86,12 +98,11 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
         self.constant = torch.zeros(n, len(CONSTANT), dtype=torch.int64, device=self.device)  # [S, C]
         self.curve = torch.zeros(n, len(CURVE), dtype=torch.float64, device=self.device)  # [S, 5]
         # id tables, widened as requests need: the forced texts (see ``export``), the EOS ids, the last
-        # (width - 1) ids (right-aligned) and the marker patterns a new id may complete (``match_rows``)
+        # (width - 1) ids (right-aligned) and the marker patterns (rules.marker_patterns as ``match_rows``)
         self.template = torch.zeros(n, 1, dtype=torch.int64, device=self.device)  # [S, T]
         self.eos_set = torch.full((n, 1), NEVER, dtype=torch.int64, device=self.device)  # [S, E]
         self.tail = torch.full((n, 0), ANY, dtype=torch.int64, device=self.device)  # [S, width - 1]
         self.marks = torch.tensor(match_rows((), (), 1), device=self.device).repeat(n, 1, 1)  # [S, width + 1, width]
-        self.prefix_len = torch.arange(1, 1, device=self.device)  # [width - 1]: k of the rows end[:k]
         self.needs = np.zeros(n, dtype=np.int64)  # each slot's bits (QUEUE, ...), on the host
         self.sentence_mask = torch.zeros(req_states.vocab_size, dtype=torch.bool, device=self.device)
         self.on_device = np.zeros(n, dtype=bool)  # slots run here; the host's copy (no sync to skip a step)
@@ -208,7 +219,7 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             self.tail = _grown(self.tail, width - 1, ANY, right=True)
             marks = torch.tensor(match_rows((), (), width), device=self.device).repeat(len(self.marks), 1, 1)
             marks[:, : old + 1, width - old :] = self.marks
-            self.marks, self.prefix_len = marks, torch.arange(1, width, device=self.device)
+            self.marks = marks
 
     def apply(self, logits: torch.Tensor, ctx: LogitsContext) -> torch.Tensor:
         if self.on_host and any(slot in self.on_host for slot in ctx.idx_mapping_np.tolist()):
@@ -239,7 +250,6 @@ class V2BudgetProcessor(RequestStates, LogitsProcessor):
             state["eos_set"] = self.eos_set.index_select(0, slots)  # [R, E]
         if needs & MARKS:
             state["tail"], state["marks"] = self.tail.index_select(0, slots), self.marks.index_select(0, slots)
-            state["prefix_len"] = self.prefix_len
         return state
 
     def _apply_host(self, logits: torch.Tensor, ctx: LogitsContext) -> None:
@@ -326,11 +336,11 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
     new = pos == s["seen"]
     s["seen"] = s["seen"] + new
     thinking = s["solving"] == 0
-    if needs & MARKS:  # the last ids with the sampled one, against each marker (and the end marker's prefixes)
-        hits = matches(s["tail"], token, s["marks"])  # [R, width + 1]
-        end_hit, start_hit = hits[:, 0], hits[:, 1]
-    else:
-        end_hit, start_hit = token == s["end_last"], token == s["start_last"]
+    if needs & MARKS:  # the last ids with the sampled one, against the pattern table (rules.marker_patterns)
+        hits = matches(s, token)
+    else:  # markers of one id: the table is (end, start), matched by the new id alone (no prefix: partial 0)
+        hits = (token == s["end_last"], token == s["start_last"])
+    end_hit, start_hit = marker_hits(hits)
     appended, sampled, waited = token, new, None
     if needs & QUEUE:
         queued = s["qp"] < s["qe"]
@@ -347,7 +357,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         s["qp"] = s["qp"] + popping
         emptied = popping & (s["qp"] >= s["qe"])
         if needs & WAIT and needs & MARKS:  # a "Wait" id appended instead: the end marker's prefixes it ends
-            hits = matches(s["tail"], appended, s["marks"])
+            hits = matches(s, appended)
     think_rows = sampled & thinking
     s["think"] = s["think"] + (think_rows if waited is None else think_rows | waited)
     s["solve"] = s["solve"] + (sampled ^ think_rows)
@@ -371,7 +381,7 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
             due = due | (emptied & waited & at_limit)
             emptied = emptied & ~waited
         s["solving"] = s["solving"] | natural | emptied  # the forced end marker (and answer prompt) complete
-        _force_end(s, due, needs, hits if needs & MARKS else None)
+        _force_end(s, due, needs, partial_end(hits, TORCH))
         head = s["template"][s["slots"], s["qp"]]  # [R]: each row's queue head, one id per row
         s["next"] = torch.where(s["finished"], s["eos"], head)
     else:
@@ -380,27 +390,26 @@ def step(s: dict, token: torch.Tensor, pos: torch.Tensor, needs: int, sentence_m
         s["tail"] = torch.where(new[:, None], torch.cat([s["tail"][:, 1:], appended[:, None]], dim=1), s["tail"])
 
 
-def matches(tail: torch.Tensor, token: torch.Tensor, marks: torch.Tensor) -> torch.Tensor:
-    """Per row and pattern: do the last ids ``tail`` [R, w-1] then ``token`` [R] end with it ([R, K, w], right-aligned)."""
-    ids = torch.cat([tail, token[:, None]], dim=1)[:, None, :]  # [R, 1, w]
-    return ((ids == marks) | (marks == ANY)).all(dim=2)  # [R, K]
+def matches(s: dict, token: torch.Tensor) -> tuple:
+    """Which marker patterns (rules.marker_patterns) each row's last ids ``tail`` [R, w-1] then ``token`` [R]
+    end with: an [R] bool each."""
+    return TORCH.matches(torch.cat([s["tail"], token[:, None]], dim=1), s["marks"])  # [R, w] against [R, K, w]
 
 
-def _force_end(s: dict, due: torch.Tensor, needs: int, hits: torch.Tensor | None) -> None:
-    """RowState._force_end for the rows in ``due``: the queue template[0 or ls : stop] (the start marker
-    first if thinking never opened), or, when the last ids are a proper prefix of the end marker, the start
-    marker if not opened, then the rest of the marker: a jump from ls to at_end + its length."""
-    if needs & MARKS:  # [R] the longest prefix of the end marker the ids end with (0: none)
-        partial = (hits[:, 2:] * s["prefix_len"]).amax(dim=1)
-        first, resume = end_queue(s["opened"], partial, s["ls"], s["at_end"], TORCH)
-    else:  # markers of one id: nothing of the end marker is written before it
-        first = queue_start(s["opened"], s["ls"])
-    s["qp"] = torch.where(due, first, s["qp"])
-    s["qe"] = torch.where(due, s["stop"], s["qe"])
+def _force_end(s: dict, due: torch.Tensor, needs: int, partial) -> None:
+    """RowState._force_end for the rows in ``due``: the queue of rules.end_queue, the template from 0 or ls to
+    stop, jumping from ls to at_end + ``partial`` (the rest of a partly written end marker). The jump
+    (rules.queue_jump) runs once a step, after this step's pop or new queue; one-id markers never jump."""
     if needs & MARKS:
-        s["qj"] = torch.where(due, s["ls"], s["qj"])
-        s["qt"] = torch.where(due, resume, s["qt"])
-        s["qp"] = torch.where(s["qp"] == s["qj"], s["qt"], s["qp"])
+        qp, qj, qt, qe = end_queue(s["opened"], partial, s["ls"], s["at_end"], s["stop"], TORCH)
+    else:  # markers of one id: nothing of the end marker is written before it
+        qp, qe = queue_start(s["opened"], s["ls"]), s["stop"]
+    s["qp"] = torch.where(due, qp, s["qp"])
+    s["qe"] = torch.where(due, qe, s["qe"])
+    if needs & MARKS:
+        s["qj"] = torch.where(due, qj, s["qj"])
+        s["qt"] = torch.where(due, qt, s["qt"])
+        s["qp"] = queue_jump(s["qp"], s["qj"], s["qt"], TORCH)
 
 
 def bias(s: dict, free: torch.Tensor, needs: int) -> torch.Tensor:

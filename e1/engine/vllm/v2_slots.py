@@ -8,13 +8,13 @@ import math
 from typing import NamedTuple
 
 from e1.engine.row_state import DONE, T_THINK, THINK, RowState
+from e1.engine.rules import ANY, NEVER, marker_patterns
 
 NONE = 1 << 62  # a count no row reaches: "no limit" (no budget, no cap, a slot left alone)
-ANY, NEVER = -1, -2  # in a marker pattern: any id (left of a shorter marker), no id (a marker the request lacks)
 # per-slot numbers, one int64 column each: what a step changes, then the request's constants. The phase is
-# two flags (thinking: neither); the forced queue is template[qp:qe], jumping from qj to qt on the way (the
-# start marker, then the rest of a partly written end marker); ``next`` is the id forced now (its head, or
-# EOS once done); ``seen`` the next position whose id the slot takes (-1: a slot left alone)
+# two flags (thinking: neither); the forced queue is template[qp:qe], jumping from qj to qt on the way
+# (rules.end_queue: the start marker, then the rest of a partly written end marker); ``next`` is the id
+# forced now (its head, or EOS once done); ``seen`` the next position whose id the slot takes (-1: a slot left alone)
 MUTABLE = ("done", "solving", "think", "solve", "seen", "opened", "waits", "qp", "qe", "qj", "qt", "next")
 # where thinking is cut and a grace window ends, the solution's and truncate's caps, the room (as a
 # ``seen``), "Wait" while think < wait_below, its span in the template and first id, the forced EOS, the
@@ -168,15 +168,13 @@ def _needs(state: RowState, queued: bool, strength: float, rate: float, marker_w
 
 
 def match_rows(end: tuple[int, ...], start: tuple[int, ...], width: int) -> list[list[int]]:
-    """What a slot's last ``width`` ids (the new one last) are matched against, right-aligned: the end
-    marker, the start marker, then each proper prefix ``end[:k]``, k = 1..width-1 (a partly written end
-    marker). ANY left of a shorter one; a row ending in NEVER matches nothing (an empty start marker,
-    a prefix as long as the marker)."""
-
-    def row(ids) -> list[int]:
-        return pad(list(ids), width, ANY, right=True) if ids else [ANY] * (width - 1) + [NEVER]
-
-    return [row(end), row(start)] + [row(end[:k] if k < len(end) else ()) for k in range(1, width)]
+    """The pattern table (:func:`e1.engine.rules.marker_patterns`) a slot's last ``width`` ids are matched against,
+    as rows of ``width`` ids, right-aligned: ANY left of a shorter pattern; an empty one (it matches nothing, as an
+    empty start marker or a prefix as long as the marker) ends in NEVER."""
+    return [
+        pad(list(ids), width, ANY, right=True) if ids else [ANY] * (width - 1) + [NEVER]
+        for ids in marker_patterns(end, start, width)
+    ]
 
 
 def pad(ids: list[int], width: int, fill: int, right: bool) -> list[int]:
