@@ -150,8 +150,9 @@ def test_the_cores_are_the_ones_the_process_had_before_openmp_bound_its_thread()
     done = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env | {"OMP_PROC_BIND": "true"}
     )
+    assert done.returncode == 0, done.stderr[-2000:]
     before, bound, counted = done.stdout.strip().split("|")
-    assert counted == before != bound
+    assert counted == before != bound, done.stderr[-2000:]
 
 
 # ---- pace() end to end, against a generated /proc/stat and a torch whose count is kept per thread ----------------
