@@ -226,3 +226,76 @@ def test_a_stored_prompt_s_text_reads_as_its_ids_would(text, markers):
     assert last_marker(text, start, end) == last_marker(
         [ord(c) for c in text], list(map(ord, start)), list(map(ord, end))
     )
+
+
+def _old_run(out: Path, prompt: str, stored: list[str | None], end_ids: list[int]) -> SampleStore:
+    """A folder as the old e1 left it: one problem's samples (``stored`` think_end values, the prompt on sample 0),
+    no stamp, and a config.json whose markers record ``end_ids``."""
+    out.mkdir(parents=True, exist_ok=True)
+    markers = {"think_start": START, "think_end": END, "end_ids": end_ids}
+    (out / "config.json").write_text(json.dumps({"kind": "eval", "modes": ["elastic"], "markers": markers}))
+    rows = [row("p", i) | {"think_end": end, "prompt": prompt if i == 0 else None} for i, end in enumerate(stored)]
+    write_old(out / SAMPLES, rows)
+    return SampleStore(out, legacy=Mode.legacy)
+
+
+def _read_ends(store: SampleStore) -> list[str | None]:
+    return [None if pd.isna(end) else end for end in store.read().sort_values("sample_index")["think_end"]]
+
+
+CHAT_TEXT = st.lists(st.sampled_from(["Q", " ", "\n", START, END, "<answer>"]), max_size=8).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["system", "user"]), CHAT_TEXT), min_size=1, max_size=3), st.integers(1, 4))
+def test_old_rows_of_a_run_without_a_tokenizer_read_unknown_whatever_its_messages_hold(tmp_path_factory, chat, n):
+    """A chat API without --tokenizer (or a hosted vendor) stores its messages as the prompt (JSON), not a text a model
+    continued from, and records no marker ids; its rows' think_end is null (the server reported none). A message that
+    mentions ``</think>`` last (R1-Zero's system prompt: "... within <think> </think> tags") must not make those rows
+    read as prefilled: they stay unknown, and the cell's think rates NaN."""
+    from e1.engine.api.client import ChatMessages
+
+    prompt = ChatMessages().apply_chat_template([{"role": role, "content": text} for role, text in chat])
+    store = _old_run(tmp_path_factory.mktemp("chat"), prompt, [None] * n, end_ids=[])
+    assert _read_ends(store) == [None] * n
+    assert summarize(store.read())[RATES].isna().all().all()
+
+
+_BPE: list = []
+
+
+def _bpe_markers():
+    """A byte-level BPE tokenizer whose markers are several tokens each (no added <think>): `` </think>`` (a space
+    before) is other ids than ``</think>``, so a prompt's text can show a marker its ids do not hold."""
+    if not _BPE:
+        from e1.engine.markers import resolve_markers
+        from e1.models.tiny import DEFAULT_CORPUS, build_tokenizer
+
+        corpus = [*DEFAULT_CORPUS, *["<think>\nok</think>\n\nyes", "a <think>\n b </think>\n c"] * 20]
+        tokenizer = build_tokenizer(corpus, 512, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+        _BPE.append((tokenizer, resolve_markers(tokenizer, START, END)))
+    return _BPE[0]
+
+
+PIECES = ["Q", " ", "\n", START, END, " " + END, " " + START, "<|im_start|>assistant\n"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from(PIECES), max_size=8), st.lists(st.sampled_from(["natural", "budget", "open"]), max_size=3)
+)
+def test_old_rows_read_by_a_prompt_text_never_contradict_its_ids(tmp_path_factory, pieces, ends):
+    """Old e1 decided what a prompt left thinking from its ids (``Markers.prompt_thinking``) and stored think_end by
+    that; a reading of the stored text must not say otherwise. With markers of several tokens the text can hold
+    ``</think>`` where the ids hold no marker (`` </think>``): a row read from it is unknown, or what today's e1
+    writes for those ids (after ids that opened thinking: as stored; that closed it: prefilled; that left it to the
+    model: unknown, as "open" was also "unopened" then)."""
+    from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN
+
+    tokenizer, markers = _bpe_markers()
+    prompt = "".join(pieces)
+    phase = markers.prompt_thinking(tokenizer.encode(prompt, add_special_tokens=False))
+    stored = [None] if phase == PROMPT_CLOSED else ends or ["open"]  # as old e1 stored them after those ids
+    today = {PROMPT_OPEN: stored, PROMPT_CLOSED: ["prefilled"]}.get(phase, [None] * len(stored))
+    store = _old_run(tmp_path_factory.mktemp("bpe"), prompt, stored, end_ids=list(markers.end_ids))
+    assert all(read is None or read == truth for read, truth in zip(_read_ends(store), today, strict=True))

@@ -36,13 +36,21 @@ MAX_MARKER_CHARS = 1024  # a marker text longer than this is no marker e1 record
 
 
 def stored_markers(record: dict | None) -> tuple[str, str] | None:
-    """The think markers' texts a run's ``config.json`` records (None: it records none, or not as two
-    different texts e1 could have recorded)."""
+    """The think markers' texts a run's ``config.json`` records, when its stored prompts can be read by them
+    (None: it records none, or not as two different texts e1 could have recorded, or not as one token).
+
+    A prompt's text shows which marker its ids held (what e1 decided from: ``Markers.prompt_thinking``) only
+    where the end marker was one token (``end_ids``: one id; a reasoning model's added ``</think>``, which its
+    tokenizer splits out wherever the text stands). A run without a tokenizer (a chat API, a hosted vendor:
+    ``end_ids`` empty) stored its messages, not a text a model continued from; a marker of several tokens can
+    stand in a text where the ids hold other tokens (`` </think>`` is not ``</think>``'s ids after a space)."""
     markers = (record or {}).get("markers")
     texts = tuple(markers.get(k) for k in ("think_start", "think_end")) if isinstance(markers, dict) else ()
     if len(texts) != 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_MARKER_CHARS for t in texts):
         return None
-    return texts if texts[0] != texts[1] else None
+    ids = markers.get("end_ids")
+    one_token = isinstance(ids, list) and len(ids) == 1 and type(ids[0]) is int
+    return texts if texts[0] != texts[1] and one_token else None
 
 
 def read_today(table, old: list[bool], prompts, group_key: list[str], markers: tuple[str, str] | None):
