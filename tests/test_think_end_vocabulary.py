@@ -299,3 +299,24 @@ def test_old_rows_read_by_a_prompt_text_never_contradict_its_ids(tmp_path_factor
     today = {PROMPT_OPEN: stored, PROMPT_CLOSED: ["prefilled"]}.get(phase, [None] * len(stored))
     store = _old_run(tmp_path_factory.mktemp("bpe"), prompt, stored, end_ids=list(markers.end_ids))
     assert all(read is None or read == truth for read, truth in zip(_read_ends(store), today, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["natural", "budget", "pattern", "trial", "open", "unopened", "prefilled"]),
+    st.text(alphabet="ab </think>", max_size=8),
+    st.text(alphabet="ab\\{}", max_size=6),
+    st.integers(1, 5),
+)
+def test_an_exported_output_reads_the_same_when_its_think_end_is_read_as_unknown(end, think, solution, solve_tokens):
+    """An old row read as unknown (after a prompt that left thinking to the model) is exported (lm-eval, lighteval)
+    as the model wrote it: no end marker after thinking that never ended ("open", "unopened": no solution, no
+    solution token), the marker where a solution began, just as for the row whose think_end is known."""
+    from e1.report.run_results import output_text
+
+    ended = end not in ("open", "unopened")
+    think = "" if end == "prefilled" else think
+    row = {"think_text": think, "solution_text": solution if ended else "", "solve_tokens": solve_tokens * ended}
+    known = output_text(row | {"think_end": end}, END)
+    for unknown in (None, float("nan"), pd.NA):
+        assert output_text(row | {"think_end": unknown}, END) == known
