@@ -123,6 +123,12 @@ def test_every_row_of_an_old_file_reads_as_the_rule_says_and_so_do_the_rates(
     unopened = store.table(where=_field("think_end") == "unopened").num_rows
     assert unopened == sum(value == "unopened" for value in expected.values())
     assert store.table(["think_end"]).num_rows == len(expected)
+    # ... whichever columns are asked for (a filter on a column not asked for reads it too)
+    whole = store.table()
+    for where in (_field("think_end") == "unopened", _field("think_end").is_null(), _field("sample_index") == 1):
+        for columns in (["problem_id"], ["think_end", "mode"]):
+            got, wanted = store.table(columns, where=where), whole.filter(where).select(columns)
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, wanted.to_pylist()))  # rows, in any order
     # written so once, the folder holds one vocabulary: the same rows read the same, with nothing to convert
     store.upgrade()
     assert not store.parts() and not store.old_files()

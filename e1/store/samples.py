@@ -120,10 +120,17 @@ class SampleStore:
         schema, parts, relabel = self._schema(), self.parts(), self.relabels()
         key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
         wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
-        old = self.old_files() if "think_end" in wanted else set()
-        read = list(dict.fromkeys(wanted + key)) if parts or relabel or old else wanted
-        # a filter on labels or on think_end: on today's labels and vocabulary
-        where, after = (None, where) if relabel or old else (where, None)
+        needs = _fields(where, schema.names)
+        old = self.old_files() if "think_end" in wanted + needs else set()
+        # a filter on labels or on think_end: on today's labels and vocabulary (applied once they are read so)
+        where, after = (
+            (None, where) if ("mode" in needs and relabel) or ("think_end" in needs and old) else (where, None)
+        )
+        read = (
+            list(dict.fromkeys(wanted + key + (needs if after is not None else [])))
+            if parts or relabel or old
+            else wanted
+        )
         scans = self._scans(schema, read, where, old)
         if not scans:
             return schema.empty_table().select(wanted)
@@ -301,6 +308,13 @@ def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hin
         )
 
     return read_whole(read, lambda err: ResultsError(f"{failed}: {err}", hint=hint))
+
+
+def _fields(where, names: list[str]) -> list[str]:
+    """The columns of ``names`` the pyarrow expression ``where`` may read: each whose name its text shows (pyarrow
+    names no expression's fields; a name that only stands in a literal reads one column more, never one less)."""
+    shown = "" if where is None else str(where)
+    return [name for name in names if name in shown]
 
 
 _OLD = "__old_think_end"  # a row read from a file of the older think_end vocabulary
