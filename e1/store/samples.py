@@ -81,9 +81,11 @@ class SampleStore:
             return False
 
     def parts(self) -> list[Path]:
-        """Complete parts, in name order (temporary files of a write in flight are not listed)."""
+        """Complete parts, in name order (temporary files of a write in flight are not listed), each a regular
+        file as e1 writes them: a link, a folder or a named pipe under a part's name is no part (a pipe would
+        hold every reader of the run waiting for a writer)."""
         found = self.parts_dir.glob("part-*.parquet") if self.parts_dir.is_dir() else ()
-        return sorted(path for path in found if _PART.fullmatch(path.name) and not path.is_symlink())
+        return sorted(path for path in found if _PART.fullmatch(path.name) and _regular(path))
 
     def files(self) -> list[Path]:
         """What the samples are read from: ``samples.parquet`` (if there), then the parts."""
@@ -259,6 +261,16 @@ class SampleStore:
                 )
         extra = [field for field in found if field.name not in schema.names]
         return pa.schema(extra + list(schema))
+
+
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # removed meanwhile (compacted away)
+        return False
 
 
 def _with_part_columns(schema, parts: list[Path]):
