@@ -326,3 +326,45 @@ def test_an_exported_output_reads_the_same_when_its_think_end_is_read_as_unknown
     known = output_text(row | {"think_end": end}, END)
     for unknown in (None, float("nan"), pd.NA):
         assert output_text(row | {"think_end": unknown}, END) == known
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.binary(max_size=6).filter(lambda stamp: stamp != b"2"),
+    st.sampled_from(["compacted", "part"]),
+    st.lists(st.sampled_from(TODAY["open"]), min_size=1, max_size=3),
+)
+def test_a_file_stamped_with_a_vocabulary_e1_never_wrote_reads_unknown_and_is_not_rewritten(
+    tmp_path_factory, stamp, where, ends
+):
+    """A stamp e1 never wrote (a later e1's vocabulary, an edited file: b"3", b"2 ", bytes that are no text) says the
+    words mean something e1 cannot know: every row reads unknown (not by the older vocabulary's rule, which would
+    read them as stored after a prompt that opened thinking), a summary so stamped shows no think rates, and a
+    resume refuses in one line rather than rewrite the file in today's vocabulary (its words would be lost)."""
+    import pyarrow as pa
+
+    from e1.errors import ResultsError
+    from e1.store import THINK_END_KEY
+
+    out = tmp_path_factory.mktemp("foreign")
+    config(out, markers=True)
+    rows = [
+        row("p", i) | {"think_end": end, "prompt": PROMPTS["open"] if i == 0 else None} for i, end in enumerate(ends)
+    ]
+
+    def stamped(frame):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        return table.replace_schema_metadata({**table.schema.metadata, THINK_END_KEY.encode(): stamp})
+
+    path = out / SAMPLES if where == "compacted" else out / "samples" / f"part-r0-{'ab' * 8}.parquet"
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(stamped(samples_frame(rows)), path)
+    store = SampleStore(out, legacy=Mode.legacy)
+    assert _read_ends(store) == [None] * len(ends)
+    before = path.read_bytes()
+    with pytest.raises(ResultsError, match="never wrote") as refused:
+        store.upgrade()
+    assert "\n" not in str(refused.value) and path.read_bytes() == before
+    summary = pd.DataFrame([{"dataset": "d", "mode": "elastic", **dict.fromkeys(RATES, 0.5)}])
+    pq.write_table(stamped(summary), out / "summary.parquet")
+    assert store.labelled(summary, source=out / "summary.parquet")[RATES].isna().all().all()

@@ -11,12 +11,14 @@ API that reports none), so rates leave it out instead of misreporting it. The ru
 engine's (:func:`e1.engine.row_engine.think_end_before`, handed down when the engine loads: the store
 knows no markers); without it every such row reads as unknown.
 
-    table = read_today(table, old, prompts, group_key, ("<think>", "</think>"))
+    table = read_today(table, vocabularies, prompts, group_key, ("<think>", "</think>"))
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from e1.store.results import THINK_END_VOCABULARY
 
 # (prompt text, start marker text, end marker text) -> (stored think_end -> today's, None: unknown)
 Reading = Callable[[str, str, str], Callable[[str | None], str | None]]
@@ -53,13 +55,15 @@ def stored_markers(record: dict | None) -> tuple[str, str] | None:
     return texts if texts[0] != texts[1] and one_token else None
 
 
-def read_today(table, old: list[bool], prompts, group_key: list[str], markers: tuple[str, str] | None):
-    """``table`` (its ``think_end`` and ``group_key`` columns at least) with the ``think_end`` of each row
-    marked ``old`` (read from a file of the older vocabulary) as today's vocabulary says it, by the
-    engine's reading of the prompt of its problem and cell (``prompts``: ``group_key`` and ``prompt``
-    columns, the prompt e1 stores on sample 0); unknown (null) where there is no such prompt or no markers."""
+def read_today(table, vocabularies: list[int], prompts, group_key: list[str], markers: tuple[str, str] | None):
+    """``table`` (its ``think_end`` and ``group_key`` columns at least) with the ``think_end`` of each row read
+    in today's vocabulary, given the vocabulary of the file it was read from (``vocabularies``, one per row:
+    :func:`~e1.store.results.think_end_vocabulary`): today's as it is; the older one (1) by the engine's
+    reading of the prompt of its problem and cell (``prompts``: ``group_key`` and ``prompt`` columns, the prompt
+    e1 stores on sample 0), unknown (null) where there is no such prompt or no markers; any other unknown."""
     import pyarrow as pa
 
+    old = [vocabulary != THINK_END_VOCABULARY for vocabulary in vocabularies]
     if not any(old):
         return table
     rule = _READING[0] if _READING and markers is not None else None
@@ -68,6 +72,9 @@ def read_today(table, old: list[bool], prompts, group_key: list[str], markers: t
     ends = table.column("think_end").to_pylist()
     for index, key in enumerate(_keys(table, group_key)):
         if not old[index]:
+            continue
+        if vocabularies[index] != 1:
+            ends[index] = None  # a vocabulary e1 never wrote: no word of it is read
             continue
         if key not in readings:
             prompt = stored.get(key)
