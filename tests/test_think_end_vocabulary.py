@@ -52,12 +52,13 @@ def as_stored_then(end: str | None) -> str | None:
 
 def rule(stored: str | None, prompt: str | None, markers: bool) -> str | None:
     """An old row read today: as stored after a prompt that opened thinking; a missing value after one that
-    closed it is prefilled; unknown after a prompt that left thinking to the model, or without a prompt."""
+    closed it is prefilled (a stored one unknown: e1 before 46b4845 decoded such a reply as thinking); unknown after
+    a prompt that left thinking to the model, or without a prompt."""
     kind = next((k for k, text in PROMPTS.items() if text == prompt), "none") if markers else "none"
     if kind in ("open", "open later"):
         return stored
     if kind == "closed":
-        return "prefilled" if stored is None else stored
+        return "prefilled" if stored is None else None
     return None
 
 
@@ -368,3 +369,15 @@ def test_a_file_stamped_with_a_vocabulary_e1_never_wrote_reads_unknown_and_is_no
     summary = pd.DataFrame([{"dataset": "d", "mode": "elastic", **dict.fromkeys(RATES, 0.5)}])
     pq.write_table(stamped(summary), out / "summary.parquet")
     assert store.labelled(summary, source=out / "summary.parquet")[RATES].isna().all().all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["natural", "budget", "open", None]), min_size=1, max_size=4))
+def test_a_value_stored_after_a_prompt_that_closed_thinking_is_unknown_not_thought(tmp_path_factory, stored):
+    """e1 from abf6856 back to 46b4845 stored no think_end after a prompt that closed thinking (Qwen3 with
+    enable_thinking false); before 46b4845 it did not read such a prompt and decoded the reply as thinking, cut
+    at t ("budget") or never ended ("open"). Such a value read as stored would count a reply the prompt kept from
+    thinking as thought: it reads unknown, and only a missing value is prefilled."""
+    store = _old_run(tmp_path_factory.mktemp("closed"), PROMPTS["closed"], stored, end_ids=[4])
+    assert _read_ends(store) == ["prefilled" if end is None else None for end in stored]
+    assert summarize(store.read())["think_rate"].fillna(0).eq(0).all()
