@@ -115,3 +115,26 @@ def test_todays_single_file_format_reads_with_new_columns_defaulted(tmp_path):
     samples = store.read()
     assert list(samples.columns) == SAMPLE_COLUMNS and sorted(samples["problem_id"]) == ["p1", "p2"]
     assert samples["tests_passed"].isna().all()
+
+
+def test_a_named_pipe_or_a_folder_under_a_part_s_name_is_no_part(tmp_path):
+    """Only regular files are parts: a named pipe named as one would hold every reader of the run (resume, e1 view,
+    e1 export) waiting forever for a writer, so it is passed over, as a link is (checked under an alarm)."""
+    import os
+    import signal
+
+    store = SampleStore(tmp_path / "run")
+    store.append([row("p1", 0)])
+    os.mkfifo(store.parts_dir / f"part-r0-{'cd' * 8}.parquet")
+    (store.parts_dir / f"part-r1-{'ef' * 8}.parquet").mkdir()
+
+    def hung(signum, frame):
+        raise TimeoutError("a reader waited on the named pipe")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        assert len(store.parts()) == 1 and store.read()["problem_id"].tolist() == ["p1"]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -52,12 +52,13 @@ def as_stored_then(end: str | None) -> str | None:
 
 def rule(stored: str | None, prompt: str | None, markers: bool) -> str | None:
     """An old row read today: as stored after a prompt that opened thinking; a missing value after one that
-    closed it is prefilled; unknown after a prompt that left thinking to the model, or without a prompt."""
+    closed it is prefilled (a stored one unknown: e1 before 46b4845 decoded such a reply as thinking); unknown after
+    a prompt that left thinking to the model, or without a prompt."""
     kind = next((k for k, text in PROMPTS.items() if text == prompt), "none") if markers else "none"
     if kind in ("open", "open later"):
         return stored
     if kind == "closed":
-        return "prefilled" if stored is None else stored
+        return "prefilled" if stored is None else None
     return None
 
 
@@ -123,6 +124,12 @@ def test_every_row_of_an_old_file_reads_as_the_rule_says_and_so_do_the_rates(
     unopened = store.table(where=_field("think_end") == "unopened").num_rows
     assert unopened == sum(value == "unopened" for value in expected.values())
     assert store.table(["think_end"]).num_rows == len(expected)
+    # ... whichever columns are asked for (a filter on a column not asked for reads it too)
+    whole = store.table()
+    for where in (_field("think_end") == "unopened", _field("think_end").is_null(), _field("sample_index") == 1):
+        for columns in (["problem_id"], ["think_end", "mode"]):
+            got, wanted = store.table(columns, where=where), whole.filter(where).select(columns)
+            assert sorted(map(repr, got.to_pylist())) == sorted(map(repr, wanted.to_pylist()))  # rows, in any order
     # written so once, the folder holds one vocabulary: the same rows read the same, with nothing to convert
     store.upgrade()
     assert not store.parts() and not store.old_files()
@@ -226,3 +233,151 @@ def test_a_stored_prompt_s_text_reads_as_its_ids_would(text, markers):
     assert last_marker(text, start, end) == last_marker(
         [ord(c) for c in text], list(map(ord, start)), list(map(ord, end))
     )
+
+
+def _old_run(out: Path, prompt: str, stored: list[str | None], end_ids: list[int]) -> SampleStore:
+    """A folder as the old e1 left it: one problem's samples (``stored`` think_end values, the prompt on sample 0),
+    no stamp, and a config.json whose markers record ``end_ids``."""
+    out.mkdir(parents=True, exist_ok=True)
+    markers = {"think_start": START, "think_end": END, "end_ids": end_ids}
+    (out / "config.json").write_text(json.dumps({"kind": "eval", "modes": ["elastic"], "markers": markers}))
+    rows = [row("p", i) | {"think_end": end, "prompt": prompt if i == 0 else None} for i, end in enumerate(stored)]
+    write_old(out / SAMPLES, rows)
+    return SampleStore(out, legacy=Mode.legacy)
+
+
+def _read_ends(store: SampleStore) -> list[str | None]:
+    return [None if pd.isna(end) else end for end in store.read().sort_values("sample_index")["think_end"]]
+
+
+CHAT_TEXT = st.lists(st.sampled_from(["Q", " ", "\n", START, END, "<answer>"]), max_size=8).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["system", "user"]), CHAT_TEXT), min_size=1, max_size=3), st.integers(1, 4))
+def test_old_rows_of_a_run_without_a_tokenizer_read_unknown_whatever_its_messages_hold(tmp_path_factory, chat, n):
+    """A chat API without --tokenizer (or a hosted vendor) stores its messages as the prompt (JSON), not a text a model
+    continued from, and records no marker ids; its rows' think_end is null (the server reported none). A message that
+    mentions ``</think>`` last (R1-Zero's system prompt: "... within <think> </think> tags") must not make those rows
+    read as prefilled: they stay unknown, and the cell's think rates NaN."""
+    from e1.engine.api.client import ChatMessages
+
+    prompt = ChatMessages().apply_chat_template([{"role": role, "content": text} for role, text in chat])
+    store = _old_run(tmp_path_factory.mktemp("chat"), prompt, [None] * n, end_ids=[])
+    assert _read_ends(store) == [None] * n
+    assert summarize(store.read())[RATES].isna().all().all()
+
+
+_BPE: list = []
+
+
+def _bpe_markers():
+    """A byte-level BPE tokenizer whose markers are several tokens each (no added <think>): `` </think>`` (a space
+    before) is other ids than ``</think>``, so a prompt's text can show a marker its ids do not hold."""
+    if not _BPE:
+        from e1.engine.markers import resolve_markers
+        from e1.models.tiny import DEFAULT_CORPUS, build_tokenizer
+
+        corpus = [*DEFAULT_CORPUS, *["<think>\nok</think>\n\nyes", "a <think>\n b </think>\n c"] * 20]
+        tokenizer = build_tokenizer(corpus, 512, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+        _BPE.append((tokenizer, resolve_markers(tokenizer, START, END)))
+    return _BPE[0]
+
+
+PIECES = ["Q", " ", "\n", START, END, " " + END, " " + START, "<|im_start|>assistant\n"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from(PIECES), max_size=8), st.lists(st.sampled_from(["natural", "budget", "open"]), max_size=3)
+)
+def test_old_rows_read_by_a_prompt_text_never_contradict_its_ids(tmp_path_factory, pieces, ends):
+    """Old e1 decided what a prompt left thinking from its ids (``Markers.prompt_thinking``) and stored think_end by
+    that; a reading of the stored text must not say otherwise. With markers of several tokens the text can hold
+    ``</think>`` where the ids hold no marker (`` </think>``): a row read from it is unknown, or what today's e1
+    writes for those ids (after ids that opened thinking: as stored; that closed it: prefilled; that left it to the
+    model: unknown, as "open" was also "unopened" then)."""
+    from e1.engine.markers import PROMPT_CLOSED, PROMPT_OPEN
+
+    tokenizer, markers = _bpe_markers()
+    prompt = "".join(pieces)
+    phase = markers.prompt_thinking(tokenizer.encode(prompt, add_special_tokens=False))
+    stored = [None] if phase == PROMPT_CLOSED else ends or ["open"]  # as old e1 stored them after those ids
+    today = {PROMPT_OPEN: stored, PROMPT_CLOSED: ["prefilled"]}.get(phase, [None] * len(stored))
+    store = _old_run(tmp_path_factory.mktemp("bpe"), prompt, stored, end_ids=list(markers.end_ids))
+    assert all(read is None or read == truth for read, truth in zip(_read_ends(store), today, strict=True))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from(["natural", "budget", "pattern", "trial", "open", "unopened", "prefilled"]),
+    st.text(alphabet="ab </think>", max_size=8),
+    st.text(alphabet="ab\\{}", max_size=6),
+    st.integers(1, 5),
+)
+def test_an_exported_output_reads_the_same_when_its_think_end_is_read_as_unknown(end, think, solution, solve_tokens):
+    """An old row read as unknown (after a prompt that left thinking to the model) is exported (lm-eval, lighteval)
+    as the model wrote it: no end marker after thinking that never ended ("open", "unopened": no solution, no
+    solution token), the marker where a solution began, just as for the row whose think_end is known."""
+    from e1.report.run_results import output_text
+
+    ended = end not in ("open", "unopened")
+    think = "" if end == "prefilled" else think
+    row = {"think_text": think, "solution_text": solution if ended else "", "solve_tokens": solve_tokens * ended}
+    known = output_text(row | {"think_end": end}, END)
+    for unknown in (None, float("nan"), pd.NA):
+        assert output_text(row | {"think_end": unknown}, END) == known
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.binary(max_size=6).filter(lambda stamp: stamp != b"2"),
+    st.sampled_from(["compacted", "part"]),
+    st.lists(st.sampled_from(TODAY["open"]), min_size=1, max_size=3),
+)
+def test_a_file_stamped_with_a_vocabulary_e1_never_wrote_reads_unknown_and_is_not_rewritten(
+    tmp_path_factory, stamp, where, ends
+):
+    """A stamp e1 never wrote (a later e1's vocabulary, an edited file: b"3", b"2 ", bytes that are no text) says the
+    words mean something e1 cannot know: every row reads unknown (not by the older vocabulary's rule, which would
+    read them as stored after a prompt that opened thinking), a summary so stamped shows no think rates, and a
+    resume refuses in one line rather than rewrite the file in today's vocabulary (its words would be lost)."""
+    import pyarrow as pa
+
+    from e1.errors import ResultsError
+    from e1.store import THINK_END_KEY
+
+    out = tmp_path_factory.mktemp("foreign")
+    config(out, markers=True)
+    rows = [
+        row("p", i) | {"think_end": end, "prompt": PROMPTS["open"] if i == 0 else None} for i, end in enumerate(ends)
+    ]
+
+    def stamped(frame):
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        return table.replace_schema_metadata({**table.schema.metadata, THINK_END_KEY.encode(): stamp})
+
+    path = out / SAMPLES if where == "compacted" else out / "samples" / f"part-r0-{'ab' * 8}.parquet"
+    path.parent.mkdir(exist_ok=True)
+    pq.write_table(stamped(samples_frame(rows)), path)
+    store = SampleStore(out, legacy=Mode.legacy)
+    assert _read_ends(store) == [None] * len(ends)
+    before = path.read_bytes()
+    with pytest.raises(ResultsError, match="never wrote") as refused:
+        store.upgrade()
+    assert "\n" not in str(refused.value) and path.read_bytes() == before
+    summary = pd.DataFrame([{"dataset": "d", "mode": "elastic", **dict.fromkeys(RATES, 0.5)}])
+    pq.write_table(stamped(summary), out / "summary.parquet")
+    assert store.labelled(summary, source=out / "summary.parquet")[RATES].isna().all().all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.sampled_from(["natural", "budget", "open", None]), min_size=1, max_size=4))
+def test_a_value_stored_after_a_prompt_that_closed_thinking_is_unknown_not_thought(tmp_path_factory, stored):
+    """e1 from abf6856 back to 46b4845 stored no think_end after a prompt that closed thinking (Qwen3 with
+    enable_thinking false); before 46b4845 it did not read such a prompt and decoded the reply as thinking, cut
+    at t ("budget") or never ended ("open"). Such a value read as stored would count a reply the prompt kept from
+    thinking as thought: it reads unknown, and only a missing value is prefilled."""
+    store = _old_run(tmp_path_factory.mktemp("closed"), PROMPTS["closed"], stored, end_ids=[4])
+    assert _read_ends(store) == ["prefilled" if end is None else None for end in stored]
+    assert summarize(store.read())["think_rate"].fillna(0).eq(0).all()

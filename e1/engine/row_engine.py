@@ -213,13 +213,16 @@ def think_end_before(prompt: str, start: str, end: str):
     (today ``prefilled``); the rest meant what it means today. The prompt's last marker (as
     :meth:`Markers.prompt_thinking` reads ids) tells them apart where it shows how thinking began: after a
     prompt that opened thinking every row opened it, so each value reads as stored; after one that closed
-    it, a missing value is ``prefilled``. After one that left thinking to the model no stored value says
-    whether the model opened it, so every row of that prompt is unknown: leaving out only its ``open`` rows
-    would bias the rates of the rest.
+    it, a missing value is ``prefilled``, and a stored one is unknown (it was written before 46b4845, by an
+    e1 that did not read a closed prompt and decoded the reply as thinking). After one that left thinking to
+    the model no stored value says whether the model opened it, so every row of that prompt is unknown:
+    leaving out only its ``open`` rows would bias the rates of the rest.
 
         >>> read = think_end_before("<|im_start|>assistant\\n<think>\\n", "<think>", "</think>")
         >>> read("open"), read("natural"), think_end_before("Q?</think>", "<think>", "</think>")(None)
         ('open', 'natural', 'prefilled')
+        >>> think_end_before("Q?</think>", "<think>", "</think>")("budget") is None
+        True
         >>> think_end_before("<|im_start|>assistant\\n", "<think>", "</think>")("natural") is None
         True
     """
@@ -227,7 +230,7 @@ def think_end_before(prompt: str, start: str, end: str):
     if phase == PROMPT_OPEN:
         return lambda stored: stored
     if phase == PROMPT_CLOSED:
-        return lambda stored: PREFILLED if stored is None else stored
+        return lambda stored: PREFILLED if stored is None else None
     return lambda stored: None
 
 

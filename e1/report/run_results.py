@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 import zlib
 from dataclasses import dataclass
@@ -228,9 +229,16 @@ def text(value) -> str:
 def output_text(row: dict, end_marker: str) -> str:
     """A sample's whole output as the model wrote it: thinking, the end marker, the solution; thinking
     that never ended (``think_end`` ``open``, or ``unopened``: never begun) has no end marker after it (one the
-    model never wrote would make its text read as a finished thought with a solution after it)."""
+    model never wrote would make its text read as a finished thought with a solution after it). Where
+    ``think_end`` is unknown (an API that reports none, an older file's row read as unknown:
+    :mod:`e1.store.think_ends`), thinking ended where the solution began: a solution text or token."""
     think, solution = text(row.get("think_text")), text(row.get("solution_text"))
-    if row.get("think_end") in ("open", "unopened"):
+    end, solved = row.get("think_end"), row.get("solve_tokens")
+    if isinstance(end, str) and end:
+        ended = end not in ("open", "unopened")
+    else:
+        ended = bool(solution) or bool(isinstance(solved, numbers.Real) and solved > 0)
+    if not ended:
         return think + solution
     return f"{think}{end_marker}{solution}" if think else solution
 

@@ -243,16 +243,24 @@ def parquet_metadata(path: Path, key: str) -> str | None:
     return None if value is None else value.decode()
 
 
+FOREIGN_VOCABULARY = 0  # think_end_vocabulary's answer for a stamp e1 never wrote
+
+
 def think_end_vocabulary(path: Path) -> int:
     """The vocabulary of the ``think_end`` values (or think rates) in ``path``: :data:`THINK_END_VOCABULARY`
-    for a file e1 stamped so, 1 for one written before (or stamped with what e1 never writes)."""
+    for a file e1 stamped so, 1 for one written before (no stamp), :data:`FOREIGN_VOCABULARY` for a stamp e1
+    never wrote (a later e1's vocabulary, an edited file): none of its words is read, as none can be read
+    right."""
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     try:
-        stamp = parquet_metadata(path, THINK_END_KEY)
+        stamp = (pq.read_schema(path).metadata or {}).get(THINK_END_KEY.encode())
     except (OSError, pa.ArrowException, ValueError):  # a damaged file: its reader says so in one line
         return 1
-    return THINK_END_VOCABULARY if stamp == str(THINK_END_VOCABULARY) else 1
+    if stamp is None:
+        return 1
+    return THINK_END_VOCABULARY if stamp == str(THINK_END_VOCABULARY).encode() else FOREIGN_VOCABULARY
 
 
 def write_text(text: str, path: Path) -> Path:

@@ -40,6 +40,7 @@ from e1.store.owned import remove_owned
 from e1.store.paths import inside
 from e1.store.results import (
     CONFIG,
+    FOREIGN_VOCABULARY,
     MODE_FORMAT,
     SAMPLE_COLUMNS,
     SAMPLE_DEFAULTS,
@@ -47,6 +48,7 @@ from e1.store.results import (
     SAMPLE_KEY,
     SAMPLES,
     SUMMARY,
+    THINK_END_KEY,
     THINK_END_VOCABULARY,
     THINK_RATE_COLUMNS,
     check_counts,
@@ -81,9 +83,11 @@ class SampleStore:
             return False
 
     def parts(self) -> list[Path]:
-        """Complete parts, in name order (temporary files of a write in flight are not listed)."""
+        """Complete parts, in name order (temporary files of a write in flight are not listed), each a regular
+        file as e1 writes them: a link, a folder or a named pipe under a part's name is no part (a pipe would
+        hold every reader of the run waiting for a writer)."""
         found = self.parts_dir.glob("part-*.parquet") if self.parts_dir.is_dir() else ()
-        return sorted(path for path in found if _PART.fullmatch(path.name) and not path.is_symlink())
+        return sorted(path for path in found if _PART.fullmatch(path.name) and _regular(path))
 
     def files(self) -> list[Path]:
         """What the samples are read from: ``samples.parquet`` (if there), then the parts."""
@@ -120,14 +124,21 @@ class SampleStore:
         schema, parts, relabel = self._schema(), self.parts(), self.relabels()
         key = SAMPLE_KEY + [name for name in schema.names if name not in SAMPLE_COLUMNS]  # a sweep's model
         wanted = schema.names if columns is None else [name for name in columns if name in schema.names]
-        old = self.old_files() if "think_end" in wanted else set()
-        read = list(dict.fromkeys(wanted + key)) if parts or relabel or old else wanted
-        # a filter on labels or on think_end: on today's labels and vocabulary
-        where, after = (None, where) if relabel or old else (where, None)
+        needs = _fields(where, schema.names)
+        old = self._vocabularies() if "think_end" in wanted + needs else {}
+        # a filter on labels or on think_end: on today's labels and vocabulary (applied once they are read so)
+        where, after = (
+            (None, where) if ("mode" in needs and relabel) or ("think_end" in needs and old) else (where, None)
+        )
+        read = (
+            list(dict.fromkeys(wanted + key + (needs if after is not None else [])))
+            if parts or relabel or old
+            else wanted
+        )
         scans = self._scans(schema, read, where, old)
         if not scans:
             return schema.empty_table().select(wanted)
-        table = pa.concat_tables([_flagged(found, from_old) if old else found for found, from_old in scans])
+        table = pa.concat_tables([_flagged(found, vocabulary) if old else found for found, vocabulary in scans])
         if relabel:
             table = _relabeled(table, self.legacy)
         if parts or relabel:  # the compacted file holds each key once: only parts (or old labels) can repeat one
@@ -137,28 +148,37 @@ class SampleStore:
 
             group = [name for name in key if name != "sample_index"]  # a problem in a cell: one prompt
             prompts = self.table([*group, "prompt"], where=ds.field("sample_index") == 0)
-            flags = table.column(_OLD).to_pylist()
-            _check_stored(table, flags)
-            table = read_today(table.drop_columns([_OLD]), flags, prompts, group, self._markers())
+            vocabularies = table.column(_OLD).to_pylist()
+            _check_stored(table, [vocabulary != THINK_END_VOCABULARY for vocabulary in vocabularies])
+            table = read_today(table.drop_columns([_OLD]), vocabularies, prompts, group, self._markers())
         if after is not None:
             table = table.filter(after)
         return table.select(wanted)
 
     def old_files(self) -> set[Path]:
-        """The samples files written before their ``think_end`` vocabulary was recorded (read through
-        :mod:`e1.store.think_ends`)."""
-        return {path for path in self.files() if think_end_vocabulary(path) < THINK_END_VOCABULARY}
+        """The samples files not of today's ``think_end`` vocabulary: written before it was recorded (read through
+        :mod:`e1.store.think_ends`), or stamped with one e1 never wrote."""
+        return set(self._vocabularies())
 
-    def _scans(self, schema, read: list[str], where, old: set[Path]) -> list[tuple]:
-        """(table, whether from ``old`` files) of ``samples.parquet``, then of the parts of today's vocabulary,
-        then of the older parts."""
+    def _vocabularies(self) -> dict[Path, int]:
+        """Each samples file not of today's ``think_end`` vocabulary, with its own (:func:`think_end_vocabulary`)."""
+        found = {path: think_end_vocabulary(path) for path in self.files()}
+        return {path: vocabulary for path, vocabulary in found.items() if vocabulary != THINK_END_VOCABULARY}
+
+    def _scans(self, schema, read: list[str], where, old: dict[Path, int]) -> list[tuple]:
+        """(table, its files' think_end vocabulary) of ``samples.parquet``, then of the parts of each vocabulary,
+        today's first (``old``: the files of another)."""
         compacted, parts = self.out / SAMPLES, self.parts()
         groups = [([compacted], f"cannot read {compacted}", "move the damaged file away and rerun")]
         groups = groups if compacted.is_file() else []
         hint = "move the damaged part away and rerun (its samples are generated again)"
-        for chosen in ([p for p in parts if p not in old], [p for p in parts if p in old]):
+        for vocabulary in (THINK_END_VOCABULARY, 1, FOREIGN_VOCABULARY):
+            chosen = [part for part in parts if old.get(part, THINK_END_VOCABULARY) == vocabulary]
             groups += [(chosen, f"cannot read the parts in {self.parts_dir}", hint)] if chosen else []
-        return [(_scan(paths, schema, read, where, failed, why), paths[0] in old) for paths, failed, why in groups]
+        return [
+            (_scan(paths, schema, read, where, failed, why), old.get(paths[0], THINK_END_VOCABULARY))
+            for paths, failed, why in groups
+        ]
 
     def _markers(self) -> tuple[str, str] | None:
         """The think markers' texts the run's ``config.json`` records (None: none, or a damaged file)."""
@@ -173,7 +193,7 @@ class SampleStore:
         with ``source``, the file it was read from, its think rates are unknown (NaN) when that file was
         written before their vocabulary was recorded (:data:`~e1.store.results.THINK_END_KEY`)."""
         rates = [column for column in THINK_RATE_COLUMNS if column in frame.columns]
-        if source is not None and rates and think_end_vocabulary(source) < THINK_END_VOCABULARY:
+        if source is not None and rates and think_end_vocabulary(source) != THINK_END_VOCABULARY:
             frame = frame.assign(**dict.fromkeys(rates, float("nan")))
         if not self.relabels():
             return frame
@@ -190,8 +210,15 @@ class SampleStore:
         ``samples.parquet``, as :meth:`compact` does), before anything new is appended; True if it
         did. Its ``config.json`` is for the caller to record next (a kill in between rewrites again:
         the rewrite changes nothing twice)."""
-        if not self.relabels() and not self.old_files():
+        old = self._vocabularies()
+        if not self.relabels() and not old:
             return False
+        foreign = [path for path, vocabulary in old.items() if vocabulary == FOREIGN_VOCABULARY]
+        if foreign:  # its words cannot be read: rewritten, they would be lost
+            raise ResultsError(
+                f"{foreign[0]} records a think_end vocabulary this e1 never wrote ({THINK_END_KEY})",
+                hint="resume the run with the e1 that wrote it, or rerun into a new --out",
+            )
         parts = self.parts()
         samples = self.read().sort_values(SAMPLE_KEY, ignore_index=True)
         write_parquet(samples, self.out / SAMPLES, kept=f"every finished sample is kept (in {self.out})")
@@ -254,6 +281,16 @@ class SampleStore:
         return pa.schema(extra + list(schema))
 
 
+def _regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:  # removed meanwhile (compacted away)
+        return False
+
+
 def _with_part_columns(schema, parts: list[Path]):
     """``schema`` with the columns the parts add beyond it (a local file's fields), as text."""
     import pyarrow as pa
@@ -303,15 +340,22 @@ def _scan(paths: list[Path], schema, columns: list[str], where, failed: str, hin
     return read_whole(read, lambda err: ResultsError(f"{failed}: {err}", hint=hint))
 
 
-_OLD = "__old_think_end"  # a row read from a file of the older think_end vocabulary
+def _fields(where, names: list[str]) -> list[str]:
+    """The columns of ``names`` the pyarrow expression ``where`` may read: each whose name its text shows (pyarrow
+    names no expression's fields; a name that only stands in a literal reads one column more, never one less)."""
+    shown = "" if where is None else str(where)
+    return [name for name in names if name in shown]
 
 
-def _flagged(table, from_old: bool):
-    """``table`` with a column saying whether its rows come from a file of the older vocabulary."""
+_OLD = "__think_end_vocabulary"  # the think_end vocabulary of the file a row was read from
+
+
+def _flagged(table, vocabulary: int):
+    """``table`` with a column holding the think_end vocabulary of the file its rows come from."""
     import numpy as np
     import pyarrow as pa
 
-    return table.append_column(_OLD, pa.array(np.full(table.num_rows, from_old)))
+    return table.append_column(_OLD, pa.array(np.full(table.num_rows, vocabulary, dtype=np.int64)))
 
 
 def _check_stored(table, old: list[bool]) -> None:

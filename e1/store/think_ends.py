@@ -11,12 +11,14 @@ API that reports none), so rates leave it out instead of misreporting it. The ru
 engine's (:func:`e1.engine.row_engine.think_end_before`, handed down when the engine loads: the store
 knows no markers); without it every such row reads as unknown.
 
-    table = read_today(table, old, prompts, group_key, ("<think>", "</think>"))
+    table = read_today(table, vocabularies, prompts, group_key, ("<think>", "</think>"))
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from e1.store.results import THINK_END_VOCABULARY
 
 # (prompt text, start marker text, end marker text) -> (stored think_end -> today's, None: unknown)
 Reading = Callable[[str, str, str], Callable[[str | None], str | None]]
@@ -36,22 +38,32 @@ MAX_MARKER_CHARS = 1024  # a marker text longer than this is no marker e1 record
 
 
 def stored_markers(record: dict | None) -> tuple[str, str] | None:
-    """The think markers' texts a run's ``config.json`` records (None: it records none, or not as two
-    different texts e1 could have recorded)."""
+    """The think markers' texts a run's ``config.json`` records, when its stored prompts can be read by them
+    (None: it records none, or not as two different texts e1 could have recorded, or not as one token).
+
+    A prompt's text shows which marker its ids held (what e1 decided from: ``Markers.prompt_thinking``) only
+    where the end marker was one token (``end_ids``: one id; a reasoning model's added ``</think>``, which its
+    tokenizer splits out wherever the text stands). A run without a tokenizer (a chat API, a hosted vendor:
+    ``end_ids`` empty) stored its messages, not a text a model continued from; a marker of several tokens can
+    stand in a text where the ids hold other tokens (`` </think>`` is not ``</think>``'s ids after a space)."""
     markers = (record or {}).get("markers")
     texts = tuple(markers.get(k) for k in ("think_start", "think_end")) if isinstance(markers, dict) else ()
     if len(texts) != 2 or not all(isinstance(t, str) and 0 < len(t) <= MAX_MARKER_CHARS for t in texts):
         return None
-    return texts if texts[0] != texts[1] else None
+    ids = markers.get("end_ids")
+    one_token = isinstance(ids, list) and len(ids) == 1 and type(ids[0]) is int
+    return texts if texts[0] != texts[1] and one_token else None
 
 
-def read_today(table, old: list[bool], prompts, group_key: list[str], markers: tuple[str, str] | None):
-    """``table`` (its ``think_end`` and ``group_key`` columns at least) with the ``think_end`` of each row
-    marked ``old`` (read from a file of the older vocabulary) as today's vocabulary says it, by the
-    engine's reading of the prompt of its problem and cell (``prompts``: ``group_key`` and ``prompt``
-    columns, the prompt e1 stores on sample 0); unknown (null) where there is no such prompt or no markers."""
+def read_today(table, vocabularies: list[int], prompts, group_key: list[str], markers: tuple[str, str] | None):
+    """``table`` (its ``think_end`` and ``group_key`` columns at least) with the ``think_end`` of each row read
+    in today's vocabulary, given the vocabulary of the file it was read from (``vocabularies``, one per row:
+    :func:`~e1.store.results.think_end_vocabulary`): today's as it is; the older one (1) by the engine's
+    reading of the prompt of its problem and cell (``prompts``: ``group_key`` and ``prompt`` columns, the prompt
+    e1 stores on sample 0), unknown (null) where there is no such prompt or no markers; any other unknown."""
     import pyarrow as pa
 
+    old = [vocabulary != THINK_END_VOCABULARY for vocabulary in vocabularies]
     if not any(old):
         return table
     rule = _READING[0] if _READING and markers is not None else None
@@ -60,6 +72,9 @@ def read_today(table, old: list[bool], prompts, group_key: list[str], markers: t
     ends = table.column("think_end").to_pylist()
     for index, key in enumerate(_keys(table, group_key)):
         if not old[index]:
+            continue
+        if vocabularies[index] != 1:
+            ends[index] = None  # a vocabulary e1 never wrote: no word of it is read
             continue
         if key not in readings:
             prompt = stored.get(key)
