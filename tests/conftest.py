@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -24,7 +25,10 @@ def _isolated(tmp_path, monkeypatch):
         monkeypatch.delenv(proxy, raising=False)  # (e1's clients honour them, as httpx does)
         monkeypatch.delenv(proxy.lower(), raising=False)
     monkeypatch.setattr("e1.errors._registered", set())  # API keys a test's run read are masked in that test only
+    cores = os.sched_getaffinity(0)
     yield
+    if os.sched_getaffinity(0) != cores:  # vLLM's CPU worker binds the thread that loads it to one core: the
+        os.sched_setaffinity(0, cores)  # tests after it (and the processes they start) get every core back
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -60,7 +61,7 @@ def test_every_errno_of_the_class_is_one_line_naming_the_file_and_keeping_it(
     real = {"open": os.open, "replace": os.replace}
     with monkeypatch.context() as patch:
         if stage == "write":  # the library's own writer fails (pyarrow, pathlib)
-            patch.setattr(pd.DataFrame, "to_parquet", lambda *a, **k: (_ for _ in ()).throw(refuse(code)))
+            patch.setattr(pq, "write_table", lambda *a, **k: (_ for _ in ()).throw(refuse(code)))
             patch.setattr(Path, "write_text", lambda *a, **k: (_ for _ in ()).throw(refuse(code)))
         else:
             patch.setattr(

@@ -47,7 +47,16 @@ LAYERS = (
 # folders that belong to another unit: e1/commands/ is the command line's second folder (one module per
 # subcommand, beside e1/cli/'s app, shared options, help and completion); nothing outside the command line imports it
 FOLDERS = {"commands": "cli"}
-BASE_MODULES = {"__init__.py", "__main__.py", "budget.py", "cpu.py", "settings.py", "numeric.py", "names.py", "errors.py"}
+BASE_MODULES = {
+    "__init__.py",
+    "__main__.py",
+    "budget.py",
+    "cpu.py",
+    "settings.py",
+    "numeric.py",
+    "names.py",
+    "errors.py",
+}
 MAX_FUNCTION_LINES, MAX_FILE_LINES = 60, 450
 
 

@@ -220,16 +220,13 @@ def write_parquet(frame, path: Path, metadata: dict[str, str] | None = None, **w
     ``kept`` and ``resume``."""
     if {"think_end", *THINK_RATE_COLUMNS} & set(frame.columns):
         metadata = {THINK_END_KEY: str(THINK_END_VOCABULARY), **(metadata or {})}
-    if not metadata:
-        return atomic_write(
-            path, lambda tmp: frame.to_parquet(tmp, index=False, row_group_size=ROW_GROUP_ROWS), **what_is_kept
-        )
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    added = {key.encode(): value.encode() for key, value in metadata.items()}
-    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **added})
+    table = pa.Table.from_pandas(frame, preserve_index=False)  # what DataFrame.to_parquet(index=False) writes
+    if metadata:
+        added = {key.encode(): value.encode() for key, value in metadata.items()}
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **added})
     return atomic_write(path, lambda tmp: pq.write_table(table, tmp, row_group_size=ROW_GROUP_ROWS), **what_is_kept)
 
 
