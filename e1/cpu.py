@@ -8,10 +8,13 @@ torch runs its CPU kernels on an OpenMP team, one thread per core, whose idle th
 (libgomp: 300,000 rounds). Alone, the spin buys a quick start of the next kernel. Beside another busy process the
 spinners hold the cores it needs and that e1's own working thread waits for: ``e1 demo --fast``'s SFT fell from
 4 to 0.42 steps/s beside one torch job on 2 cores. Making every idle thread sleep at once
-(``OMP_WAIT_POLICY=PASSIVE``) cost up to 43% alone. So e1 keeps torch's waiting and sizes the team instead:
-:func:`pace` measures, over the last window, the CPU time that other processes took on the cores this process
-may run on (``/proc/stat`` less this process's own), and gives torch the cores they leave free
-(:func:`threads_for`): a team of one spins on nothing.
+(``OMP_WAIT_POLICY=PASSIVE``) cost grpo and decoding 0.5-0.7x alone. So e1 chooses, once, as torch is first
+imported (:func:`choose_waiting`: the OpenMP runtime reads its environment when it loads): beside other work
+(at least :data:`QUIET` cores busy elsewhere since the entry point) idle threads sleep at once, and torch's team
+takes its fair share; on a quiet machine threads wait as torch's do, and :func:`pace` sizes the team as load
+comes and goes: every window it measures the CPU time that other processes took on the cores this process may
+run on (``/proc/stat`` less this process's own), and gives torch the cores they leave free (:func:`threads_for`):
+a team of one spins on nothing.
 
 Pacing is a default that never stands in anyone's way:
 
@@ -30,11 +33,16 @@ Pacing is a default that never stands in anyone's way:
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
 
 WINDOW = 0.5  # seconds between two readings of the load
+LOOK = 0.1  # seconds of load, at least, seen before torch loads
+QUIET = 0.5  # cores busy elsewhere below which a machine counts as e1's own
+# a caller who sets any of these has said how threads wait: e1 leaves waiting to them
+WAITING = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME", "KMP_LIBRARY")
 PROC_STAT = "/proc/stat"
 STAT_BYTES = 4 << 20  # read at most: 4,096 cores' lines and their interrupt counts take well under 1 MiB
 UNUSABLE = (OSError, ValueError, ArithmeticError)  # what reading a foreign or damaged /proc/stat may raise
@@ -47,7 +55,7 @@ def threads_for(cores: int, others: float, most: int) -> int:
     rounded, at least 1 and at most ``most``."""
     if others != others:  # NaN: nothing known, one thread is safe
         return 1
-    if others < 0.5:
+    if others < QUIET:
         return most
     free = cores - others + 0.5
     return 1 if free < 2 else min(most, int(free))
@@ -118,14 +126,20 @@ class Pacer:
             return None
         return self._decide(now)
 
-    def _decide(self, now: float) -> int | None:
+    def others(self, now: float) -> float | None:
+        """The cores other processes kept busy since the last reading (None: unusable, and pacing is off)."""
         reading = self.reading()
-        if reading is None:  # unusable: off, with torch's own count back
+        if reading is None:
             self.on = False
-            return None if self.threads == self.most else self.most
+            return None
         (busy, own), (busy_before, own_before) = reading, self.last
-        others = max(0.0, (busy - busy_before) - (own - own_before)) / max(now - self.at, 1e-9)
-        self.at, self.last = now, reading
+        self.at, self.last, since = now, reading, max(now - self.at, 1e-9)
+        return max(0.0, (busy - busy_before) - (own - own_before)) / since
+
+    def _decide(self, now: float) -> int | None:
+        others = self.others(now)
+        if others is None:  # unusable: off, with torch's own count back
+            return None if self.threads == self.most else self.most
         threads = threads_for(len(self.cpus), others, self.most)
         if threads == self.threads:
             return None
@@ -134,9 +148,10 @@ class Pacer:
 
 
 def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
-    """Turn pacing on for this process (the ``e1`` command calls it first); off where the caller decided the
-    count (``OMP_NUM_THREADS``, even empty) or where ``/proc/stat`` cannot be read or used (not Linux). Returns
-    whether it is on."""
+    """Turn pacing on for this process (the ``e1`` command calls it first), and have :func:`choose_waiting` run
+    as torch is first imported; both off where the caller decided the count (``OMP_NUM_THREADS``, even empty) or
+    where ``/proc/stat`` cannot be read or used (not Linux); no choice of waiting where the caller said how
+    threads wait (:data:`WAITING`) or torch is loaded already. Returns whether pacing is on."""
     global _pacer
     _pacer = None
     if "OMP_NUM_THREADS" in environ:
@@ -146,7 +161,42 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     except (OSError, AttributeError):  # no affinity to read (not Linux)
         return False
     _pacer = pacer if pacer.on else None
+    if _pacer is not None and "torch" not in sys.modules and not any(name in environ for name in WAITING):
+        sys.meta_path.insert(0, _BeforeTorch(environ))
     return _pacer is not None
+
+
+class _BeforeTorch:
+    """An import finder that finds nothing: it looks at the load once, as torch is first imported (torch's OpenMP
+    runtime reads ``OMP_WAIT_POLICY`` when it loads, never again), and chooses how idle threads wait."""
+
+    def __init__(self, environ: Mapping[str, str]):
+        self.environ = environ
+
+    def find_spec(self, name: str, path=None, target=None) -> None:
+        if name == "torch" and self in sys.meta_path:
+            sys.meta_path.remove(self)
+            choose_waiting(self.environ)
+
+
+def choose_waiting(environ, sleep=time.sleep) -> bool:
+    """Beside other work (at least :data:`QUIET` cores busy elsewhere since the entry point, over :data:`LOOK`
+    seconds at least) idle threads sleep at once (``OMP_WAIT_POLICY=PASSIVE``: torch's whole team then takes its
+    fair share without spinning) and pacing is off; else threads wait as torch's do, and pacing stays on.
+    Returns whether it chose PASSIVE."""
+    global _pacer
+    pacer = _pacer
+    if pacer is None:
+        return False
+    seen = pacer.clock() - pacer.at
+    if seen < LOOK:
+        sleep(LOOK - seen)
+    others = pacer.others(pacer.clock())
+    if others is None or others < QUIET:
+        return False
+    environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    _pacer = None
+    return True
 
 
 def pace() -> None:

@@ -123,7 +123,7 @@ def run_entry_point(extra: dict[str, str]) -> list[int]:
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="pacing reads /proc/stat (Linux)")
 def test_the_entry_point_paces_torch_beside_busy_processes_and_back_alone():
-    most, beside, alone, load = run_entry_point({})
+    most, beside, alone, load = run_entry_point({"OMP_WAIT_POLICY": "ACTIVE"})  # pacing whatever the start saw
     if most == 1:
         pytest.skip("one core: nothing to pace")
     assert beside < most  # every core busy elsewhere: a smaller team
@@ -135,6 +135,66 @@ def test_the_entry_point_paces_torch_beside_busy_processes_and_back_alone():
 def test_the_callers_thread_count_is_left_alone():
     most, beside, alone, _ = run_entry_point({"OMP_NUM_THREADS": "2"})
     assert most == beside == alone == 2
+
+
+WAIT_PROBE = """
+import os, subprocess, sys, time
+hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(int(sys.argv[1]))]
+time.sleep(0.3 if hogs else 0)
+import e1.cli.app as cli
+def command(prog_name):
+    import torch
+    from e1 import cpu
+    print("POLICY", os.environ.get("OMP_WAIT_POLICY"), "PACING", cpu._pacer is not None, flush=True)
+    for hog in hogs:
+        hog.kill()
+cli.app = command
+cli.main()
+"""
+
+
+def run_waiting(hogs: int, extra: dict[str, str]) -> tuple[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", WAIT_PROBE, str(hogs)], capture_output=True, text=True, timeout=120, env=env | extra
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout, done.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="the load is read from /proc/stat (Linux)")
+def test_beside_busy_processes_idle_threads_sleep_and_the_openmp_runtime_reads_it():
+    out, err = run_waiting(os.cpu_count() or 1, {"OMP_DISPLAY_ENV": "TRUE"})
+    assert "POLICY PASSIVE PACING False" in out
+    if "OPENMP DISPLAY ENVIRONMENT" in err:  # libgomp prints what it read as torch loads it
+        assert "OMP_WAIT_POLICY = 'PASSIVE'" in err
+    out, _ = run_waiting(os.cpu_count() or 1, {"OMP_WAIT_POLICY": "ACTIVE"})
+    assert "POLICY ACTIVE PACING True" in out  # the caller's word on waiting: kept, the count still paced
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(0.0, 2.0), st.floats(0.0, 64.0), st.booleans())
+def test_waiting_is_chosen_from_at_least_a_look_of_load(seen, others, said):
+    """Threads sleep at once (and pacing is off) exactly where other processes kept at least QUIET cores busy over
+    the time since the entry point, looked at for LOOK seconds at least; a caller's waiting word is kept."""
+    import e1.cpu as cpu
+
+    clock, slept = [0.0], []
+    pacer = cpu.Pacer(frozenset({0, 1}), read=lambda: (others * clock[0], 0.0), clock=lambda: clock[0])
+    clock[0] = seen
+    environ = {"OMP_WAIT_POLICY": "ACTIVE"} if said else {}
+    before = cpu._pacer
+    try:
+        cpu._pacer = None if said else pacer  # cpu_threads sets no finder where the caller said how threads wait
+        chose = cpu.choose_waiting(environ, sleep=lambda s: (slept.append(s), clock.__setitem__(0, clock[0] + s)))
+        busy = not said and others >= cpu.QUIET - 1e-9 * max(1.0, others)
+        if abs(others - cpu.QUIET) > 1e-6:
+            assert chose == busy
+            assert environ.get("OMP_WAIT_POLICY") == ("PASSIVE" if busy else "ACTIVE" if said else None)
+            assert (cpu._pacer is None) == (busy or said)
+        assert slept == ([cpu.LOOK - seen] if seen < cpu.LOOK and not said else [])
+    finally:
+        cpu._pacer = before
 
 
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="needs 2 cores")
@@ -150,7 +210,11 @@ def test_the_cores_are_the_ones_the_process_had_before_openmp_bound_its_thread()
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
     done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env | {"OMP_PROC_BIND": "true"}
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env | {"OMP_PROC_BIND": "true", "OMP_WAIT_POLICY": "ACTIVE"},
     )
     assert done.returncode == 0, done.stderr[-2000:]
     before, bound, counted = done.stdout.strip().split("|")
