@@ -153,7 +153,7 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     where ``/proc/stat`` cannot be read or used (not Linux); no choice of waiting where the caller said how
     threads wait (:data:`WAITING`) or torch is loaded already. Returns whether pacing is on."""
     global _pacer
-    _pacer = None
+    cpu_done()  # a second call (tests call main() many times in one process) replaces the first's finder
     if "OMP_NUM_THREADS" in environ:
         return False
     try:
@@ -166,17 +166,31 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     return _pacer is not None
 
 
+def cpu_done() -> None:
+    """Pacing off and the finder gone: ``e1``'s entry point calls it as its command ends, so a process that goes on
+    (a test, a library user) imports torch as torch's own and is never paced."""
+    global _pacer
+    _pacer = None
+    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _BeforeTorch)]
+
+
 class _BeforeTorch:
-    """An import finder that finds nothing: it looks at the load once, as torch is first imported (torch's OpenMP
-    runtime reads ``OMP_WAIT_POLICY`` when it loads, never again), and chooses how idle threads wait."""
+    """An import finder that finds nothing: it looks at the load once, as torch is first looked up (torch's OpenMP
+    runtime reads ``OMP_WAIT_POLICY`` when it loads, never again), and chooses how idle threads wait. It stays in
+    ``sys.meta_path``, spent, until :func:`cpu_done`: Python before 3.14 walks that very list (importlib
+    ``_find_spec``; 3.14 walks a copy, gh-130094), so removing itself mid-lookup would skip the finder after it."""
 
     def __init__(self, environ: Mapping[str, str]):
-        self.environ = environ
+        self.environ, self.spent = environ, False
 
     def find_spec(self, name: str, path=None, target=None) -> None:
-        if name == "torch" and self in sys.meta_path:
-            sys.meta_path.remove(self)
-            choose_waiting(self.environ)
+        global _pacer
+        if name == "torch" and not self.spent:
+            self.spent = True  # under the import lock: one lookup, of all threads', chooses
+            try:
+                choose_waiting(self.environ)
+            except Exception:  # noqa: BLE001 - choosing is a default: it never breaks an import (and stops pacing)
+                _pacer = None
 
 
 def choose_waiting(environ, sleep=time.sleep) -> bool:

@@ -145,9 +145,17 @@ def unexpected(err: Exception) -> tuple[str, int]:
 
 def main() -> None:
     """Console-script entry point: run the app; E1Error → one red line and a non-zero exit."""
-    from e1.cpu import cpu_threads
+    from e1.cpu import cpu_done, cpu_threads
 
     cpu_threads()  # torch's CPU team sized to the cores other processes leave free (e1.cpu.pace)
+    try:
+        _main()
+    finally:
+        cpu_done()  # the command is over: a process that goes on (a test, a library) is torch's own again
+
+
+def _main() -> None:
+    """The app, with E1Error → one red line and a non-zero exit."""
     debug = os.environ.get("E1_DEBUG", "") not in ("", "0")
     redact_logs()  # every log record and warning, e1's and the libraries', masks the keys e1 knows
     if threading.current_thread() is threading.main_thread():

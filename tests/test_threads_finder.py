@@ -1,0 +1,93 @@
+"""The finder that chooses how torch's threads wait (e1/cpu.py ``_BeforeTorch``), as a red team found it: a lookup
+of torch that does not load it, a second entry point in one process, a choice that fails, a process that goes on
+after ``main()``. The choice itself is tests/test_threads.py's."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import pytest
+
+import e1.cpu as cpu
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="the finder is set where /proc/stat reads")
+
+
+def finders() -> list:
+    return [finder for finder in sys.meta_path if isinstance(finder, cpu._BeforeTorch)]
+
+
+@pytest.fixture
+def unloaded(monkeypatch):
+    """A process where torch is not loaded yet (looked up, never imported), restored after the test."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.setattr(cpu, "LOOK", 0.0)
+    monkeypatch.setattr(cpu, "_pacer", None)
+
+
+class Asked:
+    """A finder that only notes the names it is asked for."""
+
+    def __init__(self):
+        self.names = []
+
+    def find_spec(self, name, path=None, target=None):
+        self.names.append(name)
+
+
+def test_the_finder_after_it_is_still_asked_for_torch(unloaded):
+    """Python before 3.14 walks sys.meta_path itself: a finder that removed itself mid-lookup made the walk skip
+    the next one (a finder meant to supply torch was never asked)."""
+    asked = Asked()
+    sys.meta_path.insert(0, asked)
+    cpu.cpu_threads({})
+    assert finders() and sys.meta_path.index(asked) == sys.meta_path.index(finders()[0]) + 1
+    assert importlib.util.find_spec("torch") is not None
+    assert "torch" in asked.names
+
+
+def test_the_entry_point_called_again_keeps_one_finder_and_the_choice_is_made_once(unloaded):
+    environ = {}
+    for _ in range(3):
+        cpu.cpu_threads(environ)
+    assert len(finders()) == 1
+    chose = []
+    cpu.choose_waiting, real = (lambda env: chose.append(env)), cpu.choose_waiting
+    try:
+        for _ in range(2):
+            assert importlib.util.find_spec("torch") is not None
+    finally:
+        cpu.choose_waiting = real
+    assert chose == [environ]
+
+
+class ReadOnly(dict):
+    def __setitem__(self, key, value):
+        raise TypeError("read-only")
+
+
+@pytest.mark.parametrize("fault", [RuntimeError, KeyError, MemoryError, "read-only"])
+def test_a_choice_that_fails_never_breaks_the_import_and_stops_pacing(unloaded, fault):
+    environ = ReadOnly() if fault == "read-only" else {}
+    assert cpu.cpu_threads(environ)
+    pacer = cpu._pacer
+    if fault == "read-only":
+        pacer.read = lambda: (pacer.last[0] + 1e6, pacer.last[1])  # every core busy elsewhere: PASSIVE, refused
+    else:
+        pacer.read = lambda: (_ for _ in ()).throw(fault("the reading failed"))
+    assert importlib.util.find_spec("torch") is not None
+    assert cpu._pacer is None and "OMP_WAIT_POLICY" not in environ
+
+
+def test_a_process_that_goes_on_after_main_is_neither_paced_nor_chosen_for(unloaded, monkeypatch):
+    import e1.cli.app as cli
+
+    monkeypatch.setattr(cli, "app", lambda prog_name: None)
+    for env in ("OMP_NUM_THREADS", *cpu.WAITING):
+        monkeypatch.delenv(env, raising=False)
+    for _ in range(2):
+        cli.main()
+    assert not finders() and cpu._pacer is None
