@@ -161,9 +161,14 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     except (OSError, AttributeError):  # no affinity to read (not Linux)
         return False
     _pacer = pacer if pacer.on else None
-    if _pacer is not None and "torch" not in sys.modules and not any(name in environ for name in WAITING):
+    if _pacer is not None and "torch" not in sys.modules and not said_how_threads_wait(environ):
         sys.meta_path.insert(0, _BeforeTorch(environ))
     return _pacer is not None
+
+
+def said_how_threads_wait(environ: Mapping[str, str]) -> bool:
+    """Whether the caller said how idle threads wait (:data:`WAITING`): then e1 leaves waiting to them."""
+    return any(name in environ for name in WAITING)
 
 
 def cpu_done() -> None:
@@ -197,10 +202,13 @@ def choose_waiting(environ, sleep=time.sleep) -> bool:
     """Beside other work (at least :data:`QUIET` cores busy elsewhere since the entry point, over :data:`LOOK`
     seconds at least) idle threads sleep at once (``OMP_WAIT_POLICY=PASSIVE``: torch's whole team then takes its
     fair share without spinning) and pacing is off; else threads wait as torch's do, and pacing stays on.
-    Returns whether it chose PASSIVE."""
+    Returns whether it chose PASSIVE. What the caller set after the entry point (an ``--include`` module, a
+    library) still wins: their waiting is kept, and their count turns pacing off."""
     global _pacer
+    if "OMP_NUM_THREADS" in environ:
+        _pacer = None
     pacer = _pacer
-    if pacer is None:
+    if pacer is None or said_how_threads_wait(environ):
         return False
     seen = pacer.clock() - pacer.at
     if seen < LOOK:

@@ -91,3 +91,17 @@ def test_a_process_that_goes_on_after_main_is_neither_paced_nor_chosen_for(unloa
     for _ in range(2):
         cli.main()
     assert not finders() and cpu._pacer is None
+
+
+@pytest.mark.parametrize("said", [*cpu.WAITING, "OMP_NUM_THREADS"])
+def test_what_the_caller_sets_after_the_entry_point_still_wins(unloaded, said):
+    """An --include module or a library that sets how threads wait (or their count) before it imports torch: e1's
+    choice, made later, kept theirs over (PASSIVE over their ACTIVE)."""
+    environ = {}
+    assert cpu.cpu_threads(environ)
+    pacer = cpu._pacer
+    pacer.read = lambda: (pacer.last[0] + 1e6, pacer.last[1])  # every core busy elsewhere: PASSIVE, were it e1's
+    environ[said] = "ACTIVE" if said == "OMP_WAIT_POLICY" else "1"
+    assert importlib.util.find_spec("torch") is not None
+    assert environ == {said: environ[said]} and environ[said] in ("ACTIVE", "1")
+    assert (cpu._pacer is None) == (said == "OMP_NUM_THREADS")  # their count: not paced; their waiting: paced
