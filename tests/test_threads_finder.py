@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 
 import pytest
@@ -88,8 +89,13 @@ def test_a_process_that_goes_on_after_main_is_neither_paced_nor_chosen_for(unloa
     monkeypatch.setattr(cli, "app", lambda prog_name: None)
     for env in ("OMP_NUM_THREADS", *cpu.WAITING):
         monkeypatch.delenv(env, raising=False)
-    for _ in range(2):
-        cli.main()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for _ in range(2):
+            cli.main()
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
     assert not finders() and cpu._pacer is None
 
 
