@@ -181,15 +181,18 @@ def register_url(url: str | None) -> str | None:
 
     try:
         parts = urlsplit(url or "")
-    except ValueError:
-        return url
-    if parts.password is not None or parts.username:
-        for user, password in {
-            (parts.username or "", parts.password or ""),
-            (unquote(parts.username or ""), unquote(parts.password or "")),
+        username, password = parts.username, parts.password
+    except ValueError:  # a host urllib cannot read ("[" outside an IPv6 address): the userinfo read as httpx would
+        head = re.match(r"(?is)[a-z][a-z0-9+.-]*://([^/?#]*)@", url or "")
+        username, _, password = head.group(1).partition(":") if head else ("", "", None)
+        password = password if head and ":" in head.group(1) else None
+    if password is not None or username:
+        for user, secret in {
+            (username or "", password or ""),
+            (unquote(username or ""), unquote(password or "")),
         }:
-            pair = f"{user}:{password}"
-            for value in (password, pair, base64.b64encode(pair.encode()).decode()):
+            pair = f"{user}:{secret}"
+            for value in (secret, pair, base64.b64encode(pair.encode()).decode()):
                 register_secret(value)
     return url
 
@@ -210,10 +213,10 @@ def server_url(
     """
     from urllib.parse import urlsplit
 
+    register_url(url)  # masked in any line that quotes it, the traceback's too (even where the URL is refused)
     head = re.match(r"(?i)https?://([^/?#\s]+)", url)
     if head is None or not url.isprintable():
         raise ConfigError(f"{flag} {redact(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
-    register_url(url)  # masked in any line that quotes it, the traceback's too
     try:
         seen = urlsplit(url)
         userinfo = seen.username is not None or seen.password is not None

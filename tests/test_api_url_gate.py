@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from e1.errors import ConfigError
@@ -101,7 +101,8 @@ def test_no_basic_auth_ever_reaches_the_server_from_an_api_url(
     try:
         api = ApiSettings(url, request_timeout_s=10, max_retries=0)
     except ConfigError as err:
-        assert "@" in url.split("/")[2] or not url.isprintable(), url  # refused only for userinfo (or no URL)
+        # refused only for userinfo, no URL, or no host ("http://:/@127.0.0.1:8000": "@" in the path, host "")
+        assert "@" in url.split("/")[2] or not url.isprintable() or "no host and port" in str(err), url
         _no_password(str(err), password, f"http://127.0.0.1:{recorder.port}{path}")
         return
     before = len(recorder.seen)
@@ -121,6 +122,10 @@ def test_no_basic_auth_ever_reaches_the_server_from_an_api_url(
     host=st.sampled_from(["127.0.0.1:8000", "[::1]:8000", "[2001:db8::7]", "api.example.com", "localhost"]),
     scheme=st.sampled_from(["http", "https", "HTTPS"]),
 )
+@example(user="0", password="0000['", encode=False, host="127.0.0.1:8000", scheme="http")  # urllib cannot read it
+@example(
+    user="u", password="pw'xyzzy", encode=False, host="api.example.com", scheme="https"
+)  # a quote ends a URL in text
 def test_every_server_url_gate_refuses_userinfo_in_one_line_without_the_password(user, password, encode, host, scheme):
     """--api-url (openai, gemini, anthropic; the vendors' base-URL variables), elo's --api-url: one gate, one line,
     no password."""

@@ -80,6 +80,13 @@ def test_the_pacer_follows_each_windows_load_and_says_only_changes(cores, most, 
         team, last, window_others = expected, clock[0], 0.0
 
 
+def child_env() -> dict[str, str]:
+    """This process's environment less every thread setting, and less the LD_PRELOAD that vLLM's CPU platform puts
+    into it (Intel OpenMP and tcmalloc: an earlier vLLM test's): a child that starts as a user's would."""
+    threads = ("OMP_", "GOMP_", "KMP_", "LD_PRELOAD")
+    return {k: v for k, v in os.environ.items() if not k.startswith(threads)}
+
+
 PROBE = """
 import os, subprocess, sys, time
 import e1.cli.app as cli
@@ -113,7 +120,7 @@ cli.main()
 
 
 def run_entry_point(extra: dict[str, str]) -> list[int]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True, env=env | extra
     )
@@ -154,7 +161,7 @@ cli.main()
 
 
 def run_waiting(hogs: int, extra: dict[str, str]) -> tuple[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", WAIT_PROBE, str(hogs)], capture_output=True, text=True, timeout=120, env=env | extra
     )
@@ -208,7 +215,7 @@ def test_the_cores_are_the_ones_the_process_had_before_openmp_bound_its_thread()
         "import torch\n(torch.ones(256, 256) @ torch.ones(256, 256)).sum()\ncpu.pace()\n"
         "print(sorted(before), sorted(os.sched_getaffinity(0)), sorted(cpu._pacer.cpus), sep='|')"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_", "KMP_"))}
+    env = child_env()
     done = subprocess.run(
         [sys.executable, "-c", probe],
         capture_output=True,
