@@ -216,20 +216,38 @@ def server_url(
     register_url(url)  # masked in any line that quotes it, the traceback's too (even where the URL is refused)
     head = re.match(r"(?i)https?://([^/?#\s]+)", url)
     if head is None or not url.isprintable():
-        raise ConfigError(f"{flag} {redact(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {_shown(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
     try:
         seen = urlsplit(url)
         userinfo = seen.username is not None or seen.password is not None
     except ValueError:  # an IPv6 host urllib cannot read: refused as no URL
-        raise ConfigError(f"{flag} {redact(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
+        raise ConfigError(f"{flag} {_shown(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
     if userinfo or "@" in head.group(1):  # an "@" before the path: userinfo to httpx and urllib alike
         raise ConfigError(
-            f"{flag} {redact(url)} holds credentials (user:password@), which e1 never sends",
+            f"{flag} {_shown(url)} holds credentials (user:password@), which e1 never sends",
             hint=f"{key}; the URL without user:password@, e.g. {example}",
         )
     if not _reachable(url):
-        raise ConfigError(f"{flag} {redact(url)} has no host and port a client can use", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {_shown(url)} has no host and port a client can use", hint=f"e.g. {example}")
     return url
+
+
+def _shown(url: str) -> str:
+    """``url`` as a refusal quotes it: read as one URL whatever characters it holds (text stops a URL at a quote
+    or a '<', and a refused URL may hold them), everything before its last '@' masked (a password holding a '/',
+    '?' or '#' is no userinfo to a parser, but was meant as one), then every secret e1 knows.
+
+    >>> _shown("http://me:pw<x@host/v1?key=1")
+    'http://***@host/v1?key=***'
+    >>> _shown(":pw#x@host")
+    '***@host'
+    """
+    scheme = re.match(r"[^:/?#@\s]*://", url)
+    head = scheme.group(0) if scheme else ""
+    rest = url[len(head) :]
+    if "@" in rest:
+        rest = MASK + rest[rest.rindex("@") :]
+    return redact(head + _url_rest(rest))
 
 
 def _reachable(url: str) -> bool:
