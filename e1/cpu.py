@@ -154,7 +154,7 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     threads wait (:data:`WAITING`) or torch is loaded already. Returns whether pacing is on."""
     global _pacer
     cpu_done()  # a second call (tests call main() many times in one process) replaces the first's finder
-    if "OMP_NUM_THREADS" in environ:
+    if said_thread_count(environ):
         return False
     try:
         pacer = Pacer(frozenset(os.sched_getaffinity(0)))
@@ -164,6 +164,11 @@ def cpu_threads(environ: Mapping[str, str] = os.environ) -> bool:
     if _pacer is not None and "torch" not in sys.modules and not said_how_threads_wait(environ):
         sys.meta_path.insert(0, _BeforeTorch(environ))
     return _pacer is not None
+
+
+def said_thread_count(environ: Mapping[str, str]) -> bool:
+    """Whether the caller decided torch's team (``OMP_NUM_THREADS``, even empty): then e1 never paces it."""
+    return "OMP_NUM_THREADS" in environ
 
 
 def said_how_threads_wait(environ: Mapping[str, str]) -> bool:
@@ -205,7 +210,7 @@ def choose_waiting(environ, sleep=time.sleep) -> bool:
     Returns whether it chose PASSIVE. What the caller set after the entry point (an ``--include`` module, a
     library) still wins: their waiting is kept, and their count turns pacing off."""
     global _pacer
-    if "OMP_NUM_THREADS" in environ:
+    if said_thread_count(environ):
         _pacer = None
     pacer = _pacer
     if pacer is None or said_how_threads_wait(environ):

@@ -87,9 +87,14 @@ def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(threads)}
 
 
-PROBE = """
+# a CPU-bound process that ends once its parent has gone (a probe that fails or is killed leaves no hog behind),
+# written to be pasted between double quotes in a probe's source
+HOG = "import os\\nparent = os.getppid()\\nwhile os.getppid() == parent:\\n    for _ in range(100000): pass"
+
+PROBE = f"""
 import os, subprocess, sys, time
 import e1.cli.app as cli
+HOG = "{HOG}"
 
 def command(prog_name):  # stands in for a command: loads torch, works, paces, as the engine and the trainer do
     import torch
@@ -102,7 +107,7 @@ def command(prog_name):  # stands in for a command: loads torch, works, paces, a
             a @ a
         pace()
         return torch.get_num_threads()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count())]
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(os.cpu_count())]
     time.sleep(0.5)
     beside = work()
     for hog in hogs:
@@ -144,9 +149,9 @@ def test_the_callers_thread_count_is_left_alone():
     assert most == beside == alone == 2
 
 
-WAIT_PROBE = """
+WAIT_PROBE = f"""
 import os, subprocess, sys, time
-hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(int(sys.argv[1]))]
+hogs = [subprocess.Popen([sys.executable, "-c", "{HOG}"]) for _ in range(int(sys.argv[1]))]
 time.sleep(0.3 if hogs else 0)
 import e1.cli.app as cli
 def command(prog_name):
