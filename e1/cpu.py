@@ -177,10 +177,15 @@ def said_how_threads_wait(environ: Mapping[str, str]) -> bool:
 
 
 def cpu_done() -> None:
-    """Pacing off and the finder gone: ``e1``'s entry point calls it as its command ends, so a process that goes on
-    (a test, a library user) imports torch as torch's own and is never paced."""
+    """Pacing off, torch's own team back where pacing changed it (and nobody since), and the finder gone: ``e1``'s
+    entry point calls it as its command ends, so a process that goes on (a test, a library user) runs torch as
+    torch's own and is never paced."""
     global _pacer
-    _pacer = None
+    pacer, _pacer = _pacer, None
+    if pacer is not None and pacer.thread == threading.get_ident() and pacer.threads != pacer.most:
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.get_num_threads() == pacer.threads:  # still the count pacing gave it
+            torch.set_num_threads(pacer.most)
     sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _BeforeTorch)]
 
 

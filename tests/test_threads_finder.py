@@ -111,3 +111,28 @@ def test_what_the_caller_sets_after_the_entry_point_still_wins(unloaded, said):
     assert importlib.util.find_spec("torch") is not None
     assert environ == {said: environ[said]} and environ[said] in ("ACTIVE", "1")
     assert (cpu._pacer is None) == (said == "OMP_NUM_THREADS")  # their count: not paced; their waiting: paced
+
+
+@pytest.mark.parametrize("since", ["paced", "someone else's count", "another thread's"])
+def test_the_entry_point_gives_torch_its_own_team_back_as_the_command_ends(since):
+    """A command paced torch down beside other work: a process that goes on after it (a test, a library user) has
+    torch's own team back, unless someone set a count of their own since, or pacing ran in another thread."""
+    import threading
+
+    import torch
+
+    own = torch.get_num_threads()
+    if own < 2:
+        pytest.skip("one core: nothing to pace")
+    pacer = cpu.Pacer(frozenset({0, 1}), read=lambda: (0.0, 0.0))
+    pacer.thread, pacer.most, pacer.threads = threading.get_ident(), own, 1
+    pacer.thread = -1 if since == "another thread's" else pacer.thread
+    cpu._pacer = pacer
+    try:
+        torch.set_num_threads(own + 1 if since == "someone else's count" else 1)
+        theirs = torch.get_num_threads()
+        cpu.cpu_done()
+        assert cpu._pacer is None
+        assert torch.get_num_threads() == (own if since == "paced" else theirs)
+    finally:
+        torch.set_num_threads(own)
