@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,17 @@ def tiny_model_dir(tmp_path_factory):
     from e1.models.tiny import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("models") / "tiny")
+
+
+@pytest.fixture(scope="session")
+def e1_serve(tmp_path_factory):
+    """(url, model dir): `e1 serve` with no options on the chatty tiny model, shared by every module that needs
+    no other. It loads tests/modes/halfway.py as a user's mode file (E1_MODES) for tests/test_toy_mode.py: the
+    built-in modes serve as they would without it."""
+    from e1.engine.modes.mode import PLUGINS_ENV
+    from tests.serving import chatty_server
+
+    yield from chatty_server(tmp_path_factory, env={PLUGINS_ENV: str(Path(__file__).parent / "modes" / "halfway.py")})
 
 
 @pytest.fixture(scope="session")

@@ -18,10 +18,8 @@ PROBLEMS = ["What is 2 + 3?", "The sum of the digits is 12.", "Let x = 7. Then 2
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from tests.serving import chatty_server
-
-    yield from chatty_server(tmp_path_factory)
+def server(e1_serve):
+    return e1_serve  # conftest's: shared by the modules that serve with no options
 
 
 @pytest.fixture(scope="module")

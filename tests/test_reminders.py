@@ -115,10 +115,8 @@ def test_the_v2_runs_write_reminders():
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from tests.serving import chatty_server
-
-    yield from chatty_server(tmp_path_factory)
+def server(e1_serve):
+    return e1_serve  # conftest's: shared by the modules that serve with no options
 
 
 def test_every_backend_writes_the_reminders_alike(server):

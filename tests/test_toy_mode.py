@@ -109,10 +109,8 @@ def test_e1_eval_and_sweep_run_the_toy_mode(tmp_path, tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, toy_mode):
-    from tests.serving import chatty_server
-
-    yield from chatty_server(tmp_path_factory)
+def server(e1_serve):
+    return e1_serve  # conftest's: shared by the modules that serve with no options
 
 
 def test_both_local_backends_and_e1_serve_decode_the_toy_mode_alike(server):
