@@ -29,6 +29,7 @@ import difflib
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable
 
 MASK = "***"
@@ -173,17 +174,19 @@ def redact_chain(err: BaseException) -> BaseException:
 
 
 def register_url(url: str | None) -> str | None:
-    """Remember the credentials in ``url``'s userinfo (an ``--api-url`` like ``https://me:pw@host``) as
-    secrets: the password, ``user:password`` and its Basic-auth base64, as they are and percent-decoded,
-    so a server that echoes the credentials it was sent gets none of them printed; returns ``url``."""
+    """Remember the credentials in ``url`` (an ``--api-url`` like ``https://me:pw@host``, a proxy) as secrets: its
+    userinfo's password, ``user:password`` and its Basic-auth base64, as they are and percent-decoded, and the values
+    of its query and fragment (``?key=...``: text stops a URL at a quote or a space, which such a value may hold), so
+    a line that quotes the URL, or a server that echoes what it was sent, gets none of them printed; returns ``url``."""
     import base64
     from urllib.parse import unquote, urlsplit
 
+    url = url or ""
     try:
-        parts = urlsplit(url or "")
+        parts = urlsplit(url)
         username, password = parts.username, parts.password
     except ValueError:  # a host urllib cannot read ("[" outside an IPv6 address): the userinfo read as httpx would
-        head = re.match(r"(?is)[a-z][a-z0-9+.-]*://([^/?#]*)@", url or "")
+        head = re.match(r"(?is)[a-z][a-z0-9+.-]*://([^/?#]*)@", url)
         username, _, password = head.group(1).partition(":") if head else ("", "", None)
         password = password if head and ":" in head.group(1) else None
     if password is not None or username:
@@ -194,13 +197,17 @@ def register_url(url: str | None) -> str | None:
             pair = f"{user}:{secret}"
             for value in (secret, pair, base64.b64encode(pair.encode()).decode()):
                 register_secret(value)
+    tail = re.split(r"[?#]", url, maxsplit=1)[1:]
+    for value in re.findall(r"=([^&#;]*)", tail[0] if tail else ""):
+        for form in (value, unquote(value)):
+            register_secret(form)
     return url
 
 
 def server_url(
     url: str, flag: str, example: str, key: str = "put the key in a variable, pass --api-key-env NAME"
 ) -> str:
-    """The one gate of every server URL a user gives e1 (``--api-url``, elo's ``--api-url``, ``HF_ENDPOINT``):
+    """The one gate of every server URL a user gives e1 (``--api-url``, elo's ``--api-url``, :func:`hub_endpoint`):
     an http(s) URL with a host and no userinfo, else one :class:`ConfigError` line (the URL redacted). A URL's
     userinfo would reach the server as HTTP Basic auth (httpx sends it, in place of the key's header), so a
     credential reaches a server only as the key an environment variable holds (``--api-key-env``).
@@ -216,38 +223,74 @@ def server_url(
     register_url(url)  # masked in any line that quotes it, the traceback's too (even where the URL is refused)
     head = re.match(r"(?i)https?://([^/?#\s]+)", url)
     if head is None or not url.isprintable():
-        raise ConfigError(f"{flag} {_shown(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {shown_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
     try:
         seen = urlsplit(url)
         userinfo = seen.username is not None or seen.password is not None
     except ValueError:  # an IPv6 host urllib cannot read: refused as no URL
-        raise ConfigError(f"{flag} {_shown(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
+        raise ConfigError(f"{flag} {shown_url(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
     if userinfo or "@" in head.group(1):  # an "@" before the path: userinfo to httpx and urllib alike
         raise ConfigError(
-            f"{flag} {_shown(url)} holds credentials (user:password@), which e1 never sends",
+            f"{flag} {shown_url(url)} holds credentials (user:password@), which e1 never sends",
             hint=f"{key}; the URL without user:password@, e.g. {example}",
         )
     if not _reachable(url):
-        raise ConfigError(f"{flag} {_shown(url)} has no host and port a client can use", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {shown_url(url)} has no host and port a client can use", hint=f"e.g. {example}")
     return url
 
 
-def _shown(url: str) -> str:
-    """``url`` as a refusal quotes it: read as one URL whatever characters it holds (text stops a URL at a quote
-    or a '<', and a refused URL may hold them), everything before its last '@' masked (a password holding a '/',
-    '?' or '#' is no userinfo to a parser, but was meant as one), then every secret e1 knows.
+def hub_endpoint(url: str | None = None) -> None:
+    """``HF_ENDPOINT`` (or ``url``, the endpoint huggingface_hub read from it) through :func:`server_url`: the hub's
+    libraries read it wherever e1 reaches the hub (a model or tokenizer by hub id, a benchmark's dataset, ``--push``),
+    so the CLI passes it here as it starts, and ``--push`` again for a caller of the library."""
+    url = os.environ.get("HF_ENDPOINT", "") if url is None else url
+    if url:
+        server_url(url, "HF_ENDPOINT", "https://huggingface.co", "the token: HF_TOKEN or hf auth login")
 
-    >>> _shown("http://me:pw<x@host/v1?key=1")
+
+def shown_url(url: str) -> str:
+    """``url`` as a line quotes a URL e1 was given: read as one URL whatever characters it holds (text stops a URL at a
+    quote or a '<', and a refused URL may hold them), everything before its last '@' masked (a password holding a '/',
+    '?' or '#' is no userinfo to a parser, but was meant as one; an '@' look-alike, such as a full-width '＠', counts:
+    urllib reads it as one), then every secret e1 knows.
+
+    >>> shown_url("http://me:pw<x@host/v1?key=1")
     'http://***@host/v1?key=***'
-    >>> _shown(":pw#x@host")
-    '***@host'
+    >>> shown_url(":pw#x@host"), shown_url("http://me:pw\uff20host/v1")
+    ('***@host', 'http://***\uff20host/v1')
     """
+    head, userinfo, rest = _written(url)
+    return redact(head + _url_rest(rest if userinfo is None else MASK + rest))
+
+
+def _written(url: str) -> tuple[str, str | None, str]:
+    """``url`` split as its writer meant it: the scheme and ``://`` (or ""), the userinfo (everything before the last
+    '@' or '@' look-alike; None without one), and the rest from that '@' on."""
     scheme = re.match(r"[^:/?#@\s]*://", url)
     head = scheme.group(0) if scheme else ""
     rest = url[len(head) :]
-    if "@" in rest:
-        rest = MASK + rest[rest.rindex("@") :]
-    return redact(head + _url_rest(rest))
+    ats = [at for at, char in enumerate(rest) if "@" in unicodedata.normalize("NFKC", char)]
+    return (head, rest[: ats[-1]], rest[ats[-1] :]) if ats else (head, None, rest)
+
+
+def userinfo_masked(text: str, url: str) -> str:
+    """``text`` (a library's message about ``url``, which may quote a piece of it: "Invalid port: 'pw'") with what
+    ``url``'s writer meant as its password, and each piece of it a parser may read alone, masked however short, as
+    written and percent-encoded.
+
+    >>> userinfo_masked("Invalid port: 'pw'", "http://me:pw#x@host:1")
+    "Invalid port: '***'"
+    """
+    from urllib.parse import quote
+
+    userinfo = _written(url)[1]
+    if not userinfo:
+        return text
+    password = userinfo.partition(":")[2]  # (the user name is no secret, and a short one would garble the text)
+    pieces = {password, *re.split(r"[:/?#]", password)} - {""}
+    for piece in sorted(pieces | {quote(piece, safe="") for piece in pieces}, key=len, reverse=True):
+        text = text.replace(piece, MASK)
+    return text
 
 
 def _reachable(url: str) -> bool:

@@ -1,0 +1,180 @@
+"""Red-team tests of the secret gates (``e1/errors.py``): every server URL a user gives passes ``server_url``, a
+URL e1 quotes is shown by ``shown_url``, a proxy's error line masks what its writer meant as credentials.
+
+What they found (each failed before its fix): an '@' look-alike (a full-width '＠', which urllib reads as '@')
+left a refused URL's password printed; ``HF_ENDPOINT`` passed the gate only for ``--push`` (a tokenizer or
+dataset read by hub id sent its userinfo, and transformers' "couldn't connect to 'http://me:pw<x@…'" line printed
+it); a proxy's line quoted the proxy as text and httpx's "Invalid port: 'pw'" as is; an accepted URL's query
+value holding a quote or a space was printed from there on in "cannot reach URL" lines.
+"""
+
+from __future__ import annotations
+
+import sys
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from e1.errors import ConfigError
+
+ATS = ["@", "\uff20", "\ufe6b"]  # '@' and the look-alikes NFKC reads as '@'
+ODD = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"))
+    | st.sampled_from(list(":/%#?[]\\ !$&'\"()*+,;=<>`{}|^~\t") + ATS),
+    max_size=12,
+)
+PASSWORDS = ODD.filter(lambda p: len(p.strip()) >= 6)
+HOSTS = ["127.0.0.1:8000", "[::1]:8000", "api.example.com", "", "[", "\u00a1", "h\uff20x"]
+PATHS = ["", "/v1", "/v1?x=1", "/v1#f", "/v1@x", "?q='@'"]
+
+
+def _clean(line: str, password: str, fixed: str) -> None:
+    """``line`` is one line without ``password`` (as written or percent-encoded), where it can be told apart: not
+    also spelled by what the line says anyway (``fixed``: the URL without its password, the flag, the example)."""
+    assert "\n" not in line
+    for form in {password, quote(password, safe="")}:
+        if form not in fixed and form.strip() == form:
+            assert form not in line, line
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    head=st.sampled_from(["", "http://", "https://", "HTTP://", "http:/", "ftp://", "//", 'x"y://', "http:\\\\"]),
+    user=ODD,
+    password=PASSWORDS,
+    at=st.sampled_from(ATS),
+    host=st.sampled_from(HOSTS),
+    path=st.sampled_from(PATHS),
+)
+@example(head="http://", user="me", password="hunter2secret", at="\uff20", host="api.example.com", path="/v1")
+@example(head="http://", user="", password="00000<", at="\ufe6b", host="127.0.0.1:8000", path="")
+def test_the_gate_refuses_userinfo_in_one_line_without_the_password_and_passes_no_userinfo(
+    head, user, password, at, host, path
+):
+    """Any string: the gate either refuses it in one line without what was written as its password (whatever the
+    '@' or look-alike, quotes, '<', spaces, IPv6 brackets, no scheme, odd schemes), or passes a URL in which neither
+    urllib nor httpx (the client of every request) reads userinfo, so no Basic auth is ever sent."""
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    from e1.errors import server_url
+
+    url = f"{head}{user}:{password}{at}{host}{path}"
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("e1.errors._registered", set())  # what an earlier example registered masks nothing here
+            server_url(url, "--api-url", "http://127.0.0.1:8000/v1")
+    except ConfigError as err:
+        _clean(str(err), password, f"{head}{user}:{at}{host}{path} --api-url http://127.0.0.1:8000/v1")
+        return
+    parts = urlsplit(url)
+    assert parts.username is None and parts.password is None, url
+    assert httpx.URL(url).userinfo == b"", url
+
+
+def _eval_args(url: str, tmp_path) -> list[str]:
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"problem": "1+1?", "answer": "2"}\n')
+    return [
+        *("e1", "eval", "--backend", "openai", "--api-url", url, "--model", "m", "--mode", "none"),
+        *("--think", "8", "--solve", "8", "--datasets", str(data), "--out", str(tmp_path / "run")),
+    ]
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    password=PASSWORDS.filter(lambda p: "\x00" not in p),
+    at=st.sampled_from(ATS),
+    where=st.sampled_from(["eval", "elo", "HF_ENDPOINT"]),
+)
+@example(password="hunter2<x", at="@", where="HF_ENDPOINT")
+@example(password="hunter2secret", at="\uff20", where="eval")
+def test_every_server_url_the_cli_takes_is_refused_in_one_line_without_its_password(
+    tmp_path, capsys, password, at, where
+):
+    """`e1 eval --api-url`, `e1 elo fetch --api-url` and HF_ENDPOINT (read by the hub's libraries for any hub id,
+    not only by --push) as a user gives them: one line on stderr naming the flag, no password, no request."""
+    from e1.cli.app import main
+    from e1.errors import server_url
+
+    url = f"http://me:{password}{at}127.0.0.1:9/v1"
+    try:  # passed only where a '/', '?' or '#' ends the authority first ("me:00?0@…": host me, port 00), so no
+        server_url(url, "--api-url", "http://127.0.0.1:8000/v1")  # parser reads userinfo (the first test's concern)
+        return
+    except ConfigError:
+        pass
+    args = {
+        "eval": _eval_args(url, tmp_path),
+        "elo": ["e1", "elo", "fetch", "--contests", "1971", "--out", str(tmp_path / "cf"), "--api-url", url],
+        "HF_ENDPOINT": ["e1", "data", "prepare", "gsm8k"],
+    }[where]
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit) as exited:
+        patch.setattr("e1.errors._registered", set())  # what an earlier example registered masks nothing here
+        patch.setenv("HF_ENDPOINT", url if where == "HF_ENDPOINT" else "")
+        patch.setattr(sys, "argv", args)
+        main()
+    err = capsys.readouterr().err
+    assert exited.value.code != 0 and err.count("\n") == 1, err
+    assert ("--api-url" if where != "HF_ENDPOINT" else "HF_ENDPOINT") in err, err
+    _clean(err.strip(), password, f"http://me:{at}127.0.0.1:9/v1 {' '.join(arg for arg in args if arg != url)}")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "ftp", "socks9"]),
+    password=PASSWORDS,
+    host=st.sampled_from(["proxy:3128", "proxy:1", "[::1", "[::1]:8080", "p\uff20x:1"]),
+)
+@example(scheme="http", password="hunter2#x", host="proxy:1")  # httpx: "Invalid port: 'hunter2'"
+@example(scheme="http", password="secretpw/x", host="proxy:1")
+@example(scheme="ftp", password="pw<xyzz", host="proxy:3128")  # '<' ends a URL in text
+def test_a_proxy_e1_cannot_use_is_one_line_without_its_password(scheme, password, host):
+    """HTTPS_PROXY with credentials (the proxy's own, which e1 sends it): a proxy httpx refuses is one line that
+    shows neither the password nor a piece of it httpx quoted."""
+    from e1.engine.api.replies import bounded_client
+
+    proxy = f"{scheme}://me:{password}@{host}"
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("e1.errors._registered", set())  # what an earlier example registered masks nothing here
+            patch.setenv("HTTPS_PROXY", proxy)
+            bounded_client(5.0).close()
+    except ConfigError as err:
+        line = str(err)
+        _clean(line, password, f"{scheme}://me:@{host} HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY")
+        for piece in password.replace("?", "#").replace("/", "#").split("#"):  # what httpx may quote alone
+            if len(piece) >= 6 and piece not in f"{scheme}://me:@{host} HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY":
+                assert piece not in line, line
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    value=st.text(st.characters(codec="ascii", exclude_categories=("Cc",)), min_size=8, max_size=24).filter(
+        lambda v: not set(v) & set("&#;") and v.strip() == v
+    ),
+    name=st.sampled_from(["key", "x", "api-version", "sig"]),
+    where=st.sampled_from(["?", "#"]),
+)
+@example(value='ab"cdSECRETQRS', name="x", where="?")
+@example(value="ab cdSECRETQRS", name="x", where="?")
+def test_an_accepted_urls_query_value_is_never_printed_whatever_it_holds(value, name, where):
+    """An accepted URL's query or fragment value (a key passed as ``?key=``) holding a quote, '<' or a space, which
+    end a URL in text: every line that quotes the URL (a connection error, a mode it cannot run, config.json's url)
+    masks all of it."""
+    from e1.errors import E1Error, redact, server_url
+
+    url = f"http://127.0.0.1:9/v1{where}{name}={value}"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())  # what an earlier example registered masks nothing here
+        try:
+            server_url(url, "--api-url", "http://127.0.0.1:8000/v1")
+        except ConfigError:
+            return  # (not an accepted URL: the refusal is the other tests' concern)
+        lines = [str(E1Error(f"cannot reach {url}: Connection error.")), redact(url), redact(f"'{url}'")]
+    if value not in f"http://127.0.0.1:9/v1{where}{name}= cannot reach Connection error.":
+        assert not any(value in line for line in lines), lines
