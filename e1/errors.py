@@ -7,7 +7,7 @@ Every message is one printable line (:func:`one_line`) and passes :func:`redact`
 line, log records and progress lines), and so does every URL e1 writes to a file (config.json):
 the secrets e1 knows (values of key-like environment variables, of ``--api-key``-style options,
 keys registered as read, such as the Hugging Face token from its login file), as they are and
-percent-encoded, every URL's userinfo and query and fragment values, secret-named fields
+percent-encoded and JSON-escaped, every URL's userinfo and query and fragment values, secret-named fields
 (``access_token=``, ``password:``, ``sig=``, ...), ``Authorization``-style headers and bearer
 tokens are masked, so a server that echoes a key back never gets it printed.
 
@@ -144,10 +144,8 @@ def redact(text: str) -> str:
     >>> redact("Authorization: Bearer abcdefgh12345 and x-api-key=zzz")
     'Authorization: Bearer *** and x-api-key=***'
     """
-    from urllib.parse import quote, quote_plus
-
     text = str(text)
-    secrets = {form for secret in known_secrets() for form in (secret, quote(secret, safe=""), quote_plus(secret))}
+    secrets = {form for secret in known_secrets() for form in _forms(secret)}
     for secret in sorted(secrets, key=len, reverse=True):
         while secret in text:  # a key holding the mask's characters cannot reappear around it
             text = text.replace(secret, MASK)
@@ -155,6 +153,18 @@ def redact(text: str) -> str:
     text = _SECRET_VALUE.sub(lambda m: m.group(1) + m.group(2) + MASK, text)
     text = _SECRET_FIELD.sub(lambda m: m.group(1) + m.group(2) + (m.group(3) + " " if m.group(3) else "") + MASK, text)
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
+
+
+def _forms(secret: str) -> set[str]:
+    """How a server or a library may spell ``secret`` back: as it is, percent-encoded, and JSON-escaped (a reply
+    body quoted raw: ``\\"``, ``\\uXXXX``, and the ``\\/`` some encoders write for '/')."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    escaped = {json.dumps(secret, ensure_ascii=only_ascii)[1:-1] for only_ascii in (True, False)}
+    return (
+        {secret, quote(secret, safe=""), quote_plus(secret)} | escaped | {form.replace("/", "\\/") for form in escaped}
+    )
 
 
 def redact_chain(err: BaseException) -> BaseException:
@@ -245,7 +255,7 @@ def hub_endpoint(url: str | None = None) -> None:
     so the CLI passes it here as it starts, and ``--push`` again for a caller of the library."""
     url = os.environ.get("HF_ENDPOINT", "") if url is None else url
     if url:
-        server_url(url, "HF_ENDPOINT", "https://huggingface.co", "the token: HF_TOKEN or hf auth login")
+        server_url(url, "HF_ENDPOINT", "https://huggingface.co", "the token comes from HF_TOKEN or hf auth login")
 
 
 def shown_url(url: str) -> str:

@@ -121,6 +121,7 @@ def test_every_server_url_the_cli_takes_is_refused_in_one_line_without_its_passw
     err = capsys.readouterr().err
     assert exited.value.code != 0 and err.count("\n") == 1, err
     assert ("--api-url" if where != "HF_ENDPOINT" else "HF_ENDPOINT") in err, err
+    assert where != "HF_ENDPOINT" or "HF_TOKEN or hf auth login" in err, err  # the hint unmasked ("token: X" was)
     _clean(err.strip(), password, f"http://me:{at}127.0.0.1:9/v1 {' '.join(arg for arg in args if arg != url)}")
 
 
@@ -178,3 +179,31 @@ def test_an_accepted_urls_query_value_is_never_printed_whatever_it_holds(value, 
         lines = [str(E1Error(f"cannot reach {url}: Connection error.")), redact(url), redact(f"'{url}'")]
     if value not in f"http://127.0.0.1:9/v1{where}{name}= cannot reach Connection error.":
         assert not any(value in line for line in lines), lines
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    key=st.text(st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Zs")), min_size=8, max_size=24).filter(
+        lambda k: "*" not in k
+    ),
+    ensure_ascii=st.booleans(),
+    slash=st.booleans(),
+)
+@example(key="sk-abc/def+ghi=jk", ensure_ascii=True, slash=True)  # the '\/' a PHP-style encoder writes
+@example(key='sk-quote"d\\key', ensure_ascii=True, slash=False)
+@example(key="sk-caf\u00e9-key-1", ensure_ascii=True, slash=False)
+def test_a_key_a_server_echoes_json_escaped_in_a_raw_body_is_masked(key, ensure_ascii, slash):
+    """OPENAI_API_KEY echoed in a reply body quoted raw (not valid JSON, so no SDK decoded it): JSON-escaped
+    ('\\"', '\\uXXXX', '\\/'), it is masked in e1's line as it is when echoed plain."""
+    import json
+
+    from e1.errors import E1Error
+
+    body = json.dumps({"error": f"invalid key {key}"}, ensure_ascii=ensure_ascii)
+    body = body.replace("/", "\\/") if slash else body
+    echoed = body[len('{"error": "invalid key ') : -2]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())
+        patch.setenv("OPENAI_API_KEY", key)
+        line = str(E1Error(f"the server refused e1's key: 401 {body[:-1]}"))  # cut: no longer JSON
+    assert echoed not in line and key not in line, line
