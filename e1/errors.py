@@ -168,19 +168,25 @@ def _forms(secret: str) -> set[str]:
 
 
 def redact_chain(err: BaseException) -> BaseException:
-    """``err`` and every exception it came from (``__cause__``, ``__context__``) with their text
-    arguments passed through :func:`redact`, so an ``E1_DEBUG=1`` traceback's lines (a library's
-    error quoting a server's reply that echoes a key) mask what the one-line error masks."""
+    """``err`` and every exception it came from (``__cause__``, ``__context__``) or holds (an exception group's)
+    with their text arguments and notes (``add_note``) passed through :func:`redact`, so an ``E1_DEBUG=1``
+    traceback's lines (a library's error quoting a server's reply that echoes a key) mask what the one-line
+    error masks."""
     seen: set[int] = set()
-    first = err
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
+    waiting = [err]
+    while waiting:
+        each = waiting.pop()
+        if each is None or id(each) in seen:
+            continue
+        seen.add(id(each))
         try:
-            err.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in err.args)
+            each.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in each.args)
+            if isinstance(getattr(each, "__notes__", None), list):
+                each.__notes__ = [redact(note) if isinstance(note, str) else note for note in each.__notes__]
         except (AttributeError, TypeError):  # an exception whose args are read-only
             pass
-        err = err.__cause__ or err.__context__
-    return first
+        waiting += [each.__cause__ or each.__context__, *getattr(each, "exceptions", ())]
+    return err
 
 
 def register_url(url: str | None) -> str | None:

@@ -207,3 +207,37 @@ def test_a_key_a_server_echoes_json_escaped_in_a_raw_body_is_masked(key, ensure_
         patch.setenv("OPENAI_API_KEY", key)
         line = str(E1Error(f"the server refused e1's key: 401 {body[:-1]}"))  # cut: no longer JSON
     assert echoed not in line and key not in line, line
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="notes and exception groups are Python 3.11's")
+@pytest.mark.parametrize("how", ["note", "group", "note-in-cause"])
+def test_a_debug_traceback_masks_a_key_in_a_note_or_an_exception_group(monkeypatch, how):
+    """E1_DEBUG=1 prints an exception's notes (``add_note``) and every exception of a group (asyncio's TaskGroup
+    raises one): a key a server echoed there is masked as in the one-line error."""
+    import traceback
+
+    import e1.cli.app as cli
+
+    key = "sk-debug-note-Zx9Yw8Vu7"
+
+    def app(prog_name):
+        echoed = RuntimeError(f"401: invalid key {key}")
+        if how == "group":
+            raise ExceptionGroup("unhandled errors in a TaskGroup", [echoed])  # noqa: F821 (Python 3.11's)
+        noted = ValueError("the server refused the request")
+        noted.add_note(f"its reply: {{'error': 'invalid key {key}'}}")
+        if how == "note":
+            raise noted
+        try:
+            raise noted
+        except ValueError as err:
+            raise RuntimeError("request failed") from err
+
+    monkeypatch.setenv("E1_TEST_API_KEY", key)
+    monkeypatch.setenv("E1_DEBUG", "1")
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr("sys.argv", ["e1", "eval"])
+    with pytest.raises(BaseException) as caught:
+        cli.main()
+    printed = "".join(traceback.format_exception(caught.value))
+    assert key not in printed and "invalid key ***" in printed, printed
