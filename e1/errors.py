@@ -135,7 +135,8 @@ def known_secrets() -> set[str]:
         name, equals, value = arg.partition("=")
         if name.startswith("-") and _SECRET_NAME.search(name.lstrip("-")) and not name.endswith(_NAMING):
             found.add(value if equals else argv[at + 1] if at + 1 < len(argv) else "")
-    return {value for value in found if len(value) >= MIN_SECRET_CHARS}
+    # a value read with spaces or a newline around it (an env file, `$(cat key)`) is echoed back without them
+    return {form for value in found for form in (value, value.strip()) if len(form) >= MIN_SECRET_CHARS}
 
 
 def redact(text: str) -> str:

@@ -241,3 +241,25 @@ def test_a_debug_traceback_masks_a_key_in_a_note_or_an_exception_group(monkeypat
         cli.main()
     printed = "".join(traceback.format_exception(caught.value))
     assert key not in printed and "invalid key ***" in printed, printed
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    key=st.text("abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=8, max_size=30),
+    before=st.text(" \t\n\r", max_size=3),
+    after=st.text(" \t\n\r", min_size=1, max_size=3),
+    where=st.sampled_from(["OPENAI_API_KEY", "registered"]),
+)
+def test_a_key_read_with_whitespace_around_it_is_masked_as_a_server_echoes_it(key, before, after, where):
+    """OPENAI_API_KEY (or a key e1 read) with a newline or spaces around it, as an env file or `$(cat key)` leaves
+    it: a server echoes the key without them, and that is masked too."""
+    from e1.errors import E1Error, register_secret
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("e1.errors._registered", set())
+        if where == "registered":
+            register_secret(f"{before}{key}{after}")
+        else:
+            patch.setenv(where, f"{before}{key}{after}")
+        line = str(E1Error(f"401: invalid key {key} given"))
+    assert key not in line, line
