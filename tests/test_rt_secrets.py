@@ -263,3 +263,23 @@ def test_a_key_read_with_whitespace_around_it_is_masked_as_a_server_echoes_it(ke
             patch.setenv(where, f"{before}{key}{after}")
         line = str(E1Error(f"401: invalid key {key} given"))
     assert key not in line, line
+
+
+def test_an_unexpected_errors_line_masks_a_secret_holding_a_run_of_spaces(monkeypatch, capsys):
+    """A proxy's password (or any registered secret) holding two spaces, quoted by a library's error that is no
+    E1Error: the one line joins runs of spaces, and masks the secret before it does."""
+    import e1.cli.app as cli
+    from e1.errors import register_secret
+
+    secret = "correct  horse\nbattery"
+
+    def app(prog_name):
+        raise RuntimeError(f"proxy refused credentials {secret}")
+
+    register_secret(secret)
+    monkeypatch.setattr(cli, "app", app)
+    monkeypatch.setattr("sys.argv", ["e1", "eval"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    err = capsys.readouterr().err
+    assert "horse" not in err and "***" in err, err

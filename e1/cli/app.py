@@ -101,7 +101,7 @@ def _fail(message: str, code: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    line = redact(" ".join(message.split()))  # a server may echo the key back in its message
+    line = " ".join(redact(message).split())  # a server may echo the key back (masked before spaces are joined)
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
     sys.exit(code)
 
