@@ -283,3 +283,32 @@ def test_an_unexpected_errors_line_masks_a_secret_holding_a_run_of_spaces(monkey
         cli.main()
     err = capsys.readouterr().err
     assert "horse" not in err and "***" in err, err
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    prefix=st.sampled_from(["sk-proj-", "hf_", "AIza", "sk-ant-api03-", ""]),
+    body=st.text("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", min_size=12, max_size=30).filter(
+        lambda b: any(c.islower() or c == "-" for c in b)
+    ),
+)
+@example(prefix="hf_", body="AbCdEfGhIjKlMnOp123")  # a valid variable name, which no variable has
+@example(prefix="sk-proj-", body="Abc123def456ghi")
+def test_a_key_passed_in_place_of_its_variables_name_is_never_printed(tmp_path, capsys, prefix, body):
+    """`--api-key-env sk-proj-...` or `--api-key-env hf_...` (the key itself, by a slip the hint warns of): one
+    line that names the flag and not the key, and no file holds it."""
+    from e1.cli.app import main
+
+    key = prefix + body
+    args = _eval_args("http://127.0.0.1:9/v1", tmp_path)
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(SystemExit):
+        patch.setattr("e1.errors._registered", set())
+        patch.delenv(key, raising=False)
+        patch.setattr(sys, "argv", [*args[:6], "--api-key-env", key, *args[6:]])
+        main()
+    err = capsys.readouterr().err
+    written = "".join(path.read_text(errors="replace") for path in tmp_path.rglob("*") if path.is_file())
+    assert "--api-key-env" in err.strip().splitlines()[-1], err  # the error line (after a "loading m ..." status)
+    assert key not in err and key not in written, err
