@@ -7,7 +7,7 @@ Every message is one printable line (:func:`one_line`) and passes :func:`redact`
 line, log records and progress lines), and so does every URL e1 writes to a file (config.json):
 the secrets e1 knows (values of key-like environment variables, of ``--api-key``-style options,
 keys registered as read, such as the Hugging Face token from its login file), as they are and
-percent-encoded, every URL's userinfo and query and fragment values, secret-named fields
+percent-encoded and JSON-escaped, every URL's userinfo and query and fragment values, secret-named fields
 (``access_token=``, ``password:``, ``sig=``, ...), ``Authorization``-style headers and bearer
 tokens are masked, so a server that echoes a key back never gets it printed.
 
@@ -29,6 +29,7 @@ import difflib
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable
 
 MASK = "***"
@@ -134,7 +135,8 @@ def known_secrets() -> set[str]:
         name, equals, value = arg.partition("=")
         if name.startswith("-") and _SECRET_NAME.search(name.lstrip("-")) and not name.endswith(_NAMING):
             found.add(value if equals else argv[at + 1] if at + 1 < len(argv) else "")
-    return {value for value in found if len(value) >= MIN_SECRET_CHARS}
+    # a value read with spaces or a newline around it (an env file, `$(cat key)`) is echoed back without them
+    return {form for value in found for form in (value, value.strip()) if len(form) >= MIN_SECRET_CHARS}
 
 
 def redact(text: str) -> str:
@@ -143,10 +145,8 @@ def redact(text: str) -> str:
     >>> redact("Authorization: Bearer abcdefgh12345 and x-api-key=zzz")
     'Authorization: Bearer *** and x-api-key=***'
     """
-    from urllib.parse import quote, quote_plus
-
     text = str(text)
-    secrets = {form for secret in known_secrets() for form in (secret, quote(secret, safe=""), quote_plus(secret))}
+    secrets = {form for secret in known_secrets() for form in _forms(secret)}
     for secret in sorted(secrets, key=len, reverse=True):
         while secret in text:  # a key holding the mask's characters cannot reappear around it
             text = text.replace(secret, MASK)
@@ -156,34 +156,54 @@ def redact(text: str) -> str:
     return _BEARER.sub(lambda m: f"{m.group(1)} {MASK}", text)
 
 
+def _forms(secret: str) -> set[str]:
+    """How a server or a library may spell ``secret`` back: as it is, percent-encoded, and JSON-escaped (a reply
+    body quoted raw: ``\\"``, ``\\uXXXX``, and the ``\\/`` some encoders write for '/')."""
+    import json
+    from urllib.parse import quote, quote_plus
+
+    escaped = {json.dumps(secret, ensure_ascii=only_ascii)[1:-1] for only_ascii in (True, False)}
+    return (
+        {secret, quote(secret, safe=""), quote_plus(secret)} | escaped | {form.replace("/", "\\/") for form in escaped}
+    )
+
+
 def redact_chain(err: BaseException) -> BaseException:
-    """``err`` and every exception it came from (``__cause__``, ``__context__``) with their text
-    arguments passed through :func:`redact`, so an ``E1_DEBUG=1`` traceback's lines (a library's
-    error quoting a server's reply that echoes a key) mask what the one-line error masks."""
+    """``err`` and every exception it came from (``__cause__``, ``__context__``) or holds (an exception group's)
+    with their text arguments and notes (``add_note``) passed through :func:`redact`, so an ``E1_DEBUG=1``
+    traceback's lines (a library's error quoting a server's reply that echoes a key) mask what the one-line
+    error masks."""
     seen: set[int] = set()
-    first = err
-    while err is not None and id(err) not in seen:
-        seen.add(id(err))
+    waiting = [err]
+    while waiting:
+        each = waiting.pop()
+        if each is None or id(each) in seen:
+            continue
+        seen.add(id(each))
         try:
-            err.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in err.args)
+            each.args = tuple(redact(arg) if isinstance(arg, str) else arg for arg in each.args)
+            if isinstance(getattr(each, "__notes__", None), list):
+                each.__notes__ = [redact(note) if isinstance(note, str) else note for note in each.__notes__]
         except (AttributeError, TypeError):  # an exception whose args are read-only
             pass
-        err = err.__cause__ or err.__context__
-    return first
+        waiting += [each.__cause__ or each.__context__, *getattr(each, "exceptions", ())]
+    return err
 
 
 def register_url(url: str | None) -> str | None:
-    """Remember the credentials in ``url``'s userinfo (an ``--api-url`` like ``https://me:pw@host``) as
-    secrets: the password, ``user:password`` and its Basic-auth base64, as they are and percent-decoded,
-    so a server that echoes the credentials it was sent gets none of them printed; returns ``url``."""
+    """Remember the credentials in ``url`` (an ``--api-url`` like ``https://me:pw@host``, a proxy) as secrets: its
+    userinfo's password, ``user:password`` and its Basic-auth base64, as they are and percent-decoded, and the values
+    of its query and fragment (``?key=...``: text stops a URL at a quote or a space, which such a value may hold), so
+    a line that quotes the URL, or a server that echoes what it was sent, gets none of them printed; returns ``url``."""
     import base64
     from urllib.parse import unquote, urlsplit
 
+    url = url or ""
     try:
-        parts = urlsplit(url or "")
+        parts = urlsplit(url)
         username, password = parts.username, parts.password
     except ValueError:  # a host urllib cannot read ("[" outside an IPv6 address): the userinfo read as httpx would
-        head = re.match(r"(?is)[a-z][a-z0-9+.-]*://([^/?#]*)@", url or "")
+        head = re.match(r"(?is)[a-z][a-z0-9+.-]*://([^/?#]*)@", url)
         username, _, password = head.group(1).partition(":") if head else ("", "", None)
         password = password if head and ":" in head.group(1) else None
     if password is not None or username:
@@ -194,13 +214,17 @@ def register_url(url: str | None) -> str | None:
             pair = f"{user}:{secret}"
             for value in (secret, pair, base64.b64encode(pair.encode()).decode()):
                 register_secret(value)
+    tail = re.split(r"[?#]", url, maxsplit=1)[1:]
+    for value in re.findall(r"=([^&#;]*)", tail[0] if tail else ""):
+        for form in (value, unquote(value)):
+            register_secret(form)
     return url
 
 
 def server_url(
     url: str, flag: str, example: str, key: str = "put the key in a variable, pass --api-key-env NAME"
 ) -> str:
-    """The one gate of every server URL a user gives e1 (``--api-url``, elo's ``--api-url``, ``HF_ENDPOINT``):
+    """The one gate of every server URL a user gives e1 (``--api-url``, elo's ``--api-url``, :func:`hub_endpoint`):
     an http(s) URL with a host and no userinfo, else one :class:`ConfigError` line (the URL redacted). A URL's
     userinfo would reach the server as HTTP Basic auth (httpx sends it, in place of the key's header), so a
     credential reaches a server only as the key an environment variable holds (``--api-key-env``).
@@ -216,38 +240,74 @@ def server_url(
     register_url(url)  # masked in any line that quotes it, the traceback's too (even where the URL is refused)
     head = re.match(r"(?i)https?://([^/?#\s]+)", url)
     if head is None or not url.isprintable():
-        raise ConfigError(f"{flag} {_shown(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {shown_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
     try:
         seen = urlsplit(url)
         userinfo = seen.username is not None or seen.password is not None
     except ValueError:  # an IPv6 host urllib cannot read: refused as no URL
-        raise ConfigError(f"{flag} {_shown(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
+        raise ConfigError(f"{flag} {shown_url(url)} is not an http(s) URL", hint=f"e.g. {example}") from None
     if userinfo or "@" in head.group(1):  # an "@" before the path: userinfo to httpx and urllib alike
         raise ConfigError(
-            f"{flag} {_shown(url)} holds credentials (user:password@), which e1 never sends",
+            f"{flag} {shown_url(url)} holds credentials (user:password@), which e1 never sends",
             hint=f"{key}; the URL without user:password@, e.g. {example}",
         )
     if not _reachable(url):
-        raise ConfigError(f"{flag} {_shown(url)} has no host and port a client can use", hint=f"e.g. {example}")
+        raise ConfigError(f"{flag} {shown_url(url)} has no host and port a client can use", hint=f"e.g. {example}")
     return url
 
 
-def _shown(url: str) -> str:
-    """``url`` as a refusal quotes it: read as one URL whatever characters it holds (text stops a URL at a quote
-    or a '<', and a refused URL may hold them), everything before its last '@' masked (a password holding a '/',
-    '?' or '#' is no userinfo to a parser, but was meant as one), then every secret e1 knows.
+def hub_endpoint(url: str | None = None) -> None:
+    """``HF_ENDPOINT`` (or ``url``, the endpoint huggingface_hub read from it) through :func:`server_url`: the hub's
+    libraries read it wherever e1 reaches the hub (a model or tokenizer by hub id, a benchmark's dataset, ``--push``),
+    so the CLI passes it here as it starts, and ``--push`` again for a caller of the library."""
+    url = os.environ.get("HF_ENDPOINT", "") if url is None else url
+    if url:
+        server_url(url, "HF_ENDPOINT", "https://huggingface.co", "the token comes from HF_TOKEN or hf auth login")
 
-    >>> _shown("http://me:pw<x@host/v1?key=1")
+
+def shown_url(url: str) -> str:
+    """``url`` as a line quotes a URL e1 was given: read as one URL whatever characters it holds (text stops a URL at a
+    quote or a '<', and a refused URL may hold them), everything before its last '@' masked (a password holding a '/',
+    '?' or '#' is no userinfo to a parser, but was meant as one; an '@' look-alike, such as a full-width '＠', counts:
+    urllib reads it as one), then every secret e1 knows.
+
+    >>> shown_url("http://me:pw<x@host/v1?key=1")
     'http://***@host/v1?key=***'
-    >>> _shown(":pw#x@host")
-    '***@host'
+    >>> shown_url(":pw#x@host"), shown_url("http://me:pw\uff20host/v1")
+    ('***@host', 'http://***\uff20host/v1')
     """
+    head, userinfo, rest = _written(url)
+    return redact(head + _url_rest(rest if userinfo is None else MASK + rest))
+
+
+def _written(url: str) -> tuple[str, str | None, str]:
+    """``url`` split as its writer meant it: the scheme and ``://`` (or ""), the userinfo (everything before the last
+    '@' or '@' look-alike; None without one), and the rest from that '@' on."""
     scheme = re.match(r"[^:/?#@\s]*://", url)
     head = scheme.group(0) if scheme else ""
     rest = url[len(head) :]
-    if "@" in rest:
-        rest = MASK + rest[rest.rindex("@") :]
-    return redact(head + _url_rest(rest))
+    ats = [at for at, char in enumerate(rest) if "@" in unicodedata.normalize("NFKC", char)]
+    return (head, rest[: ats[-1]], rest[ats[-1] :]) if ats else (head, None, rest)
+
+
+def userinfo_masked(text: str, url: str) -> str:
+    """``text`` (a library's message about ``url``, which may quote a piece of it: "Invalid port: 'pw'") with what
+    ``url``'s writer meant as its password, and each piece of it a parser may read alone, masked however short, as
+    written and percent-encoded.
+
+    >>> userinfo_masked("Invalid port: 'pw'", "http://me:pw#x@host:1")
+    "Invalid port: '***'"
+    """
+    from urllib.parse import quote
+
+    userinfo = _written(url)[1]
+    if not userinfo:
+        return text
+    password = userinfo.partition(":")[2]  # (the user name is no secret, and a short one would garble the text)
+    pieces = {password, *re.split(r"[:/?#]", password)} - {""}
+    for piece in sorted(pieces | {quote(piece, safe="") for piece in pieces}, key=len, reverse=True):
+        text = text.replace(piece, MASK)
+    return text
 
 
 def _reachable(url: str) -> bool:

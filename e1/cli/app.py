@@ -16,7 +16,7 @@ import typer
 
 from e1 import __version__
 from e1.cli.help import Lazy, LazyGroup, with_aliases
-from e1.errors import E1Error, redact, redact_chain, redact_logs
+from e1.errors import E1Error, hub_endpoint, redact, redact_chain, redact_logs
 
 # each command: its module (loaded when the command runs or shows its help) and its one-line summary
 COMMANDS: dict[str, Lazy] = {
@@ -101,7 +101,7 @@ def _fail(message: str, code: int) -> None:
     from rich.console import Console
     from rich.markup import escape
 
-    line = redact(" ".join(message.split()))  # a server may echo the key back in its message
+    line = " ".join(redact(message).split())  # a server may echo the key back (masked before spaces are joined)
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/bold red] {escape(line)}")
     sys.exit(code)
 
@@ -162,6 +162,7 @@ def _main() -> None:
         signal.signal(signal.SIGINT, _on_sigint)
         signal.signal(signal.SIGTERM, _on_sigint)  # the requests in flight land (journalled) before e1 exits
     try:
+        hub_endpoint()  # read by the hub's libraries wherever e1 reaches the hub: one gate, before any request
         app(prog_name="e1")
     except E1Error as err:
         if debug:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from e1 import __version__
-from e1.errors import ConfigError, redact, register_secret, server_url
+from e1.errors import ConfigError, hub_endpoint, redact, register_secret
 from e1.report.hub_export import check_repo_id
 from e1.report.within import within
 
@@ -40,7 +40,7 @@ def push(written: list[Path], repo: str, deadline_s: float | None = None) -> str
 
     from huggingface_hub import constants
 
-    server_url(constants.ENDPOINT, "HF_ENDPOINT", "https://huggingface.co", "the token: HF_TOKEN or hf auth login")
+    hub_endpoint(constants.ENDPOINT)
 
     def upload() -> str:
         register_secret(get_token())  # HF_TOKEN or the login file's token: masked in every line e1 prints

@@ -130,11 +130,12 @@ def proxy_transport(httpx, proxy: str | None):
 
 
 def proxy_error(err: Exception, proxy: str | None = None):
-    """The one line for proxy variables httpx cannot use (the proxy's credentials masked by the error itself)."""
-    from e1.errors import ConfigError
+    """The one line for proxy variables httpx cannot use (the proxy quoted as :func:`e1.errors.shown_url` shows it)."""
+    from e1.errors import ConfigError, shown_url, userinfo_masked
 
-    which = f"the proxy {proxy}" if proxy else "the proxy variables"
+    which = f"the proxy {shown_url(proxy)}" if proxy else "the proxy variables"
+    reason = userinfo_masked(str(err), proxy) if proxy else str(err)  # httpx quotes a piece: "Invalid port: 'pw'"
     return ConfigError(
-        f"{which} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) cannot be used: {err}",
+        f"{which} (HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, NO_PROXY) cannot be used: {reason}",
         hint="give an http:// or https:// proxy, unset the variable, or name the host in NO_PROXY",
     )

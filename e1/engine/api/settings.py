@@ -86,6 +86,7 @@ class ApiSettings:
         elif os.environ.get(BASE_URL_ENVS.get(self.backend, ""), ""):  # the URL the vendor's SDK reads instead
             server_url(os.environ[BASE_URL_ENVS[self.backend]], BASE_URL_ENVS[self.backend], "unset it, or --api-url")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
+            register_secret(self.api_key_env)  # no name: the key itself, passed by a slip (never printed)
             raise ConfigError(
                 f"--api-key-env {self.api_key_env!r} is not an environment variable name",
                 hint="name the variable that holds the key, e.g. OPENAI_API_KEY (never the key itself)",
@@ -100,6 +101,8 @@ class ApiSettings:
         key = os.environ.get(variable)
         register_secret(key)  # masked in every message e1 prints (e1.errors.redact)
         if not key:
+            if not variable.isupper():  # a name no variable has, not UPPER_CASE: maybe the key itself (an hf_... token)
+                register_secret(variable)
             flag = f"--api-key-env {variable}" if self.api_key_env else f"--backend {self.backend} reads {variable}"
             raise ConfigError(f"{flag}: the variable is not set", hint=f"export {variable}=... before running")
         return key
