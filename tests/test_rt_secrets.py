@@ -41,7 +41,22 @@ def _clean(line: str, password: str, fixed: str) -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    head=st.sampled_from(["", "http://", "https://", "HTTP://", "http:/", "ftp://", "//", 'x"y://', "http:\\\\"]),
+    head=st.sampled_from(
+        [
+            "",
+            "http://",
+            "https://",
+            "HTTP://",
+            "http:/",
+            "http:",
+            "ftp://",
+            "http:// ",
+            "//",
+            "x y://",
+            'x"y://',
+            "http:\\\\",
+        ]
+    ),
     user=ODD,
     password=PASSWORDS,
     at=st.sampled_from(ATS),
@@ -50,6 +65,11 @@ def _clean(line: str, password: str, fixed: str) -> None:
 )
 @example(head="http://", user="me", password="hunter2secret", at="\uff20", host="api.example.com", path="/v1")
 @example(head="http://", user="", password="00000<", at="\ufe6b", host="127.0.0.1:8000", path="")
+@example(head="http://", user="", password="00000<", at="@", host="127.0.0.1:8000", path="/v1")  # '<' ends text URLs
+@example(head="", user="me", password='pw"<>xy', at="@", host="api.example.com", path="/v1")
+@example(head="http://", user="", password="00000#", at="@", host="127.0.0.1:8000", path="")  # no userinfo to a parser
+@example(head="", user="", password="00000#", at="@", host="127.0.0.1:8000", path="")
+@example(head="http://", user="0", password="00000/", at="@", host="127.0.0.1:8000", path="")  # host "0": passes
 def test_the_gate_refuses_userinfo_in_one_line_without_the_password_and_passes_no_userinfo(
     head, user, password, at, host, path
 ):
@@ -73,6 +93,8 @@ def test_the_gate_refuses_userinfo_in_one_line_without_the_password_and_passes_n
     parts = urlsplit(url)
     assert parts.username is None and parts.password is None, url
     assert httpx.URL(url).userinfo == b"", url
+    if at == "@":  # passed with a plain '@': only where a '/', '?' or '#' ends the authority before it
+        assert any(c in "/?#" for c in user + password), url
 
 
 def _eval_args(url: str, tmp_path) -> list[str]:
