@@ -8,8 +8,8 @@ torch runs its CPU kernels on an OpenMP team, one thread per core, whose idle th
 (libgomp: 300,000 rounds). Alone, the spin buys a quick start of the next kernel. Beside another busy process the
 spinners hold the cores it needs and that e1's own working thread waits for: ``e1 demo --fast``'s SFT fell from
 4 to 0.42 steps/s beside one torch job on 2 cores. Making every idle thread sleep at once
-(``OMP_WAIT_POLICY=PASSIVE``) cost grpo and decoding 0.5-0.7x alone. So e1 chooses, once, as torch is first
-looked up (:func:`choose_waiting`: the OpenMP runtime reads its environment when it loads): beside other work
+(``OMP_WAIT_POLICY=PASSIVE``) cost grpo 0.36-0.60x and decoding 0.55-0.85x alone. So e1 chooses, once, as torch
+is first looked up (:func:`choose_waiting`: the OpenMP runtime reads its environment when it loads): beside other work
 (at least :data:`QUIET` cores busy elsewhere since the entry point) idle threads sleep at once, and torch's team
 takes its fair share; on a quiet machine threads wait as torch's do, and :func:`pace` sizes the team as load
 comes and goes: every window it measures the CPU time that other processes took on the cores this process may
